@@ -1,0 +1,61 @@
+"""Registry of wire formats. Modules are imported only when their dialect is used.
+
+Each module named here defines ``DIALECT``, an instance of
+:class:`agentstream.dialects.base.Dialect`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from agentstream.errors import UnknownDialectError
+
+if TYPE_CHECKING:
+    from agentstream.dialects.base import Dialect
+
+__all__ = ["DIALECT_NAMES", "detect_dialect", "get_dialect"]
+
+_MODULES: dict[str, str] = {
+    "canonical": "agentstream.dialects.canonical",
+    "acai": "agentstream.dialects.acai",
+    "gemini": "agentstream.dialects.gemini",
+    "locus": "agentstream.dialects.locus",
+    "cursor": "agentstream.dialects.cursor",
+    "joelclaw": "agentstream.dialects.joelclaw",
+    "claude": "agentstream.dialects.claude",
+    "codex": "agentstream.dialects.codex",
+    "opencode": "agentstream.dialects.opencode",
+    "amp": "agentstream.dialects.amp",
+    "agui": "agentstream.dialects.agui",
+}
+DIALECT_NAMES: tuple[str, ...] = tuple(_MODULES)
+
+
+def get_dialect(name: str) -> Dialect:
+    """The dialect called ``name``, or a :class:`UnknownDialectError` that lists the valid names."""
+    module = _MODULES.get(name)
+    if module is None:
+        raise UnknownDialectError(f"unknown dialect {name!r}", fix=f"use one of: {', '.join(DIALECT_NAMES)}")
+    return importlib.import_module(module).DIALECT  # type: ignore[no-any-return]
+
+
+def available_dialects() -> list[Dialect]:
+    """Every dialect whose module is present (all of them, in a complete install)."""
+    found = []
+    for name in DIALECT_NAMES:
+        try:
+            found.append(get_dialect(name))
+        except ModuleNotFoundError:
+            continue
+    return found
+
+
+def detect_dialect(objects: list[dict[str, Any]]) -> str | None:
+    """The dialect that best explains the first parsed objects of a stream, or ``None``."""
+    best_name, best_score = None, 0.0
+    for dialect in available_dialects():
+        score = max((dialect.sniff(obj) for obj in objects), default=0.0)
+        if score > best_score:
+            best_name, best_score = dialect.name, score
+    return best_name if best_score >= 0.5 else None

@@ -1,0 +1,85 @@
+"""What every dialect module provides: a stateful decoder and a stateful encoder.
+
+A *dialect* is another tool's NDJSON wire format. Decoders turn its lines into
+canonical events (stamped with one session id and a contiguous ``seq``);
+encoders turn canonical events into its lines. Both are stateful because most
+formats spread one canonical fact over several lines (deltas, start/complete
+pairs) or the other way round.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+from agentstream import protocol as p
+
+__all__ = ["Dialect", "DialectDecoder", "DialectEncoder"]
+
+
+class DialectDecoder(ABC):
+    """Turns one dialect line at a time into canonical events.
+
+    Subclasses implement :meth:`decode_object`; lines that are not JSON objects
+    are the reader's business (it reports them as ``MALFORMED_EVENT``), except in
+    dialects whose framing is not plain NDJSON, which override :meth:`decode_line`.
+    """
+
+    def __init__(self, session_id: str | None = None) -> None:
+        self.sequencer = p.Sequencer(session_id)
+        self._out: list[p.AnyEvent] = []
+
+    def emit(self, event: p.BaseEvent, ts: str | None = None) -> None:
+        """Stamp ``event`` (keeping the dialect's own timestamp when it has one) and queue it."""
+        self._out.append(self.sequencer.stamp(event, ts))
+
+    def drain(self) -> list[p.AnyEvent]:
+        out, self._out = self._out, []
+        return out
+
+    def decode_line(self, line: bytes) -> list[p.AnyEvent] | None:
+        """Decode one raw line; ``None`` means "not mine: report it as malformed"."""
+        from agentstream.protocol import _raw_decoder
+
+        obj = _raw_decoder.decode(line)
+        if not isinstance(obj, dict):
+            return None
+        self.decode_object(obj)
+        return self.drain()
+
+    @abstractmethod
+    def decode_object(self, obj: dict[str, Any]) -> None:
+        """Decode one parsed JSON object, calling :meth:`emit` for each canonical event."""
+
+    def finish(self) -> list[p.AnyEvent]:
+        """Called at end of input: flush buffered state (e.g. deltas never closed by a message)."""
+        return self.drain()
+
+
+class DialectEncoder(ABC):
+    """Turns canonical events into dialect lines (each without its trailing newline)."""
+
+    @abstractmethod
+    def encode(self, event: p.AnyEvent) -> list[bytes]:
+        """The lines for one event; may be empty (the dialect cannot carry it, or buffers it)."""
+
+    def finish(self) -> list[bytes]:
+        """Lines still owed when the stream ends."""
+        return []
+
+
+class Dialect(ABC):
+    """A named wire format: how to recognise it, decode it and encode it."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+
+    @abstractmethod
+    def sniff(self, obj: dict[str, Any]) -> float:
+        """How sure (0.0 to 1.0) we are that this parsed first-line object is in this dialect."""
+
+    @abstractmethod
+    def decoder(self, session_id: str | None = None) -> DialectDecoder: ...
+
+    @abstractmethod
+    def encoder(self) -> DialectEncoder: ...

@@ -1,0 +1,48 @@
+"""The canonical protocol v1 as a dialect, so every reader and writer treats it like the others."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentstream import protocol as p
+from agentstream.dialects.base import Dialect, DialectDecoder, DialectEncoder
+from agentstream.errors import MalformedEventError
+
+
+class CanonicalDecoder(DialectDecoder):
+    """Passes canonical events through unchanged, keeping their own stamps."""
+
+    def decode_line(self, line: bytes) -> list[p.AnyEvent] | None:
+        try:
+            return [p.decode(line)]
+        except MalformedEventError:
+            return None
+
+    def decode_object(self, obj: dict[str, Any]) -> None:
+        import msgspec
+
+        self._out.append(p.decode(msgspec.json.encode(obj)))
+
+
+class CanonicalEncoder(DialectEncoder):
+    def encode(self, event: p.AnyEvent) -> list[bytes]:
+        return [p.encode(event)]
+
+
+class CanonicalDialect(Dialect):
+    name = "canonical"
+    summary = "agentstream protocol v1"
+
+    def sniff(self, obj: dict[str, Any]) -> float:
+        if obj.get("v") == p.PROTOCOL_VERSION and "seq" in obj and "session_id" in obj:
+            return 1.0
+        return 0.0
+
+    def decoder(self, session_id: str | None = None) -> DialectDecoder:
+        return CanonicalDecoder(session_id)
+
+    def encoder(self) -> DialectEncoder:
+        return CanonicalEncoder()
+
+
+DIALECT = CanonicalDialect()

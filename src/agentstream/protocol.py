@@ -1,0 +1,407 @@
+"""Protocol v1: the canonical event model every part of agentstream speaks.
+
+One JSON object per line. Every event carries ``type``, ``v``, ``session_id``,
+``seq`` and ``ts``; the rest depends on ``type``. The classes here are msgspec
+Structs in one tagged union (:data:`Event`), so one decoder turns a line into the
+right class without a dispatch table, and :func:`json_schema` is derived from the
+same definitions that the code uses.
+
+Compatibility rules (see ``docs/protocol.md``): new fields always get defaults,
+unknown fields are ignored, and an unknown ``type`` decodes to
+:class:`UnknownEvent` instead of failing.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Final, Literal, TypeAlias
+
+import msgspec
+from msgspec import UNSET, Struct, UnsetType
+
+__all__ = [
+    "AnyEvent",
+    "EVENT_TYPES",
+    "PROTOCOL_VERSION",
+    "BaseEvent",
+    "ErrorInfo",
+    "Error",
+    "Event",
+    "GenericEvent",
+    "Log",
+    "Message",
+    "MessageDelta",
+    "NextAction",
+    "Progress",
+    "Reasoning",
+    "ReasoningDelta",
+    "Result",
+    "Sequencer",
+    "Start",
+    "Status",
+    "Step",
+    "ToolCall",
+    "ToolProgress",
+    "ToolResult",
+    "UnknownEvent",
+    "Usage",
+    "UsageTotals",
+    "decode",
+    "encode",
+    "encode_line",
+    "json_schema",
+    "new_id",
+    "now_ts",
+]
+
+PROTOCOL_VERSION: Final = 1
+"""Bumped only by a change that an existing v1 consumer would misread (see docs/protocol.md)."""
+
+Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
+ToolStatus: TypeAlias = Literal["success", "error", "denied", "cancelled"]
+StepStatus: TypeAlias = Literal["started", "completed", "failed"]
+LogLevel: TypeAlias = Literal["debug", "info", "warn", "error"]
+
+
+class BaseEvent(Struct, tag_field="type", kw_only=True):
+    """Fields common to every event. The Stream stamps them; decoders fill them."""
+
+    v: int = PROTOCOL_VERSION
+    session_id: str = ""
+    seq: int = -1
+    ts: str = ""
+    synthetic: bool | UnsetType = UNSET
+    """True on events that a consumer or wrapper made up (e.g. a result after a crash)."""
+
+    @property
+    def type(self) -> str:
+        """The wire ``type`` of this event (its msgspec tag)."""
+        return self.__struct_config__.tag  # type: ignore[return-value]
+
+
+class Start(BaseEvent, tag="start", kw_only=True):
+    """The first event of every stream, exactly once."""
+
+    command: str
+    cwd: str = ""
+    model: str | UnsetType = UNSET
+    provider: str | UnsetType = UNSET
+    tools: list[str] = []
+    parent_session_id: str | UnsetType = UNSET
+
+
+class Message(BaseEvent, tag="message", kw_only=True):
+    """A complete message. Authoritative over any deltas with the same ``message_id``."""
+
+    message_id: str
+    role: Role
+    content: str
+
+
+class MessageDelta(BaseEvent, tag="message_delta", kw_only=True):
+    """A preview chunk of a message; the ``message`` with the same id follows."""
+
+    message_id: str
+    role: Role = "assistant"
+    content: str
+
+
+class ReasoningDelta(BaseEvent, tag="reasoning_delta", kw_only=True):
+    """A preview chunk of the model's reasoning; the ``reasoning`` with the same id follows."""
+
+    reasoning_id: str
+    content: str
+
+
+class Reasoning(BaseEvent, tag="reasoning", kw_only=True):
+    """The model's complete reasoning for one block."""
+
+    reasoning_id: str
+    content: str
+
+
+class ToolCall(BaseEvent, tag="tool_call", kw_only=True):
+    """The agent decided to call a tool; exactly one ``tool_result`` with the same id follows."""
+
+    call_id: str
+    name: str
+    arguments: dict[str, Any] = {}
+
+
+class ToolProgress(BaseEvent, tag="tool_progress", kw_only=True):
+    """Output of a tool that is still running (e.g. a shell command's lines)."""
+
+    call_id: str
+    content: str
+
+
+class ToolResult(BaseEvent, tag="tool_result", kw_only=True):
+    """The outcome of one ``tool_call``."""
+
+    call_id: str
+    name: str
+    status: ToolStatus
+    output: str | UnsetType = UNSET
+    error: str | UnsetType = UNSET
+    duration_ms: int = 0
+    truncated: bool | UnsetType = UNSET
+
+
+class Step(BaseEvent, tag="step", kw_only=True):
+    """A named unit of work started, completed or failed (pipeline steps, agent turns)."""
+
+    name: str
+    status: StepStatus
+    duration_ms: int | UnsetType = UNSET
+    error: str | UnsetType = UNSET
+
+
+class Progress(BaseEvent, tag="progress", kw_only=True):
+    """How far a named piece of work has come."""
+
+    name: str
+    percent: float | UnsetType = UNSET
+    current: float | UnsetType = UNSET
+    total: float | UnsetType = UNSET
+    message: str | UnsetType = UNSET
+
+
+class Log(BaseEvent, tag="log", kw_only=True):
+    """A diagnostic line that belongs in the stream rather than on stderr."""
+
+    level: LogLevel
+    message: str
+
+
+class Status(BaseEvent, tag="status", kw_only=True):
+    """An informational state change; consumers need not act on it."""
+
+    status: str
+    message: str | UnsetType = UNSET
+
+
+class GenericEvent(BaseEvent, tag="event", kw_only=True):
+    """A named application event, published for fan-out visibility."""
+
+    name: str
+    data: Any = None
+
+
+class Usage(BaseEvent, tag="usage", kw_only=True):
+    """Tokens of one model call, emitted per call so that usage survives an interrupt."""
+
+    model: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost_usd: float | UnsetType = UNSET
+
+
+class Error(BaseEvent, tag="error", kw_only=True):
+    """Something went wrong. A fatal one (``recoverable`` false) is immediately followed by ``result``."""
+
+    code: str
+    message: str
+    recoverable: bool = False
+    retry_in_ms: int | UnsetType = UNSET
+    fix: str | UnsetType = UNSET
+    details: Any = UNSET
+
+
+class UsageTotals(Struct, kw_only=True):
+    """Token totals of a whole run, carried by ``result``."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost_usd: float | UnsetType = UNSET
+
+    def add(self, usage: Usage) -> None:
+        """Fold one model call's usage into the totals."""
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+        self.cached_tokens += usage.cached_tokens
+        self.reasoning_tokens += usage.reasoning_tokens
+        if usage.cost_usd is not UNSET:
+            base = 0.0 if self.cost_usd is UNSET else self.cost_usd
+            self.cost_usd = round(base + usage.cost_usd, 10)
+
+
+class ErrorInfo(Struct, kw_only=True):
+    """Why a run failed, as carried by ``result.error``."""
+
+    code: str
+    message: str
+    fix: str | UnsetType = UNSET
+
+
+class NextAction(Struct, kw_only=True):
+    """A command template a program can fill in and run next (HATEOAS)."""
+
+    command: str
+    description: str
+    params: dict[str, Any] | UnsetType = UNSET
+
+
+class Result(BaseEvent, tag="result", kw_only=True):
+    """The last event of every stream, exactly once; ``exit_code`` equals the process's."""
+
+    ok: bool
+    subtype: str
+    exit_code: int
+    duration_ms: int = 0
+    turn_count: int = 0
+    tools_used: list[str] = []
+    usage: UsageTotals = msgspec.field(default_factory=UsageTotals)
+    result: str | UnsetType = UNSET
+    error: ErrorInfo | UnsetType = UNSET
+    command: str | UnsetType = UNSET
+    next_actions: list[NextAction] = []
+
+
+Event: TypeAlias = (
+    Start
+    | Message
+    | MessageDelta
+    | ReasoningDelta
+    | Reasoning
+    | ToolCall
+    | ToolProgress
+    | ToolResult
+    | Step
+    | Progress
+    | Log
+    | Status
+    | GenericEvent
+    | Usage
+    | Error
+    | Result
+)
+"""Any v1 event, decoded by its ``type``."""
+
+EVENT_CLASSES: Final[tuple[type[BaseEvent], ...]] = Event.__args__  # type: ignore[attr-defined]
+EVENT_TYPES: Final[frozenset[str]] = frozenset(
+    cls.__struct_config__.tag for cls in EVENT_CLASSES  # type: ignore[misc]
+)
+
+
+class UnknownEvent(Struct, kw_only=True):
+    """An event whose ``type`` this version does not know; the raw object is kept whole."""
+
+    type: str
+    raw: dict[str, Any]
+
+    @property
+    def seq(self) -> int:
+        value = self.raw.get("seq")
+        return value if isinstance(value, int) else -1
+
+    @property
+    def session_id(self) -> str:
+        value = self.raw.get("session_id")
+        return value if isinstance(value, str) else ""
+
+
+AnyEvent: TypeAlias = Event | UnknownEvent  # type: ignore[operator]
+"""What a lenient reader yields: a known v1 event or an unknown one kept whole."""
+
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder(Event)
+_raw_decoder = msgspec.json.Decoder()
+
+
+def encode(event: AnyEvent) -> bytes:
+    """Compact JSON for one event, without the newline."""
+    if isinstance(event, UnknownEvent):
+        return _encoder.encode(event.raw)
+    return _encoder.encode(event)
+
+
+def encode_line(event: AnyEvent) -> bytes:
+    """One NDJSON line for an event."""
+    return encode(event) + b"\n"
+
+
+def decode(line: bytes | str) -> AnyEvent:
+    """Decode one line into its event class.
+
+    Raises :class:`agentstream.errors.MalformedEventError` when the line is not
+    JSON, not an object, has no string ``type``, or a known type with bad fields.
+    """
+    try:
+        return _decoder.decode(line)
+    except msgspec.ValidationError as exc:
+        return _unknown_or_raise(line, exc)
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+        from agentstream.errors import MalformedEventError
+
+        raise MalformedEventError(f"not valid JSON: {exc}") from exc
+
+
+def _unknown_or_raise(line: bytes | str, exc: msgspec.ValidationError) -> UnknownEvent:
+    from agentstream.errors import MalformedEventError
+
+    raw = _raw_decoder.decode(line)
+    if not isinstance(raw, dict):
+        raise MalformedEventError("an event must be a JSON object") from exc
+    kind = raw.get("type")
+    if not isinstance(kind, str):
+        raise MalformedEventError("an event needs a string 'type' field") from exc
+    if kind in EVENT_TYPES:
+        raise MalformedEventError(f"bad '{kind}' event: {exc}") from exc
+    return UnknownEvent(type=kind, raw=raw)
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema (2020-12) of one v1 event line."""
+    schema = msgspec.json.schema(Event)
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://agentstream.dev/schema/v1/event.json",
+        "title": f"agentstream protocol v{PROTOCOL_VERSION} event",
+        "description": "One line of an agentstream NDJSON stream. Unknown fields must be ignored.",
+        **schema,
+    }
+
+
+def new_id(prefix: str) -> str:
+    """A short random id such as ``msg_3f9a0c1d2b4e5f60``."""
+    return f"{prefix}_{os.urandom(8).hex()}"
+
+
+_ts_second = -1
+_ts_prefix = ""
+
+
+def now_ts() -> str:
+    """The current time as RFC 3339 UTC with milliseconds, cheap enough for every event."""
+    global _ts_second, _ts_prefix
+    now = time.time()
+    second = int(now)
+    if second != _ts_second:
+        _ts_prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        _ts_second = second
+    return f"{_ts_prefix}.{int((now - second) * 1000):03d}Z"
+
+
+class Sequencer:
+    """Stamps events with one session's id, a contiguous ``seq`` and a timestamp.
+
+    Not locked: a caller that stamps from several threads must hold its own lock
+    around stamping and writing, so that line order and ``seq`` order agree.
+    """
+
+    def __init__(self, session_id: str | None = None, next_seq: int = 0) -> None:
+        self.session_id = session_id or new_id("ses")
+        self.next_seq = next_seq
+
+    def stamp(self, event: BaseEvent, ts: str | None = None) -> BaseEvent:
+        event.v = PROTOCOL_VERSION
+        event.session_id = self.session_id
+        event.seq = self.next_seq
+        event.ts = ts or event.ts or now_ts()
+        self.next_seq += 1
+        return event

@@ -1,0 +1,495 @@
+"""The producer: a stream that is always well-formed and always terminated.
+
+``with Stream("my-tool") as s:`` emits ``start`` on entry and exactly one
+``result`` on every way out — normal return, exception, ``sys.exit(n)``,
+SIGINT/SIGTERM/SIGHUP, or the reader closing the pipe — and makes the process
+exit with ``result.exit_code``. Every event is written and flushed when it is
+emitted, through one write per line, under a lock, so threads and asyncio tasks
+may emit concurrently without torn lines or gaps in ``seq``.
+
+When the Stream owns the process (it writes to the real stdout, the default),
+it also moves file descriptor 1 to stderr for the rest of the run, so that no
+stray ``print`` or library output can reach the reader of the stream.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from types import FrameType, TracebackType
+from typing import IO, Any, TypeVar
+
+from agentstream import protocol as p
+from agentstream.errors import AgentstreamError, ErrorCode, ExitCode, exit_code_for_signal
+from agentstream.render import FdWriter, FileWriter, OutputClosed, OutputFormat, Writer, make_sink
+
+__all__ = ["Interrupted", "Stream", "ToolCallScope"]
+
+E = TypeVar("E", bound=p.BaseEvent)
+Observer = Callable[[p.BaseEvent], None]
+
+_HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Interrupted(SystemExit):
+    """Raised in the main thread when a handled signal arrives; exits with 128 + signum."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(exit_code_for_signal(signum))
+        self.signum = signum
+
+
+class ToolCallScope:
+    """What ``Stream.tool_call`` yields: set the outcome, or let it default to success."""
+
+    def __init__(self, stream: Stream, call: p.ToolCall) -> None:
+        self.stream = stream
+        self.call = call
+        self.output: str | None = None
+        self.error: str | None = None
+        self.status: p.ToolStatus = "success"
+        self.truncated: bool | None = None
+
+    def progress(self, content: str) -> None:
+        self.stream.emit(p.ToolProgress(call_id=self.call.call_id, content=content))
+
+    def succeed(self, output: str, *, truncated: bool | None = None) -> None:
+        self.status, self.output, self.truncated = "success", output, truncated
+
+    def fail(self, error: str, *, status: p.ToolStatus = "error", output: str | None = None) -> None:
+        self.status, self.error, self.output = status, error, output
+
+
+class Stream:
+    """A producer of one protocol v1 session.
+
+    Parameters
+    ----------
+    command:
+        What is running, echoed in ``start`` (e.g. ``"exec"``).
+    output_format:
+        ``stream-json`` (default), ``json`` or ``text``.
+    dialect:
+        With ``stream-json``, write another tool's wire format instead of the canonical one.
+    out:
+        A file descriptor or binary file. Defaults to the process's stdout, in which
+        case the Stream owns the process (signals, exit code, stdout isolation).
+    owns_process:
+        Override that default, e.g. to write to stdout from a thread of a larger program.
+    """
+
+    def __init__(
+        self,
+        command: str,
+        *,
+        output_format: OutputFormat = "stream-json",
+        dialect: str | None = None,
+        out: int | IO[bytes] | None = None,
+        err: IO[str] | None = None,
+        owns_process: bool | None = None,
+        session_id: str | None = None,
+        cwd: str | None = None,
+        model: str | None = None,
+        provider: str | None = None,
+        tools: Sequence[str] = (),
+        parent_session_id: str | None = None,
+        color: bool | None = None,
+    ) -> None:
+        self.command = command
+        self.output_format = output_format
+        self.owns_process = out is None if owns_process is None else owns_process
+        self._out_spec = out
+        self._err = err
+        self._dialect = dialect
+        self._color = color
+        self._start = p.Start(
+            command=command,
+            cwd=cwd if cwd is not None else os.getcwd(),
+            tools=list(tools),
+            model=model if model is not None else p.UNSET,
+            provider=provider if provider is not None else p.UNSET,
+            parent_session_id=parent_session_id if parent_session_id is not None else p.UNSET,
+        )
+        self._sequencer = p.Sequencer(session_id)
+        self._lock = threading.RLock()
+        self._writer_thread = 0
+        self._main_thread = threading.main_thread().ident or 0
+        self._pending_signal = 0
+        self._signal_seen = 0
+        self._previous_handlers: dict[int, Any] = {}
+        self._observers: list[Observer] = []
+        self._started_at = 0.0
+        self._output_closed = False
+        self.result: p.Result | None = None
+        self.usage = p.UsageTotals()
+        self.turn_count = 0
+        self.tools_used: list[str] = []
+        self._last_assistant_text: str | None = None
+        self._last_fatal: p.Error | None = None
+
+    # -- lifecycle ---------------------------------------------------------
+
+    @property
+    def session_id(self) -> str:
+        return self._sequencer.session_id
+
+    @property
+    def started(self) -> bool:
+        return self._started_at > 0
+
+    @property
+    def finished(self) -> bool:
+        return self.result is not None
+
+    def observe(self, observer: Observer) -> None:
+        """Call ``observer`` with every event after it is written (e.g. to publish it to a bus)."""
+        self._observers.append(observer)
+
+    def start(self) -> Stream:
+        """Open the output and emit ``start``. Called by ``__enter__``; idempotent."""
+        if self.started:
+            return self
+        self._started_at = time.monotonic()
+        self._sink = make_sink(
+            self.output_format, self._open_output(), dialect=self._dialect, err=self._err, color=self._color
+        )
+        if self.owns_process:
+            self._install_signal_handlers()
+            atexit.register(self._at_exit)
+        self.emit(self._start)
+        return self
+
+    def _open_output(self) -> Writer:
+        out = self._out_spec
+        if out is None:
+            sys.stdout.flush()
+            private_fd = os.dup(1)
+            if self.owns_process:
+                os.dup2(2, 1)
+            return FdWriter(private_fd)
+        if isinstance(out, int):
+            return FdWriter(out)
+        return FileWriter(out)
+
+    def __enter__(self) -> Stream:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool:
+        if not self.finished:
+            self._finish_for_exception(exc)
+        if not self.owns_process or self.result is None:
+            return False
+        code = self.result.exit_code
+        if exc is not None and not isinstance(exc, SystemExit):
+            traceback.print_exception(exc_type, exc, tb, file=sys.stderr)
+        elif isinstance(exc, SystemExit) and _exit_status(exc) == code:
+            return False
+        if code != 0 or exc is not None:
+            raise SystemExit(code) from None
+        return False
+
+    def _finish_for_exception(self, exc: BaseException | None) -> None:
+        """Turn however the body ended into the matching fatal error and result."""
+        if exc is None:
+            self.finish()
+        elif isinstance(exc, OutputClosed):
+            self._output_closed = True
+            self.finish(ok=False, exit_code=ExitCode.SIGPIPE, subtype="output_closed")
+        elif isinstance(exc, Interrupted):
+            self._interrupt_result(exc.signum)
+        elif isinstance(exc, KeyboardInterrupt):
+            self._interrupt_result(signal.SIGINT)
+        elif isinstance(exc, SystemExit):
+            status = _exit_status(exc)
+            if status == 0:
+                self.finish()
+            else:
+                self.fail(ErrorCode.EXCEPTION, f"exited with status {status}", exit_code=status)
+        elif isinstance(exc, AgentstreamError):
+            self.fail(exc.code, exc.message, fix=exc.fix, exit_code=exc.exit_code)
+        else:
+            self.fail(
+                ErrorCode.EXCEPTION,
+                f"{type(exc).__name__}: {exc}",
+                details={"traceback": traceback.format_exception(exc)[-3:]},
+            )
+
+    def _interrupt_result(self, signum: int) -> None:
+        name = signal.Signals(signum).name
+        self.fail(
+            ErrorCode.INTERRUPTED,
+            f"interrupted by {name}",
+            exit_code=exit_code_for_signal(signum),
+            subtype="interrupted",
+        )
+
+    def finish(
+        self,
+        *,
+        ok: bool = True,
+        exit_code: int | None = None,
+        subtype: str | None = None,
+        result: str | None = None,
+        error: p.ErrorInfo | None = None,
+        next_actions: Sequence[p.NextAction] = (),
+    ) -> p.Result:
+        """Emit the one ``result`` and close the output. Later calls return the first result."""
+        if self.result is not None:
+            return self.result
+        if not self.started:
+            self.start()
+        code = exit_code if exit_code is not None else (ExitCode.OK if ok else ExitCode.ERROR)
+        final_text = result if result is not None else self._last_assistant_text
+        event = p.Result(
+            ok=ok,
+            subtype=subtype or ("success" if ok else "error"),
+            exit_code=int(code),
+            duration_ms=int((time.monotonic() - self._started_at) * 1000),
+            turn_count=self.turn_count,
+            tools_used=list(self.tools_used),
+            usage=self.usage,
+            result=final_text if final_text is not None else p.UNSET,
+            error=error if error is not None else p.UNSET,
+            command=self.command,
+            next_actions=list(next_actions),
+        )
+        self.result = event
+        try:
+            self.emit(event)
+            if not self._output_closed:
+                self._sink.close()
+        except OutputClosed:
+            self._output_closed = True
+        return event
+
+    def fail(
+        self,
+        code: str,
+        message: str,
+        *,
+        fix: str | None = None,
+        exit_code: int = ExitCode.ERROR,
+        subtype: str = "error",
+        details: Any = p.UNSET,
+        next_actions: Sequence[p.NextAction] = (),
+    ) -> p.Result:
+        """Emit a fatal ``error`` immediately followed by the ``result``."""
+        if self.result is not None:
+            return self.result
+        if not self.started:
+            self.start()
+        with self._lock:
+            # Hold the lock across both events so no other thread can slip between them.
+            outer = self._writer_thread
+            self._writer_thread = threading.get_ident()
+            try:
+                self.emit(p.Error(code=code, message=message, recoverable=False, fix=fix or p.UNSET, details=details))
+                return self.finish(
+                    ok=False,
+                    exit_code=exit_code,
+                    subtype=subtype,
+                    error=p.ErrorInfo(code=code, message=message, fix=fix or p.UNSET),
+                    next_actions=next_actions,
+                )
+            finally:
+                self._writer_thread = outer
+
+    # -- emitting ----------------------------------------------------------
+
+    def emit(self, event: E) -> E:
+        """Stamp and write one event now. Safe from any thread or task."""
+        with self._lock:
+            outer = self._writer_thread
+            self._writer_thread = threading.get_ident()
+            try:
+                self._emit_locked(event)
+            finally:
+                self._writer_thread = outer
+        if self._pending_signal and not outer:
+            self._raise_pending_signal()
+        return event
+
+    def _emit_locked(self, event: p.BaseEvent) -> None:
+        if self.result is not None and event is not self.result:
+            return
+        if not self.started:
+            raise RuntimeError("Stream.start() (or `with Stream(...)`) must come before emitting events")
+        self._sequencer.stamp(event)
+        self._account(event)
+        if not self._output_closed:
+            try:
+                self._sink.emit(event)
+            except OutputClosed:
+                self._output_closed = True
+                if event is not self.result:
+                    raise
+        for observer in self._observers:
+            observer(event)
+
+    def _raise_pending_signal(self) -> None:
+        """Deliver a signal that arrived mid-write, now that the line is whole."""
+        if threading.get_ident() != self._main_thread:
+            return
+        signum, self._pending_signal = self._pending_signal, 0
+        if self.result is None:
+            raise Interrupted(signum)
+
+    def _account(self, event: p.BaseEvent) -> None:
+        if isinstance(event, p.Usage):
+            self.usage.add(event)
+            self.turn_count += 1
+        elif isinstance(event, p.ToolCall):
+            if event.name not in self.tools_used:
+                self.tools_used.append(event.name)
+        elif isinstance(event, p.Message) and event.role == "assistant":
+            self._last_assistant_text = event.content
+
+    # -- helpers for every event type ---------------------------------------
+
+    def message(self, content: str, *, role: p.Role = "assistant", message_id: str | None = None) -> p.Message:
+        return self.emit(p.Message(message_id=message_id or p.new_id("msg"), role=role, content=content))
+
+    def message_delta(self, content: str, *, message_id: str, role: p.Role = "assistant") -> p.MessageDelta:
+        return self.emit(p.MessageDelta(message_id=message_id, role=role, content=content))
+
+    def reasoning_delta(self, content: str, *, reasoning_id: str) -> p.ReasoningDelta:
+        return self.emit(p.ReasoningDelta(reasoning_id=reasoning_id, content=content))
+
+    def reasoning(self, content: str, *, reasoning_id: str | None = None) -> p.Reasoning:
+        return self.emit(p.Reasoning(reasoning_id=reasoning_id or p.new_id("rsn"), content=content))
+
+    def step_event(self, name: str, status: p.StepStatus, **fields: Any) -> p.Step:
+        return self.emit(p.Step(name=name, status=status, **fields))
+
+    def progress(self, name: str, **fields: Any) -> p.Progress:
+        return self.emit(p.Progress(name=name, **fields))
+
+    def log(self, message: str, *, level: p.LogLevel = "info") -> p.Log:
+        return self.emit(p.Log(level=level, message=message))
+
+    def status(self, status: str, message: str | None = None) -> p.Status:
+        return self.emit(p.Status(status=status, message=message if message is not None else p.UNSET))
+
+    def event(self, name: str, data: Any = None) -> p.GenericEvent:
+        return self.emit(p.GenericEvent(name=name, data=data))
+
+    def record_usage(self, model: str, **tokens: Any) -> p.Usage:
+        return self.emit(p.Usage(model=model, **tokens))
+
+    def error(
+        self, code: str, message: str, *, recoverable: bool = True, retry_in_ms: int | None = None, fix: str | None = None
+    ) -> p.Error:
+        """A non-fatal error (use :meth:`fail` for a fatal one, which also ends the run)."""
+        return self.emit(
+            p.Error(
+                code=code,
+                message=message,
+                recoverable=recoverable,
+                retry_in_ms=retry_in_ms if retry_in_ms is not None else p.UNSET,
+                fix=fix if fix is not None else p.UNSET,
+            )
+        )
+
+    @contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        """``started`` now; ``completed`` or ``failed`` (with the error) when the block ends."""
+        began = time.monotonic()
+        self.step_event(name, "started")
+        try:
+            yield
+        except BaseException as exc:
+            took = int((time.monotonic() - began) * 1000)
+            self.step_event(name, "failed", duration_ms=took, error=str(exc) or type(exc).__name__)
+            raise
+        self.step_event(name, "completed", duration_ms=int((time.monotonic() - began) * 1000))
+
+    @contextmanager
+    def tool_call(
+        self, name: str, arguments: dict[str, Any] | None = None, *, call_id: str | None = None
+    ) -> Iterator[ToolCallScope]:
+        """Emit ``tool_call``, run the block, then exactly one ``tool_result`` — even if the block raises."""
+        call = self.emit(p.ToolCall(call_id=call_id or p.new_id("call"), name=name, arguments=arguments or {}))
+        scope = ToolCallScope(self, call)
+        began = time.monotonic()
+        try:
+            yield scope
+        except BaseException as exc:
+            cancelled = isinstance(exc, (SystemExit, KeyboardInterrupt))
+            scope.fail(str(exc) or type(exc).__name__, status="cancelled" if cancelled else "error")
+            raise
+        finally:
+            self.emit(
+                p.ToolResult(
+                    call_id=call.call_id,
+                    name=name,
+                    status=scope.status,
+                    output=scope.output if scope.output is not None else p.UNSET,
+                    error=scope.error if scope.error is not None else p.UNSET,
+                    duration_ms=int((time.monotonic() - began) * 1000),
+                    truncated=scope.truncated if scope.truncated is not None else p.UNSET,
+                )
+            )
+
+    # -- signals and exit -------------------------------------------------
+
+    def _install_signal_handlers(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum in _HANDLED_SIGNALS:
+            self._previous_handlers[signum] = signal.signal(signum, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self._writer_thread == threading.get_ident():
+            # Mid-write in this thread: finish the line first, deliver right after it.
+            self._pending_signal = self._pending_signal or signum
+            return
+        if self.result is not None:
+            raise SystemExit(self.result.exit_code)
+        if self._signal_seen:
+            # A second signal while unwinding: stop waiting for cleanup code.
+            self._interrupt_result(self._signal_seen)
+            _hard_exit(self.result.exit_code if self.result else exit_code_for_signal(signum))
+        self._signal_seen = signum
+        raise Interrupted(signum)
+
+    def _at_exit(self) -> None:
+        """Last resort when the program exits without finishing its stream."""
+        if self.result is not None or not self.started:
+            return
+        self.fail(ErrorCode.NOT_FINISHED, "the program exited without finishing its stream")
+        _hard_exit(ExitCode.ERROR)
+
+    def run(self, main: Callable[[Stream], object]) -> int:
+        """Run ``main(stream)`` inside the stream and return the exit code (for embedding)."""
+        try:
+            with self:
+                main(self)
+        except SystemExit as exc:
+            return _exit_status(exc)
+        return self.result.exit_code if self.result else 0
+
+
+def _exit_status(exc: SystemExit) -> int:
+    if exc.code is None:
+        return 0
+    if isinstance(exc.code, int):
+        return exc.code
+    return 1
+
+
+def _hard_exit(code: int) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    os._exit(code)
