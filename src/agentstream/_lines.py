@@ -1,4 +1,4 @@
-"""NDJSON framing for blocking readers: lines of any length, a partial last line flagged.
+"""NDJSON framing, for blocking readers and for chunked input: lines of any length, a partial last line flagged.
 
 No length cap by default (a 100 MB tool result is a legitimate line); memory
 holds one line at a time. ``\\r\\n`` endings are accepted.
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import IO, NamedTuple
 
-__all__ = ["Line", "LineTooLong", "iter_lines"]
+__all__ = ["Line", "LineSplitter", "LineTooLong", "iter_lines"]
 
 
 class Line(NamedTuple):
@@ -59,3 +59,61 @@ def _skip_rest(source: IO[bytes], number: int, size: int, limit: int) -> LineToo
         size += len(chunk)
         if not chunk or chunk.endswith(b"\n"):
             return LineTooLong(number, size, limit)
+
+
+class LineSplitter:
+    """Incremental framing for chunked input (pipes read with ``os.read``, asyncio, byte iterators).
+
+    Feed chunks of any size with :meth:`feed`; each call returns the lines it
+    completed, in the same :class:`Line` / :class:`LineTooLong` shapes as
+    :func:`iter_lines`. :meth:`close` returns the unterminated tail, if any.
+    Only the current partial line is buffered, so memory holds one line at most
+    (or ``max_line_bytes`` when a limit is set).
+    """
+
+    def __init__(self, *, max_line_bytes: int | None = None) -> None:
+        self.max_line_bytes = max_line_bytes
+        self._buf = bytearray()
+        self._number = 0
+        self._skipped = -1
+        """Bytes of an over-long line dropped so far, or -1 when not skipping."""
+
+    def feed(self, chunk: bytes) -> list[Line | LineTooLong]:
+        out: list[Line | LineTooLong] = []
+        start = 0
+        while True:
+            end = chunk.find(b"\n", start)
+            if end < 0:
+                self._append(chunk, start, len(chunk))
+                return out
+            self._append(chunk, start, end)
+            out.append(self._complete(terminated=True))
+            start = end + 1
+
+    def close(self) -> list[Line | LineTooLong]:
+        """The last line when the input ended without a newline (nothing when it ended cleanly)."""
+        if not self._buf and self._skipped < 0:
+            return []
+        return [self._complete(terminated=False)]
+
+    def _append(self, chunk: bytes, start: int, end: int) -> None:
+        if self._skipped >= 0:
+            self._skipped += end - start
+            return
+        self._buf += chunk[start:end]
+        limit = self.max_line_bytes
+        if limit is not None and len(self._buf) > limit:
+            self._skipped = len(self._buf)
+            self._buf = bytearray()
+
+    def _complete(self, *, terminated: bool) -> Line | LineTooLong:
+        self._number += 1
+        if self._skipped >= 0:
+            item: Line | LineTooLong = LineTooLong(self._number, self._skipped, self.max_line_bytes or 0)
+            self._skipped = -1
+            return item
+        data = bytes(self._buf)
+        self._buf.clear()
+        if terminated and data.endswith(b"\r"):
+            data = data[:-1]
+        return Line(self._number, data, terminated)

@@ -344,7 +344,11 @@ def decode(line: bytes | str) -> AnyEvent:
 def _unknown_or_raise(line: bytes | str, exc: msgspec.ValidationError) -> UnknownEvent:
     from agentstream.errors import MalformedEventError
 
-    raw = _raw_decoder.decode(line)
+    try:
+        raw = _raw_decoder.decode(line)
+    except (msgspec.DecodeError, UnicodeDecodeError) as syntax_error:
+        # The typed decoder can reject a line's shape before reaching its syntax error.
+        raise MalformedEventError(f"not valid JSON: {syntax_error}") from syntax_error
     if not isinstance(raw, dict):
         raise MalformedEventError("an event must be a JSON object") from exc
     kind = raw.get("type")

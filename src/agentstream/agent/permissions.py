@@ -1,0 +1,173 @@
+"""Permission modes and the one place where a tool turns a path into an open file.
+
+Every file tool goes through :func:`open_path`, so the workspace rules are written
+once:
+
+* A path is resolved against the workspace with every symlink followed
+  (``os.path.realpath``). Outside ``full`` mode the result must lie inside the
+  workspace, so ``..``, absolute paths and symlinks that lead out are refused.
+* The check and the open are two steps, and a file can be swapped for a symlink in
+  between. So the open does not trust the checked path: it walks the resolved path
+  one component at a time from a descriptor of the root, with ``O_NOFOLLOW`` on
+  every component. The resolved path holds no symlinks, so meeting one during the
+  walk means the tree changed under us, and the call is refused.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, Literal, TypeAlias
+
+from agentstream.errors import AgentstreamError, ErrorCode
+
+__all__ = [
+    "PERMISSION_MODES",
+    "Access",
+    "PermissionDenied",
+    "PermissionMode",
+    "ResolvedPath",
+    "allows",
+    "open_path",
+    "resolve",
+]
+
+PermissionMode: TypeAlias = Literal["read-only", "workspace-write", "full"]
+Access: TypeAlias = Literal["read", "write", "execute"]
+
+PERMISSION_MODES: Final[tuple[str, ...]] = ("read-only", "workspace-write", "full")
+
+_ALLOWED: Final[dict[str, frozenset[str]]] = {
+    "read-only": frozenset({"read"}),
+    "workspace-write": frozenset({"read", "write", "execute"}),
+    "full": frozenset({"read", "write", "execute"}),
+}
+
+
+class PermissionDenied(AgentstreamError):
+    """A tool call the permission mode or the workspace rules refuse; the model sees the reason."""
+
+    code = ErrorCode.PERMISSION_DENIED
+
+
+def allows(mode: str, access: str) -> bool:
+    """Whether ``mode`` lets a tool of kind ``access`` (read / write / execute) run at all."""
+    return access in _ALLOWED[mode]
+
+
+@dataclass(frozen=True)
+class ResolvedPath:
+    """A path after symlink resolution, split the way :func:`open_path` walks it."""
+
+    absolute: Path
+    """The real path (no symlinks, no ``..``)."""
+    root: Path
+    """Where the walk starts: the workspace, or ``/`` for a path outside it (``full`` mode only)."""
+    parts: tuple[str, ...]
+    """Components of ``absolute`` below ``root``; empty for the root itself."""
+
+    @property
+    def display(self) -> str:
+        """How tools name the path to the model: relative inside the workspace, else absolute."""
+        if self.root == Path("/"):
+            return str(self.absolute)
+        return "/".join(self.parts) or "."
+
+
+def resolve(workspace: Path, mode: str, raw: str) -> ResolvedPath:
+    """Resolve ``raw`` (relative to ``workspace``, or absolute) and apply the mode's path rule.
+
+    ``workspace`` must already be a real path. Raises :class:`PermissionDenied` when the
+    real path leaves the workspace outside ``full`` mode.
+    """
+    if not raw or "\x00" in raw:
+        raise PermissionDenied("the path is empty or contains a NUL byte", fix="pass a file name")
+    absolute = Path(os.path.realpath(workspace / os.path.expanduser(raw)))
+    if absolute == workspace or workspace in absolute.parents:
+        return ResolvedPath(absolute, workspace, absolute.relative_to(workspace).parts)
+    if mode != "full":
+        raise PermissionDenied(
+            f"{raw!r} resolves to {absolute}, outside the workspace {workspace}",
+            fix="use a path inside the workspace (symlinks are followed before the check), "
+            "or run with --permission-mode full",
+        )
+    return ResolvedPath(absolute, Path("/"), absolute.parts[1:])
+
+
+def open_path(
+    workspace: Path,
+    mode: str,
+    raw: str,
+    flags: int,
+    *,
+    make_parents: bool = False,
+    file_mode: int = 0o666,
+) -> tuple[int, ResolvedPath]:
+    """Check ``raw`` against the rules, then open it without following any symlink.
+
+    ``flags`` are ``os.open`` flags for the last component (add ``os.O_DIRECTORY`` to
+    open a directory). With ``make_parents`` missing directories are created on the way.
+    Returns the descriptor (the caller closes it) and the resolved path. Raises
+    :class:`PermissionDenied` for a rule violation or a symlink swapped in after the
+    check, and ``OSError`` for ordinary failures (missing file, not a directory…).
+    """
+    target = resolve(workspace, mode, raw)
+    return _open_beneath(target, flags, make_parents, file_mode), target
+
+
+def _open_beneath(target: ResolvedPath, flags: int, make_parents: bool, file_mode: int) -> int:
+    """Walk from ``target.root`` to the target with ``O_NOFOLLOW`` at every step."""
+    dir_flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(target.root, dir_flags)
+    if not target.parts:
+        if flags & os.O_DIRECTORY:
+            return fd
+        os.close(fd)
+        raise IsADirectoryError(errno.EISDIR, "is a directory", target.display)
+    last = len(target.parts) - 1
+    for index, name in enumerate(target.parts):
+        try:
+            if index < last:
+                child = _step(fd, name, dir_flags, 0o777, make_parents, target)
+            else:
+                child = _step(fd, name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, file_mode, False, target)
+        finally:
+            os.close(fd)
+        fd = child
+    return fd
+
+
+def _step(parent: int, name: str, flags: int, file_mode: int, make_dir: bool, target: ResolvedPath) -> int:
+    """Open ``name`` under ``parent``, refusing a symlink found there."""
+    try:
+        try:
+            return os.open(name, flags, file_mode, dir_fd=parent)
+        except FileNotFoundError:
+            if not make_dir:
+                raise
+            _mkdir_quietly(name, parent)
+            return os.open(name, flags, dir_fd=parent)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK) and _is_symlink(name, parent):
+            raise PermissionDenied(
+                f"{target.display!r} changed to a symlink while it was being opened",
+                fix="retry; if it persists, something is replacing files in the workspace",
+            ) from None
+        raise
+
+
+def _mkdir_quietly(name: str, parent: int) -> None:
+    try:
+        os.mkdir(name, 0o777, dir_fd=parent)
+    except FileExistsError:
+        pass  # made concurrently; the open that follows re-checks what it is
+
+
+def _is_symlink(name: str, parent: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode)
+    except OSError:
+        return False

@@ -1,0 +1,40 @@
+"""Fixtures shared by every test module: running Python code as a real producer process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _private_state(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every test gets its own state directory, so no test touches the user's sessions or bus."""
+    monkeypatch.setenv("AGENTSTREAM_HOME", str(tmp_path_factory.mktemp("agentstream-home")))
+    yield
+
+
+def python_script(tmp_path: Path, code: str) -> Path:
+    """Write dedented ``code`` to a script file and return its path."""
+    script = tmp_path / "producer.py"
+    script.write_text(textwrap.dedent(code))
+    return script
+
+
+def start_python(script: Path, **kwargs: object) -> subprocess.Popen[bytes]:
+    """Start ``script`` with this interpreter, stdout and stderr piped."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **kwargs.pop("env", {})}  # type: ignore[dict-item]
+    return subprocess.Popen(
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        **kwargs,  # type: ignore[arg-type]
+    )

@@ -1,0 +1,95 @@
+"""Protocol v1: decoding, forward compatibility, the published schema."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from agentstream import protocol as p
+from agentstream.errors import MalformedEventError
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+def test_every_type_round_trips() -> None:
+    seq = p.Sequencer("ses_1")
+    events = [
+        p.Start(command="exec", cwd="/w", model="m", provider="x", tools=["shell"]),
+        p.MessageDelta(message_id="m1", content="He"),
+        p.Message(message_id="m1", role="assistant", content="Hello"),
+        p.ReasoningDelta(reasoning_id="r1", content="hm"),
+        p.Reasoning(reasoning_id="r1", content="hmm"),
+        p.ToolCall(call_id="c1", name="shell", arguments={"cmd": "ls"}),
+        p.ToolProgress(call_id="c1", content="a\n"),
+        p.ToolResult(call_id="c1", name="shell", status="success", output="a", duration_ms=3, truncated=False),
+        p.Step(name="turn", status="completed", duration_ms=5),
+        p.Progress(name="dl", percent=50.0, current=5, total=10, message="half"),
+        p.Log(level="warn", message="careful"),
+        p.Status(status="streaming"),
+        p.GenericEvent(name="video/download", data={"id": 1}),
+        p.Usage(model="m", input_tokens=1, output_tokens=2, cost_usd=0.01),
+        p.Error(code="RATE_LIMITED", message="slow down", recoverable=True, retry_in_ms=100),
+        p.Result(ok=True, subtype="success", exit_code=0, next_actions=[p.NextAction(command="x", description="y")]),
+    ]
+    assert {e.type for e in events} == p.EVENT_TYPES
+    for event in events:
+        seq.stamp(event)
+        assert p.decode(p.encode(event)) == event
+
+
+def test_optional_fields_are_omitted_not_null() -> None:
+    line = p.encode(p.Sequencer("s").stamp(p.Status(status="ok")))
+    assert b"null" not in line and b"message" not in line
+    assert json.loads(line)["v"] == 1 and json.loads(line)["seq"] == 0
+
+
+def test_unknown_fields_are_ignored() -> None:
+    event = p.decode(b'{"type":"log","v":1,"session_id":"s","seq":3,"ts":"t","level":"info","message":"m","new":[1]}')
+    assert isinstance(event, p.Log) and event.message == "m"
+
+
+def test_unknown_type_is_kept_whole() -> None:
+    line = b'{"type":"rate_limit_event","v":1,"session_id":"s","seq":4,"info":{"x":1}}'
+    event = p.decode(line)
+    assert isinstance(event, p.UnknownEvent)
+    assert event.type == "rate_limit_event" and event.seq == 4 and event.raw["info"] == {"x": 1}
+    assert json.loads(p.encode(event)) == json.loads(line)
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        (b"not json", "not valid JSON"),
+        (b"[1,2]", "JSON object"),
+        (b'{"no_type":1}', "'type'"),
+        (b'{"type":"log","level":"loud","message":"m"}', "bad 'log' event"),
+        (b'{"type":"tool_call","call_id":"c"}', "bad 'tool_call' event"),
+    ],
+)
+def test_malformed_lines_raise_a_precise_error(line: bytes, reason: str) -> None:
+    with pytest.raises(MalformedEventError) as info:
+        p.decode(line)
+    assert reason in info.value.message and info.value.code == "MALFORMED_EVENT"
+
+
+def test_published_schema_matches_the_code() -> None:
+    from agentstream.cli.schema_cmd import schema_text
+
+    published = (DOCS / "protocol.schema.json").read_text()
+    assert published == schema_text(), "docs/protocol.schema.json drifted: run `agentstream schema > docs/protocol.schema.json`"
+
+
+def test_schema_accepts_what_we_emit() -> None:
+    schema = p.json_schema()
+    names = {ref["$ref"].rsplit("/", 1)[1] for ref in schema["anyOf"]}
+    assert len(names) == len(p.EVENT_TYPES)
+    assert schema["discriminator"]["propertyName"] == "type"
+
+
+def test_timestamps_are_rfc3339_utc_ms() -> None:
+    ts = p.now_ts()
+    assert msgspec.convert(ts, type=__import__("datetime").datetime, strict=False).tzinfo is not None
+    assert len(ts) == 24 and ts.endswith("Z") and ts[19] == "."

@@ -1,0 +1,144 @@
+"""The validator: every rule fires on a stream that breaks it, and only then."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentstream import protocol as p
+from agentstream.validate import RULES, Validator, validate_stream
+
+
+def stream(*events: p.BaseEvent, session: str = "s1") -> bytes:
+    sequencer = p.Sequencer(session)
+    return b"".join(p.encode_line(sequencer.stamp(e)) for e in events)
+
+
+def start() -> p.Start:
+    return p.Start(command="t")
+
+
+def ok() -> p.Result:
+    return p.Result(ok=True, subtype="success", exit_code=0)
+
+
+def rules(data: bytes, **kwargs: object) -> list[str]:
+    return [v.rule for v in validate_stream(io.BytesIO(data), **kwargs)]  # type: ignore[arg-type]
+
+
+def test_a_valid_stream_has_no_violations() -> None:
+    data = stream(
+        start(),
+        p.MessageDelta(message_id="m", content="a"),
+        p.Message(message_id="m", role="assistant", content="a"),
+        p.ToolCall(call_id="c", name="x"),
+        p.ToolProgress(call_id="c", content="..."),
+        p.ToolResult(call_id="c", name="x", status="success"),
+        p.Error(code="RATE_LIMITED", message="later", recoverable=True),
+        ok(),
+    )
+    assert rules(data, expect_exit=0) == []
+
+
+BROKEN = {
+    "start-first": stream(p.Status(status="x"), ok()),
+    "result-last": stream(start(), ok(), p.Status(status="late")),
+    "tool-pairing": stream(start(), p.ToolCall(call_id="c", name="x"), ok()),
+    "delta-closed": stream(start(), p.MessageDelta(message_id="m", content="a"), ok()),
+    "fatal-error": stream(start(), p.Error(code="X", message="m"), p.Status(status="oops"), ok()),
+    "ok-exit": stream(start(), p.Result(ok=True, subtype="success", exit_code=1)),
+    "version": stream(start(), ok()).replace(b'"v":1', b'"v":2', 1),
+    "seq": stream(start(), p.Status(status="x"), ok()).replace(b'"seq":1', b'"seq":7'),
+    "session": stream(start(), ok()) .replace(b'"session_id":"s1","seq":1', b'"session_id":"s2","seq":1'),
+    "malformed": stream(start()) + b"[SandboxDebug] hello\n",
+    "invalid-utf8": stream(start()) + b'{"type":"log","level":"info","message":"\xff"}\n',
+    "truncated": stream(start(), ok())[:-1],
+}
+
+
+@pytest.mark.parametrize("rule", sorted(BROKEN))
+def test_each_rule_catches_its_break(rule: str) -> None:
+    assert rule in rules(BROKEN[rule])
+
+
+def test_every_rule_is_exercised() -> None:
+    assert set(RULES) - set(BROKEN) == {"exit-code", "too-long"}
+
+
+def test_exit_code_and_line_limit() -> None:
+    data = stream(start(), ok())
+    assert rules(data, expect_exit=3) == ["exit-code"]
+    assert "too-long" in rules(data, max_line_bytes=10)
+
+
+def test_second_tool_result_and_missing_result() -> None:
+    data = stream(
+        start(),
+        p.ToolCall(call_id="c", name="x"),
+        p.ToolResult(call_id="c", name="x", status="success"),
+        p.ToolResult(call_id="c", name="x", status="success"),
+    )
+    found = list(validate_stream(io.BytesIO(data)))
+    assert [v.rule for v in found] == ["tool-pairing", "result-last"]
+    assert found[0].line == 4 and "a second tool_result" in found[0].message
+
+
+def test_violations_name_the_line() -> None:
+    data = stream(start()) + b"oops\n"
+    first = next(iter(validate_stream(io.BytesIO(data))))
+    assert first.line == 2 and "oops" in first.message
+
+
+def run_cli(*args: str, data: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "agentstream", "validate", *args], input=data, capture_output=True, timeout=120
+    )
+
+
+def test_cli_exit_codes(tmp_path: Path) -> None:
+    good = tmp_path / "good.ndjson"
+    good.write_bytes(stream(start(), ok()))
+    assert run_cli(str(good)).returncode == 0
+    bad = run_cli("-", data=stream(start()))
+    assert bad.returncode == 1 and b"result-last" in bad.stdout
+    assert run_cli(str(good), "--expect-exit", "4").returncode == 1
+    missing = run_cli(str(tmp_path / "nope"))
+    assert missing.returncode == 2 and b"no such file" in missing.stderr and missing.stdout == b""
+    assert run_cli("--bogus").returncode == 2
+
+
+def test_cli_survives_a_100_mb_line_with_flat_memory(tmp_path: Path) -> None:
+    big = tmp_path / "big.ndjson"
+    with big.open("wb") as f:
+        f.write(stream(start()))
+        f.write(b'{"type":"log","v":1,"session_id":"s1","seq":1,"ts":"t","level":"info","message":"')
+        chunk = b"x" * (1 << 20)
+        for _ in range(100):
+            f.write(chunk)
+        f.write(b'"}\n')
+        f.write(b"not json at all\n")
+        f.write(stream(ok())[:-1].replace(b'"seq":0', b'"seq":2'))
+    code = (
+        "import resource, runpy, sys;"
+        f"sys.argv=['agentstream','validate',{str(big)!r}];"
+        "from agentstream.cli import main; rc=main();"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); sys.exit(rc)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
+    assert proc.returncode == 1
+    lines = proc.stdout.decode().splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith("line 3: malformed: not valid JSON") and "'not json at all'" in lines[0]
+    assert lines[1] == "line 4: truncated: the last line has no newline (the stream was cut off)"
+    peak_kib = int(proc.stderr.decode().split()[-1])
+    assert peak_kib < 400 * 1024, f"peak RSS {peak_kib} KiB: more than a few copies of the 100 MB line"
+
+
+def test_validator_is_incremental() -> None:
+    validator = Validator()
+    validator.feed(p.Sequencer("s").stamp(p.Status(status="x")), 1)
+    assert [v.rule for v in validator.violations] == ["start-first"]
