@@ -21,6 +21,17 @@ class Line(NamedTuple):
     """False only for a last line that ended without a newline (a truncated stream)."""
 
 
+class Block(NamedTuple):
+    """Several complete lines at once, for readers that can decode a batch in one call."""
+
+    first: int
+    """Line number of the first line in ``data``."""
+    data: bytes | bytearray | memoryview
+    """Whole lines, each ending with a newline."""
+    count: int
+    """How many lines ``data`` holds."""
+
+
 class LineTooLong(Exception):
     """A line went past the configured ``max_line_bytes``; the rest of it was skipped."""
 
@@ -117,3 +128,37 @@ class LineSplitter:
         if terminated and data.endswith(b"\r"):
             data = data[:-1]
         return Line(self._number, data, terminated)
+
+
+def iter_blocks(source: IO[bytes], *, block_size: int = 1 << 18) -> Iterator[Block | Line]:
+    """Yield runs of complete lines as soon as they are available, and a partial last line as a :class:`Line`.
+
+    Reads with ``read1`` where the source has it, so a live pipe's lines arrive
+    without waiting for a full block. A line longer than ``block_size`` grows in
+    one buffer that is handed on without a copy, so memory holds that line once.
+    """
+    read = getattr(source, "read1", source.read)
+    number = 1
+    pending = bytearray()
+    while True:
+        chunk = read(block_size)
+        if not chunk:
+            break
+        cut = chunk.rfind(b"\n") + 1
+        if cut == 0:
+            pending += chunk
+            continue
+        view = memoryview(chunk)
+        if pending:
+            pending += view[:cut]
+            head: bytes | bytearray | memoryview = pending
+            pending = bytearray()
+        else:
+            head = chunk if cut == len(chunk) else view[:cut]
+        count = chunk.count(b"\n", 0, cut)
+        yield Block(number, head, count)
+        number += count
+        if cut < len(chunk):
+            pending += view[cut:]
+    if pending:
+        yield Line(number, bytes(pending), False)

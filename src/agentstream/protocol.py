@@ -48,6 +48,7 @@ __all__ = [
     "Usage",
     "UsageTotals",
     "decode",
+    "decode_lines",
     "encode",
     "encode_line",
     "json_schema",
@@ -304,6 +305,11 @@ class UnknownEvent(Struct, kw_only=True):
         value = self.raw.get("session_id")
         return value if isinstance(value, str) else ""
 
+    @property
+    def v(self) -> int:
+        value = self.raw.get("v")
+        return value if isinstance(value, int) else PROTOCOL_VERSION
+
 
 AnyEvent: TypeAlias = Event | UnknownEvent  # type: ignore[operator]
 """What a lenient reader yields: a known v1 event or an unknown one kept whole."""
@@ -339,6 +345,20 @@ def decode(line: bytes | str) -> AnyEvent:
         from agentstream.errors import MalformedEventError
 
         raise MalformedEventError(f"not valid JSON: {exc}") from exc
+
+
+def decode_lines(data: bytes | bytearray | memoryview) -> list[AnyEvent]:
+    """Decode a buffer of whole NDJSON lines in one call (blank lines are skipped).
+
+    Raises :class:`MalformedEventError` if any line is bad or of an unknown
+    type; callers that must keep going fall back to :func:`decode` per line.
+    """
+    try:
+        return _decoder.decode_lines(data)
+    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError) as exc:
+        from agentstream.errors import MalformedEventError
+
+        raise MalformedEventError(f"a line in the block is not a valid event: {exc}") from exc
 
 
 def _unknown_or_raise(line: bytes | str, exc: msgspec.ValidationError) -> UnknownEvent:
@@ -378,17 +398,23 @@ def new_id(prefix: str) -> str:
 
 _ts_second = -1
 _ts_prefix = ""
+_ts_milli = -1
+_ts_text = ""
 
 
 def now_ts() -> str:
-    """The current time as RFC 3339 UTC with milliseconds, cheap enough for every event."""
-    global _ts_second, _ts_prefix
-    now = time.time()
-    second = int(now)
+    """The current time as RFC 3339 UTC with milliseconds, cached per millisecond for the hot path."""
+    global _ts_second, _ts_prefix, _ts_milli, _ts_text
+    milli = time.time_ns() // 1_000_000
+    if milli == _ts_milli:
+        return _ts_text
+    second = milli // 1000
     if second != _ts_second:
         _ts_prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
         _ts_second = second
-    return f"{_ts_prefix}.{int((now - second) * 1000):03d}Z"
+    _ts_milli = milli
+    _ts_text = f"{_ts_prefix}.{milli % 1000:03d}Z"
+    return _ts_text
 
 
 class Sequencer:
@@ -403,7 +429,6 @@ class Sequencer:
         self.next_seq = next_seq
 
     def stamp(self, event: BaseEvent, ts: str | None = None) -> BaseEvent:
-        event.v = PROTOCOL_VERSION
         event.session_id = self.session_id
         event.seq = self.next_seq
         event.ts = ts or event.ts or now_ts()

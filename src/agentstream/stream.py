@@ -15,6 +15,7 @@ stray ``print`` or library output can reach the reader of the stream.
 from __future__ import annotations
 
 import atexit
+import errno
 import os
 import signal
 import sys
@@ -25,6 +26,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from types import FrameType, TracebackType
 from typing import IO, Any, TypeVar
+
+import msgspec
 
 from agentstream import protocol as p
 from agentstream.errors import AgentstreamError, ErrorCode, ExitCode, exit_code_for_signal
@@ -119,7 +122,9 @@ class Stream:
         )
         self._sequencer = p.Sequencer(session_id)
         self._lock = threading.RLock()
-        self._writer_thread = 0
+        self._closing = False
+        self._fast_fd = -1
+        self._buffer = bytearray()
         self._main_thread = threading.main_thread().ident or 0
         self._pending_signal = 0
         self._signal_seen = 0
@@ -157,9 +162,10 @@ class Stream:
         if self.started:
             return self
         self._started_at = time.monotonic()
-        self._sink = make_sink(
-            self.output_format, self._open_output(), dialect=self._dialect, err=self._err, color=self._color
-        )
+        writer = self._open_output()
+        self._sink = make_sink(self.output_format, writer, dialect=self._dialect, err=self._err, color=self._color)
+        if self.output_format == "stream-json" and self._dialect in (None, "canonical") and isinstance(writer, FdWriter):
+            self._fast_fd = writer.fd
         if self.owns_process:
             self._install_signal_handlers()
             atexit.register(self._at_exit)
@@ -247,6 +253,7 @@ class Stream:
             return self.result
         if not self.started:
             self.start()
+        self._closing = True
         code = exit_code if exit_code is not None else (ExitCode.OK if ok else ExitCode.ERROR)
         final_text = result if result is not None else self._last_assistant_text
         event = p.Result(
@@ -287,60 +294,92 @@ class Stream:
             return self.result
         if not self.started:
             self.start()
+        self._closing = True
         with self._lock:
             # Hold the lock across both events so no other thread can slip between them.
-            outer = self._writer_thread
-            self._writer_thread = threading.get_ident()
-            try:
-                self.emit(p.Error(code=code, message=message, recoverable=False, fix=fix or p.UNSET, details=details))
-                return self.finish(
-                    ok=False,
-                    exit_code=exit_code,
-                    subtype=subtype,
-                    error=p.ErrorInfo(code=code, message=message, fix=fix or p.UNSET),
-                    next_actions=next_actions,
-                )
-            finally:
-                self._writer_thread = outer
+            self.emit(p.Error(code=code, message=message, recoverable=False, fix=fix or p.UNSET, details=details))
+            return self.finish(
+                ok=False,
+                exit_code=exit_code,
+                subtype=subtype,
+                error=p.ErrorInfo(code=code, message=message, fix=fix or p.UNSET),
+                next_actions=next_actions,
+            )
 
     # -- emitting ----------------------------------------------------------
 
     def emit(self, event: E) -> E:
-        """Stamp and write one event now. Safe from any thread or task."""
+        """Stamp and write one event now. Safe from any thread or task.
+
+        This is the producer's hot path: it stamps in place (what
+        :meth:`Sequencer.stamp` does, inlined) and makes one write per line.
+        """
         with self._lock:
-            outer = self._writer_thread
-            self._writer_thread = threading.get_ident()
-            try:
-                self._emit_locked(event)
-            finally:
-                self._writer_thread = outer
-        if self._pending_signal and not outer:
+            if self.result is None or event is self.result:
+                if not self._started_at:
+                    raise RuntimeError("Stream.start() (or `with Stream(...)`) must come before emitting events")
+                sequencer = self._sequencer
+                event.session_id = sequencer.session_id
+                event.seq = sequencer.next_seq
+                sequencer.next_seq += 1
+                if not event.ts:
+                    event.ts = p.now_ts()
+                if type(event) in _ACCOUNTED:
+                    self._account(event)
+                if self._fast_fd >= 0:
+                    # Canonical lines to a descriptor: encode into one reused buffer, one write.
+                    buffer = self._buffer
+                    _encode_into(event, buffer)
+                    buffer.append(10)
+                    try:
+                        written = os.write(self._fast_fd, buffer)
+                    except OSError as exc:
+                        self._write_failed(exc, event)
+                    else:
+                        if written < len(buffer):
+                            self._write_rest(buffer, written, event)
+                elif not self._output_closed:
+                    self._write(event)
+                for observer in self._observers:
+                    observer(event)
+        if self._pending_signal:
             self._raise_pending_signal()
         return event
 
-    def _emit_locked(self, event: p.BaseEvent) -> None:
-        if self.result is not None and event is not self.result:
-            return
-        if not self.started:
-            raise RuntimeError("Stream.start() (or `with Stream(...)`) must come before emitting events")
-        self._sequencer.stamp(event)
-        self._account(event)
-        if not self._output_closed:
-            try:
-                self._sink.emit(event)
-            except OutputClosed:
-                self._output_closed = True
-                if event is not self.result:
-                    raise
-        for observer in self._observers:
-            observer(event)
+    def _write_failed(self, exc: OSError, event: p.BaseEvent) -> None:
+        """The fast path's error: a vanished reader closes the output; anything else is a real error."""
+        if not isinstance(exc, BrokenPipeError) and exc.errno != errno.EBADF:
+            raise exc
+        self._fast_fd = -1
+        self._output_closed = True
+        if event is not self.result:
+            raise OutputClosed() from None
+
+    def _write_rest(self, buffer: bytearray, written: int, event: p.BaseEvent) -> None:
+        """A pipe took only part of a long line: finish it before anything else is written."""
+        try:
+            FdWriter(self._fast_fd).write(bytes(buffer[written:]))
+        except OutputClosed:
+            self._fast_fd = -1
+            self._output_closed = True
+            if event is not self.result:
+                raise
+
+    def _write(self, event: p.BaseEvent) -> None:
+        try:
+            self._sink.emit(event)
+        except OutputClosed:
+            self._output_closed = True
+            if event is not self.result:
+                raise
 
     def _raise_pending_signal(self) -> None:
         """Deliver a signal that arrived mid-write, now that the line is whole."""
-        if threading.get_ident() != self._main_thread:
+        if threading.get_ident() != self._main_thread or self._closing:
             return
         signum, self._pending_signal = self._pending_signal, 0
         if self.result is None:
+            self._signal_seen = signum
             raise Interrupted(signum)
 
     def _account(self, event: p.BaseEvent) -> None:
@@ -448,8 +487,8 @@ class Stream:
             self._previous_handlers[signum] = signal.signal(signum, self._on_signal)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        if self._writer_thread == threading.get_ident():
-            # Mid-write in this thread: finish the line first, deliver right after it.
+        if _inside_write(frame):
+            # The main thread is mid-write: let the line finish, deliver right after it.
             self._pending_signal = self._pending_signal or signum
             return
         if self.result is not None:
@@ -476,6 +515,25 @@ class Stream:
         except SystemExit as exc:
             return _exit_status(exc)
         return self.result.exit_code if self.result else 0
+
+
+_encode_into = msgspec.json.Encoder().encode_into
+_ACCOUNTED = frozenset({p.Usage, p.ToolCall, p.Message})
+_CRITICAL_CODE = frozenset(
+    {Stream.emit.__code__, Stream._write.__code__, Stream._write_rest.__code__, Stream.fail.__code__, Stream.finish.__code__}
+)
+
+
+def _inside_write(frame: FrameType | None) -> bool:
+    """Is the interrupted main thread inside the Stream's write path (where a raise would tear a line)?
+
+    Checked on the signal path only, so that emitting costs nothing extra.
+    """
+    while frame is not None:
+        if frame.f_code in _CRITICAL_CODE:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _exit_status(exc: SystemExit) -> int:

@@ -91,7 +91,7 @@ def resolve(workspace: Path, mode: str, raw: str) -> ResolvedPath:
     if mode != "full":
         raise PermissionDenied(
             f"{raw!r} resolves to {absolute}, outside the workspace {workspace}",
-            fix="use a path inside the workspace (symlinks are followed before the check), "
+            fix="use a path inside the workspace (symlinks count where they lead), "
             "or run with --permission-mode full",
         )
     return ResolvedPath(absolute, Path("/"), absolute.parts[1:])
@@ -122,8 +122,8 @@ def _open_beneath(target: ResolvedPath, flags: int, make_parents: bool, file_mod
     """Walk from ``target.root`` to the target with ``O_NOFOLLOW`` at every step."""
     dir_flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(target.root, dir_flags)
-    if not target.parts:
-        if flags & os.O_DIRECTORY:
+    if not target.parts:  # the root itself: like open(2), a directory opens for reading only
+        if flags & (os.O_WRONLY | os.O_RDWR) == 0:
             return fd
         os.close(fd)
         raise IsADirectoryError(errno.EISDIR, "is a directory", target.display)

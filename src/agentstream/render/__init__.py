@@ -32,7 +32,7 @@ class OutputClosed(SystemExit):
 
 
 class Writer(Protocol):
-    def write(self, data: bytes) -> None: ...
+    def write(self, data: bytes | bytearray) -> None: ...
 
 
 class FdWriter:
@@ -43,11 +43,13 @@ class FdWriter:
     def __init__(self, fd: int) -> None:
         self.fd = fd
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | bytearray) -> None:
         try:
             written = os.write(self.fd, data)
-            while written < len(data):
-                written += os.write(self.fd, memoryview(data)[written:])
+            if written < len(data):
+                view = memoryview(data)
+                while written < len(data):
+                    written += os.write(self.fd, view[written:])
         except BrokenPipeError:
             raise OutputClosed() from None
         except OSError as exc:
@@ -64,7 +66,7 @@ class FileWriter:
     def __init__(self, file: IO[bytes]) -> None:
         self.file = file
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | bytearray) -> None:
         try:
             self.file.write(data)
             self.file.flush()

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agentstream.protocol import encode_line
+import msgspec
+
+from agentstream.protocol import UnknownEvent, encode_line
+
+_encode_into = msgspec.json.Encoder().encode_into
 
 if TYPE_CHECKING:
     from agentstream.protocol import AnyEvent
@@ -16,6 +20,7 @@ class LinesSink:
 
     def __init__(self, out: Writer, *, dialect: str | None = None) -> None:
         self._out = out
+        self._buffer = bytearray()
         self._encoder = None
         if dialect not in (None, "canonical"):
             from agentstream.dialects import get_dialect
@@ -24,7 +29,14 @@ class LinesSink:
 
     def emit(self, event: AnyEvent) -> None:
         if self._encoder is None:
-            self._out.write(encode_line(event))
+            if type(event) is UnknownEvent:
+                self._out.write(encode_line(event))
+                return
+            # The hot path: encode into one reused buffer, newline included, one write.
+            buffer = self._buffer
+            _encode_into(event, buffer)
+            buffer.append(10)
+            self._out.write(buffer)
             return
         lines = self._encoder.encode(event)
         if lines:

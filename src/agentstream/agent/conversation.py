@@ -1,0 +1,94 @@
+"""The provider-neutral conversation: a list of plain dicts the session store can keep as JSON.
+
+Four message shapes, each a dict with a ``role``::
+
+    {"role": "user", "content": "text"}
+    {"role": "assistant", "content": "text",
+     "reasoning": [{"text": ..., "signature": ..., "provider": "anthropic"}],   # optional
+     "tool_calls": [{"id": ..., "name": ..., "arguments": {...}}]}              # optional
+    {"role": "tool", "call_id": ..., "name": ..., "content": "text", "is_error": false}
+
+Each provider converts this list to its own wire format, so a session started
+with one provider can be resumed with another (reasoning signatures only go back
+to the provider that made them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentstream.agent.providers.base import ReasoningBlock, ToolCallDone
+
+__all__ = ["AssistantTurn", "Conversation"]
+
+INTERRUPTED_TOOL = "the run stopped before this tool call finished; it may or may not have taken effect"
+
+
+@dataclass
+class AssistantTurn:
+    """What one model call produced."""
+
+    text: str = ""
+    reasoning: list[ReasoningBlock] = field(default_factory=list)
+    tool_calls: list[ToolCallDone] = field(default_factory=list)
+
+
+class Conversation:
+    """The messages of one agent session, oldest first."""
+
+    def __init__(self, messages: Iterable[dict[str, Any]] = ()) -> None:
+        self.messages: list[dict[str, Any]] = list(messages)
+        self._close_dangling_calls()
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self.messages)
+
+    def add_user(self, text: str) -> None:
+        self.messages.append({"role": "user", "content": text})
+
+    def add_assistant(self, turn: AssistantTurn, *, provider: str) -> None:
+        message: dict[str, Any] = {"role": "assistant", "content": turn.text}
+        if turn.reasoning:
+            message["reasoning"] = [_reasoning_dict(block, provider) for block in turn.reasoning]
+        if turn.tool_calls:
+            message["tool_calls"] = [
+                {"id": call.call_id, "name": call.name, "arguments": call.arguments} for call in turn.tool_calls
+            ]
+        self.messages.append(message)
+
+    def add_tool_result(self, call_id: str, name: str, content: str, *, is_error: bool) -> None:
+        self.messages.append({"role": "tool", "call_id": call_id, "name": name, "content": content, "is_error": is_error})
+
+    def to_json(self) -> list[dict[str, Any]]:
+        """The messages, ready for the session store (a copy, so later turns don't alias it)."""
+        return [dict(message) for message in self.messages]
+
+    def _close_dangling_calls(self) -> None:
+        """Give every tool call without a result one, so an interrupted session can be resumed.
+
+        Both providers reject a history in which a tool call has no result.
+        """
+        answered = {m["call_id"] for m in self.messages if m.get("role") == "tool"}
+        repaired: list[dict[str, Any]] = []
+        for message in self.messages:
+            repaired.append(message)
+            for call in message.get("tool_calls", ()):
+                if call["id"] not in answered:
+                    repaired.append(
+                        {"role": "tool", "call_id": call["id"], "name": call["name"], "content": INTERRUPTED_TOOL, "is_error": True}
+                    )
+        self.messages = repaired
+
+
+def _reasoning_dict(block: ReasoningBlock, provider: str) -> dict[str, Any]:
+    entry: dict[str, Any] = {"text": block.text, "provider": provider}
+    if block.signature is not None:
+        entry["signature"] = block.signature
+    if block.redacted is not None:
+        entry["redacted"] = block.redacted
+    return entry

@@ -1,0 +1,330 @@
+"""The agent loop: model call → streamed deltas → tool calls → results back to the model → again.
+
+One :meth:`AgentLoop.run` answers one user prompt on a
+:class:`~agentstream.stream.Stream` and returns its :class:`Outcome`: completed
+when the model stops calling tools, ``max_turns`` when the turn limit is
+reached, or failed with the provider's error when a call fails for good. Signals are not handled here: the Stream
+raises ``Interrupted`` in the main thread and this code lets it through.
+
+How a model call reaches the stream (:class:`TurnWriter`):
+
+* text and reasoning chunks become ``message_delta`` / ``reasoning_delta`` as
+  they arrive (unless deltas are off);
+* the complete ``reasoning`` / ``message`` events, the ``usage`` event and the
+  tool calls follow only once the call has finished, so nothing of a call that
+  fails part-way is ever presented as complete;
+* when a call fails part-way, each delta run it opened is closed by a
+  ``message`` / ``reasoning`` with empty content, meaning "discarded", and the
+  retry starts new runs with new ids.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from agentstream import protocol as p
+from agentstream.agent.conversation import AssistantTurn, Conversation
+from agentstream.agent.pricing import cost_usd
+from agentstream.agent.providers.base import (
+    Provider,
+    ReasoningBlock,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDone,
+    TurnEvent,
+    TurnUsage,
+)
+from agentstream.agent.tools import ToolOutcome
+from agentstream.errors import ErrorCode, ExitCode, ProviderError
+
+if TYPE_CHECKING:
+    from agentstream.agent.tools import Toolbox
+    from agentstream.stream import Stream, ToolCallScope
+
+__all__ = ["AgentLoop", "LoopOptions", "Outcome", "ProgressRelay", "TurnWriter", "backoff_ms", "retry_settings"]
+
+MAX_BACKOFF_MS = 30_000
+
+
+@dataclass(frozen=True)
+class LoopOptions:
+    system: str
+    max_turns: int = 0
+    """Model calls allowed per prompt; 0 means no limit."""
+    deltas: bool = True
+    max_retries: int = 3
+    """Retries of a failed model call, so ``max_retries + 1`` attempts in all."""
+    retry_base_ms: int = 500
+
+
+def backoff_ms(attempt: int, base_ms: int) -> int:
+    """Exponential backoff with jitter: about ``base * 2**(attempt-1)``, between half and all of it."""
+    ceiling = min(base_ms * 2 ** (attempt - 1), MAX_BACKOFF_MS)
+    return int(ceiling * random.uniform(0.5, 1.0))
+
+
+class ProgressRelay:
+    """The tools' progress callback; forwards output to whichever tool call is running."""
+
+    def __init__(self) -> None:
+        self.scope: ToolCallScope | None = None
+
+    def __call__(self, text: str) -> None:
+        if self.scope is not None and text:
+            self.scope.progress(text)
+
+
+@dataclass
+class _Run:
+    """One delta run: the chunks of one message or reasoning block."""
+
+    kind: Literal["message", "reasoning"]
+    run_id: str
+    parts: list[str] = field(default_factory=list)
+    block: ReasoningBlock | None = None
+
+    @property
+    def text(self) -> str:
+        if self.block is not None:
+            return self.block.text
+        return "".join(self.parts)
+
+
+class TurnWriter:
+    """Writes one model call's events to the stream and collects what the call produced."""
+
+    def __init__(self, stream: Stream, *, deltas: bool) -> None:
+        self.stream = stream
+        self.deltas = deltas
+        self.runs: list[_Run] = []
+        self.open: _Run | None = None
+        self.calls: list[ToolCallDone] = []
+        self.usage = TurnUsage()
+
+    def feed(self, event: TurnEvent) -> None:
+        kind = type(event)
+        if kind is TextDelta:
+            self._chunk("message", event.text)  # type: ignore[union-attr]
+        elif kind is ReasoningDelta:
+            self._chunk("reasoning", event.text)  # type: ignore[union-attr]
+        elif kind is ReasoningBlock:
+            self._reasoning_block(event)  # type: ignore[arg-type]
+        elif kind is ToolCallDone:
+            self.open = None
+            self.calls.append(event)  # type: ignore[arg-type]
+        elif kind is TurnUsage:
+            self.usage = event  # type: ignore[assignment]
+
+    def _chunk(self, kind: Literal["message", "reasoning"], text: str) -> None:
+        if not text:
+            return
+        run = self.open
+        if run is None or run.kind != kind:
+            run = self.open = _Run(kind, p.new_id("msg" if kind == "message" else "rsn"))
+            self.runs.append(run)
+        run.parts.append(text)
+        if self.deltas:
+            if kind == "message":
+                self.stream.message_delta(text, message_id=run.run_id)
+            else:
+                self.stream.reasoning_delta(text, reasoning_id=run.run_id)
+
+    def _reasoning_block(self, block: ReasoningBlock) -> None:
+        run = self.open
+        if run is None or run.kind != "reasoning":
+            run = _Run("reasoning", p.new_id("rsn"))
+            self.runs.append(run)
+        run.block = block
+        self.open = None
+
+    def finish(self, model: str) -> AssistantTurn:
+        """The call completed: emit the complete events and its usage; return what it produced."""
+        texts = []
+        for run in self.runs:
+            if run.kind == "message":
+                self.stream.message(run.text, message_id=run.run_id)
+                texts.append(run.text)
+            elif run.text or run.parts:
+                self.stream.reasoning(run.text, reasoning_id=run.run_id)
+        self._emit_usage(model)
+        blocks = [run.block or ReasoningBlock(text=run.text) for run in self.runs if run.kind == "reasoning"]
+        return AssistantTurn(text="\n\n".join(texts), reasoning=blocks, tool_calls=self.calls)
+
+    def discard(self) -> None:
+        """The call failed part-way: close every delta run it opened as discarded (empty content)."""
+        if not self.deltas:
+            return
+        for run in self.runs:
+            if not run.parts:
+                continue
+            if run.kind == "message":
+                self.stream.message("", message_id=run.run_id)
+            else:
+                self.stream.reasoning("", reasoning_id=run.run_id)
+
+    def _emit_usage(self, model: str) -> None:
+        u = self.usage
+        cost = cost_usd(model, input_tokens=u.input_tokens, output_tokens=u.output_tokens, cached_tokens=u.cached_tokens)
+        self.stream.emit(
+            p.Usage(
+                model=model,
+                input_tokens=u.input_tokens,
+                output_tokens=u.output_tokens,
+                cached_tokens=u.cached_tokens,
+                reasoning_tokens=u.reasoning_tokens,
+                cost_usd=cost if cost is not None else p.UNSET,
+            )
+        )
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one prompt's run ended; ``status`` is also the session's status."""
+
+    status: Literal["completed", "failed", "max_turns"]
+    error: ProviderError | None = None
+
+    def finish(self, stream: Stream, next_actions: Sequence[p.NextAction] = ()) -> None:
+        """Emit the result (after a fatal error, if any)."""
+        error = self.error
+        if error is None:
+            stream.finish(next_actions=next_actions)
+            return
+        max_turns = self.status == "max_turns"
+        stream.fail(
+            error.code,
+            error.message,
+            fix=error.fix,
+            exit_code=ExitCode.MAX_TURNS if max_turns else error.exit_code,
+            subtype="max_turns" if max_turns else "error",
+            next_actions=next_actions,
+        )
+
+
+class AgentLoop:
+    """Runs prompts against a provider with a toolbox, writing everything to one stream per prompt."""
+
+    def __init__(
+        self,
+        provider: Provider,
+        toolbox: Toolbox,
+        conversation: Conversation,
+        options: LoopOptions,
+        progress: ProgressRelay,
+    ) -> None:
+        self.provider = provider
+        self.toolbox = toolbox
+        self.conversation = conversation
+        self.options = options
+        self.progress = progress
+
+    def run(self, stream: Stream, prompt: str) -> Outcome:
+        """Answer ``prompt``, writing to ``stream``; say how the run should end without ending it.
+
+        The caller finishes the stream with :meth:`Outcome.finish` — after saving the
+        session, so that a resume offered in the result always finds it.
+        """
+        self.conversation.add_user(prompt)
+        try:
+            if self._turns(stream):
+                return Outcome("completed")
+        except ProviderError as exc:
+            return Outcome("failed", exc)
+        limit = self.options.max_turns
+        error = ProviderError(
+            f"stopped after {limit} model turn{'s' if limit != 1 else ''} (--max-turns {limit})",
+            code=ErrorCode.MAX_TURNS,
+            fix="raise --max-turns, or resume the session to let the agent go on",
+        )
+        return Outcome("max_turns", error)
+
+    def _turns(self, stream: Stream) -> bool:
+        """Model and tools back and forth; False when the turn limit stopped the agent."""
+        turn = 0
+        while True:
+            if self.options.max_turns and turn >= self.options.max_turns:
+                return False
+            turn += 1
+            with stream.step(f"turn {turn}"):
+                answer = self._call_model(stream)
+                self.conversation.add_assistant(answer, provider=self.provider.name)
+                for call in answer.tool_calls:
+                    self._run_tool(stream, call)
+            if not answer.tool_calls:
+                return True
+
+    def _call_model(self, stream: Stream) -> AssistantTurn:
+        """One model call, retried with backoff while the failure is recoverable."""
+        tools = self.toolbox.specs
+        attempts = self.options.max_retries + 1
+        for attempt in range(1, attempts + 1):
+            writer = TurnWriter(stream, deltas=self.options.deltas)
+            try:
+                for event in self.provider.stream_turn(self.conversation, tools, self.options.system):
+                    writer.feed(event)
+                return writer.finish(self.provider.model)
+            except ProviderError as exc:
+                writer.discard()
+                if not exc.recoverable:
+                    raise
+                if attempt == attempts:
+                    raise ProviderError(
+                        f"gave up after {attempts} attempts: {exc.message}", code=exc.code, fix=exc.fix
+                    ) from exc
+                self._wait(stream, exc, attempt, attempts)
+            except BaseException:
+                writer.discard()
+                raise
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _wait(self, stream: Stream, exc: ProviderError, attempt: int, attempts: int) -> None:
+        delay = exc.retry_in_ms if exc.retry_in_ms is not None else backoff_ms(attempt, self.options.retry_base_ms)
+        stream.error(exc.code, f"{exc.message} (attempt {attempt} of {attempts}, retrying)", retry_in_ms=delay)
+        time.sleep(delay / 1000)
+
+    def _run_tool(self, stream: Stream, call: ToolCallDone) -> None:
+        with stream.tool_call(call.name, call.arguments, call_id=call.call_id) as scope:
+            self.progress.scope = scope
+            try:
+                outcome = self._outcome(call)
+            finally:
+                self.progress.scope = None
+            _report(scope, outcome)
+        self.conversation.add_tool_result(
+            call.call_id, call.name, _for_model(outcome), is_error=outcome.status != "success"
+        )
+
+    def _outcome(self, call: ToolCallDone) -> ToolOutcome:
+        if call.error is not None:
+            return ToolOutcome("error", error=call.error)
+        return self.toolbox.run(call.name, call.arguments)
+
+
+def _report(scope: ToolCallScope, outcome: ToolOutcome) -> None:
+    if outcome.status == "success":
+        scope.succeed(outcome.output, truncated=outcome.truncated or None)
+    else:
+        scope.fail(outcome.error or outcome.status, status=outcome.status, output=outcome.output or None)
+
+
+def _for_model(outcome: ToolOutcome) -> str:
+    """What the model reads back: the output, or the error with whatever output there was."""
+    if outcome.status == "success":
+        return outcome.output
+    head = f"{outcome.status}: {outcome.error or 'no details'}"
+    return f"{head}\n{outcome.output}" if outcome.output else head
+
+
+def retry_settings() -> tuple[int, int]:
+    """(max retries, base backoff ms) from ``AGENTSTREAM_MAX_RETRIES`` / ``AGENTSTREAM_RETRY_BASE_MS``."""
+    return _env_int("AGENTSTREAM_MAX_RETRIES", 3), _env_int("AGENTSTREAM_RETRY_BASE_MS", 500)
+
+
+def _env_int(name: str, default: int) -> int:
+    value = os.environ.get(name, "")
+    return int(value) if value.strip().isdigit() else default

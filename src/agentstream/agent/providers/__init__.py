@@ -1,0 +1,79 @@
+"""Model providers: the registry and how ``exec`` picks one.
+
+Selection order (:func:`select_provider`): an explicit ``--provider``; else a
+cassette given with ``--cassette``; else ``ANTHROPIC_API_KEY`` → anthropic;
+else ``OPENAI_API_KEY``, ``OPENAI_BASE_URL`` or ``--base-url`` → openai; else a
+local Ollama that answers within 200 ms; else the bundled demo cassette, with a
+one-line notice. SDKs are imported only when a provider makes its first call.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from agentstream.agent.providers.base import Provider, ProviderSettings
+from agentstream.errors import UsageError
+
+__all__ = ["DEMO_CASSETTE", "PROVIDER_NAMES", "ProviderSettings", "Selection", "create_provider", "select_provider"]
+
+PROVIDER_NAMES: Final = ("openai", "anthropic", "ollama", "replay")
+DEMO_CASSETTE: Final = Path(__file__).resolve().parent.parent.parent / "data" / "demo.cassette.jsonl"
+OLLAMA_PROBE_S: Final = 0.2
+
+DEMO_NOTICE: Final = (
+    "agentstream: no model provider configured (no ANTHROPIC_API_KEY or OPENAI_API_KEY, no Ollama); "
+    "replaying the bundled demo cassette, tools run for real. See docs/agent.md."
+)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The chosen provider, and the one line to print on stderr when the choice needs explaining."""
+
+    provider: Provider
+    notice: str | None = None
+
+
+def create_provider(name: str, settings: ProviderSettings) -> Provider:
+    """The provider called ``name``; raises UsageError for an unknown one."""
+    if name == "openai":
+        from agentstream.agent.providers.openai import OpenAIProvider
+
+        return OpenAIProvider(settings)
+    if name == "anthropic":
+        from agentstream.agent.providers.anthropic import AnthropicProvider
+
+        return AnthropicProvider(settings)
+    if name == "ollama":
+        from agentstream.agent.providers.openai import OllamaProvider
+
+        return OllamaProvider(settings)
+    if name == "replay":
+        from agentstream.agent.providers.replay import ReplayProvider
+
+        return ReplayProvider(settings.cassette or DEMO_CASSETTE)
+    raise UsageError(f"unknown provider {name!r}", fix=f"use one of: {', '.join(PROVIDER_NAMES)}")
+
+
+def select_provider(
+    name: str | None, settings: ProviderSettings, environ: Mapping[str, str] = os.environ
+) -> Selection:
+    """Pick a provider by the documented order (module docstring)."""
+    if name:
+        return Selection(create_provider(name, settings))
+    if settings.cassette:
+        return Selection(create_provider("replay", settings))
+    if environ.get("ANTHROPIC_API_KEY"):
+        return Selection(create_provider("anthropic", settings))
+    if environ.get("OPENAI_API_KEY") or environ.get("OPENAI_BASE_URL") or settings.base_url:
+        return Selection(create_provider("openai", settings))
+    from agentstream.agent.providers.openai import OllamaProvider, ollama_models
+
+    models = ollama_models(OLLAMA_PROBE_S)
+    if models:
+        return Selection(OllamaProvider(settings, models))
+    return Selection(create_provider("replay", settings), DEMO_NOTICE)

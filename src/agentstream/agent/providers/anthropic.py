@@ -1,0 +1,210 @@
+"""Anthropic Messages streaming, through the official ``anthropic`` SDK.
+
+Reads the raw stream events (``message_start``, ``content_block_*``,
+``message_delta``, ``message_stop``) rather than the SDK's accumulating helper,
+so each delta reaches the stream as soon as it arrives. Extended thinking
+(``--thinking-budget``) streams as reasoning; each thinking block is kept with
+its signature so it can be sent back on the next call, as the API requires
+during tool use.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from agentstream.agent.providers.base import (
+    Provider,
+    ProviderSettings,
+    ReasoningBlock,
+    ReasoningDelta,
+    TextDelta,
+    TurnEnd,
+    TurnEvent,
+    TurnUsage,
+    map_sdk_error,
+    tool_call_from_json,
+)
+from agentstream.errors import ErrorCode, ProviderError
+
+if TYPE_CHECKING:
+    from agentstream.agent.conversation import Conversation
+    from agentstream.agent.tools import ToolSpec
+
+__all__ = ["AnthropicProvider", "to_anthropic_messages", "to_anthropic_tools"]
+
+DEFAULT_MODEL = "claude-sonnet-4-5"
+
+
+class AnthropicProvider(Provider):
+    name = "anthropic"
+
+    def __init__(self, settings: ProviderSettings) -> None:
+        super().__init__(settings.model or os.environ.get("AGENTSTREAM_MODEL") or DEFAULT_MODEL)
+        self.settings = settings
+        self.api_key = os.environ.get("ANTHROPIC_API_KEY")
+        self._client: Any = None
+
+    def client(self) -> Any:
+        if self._client is None:
+            if not self.api_key:
+                raise ProviderError("no Anthropic API key", code=ErrorCode.AUTH_EXPIRED, fix="set ANTHROPIC_API_KEY")
+            import anthropic
+
+            self._client = anthropic.Anthropic(
+                api_key=self.api_key, base_url=self.settings.base_url, max_retries=0, timeout=self.settings.timeout_s
+            )
+        return self._client
+
+    def _turn(self, conversation: Conversation, tools: Sequence[ToolSpec], system: str) -> Iterator[TurnEvent]:
+        budget = self.settings.thinking_budget
+        request: dict[str, Any] = {
+            "model": self.model,
+            # max_tokens must exceed the thinking budget: the answer gets its own room on top.
+            "max_tokens": self.settings.max_tokens + budget,
+            "messages": to_anthropic_messages(conversation),
+            "stream": True,
+        }
+        if system:
+            request["system"] = system
+        if tools:
+            request["tools"] = to_anthropic_tools(tools)
+        if budget:
+            request["thinking"] = {"type": "enabled", "budget_tokens": budget}
+        with self.client().messages.create(**request) as stream:
+            yield from _StreamReader().events(stream)
+
+    def map_error(self, exc: Exception) -> ProviderError | None:
+        import anthropic
+
+        return map_sdk_error(exc, anthropic)
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+
+class _StreamReader:
+    """Turns raw Messages stream events into turn events, one content block at a time."""
+
+    def __init__(self) -> None:
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.usage = TurnUsage()
+        self.stop_reason: str | None = None
+        self.stopped = False
+
+    def events(self, stream: Any) -> Iterator[TurnEvent]:
+        for event in stream:
+            handler = getattr(self, f"_on_{event.type}", None)
+            if handler is not None:
+                yield from handler(event)
+        if self.stopped:
+            yield self.usage
+            yield TurnEnd(self.stop_reason or "end_turn")
+
+    def _on_message_start(self, event: Any) -> Iterator[TurnEvent]:
+        usage = event.message.usage
+        cached = usage.cache_read_input_tokens or 0
+        written = usage.cache_creation_input_tokens or 0
+        self.usage = TurnUsage(
+            input_tokens=usage.input_tokens + cached + written, output_tokens=usage.output_tokens or 0, cached_tokens=cached
+        )
+        return iter(())
+
+    def _on_content_block_start(self, event: Any) -> Iterator[TurnEvent]:
+        block = event.content_block
+        self.blocks[event.index] = {
+            "type": block.type,
+            "text": [],
+            "json": [],
+            "signature": getattr(block, "signature", "") or "",
+            "id": getattr(block, "id", ""),
+            "name": getattr(block, "name", ""),
+            "data": getattr(block, "data", None),
+        }
+        return iter(())
+
+    def _on_content_block_delta(self, event: Any) -> Iterator[TurnEvent]:
+        block = self.blocks.get(event.index)
+        delta = event.delta
+        if block is None:
+            return
+        if delta.type == "text_delta":
+            yield TextDelta(delta.text)
+        elif delta.type == "thinking_delta":
+            block["text"].append(delta.thinking)
+            yield ReasoningDelta(delta.thinking)
+        elif delta.type == "signature_delta":
+            block["signature"] += delta.signature
+        elif delta.type == "input_json_delta":
+            block["json"].append(delta.partial_json)
+
+    def _on_content_block_stop(self, event: Any) -> Iterator[TurnEvent]:
+        block = self.blocks.pop(event.index, None)
+        if block is None:
+            return
+        if block["type"] == "thinking":
+            yield ReasoningBlock(text="".join(block["text"]), signature=block["signature"] or None)
+        elif block["type"] == "redacted_thinking":
+            yield ReasoningBlock(redacted=block["data"])
+        elif block["type"] == "tool_use":
+            yield tool_call_from_json(block["id"], block["name"], "".join(block["json"]))
+
+    def _on_message_delta(self, event: Any) -> Iterator[TurnEvent]:
+        self.stop_reason = event.delta.stop_reason or self.stop_reason
+        if event.usage is not None and event.usage.output_tokens is not None:
+            self.usage = TurnUsage(
+                input_tokens=self.usage.input_tokens,
+                output_tokens=event.usage.output_tokens,
+                cached_tokens=self.usage.cached_tokens,
+            )
+        return iter(())
+
+    def _on_message_stop(self, event: Any) -> Iterator[TurnEvent]:
+        self.stopped = True
+        return iter(())
+
+
+def to_anthropic_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+    return [{"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools]
+
+
+def to_anthropic_messages(conversation: Conversation) -> list[dict[str, Any]]:
+    """The conversation as Messages API turns; consecutive turns of one role are merged."""
+    turns: list[dict[str, Any]] = []
+    for message in conversation:
+        role, blocks = _blocks(message)
+        if not blocks:
+            continue
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"].extend(blocks)
+        else:
+            turns.append({"role": role, "content": blocks})
+    return turns
+
+
+def _blocks(message: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    role = message["role"]
+    if role == "tool":
+        result = {
+            "type": "tool_result",
+            "tool_use_id": message["call_id"],
+            "content": message["content"],
+            "is_error": bool(message.get("is_error")),
+        }
+        return "user", [result]
+    text = [{"type": "text", "text": message["content"]}] if message.get("content") else []
+    if role == "user":
+        return "user", text
+    thinking = [_thinking_block(r) for r in message.get("reasoning", ()) if r.get("provider") == "anthropic"]
+    calls = [{"type": "tool_use", "id": c["id"], "name": c["name"], "input": c["arguments"]} for c in message.get("tool_calls", ())]
+    return "assistant", [b for b in thinking if b] + text + calls
+
+
+def _thinking_block(reasoning: dict[str, Any]) -> dict[str, Any] | None:
+    if reasoning.get("redacted"):
+        return {"type": "redacted_thinking", "data": reasoning["redacted"]}
+    if reasoning.get("signature"):
+        return {"type": "thinking", "thinking": reasoning["text"], "signature": reasoning["signature"]}
+    return None

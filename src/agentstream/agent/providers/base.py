@@ -1,0 +1,289 @@
+"""The provider interface: one method that streams one model turn as provider-neutral events.
+
+A provider turns a :class:`~agentstream.agent.conversation.Conversation` plus tool
+specs into the events of one model call (:data:`TurnEvent`). Everything a
+provider's SDK can raise is translated here, at one edge, into a
+:class:`~agentstream.errors.ProviderError` with a protocol code, whether it is
+worth retrying, and how long to wait — with anything that looks like a key
+scrubbed from the message.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from functools import lru_cache
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
+
+import msgspec
+
+from agentstream.errors import ErrorCode, ProviderError
+
+if TYPE_CHECKING:
+    from agentstream.agent.conversation import Conversation
+    from agentstream.agent.tools import ToolSpec
+
+__all__ = [
+    "Provider",
+    "ProviderSettings",
+    "ReasoningBlock",
+    "ReasoningDelta",
+    "TextDelta",
+    "ToolCallDone",
+    "TurnEnd",
+    "TurnEvent",
+    "TurnUsage",
+    "map_sdk_error",
+    "network_error",
+    "new_call_id",
+    "scrub",
+    "status_error",
+    "tool_call_from_json",
+]
+
+
+# -- turn events ------------------------------------------------------------------
+
+
+class TextDelta(msgspec.Struct, tag="text", frozen=True):
+    """A chunk of the assistant's text."""
+
+    text: str
+
+
+class ReasoningDelta(msgspec.Struct, tag="reasoning_delta", frozen=True):
+    """A chunk of the model's visible reasoning."""
+
+    text: str
+
+
+class ReasoningBlock(msgspec.Struct, tag="reasoning", frozen=True, omit_defaults=True):
+    """A complete reasoning block, in the form the provider must be sent it back.
+
+    ``signature`` (Anthropic) proves the block is unaltered; ``redacted`` holds
+    encrypted reasoning the model produced but we may not show.
+    """
+
+    text: str = ""
+    signature: str | None = None
+    redacted: str | None = None
+
+
+class ToolCallDone(msgspec.Struct, tag="tool_call", frozen=True, omit_defaults=True):
+    """A complete tool call. ``error`` is set when the arguments were not a JSON object."""
+
+    call_id: str
+    name: str
+    arguments: dict[str, Any] = {}
+    error: str | None = None
+
+
+class TurnUsage(msgspec.Struct, tag="usage", frozen=True):
+    """Tokens of this call. ``input_tokens`` includes ``cached_tokens``."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
+
+
+class TurnEnd(msgspec.Struct, tag="end", frozen=True):
+    """The model finished this call; ``reason`` is the provider's stop reason."""
+
+    reason: str
+
+
+TurnEvent: TypeAlias = TextDelta | ReasoningDelta | ReasoningBlock | ToolCallDone | TurnUsage | TurnEnd
+"""What :meth:`Provider.stream_turn` yields; also the event format of replay cassettes."""
+
+
+def tool_call_from_json(call_id: str, name: str, raw: str) -> ToolCallDone:
+    """A tool call from its streamed argument text; malformed arguments become ``error``, not an exception."""
+    text = raw.strip() or "{}"
+    try:
+        arguments = msgspec.json.decode(text)
+    except msgspec.DecodeError as exc:
+        return ToolCallDone(call_id, name, error=f"the arguments were not valid JSON ({exc}): {text[:200]}")
+    if not isinstance(arguments, dict):
+        return ToolCallDone(call_id, name, error=f"the arguments must be a JSON object, got: {text[:200]}")
+    return ToolCallDone(call_id, name, arguments)
+
+
+def new_call_id() -> str:
+    """For servers that send a tool call without an id (some local ones do)."""
+    return f"call_{os.urandom(8).hex()}"
+
+
+# -- the interface ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProviderSettings:
+    """Everything a provider needs from the command line; ``None`` means the provider's default."""
+
+    model: str | None = None
+    base_url: str | None = None
+    timeout_s: float = 600.0
+    max_tokens: int = 8192
+    thinking_budget: int = 0
+    cassette: str | None = None
+
+
+class Provider(ABC):
+    """A model provider. Subclasses implement :meth:`_turn` and, for an SDK, :meth:`map_error`."""
+
+    name: str = ""
+    """What ``start.provider`` says."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+
+    def stream_turn(self, conversation: Conversation, tools: Sequence[ToolSpec], system: str) -> Iterator[TurnEvent]:
+        """Stream one model call. Raises :class:`ProviderError` for every provider failure.
+
+        A stream that ends before the model said it finished raises a recoverable
+        network error, so a truncated turn is never taken for a complete one.
+        """
+        finished = False
+        try:
+            for event in self._turn(conversation, tools, system):
+                finished = finished or isinstance(event, TurnEnd)
+                yield event
+        except ProviderError:
+            raise
+        except Exception as exc:
+            mapped = self.map_error(exc)
+            if mapped is None:
+                raise
+            raise mapped from exc
+        if not finished:
+            raise network_error("the model's stream ended before the turn was complete")
+
+    @abstractmethod
+    def _turn(self, conversation: Conversation, tools: Sequence[ToolSpec], system: str) -> Iterator[TurnEvent]:
+        """Yield the events of one call; end with :class:`TurnUsage` and :class:`TurnEnd`."""
+
+    def map_error(self, exc: Exception) -> ProviderError | None:
+        """The ProviderError for an exception from the provider's library, or None to let it propagate."""
+        return transport_error(exc)
+
+    def close(self) -> None:
+        """Release connections; called once when the run ends."""
+
+
+# -- error mapping ------------------------------------------------------------------
+
+_CONTEXT_HINTS: Final = re.compile(
+    r"context[_ ]length|context window|prompt is too long|too many tokens|maximum context|request_too_large", re.I
+)
+_RECOVERABLE_TYPES: Final = {"overloaded_error": ErrorCode.PROVIDER_ERROR, "api_error": ErrorCode.PROVIDER_ERROR,
+                             "rate_limit_error": ErrorCode.RATE_LIMITED, "server_error": ErrorCode.PROVIDER_ERROR}
+_MAX_RETRY_AFTER_MS: Final = 300_000
+
+
+def map_sdk_error(exc: Exception, sdk: ModuleType) -> ProviderError | None:
+    """Translate an exception of the ``openai`` or ``anthropic`` SDK (their hierarchies match)."""
+    if isinstance(exc, sdk.APITimeoutError):
+        return network_error("the request to the model timed out")
+    if isinstance(exc, sdk.APIConnectionError):
+        cause = exc.__cause__ or exc.__context__
+        return network_error(f"could not reach the model: {cause or exc}")
+    if isinstance(exc, sdk.APIStatusError):
+        return status_error(exc.status_code, str(exc), exc.response.headers, exc.body)
+    return transport_error(exc)
+
+
+def transport_error(exc: Exception) -> ProviderError | None:
+    """Network failures raised below the SDK (a connection dropped mid-stream, a reset socket)."""
+    import httpx2
+
+    if isinstance(exc, (httpx2.TransportError, OSError)):
+        return network_error(f"the connection to the model failed: {exc}")
+    return None
+
+
+def network_error(message: str) -> ProviderError:
+    return ProviderError(
+        scrub(message),
+        code=ErrorCode.NETWORK_TIMEOUT,
+        recoverable=True,
+        fix="check the network and the provider's base URL",
+    )
+
+
+def status_error(status: int, message: str, headers: Mapping[str, str], body: object) -> ProviderError:
+    """Classify an HTTP error status (or an error event inside a 200 stream) from a provider."""
+    kind, code = _error_kind(body)
+    text = scrub(message)
+    retry_in_ms = retry_after_ms(headers)
+    if status in (401, 403) or kind in ("authentication_error", "permission_error"):
+        return ProviderError(text, code=ErrorCode.AUTH_EXPIRED, fix="check the provider's API key (see docs/agent.md)")
+    if code == "insufficient_quota":
+        return ProviderError(text, code=ErrorCode.RATE_LIMITED, fix="the account is out of quota; check its billing")
+    if status == 429 or kind == "rate_limit_error":
+        return ProviderError(text, code=ErrorCode.RATE_LIMITED, recoverable=True, retry_in_ms=retry_in_ms)
+    if status in (400, 413) and (code == "context_length_exceeded" or _CONTEXT_HINTS.search(message)):
+        return ProviderError(text, code=ErrorCode.CONTEXT_LIMIT, fix="start a new session, or use a model with a larger context")
+    if status in (408, 409) or status >= 500 or kind in _RECOVERABLE_TYPES:
+        code_for_kind = _RECOVERABLE_TYPES.get(kind or "", ErrorCode.PROVIDER_ERROR)
+        return ProviderError(text, code=code_for_kind, recoverable=True, retry_in_ms=retry_in_ms)
+    if status == 404:
+        return ProviderError(text, code=ErrorCode.PROVIDER_ERROR, fix="check --model and --base-url")
+    return ProviderError(text, code=ErrorCode.PROVIDER_ERROR)
+
+
+def _error_kind(body: object) -> tuple[str | None, str | None]:
+    """(error type, error code) from either provider's error body."""
+    if not isinstance(body, dict):
+        return None, None
+    inner = body.get("error", body)
+    if not isinstance(inner, dict):
+        return None, None
+    kind, code = inner.get("type"), inner.get("code")
+    return (kind if isinstance(kind, str) else None), (code if isinstance(code, str) else None)
+
+
+def retry_after_ms(headers: Mapping[str, str]) -> int | None:
+    """The server's requested wait: ``retry-after-ms``, else ``retry-after`` (seconds or an HTTP date)."""
+    try:
+        value = headers.get("retry-after-ms")
+        if value is not None:
+            return min(int(float(value)), _MAX_RETRY_AFTER_MS)
+        value = headers.get("retry-after")
+        if value is None:
+            return None
+        try:
+            seconds = float(value)
+        except ValueError:
+            seconds = parsedate_to_datetime(value).timestamp() - time.time()
+        return min(max(int(seconds * 1000), 0), _MAX_RETRY_AFTER_MS)
+    except (TypeError, ValueError):
+        return None
+
+
+# -- scrubbing ------------------------------------------------------------------------
+
+_KEY_PATTERNS: Final = re.compile(
+    r"(?:sk|xai|gsk|hf|pk|rk)[-_][A-Za-z0-9][A-Za-z0-9_\-]{7,}"  # sk-…, sk-ant-…, sk-proj-…, xai-…, gsk_…, hf_…
+    r"|AIza[0-9A-Za-z_\-]{20,}"  # Google API keys
+    r"|(?<=Bearer )[A-Za-z0-9._~+/=\-]{8,}"  # whatever follows Bearer
+    r"|(?i:(?<=api[-_]key[=:] )|(?<=api[-_]key=))[^\s,;\"']{6,}"
+)
+
+
+def scrub(text: str) -> str:
+    """``text`` without anything that looks like an API key or equals a secret from the environment."""
+    return _KEY_PATTERNS.sub("[redacted]", _redactor()(text))
+
+
+@lru_cache(maxsize=1)
+def _redactor() -> Any:
+    from agentstream.agent.tools._secrets import Redactor
+
+    return Redactor(os.environ)

@@ -1,0 +1,231 @@
+"""OpenAI Chat Completions streaming, through the official ``openai`` SDK.
+
+Also every OpenAI-compatible server (Ollama, vLLM, llama.cpp server, LM Studio)
+through a base URL. Tool calls arrive as indexed argument fragments, several
+calls at once for parallel tool use; they are assembled here and yielded whole
+when the model finishes. Servers that stream visible reasoning as
+``reasoning_content`` or ``reasoning`` on the delta (vLLM, DeepSeek, Ollama)
+get reasoning events; that reasoning is shown but not sent back, as those servers ask.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from agentstream.agent.providers.base import (
+    Provider,
+    ProviderSettings,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDone,
+    TurnEnd,
+    TurnEvent,
+    TurnUsage,
+    map_sdk_error,
+    new_call_id,
+    tool_call_from_json,
+)
+from agentstream.errors import ErrorCode, ProviderError, UsageError
+
+if TYPE_CHECKING:
+    from agentstream.agent.conversation import Conversation
+    from agentstream.agent.tools import ToolSpec
+
+__all__ = ["OllamaProvider", "OpenAIProvider", "ollama_models", "ollama_url", "to_openai_messages", "to_openai_tools"]
+
+DEFAULT_MODEL = "gpt-4.1-mini"
+_NO_KEY = "unused"
+"""OpenAI-compatible local servers take any key; the SDK insists on one."""
+
+
+class OpenAIProvider(Provider):
+    name = "openai"
+
+    def __init__(self, settings: ProviderSettings, *, api_key: str | None = None, base_url: str | None = None) -> None:
+        super().__init__(settings.model or os.environ.get("AGENTSTREAM_MODEL") or DEFAULT_MODEL)
+        self.settings = settings
+        self.base_url = base_url or settings.base_url or os.environ.get("OPENAI_BASE_URL")
+        self.api_key = api_key or os.environ.get("OPENAI_API_KEY") or (_NO_KEY if self.base_url else None)
+        self._client: Any = None
+
+    def client(self) -> Any:
+        if self._client is None:
+            if self.api_key is None:
+                raise ProviderError(
+                    "no OpenAI API key", code=ErrorCode.AUTH_EXPIRED, fix="set OPENAI_API_KEY, or pass --base-url for a local server"
+                )
+            import openai
+
+            self._client = openai.OpenAI(
+                api_key=self.api_key, base_url=self.base_url, max_retries=0, timeout=self.settings.timeout_s
+            )
+        return self._client
+
+    def _turn(self, conversation: Conversation, tools: Sequence[ToolSpec], system: str) -> Iterator[TurnEvent]:
+        request: dict[str, Any] = {
+            "model": self.model,
+            "messages": to_openai_messages(conversation, system),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if tools:
+            request["tools"] = to_openai_tools(tools)
+        with self.client().chat.completions.create(**request) as stream:
+            yield from _events(stream)
+
+    def map_error(self, exc: Exception) -> ProviderError | None:
+        import openai
+
+        return map_sdk_error(exc, openai)
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+
+def _events(stream: Any) -> Iterator[TurnEvent]:
+    calls: dict[int, dict[str, str]] = {}
+    usage = TurnUsage()
+    finish: str | None = None
+    for chunk in stream:
+        if chunk.usage is not None:
+            usage = _usage(chunk.usage)
+        if not chunk.choices:
+            continue
+        choice = chunk.choices[0]
+        delta = choice.delta
+        thought = _reasoning_text(delta)
+        if thought:
+            yield ReasoningDelta(thought)
+        if delta.content:
+            yield TextDelta(delta.content)
+        for fragment in delta.tool_calls or ():
+            _merge_call(calls, fragment)
+        if choice.finish_reason:
+            finish = choice.finish_reason
+    if finish is None:
+        return
+    for index in sorted(calls):
+        call = calls[index]
+        yield tool_call_from_json(call["id"] or new_call_id(), call["name"], call["arguments"])
+    yield usage
+    yield TurnEnd(finish)
+
+
+def _reasoning_text(delta: Any) -> str | None:
+    extra = delta.model_extra or {}
+    value = extra.get("reasoning_content") or extra.get("reasoning")
+    return value if isinstance(value, str) else None
+
+
+def _merge_call(calls: dict[int, dict[str, str]], fragment: Any) -> None:
+    index = fragment.index if fragment.index is not None else len(calls)
+    call = calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
+    if fragment.id:
+        call["id"] = fragment.id
+    function = fragment.function
+    if function is not None:
+        if function.name:
+            call["name"] += function.name
+        if function.arguments:
+            call["arguments"] += function.arguments
+
+
+def _usage(usage: Any) -> TurnUsage:
+    prompt_details = usage.prompt_tokens_details
+    completion_details = usage.completion_tokens_details
+    return TurnUsage(
+        input_tokens=usage.prompt_tokens or 0,
+        output_tokens=usage.completion_tokens or 0,
+        cached_tokens=(prompt_details.cached_tokens or 0) if prompt_details else 0,
+        reasoning_tokens=(completion_details.reasoning_tokens or 0) if completion_details else 0,
+    )
+
+
+def to_openai_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+    return [
+        {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+        for t in tools
+    ]
+
+
+def to_openai_messages(conversation: Conversation, system: str) -> list[dict[str, Any]]:
+    """The conversation as Chat Completions messages, system prompt first."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    for message in conversation:
+        role = message["role"]
+        if role == "user":
+            messages.append({"role": "user", "content": message["content"]})
+        elif role == "assistant":
+            messages.append(_assistant_message(message))
+        elif role == "tool":
+            messages.append({"role": "tool", "tool_call_id": message["call_id"], "content": message["content"]})
+    return messages
+
+
+def _assistant_message(message: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": "assistant", "content": message.get("content") or None}
+    calls = message.get("tool_calls")
+    if calls:
+        out["tool_calls"] = [
+            {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])}}
+            for c in calls
+        ]
+    elif out["content"] is None:
+        out["content"] = ""
+    return out
+
+
+# -- Ollama -------------------------------------------------------------------------
+
+OLLAMA_HOST = "127.0.0.1:11434"
+
+
+def ollama_url() -> str:
+    """Where Ollama listens: ``$OLLAMA_HOST`` (as Ollama itself reads it), else its default port."""
+    host = os.environ.get("OLLAMA_HOST") or OLLAMA_HOST
+    return (host if "://" in host else f"http://{host}").rstrip("/")
+
+
+def ollama_models(timeout_s: float) -> list[str] | None:
+    """The models a local Ollama has pulled, or None when nothing answers within ``timeout_s``."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    url = urlsplit(ollama_url())
+    connection = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port or 11434, timeout=timeout_s)
+    try:
+        connection.request("GET", "/api/tags")
+        response = connection.getresponse()
+        if response.status != 200:
+            return None
+        tags = json.loads(response.read())
+        return [model["name"] for model in tags.get("models", []) if isinstance(model, dict) and "name" in model]
+    except (OSError, ValueError, http.client.HTTPException):
+        return None
+    finally:
+        connection.close()
+
+
+class OllamaProvider(OpenAIProvider):
+    """A local Ollama through its OpenAI-compatible endpoint; the model defaults to the first one pulled."""
+
+    name = "ollama"
+
+    def __init__(self, settings: ProviderSettings, models: list[str] | None = None) -> None:
+        model = settings.model or os.environ.get("AGENTSTREAM_MODEL")
+        if model is None:
+            pulled = models if models is not None else ollama_models(2.0)
+            if not pulled:
+                raise UsageError(
+                    f"Ollama at {ollama_url()} has no models" if pulled is not None else f"no Ollama answers at {ollama_url()}",
+                    fix="run 'ollama pull llama3.2' (or start Ollama), or pass --model",
+                )
+            model = pulled[0]
+        super().__init__(
+            replace(settings, model=model), api_key="ollama", base_url=settings.base_url or f"{ollama_url()}/v1"
+        )

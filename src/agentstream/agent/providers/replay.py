@@ -1,0 +1,148 @@
+"""Cassettes: recorded model turns played back while the tools run for real.
+
+A cassette is NDJSON. The first line is a header, then one line per model call,
+in order (the format is documented in ``docs/agent.md``)::
+
+    {"cassette":1,"provider":"openai","model":"gpt-4.1-mini","recorded_at":"2025-06-01T10:00:00.000Z"}
+    {"call":1,"events":[{"type":"text","text":"Let me look."},{"type":"tool_call","call_id":"call_1","name":"list_dir","arguments":{"path":"."}},{"type":"usage","input_tokens":812,"output_tokens":41,"cached_tokens":0,"reasoning_tokens":0},{"type":"end","reason":"tool_calls"}]}
+    {"call":2,"events":[{"type":"text","text":"Par"}],"error":{"code":"NETWORK_TIMEOUT","message":"…","recoverable":true}}
+
+``events`` are the provider-neutral turn events of :mod:`.base`. A call with an
+``error`` replays its partial events and then fails the same way, so the agent
+loop retries exactly as it did live. The playback ignores what the conversation
+says: call *n* of a run gets line *n*, whatever the tools returned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
+
+import msgspec
+
+from agentstream.agent.providers.base import Provider, TurnEvent
+from agentstream.errors import ErrorCode, ProviderError, UsageError
+from agentstream.protocol import now_ts
+
+if TYPE_CHECKING:
+    from agentstream.agent.conversation import Conversation
+    from agentstream.agent.tools import ToolSpec
+
+__all__ = ["CASSETTE_VERSION", "RecordingProvider", "ReplayProvider"]
+
+CASSETTE_VERSION = 1
+
+
+class CassetteHeader(msgspec.Struct, kw_only=True):
+    cassette: int
+    provider: str
+    model: str
+    recorded_at: str = ""
+
+
+class CassetteError(msgspec.Struct, kw_only=True, omit_defaults=True):
+    code: str
+    message: str
+    recoverable: bool = False
+    retry_in_ms: int | None = None
+    fix: str | None = None
+
+    @classmethod
+    def of(cls, exc: ProviderError) -> CassetteError:
+        return cls(code=exc.code, message=exc.message, recoverable=exc.recoverable, retry_in_ms=exc.retry_in_ms, fix=exc.fix)
+
+    def exception(self) -> ProviderError:
+        return ProviderError(
+            self.message, code=self.code, fix=self.fix, recoverable=self.recoverable, retry_in_ms=self.retry_in_ms
+        )
+
+
+class CassetteCall(msgspec.Struct, kw_only=True, omit_defaults=True):
+    call: int
+    events: list[TurnEvent] = []
+    error: CassetteError | None = None
+
+
+_header_decoder = msgspec.json.Decoder(CassetteHeader)
+_call_decoder = msgspec.json.Decoder(CassetteCall)
+_encoder = msgspec.json.Encoder()
+
+
+class ReplayProvider(Provider):
+    """Plays a cassette back, one recorded call per model call."""
+
+    name = "replay"
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        header, self.calls = _load(self.path)
+        super().__init__(header.model)
+        self.recorded_provider = header.provider
+        self._next = 0
+
+    def _turn(self, conversation: Conversation, tools: Sequence[ToolSpec], system: str) -> Iterator[TurnEvent]:
+        if self._next >= len(self.calls):
+            raise ProviderError(
+                f"the cassette {self.path.name} has no model turn left (it holds {len(self.calls)})",
+                code=ErrorCode.PROVIDER_ERROR,
+                fix="record a longer run with 'agentstream exec --record FILE'",
+            )
+        call = self.calls[self._next]
+        self._next += 1
+        yield from call.events
+        if call.error is not None:
+            raise call.error.exception()
+
+
+def _load(path: Path) -> tuple[CassetteHeader, list[CassetteCall]]:
+    try:
+        lines = [line for line in path.read_bytes().splitlines() if line.strip()]
+    except OSError as exc:
+        raise UsageError(f"cannot read the cassette {path}: {exc.strerror or exc}", fix="check the --cassette path") from None
+    if not lines:
+        raise UsageError(f"the cassette {path} is empty", fix="record one with 'agentstream exec --record FILE'")
+    try:
+        header = _header_decoder.decode(lines[0])
+        calls = [_call_decoder.decode(line) for line in lines[1:]]
+    except msgspec.DecodeError as exc:
+        raise UsageError(f"{path} is not a valid cassette: {exc}", fix="see the cassette format in docs/agent.md") from None
+    if header.cassette != CASSETTE_VERSION:
+        raise UsageError(f"{path} is cassette version {header.cassette}; this agentstream reads version {CASSETTE_VERSION}")
+    return header, calls
+
+
+class RecordingProvider(Provider):
+    """Wraps a live provider and writes each of its calls to a cassette as it completes (or fails)."""
+
+    def __init__(self, inner: Provider, path: str | Path) -> None:
+        super().__init__(inner.model)
+        self.inner = inner
+        self.name = inner.name
+        try:
+            self._file: IO[bytes] = open(path, "wb")  # noqa: SIM115 - closed in close()
+        except OSError as exc:
+            raise UsageError(f"cannot write the cassette {path}: {exc.strerror or exc}", fix="check the --record path") from None
+        header = CassetteHeader(cassette=CASSETTE_VERSION, provider=inner.name, model=inner.model, recorded_at=now_ts())
+        self._write(header)
+        self._calls = 0
+
+    def _turn(self, conversation: Conversation, tools: Sequence[ToolSpec], system: str) -> Iterator[TurnEvent]:
+        events: list[TurnEvent] = []
+        self._calls += 1
+        try:
+            for event in self.inner.stream_turn(conversation, tools, system):
+                events.append(event)
+                yield event
+        except ProviderError as exc:
+            self._write(CassetteCall(call=self._calls, events=events, error=CassetteError.of(exc)))
+            raise
+        self._write(CassetteCall(call=self._calls, events=events))
+
+    def _write(self, record: msgspec.Struct) -> None:
+        self._file.write(_encoder.encode(record) + b"\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+        self.inner.close()

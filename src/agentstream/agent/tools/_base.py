@@ -1,0 +1,176 @@
+"""What every tool shares: its spec, its outcome, the context it runs in, argument checks, caps."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from agentstream.agent.permissions import PermissionMode
+from agentstream.errors import AgentstreamError, ErrorCode
+
+__all__ = [
+    "HeadTail",
+    "Tool",
+    "ToolContext",
+    "ToolFailure",
+    "ToolOutcome",
+    "ToolSpec",
+    "cap_text",
+    "check_arguments",
+]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool as offered to a model; ``parameters`` is the JSON Schema both OpenAI and Anthropic take."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    access: Literal["read", "write", "execute"]
+
+
+@dataclass
+class ToolOutcome:
+    """The result of one call; ``output`` is what the model sees, ``error`` says what went wrong."""
+
+    status: Literal["success", "error", "denied", "cancelled"]
+    output: str = ""
+    error: str | None = None
+    truncated: bool = False
+
+
+def _no_progress(text: str) -> None:
+    """Default progress sink: drop streamed output."""
+
+
+@dataclass
+class ToolContext:
+    """Where and how tools run. ``workspace`` must be the resolved (real) root."""
+
+    workspace: Path
+    mode: PermissionMode = "workspace-write"
+    progress: Callable[[str], None] = field(default=_no_progress)
+    """Receives streamed output of a running tool (becomes ``tool_progress``)."""
+    shell_timeout_s: float = 120.0
+    output_cap_bytes: int = 32_000
+    env: Mapping[str, str] | None = None
+    """Environment for ``shell``; ``None`` means ``os.environ`` without secrets (see ``_secrets``)."""
+
+
+class ToolFailure(AgentstreamError):
+    """A tool-level problem the model can act on (bad argument, missing file, non-unique edit…)."""
+
+    code = ErrorCode.TOOL_FAILED
+
+    def __init__(self, message: str, *, output: str = "", truncated: bool = False) -> None:
+        super().__init__(message)
+        self.output = output
+        self.truncated = truncated
+
+
+Handler = Callable[[ToolContext, dict[str, Any]], ToolOutcome]
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A spec and the function that runs it."""
+
+    spec: ToolSpec
+    handler: Handler
+
+
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+}
+
+
+def check_arguments(spec: ToolSpec, arguments: Any) -> dict[str, Any]:
+    """Check arguments against the spec's (flat) schema and fill defaults; raise ToolFailure if wrong.
+
+    Only the schema features the built-in tools use are understood: ``required``,
+    per-property ``type``, ``minimum`` and ``default``. Unknown arguments are refused
+    so that a misspelt name does not silently do something else; ``null`` for an
+    optional argument means "not given" (some models send every field).
+    """
+    if not isinstance(arguments, dict):
+        raise ToolFailure(f"{spec.name} takes a JSON object of arguments, got {type(arguments).__name__}")
+    properties: dict[str, dict[str, Any]] = spec.parameters.get("properties", {})
+    unknown = sorted(set(arguments) - set(properties))
+    if unknown:
+        raise ToolFailure(f"{spec.name}: unknown argument(s) {', '.join(unknown)}; it takes {', '.join(properties)}")
+    required = spec.parameters.get("required", ())
+    missing = [name for name in required if arguments.get(name) is None]
+    if missing:
+        raise ToolFailure(f"{spec.name}: missing required argument(s) {', '.join(missing)}")
+    checked = {name: prop.get("default") for name, prop in properties.items()}
+    for name, value in arguments.items():
+        if value is not None:
+            checked[name] = _check_value(spec.name, name, properties[name], value)
+    return checked
+
+
+def _check_value(tool: str, name: str, prop: dict[str, Any], value: Any) -> Any:
+    kind = prop.get("type", "string")
+    if not isinstance(value, _JSON_TYPES[kind]) or (kind != "boolean" and isinstance(value, bool)):
+        raise ToolFailure(f"{tool}: argument {name!r} must be of type {kind}, got {value!r}")
+    if "minimum" in prop and value < prop["minimum"]:
+        raise ToolFailure(f"{tool}: argument {name!r} must be at least {prop['minimum']}, got {value}")
+    return value
+
+
+class HeadTail:
+    """Keeps the first and last ``cap // 2`` bytes of a byte stream of any length.
+
+    Memory stays bounded however much is fed, which is what a chatty command needs.
+    """
+
+    def __init__(self, cap: int) -> None:
+        self.head_cap = max(cap // 2, 1)
+        self.tail_cap = max(cap - self.head_cap, 1)
+        self.head = bytearray()
+        self.tail: deque[bytes] = deque()
+        self.tail_len = 0
+        self.total = 0
+
+    def feed(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.head_cap - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail.append(data)
+            self.tail_len += len(data)
+            while self.tail_len - len(self.tail[0]) >= self.tail_cap:
+                self.tail_len -= len(self.tail.popleft())
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > self.head_cap + self.tail_cap
+
+    def text(self) -> str:
+        """The kept bytes as text, with a marker saying how much was left out in the middle."""
+        tail = b"".join(self.tail)
+        if not self.truncated:
+            return (bytes(self.head) + tail).decode("utf-8", "replace")
+        tail = tail[-self.tail_cap :]
+        omitted = self.total - len(self.head) - len(tail)
+        marker = f"\n[... {omitted} bytes omitted; output is capped at {self.head_cap + self.tail_cap} bytes ...]\n"
+        return self.head.decode("utf-8", "replace") + marker + tail.decode("utf-8", "replace")
+
+
+def cap_text(text: str, cap: int) -> tuple[str, bool]:
+    """``text`` limited to about ``cap`` UTF-8 bytes (head and tail kept), and whether it was cut."""
+    data = text.encode("utf-8", "surrogateescape")
+    if len(data) <= cap:
+        return text, False
+    kept = HeadTail(cap)
+    kept.feed(data)
+    return kept.text(), True

@@ -1,0 +1,210 @@
+"""The ``shell`` tool: one command in the workspace, streamed, bounded in time and size.
+
+The command runs as ``bash -c`` (``/bin/sh -c`` when bash is missing) in its own
+process group with stdin closed and stdout+stderr combined. Whatever happens —
+normal exit, timeout, or an exception such as ``KeyboardInterrupt`` in the agent —
+the whole group is killed before ``shell`` returns or raises, so no background
+child outlives its call.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from functools import lru_cache
+from typing import Any, Final
+
+from agentstream.agent.tools._base import HeadTail, Tool, ToolContext, ToolFailure, ToolOutcome, ToolSpec
+from agentstream.agent.tools._secrets import scrubbed_environ
+
+__all__ = ["SHELL_TOOLS"]
+
+_CHUNK: Final = 1 << 16
+_FLUSH_EVERY_S: Final = 0.1
+"""Progress is sent at most this often (plus when a burst fills :data:`_COALESCE_BYTES`)."""
+_COALESCE_BYTES: Final = 4096
+_DRAIN_S: Final = 2.0
+"""After the group is killed, how long to wait for the pipe to close (a ``setsid`` escapee may hold it)."""
+
+
+@lru_cache(maxsize=1)
+def _shell_binary() -> str:
+    return shutil.which("bash") or "/bin/sh"
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass  # the group is already gone
+
+
+def _has_exited(pid: int) -> bool:
+    """Whether the shell exited, without reaping it: its pid keeps naming the group until we wait."""
+    return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+
+
+class _ProgressPump:
+    """Turns raw output into a modest number of ``tool_progress`` texts, at most ``cap`` bytes in all."""
+
+    def __init__(self, sink: Callable[[str], None], cap: int) -> None:
+        self.sink = sink
+        self.budget = cap
+        self.pending = bytearray()
+        self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self.last_sent = time.monotonic()
+
+    def feed(self, data: bytes) -> None:
+        if self.budget <= 0:
+            return
+        self.pending += data
+        if len(self.pending) >= _COALESCE_BYTES or time.monotonic() - self.last_sent >= _FLUSH_EVERY_S:
+            self.flush(whole_lines=True)
+
+    def flush(self, *, whole_lines: bool = False) -> None:
+        """Send what is pending; with ``whole_lines`` keep a trailing partial line for later."""
+        cut = self.pending.rfind(b"\n") + 1 if whole_lines else len(self.pending)
+        if cut <= 0 or self.budget <= 0:
+            return
+        chunk = bytes(self.pending[:cut])
+        del self.pending[:cut]
+        if len(chunk) >= self.budget:
+            end = chunk.rfind(b"\n", 0, self.budget) + 1 or self.budget
+            chunk = chunk[:end]
+            text = self.decoder.decode(chunk, True) + "[further output is not streamed; the result has it]"
+            self.budget = 0
+        else:
+            text = self.decoder.decode(chunk)
+        self.budget -= len(chunk)
+        self.last_sent = time.monotonic()
+        if text:
+            self.sink(text)
+
+
+class _ShellRun:
+    """One running command: reads its output until it ends, times out or is abandoned."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], ctx: ToolContext, timeout_s: float) -> None:
+        self.proc = proc
+        self.timeout_s = timeout_s
+        self.captured = HeadTail(ctx.output_cap_bytes)
+        self.progress = _ProgressPump(ctx.progress, ctx.output_cap_bytes)
+        self.timed_out = False
+
+    def pump(self) -> None:
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + self.timeout_s
+        draining = False
+        with selectors.DefaultSelector() as selector:
+            selector.register(fd, selectors.EVENT_READ)
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    if draining:
+                        return
+                    self.timed_out, draining, deadline = True, True, self._wind_down()
+                    continue
+                if selector.select(min(remaining, _FLUSH_EVERY_S)):
+                    data = os.read(fd, _CHUNK)
+                    if not data:
+                        if not draining:
+                            self._await_exit(deadline)
+                        return
+                    self.captured.feed(data)
+                    self.progress.feed(data)
+                else:
+                    self.progress.flush()
+                if not draining and _has_exited(self.proc.pid):
+                    draining, deadline = True, self._wind_down()
+
+    def _await_exit(self, deadline: float) -> None:
+        """The pipe closed; the shell is usually a moment from exiting. Past the deadline it timed out."""
+        pause = 0.001
+        while not _has_exited(self.proc.pid):
+            if time.monotonic() >= deadline:
+                self.timed_out = True
+                return
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+
+    def _wind_down(self) -> float:
+        """Kill what is left of the group; the pipe closes once every writer is gone."""
+        _kill_group(self.proc.pid)
+        return time.monotonic() + _DRAIN_S
+
+    def outcome(self) -> ToolOutcome:
+        self.progress.flush()
+        text = self.captured.text()
+        truncated = self.captured.truncated
+        code = self.proc.returncode
+        if self.timed_out:
+            note = f"timed out after {self.timeout_s:g}s; the command and its child processes were killed"
+            return ToolOutcome("error", _with_note(text, note), error=note, truncated=truncated)
+        if code != 0:
+            note = f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+            return ToolOutcome("error", _with_note(text, note), error=note, truncated=truncated)
+        return ToolOutcome("success", text or "(no output)", truncated=truncated)
+
+
+def _with_note(text: str, note: str) -> str:
+    return f"{text.rstrip(chr(10))}\n[{note}]" if text else f"[{note}]"
+
+
+def shell(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
+    timeout_s = min(args["timeout_s"] or ctx.shell_timeout_s, ctx.shell_timeout_s)
+    env = dict(ctx.env) if ctx.env is not None else scrubbed_environ()
+    try:
+        proc = subprocess.Popen(
+            [_shell_binary(), "-c", args["command"]],
+            cwd=ctx.workspace,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise ToolFailure(f"shell: could not start {_shell_binary()}: {exc.strerror or exc}") from None
+    run = _ShellRun(proc, ctx, timeout_s)
+    try:
+        run.pump()
+    finally:
+        _kill_group(proc.pid)
+        proc.wait()
+        assert proc.stdout is not None
+        proc.stdout.close()
+    return run.outcome()
+
+
+SHELL_TOOLS: Final = (
+    Tool(
+        ToolSpec(
+            "shell",
+            "Run a shell command (bash -c) in the workspace directory and return its combined "
+            "stdout and stderr. stdin is closed, so interactive programs cannot wait for input. "
+            "A non-zero exit status is reported as an error together with the output. Long output "
+            "keeps its beginning and end. Background processes end when the command ends.",
+            {
+                "type": "object",
+                "properties": {
+                    "command": {"type": "string", "description": "The command line to run."},
+                    "timeout_s": {
+                        "type": "number",
+                        "minimum": 0.1,
+                        "description": "Seconds before the command is killed; capped at the run's shell timeout.",
+                    },
+                },
+                "required": ["command"],
+            },
+            "execute",
+        ),
+        shell,
+    ),
+)

@@ -1,0 +1,113 @@
+"""The toolbox the agent loop talks to: which tools are offered, and running one safely."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Final
+
+from agentstream.agent.permissions import PERMISSION_MODES, PermissionDenied, allows
+from agentstream.agent.tools._base import Tool, ToolContext, ToolFailure, ToolOutcome, ToolSpec, cap_text, check_arguments
+from agentstream.agent.tools._fs import FS_TOOLS
+from agentstream.agent.tools._search import SEARCH_TOOLS
+from agentstream.agent.tools._secrets import Redactor
+from agentstream.agent.tools._shell import SHELL_TOOLS
+from agentstream.errors import UsageError
+
+__all__ = ["TOOL_NAMES", "Toolbox"]
+
+_TOOLS: Final[dict[str, Tool]] = {tool.spec.name: tool for tool in (*FS_TOOLS, *SEARCH_TOOLS, *SHELL_TOOLS)}
+
+TOOL_NAMES: Final[tuple[str, ...]] = tuple(_TOOLS)
+"""Every built-in tool, in the order they are offered."""
+
+
+class Toolbox:
+    """The tools of one run.
+
+    ``specs`` offers only the tools that are both in the allow-list and permitted by the
+    mode, so a model in ``read-only`` mode is never tempted by ``shell``. A call to a tool
+    that exists but was not offered still gets a ``denied`` outcome with the reason,
+    not an error, because the model may have invented it from training.
+    """
+
+    def __init__(self, ctx: ToolContext, allow: Sequence[str] | None = None) -> None:
+        if ctx.mode not in PERMISSION_MODES:
+            raise UsageError(
+                f"unknown permission mode {ctx.mode!r}", fix=f"use one of: {', '.join(PERMISSION_MODES)}"
+            )
+        workspace = Path(os.path.realpath(ctx.workspace))
+        if not workspace.is_dir():
+            raise UsageError(f"the workspace {ctx.workspace} is not a directory", fix="pass an existing directory")
+        self._redact = Redactor()
+        self.ctx = replace(ctx, workspace=workspace, progress=self._redacted_progress(ctx))
+        self._allowed = self._check_allow_list(allow)
+
+    def _check_allow_list(self, allow: Sequence[str] | None) -> tuple[str, ...]:
+        if allow is None:
+            return tuple(name for name in TOOL_NAMES if allows(self.ctx.mode, _TOOLS[name].spec.access))
+        unknown = [name for name in allow if name not in _TOOLS]
+        if unknown:
+            raise UsageError(
+                f"unknown tool(s) in --tools: {', '.join(unknown)}", fix=f"valid tools: {', '.join(TOOL_NAMES)}"
+            )
+        forbidden = [name for name in allow if not allows(self.ctx.mode, _TOOLS[name].spec.access)]
+        if forbidden:
+            raise UsageError(
+                f"--tools asks for {', '.join(forbidden)}, which permission mode {self.ctx.mode} forbids",
+                fix="drop them from --tools, or choose --permission-mode workspace-write",
+            )
+        return tuple(name for name in TOOL_NAMES if name in allow)
+
+    def _redacted_progress(self, ctx: ToolContext) -> Callable[[str], None]:
+        sink, redact = ctx.progress, self._redact
+        return lambda text: sink(redact(text))
+
+    @property
+    def specs(self) -> list[ToolSpec]:
+        """The tools offered to the model for this run."""
+        return [_TOOLS[name].spec for name in self._allowed]
+
+    @property
+    def names(self) -> list[str]:
+        """Names of the offered tools (for the ``start`` event's ``tools``)."""
+        return list(self._allowed)
+
+    def run(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
+        """Run one call. Tool-level problems come back as an outcome; only BaseException propagates."""
+        try:
+            outcome = self._run(name, arguments)
+        except PermissionDenied as exc:
+            outcome = ToolOutcome("denied", error=_with_fix(exc.message, exc.fix))
+        except ToolFailure as exc:
+            outcome = ToolOutcome("error", exc.output, error=exc.message, truncated=exc.truncated)
+        except OSError as exc:
+            outcome = ToolOutcome("error", error=f"{name}: {exc.strerror or exc}")
+        except Exception as exc:  # a bug in a tool must not end the run; the model sees what broke
+            outcome = ToolOutcome("error", error=f"{name} failed unexpectedly: {type(exc).__name__}: {exc}")
+        return self._finish(outcome)
+
+    def _run(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
+        tool = _TOOLS.get(name)
+        if tool is None:
+            raise ToolFailure(f"there is no tool named {name!r}; available: {', '.join(self._allowed)}")
+        if name not in self._allowed:
+            reason = (
+                f"permission mode {self.ctx.mode} does not allow {tool.spec.access} tools"
+                if not allows(self.ctx.mode, tool.spec.access)
+                else "it is not enabled for this run"
+            )
+            raise PermissionDenied(f"{name} is not available: {reason}", fix=f"use one of: {', '.join(self._allowed)}")
+        return tool.handler(self.ctx, check_arguments(tool.spec, arguments))
+
+    def _finish(self, outcome: ToolOutcome) -> ToolOutcome:
+        """Redact secrets and enforce the output cap, whatever the tool did."""
+        output, cut = cap_text(self._redact(outcome.output), self.ctx.output_cap_bytes)
+        error = self._redact(outcome.error) if outcome.error is not None else None
+        return ToolOutcome(outcome.status, output, error, outcome.truncated or cut)
+
+
+def _with_fix(message: str, fix: str | None) -> str:
+    return f"{message} ({fix})" if fix else message

@@ -1,0 +1,333 @@
+"""The event bus: where runs are published, replayed, tailed and queued.
+
+One interface (:class:`Bus`), two backends chosen by URL (:func:`open_bus`):
+
+* ``sqlite:///path/bus.sqlite3`` (the default, in :func:`agentstream._paths.state_dir`):
+  one file, WAL mode, safe for many processes on one machine.
+* ``redis://[user:password@]host:port/db`` or ``rediss://…`` (TLS): Redis Streams,
+  for runs, followers and workers spread over several machines.
+
+A run is the NDJSON stream of one session. The bus stores each event's canonical
+line (bytes, without the newline) under ``(run_id, seq)``; that key is unique, so
+an append retried after a lost reply can never duplicate an event, and a reader
+resumes exactly from any ``seq``. A run's status is derived from its events
+(``start`` → running, ``result`` → succeeded / failed / interrupted) and, once a
+``result`` is stored, the run is closed: later appends are refused, which fences
+off a producer that was presumed dead.
+
+See ``docs/bus.md`` for the data layout of each backend.
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+from collections.abc import Sequence
+from typing import Any, Final, Literal, NamedTuple, TypeAlias
+from urllib.parse import parse_qs, urlsplit
+
+import msgspec
+
+from agentstream.errors import AgentstreamError, ErrorCode, UsageError
+
+__all__ = [
+    "BUS_ENV",
+    "TERMINAL_STATUSES",
+    "Bus",
+    "BusUnavailable",
+    "Claim",
+    "FeedItem",
+    "Job",
+    "Record",
+    "RunInfo",
+    "RunStatus",
+    "RunUpdate",
+    "SeqConflict",
+    "default_bus_url",
+    "open_bus",
+    "parse_duration",
+    "run_update",
+]
+
+BUS_ENV: Final = "AGENTSTREAM_BUS"
+"""Environment variable naming the bus URL when ``--bus`` is not given."""
+
+RunStatus: TypeAlias = Literal["queued", "running", "succeeded", "failed", "interrupted"]
+TERMINAL_STATUSES: Final[frozenset[str]] = frozenset({"succeeded", "failed", "interrupted"})
+_SIGNAL_EXITS: Final = frozenset({129, 130, 143})
+
+DEFAULT_RETENTION_S: Final = 7 * 24 * 3600.0
+"""A run is deleted this long after its last event, unless the URL says otherwise."""
+
+
+class BusUnavailable(AgentstreamError):
+    """The bus could not be reached or used (server down, file unwritable)."""
+
+    code = ErrorCode.BUS_UNAVAILABLE
+
+
+class SeqConflict(AgentstreamError):
+    """A conditional append found the run's next ``seq`` different from the one expected."""
+
+    code = "SEQ_CONFLICT"
+
+
+class Record(NamedTuple):
+    """One stored event: its ``seq``, wire ``type`` and canonical line (no newline)."""
+
+    seq: int
+    type: str
+    line: bytes
+
+
+class FeedItem(NamedTuple):
+    """One event from the all-runs feed, with the cursor that resumes right after it."""
+
+    cursor: str
+    run_id: str
+    record: Record
+
+
+class RunInfo(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """What the bus knows about a run without reading its events."""
+
+    run_id: str
+    status: str
+    command: str = ""
+    created: float = 0.0
+    """Unix time of the first write (registration or first event)."""
+    updated: float = 0.0
+    """Unix time of the last event."""
+    last_seq: int = -1
+    exit_code: int | None = None
+    subtype: str | None = None
+    job_id: str | None = None
+    attempt: int | None = None
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+
+class RunUpdate(NamedTuple):
+    """Run metadata implied by a batch of records (``None`` = unchanged)."""
+
+    status: str | None
+    command: str | None
+    exit_code: int | None
+    subtype: str | None
+
+
+class Job(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A queued prompt. Attempt ``k`` runs as ``run_id`` (k = 1) or ``f"{run_id}.{k}"``."""
+
+    job_id: str
+    run_id: str
+    prompt: str
+    args: list[str] = []
+    """Extra ``exec`` options, passed through verbatim."""
+    status: str = "queued"
+    """queued, running, succeeded, failed."""
+    attempt: int = 0
+    worker: str | None = None
+    created: float = 0.0
+    updated: float = 0.0
+
+    def attempt_run_id(self, attempt: int) -> str:
+        return self.run_id if attempt <= 1 else f"{self.run_id}.{attempt}"
+
+
+class Claim(NamedTuple):
+    """A job a worker now owns (``run_id`` None: no attempts left, the job was failed)."""
+
+    job: Job
+    attempt: int
+    run_id: str | None
+    previous_run_id: str | None
+    """Set when the job was reclaimed from a worker that stopped heartbeating."""
+    token: str
+    """Backend handle used to fence heartbeats and completion (the owner's identity)."""
+
+
+class Bus(abc.ABC):
+    """Append, replay, tail and list runs; queue jobs. One instance per thread."""
+
+    url: str
+
+    # -- runs ----------------------------------------------------------------
+
+    @abc.abstractmethod
+    def append(self, run_id: str, records: Sequence[Record], *, if_next_seq: int | None = None) -> int:
+        """Store records in ``seq`` order; return how many were new.
+
+        Records whose ``seq`` is already stored are skipped (so retries are safe).
+        Nothing is stored once the run has a ``result``. With ``if_next_seq``,
+        raise :class:`SeqConflict` unless the run's next ``seq`` is exactly that.
+        """
+
+    @abc.abstractmethod
+    def read(self, run_id: str, from_seq: int = 0, *, limit: int = 1000, block: float | None = None) -> list[Record]:
+        """Records with ``seq >= from_seq`` in order; with ``block``, wait up to that long for one."""
+
+    @abc.abstractmethod
+    def get_run(self, run_id: str) -> RunInfo | None: ...
+
+    @abc.abstractmethod
+    def list_runs(self, *, statuses: Sequence[str] = (), limit: int = 50) -> list[RunInfo]:
+        """Newest first."""
+
+    @abc.abstractmethod
+    def register_run(
+        self, run_id: str, *, command: str, job_id: str | None = None, attempt: int | None = None
+    ) -> None:
+        """Make a run known before its first event (status ``queued``), e.g. for a submitted job."""
+
+    # -- the all-runs feed ----------------------------------------------------
+
+    @abc.abstractmethod
+    def feed_end(self) -> str:
+        """A cursor at the current end of the feed (read from it to see only new events)."""
+
+    @abc.abstractmethod
+    def read_feed(self, cursor: str, *, limit: int = 1000, block: float | None = None) -> list[FeedItem]:
+        """Events of every run stored after ``cursor`` (``"0"`` = the oldest kept)."""
+
+    # -- jobs ----------------------------------------------------------------
+
+    @abc.abstractmethod
+    def enqueue(self, job: Job) -> None: ...
+
+    @abc.abstractmethod
+    def claim(self, worker: str, *, idle_timeout: float, max_attempts: int, block: float = 0.0) -> Claim | None:
+        """Take a job whose owner stopped heartbeating for ``idle_timeout``, else a queued one."""
+
+    @abc.abstractmethod
+    def heartbeat(self, claim: Claim) -> bool:
+        """Prove the claim is alive; False if another worker has taken the job since."""
+
+    @abc.abstractmethod
+    def finish_job(self, claim: Claim, status: str) -> bool:
+        """Record the job's outcome; False (and no change) if the claim was lost."""
+
+    @abc.abstractmethod
+    def get_job(self, job_id: str) -> Job | None: ...
+
+    def close(self) -> None:
+        """Release connections. Idempotent."""
+
+    def __enter__(self) -> Bus:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def run_update(records: Sequence[Record]) -> RunUpdate:
+    """The metadata a batch implies. Decodes only ``start`` and ``result`` lines."""
+    status = command = subtype = None
+    exit_code = None
+    for record in records:
+        if record.type == "start":
+            status = status or "running"
+            command = _field(record.line, "command")
+        elif record.type == "result":
+            fields = msgspec.json.decode(record.line, type=_ResultFields)
+            exit_code, subtype = fields.exit_code, fields.subtype
+            if fields.ok:
+                status = "succeeded"
+            elif fields.subtype == "interrupted" or fields.exit_code in _SIGNAL_EXITS:
+                status = "interrupted"
+            else:
+                status = "failed"
+    return RunUpdate(status, command, exit_code, subtype)
+
+
+class _ResultFields(msgspec.Struct):
+    ok: bool = False
+    exit_code: int = 1
+    subtype: str = ""
+
+
+def _field(line: bytes, name: str) -> str | None:
+    value = msgspec.json.decode(line).get(name)
+    return value if isinstance(value, str) else None
+
+
+# -- choosing a backend --------------------------------------------------------
+
+_SCHEMES: Final = ("sqlite", "redis", "rediss", "unix")
+_URL_FIX: Final = (
+    "use sqlite:///ABSOLUTE/PATH.sqlite3, redis://[:PASSWORD@]HOST:PORT[/DB] or rediss://… "
+    f"(via --bus or ${BUS_ENV}); leave both unset for the embedded default"
+)
+
+
+def default_bus_url() -> str:
+    """``$AGENTSTREAM_BUS``, else the embedded SQLite bus in the state directory."""
+    explicit = os.environ.get(BUS_ENV, "").strip()
+    if explicit:
+        return explicit
+    from agentstream._paths import state_dir
+
+    return f"sqlite:///{state_dir() / 'bus.sqlite3'}"
+
+
+def open_bus(url: str | None = None) -> Bus:
+    """Open the bus at ``url`` (default: :func:`default_bus_url`), importing only that backend.
+
+    Raises :class:`UsageError` (code INVALID_INPUT) for a malformed URL and
+    :class:`BusUnavailable` when a local bus file cannot be opened. Redis
+    connects on first use, so an unreachable server surfaces on the first call.
+    """
+    url = (url or "").strip() or default_bus_url()
+    scheme = url.split(":", 1)[0].lower() if ":" in url else ""
+    if scheme not in _SCHEMES:
+        raise UsageError(f"unsupported bus URL {_redact(url)!r}", fix=_URL_FIX)
+    options = _bus_options(url)
+    if scheme == "sqlite":
+        from agentstream.bus.sqlite import SqliteBus
+
+        return SqliteBus(url, retention=options.get("retention", DEFAULT_RETENTION_S))
+    from agentstream.bus.redis_backend import RedisBus
+
+    return RedisBus(url, **options)
+
+
+def _bus_options(url: str) -> dict[str, Any]:
+    """Our own query parameters (``retention``, ``maxlen``); the backend strips them."""
+    query = parse_qs(urlsplit(url).query)
+    options: dict[str, Any] = {}
+    if "retention" in query:
+        options["retention"] = parse_duration(query["retention"][-1], what="retention")
+    if "maxlen" in query:
+        raw = query["maxlen"][-1]
+        if not raw.isdigit() or int(raw) < 1:
+            raise UsageError(f"bad maxlen {raw!r} in the bus URL", fix="use a positive integer, e.g. ?maxlen=100000")
+        options["maxlen"] = int(raw)
+    return options
+
+
+_UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str, *, what: str = "duration") -> float:
+    """``90``, ``90s``, ``15m``, ``12h``, ``7d`` → seconds; ``0``/``none``/``forever`` → 0 (keep forever)."""
+    raw = text.strip().lower()
+    if raw in ("0", "none", "forever", "never"):
+        return 0.0
+    number, unit = (raw[:-1], raw[-1]) if raw and raw[-1] in _UNITS else (raw, "s")
+    try:
+        value = float(number) * _UNITS[unit]
+    except ValueError:
+        value = -1.0
+    if value <= 0:
+        raise UsageError(f"bad {what} {text!r}", fix="use seconds or a number with s/m/h/d, e.g. 7d; 0 keeps forever")
+    return value
+
+
+def _redact(url: str) -> str:
+    """The URL without its password, for messages."""
+    parts = urlsplit(url)
+    if parts.password:
+        return url.replace(f":{parts.password}@", ":***@", 1)
+    return url

@@ -1,0 +1,430 @@
+"""Following the bus: one run (``follow``) or every run (``watch``), as NDJSON on stdout.
+
+What a follower prints are the run's own events — its session id, its ``seq``,
+byte for byte as the producer wrote them — not a new session. It reads by ``seq``
+and resumes from the last one it printed + 1 after a lost connection, so a bus
+restart neither loses nor repeats an event; a hole in ``seq`` is reported with a
+synthetic, recoverable ``error`` line (``EVENTS_MISSING``) stamped with the first
+missing ``seq``.
+
+Exactly one terminal line ends the output: the run's own ``result`` with
+``next_actions`` added, or — when the follower stops first — a synthetic
+``result`` (``synthetic: true``, ``ok: false``) whose ``subtype`` says why and
+whose ``seq`` is the next one not printed, so ``--from-seq`` resumes from it.
+The process exits with that line's ``exit_code``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import signal
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import TYPE_CHECKING, Final, TypeVar
+
+from agentstream import protocol as p
+from agentstream.bus import BusUnavailable, FeedItem, Record
+from agentstream.bus.actions import follow_action, resume_action, runs_action, watch_action
+from agentstream.errors import AgentstreamError, ErrorCode, ExitCode, exit_code_for_signal
+
+if TYPE_CHECKING:
+    from agentstream.bus import Bus
+
+__all__ = ["EXIT_TIMEOUT", "FollowOptions", "WatchFilter", "follow", "synthetic_result", "watch"]
+
+T = TypeVar("T")
+
+EXIT_TIMEOUT: Final = 124
+"""Exit code of a follower stopped by ``--timeout`` (the ``timeout(1)`` convention)."""
+POLL_S: Final = 1.0
+"""Longest single blocking read, so deadlines are checked at least this often."""
+_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class _Stopped(BaseException):
+    """A handled signal; a BaseException so that no library's ``except Exception`` swallows it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class _Output:
+    """Whole lines to fd 1; a signal that arrives mid-line is delivered right after the line."""
+
+    def __init__(self, fd: int = 1) -> None:
+        self.fd = fd
+        self.writing = False
+        self.pending = 0
+        self.previous: dict[int, object] = {}
+
+    def install(self) -> None:
+        for signum in _SIGNALS:
+            self.previous[signum] = signal.signal(signum, self._on_signal)
+
+    def restore(self) -> None:
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)  # type: ignore[arg-type]
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self.writing:
+            self.pending = self.pending or signum
+            return
+        raise _Stopped(signum)
+
+    def write(self, data: bytes) -> None:
+        self.writing = True
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self.fd, view) :]
+        finally:
+            self.writing = False
+        if self.pending:
+            signum, self.pending = self.pending, 0
+            raise _Stopped(signum)
+
+
+@dataclass
+class FollowOptions:
+    run_id: str
+    from_seq: int = 0
+    timeout: float | None = None
+    wait: bool = False
+    """Wait for a run that does not exist yet instead of failing with RUN_NOT_FOUND."""
+    reconnect_for: float = 30.0
+    command: str = "agentstream follow"
+
+
+class _Ended(Exception):
+    """The follower must stop with this synthetic terminal."""
+
+    def __init__(self, subtype: str, error: AgentstreamError, exit_code: int) -> None:
+        super().__init__(error.message)
+        self.subtype, self.error, self.exit_code = subtype, error, exit_code
+
+
+def follow(open_bus: Callable[[], Bus], options: FollowOptions, out: _Output | None = None) -> int:
+    """Print the run from ``options.from_seq`` until its ``result``; return the exit code."""
+    out = out or _Output()
+    out.install()
+    tail = _RunTail(options, out)
+    try:
+        return tail.run(open_bus)
+    except _Stopped as stop:
+        return tail.end("follow_interrupted", _interrupted(stop.signum, "follower"), exit_code_for_signal(stop.signum))
+    except _Ended as ended:
+        return tail.end(ended.subtype, ended.error, ended.exit_code)
+    except BrokenPipeError:
+        return int(ExitCode.SIGPIPE)
+    finally:
+        out.restore()
+
+
+@dataclass
+class _RunTail:
+    options: FollowOptions
+    out: _Output
+    next_seq: int = 0
+    bus: Bus | None = None
+    deadline: float = field(default=float("inf"))
+    exit_code: int = 0
+    """The run's own exit code, once its ``result`` is printed."""
+
+    def run(self, open_bus: Callable[[], Bus]) -> int:
+        self.next_seq = max(self.options.from_seq, 0)
+        if self.options.timeout is not None:
+            self.deadline = time.monotonic() + self.options.timeout
+        try:
+            self.bus = open_bus()
+        except AgentstreamError as exc:
+            raise _Ended(_subtype_of(exc), exc, exc.exit_code) from exc
+        self._check_known()
+        while True:
+            records = self._with_reconnect(lambda bus: bus.read(self.options.run_id, self.next_seq, block=self._block()))
+            for record in records:
+                if self._emit(record):
+                    return self.exit_code
+            if not records:
+                self._check_time()
+                finished = self._result_behind()
+                if finished is not None:
+                    self._emit(finished)
+                    return self.exit_code
+
+    def _check_known(self) -> None:
+        if self.options.wait:
+            return
+        if self._with_reconnect(lambda bus: bus.get_run(self.options.run_id)) is None:
+            error = AgentstreamError(
+                f"no run {self.options.run_id!r} on this bus",
+                code=ErrorCode.RUN_NOT_FOUND,
+                fix="list runs with 'agentstream runs' (same --bus), or pass --wait for a run about to start",
+            )
+            raise _Ended("run_not_found", error, ExitCode.ERROR)
+
+    def _block(self) -> float:
+        return max(0.001, min(POLL_S, self.deadline - time.monotonic()))
+
+    def _check_time(self) -> None:
+        if time.monotonic() >= self.deadline:
+            error = AgentstreamError(
+                f"stopped following after --timeout {self.options.timeout:g}s; the run goes on",
+                code=ErrorCode.TIMEOUT,
+                fix="resume with the next action, or follow without --timeout",
+            )
+            raise _Ended("follow_timeout", error, EXIT_TIMEOUT)
+
+    def _with_reconnect(self, call: Callable[[Bus], T]) -> T:
+        """Run ``call`` on the bus; through an outage, retry with backoff for ``reconnect_for`` seconds."""
+        assert self.bus is not None
+        started = time.monotonic()
+        delay = 0.05
+        while True:
+            try:
+                return call(self.bus)
+            except BusUnavailable as exc:
+                given_up = time.monotonic() - started + delay > self.options.reconnect_for
+                if given_up or time.monotonic() + delay >= self.deadline:
+                    raise _Ended("bus_unavailable", exc, ExitCode.ERROR) from exc
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    def _result_behind(self) -> Record | None:
+        """The run's ``result`` when it is stored below ``next_seq`` (``--from-seq`` past the end)."""
+        info = self._with_reconnect(lambda bus: bus.get_run(self.options.run_id))
+        if info is None or not info.terminal or info.last_seq >= self.next_seq:
+            return None
+        last = info.last_seq
+        stored = self._with_reconnect(lambda bus: bus.read(self.options.run_id, last, limit=1))
+        return stored[0] if stored and stored[0].type == "result" else None
+
+    def _emit(self, record: Record) -> bool:
+        """Print one record; True when it was the run's terminal ``result``."""
+        if record.seq > self.next_seq:
+            self.out.write(_gap_line(self.options.run_id, self.next_seq, record.seq - 1))
+        if record.type == "result":
+            self.out.write(self._enriched(record.line) + b"\n")
+            return True
+        self.out.write(record.line + b"\n")
+        self.next_seq = max(self.next_seq, record.seq + 1)
+        return False
+
+    def _enriched(self, line: bytes) -> bytes:
+        try:
+            event = p.decode(line)
+        except AgentstreamError:
+            self.exit_code = int(ExitCode.ERROR)
+            return line
+        if not isinstance(event, p.Result):
+            return line
+        self.exit_code = event.exit_code
+        known = {a.command for a in event.next_actions}
+        event.next_actions += [a for a in self._actions_after(event) if a.command not in known or a.params]
+        return p.encode(event)
+
+    def _actions_after(self, event: p.Result) -> list[p.NextAction]:
+        run_id = self.options.run_id
+        actions = [follow_action(run_id, description="replay this run from the start")]
+        retry = self._retry_of(run_id)
+        if retry is not None:
+            actions.insert(0, follow_action(retry, description="follow the job's next attempt"))
+        return [*actions, runs_action()]
+
+    def _retry_of(self, run_id: str) -> str | None:
+        """The run id of the next attempt, when this run was an attempt of a job that was retried."""
+        try:
+            assert self.bus is not None
+            info = self.bus.get_run(run_id)
+            if info is None or not info.job_id or not info.attempt:
+                return None
+            job = self.bus.get_job(info.job_id)
+        except AgentstreamError:
+            return None
+        if job is None or job.attempt <= info.attempt:
+            return None
+        return job.attempt_run_id(info.attempt + 1)
+
+    def end(self, subtype: str, error: AgentstreamError, exit_code: int) -> int:
+        """Print the one synthetic terminal and return its exit code."""
+        actions = [resume_action(self.options.run_id, self.next_seq), runs_action()]
+        line = synthetic_result(
+            self.options.run_id, self.next_seq, subtype, error, exit_code, actions, command=self.options.command
+        )
+        try:
+            self.out.write(line)
+        except (_Stopped, BrokenPipeError):
+            pass
+        return exit_code
+
+
+def synthetic_result(
+    session_id: str,
+    seq: int,
+    subtype: str,
+    error: AgentstreamError | None,
+    exit_code: int,
+    next_actions: Sequence[p.NextAction],
+    *,
+    command: str,
+    result: str | None = None,
+) -> bytes:
+    """The terminal line a follower writes when it, not the run, ends the output."""
+    event = p.Result(
+        ok=error is None,
+        subtype=subtype,
+        exit_code=int(exit_code),
+        error=p.ErrorInfo(code=str(error.code), message=error.message, fix=error.fix or p.UNSET) if error else p.UNSET,
+        result=result if result is not None else p.UNSET,
+        command=command,
+        next_actions=list(next_actions),
+        session_id=session_id,
+        seq=seq,
+        ts=p.now_ts(),
+        synthetic=True,
+    )
+    return p.encode_line(event)
+
+
+def _gap_line(run_id: str, first: int, last: int) -> bytes:
+    event = p.Error(
+        code="EVENTS_MISSING",
+        message=f"events {first}..{last} of run {run_id} are not on the bus",
+        recoverable=True,
+        details={"from_seq": first, "to_seq": last},
+        session_id=run_id,
+        seq=first,
+        ts=p.now_ts(),
+        synthetic=True,
+    )
+    return p.encode_line(event)
+
+
+def _interrupted(signum: int, who: str) -> AgentstreamError:
+    return AgentstreamError(
+        f"the {who} was stopped by {signal.Signals(signum).name}; the runs go on",
+        code=ErrorCode.INTERRUPTED,
+        fix="resume with the next action",
+    )
+
+
+def _subtype_of(exc: AgentstreamError) -> str:
+    if exc.code == ErrorCode.BUS_UNAVAILABLE:
+        return "bus_unavailable"
+    return "invalid_input" if exc.exit_code == ExitCode.USAGE else "error"
+
+
+# -- watch ---------------------------------------------------------------------
+
+
+@dataclass
+class WatchFilter:
+    """Which feed events ``watch`` prints; empty means everything."""
+
+    runs: Sequence[str] = ()
+    """Run ids or globs."""
+    types: Sequence[str] = ()
+    names: Sequence[str] = ()
+    """Globs on the ``name`` of ``event``/``step``/``progress`` events."""
+
+    def __call__(self, item: FeedItem) -> bool:
+        if self.types and item.record.type not in self.types:
+            return False
+        if self.runs and not any(fnmatch.fnmatchcase(item.run_id, pattern) for pattern in self.runs):
+            return False
+        if self.names:
+            name = _name_of(item.record)
+            return name is not None and any(fnmatch.fnmatchcase(name, pattern) for pattern in self.names)
+        return True
+
+
+def _name_of(record: Record) -> str | None:
+    if record.type not in ("event", "step", "progress", "tool_call", "tool_result"):
+        return None
+    import msgspec
+
+    value = msgspec.json.decode(record.line).get("name")
+    return value if isinstance(value, str) else None
+
+
+@dataclass
+class _WatchState:
+    cursor: str = ""
+    printed: int = 0
+
+
+def watch(
+    open_bus: Callable[[], Bus],
+    *,
+    since: str | None,
+    keep: WatchFilter,
+    timeout: float | None = None,
+    count: int | None = None,
+    reconnect_for: float = 30.0,
+    command: str = "agentstream watch",
+) -> int:
+    """Print every run's events as they are stored, until a signal, ``timeout`` or ``count``."""
+    out = _Output()
+    out.install()
+    state = _WatchState()
+    watch_id = p.new_id("watch")
+    try:
+        subtype, error, code = _watch_loop(open_bus, out, state, since, keep, timeout, count, reconnect_for)
+    except _Stopped as stop:
+        subtype, error, code = "watch_interrupted", _interrupted(stop.signum, "watcher"), exit_code_for_signal(stop.signum)
+    except BrokenPipeError:
+        return int(ExitCode.SIGPIPE)
+    finally:
+        out.restore()
+    actions = [watch_action(state.cursor or None), runs_action()]
+    summary = f"{state.printed} event(s); resume after cursor {state.cursor}" if state.cursor else None
+    line = synthetic_result(watch_id, 0, subtype, error, code, actions, command=command, result=summary)
+    try:
+        out.write(line)
+    except (_Stopped, BrokenPipeError):
+        pass
+    return code
+
+
+def _watch_loop(
+    open_bus: Callable[[], Bus],
+    out: _Output,
+    state: _WatchState,
+    since: str | None,
+    keep: WatchFilter,
+    timeout: float | None,
+    count: int | None,
+    reconnect_for: float,
+) -> tuple[str, AgentstreamError | None, int]:
+    deadline = time.monotonic() + timeout if timeout is not None else float("inf")
+    try:
+        bus = open_bus()
+        state.cursor = since if since is not None else bus.feed_end()
+    except AgentstreamError as exc:
+        return _subtype_of(exc), exc, exc.exit_code
+    outage = 0.0
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return "watch_timeout", None, int(ExitCode.OK)
+        try:
+            items = bus.read_feed(state.cursor, block=min(POLL_S, remaining))
+            outage = 0.0
+        except BusUnavailable as exc:
+            outage = outage or time.monotonic()
+            if time.monotonic() - outage > reconnect_for:
+                return "bus_unavailable", exc, int(ExitCode.ERROR)
+            time.sleep(0.2)
+            continue
+        except AgentstreamError as exc:
+            return _subtype_of(exc), exc, exc.exit_code
+        for item in items:
+            state.cursor = item.cursor
+            if keep(item):
+                out.write(item.record.line + b"\n")
+                state.printed += 1
+                if count is not None and state.printed >= count:
+                    return "watch_count", None, int(ExitCode.OK)

@@ -1,0 +1,240 @@
+"""Publishing a producer's run to the bus without slowing it down or breaking it.
+
+``exec`` (and ``send``, ``logs --publish``) call :func:`add_publish_options` and
+:func:`attach_publisher`. The observer registered on the :class:`Stream` only
+encodes the event and hands it to a background thread through an unbounded
+lock-free queue (a few microseconds); the thread appends in batches. On the
+``result`` event the observer waits (bounded by ``AGENTSTREAM_BUS_FLUSH_TIMEOUT``,
+default 10 s) until everything up to it is stored, so the end of a run is never
+lost to an early exit. A bus failure is retried in the background with backoff
+for up to ``AGENTSTREAM_BUS_RETRY`` seconds (default 30) per outage; it costs one
+warning line on stderr and never an exception in the producer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import queue
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final
+
+from agentstream import protocol as p
+from agentstream.bus import BUS_ENV, Record
+
+if TYPE_CHECKING:
+    from agentstream.bus import Bus
+    from agentstream.stream import Stream
+
+__all__ = ["Publisher", "add_bus_option", "add_publish_options", "attach_publisher", "bus_url_of"]
+
+MAX_PENDING: Final = 65536
+"""Events buffered while the bus is slow or down; beyond this, events are dropped (and followers see a gap)."""
+BATCH: Final = 512
+
+
+def add_bus_option(parser: argparse.ArgumentParser) -> None:
+    """``--bus URL`` alone, for commands that only read the bus."""
+    parser.add_argument(
+        "--bus",
+        metavar="URL",
+        default=None,
+        help=f"event bus URL: sqlite:///PATH or redis[s]://… (default: ${BUS_ENV}, else the embedded SQLite bus)",
+    )
+
+
+def add_publish_options(parser: argparse.ArgumentParser, *, default: bool = True) -> None:
+    """``--bus URL`` and ``--no-publish`` (or ``--publish`` when publishing is opt-in)."""
+    add_bus_option(parser)
+    if default:
+        parser.add_argument(
+            "--no-publish", action="store_true", help="do not record this run on the bus (follow will not see it)"
+        )
+    else:
+        parser.add_argument(
+            "--publish",
+            dest="no_publish",
+            action="store_false",
+            default=True,
+            help="also record this run on the bus, so follow/watch can see it",
+        )
+
+
+def bus_url_of(args: argparse.Namespace) -> str | None:
+    """The ``--bus`` value, or None for the default (env, then embedded)."""
+    return getattr(args, "bus", None)
+
+
+def attach_publisher(stream: Stream, args: argparse.Namespace) -> Callable[[], None]:
+    """Publish every event of ``stream`` under run id ``stream.session_id``; return the close function.
+
+    Call before ``stream.start()`` so ``start`` is published too. With
+    ``--no-publish`` this does nothing and returns a no-op.
+    """
+    if getattr(args, "no_publish", False):
+        return _noop
+    publisher = Publisher(bus_url_of(args), stream.session_id)
+    stream.observe(publisher.on_event)
+    return publisher
+
+
+def _noop() -> None:
+    return None
+
+
+class Publisher:
+    """Hands a run's events to a background thread that appends them to the bus in batches.
+
+    Calling the instance closes it: flush (bounded), stop the thread, close the bus.
+    ``error`` holds the last failure, ``dropped`` how many events never reached the bus.
+    """
+
+    def __init__(
+        self,
+        url: str | None,
+        run_id: str,
+        *,
+        flush_timeout: float | None = None,
+        retry_for: float | None = None,
+    ) -> None:
+        self.url = url
+        self.run_id = run_id
+        self.flush_timeout = flush_timeout if flush_timeout is not None else _env_seconds("FLUSH_TIMEOUT", 10.0)
+        self.retry_for = retry_for if retry_for is not None else _env_seconds("RETRY", 30.0)
+        self.error: BaseException | None = None
+        self.dropped = 0
+        self.stored = 0
+        self._queue: queue.SimpleQueue[Record | threading.Event | None] = queue.SimpleQueue()
+        self._warned = False
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name=f"publish-{run_id}", daemon=True)
+        self._thread.start()
+
+    # -- producer side (hot path) -------------------------------------------
+
+    def on_event(self, event: p.BaseEvent) -> None:
+        """The Stream observer: encode and enqueue; on ``result``, wait until stored."""
+        if self._closed:
+            return
+        if self._queue.qsize() >= MAX_PENDING:
+            self._drop(1, "too many events waiting for the bus")
+            return
+        self._queue.put(Record(event.seq, event.type, p.encode(event)))
+        if isinstance(event, p.Result):
+            self.flush()
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every event enqueued so far is stored or given up; False on timeout."""
+        if not self._thread.is_alive():
+            return False
+        done = threading.Event()
+        self._queue.put(done)
+        return done.wait(self.flush_timeout if timeout is None else timeout)
+
+    def __call__(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self.flush()
+        self._closed = True
+        self._queue.put(None)
+        self._thread.join(timeout=1.0)
+
+    # -- background thread ---------------------------------------------------
+
+    def _run(self) -> None:
+        bus: Bus | None = None
+        try:
+            while True:
+                batch, markers, stop = self._next_batch()
+                if batch:
+                    bus = self._store(bus, batch)
+                for marker in markers:
+                    marker.set()
+                if stop:
+                    return
+        finally:
+            if bus is not None:
+                _close_quietly(bus)
+
+    def _next_batch(self) -> tuple[list[Record], list[threading.Event], bool]:
+        """Block for one item, then take whatever else is already waiting (up to BATCH records)."""
+        batch: list[Record] = []
+        markers: list[threading.Event] = []
+        item = self._queue.get()
+        while True:
+            if item is None:
+                return batch, markers, True
+            if isinstance(item, threading.Event):
+                markers.append(item)
+                if not batch:
+                    return batch, markers, False
+            else:
+                batch.append(item)
+            if len(batch) >= BATCH:
+                return batch, markers, False
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return batch, markers, False
+
+    def _store(self, bus: Bus | None, batch: list[Record]) -> Bus | None:
+        """Append one batch, reopening and retrying with backoff through an outage of up to ``retry_for``."""
+        from agentstream.bus import open_bus
+        from agentstream.errors import AgentstreamError
+
+        deadline = time.monotonic() + self.retry_for
+        delay = 0.05
+        while True:
+            try:
+                if bus is None:
+                    bus = open_bus(self.url)
+                self.stored += bus.append(self.run_id, batch)
+                return bus
+            except AgentstreamError as exc:
+                self.error = exc
+                if exc.code != "BUS_UNAVAILABLE" or time.monotonic() + delay > deadline:
+                    self._drop(len(batch), exc.message)
+                    return bus
+                self._warn(f"{exc.message}; retrying in the background")
+            except Exception as exc:  # never let a bus bug reach the producer
+                self.error = exc
+                self._drop(len(batch), f"{type(exc).__name__}: {exc}")
+                return bus
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+    def _drop(self, count: int, why: str) -> None:
+        self.dropped += count
+        self._warn(f"{count} event(s) not published: {why}")
+
+    def _warn(self, message: str) -> None:
+        """One line on stderr per publisher, whatever goes wrong after."""
+        if self._warned:
+            return
+        self._warned = True
+        try:
+            sys.stderr.write(f"agentstream: warning: bus: run {self.run_id}: {message}\n")
+            sys.stderr.flush()
+        except Exception:
+            pass
+
+
+def _close_quietly(bus: Bus) -> None:
+    try:
+        bus.close()
+    except Exception:
+        pass
+
+
+def _env_seconds(name: str, default: float) -> float:
+    raw = os.environ.get(f"AGENTSTREAM_BUS_{name}", "")
+    try:
+        return float(raw) if raw else default
+    except ValueError:
+        return default

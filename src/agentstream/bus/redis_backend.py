@@ -1,0 +1,413 @@
+"""The distributed bus: Redis Streams, for runs, followers and workers on many machines.
+
+Keys (``{id}`` is a run or job id)::
+
+    agentstream:run:{id}      stream, one entry per event, entry ID 0-(seq+1), fields t (type), l (line)
+    agentstream:runmeta:{id}  hash: status, command, created, updated, last_seq, exit_code, subtype, job_id, attempt
+    agentstream:runs          sorted set of run ids by creation time (the index behind ``runs``)
+    agentstream:events        stream of every run's events (r, s, t, l), capped with MAXLEN ~ (``watch``)
+    agentstream:jobs          stream of job ids, consumed by the group ``workers``
+    agentstream:job:{id}      hash: the job and its state
+
+An append is one Lua script per batch, so a batch is stored whole or not at all,
+an entry ID equal to or below the stream's top is skipped (a retried append is a
+no-op), the feed gets exactly the new events, and a closed run refuses more.
+Retention: every append sets the run's keys to expire ``retention`` seconds
+later, so a run disappears that long after its last event; stale index entries
+are dropped when ``runs`` meets them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import msgspec
+
+from agentstream.bus import (
+    DEFAULT_RETENTION_S,
+    Bus,
+    BusUnavailable,
+    Claim,
+    FeedItem,
+    Job,
+    Record,
+    RunInfo,
+    SeqConflict,
+    _redact,
+    run_update,
+)
+from agentstream.errors import UsageError
+
+if TYPE_CHECKING:
+    import redis
+
+__all__ = ["RedisBus"]
+
+PREFIX: Final = "agentstream:"
+FEED_KEY: Final = PREFIX + "events"
+RUNS_KEY: Final = PREFIX + "runs"
+JOBS_KEY: Final = PREFIX + "jobs"
+GROUP: Final = "workers"
+DEFAULT_MAXLEN: Final = 100_000
+MAX_BLOCK_S: Final = 5.0
+"""Longest single blocking read; callers loop. Kept well under the socket timeout."""
+SOCKET_TIMEOUT_S: Final = MAX_BLOCK_S + 5.0
+_OUR_QUERY: Final = frozenset({"retention", "maxlen"})
+
+# KEYS: run stream, run meta, runs index, feed
+# ARGV: run_id, now, maxlen, retention, if_next_seq (-1: none), status, command, exit_code, subtype,
+#       then (seq, type, line) per record. Empty strings mean "unchanged".
+_APPEND: Final = """
+local status = redis.call('HGET', KEYS[2], 'status')
+local last = tonumber(redis.call('HGET', KEYS[2], 'last_seq') or '-1')
+local expect = tonumber(ARGV[5])
+if expect >= 0 and last + 1 ~= expect then return {-1, last} end
+if status == 'succeeded' or status == 'failed' or status == 'interrupted' then return {0, last} end
+local added = 0
+for i = 10, #ARGV, 3 do
+  local seq = tonumber(ARGV[i])
+  if seq > last then
+    redis.call('XADD', KEYS[1], '0-' .. (seq + 1), 't', ARGV[i + 1], 'l', ARGV[i + 2])
+    redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[3], '*', 'r', ARGV[1], 's', seq, 't', ARGV[i + 1], 'l', ARGV[i + 2])
+    last = seq
+    added = added + 1
+  end
+end
+redis.call('HSET', KEYS[2], 'run_id', ARGV[1], 'last_seq', last, 'updated', ARGV[2])
+if redis.call('HSETNX', KEYS[2], 'created', ARGV[2]) == 1 then
+  redis.call('ZADD', KEYS[3], 'NX', ARGV[2], ARGV[1])
+end
+if ARGV[6] ~= '' then
+  redis.call('HSET', KEYS[2], 'status', ARGV[6])
+elseif status == false or status == 'queued' then
+  redis.call('HSET', KEYS[2], 'status', 'running')
+end
+if ARGV[7] ~= '' then redis.call('HSET', KEYS[2], 'command', ARGV[7]) end
+if ARGV[8] ~= '' then redis.call('HSET', KEYS[2], 'exit_code', ARGV[8], 'subtype', ARGV[9]) end
+if tonumber(ARGV[4]) > 0 then
+  redis.call('EXPIRE', KEYS[1], ARGV[4])
+  redis.call('EXPIRE', KEYS[2], ARGV[4])
+end
+return {added, last}
+"""
+
+# KEYS: jobs stream, job hash. ARGV: group, consumer, entry id, attempt, then optional field/value pairs to set.
+# Succeeds only while this consumer owns the entry for this attempt; resets the entry's idle time.
+_OWNED: Final = """
+local pending = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1)
+if #pending == 0 or pending[1][2] ~= ARGV[2] then return 0 end
+if redis.call('HGET', KEYS[2], 'attempt') ~= ARGV[4] then return 0 end
+if #ARGV > 4 then
+  redis.call('HSET', KEYS[2], unpack(ARGV, 5))
+  redis.call('XACK', KEYS[1], ARGV[1], ARGV[3])
+else
+  redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[3], 'JUSTID')
+end
+return 1
+"""
+
+
+class RedisBus(Bus):
+    """The Redis Streams backend (redis-py, imported on first use)."""
+
+    def __init__(self, url: str, *, retention: float = DEFAULT_RETENTION_S, maxlen: int = DEFAULT_MAXLEN) -> None:
+        self.url = url
+        self.retention = int(retention)
+        self.maxlen = maxlen
+        self._client = _client(url)
+        self._append = self._client.register_script(_APPEND)
+        self._owned = self._client.register_script(_OWNED)
+        self._group_ready = False
+
+    def close(self) -> None:
+        self._client.close()
+
+    @contextmanager
+    def _translated(self) -> Iterator[None]:
+        import redis
+
+        try:
+            yield
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise BusUnavailable(
+                f"cannot reach Redis at {_redact(self.url)}: {exc}",
+                fix="start redis-server or check host, port and password in --bus / $AGENTSTREAM_BUS",
+            ) from exc
+        except redis.AuthenticationError as exc:
+            raise UsageError(f"Redis refused the credentials: {exc}", fix="check the password in the bus URL") from exc
+        except redis.ResponseError as exc:
+            if "NOAUTH" in str(exc) or "WRONGPASS" in str(exc):
+                raise UsageError(f"Redis needs a password: {exc}", fix="use redis://:PASSWORD@HOST:PORT") from exc
+            raise
+
+    # -- runs ------------------------------------------------------------------
+
+    def append(self, run_id: str, records: Sequence[Record], *, if_next_seq: int | None = None) -> int:
+        if not records:
+            return 0
+        update = run_update(records)
+        args: list[Any] = [
+            run_id,
+            repr(time.time()),
+            self.maxlen,
+            self.retention,
+            -1 if if_next_seq is None else if_next_seq,
+            update.status or "",
+            update.command or "",
+            "" if update.exit_code is None else update.exit_code,
+            update.subtype or "",
+        ]
+        for record in records:
+            args += (record.seq, record.type, record.line)
+        with self._translated():
+            added, last = self._append(keys=[_run_key(run_id), _meta_key(run_id), RUNS_KEY, FEED_KEY], args=args)
+        if added < 0:
+            raise SeqConflict(f"run {run_id} is at seq {int(last) + 1}, not {if_next_seq}")
+        return int(added)
+
+    def read(self, run_id: str, from_seq: int = 0, *, limit: int = 1000, block: float | None = None) -> list[Record]:
+        entries = self._xread(_run_key(run_id), f"0-{max(from_seq, 0)}", limit, block)
+        return [_record(entry_id, fields) for entry_id, fields in entries]
+
+    def _xread(self, key: str, after: str, limit: int, block: float | None) -> list[tuple[bytes, dict[bytes, bytes]]]:
+        """Entries after ``after`` (exclusive); with ``block``, wait up to that long (capped) for one."""
+        block_ms = None if not block else max(1, int(min(block, MAX_BLOCK_S) * 1000))
+        with self._translated():
+            reply = self._client.xread({key: after}, count=limit, block=block_ms)
+        if not reply:
+            return []
+        return list(reply[0][1])
+
+    def get_run(self, run_id: str) -> RunInfo | None:
+        with self._translated():
+            fields = self._client.hgetall(_meta_key(run_id))
+        return _run_info(fields) if fields else None
+
+    def list_runs(self, *, statuses: Sequence[str] = (), limit: int = 50) -> list[RunInfo]:
+        found: list[RunInfo] = []
+        start, page = 0, max(limit, 100)
+        with self._translated():
+            while len(found) < limit:
+                ids = self._client.zrevrange(RUNS_KEY, start, start + page - 1)
+                if not ids:
+                    break
+                start += page
+                found += self._runs_page(ids, statuses)
+        return found[:limit]
+
+    def _runs_page(self, ids: list[bytes], statuses: Sequence[str]) -> list[RunInfo]:
+        pipe = self._client.pipeline(transaction=False)
+        for run_id in ids:
+            pipe.hgetall(_meta_key(run_id.decode()))
+        infos: list[RunInfo] = []
+        expired: list[bytes] = []
+        for run_id, fields in zip(ids, pipe.execute()):
+            if not fields:
+                expired.append(run_id)
+                continue
+            info = _run_info(fields)
+            if not statuses or info.status in statuses:
+                infos.append(info)
+        if expired:
+            self._client.zrem(RUNS_KEY, *expired)
+        return infos
+
+    def register_run(
+        self, run_id: str, *, command: str, job_id: str | None = None, attempt: int | None = None
+    ) -> None:
+        now = repr(time.time())
+        meta = _meta_key(run_id)
+        extra = {k: v for k, v in (("job_id", job_id), ("attempt", attempt)) if v is not None}
+        with self._translated():
+            pipe = self._client.pipeline(transaction=True)
+            pipe.hsetnx(meta, "status", "queued")
+            pipe.hsetnx(meta, "command", command)
+            pipe.hsetnx(meta, "created", now)
+            pipe.hset(meta, mapping={"run_id": run_id, "updated": now, **extra})
+            pipe.zadd(RUNS_KEY, {run_id: float(now)}, nx=True)
+            if self.retention:
+                pipe.expire(meta, self.retention)
+            pipe.execute()
+
+    # -- feed ------------------------------------------------------------------
+
+    def feed_end(self) -> str:
+        with self._translated():
+            last = self._client.xrevrange(FEED_KEY, count=1)
+        return last[0][0].decode() if last else "0-0"
+
+    def read_feed(self, cursor: str, *, limit: int = 1000, block: float | None = None) -> list[FeedItem]:
+        import redis
+
+        try:
+            entries = self._xread(FEED_KEY, cursor, limit, block)
+        except redis.ResponseError as exc:
+            raise UsageError(f"bad feed cursor {cursor!r}: {exc}", fix="pass a cursor printed by this bus, or 0") from exc
+        return [
+            FeedItem(entry_id.decode(), f[b"r"].decode(), Record(int(f[b"s"]), f[b"t"].decode(), f[b"l"]))
+            for entry_id, f in entries
+        ]
+
+    # -- jobs ------------------------------------------------------------------
+
+    def _ensure_group(self) -> None:
+        import redis
+
+        if self._group_ready:
+            return
+        with self._translated():
+            try:
+                self._client.xgroup_create(JOBS_KEY, GROUP, id="0", mkstream=True)
+            except redis.ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
+        self._group_ready = True
+
+    def enqueue(self, job: Job) -> None:
+        self._ensure_group()
+        now = repr(time.time())
+        fields = {
+            "job_id": job.job_id,
+            "run_id": job.run_id,
+            "prompt": job.prompt,
+            "args": msgspec.json.encode(job.args),
+            "status": "queued",
+            "attempt": 0,
+            "created": now,
+            "updated": now,
+        }
+        with self._translated():
+            pipe = self._client.pipeline(transaction=True)
+            pipe.hset(_job_key(job.job_id), mapping=fields)
+            pipe.xadd(JOBS_KEY, {"job": job.job_id})
+            pipe.execute()
+
+    def claim(self, worker: str, *, idle_timeout: float, max_attempts: int, block: float = 0.0) -> Claim | None:
+        self._ensure_group()
+        with self._translated():
+            reply = self._client.xautoclaim(JOBS_KEY, GROUP, worker, int(idle_timeout * 1000), "0-0", count=1)
+            entries = [e for e in reply[1] if e and e[1]]
+            if not entries:
+                block_ms = max(1, int(min(block, MAX_BLOCK_S) * 1000)) if block else None
+                fresh = self._client.xreadgroup(GROUP, worker, {JOBS_KEY: ">"}, count=1, block=block_ms)
+                entries = list(fresh[0][1]) if fresh else []
+            if not entries:
+                return None
+            entry_id, fields = entries[0]
+            return self._take(worker, entry_id.decode(), fields[b"job"].decode(), max_attempts)
+
+    def _take(self, worker: str, entry_id: str, job_id: str, max_attempts: int) -> Claim | None:
+        """Count the attempt and mark the job running (or failed when out of attempts)."""
+        key = _job_key(job_id)
+        number = int(self._client.hincrby(key, "attempt", 1))
+        job = self.get_job(job_id)
+        if job is None:  # expired under retention: nothing left to run
+            self._client.xack(JOBS_KEY, GROUP, entry_id)
+            return None
+        status = "running" if number <= max_attempts else "failed"
+        self._client.hset(key, mapping={"status": status, "worker": worker, "updated": repr(time.time())})
+        if status == "failed":
+            self._client.xack(JOBS_KEY, GROUP, entry_id)
+        job.status, job.worker = status, worker
+        return Claim(
+            job=job,
+            attempt=number,
+            run_id=job.attempt_run_id(number) if status == "running" else None,
+            previous_run_id=job.attempt_run_id(number - 1) if number > 1 else None,
+            token=f"{worker}\n{entry_id}",
+        )
+
+    def heartbeat(self, claim: Claim) -> bool:
+        return self._if_owned(claim)
+
+    def finish_job(self, claim: Claim, status: str) -> bool:
+        return self._if_owned(claim, "status", status, "updated", repr(time.time()))
+
+    def _if_owned(self, claim: Claim, *updates: str) -> bool:
+        worker, entry_id = claim.token.split("\n", 1)
+        with self._translated():
+            done = self._owned(
+                keys=[JOBS_KEY, _job_key(claim.job.job_id)], args=[GROUP, worker, entry_id, claim.attempt, *updates]
+            )
+        return bool(done)
+
+    def get_job(self, job_id: str) -> Job | None:
+        with self._translated():
+            fields = self._client.hgetall(_job_key(job_id))
+        if not fields:
+            return None
+        text = {k.decode(): v.decode() for k, v in fields.items()}
+        return Job(
+            job_id=text["job_id"],
+            run_id=text["run_id"],
+            prompt=text["prompt"],
+            args=msgspec.json.decode(text["args"]),
+            status=text["status"],
+            attempt=int(text.get("attempt", 0)),
+            worker=text.get("worker"),
+            created=float(text["created"]),
+            updated=float(text["updated"]),
+        )
+
+
+def _client(url: str) -> redis.Redis:
+    """A client for ``url`` minus our own query parameters; a malformed URL is a usage error."""
+    import redis
+    from redis.backoff import ExponentialBackoff
+    from redis.retry import Retry
+
+    parts = urlsplit(url)
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k not in _OUR_QUERY])
+    try:
+        return redis.Redis.from_url(
+            urlunsplit(parts._replace(query=query)),
+            socket_connect_timeout=2.0,
+            socket_timeout=SOCKET_TIMEOUT_S,
+            retry=Retry(ExponentialBackoff(cap=0.2, base=0.05), 1),
+            health_check_interval=0,
+        )
+    except (ValueError, TypeError) as exc:
+        raise UsageError(
+            f"malformed Redis URL {_redact(url)!r}: {exc}",
+            fix="use redis://[[USER]:PASSWORD@]HOST:PORT[/DB] or rediss://… for TLS",
+        ) from exc
+
+
+def _run_key(run_id: str) -> str:
+    return f"{PREFIX}run:{run_id}"
+
+
+def _meta_key(run_id: str) -> str:
+    return f"{PREFIX}runmeta:{run_id}"
+
+
+def _job_key(job_id: str) -> str:
+    return f"{PREFIX}job:{job_id}"
+
+
+def _record(entry_id: bytes, fields: dict[bytes, bytes]) -> Record:
+    return Record(int(entry_id.split(b"-", 1)[1]) - 1, fields[b"t"].decode(), fields[b"l"])
+
+
+def _run_info(fields: dict[bytes, bytes]) -> RunInfo:
+    text = {k.decode(): v.decode() for k, v in fields.items()}
+
+    def number(name: str) -> int | None:
+        return int(text[name]) if text.get(name, "") != "" else None
+
+    return RunInfo(
+        run_id=text.get("run_id", ""),
+        status=text.get("status", "running"),
+        command=text.get("command", ""),
+        created=float(text.get("created", 0)),
+        updated=float(text.get("updated", 0)),
+        last_seq=int(text.get("last_seq", -1)),
+        exit_code=number("exit_code"),
+        subtype=text.get("subtype") or None,
+        job_id=text.get("job_id"),
+        attempt=number("attempt"),
+    )

@@ -1,0 +1,149 @@
+"""``agentstream convert [--from X] --to Y [FILE|-]``: one dialect in, another out, streaming.
+
+Memory stays flat (one line at a time) and each output line is written as
+soon as its input line is read; output is flushed per line when the input is a
+pipe or a terminal, so live conversion works, and buffered for files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import stat
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from typing import IO, TypeVar
+
+from agentstream.cli._options import add_input_argument, add_output_options, open_input
+
+T = TypeVar("T")
+
+PROGRESS_MIN_BYTES = 16 << 20
+"""Files smaller than this convert too fast for a progress line to help."""
+PROGRESS_EVERY_S = 0.25
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    add_input_argument(parser)
+    add_output_options(parser)
+    add_to_alias(parser)
+    parser.add_argument(
+        "--max-line-bytes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="report lines longer than N bytes as LINE_TOO_LONG errors instead of reading them (default: no limit)",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress line on stderr, even on a terminal")
+
+
+def add_to_alias(parser: argparse.ArgumentParser) -> None:
+    """``--to NAME``, the same option as ``--dialect NAME`` (reads better next to ``--from``)."""
+    parser.add_argument("--to", dest="dialect", metavar="NAME", default=None, help="alias of --dialect")
+
+
+def check_dialect(name: str | None) -> None:
+    """Fail early, with the list of names, on a dialect this install cannot use."""
+    if name in (None, "auto"):
+        return
+    from agentstream.dialects import get_dialect
+    from agentstream.errors import UnknownDialectError
+
+    try:
+        get_dialect(name)
+    except ModuleNotFoundError:
+        raise UnknownDialectError(
+            f"dialect {name!r} is not available in this install", fix="'agentstream dialects' lists those that are"
+        ) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    """Exit 0 once the whole input is converted (a broken input shows up as error events, not as the exit code)."""
+    from agentstream.read import read
+    from agentstream.render import make_sink
+
+    check_dialect(args.from_dialect)
+    check_dialect(args.dialect)
+    source = open_input(args.file)
+    label = "<stdin>" if args.file == "-" else args.file
+    out = _Output(sys.stdout.buffer, flush_each=not _is_regular_file(source))
+    sink = make_sink(args.output_format, out, dialect=args.dialect)
+    with read(source, args.from_dialect, max_line_bytes=args.max_line_bytes, label=label) as reader:
+        events: Iterable[object] = reader
+        if not args.no_progress:
+            events = with_progress(reader, source, sys.stderr, verb="converting")
+        for event in events:
+            sink.emit(event)  # type: ignore[arg-type]
+    sink.close()
+    out.flush()
+    return 0
+
+
+class _Output:
+    """Buffered writes to stdout, flushed per line for live input; a closed reader exits 141 quietly."""
+
+    def __init__(self, file: IO[bytes], *, flush_each: bool) -> None:
+        self.file, self.flush_each = file, flush_each
+
+    def write(self, data: bytes) -> None:
+        try:
+            self.file.write(data)
+            if self.flush_each:
+                self.file.flush()
+        except BrokenPipeError:
+            self._closed()
+
+    def flush(self) -> None:
+        try:
+            self.file.flush()
+        except BrokenPipeError:
+            self._closed()
+
+    def _closed(self) -> None:
+        from agentstream.render import OutputClosed
+
+        # Point stdout at /dev/null so the interpreter's final flush does not complain again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        raise OutputClosed()
+
+
+def _is_regular_file(file: IO[bytes]) -> bool:
+    try:
+        return stat.S_ISREG(os.fstat(file.fileno()).st_mode)
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def with_progress(items: Iterable[T], source: IO[bytes], err: IO[str], *, verb: str) -> Iterator[T]:
+    """Pass ``items`` through, drawing "verb: 12.0 MiB of 1.0 GiB (1%)" on ``err`` when it is a terminal.
+
+    Only for regular files of at least :data:`PROGRESS_MIN_BYTES`; never on stdout.
+    The line is erased when the input is done.
+    """
+    size = os.fstat(source.fileno()).st_size if _is_regular_file(source) else 0
+    if size < PROGRESS_MIN_BYTES or not err.isatty():
+        yield from items
+        return
+    shown_at = time.monotonic()
+    try:
+        for count, item in enumerate(items):
+            yield item
+            if count & 1023 == 0 and time.monotonic() - shown_at >= PROGRESS_EVERY_S:
+                shown_at = time.monotonic()
+                done = source.tell()
+                err.write(f"\r{verb}: {_size(done)} of {_size(size)} ({done * 100 // size}%)\x1b[K")
+                err.flush()
+    finally:
+        err.write("\r\x1b[K")
+        err.flush()
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024:
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return f"{n:.1f} GiB"

@@ -1,0 +1,53 @@
+"""``agentstream runs``: the runs on the bus, newest first, as one JSON envelope."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from agentstream.bus.publish import add_bus_option
+
+STATUSES = ("queued", "running", "succeeded", "failed", "interrupted")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--status", action="append", choices=STATUSES, default=[], help="only runs in this state (repeatable)"
+    )
+    parser.add_argument("--limit", type=int, default=20, metavar="N", help="at most N runs (default 20)")
+    add_bus_option(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from agentstream.bus import open_bus
+    from agentstream.bus.actions import follow_action, runs_action, submit_action, watch_action
+    from agentstream.bus.envelope import ok_envelope, print_envelope, print_error
+    from agentstream.errors import AgentstreamError, UsageError
+
+    command = "agentstream runs"
+    try:
+        if args.limit < 1:
+            raise UsageError(f"--limit must be at least 1, not {args.limit}", fix="pass --limit 20, say")
+        with open_bus(args.bus) as bus:
+            runs = bus.list_runs(statuses=args.status, limit=args.limit)
+    except AgentstreamError as exc:
+        return print_error(command, exc, [runs_action()])
+    actions = [follow_action(runs[0].run_id)] if runs else [submit_action()]
+    actions += [runs_action(), watch_action()]
+    listed = [_row(info) for info in runs]
+    return print_envelope(ok_envelope(command, {"runs": listed, "count": len(listed)}, actions))
+
+
+def _row(info: Any) -> dict[str, Any]:
+    import msgspec
+
+    row = msgspec.to_builtins(info)
+    for key in ("created", "updated"):
+        row[key] = _rfc3339(row[key]) if row.get(key) else None
+    return row
+
+
+def _rfc3339(unix: float) -> str:
+    whole = int(unix)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{int((unix - whole) * 1000):03d}Z"

@@ -1,0 +1,197 @@
+"""``agentstream wrap -- CMD ARGS…``: run any agent CLI and re-emit its stream with every guarantee.
+
+The wrap is a producer in its own right (a :class:`~agentstream.stream.Stream`):
+its ``start`` comes first, the child's events follow re-stamped into the wrap's
+session (the child's own session id is kept in a ``status`` event named
+``child_session``), and exactly one ``result`` ends it, whose exit code is the
+process's: 0 when the child succeeded, the child's failure code otherwise, and
+128 + N when the wrap itself got signal N. The first SIGINT/SIGTERM/SIGHUP is
+passed on to the child, whose last events are still relayed (bounded by
+``--grace``); a second one stops everything at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import signal
+import sys
+import threading
+from typing import TYPE_CHECKING, Any
+
+from agentstream.cli._options import add_output_options
+from agentstream.cli.convert_cmd import add_to_alias, check_dialect
+
+if TYPE_CHECKING:
+    from types import FrameType
+
+    from agentstream import protocol as p
+    from agentstream.read import Spawn
+    from agentstream.stream import Stream
+
+_FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    add_output_options(parser)
+    add_to_alias(parser)
+    parser.add_argument(
+        "--from",
+        dest="from_dialect",
+        metavar="DIALECT",
+        default="auto",
+        help="the child's wire format (default: detect it from its first lines)",
+    )
+    parser.add_argument(
+        "--stderr-as-logs",
+        action="store_true",
+        help="put the child's stderr lines in the stream as log events (default: pass them through to stderr)",
+    )
+    parser.add_argument(
+        "--exit-timeout",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="how long the child may linger after its result or after closing stdout (default 5)",
+    )
+    parser.add_argument(
+        "--grace",
+        type=float,
+        default=3.0,
+        metavar="SECONDS",
+        help="between SIGTERM and SIGKILL when the child has to be stopped (default 3)",
+    )
+    parser.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS ...]", help="the command to run")
+
+
+def run(args: argparse.Namespace) -> int:
+    from agentstream.read import spawn
+    from agentstream.stream import Stream
+
+    argv = _command(args.argv)
+    check_dialect(args.from_dialect)
+    check_dialect(args.dialect)
+    with Stream(shlex.join(argv), output_format=args.output_format, dialect=args.dialect) as stream:
+        child = spawn(
+            argv,
+            args.from_dialect,
+            stderr_as_logs=args.stderr_as_logs,
+            on_stderr=None if args.stderr_as_logs else _echo,
+            cancel_grace_s=args.grace,
+            exit_timeout_s=args.exit_timeout,
+            new_process_group=True,
+        )
+        _Relay(stream, child).run()
+    return stream.result.exit_code if stream.result is not None else 1
+
+
+def _command(argv: list[str]) -> list[str]:
+    from agentstream.errors import UsageError
+
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    if not argv:
+        raise UsageError("no command to run", fix="agentstream wrap [OPTIONS] -- CMD [ARGS ...]")
+    return argv
+
+
+def _echo(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+class _Forwarder:
+    """First signal: pass it to the child and let its stream end (bounded). Second: the Stream's own handler."""
+
+    def __init__(self, child: Spawn) -> None:
+        self.child = child
+        self.signum = 0
+        self._previous: dict[int, Any] = {}
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum in _FORWARDED:
+            self._previous[signum] = signal.signal(signum, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if not self.signum:
+            self.signum = signum
+            self.child.cancel(signum)
+            return
+        self.child.kill()
+        previous = self._previous.get(signum)
+        if callable(previous):
+            previous(signum, frame)
+
+
+class _Relay:
+    """Moves the child's events into the wrap's stream, then ends it with one result."""
+
+    def __init__(self, stream: Stream, child: Spawn) -> None:
+        self.stream = stream
+        self.child = child
+        self.forwarder = _Forwarder(child)
+        self.held: p.Error | None = None
+        """The child's fatal error, kept so that it lands right before our result."""
+
+    def run(self) -> None:
+        from agentstream import protocol as p
+
+        final: p.Result | None = None
+        with self.child:
+            self.forwarder.install()
+            for event in self.child:
+                if isinstance(event, p.Result):
+                    final = event
+                else:
+                    self._relay(event)
+        self._finish(final)
+
+    def _relay(self, event: p.AnyEvent) -> None:
+        from agentstream import protocol as p
+
+        if self.held is not None:
+            self.stream.emit(self.held)
+            self.held = None
+        if isinstance(event, p.Error) and not event.recoverable:
+            self.held = event
+        elif isinstance(event, p.Start):
+            if event.synthetic is not True:
+                self.stream.status("child_session", event.session_id)
+        elif isinstance(event, p.UnknownEvent):
+            self.stream.emit(p.GenericEvent(name=event.type, data=event.raw))
+        else:
+            self.stream.emit(event)
+
+    def _finish(self, final: p.Result | None) -> None:
+        from agentstream import protocol as p
+        from agentstream.errors import ErrorCode, ExitCode, exit_code_for_signal
+        from agentstream.transcript import has_usage
+
+        stream, held = self.stream, self.held
+        if self.forwarder.signum:
+            signum = self.forwarder.signum
+            stream.fail(
+                ErrorCode.INTERRUPTED,
+                f"interrupted by {signal.Signals(signum).name}; the signal was passed on to the child",
+                exit_code=exit_code_for_signal(signum),
+                subtype="interrupted",
+                details={"child_error": {"code": held.code, "message": held.message}} if held else p.UNSET,
+            )
+            return
+        if final is None:  # spawn always ends with a result; this is only a guard
+            stream.fail(ErrorCode.STREAM_TRUNCATED, "the child's stream ended without a result")
+            return
+        if has_usage(final.usage):
+            stream.usage = final.usage
+        if held is not None:
+            stream.emit(held)
+        stream.finish(
+            ok=final.ok,
+            exit_code=0 if final.ok else (final.exit_code or ExitCode.ERROR),
+            subtype=final.subtype,
+            result=final.result if isinstance(final.result, str) else None,
+            error=final.error if isinstance(final.error, p.ErrorInfo) else None,
+            next_actions=final.next_actions,
+        )

@@ -1,0 +1,612 @@
+"""Building blocks shared by the dialect modules, so each module holds only its wire format.
+
+What is here, and when to use it:
+
+- **Timestamps** — :func:`rfc3339` turns a dialect's epoch milliseconds or ISO 8601
+  string into the canonical RFC 3339 UTC form with milliseconds (``None`` when the
+  value is unusable, so the caller falls back to "now"); :func:`epoch_ms` and
+  :func:`iso` go the other way for encoders.
+- **Field access** — :class:`Fields` reads one dialect object with type checks and
+  raises :class:`~agentstream.errors.MalformedEventError` naming the dialect, the
+  line type and the field, so a structurally unusable line fails precisely.
+- **JSON in strings** — :func:`parse_arguments` / :func:`arguments_text` for tool
+  arguments sent as a JSON string (invalid JSON is kept under
+  :data:`RAW_ARGUMENTS_KEY`); :func:`text_or_json` / :func:`json_or_text` carry an
+  object or array through a canonical string field and back, exactly.
+- **Tool pairing** — :class:`ToolPairs` remembers open calls so a result line that
+  lacks the tool's name (or its id) still pairs with its call.
+- **Decoding** — :class:`EventDecoder` dispatches each object to ``on_<type>``,
+  passes unknown types through as :class:`~agentstream.protocol.UnknownEvent`,
+  adopts the dialect's session id, synthesises ``start`` when a stream lacks one,
+  buffers delta runs (:meth:`EventDecoder.chunk`) and closes each with one complete
+  ``message``/``reasoning`` before the next non-delta event or at EOF, and keeps a
+  :class:`~agentstream.transcript.Tally` for the ``result`` a dialect leaves
+  incomplete.
+- **Encoding** — :class:`EventEncoder` dispatches each canonical event to
+  ``on_<type>`` (no handler: the dialect cannot carry it, so it is dropped),
+  writes a ``start`` first and a terminal event last on every path, remembers
+  which messages already went out as deltas, and can hold a fatal ``error`` so
+  that a dialect whose terminal event carries the error folds it in.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, ClassVar, NoReturn
+
+import msgspec
+
+from agentstream import protocol as p
+from agentstream.dialects.base import DialectDecoder, DialectEncoder
+from agentstream.errors import ErrorCode, MalformedEventError
+from agentstream.transcript import Tally
+
+__all__ = [
+    "RAW_ARGUMENTS_KEY",
+    "ROLES",
+    "EventDecoder",
+    "EventEncoder",
+    "Fields",
+    "ToolPairs",
+    "arguments_text",
+    "encode_object",
+    "epoch_ms",
+    "iso",
+    "json_or_text",
+    "parse_arguments",
+    "rfc3339",
+    "text_or_json",
+]
+
+ROLES: frozenset[str] = frozenset({"system", "user", "assistant", "tool"})
+RAW_ARGUMENTS_KEY = "_raw_arguments"
+"""Where tool arguments that are not a JSON object are kept, as the original string."""
+
+_INT_LIMIT = 2**63
+_MAX_EPOCH_MS = 253_402_300_800_000  # 10000-01-01T00:00:00Z
+_json_encode = msgspec.json.Encoder().encode
+_json_decode = msgspec.json.Decoder().decode
+_NOT_DATA = frozenset({"type", "v", "session_id", "seq", "ts", "synthetic"})
+
+
+# -- timestamps ------------------------------------------------------------------
+
+
+def _format(moment: datetime) -> str:
+    return (
+        f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T"
+        f"{moment.hour:02d}:{moment.minute:02d}:{moment.second:02d}.{moment.microsecond // 1000:03d}Z"
+    )
+
+
+def _parse_iso(text: str) -> datetime | None:
+    try:
+        moment = datetime.fromisoformat(text)
+        if moment.tzinfo is None:
+            return moment.replace(tzinfo=UTC)
+        return moment.astimezone(UTC)
+    except (ValueError, OverflowError):
+        return None
+
+
+def rfc3339(value: object) -> str | None:
+    """A dialect timestamp (epoch ms number or ISO 8601 string) as canonical RFC 3339 UTC ms, or ``None``."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        if not math.isfinite(value) or not 0 <= value < _MAX_EPOCH_MS:
+            return None
+        seconds, millis = divmod(int(value), 1000)
+        return _format(datetime.fromtimestamp(seconds, UTC).replace(microsecond=millis * 1000))
+    if isinstance(value, str):
+        moment = _parse_iso(value)
+        return _format(moment) if moment is not None else None
+    return None
+
+
+def epoch_ms(ts: str) -> int:
+    """A canonical timestamp as epoch milliseconds (now, when it is empty or unreadable)."""
+    moment = _parse_iso(ts) if ts else None
+    if moment is None:
+        moment = _parse_iso(p.now_ts())
+        assert moment is not None
+    return int(moment.timestamp()) * 1000 + moment.microsecond // 1000
+
+
+def iso(ts: str) -> str:
+    """A canonical timestamp for an ISO 8601 field (now, when the event was never stamped)."""
+    return ts or p.now_ts()
+
+
+# -- typed field access ------------------------------------------------------------
+
+
+class Fields:
+    """Type-checked access to one dialect object.
+
+    Required getters raise :class:`MalformedEventError` when the field is missing
+    or has the wrong type; ``opt_*`` getters return ``None`` for a missing or null
+    field and raise only for a wrong type. Unknown fields are never looked at.
+    """
+
+    __slots__ = ("obj", "where")
+
+    def __init__(self, obj: dict[str, Any], where: str) -> None:
+        self.obj = obj
+        self.where = where
+
+    def fail(self, problem: str) -> NoReturn:
+        raise MalformedEventError(
+            f"{self.where}: {problem}",
+            fix="check that the input really is this dialect's output (see docs/dialects.md)",
+        )
+
+    def _get(self, key: str, kind: str, accept: Any, required: bool) -> Any:
+        value = self.obj.get(key)
+        if value is None:
+            if required:
+                self.fail(f"field '{key}' is missing (expected {kind})")
+            return None
+        if not accept(value):
+            self.fail(f"field '{key}' must be {kind}, not {_kind_of(value)}")
+        return value
+
+    def text(self, key: str) -> str:
+        return self._get(key, "a string", _is_str, True)  # type: ignore[no-any-return]
+
+    def opt_text(self, key: str) -> str | None:
+        return self._get(key, "a string", _is_str, False)  # type: ignore[no-any-return]
+
+    def flag(self, key: str) -> bool:
+        return self._get(key, "a boolean", _is_bool, True)  # type: ignore[no-any-return]
+
+    def opt_flag(self, key: str) -> bool | None:
+        return self._get(key, "a boolean", _is_bool, False)  # type: ignore[no-any-return]
+
+    def integer(self, key: str) -> int:
+        return int(self._get(key, "an integer", _is_int, True))
+
+    def opt_integer(self, key: str) -> int | None:
+        value = self._get(key, "an integer", _is_int, False)
+        return None if value is None else int(value)
+
+    def opt_number(self, key: str) -> float | int | None:
+        return self._get(key, "a number", _is_number, False)  # type: ignore[no-any-return]
+
+    def mapping(self, key: str) -> dict[str, Any]:
+        return self._get(key, "an object", _is_dict, True)  # type: ignore[no-any-return]
+
+    def opt_mapping(self, key: str) -> dict[str, Any] | None:
+        return self._get(key, "an object", _is_dict, False)  # type: ignore[no-any-return]
+
+    def opt_strings(self, key: str) -> list[str] | None:
+        return self._get(key, "a list of strings", _is_strings, False)  # type: ignore[no-any-return]
+
+    def opt_list(self, key: str) -> list[Any] | None:
+        return self._get(key, "a list", _is_list, False)  # type: ignore[no-any-return]
+
+    def sub(self, key: str) -> Fields:
+        """The object under ``key`` (required), with messages that name the path to it."""
+        return Fields(self.mapping(key), f"{self.where}.{key}")
+
+    def opt_sub(self, key: str) -> Fields | None:
+        value = self.opt_mapping(key)
+        return None if value is None else Fields(value, f"{self.where}.{key}")
+
+    def role(self, key: str) -> p.Role:
+        value = self.text(key)
+        if value not in ROLES:
+            self.fail(f"field '{key}' must be one of {', '.join(sorted(ROLES))}, not {value!r}")
+        return value  # type: ignore[return-value]
+
+    def choice(self, key: str, choices: tuple[str, ...]) -> str:
+        value = self.text(key)
+        if value not in choices:
+            self.fail(f"field '{key}' must be one of {', '.join(choices)}, not {value!r}")
+        return value
+
+    def ts(self, key: str) -> str | None:
+        """A timestamp, leniently: an unreadable one is ignored rather than failing the line."""
+        return rfc3339(self.obj.get(key))
+
+
+def _kind_of(value: object) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(type(value), type(value).__name__)
+
+
+def _is_str(value: object) -> bool:
+    return isinstance(value, str)
+
+
+def _is_bool(value: object) -> bool:
+    return isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return math.isfinite(value) and -_INT_LIMIT <= value < _INT_LIMIT
+
+
+def _is_int(value: object) -> bool:
+    return _is_number(value) and float(value).is_integer()  # type: ignore[arg-type]
+
+
+def _is_dict(value: object) -> bool:
+    return isinstance(value, dict)
+
+
+def _is_list(value: object) -> bool:
+    return isinstance(value, list)
+
+
+def _is_strings(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+# -- JSON carried in strings -----------------------------------------------------
+
+
+def parse_arguments(value: object, fields: Fields, key: str) -> tuple[dict[str, Any], str | None]:
+    """Tool arguments sent as a JSON string (or already an object) as an object.
+
+    Returns the arguments and, when the string was not a JSON object, what was
+    wrong with it; the caller reports that, and the string is kept whole under
+    :data:`RAW_ARGUMENTS_KEY` so nothing is lost.
+    """
+    if value is None:
+        return {}, None
+    if isinstance(value, dict):
+        return value, None
+    if not isinstance(value, str):
+        fields.fail(f"field '{key}' must be a JSON string or an object, not {_kind_of(value)}")
+    try:
+        parsed = _json_decode(value)
+    except msgspec.DecodeError:
+        return {RAW_ARGUMENTS_KEY: value}, "are not valid JSON"
+    if not isinstance(parsed, dict):
+        return {RAW_ARGUMENTS_KEY: value}, "are not a JSON object"
+    return parsed, None
+
+
+def arguments_text(arguments: dict[str, Any]) -> str:
+    """The inverse of :func:`parse_arguments`: compact JSON, or the raw string it kept."""
+    raw = arguments.get(RAW_ARGUMENTS_KEY)
+    if len(arguments) == 1 and isinstance(raw, str):
+        return raw
+    return _json_encode(arguments).decode()
+
+
+def text_or_json(value: object) -> str:
+    """A value for a canonical string field: strings as they are, anything else as compact JSON."""
+    return value if isinstance(value, str) else _json_encode(value).decode()
+
+
+def json_or_text(text: str) -> Any:
+    """The inverse of :func:`text_or_json`: an object or array back as itself, any other string unchanged.
+
+    Only text that re-encodes to exactly itself is parsed, so the round trip is exact.
+    """
+    if not text.startswith(("{", "[")):
+        return text
+    try:
+        value = _json_decode(text)
+    except msgspec.DecodeError:
+        return text
+    return value if _json_encode(value).decode() == text else text
+
+
+def encode_object(obj: dict[str, Any]) -> bytes:
+    """One dialect line (no newline), keys in the order the dict was built."""
+    return _json_encode(obj)
+
+
+# -- tool pairing ------------------------------------------------------------------
+
+
+class ToolPairs:
+    """Open tool calls by id, so a result can be paired by id (to find its name) or by name (to find its id).
+
+    Calls are forgotten when their result arrives, so memory holds only the calls still running.
+    """
+
+    def __init__(self) -> None:
+        self._open: dict[str, str] = {}
+
+    def called(self, call_id: str | None, name: str) -> str:
+        """Record a call; returns its id (a new one when the dialect gave none)."""
+        call_id = call_id or p.new_id("call")
+        self._open[call_id] = name
+        return call_id
+
+    def finished(self, call_id: str | None, name: str | None) -> tuple[str, str]:
+        """The id and name of the call a result belongs to."""
+        if call_id is None and name is not None:
+            call_id = next((cid for cid, open_name in self._open.items() if open_name == name), None)
+        if call_id is None:
+            return p.new_id("call"), name or "unknown"
+        known = self._open.pop(call_id, None)
+        return call_id, name or known or "unknown"
+
+
+# -- decoding ------------------------------------------------------------------------
+
+
+@dataclass
+class _Run:
+    """Chunks of one message or reasoning block whose complete event is still owed."""
+
+    reasoning: bool
+    role: p.Role
+    run_id: str
+    ts: str | None = None
+    parts: list[str] = field(default_factory=list)
+
+    def delta(self, text: str) -> p.BaseEvent:
+        self.parts.append(text)
+        if self.reasoning:
+            return p.ReasoningDelta(reasoning_id=self.run_id, content=text)
+        return p.MessageDelta(message_id=self.run_id, role=self.role, content=text)
+
+    def complete(self, content: str | None = None) -> p.BaseEvent:
+        """The complete event: the dialect's own ``content`` when it sent one, else the deltas joined."""
+        text = "".join(self.parts) if content is None else content
+        if self.reasoning:
+            return p.Reasoning(reasoning_id=self.run_id, content=text)
+        return p.Message(message_id=self.run_id, role=self.role, content=text)
+
+
+class EventDecoder(DialectDecoder):
+    """A dialect decoder that routes each object to ``on_<type>(fields)``.
+
+    Subclasses set :attr:`dialect` and :attr:`command` and define one handler per
+    documented line type. Handlers validate through :class:`Fields` before they
+    emit anything, so a malformed line leaves no half-decoded events behind.
+    """
+
+    dialect: ClassVar[str]
+    command: ClassVar[str]
+    """The ``start.command`` to use when the dialect's stream does not name one."""
+
+    def __init__(self, session_id: str | None = None) -> None:
+        super().__init__(session_id)
+        self._session_fixed = session_id is not None
+        self.started = False
+        self.tally = Tally()
+        self.tools = ToolPairs()
+        self.last_fatal: p.Error | None = None
+        """The event just emitted, when it is a fatal error (its ``result`` must come next)."""
+        self._run: _Run | None = None
+        self._named: dict[tuple[bool, str], _Run] = {}
+
+    # dispatch
+
+    def decode_object(self, obj: dict[str, Any]) -> None:
+        kind = obj.get("type")
+        if not isinstance(kind, str):
+            self.decode_untyped(obj)
+            return
+        name = self.handler_name(kind)
+        handler = getattr(self, name, None) if name.isidentifier() else None
+        if handler is None:
+            self.pass_through(kind, obj)
+            return
+        handler(Fields(obj, f"{self.dialect} '{kind}' line"))
+
+    def handler_name(self, kind: str) -> str:
+        """The method that decodes lines of type ``kind``; dialects whose types are not identifiers map them."""
+        return "on_" + kind
+
+    def decode_untyped(self, obj: dict[str, Any]) -> None:
+        """An object without a string ``type``; dialects with untyped lines override this."""
+        Fields(obj, f"{self.dialect} line").text("type")
+
+    def pass_through(self, kind: str, obj: dict[str, Any]) -> None:
+        """Keep a line of a type this decoder does not know, whole, as an unknown event."""
+        self.close_run()
+        self._out.append(p.UnknownEvent(type=kind, raw=obj))
+
+    def adopt_session(self, session_id: str | None) -> None:
+        """Use the dialect's own session id, unless the caller fixed one or events are already out."""
+        if session_id and not self._session_fixed and self.sequencer.next_seq == 0:
+            self.sequencer.session_id = session_id
+
+    # emitting
+
+    def emit(self, event: p.BaseEvent, ts: str | None = None) -> None:
+        """Queue a canonical event, first closing any open delta run with its complete event."""
+        self.close_run()
+        self._stamp(event, ts)
+
+    def _stamp(self, event: p.BaseEvent, ts: str | None) -> None:
+        if isinstance(event, p.Start):
+            if self.started:
+                data = {k: v for k, v in msgspec.to_builtins(event).items() if k not in _NOT_DATA}
+                event = p.GenericEvent(name="start", data=data)
+            self.started = True
+        elif not self.started:
+            self.started = True
+            super().emit(p.Start(command=self.command, synthetic=True), ts)
+        self.tally.add(event)
+        self.last_fatal = event if isinstance(event, p.Error) and not event.recoverable else None
+        super().emit(event, ts)
+
+    def chunk(self, text: str, *, ts: str | None = None, role: p.Role = "assistant", reasoning: bool = False) -> None:
+        """Emit one delta of the current run (starting a run when none of this kind is open)."""
+        run = self._run
+        if run is not None and (run.reasoning, run.role) != (reasoning, role):
+            self.close_run()
+            run = None
+        if run is None:
+            run = self._run = _Run(reasoning, role, p.new_id("rsn" if reasoning else "msg"))
+        run.ts = ts
+        self._stamp(run.delta(text), ts)
+
+    @property
+    def run_open(self) -> bool:
+        return self._run is not None
+
+    def close_run(self) -> None:
+        """Emit the complete message (or reasoning) that closes the open delta run, if any."""
+        run, self._run = self._run, None
+        if run is None:
+            return
+        self._stamp(run.complete(), run.ts)
+
+    def delta(
+        self, run_id: str, text: str, *, ts: str | None = None, role: p.Role = "assistant", reasoning: bool = False
+    ) -> None:
+        """A delta of a run the dialect names and ends itself (several may be open at once).
+
+        Unlike :meth:`chunk`, other events do not close it: :meth:`complete` does, or EOF.
+        """
+        key = (reasoning, run_id)
+        run = self._named.get(key)
+        if run is None:
+            run = self._named[key] = _Run(reasoning, role, run_id)
+        run.ts = ts
+        self._stamp(run.delta(text), ts)
+
+    def complete(
+        self,
+        run_id: str,
+        content: str | None = None,
+        *,
+        ts: str | None = None,
+        role: p.Role = "assistant",
+        reasoning: bool = False,
+    ) -> None:
+        """Emit the complete ``message``/``reasoning`` of a named run (with no deltas before it, just the event).
+
+        ``content`` is the dialect's own complete text; without it the deltas are joined.
+        """
+        run = self._named.pop((reasoning, run_id), None) or _Run(reasoning, role, run_id)
+        self.emit(run.complete(content), ts)
+
+    def close_named_runs(self) -> None:
+        """Close every named run the dialect never ended, with ``synthetic`` complete events."""
+        runs, self._named = list(self._named.values()), {}
+        for run in runs:
+            event = run.complete()
+            event.synthetic = True
+            self.emit(event, run.ts)
+
+    def finish(self) -> list[p.AnyEvent]:
+        self.close_run()
+        self.close_named_runs()
+        return self.drain()
+
+    # helpers for terminal events
+
+    def fatal_info(self) -> p.ErrorInfo | msgspec.UnsetType:
+        """The error of the fatal ``error`` just emitted, for the ``result`` that follows it."""
+        fatal = self.last_fatal
+        if fatal is None:
+            return p.UNSET
+        return p.ErrorInfo(code=fatal.code, message=fatal.message, fix=fatal.fix)
+
+    def warn_arguments(self, fields: Fields, problem: str | None, ts: str | None) -> None:
+        """Say, in the stream, that a tool's arguments were kept as a raw string."""
+        if problem is not None:
+            self.emit(
+                p.Log(level="warn", message=f"{fields.where}: the arguments {problem}; kept as a string under "
+                      f"'{RAW_ARGUMENTS_KEY}'"),
+                ts,
+            )
+
+
+# -- encoding ------------------------------------------------------------------------
+
+
+class EventEncoder(DialectEncoder):
+    """A dialect encoder that routes each canonical event to ``on_<type>(event) -> list[dict]``.
+
+    Events without a handler are dropped (the dialect cannot carry them). The
+    dialect's own guarantees are kept here: a ``start`` line comes first (made up
+    from the first event when the stream lacks one), nothing follows the terminal
+    line, and :meth:`finish` writes a failed terminal when the stream ended
+    without a ``result``. With :attr:`fold_fatal`, a fatal ``error`` is held until
+    the next event: a ``result`` takes it (see :meth:`failure`), anything else
+    releases it through ``on_error``.
+    """
+
+    fold_fatal: ClassVar[bool] = False
+
+    def __init__(self) -> None:
+        self.started = False
+        self.closed = False
+        self.session_id = ""
+        self.tally = Tally()
+        self.held_fatal: p.Error | None = None
+        self._delta_ids: set[str] = set()
+
+    def encode(self, event: p.AnyEvent) -> list[bytes]:
+        if self.closed or not isinstance(event, p.BaseEvent):
+            return []
+        lines: list[bytes] = []
+        if not self.started:
+            self.started = True
+            if not isinstance(event, p.Start):
+                lines += self._lines(p.Start(command="", session_id=event.session_id, ts=event.ts, synthetic=True))
+        if self.held_fatal is not None and not isinstance(event, p.Result):
+            held, self.held_fatal = self.held_fatal, None
+            lines += self._lines(held)
+        if self.fold_fatal and isinstance(event, p.Error) and not event.recoverable:
+            self.held_fatal = event
+            return lines
+        lines += self._lines(event)
+        if isinstance(event, p.Result):
+            self.closed = True
+            self.held_fatal = None
+        return lines
+
+    def _lines(self, event: p.BaseEvent) -> list[bytes]:
+        self.session_id = event.session_id or self.session_id
+        self.tally.add(event)
+        handler = getattr(self, "on_" + event.type, None)
+        if handler is None:
+            return []
+        return [encode_object(obj) for obj in handler(event)]
+
+    def finish(self) -> list[bytes]:
+        """A failed terminal line when the stream ended without a ``result`` (nothing if it never began)."""
+        if self.closed or not self.started:
+            return []
+        message = "the stream ended without a result"
+        lines = self.encode(
+            p.Error(code=ErrorCode.NOT_FINISHED, message=message, session_id=self.session_id, synthetic=True)
+        )
+        return lines + self.encode(
+            p.Result(
+                ok=False,
+                subtype="error",
+                exit_code=1,
+                tools_used=list(self.tally.tools_used),
+                usage=self.tally.usage,
+                error=p.ErrorInfo(code=ErrorCode.NOT_FINISHED, message=message),
+                session_id=self.session_id,
+                synthetic=True,
+            )
+        )
+
+    def failure(self, result: p.Result) -> p.ErrorInfo | None:
+        """Why a failed run failed: the result's own error, else the fatal error held for it."""
+        if result.error is not p.UNSET:
+            return result.error
+        held = self.held_fatal
+        if held is not None:
+            return p.ErrorInfo(code=held.code, message=held.message, fix=held.fix)
+        return None
+
+    def wrote_delta(self, block_id: str) -> None:
+        """Remember that a delta of this message or reasoning block went out."""
+        self._delta_ids.add(block_id)
+
+    def closes_deltas(self, block_id: str) -> bool:
+        """Whether deltas of this block went out (so its complete event must not repeat the text)."""
+        if block_id in self._delta_ids:
+            self._delta_ids.discard(block_id)
+            return True
+        return False

@@ -1,0 +1,314 @@
+"""Cursor CLI ``--print --output-format stream-json`` (``cursor-agent`` / ``agent``).
+
+Lines: ``system``/``init``, ``user``, ``assistant`` (``message.content[].text``),
+``tool_call`` ``started``/``completed`` (the tool is the one key of ``tool_call``:
+``readToolCall``, ``writeToolCall``, … or ``function {name, arguments}``), the
+undocumented top-level ``thinking`` ``delta``/``completed``, and a terminal
+``result`` on success only. Cursor has no error line.
+
+``assistant`` lines come in three forms. With ``--stream-partial-output`` a line
+with ``timestamp_ms`` and no ``model_call_id`` is a delta; once a stream has shown
+one, the other two forms (the flush before a tool call, with ``model_call_id``, and
+the final flush, with neither) repeat text already sent and are skipped. Without
+partial output every ``assistant`` line is a complete segment.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentstream import protocol as p
+from agentstream.dialects._common import (
+    EventDecoder,
+    EventEncoder,
+    Fields,
+    arguments_text,
+    epoch_ms,
+    json_or_text,
+    parse_arguments,
+    rfc3339,
+    text_or_json,
+)
+from agentstream.dialects.base import Dialect, DialectDecoder, DialectEncoder
+from agentstream.errors import ErrorCode
+
+_SUFFIX = "ToolCall"
+_FUNCTION = "function"
+# Tools Cursor names with their own ``<name>ToolCall`` key (documented or seen in real streams);
+# any other tool is written in the generic ``function`` form.
+_NAMED_TOOLS = frozenset({"read", "write", "edit", "shell", "grep", "glob", "ls", "delete", "mcp", "webSearch"})
+_ERROR_TEXT_KEYS = ("message", "errorMessage", "error")
+
+
+def _text_of(f: Fields) -> str:
+    """The text of a Cursor ``message``: its ``text`` content parts, in order."""
+    parts = f.opt_list("content")
+    if parts is None:
+        f.fail("field 'content' is missing (expected a list of content parts)")
+    texts = []
+    for part in parts:
+        if not isinstance(part, dict):
+            f.fail("every 'content' part must be an object")
+        text = part.get("text")
+        if part.get("type") == "text":
+            if not isinstance(text, str):
+                f.fail("a 'text' content part needs a string 'text'")
+            texts.append(text)
+    return "".join(texts)
+
+
+def _tool_of(f: Fields) -> tuple[str, Fields]:
+    """The tool's key inside ``tool_call`` and its object."""
+    for key, value in f.obj.items():
+        if isinstance(value, dict) and (key == _FUNCTION or key.endswith(_SUFFIX)):
+            return key, Fields(value, f"{f.where}.{key}")
+    f.fail("no '<name>ToolCall' or 'function' object inside 'tool_call'")
+
+
+def _error_text(value: object) -> str:
+    if isinstance(value, dict):
+        for key in _ERROR_TEXT_KEYS:
+            if isinstance(value.get(key), str):
+                return value[key]  # type: ignore[no-any-return]
+    return text_or_json(value)
+
+
+class CursorDecoder(EventDecoder):
+    dialect = "cursor"
+    command = "cursor-agent"
+
+    def __init__(self, session_id: str | None = None) -> None:
+        super().__init__(session_id)
+        self._partial = False
+        """True once a streaming delta was seen: later flush forms repeat text already sent."""
+
+    def on_system(self, f: Fields) -> None:
+        if f.opt_text("subtype") != "init":
+            self.pass_through("system", f.obj)
+            return
+        session_id, cwd, model = f.opt_text("session_id"), f.opt_text("cwd"), f.opt_text("model")
+        self.adopt_session(session_id)
+        self.emit(p.Start(command=self.command, cwd=cwd or "", model=model or p.UNSET))
+
+    def on_user(self, f: Fields) -> None:
+        content = _text_of(f.sub("message"))
+        self.emit(p.Message(message_id=p.new_id("msg"), role="user", content=content))
+
+    def on_assistant(self, f: Fields) -> None:
+        content = _text_of(f.sub("message"))
+        stamp, model_call = f.opt_number("timestamp_ms"), f.opt_text("model_call_id")
+        if stamp is not None and model_call is None:
+            self._partial = True
+            self.chunk(content, ts=rfc3339(stamp))
+        elif self._partial:
+            self.close_run()
+        else:
+            self.emit(p.Message(message_id=p.new_id("msg"), role="assistant", content=content), rfc3339(stamp))
+
+    def on_thinking(self, f: Fields) -> None:
+        subtype, ts = f.text("subtype"), rfc3339(f.opt_number("timestamp_ms"))
+        if subtype == "delta":
+            self.chunk(f.opt_text("text") or "", ts=ts, reasoning=True)
+        elif subtype == "completed":
+            self.close_run()
+        else:
+            self.pass_through("thinking", f.obj)
+
+    def on_tool_call(self, f: Fields) -> None:
+        subtype, call_id = f.choice("subtype", ("started", "completed")), f.opt_text("call_id")
+        key, tool = _tool_of(f.sub("tool_call"))
+        ts = rfc3339(f.opt_number("timestamp_ms"))
+        if key == _FUNCTION:
+            name = tool.text("name")
+            arguments, problem = parse_arguments(tool.obj.get("arguments"), tool, "arguments")
+        else:
+            name, arguments, problem = key.removesuffix(_SUFFIX), tool.opt_mapping("args") or {}, None
+        if subtype == "started":
+            self.warn_arguments(tool, problem, ts)
+            self.emit(p.ToolCall(call_id=self.tools.called(call_id, name), name=name, arguments=arguments), ts)
+            return
+        outcome = tool.opt_mapping("result")
+        call_id, name = self.tools.finished(call_id, name)
+        result = p.ToolResult(call_id=call_id, name=name, status="success")
+        if outcome is not None and "success" in outcome:
+            result.output = text_or_json(outcome["success"])
+        elif outcome:
+            result.status = "error"
+            result.error = _error_text(outcome.get("error", outcome))
+        self.emit(result, ts)
+
+    def on_result(self, f: Fields) -> None:
+        is_error = bool(f.opt_flag("is_error"))
+        subtype, text = f.opt_text("subtype"), f.opt_text("result")
+        duration, usage = f.opt_integer("duration_ms") or 0, f.opt_sub("usage")
+        info = None
+        if is_error:
+            info = p.ErrorInfo(code=ErrorCode.UNKNOWN, message=text or "cursor-agent reported an error")
+            self.emit(p.Error(code=info.code, message=info.message, recoverable=False))
+        result = p.Result(
+            ok=not is_error,
+            subtype=subtype or ("error" if is_error else "success"),
+            exit_code=1 if is_error else 0,
+            duration_ms=duration,
+            tools_used=list(self.tally.tools_used),
+            usage=_usage(usage) if usage is not None else self.tally.usage,
+            result=text if text is not None else p.UNSET,
+            error=info if info is not None else p.UNSET,
+        )
+        self.emit(result)
+
+
+def _usage(f: Fields) -> p.UsageTotals:
+    """The camelCase ``usage`` block later Cursor builds put on ``result`` (undocumented)."""
+    return p.UsageTotals(
+        input_tokens=f.opt_integer("inputTokens") or 0,
+        output_tokens=f.opt_integer("outputTokens") or 0,
+        cached_tokens=f.opt_integer("cacheReadTokens") or 0,
+    )
+
+
+def _content(text: str) -> list[dict[str, str]]:
+    return [{"type": "text", "text": text}]
+
+
+class CursorEncoder(EventEncoder):
+    """Writes Cursor lines. Deltas use the ``--stream-partial-output`` form (``timestamp_ms``, no
+    ``model_call_id``); once one went out, complete messages without deltas go out in that form too,
+    because a reader that follows Cursor's rules would skip them as flushes otherwise."""
+
+    fold_fatal = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._partial = False
+        self._texts: list[str] = []
+        self._tools: dict[str, tuple[str, dict[str, Any]]] = {}
+
+    def on_start(self, event: p.Start) -> list[dict[str, Any]]:
+        line: dict[str, Any] = {
+            "type": "system",
+            "subtype": "init",
+            "apiKeySource": "login",
+            "cwd": event.cwd,
+            "session_id": event.session_id,
+        }
+        if event.model is not p.UNSET:
+            line["model"] = event.model
+        line["permissionMode"] = "default"
+        return [line]
+
+    def _message(self, role: str, text: str) -> dict[str, Any]:
+        return {"type": role, "message": {"role": role, "content": _content(text)}, "session_id": self.session_id}
+
+    def _delta(self, event: p.BaseEvent, text: str) -> dict[str, Any]:
+        self._partial = True
+        return {**self._message("assistant", text), "timestamp_ms": epoch_ms(event.ts)}
+
+    def on_message(self, event: p.Message) -> list[dict[str, Any]]:
+        if event.role == "user":
+            return [self._message("user", event.content)]
+        if event.role != "assistant":
+            return []
+        self._texts.append(event.content)
+        if self.closes_deltas(event.message_id):
+            return []
+        return [self._delta(event, event.content) if self._partial else self._message("assistant", event.content)]
+
+    def on_message_delta(self, event: p.MessageDelta) -> list[dict[str, Any]]:
+        if event.role != "assistant":
+            return []
+        self.wrote_delta(event.message_id)
+        return [self._delta(event, event.content)]
+
+    def _thinking(self, event: p.BaseEvent, subtype: str, text: str | None = None) -> dict[str, Any]:
+        line: dict[str, Any] = {"type": "thinking", "subtype": subtype}
+        if text is not None:
+            line["text"] = text
+        line.update(session_id=self.session_id, timestamp_ms=epoch_ms(event.ts))
+        return line
+
+    def on_reasoning_delta(self, event: p.ReasoningDelta) -> list[dict[str, Any]]:
+        self.wrote_delta(event.reasoning_id)
+        return [self._thinking(event, "delta", event.content)]
+
+    def on_reasoning(self, event: p.Reasoning) -> list[dict[str, Any]]:
+        lines = [] if self.closes_deltas(event.reasoning_id) else [self._thinking(event, "delta", event.content)]
+        return [*lines, self._thinking(event, "completed")]
+
+    def _tool_line(self, subtype: str, call_id: str, tool: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "tool_call", "subtype": subtype, "call_id": call_id, "tool_call": tool,
+                "session_id": self.session_id}
+
+    def on_tool_call(self, event: p.ToolCall) -> list[dict[str, Any]]:
+        if event.name in _NAMED_TOOLS:
+            key, spec = event.name + _SUFFIX, {"args": event.arguments}
+        else:
+            key, spec = _FUNCTION, {"name": event.name, "arguments": arguments_text(event.arguments)}
+        self._tools[event.call_id] = (key, spec)
+        return [self._tool_line("started", event.call_id, {key: spec})]
+
+    def on_tool_result(self, event: p.ToolResult) -> list[dict[str, Any]]:
+        key, spec = self._tools.pop(event.call_id, (_FUNCTION, {"name": event.name, "arguments": "{}"}))
+        if event.status != "success":
+            text = event.error if event.error is not p.UNSET else event.output
+            spec = {**spec, "result": {"error": {"message": text if text is not p.UNSET else event.status}}}
+        elif event.output is not p.UNSET:
+            spec = {**spec, "result": {"success": json_or_text(event.output)}}
+        return [self._tool_line("completed", event.call_id, {key: spec})]
+
+    def on_result(self, event: p.Result) -> list[dict[str, Any]]:
+        failure = self.failure(event)
+        if event.result is not p.UNSET:
+            text = event.result
+        elif failure is not None and not event.ok:
+            text = failure.message
+        else:
+            text = "".join(self._texts)
+        line: dict[str, Any] = {
+            "type": "result",
+            "subtype": event.subtype,
+            "duration_ms": event.duration_ms,
+            "duration_api_ms": event.duration_ms,
+            "is_error": not event.ok,
+            "result": text,
+            "session_id": self.session_id,
+        }
+        usage = event.usage
+        if usage.input_tokens or usage.output_tokens or usage.cached_tokens:
+            line["usage"] = {
+                "inputTokens": usage.input_tokens,
+                "outputTokens": usage.output_tokens,
+                "cacheReadTokens": usage.cached_tokens,
+            }
+        return [line]
+
+
+class CursorDialect(Dialect):
+    name = "cursor"
+    summary = "Cursor CLI --output-format stream-json"
+
+    def sniff(self, obj: dict[str, Any]) -> float:
+        kind = obj.get("type")
+        if kind == "system" and obj.get("subtype") == "init":
+            # Claude Code's and Amp's init carry tools and mcp_servers; Cursor's does not (yet).
+            if any(key in obj for key in ("tools", "mcp_servers", "claude_code_version", "uuid")):
+                return 0.0
+            if obj.get("apiKeySource") in ("env", "flag", "login") or "permissionMode" in obj:
+                return 0.9
+            return 0.0
+        if kind == "tool_call" and obj.get("subtype") in ("started", "completed") and isinstance(
+            obj.get("tool_call"), dict
+        ):
+            return 0.9
+        if kind == "thinking" and obj.get("subtype") in ("delta", "completed") and "v" not in obj:
+            return 0.6
+        return 0.0
+
+    def decoder(self, session_id: str | None = None) -> DialectDecoder:
+        return CursorDecoder(session_id)
+
+    def encoder(self) -> DialectEncoder:
+        return CursorEncoder()
+
+
+DIALECT = CursorDialect()

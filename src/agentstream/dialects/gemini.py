@@ -1,0 +1,293 @@
+"""Gemini CLI ``--output-format stream-json``.
+
+Lines: ``init`` (session id, model), ``message`` (the user's prompt whole; the
+assistant's text only as ``delta: true`` chunks, never as one complete message),
+``tool_use``, ``tool_result``, ``error`` (``warning`` or ``error`` severity, not
+fatal by itself) and ``result`` (status, optional ``error {type, message}`` and
+``stats``). Every line has an ISO 8601 ``timestamp``. Gemini has no reasoning line.
+
+Gemini's exit codes follow the error class that ended the run (see ``_FATAL``);
+the decoder puts that code in ``result.exit_code``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from agentstream import protocol as p
+from agentstream.dialects._common import EventDecoder, EventEncoder, Fields, iso
+from agentstream.dialects.base import Dialect, DialectDecoder, DialectEncoder
+from agentstream.errors import ErrorCode
+
+# (Gemini error type, canonical code, Gemini's exit code). The first row for a code is
+# the type the encoder writes for it.
+_FATAL: tuple[tuple[str, str, int], ...] = (
+    ("FatalError", ErrorCode.UNKNOWN, 1),
+    ("FatalAuthenticationError", ErrorCode.AUTH_EXPIRED, 41),
+    ("FatalInputError", ErrorCode.INVALID_INPUT, 42),
+    ("FatalSandboxError", ErrorCode.UNKNOWN, 44),
+    ("FatalConfigError", ErrorCode.INVALID_INPUT, 52),
+    ("FatalTurnLimitedError", ErrorCode.MAX_TURNS, 53),
+    ("FatalToolExecutionError", ErrorCode.TOOL_FAILED, 54),
+    ("FatalUntrustedWorkspaceError", ErrorCode.PERMISSION_DENIED, 55),
+    ("FatalCancellationError", ErrorCode.INTERRUPTED, 130),
+)
+_BY_TYPE = {kind: (code, exit_code) for kind, code, exit_code in _FATAL}
+_TYPE_FOR_CODE = {code: kind for kind, code, _ in reversed(_FATAL)}
+_SUBTYPE_FOR_CODE = {ErrorCode.INTERRUPTED: "interrupted", ErrorCode.MAX_TURNS: "max_turns"}
+_KNOWN_CODES = frozenset(ErrorCode)
+_TYPED_TEXT = re.compile(r"([A-Za-z_][\w.]*): (.*)", re.DOTALL)
+_GENERIC_TYPE = "Error"
+
+
+def _code_and_exit(error_type: str) -> tuple[str, int]:
+    """The canonical code and Gemini's exit code for an error type."""
+    if error_type in _BY_TYPE:
+        return _BY_TYPE[error_type]
+    return (error_type if error_type in _KNOWN_CODES else ErrorCode.UNKNOWN), 1
+
+
+def _typed_text(f: Fields) -> str:
+    """A tool's ``error {type, message}`` as one string, ``"Type: message"`` unless the type says nothing."""
+    kind, message = f.opt_text("type") or "", f.text("message")
+    return message if kind in ("", _GENERIC_TYPE) else f"{kind}: {message}"
+
+
+def _typed_object(text: str) -> dict[str, str]:
+    """The inverse of :func:`_typed_text`."""
+    match = _TYPED_TEXT.fullmatch(text)
+    if match is not None and match[1] != _GENERIC_TYPE:
+        return {"type": match[1], "message": match[2]}
+    return {"type": _GENERIC_TYPE, "message": text}
+
+
+class GeminiDecoder(EventDecoder):
+    dialect = "gemini"
+    command = "gemini"
+
+    def __init__(self, session_id: str | None = None) -> None:
+        super().__init__(session_id)
+        self._held: tuple[str, str | None] | None = None
+        """A severity ``error`` line, held to learn whether the run's failure follows it."""
+
+    def decode_object(self, obj: dict[str, Any]) -> None:
+        if self._held is not None and obj.get("type") != "result":
+            self._release(recoverable=True)
+        super().decode_object(obj)
+
+    def finish(self) -> list[p.AnyEvent]:
+        if self._held is not None:
+            self._release(recoverable=False)
+        return super().finish()
+
+    def _release(self, *, recoverable: bool) -> None:
+        assert self._held is not None
+        (message, ts), self._held = self._held, None
+        self.emit(p.Error(code=ErrorCode.UNKNOWN, message=message, recoverable=recoverable), ts)
+
+    def on_init(self, f: Fields) -> None:
+        session_id, model = f.text("session_id"), f.opt_text("model")
+        self.adopt_session(session_id)
+        self.emit(p.Start(command=self.command, model=model or p.UNSET), f.ts("timestamp"))
+
+    def on_message(self, f: Fields) -> None:
+        role, content, ts = f.role("role"), f.text("content"), f.ts("timestamp")
+        if f.opt_flag("delta"):
+            self.chunk(content, ts=ts, role=role)
+        else:
+            self.emit(p.Message(message_id=p.new_id("msg"), role=role, content=content), ts)
+
+    def on_tool_use(self, f: Fields) -> None:
+        name, call_id = f.text("tool_name"), f.text("tool_id")
+        arguments = f.opt_mapping("parameters") or {}
+        self.emit(p.ToolCall(call_id=self.tools.called(call_id, name), name=name, arguments=arguments),
+                  f.ts("timestamp"))
+
+    def on_tool_result(self, f: Fields) -> None:
+        call_id, status = f.text("tool_id"), f.choice("status", ("success", "error"))
+        output, error = f.opt_text("output"), f.opt_sub("error")
+        call_id, name = self.tools.finished(call_id, None)
+        event = p.ToolResult(
+            call_id=call_id,
+            name=name,
+            status=status,  # type: ignore[arg-type]
+            output=output if output is not None else p.UNSET,
+            error=_typed_text(error) if error is not None else p.UNSET,
+        )
+        self.emit(event, f.ts("timestamp"))
+
+    def on_error(self, f: Fields) -> None:
+        severity, message, ts = f.choice("severity", ("warning", "error")), f.text("message"), f.ts("timestamp")
+        if severity == "error":
+            self._held = (message, ts)
+        else:
+            self.emit(p.Error(code=ErrorCode.UNKNOWN, message=message, recoverable=True), ts)
+
+    def on_result(self, f: Fields) -> None:
+        ok = f.choice("status", ("success", "error")) == "success"
+        error, stats, ts = f.opt_sub("error"), f.opt_sub("stats"), f.ts("timestamp")
+        info, exit_code = None, 0
+        if not ok and error is not None:
+            code, exit_code = _code_and_exit(error.opt_text("type") or "")
+            info = p.ErrorInfo(code=code, message=error.text("message"))
+        usage, duration_ms, per_model = _stats(stats) if stats is not None else (self.tally.usage, 0, [])
+        for usage_event in per_model:
+            self.emit(usage_event, ts)
+        if self._held is not None:
+            # A held severity-error line is the failure itself only when the result names no other.
+            self._release(recoverable=ok or info is not None)
+        if info is not None:
+            self.emit(p.Error(code=info.code, message=info.message, recoverable=False), ts)
+        elif not ok and self.last_fatal is not None:
+            info = p.ErrorInfo(code=self.last_fatal.code, message=self.last_fatal.message)
+        if not ok:
+            # Without an error object this is Gemini's InvalidStream, which exits 0; ok/exit must agree, so 1.
+            exit_code = exit_code or 1
+        result = p.Result(
+            ok=ok,
+            subtype="success" if ok else _SUBTYPE_FOR_CODE.get(info.code if info else "", "error"),
+            exit_code=exit_code,
+            duration_ms=duration_ms,
+            tools_used=list(self.tally.tools_used),
+            usage=usage,
+            error=info if info is not None else p.UNSET,
+        )
+        self.emit(result, ts)
+
+
+def _stats(f: Fields) -> tuple[p.UsageTotals, int, list[p.Usage]]:
+    """Totals, duration and one ``usage`` event per model from a result's ``stats``."""
+    totals = p.UsageTotals(
+        input_tokens=f.opt_integer("input_tokens") or 0,
+        output_tokens=f.opt_integer("output_tokens") or 0,
+        cached_tokens=f.opt_integer("cached") or 0,
+    )
+    models = f.opt_sub("models")
+    per_model = []
+    for model in models.obj if models is not None else ():
+        figures = models.sub(model)  # type: ignore[union-attr]
+        per_model.append(
+            p.Usage(
+                model=model,
+                input_tokens=figures.opt_integer("input_tokens") or 0,
+                output_tokens=figures.opt_integer("output_tokens") or 0,
+                cached_tokens=figures.opt_integer("cached") or 0,
+            )
+        )
+    return totals, f.opt_integer("duration_ms") or 0, per_model
+
+
+def _figures(usage: p.UsageTotals | p.Usage) -> dict[str, int]:
+    return {
+        "total_tokens": usage.input_tokens + usage.output_tokens,
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cached": usage.cached_tokens,
+        "input": max(usage.input_tokens - usage.cached_tokens, 0),
+    }
+
+
+class GeminiEncoder(EventEncoder):
+    fold_fatal = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._tool_calls = 0
+        self._models: dict[str, p.UsageTotals] = {}
+
+    def on_start(self, event: p.Start) -> list[dict[str, Any]]:
+        model = event.model if event.model is not p.UNSET else ""
+        return [{"type": "init", "timestamp": iso(event.ts), "session_id": event.session_id, "model": model}]
+
+    def on_message(self, event: p.Message) -> list[dict[str, Any]]:
+        if event.role == "user":
+            return [{"type": "message", "timestamp": iso(event.ts), "role": "user", "content": event.content}]
+        if event.role != "assistant" or self.closes_deltas(event.message_id):
+            return []
+        return [_delta_line(event.ts, event.content)]
+
+    def on_message_delta(self, event: p.MessageDelta) -> list[dict[str, Any]]:
+        if event.role != "assistant":
+            return []
+        self.wrote_delta(event.message_id)
+        return [_delta_line(event.ts, event.content)]
+
+    def on_tool_call(self, event: p.ToolCall) -> list[dict[str, Any]]:
+        self._tool_calls += 1
+        return [
+            {
+                "type": "tool_use",
+                "timestamp": iso(event.ts),
+                "tool_name": event.name,
+                "tool_id": event.call_id,
+                "parameters": event.arguments,
+            }
+        ]
+
+    def on_tool_result(self, event: p.ToolResult) -> list[dict[str, Any]]:
+        line: dict[str, Any] = {
+            "type": "tool_result",
+            "timestamp": iso(event.ts),
+            "tool_id": event.call_id,
+            "status": "success" if event.status == "success" else "error",
+        }
+        if event.output is not p.UNSET:
+            line["output"] = event.output
+        if event.error is not p.UNSET:
+            line["error"] = _typed_object(event.error)
+        return [line]
+
+    def on_error(self, event: p.Error) -> list[dict[str, Any]]:
+        severity = "warning" if event.recoverable else "error"
+        return [{"type": "error", "timestamp": iso(event.ts), "severity": severity, "message": event.message}]
+
+    def on_usage(self, event: p.Usage) -> list[dict[str, Any]]:
+        self._models.setdefault(event.model, p.UsageTotals()).add(event)
+        return []
+
+    def on_result(self, event: p.Result) -> list[dict[str, Any]]:
+        line: dict[str, Any] = {"type": "result", "timestamp": iso(event.ts), "status": "success" if event.ok else "error"}
+        if not event.ok:
+            failure = self.failure(event)
+            code = failure.code if failure is not None else ErrorCode.UNKNOWN
+            message = failure.message if failure is not None else "the run failed"
+            line["error"] = {"type": _TYPE_FOR_CODE.get(code, code), "message": message}
+        stats: dict[str, Any] = {**_figures(event.usage), "duration_ms": event.duration_ms, "tool_calls": self._tool_calls}
+        if self._models:
+            stats["models"] = {model: _figures(totals) for model, totals in self._models.items()}
+        if any(stats.values()):
+            line["stats"] = stats
+        return [line]
+
+
+def _delta_line(ts: str, content: str) -> dict[str, Any]:
+    return {"type": "message", "timestamp": iso(ts), "role": "assistant", "content": content, "delta": True}
+
+
+class GeminiDialect(Dialect):
+    name = "gemini"
+    summary = "Gemini CLI --output-format stream-json"
+
+    def sniff(self, obj: dict[str, Any]) -> float:
+        kind = obj.get("type")
+        if "v" in obj or "seq" in obj or not isinstance(obj.get("timestamp"), str):
+            return 0.0
+        if kind == "init" and isinstance(obj.get("session_id"), str) and "model" in obj and "cwd" not in obj:
+            return 0.95
+        if kind == "tool_use" and "tool_name" in obj and "tool_id" in obj:
+            return 0.8
+        if kind == "result" and obj.get("status") in ("success", "error"):
+            return 0.6
+        if kind == "message" and "role" in obj and "content" in obj:
+            return 0.6
+        return 0.0
+
+    def decoder(self, session_id: str | None = None) -> DialectDecoder:
+        return GeminiDecoder(session_id)
+
+    def encoder(self) -> DialectEncoder:
+        return GeminiEncoder()
+
+
+DIALECT = GeminiDialect()

@@ -1,0 +1,214 @@
+"""joelclaw's streamed NDJSON for temporal commands (ADR-0058): progress lines, then a HATEOAS envelope.
+
+Lines: ``start`` (``command``, ``ts``), ``step``, ``progress``, ``log``, ``event``,
+each with an ISO 8601 ``ts``, and one terminal line that is the standard envelope:
+``result`` ``{ok: true, command, result, next_actions}`` or ``error``
+``{ok: false, command, error {message, code}, fix, next_actions}``. A
+non-streaming joelclaw command prints only that envelope, without ``type``; the
+decoder reads it too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentstream import protocol as p
+from agentstream.dialects._common import EventDecoder, EventEncoder, Fields, iso, json_or_text, text_or_json
+from agentstream.dialects.base import Dialect, DialectDecoder, DialectEncoder
+
+_NO_FIX = "no fix was given: see error.message"
+_LOG_LEVELS = ("debug", "info", "warn", "error")
+
+
+def _next_actions(f: Fields) -> list[p.NextAction]:
+    """``next_actions`` as canonical structs (``params``, a template's parameters, kept as they are)."""
+    actions = []
+    for index, item in enumerate(f.opt_list("next_actions") or []):
+        if not isinstance(item, dict):
+            f.fail(f"next_actions[{index}] must be an object")
+        action = Fields(item, f"{f.where}.next_actions[{index}]")
+        command, description, params = action.text("command"), action.text("description"), action.opt_mapping("params")
+        actions.append(p.NextAction(command=command, description=description, params=params if params is not None
+                                    else p.UNSET))
+    return actions
+
+
+def _action_objects(actions: list[p.NextAction]) -> list[dict[str, Any]]:
+    objects = []
+    for action in actions:
+        obj: dict[str, Any] = {"command": action.command, "description": action.description}
+        if action.params is not p.UNSET:
+            obj["params"] = action.params
+        objects.append(obj)
+    return objects
+
+
+class JoelclawDecoder(EventDecoder):
+    dialect = "joelclaw"
+    command = "joelclaw"
+
+    def decode_untyped(self, obj: dict[str, Any]) -> None:
+        """A non-streaming command's bare envelope."""
+        f = Fields(obj, "joelclaw envelope")
+        if f.flag("ok"):
+            self.on_result(f)
+        else:
+            self.on_error(f)
+
+    def on_start(self, f: Fields) -> None:
+        self.emit(p.Start(command=f.text("command")), f.ts("ts"))
+
+    def on_step(self, f: Fields) -> None:
+        name, status = f.text("name"), f.choice("status", ("started", "completed", "failed"))
+        duration_ms, error = f.opt_integer("duration_ms"), f.opt_text("error")
+        event = p.Step(
+            name=name,
+            status=status,  # type: ignore[arg-type]
+            duration_ms=duration_ms if duration_ms is not None else p.UNSET,
+            error=error if error is not None else p.UNSET,
+        )
+        self.emit(event, f.ts("ts"))
+
+    def on_progress(self, f: Fields) -> None:
+        name, message = f.text("name"), f.opt_text("message")
+        figures = {key: f.opt_number(key) for key in ("percent", "current", "total")}
+        event = p.Progress(name=name, message=message if message is not None else p.UNSET,
+                           **{key: value for key, value in figures.items() if value is not None})
+        self.emit(event, f.ts("ts"))
+
+    def on_log(self, f: Fields) -> None:
+        level, message = f.choice("level", _LOG_LEVELS), f.text("message")
+        self.emit(p.Log(level=level, message=message), f.ts("ts"))  # type: ignore[arg-type]
+
+    def on_event(self, f: Fields) -> None:
+        self.emit(p.GenericEvent(name=f.text("name"), data=f.obj.get("data")), f.ts("ts"))
+
+    def on_result(self, f: Fields) -> None:
+        command, actions, value = f.opt_text("command"), _next_actions(f), f.obj.get("result")
+        result = p.Result(
+            ok=True,
+            subtype="success",
+            exit_code=0,
+            tools_used=list(self.tally.tools_used),
+            usage=self.tally.usage,
+            result=text_or_json(value) if value is not None else p.UNSET,
+            command=command if command is not None else p.UNSET,
+            next_actions=actions,
+        )
+        self.emit(result, f.ts("ts"))
+
+    def on_error(self, f: Fields) -> None:
+        command, actions, fix = f.opt_text("command"), _next_actions(f), f.opt_text("fix")
+        error = f.sub("error")
+        info = p.ErrorInfo(code=error.text("code"), message=error.text("message"),
+                           fix=fix if fix is not None else p.UNSET)
+        ts = f.ts("ts")
+        self.emit(p.Error(code=info.code, message=info.message, recoverable=False, fix=info.fix), ts)
+        result = p.Result(
+            ok=False,
+            subtype="error",
+            exit_code=1,
+            tools_used=list(self.tally.tools_used),
+            usage=self.tally.usage,
+            command=command if command is not None else p.UNSET,
+            error=info,
+            next_actions=actions,
+        )
+        self.emit(result, ts)
+
+
+class JoelclawEncoder(EventEncoder):
+    """Writes joelclaw lines; the terminal envelope always carries ``next_actions`` (and ``fix`` on failure)."""
+
+    fold_fatal = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._command = ""
+
+    def on_start(self, event: p.Start) -> list[dict[str, Any]]:
+        self._command = event.command
+        return [{"type": "start", "command": event.command, "ts": iso(event.ts)}]
+
+    def on_step(self, event: p.Step) -> list[dict[str, Any]]:
+        line: dict[str, Any] = {"type": "step", "name": event.name, "status": event.status}
+        if event.duration_ms is not p.UNSET:
+            line["duration_ms"] = event.duration_ms
+        if event.error is not p.UNSET:
+            line["error"] = event.error
+        line["ts"] = iso(event.ts)
+        return [line]
+
+    def on_progress(self, event: p.Progress) -> list[dict[str, Any]]:
+        line: dict[str, Any] = {"type": "progress", "name": event.name}
+        percent = event.percent
+        if percent is p.UNSET and event.current is not p.UNSET and event.total not in (p.UNSET, 0):
+            percent = round(event.current / event.total * 100, 2)  # type: ignore[operator]
+        if percent is not p.UNSET:
+            line["percent"] = percent
+        if event.message is not p.UNSET:
+            line["message"] = event.message
+        line["ts"] = iso(event.ts)
+        return [line]
+
+    def on_log(self, event: p.Log) -> list[dict[str, Any]]:
+        level = "info" if event.level == "debug" else event.level
+        return [{"type": "log", "level": level, "message": event.message, "ts": iso(event.ts)}]
+
+    def on_event(self, event: p.GenericEvent) -> list[dict[str, Any]]:
+        return [{"type": "event", "name": event.name, "data": event.data, "ts": iso(event.ts)}]
+
+    def on_error(self, event: p.Error) -> list[dict[str, Any]]:
+        """A non-terminal error has no line of its own in joelclaw: it becomes an error-level log."""
+        return [{"type": "log", "level": "error", "message": f"{event.code}: {event.message}", "ts": iso(event.ts)}]
+
+    def on_result(self, event: p.Result) -> list[dict[str, Any]]:
+        command = event.command if event.command is not p.UNSET else self._command
+        actions = _action_objects(event.next_actions)
+        if event.ok:
+            value = json_or_text(event.result) if event.result is not p.UNSET else None
+            return [{"type": "result", "ok": True, "command": command, "result": value, "next_actions": actions}]
+        failure = self.failure(event) or p.ErrorInfo(code="UNKNOWN", message="the run failed")
+        fix = failure.fix if failure.fix is not p.UNSET else _NO_FIX
+        return [
+            {
+                "type": "error",
+                "ok": False,
+                "command": command,
+                "error": {"message": failure.message, "code": failure.code},
+                "fix": fix,
+                "next_actions": actions,
+            }
+        ]
+
+
+class JoelclawDialect(Dialect):
+    name = "joelclaw"
+    summary = "joelclaw streamed NDJSON with a HATEOAS envelope (ADR-0058)"
+
+    def sniff(self, obj: dict[str, Any]) -> float:
+        if any(key in obj for key in ("v", "seq", "session_id", "timestamp", "protocol")):
+            return 0.0
+        kind = obj.get("type")
+        if isinstance(obj.get("ok"), bool) and isinstance(obj.get("command"), str) and isinstance(
+            obj.get("next_actions"), list
+        ):
+            return 0.85 if kind in ("result", "error", None) else 0.0
+        if not isinstance(obj.get("ts"), str):
+            return 0.0
+        if kind == "start" and isinstance(obj.get("command"), str):
+            return 0.9
+        if kind == "step" and obj.get("status") in ("started", "completed", "failed"):
+            return 0.6
+        if kind in ("progress", "log", "event"):
+            return 0.5
+        return 0.0
+
+    def decoder(self, session_id: str | None = None) -> DialectDecoder:
+        return JoelclawDecoder(session_id)
+
+    def encoder(self) -> DialectEncoder:
+        return JoelclawEncoder()
+
+
+DIALECT = JoelclawDialect()

@@ -1,0 +1,262 @@
+"""Accumulate a stream into what a program wants once it has read it.
+
+``Transcript.from_events(read("run.ndjson"))`` gives the final assistant text
+(preview deltas and complete messages counted once), every tool call paired
+with its result and duration, usage totals, the errors seen and the outcome.
+
+:class:`Tally` is the constant-memory part of it (usage, turns, tools used,
+the last assistant text): the reader uses it alone to fill a result it has to
+make up for a stream that never finished.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from msgspec import UnsetType
+
+from agentstream import protocol as p
+
+__all__ = ["Outcome", "Tally", "ToolCallRecord", "Transcript", "has_usage"]
+
+
+class Tally:
+    """Running totals in constant memory: what a ``result`` reports about the events before it."""
+
+    __slots__ = ("last_text", "tools_used", "turn_count", "usage", "_tools")
+
+    def __init__(self) -> None:
+        self.usage = p.UsageTotals()
+        self.turn_count = 0
+        self.tools_used: list[str] = []
+        self.last_text: str | None = None
+        self._tools: set[str] = set()
+
+    def add(self, event: p.AnyEvent) -> None:
+        if isinstance(event, p.Usage):
+            self.usage.add(event)
+            self.turn_count += 1
+        elif isinstance(event, p.ToolCall):
+            if event.name not in self._tools:
+                self._tools.add(event.name)
+                self.tools_used.append(event.name)
+        elif isinstance(event, p.Message) and event.role == "assistant":
+            self.last_text = event.content
+
+
+class Outcome(NamedTuple):
+    """How the run ended, from its ``result``."""
+
+    ok: bool
+    exit_code: int
+    subtype: str
+    error: p.ErrorInfo | None
+
+
+@dataclass
+class ToolCallRecord:
+    """One tool call and its result. Either side may be missing in a stream that broke off."""
+
+    call_id: str
+    call: p.ToolCall | None = None
+    result: p.ToolResult | None = None
+    progress: list[str] = field(default_factory=list)
+
+    @property
+    def paired(self) -> bool:
+        return self.call is not None and self.result is not None
+
+    @property
+    def name(self) -> str:
+        source = self.call or self.result
+        return source.name if source is not None else ""
+
+    @property
+    def arguments(self) -> dict[str, Any] | None:
+        """``None`` when only the result was seen."""
+        return self.call.arguments if self.call is not None else None
+
+    @property
+    def status(self) -> str:
+        """The result's status, or ``"unpaired"`` when the call never got one."""
+        return self.result.status if self.result is not None else "unpaired"
+
+    @property
+    def output(self) -> str | None:
+        return _set_or_none(self.result.output) if self.result is not None else None
+
+    @property
+    def error(self) -> str | None:
+        return _set_or_none(self.result.error) if self.result is not None else None
+
+    @property
+    def duration_ms(self) -> int | None:
+        """The result's own duration, else the time between the two events' stamps."""
+        if self.result is None:
+            return None
+        if self.result.duration_ms or self.call is None:
+            return self.result.duration_ms
+        return _ms_between(self.call.ts, self.result.ts)
+
+
+class _Block:
+    """One message (or reasoning block): its deltas until the complete event arrives."""
+
+    __slots__ = ("final", "key", "parts", "role")
+
+    def __init__(self, key: str, role: p.Role) -> None:
+        self.key, self.role = key, role
+        self.parts: list[str] = []
+        self.final: p.Message | p.Reasoning | None = None
+
+    @property
+    def text(self) -> str:
+        return self.final.content if self.final is not None else "".join(self.parts)
+
+
+class _Blocks:
+    """Blocks in order of first appearance; a complete event replaces its deltas, never adds to them."""
+
+    def __init__(self) -> None:
+        self.entries: list[_Block] = []
+        self._open: dict[str, _Block] = {}
+
+    def delta(self, key: str, role: p.Role, content: str) -> None:
+        block = self._open.get(key)
+        if block is None:
+            block = self._open[key] = _Block(key, role)
+            self.entries.append(block)
+        block.parts.append(content)
+
+    def complete(self, key: str, role: p.Role, event: p.Message | p.Reasoning) -> None:
+        block = self._open.pop(key, None)
+        if block is None:
+            block = _Block(key, role)
+            self.entries.append(block)
+        block.final = event
+        block.parts = []
+
+
+class Transcript:
+    """Everything a stream said, folded as it arrives: call :meth:`add` per event."""
+
+    def __init__(self) -> None:
+        self.start: p.Start | None = None
+        self.result: p.Result | None = None
+        self.errors: list[p.Error] = []
+        self.events = 0
+        self.tally = Tally()
+        self._messages = _Blocks()
+        self._reasoning = _Blocks()
+        self._calls: dict[str, ToolCallRecord] = {}
+
+    @classmethod
+    def from_events(cls, events: Iterable[p.AnyEvent]) -> Transcript:
+        transcript = cls()
+        for event in events:
+            transcript.add(event)
+        return transcript
+
+    def add(self, event: p.AnyEvent) -> None:
+        self.events += 1
+        self.tally.add(event)
+        if isinstance(event, p.MessageDelta):
+            self._messages.delta(event.message_id, event.role, event.content)
+        elif isinstance(event, p.Message):
+            self._messages.complete(event.message_id, event.role, event)
+        elif isinstance(event, p.ReasoningDelta):
+            self._reasoning.delta(event.reasoning_id, "assistant", event.content)
+        elif isinstance(event, p.Reasoning):
+            self._reasoning.complete(event.reasoning_id, "assistant", event)
+        elif isinstance(event, (p.ToolCall, p.ToolResult, p.ToolProgress)):
+            self._add_tool_event(event)
+        elif isinstance(event, p.Error):
+            self.errors.append(event)
+        elif isinstance(event, p.Start):
+            self.start = event
+        elif isinstance(event, p.Result):
+            self.result = event
+
+    def _add_tool_event(self, event: p.ToolCall | p.ToolResult | p.ToolProgress) -> None:
+        record = self._calls.get(event.call_id)
+        if record is None:
+            record = self._calls[event.call_id] = ToolCallRecord(event.call_id)
+        if isinstance(event, p.ToolCall):
+            record.call = event
+        elif isinstance(event, p.ToolResult):
+            record.result = event
+        else:
+            record.progress.append(event.content)
+
+    @property
+    def messages(self) -> list[p.Message]:
+        """Complete messages in order; a delta run never closed becomes a ``synthetic`` message."""
+        out: list[p.Message] = []
+        for block in self._messages.entries:
+            if isinstance(block.final, p.Message):
+                out.append(block.final)
+            else:
+                out.append(p.Message(message_id=block.key, role=block.role, content=block.text, synthetic=True))
+        return out
+
+    @property
+    def reasoning(self) -> list[str]:
+        return [block.text for block in self._reasoning.entries]
+
+    @property
+    def text(self) -> str:
+        """The final assistant text: the last assistant message (or its deltas), else ``result.result``."""
+        for block in reversed(self._messages.entries):
+            if block.role == "assistant":
+                return block.text
+        if self.result is not None and isinstance(self.result.result, str):
+            return self.result.result
+        return ""
+
+    @property
+    def all_text(self) -> str:
+        """Every assistant message in order, one paragraph each."""
+        return "\n\n".join(block.text for block in self._messages.entries if block.role == "assistant")
+
+    @property
+    def tool_calls(self) -> list[ToolCallRecord]:
+        """In order of first appearance; check ``paired`` / ``status == "unpaired"`` for broken ones."""
+        return list(self._calls.values())
+
+    @property
+    def usage(self) -> p.UsageTotals:
+        """The result's totals when it carries any, else the sum of the ``usage`` events."""
+        if self.result is not None and has_usage(self.result.usage):
+            return self.result.usage
+        return self.tally.usage
+
+    @property
+    def outcome(self) -> Outcome | None:
+        """``None`` until the result has arrived."""
+        if self.result is None:
+            return None
+        error = self.result.error if isinstance(self.result.error, p.ErrorInfo) else None
+        return Outcome(self.result.ok, self.result.exit_code, self.result.subtype, error)
+
+
+def has_usage(totals: p.UsageTotals) -> bool:
+    """Whether totals carry anything (a result with all zeros usually means "not reported")."""
+    return any(
+        (totals.input_tokens, totals.output_tokens, totals.cached_tokens, totals.reasoning_tokens)
+    ) or isinstance(totals.cost_usd, float)
+
+
+def _set_or_none(value: str | UnsetType) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _ms_between(earlier: str, later: str) -> int | None:
+    try:
+        start = datetime.fromisoformat(earlier.replace("Z", "+00:00"))
+        end = datetime.fromisoformat(later.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return max(0, int((end - start).total_seconds() * 1000))

@@ -1,0 +1,415 @@
+"""Fake model servers on loopback that speak the providers' real streaming wire formats.
+
+A :class:`FakeModelServer` answers every POST with the next scripted
+:class:`Reply` — an SSE stream (:class:`Sse`, built by :func:`openai_reply` or
+:func:`anthropic_reply`) or an HTTP error with a real error body
+(:class:`Status`, built by :func:`openai_error` / :func:`anthropic_error`). A
+stream can drop the connection or stall part-way, which is how the tests
+reproduce network failures and long waits. Every request is recorded, so tests
+can assert on what the official SDKs actually sent.
+
+Also here: :func:`run_exec`, which runs the real ``agentstream exec`` command in
+a subprocess with a clean environment, and :func:`assert_valid_stream`, which
+checks a stream-json output with the project's validator.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from agentstream import protocol as p
+from agentstream.validate import Validator
+
+OPENAI_MODEL = "gpt-4.1-mini"
+ANTHROPIC_MODEL = "claude-sonnet-4-5"
+
+
+# -- scripted replies -----------------------------------------------------------
+
+
+@dataclass
+class Sse:
+    """A 200 text/event-stream reply, sent as chunked transfer encoding like the real APIs.
+
+    ``drop_after``: close the socket after that many events (no final chunk), as a
+    dropped connection does. ``stall_after``: stop sending after that many events
+    and hold the connection open until the server shuts down.
+    """
+
+    events: list[bytes]
+    drop_after: int | None = None
+    stall_after: int | None = None
+
+
+@dataclass
+class Status:
+    """An error status with a JSON body; ``{authorization}`` in the body is replaced by the
+    credential header the client sent, like a careless proxy that echoes it."""
+
+    status: int
+    body: Any
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+Reply = Sse | Status
+
+
+def _sse(data: Any, event: str | None = None) -> bytes:
+    head = f"event: {event}\n" if event else ""
+    payload = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
+    return f"{head}data: {payload}\n\n".encode()
+
+
+def _chunks(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)] if text else []
+
+
+ToolCallSpec = tuple[str, str, dict[str, Any]]
+"""(call id, tool name, arguments)"""
+
+
+def openai_reply(
+    text: str = "",
+    tool_calls: Sequence[ToolCallSpec] = (),
+    *,
+    reasoning: str = "",
+    usage: tuple[int, int] = (20, 10),
+    cached: int = 0,
+    model: str = OPENAI_MODEL,
+    chunk: int = 4,
+    **sse: Any,
+) -> Sse:
+    """A Chat Completions stream: content deltas, indexed tool-call deltas, finish, usage, [DONE]."""
+    base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1_700_000_000, "model": model}
+
+    def chunk_event(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        return _sse({**base, "choices": [choice]})
+
+    events = [chunk_event({"role": "assistant", "content": ""})]
+    events += [chunk_event({"reasoning_content": part}) for part in _chunks(reasoning, chunk)]
+    events += [chunk_event({"content": part}) for part in _chunks(text, chunk)]
+    for index, (call_id, name, arguments) in enumerate(tool_calls):
+        opening = {"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}
+        events.append(chunk_event({"tool_calls": [opening]}))
+        for part in _chunks(json.dumps(arguments), 7):
+            events.append(chunk_event({"tool_calls": [{"index": index, "function": {"arguments": part}}]}))
+    events.append(chunk_event({}, "tool_calls" if tool_calls else "stop"))
+    prompt, completion = usage
+    totals = {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": cached},
+        "completion_tokens_details": {"reasoning_tokens": 0},
+    }
+    events.append(_sse({**base, "choices": [], "usage": totals}))
+    events.append(_sse("[DONE]"))
+    return Sse(events, **sse)
+
+
+def anthropic_reply(
+    text: str = "",
+    tool_calls: Sequence[ToolCallSpec] = (),
+    *,
+    thinking: str = "",
+    signature: str = "sig-fake-0001",
+    usage: tuple[int, int] = (20, 10),
+    cached: int = 0,
+    model: str = ANTHROPIC_MODEL,
+    chunk: int = 4,
+    **sse: Any,
+) -> Sse:
+    """A Messages stream: message_start, content blocks with their deltas, message_delta, message_stop."""
+    prompt, completion = usage
+    message = {
+        "id": "msg_fake",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": prompt, "output_tokens": 1, "cache_read_input_tokens": cached},
+    }
+    events = [_sse({"type": "message_start", "message": message}, "message_start"), _sse({"type": "ping"}, "ping")]
+    blocks: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
+    if thinking:
+        deltas = [{"type": "thinking_delta", "thinking": part} for part in _chunks(thinking, chunk)]
+        blocks.append(({"type": "thinking", "thinking": "", "signature": ""}, [*deltas, {"type": "signature_delta", "signature": signature}]))
+    if text:
+        blocks.append(({"type": "text", "text": ""}, [{"type": "text_delta", "text": part} for part in _chunks(text, chunk)]))
+    for call_id, name, arguments in tool_calls:
+        parts = [{"type": "input_json_delta", "partial_json": part} for part in _chunks(json.dumps(arguments), 7)]
+        blocks.append(({"type": "tool_use", "id": call_id, "name": name, "input": {}}, parts))
+    for index, (start, deltas) in enumerate(blocks):
+        events.append(_sse({"type": "content_block_start", "index": index, "content_block": start}, "content_block_start"))
+        for delta in deltas:
+            events.append(_sse({"type": "content_block_delta", "index": index, "delta": delta}, "content_block_delta"))
+        events.append(_sse({"type": "content_block_stop", "index": index}, "content_block_stop"))
+    stop = {"stop_reason": "tool_use" if tool_calls else "end_turn", "stop_sequence": None}
+    events.append(_sse({"type": "message_delta", "delta": stop, "usage": {"output_tokens": completion}}, "message_delta"))
+    events.append(_sse({"type": "message_stop"}, "message_stop"))
+    return Sse(events, **sse)
+
+
+_OPENAI_ERRORS = {
+    401: ("invalid_request_error", "invalid_api_key", "Incorrect API key provided: {authorization}."),
+    429: ("requests", "rate_limit_exceeded", "Rate limit reached for requests. Please try again in 20ms."),
+    500: ("server_error", None, "The server had an error while processing your request."),
+    400: ("invalid_request_error", "context_length_exceeded", "This model's maximum context length is 128000 tokens."),
+}
+
+_ANTHROPIC_ERRORS = {
+    401: ("authentication_error", "invalid x-api-key: {authorization}"),
+    429: ("rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit"),
+    500: ("api_error", "Internal server error"),
+    529: ("overloaded_error", "Overloaded"),
+    400: ("invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum"),
+}
+
+
+def openai_error(status: int, headers: Mapping[str, str] | None = None) -> Status:
+    kind, code, message = _OPENAI_ERRORS[status]
+    return Status(status, {"error": {"message": message, "type": kind, "param": None, "code": code}}, dict(headers or {}))
+
+
+def anthropic_error(status: int, headers: Mapping[str, str] | None = None) -> Status:
+    kind, message = _ANTHROPIC_ERRORS[status]
+    body = {"type": "error", "error": {"type": kind, "message": message}, "request_id": "req_fake"}
+    return Status(status, body, dict(headers or {}))
+
+
+# -- the server -------------------------------------------------------------------
+
+
+@dataclass
+class RecordedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+class FakeModelServer:
+    """A real HTTP/1.1 server on a free loopback port, answering POSTs from a script.
+
+    ``ollama_models``: also answer ``GET /api/tags`` like a local Ollama with these models.
+    When the script runs out, the server answers 500 ``script exhausted`` so a
+    test that makes more calls than it planned fails visibly.
+    """
+
+    def __init__(self, script: Iterable[Reply] = (), *, ollama_models: Sequence[str] | None = None) -> None:
+        self.script = list(script)
+        self.ollama_models = ollama_models
+        self.requests: list[RecordedRequest] = []
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def port(self) -> int:
+        return self._httpd.server_address[1]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def posts(self) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.method == "POST"]
+
+    def __enter__(self) -> FakeModelServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def next_reply(self) -> Reply:
+        with self.lock:
+            if self.script:
+                return self.script.pop(0)
+        return Status(500, {"error": {"message": "script exhausted", "type": "server_error"}})
+
+
+def _handler_for(server: FakeModelServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
+            return
+
+        def _record(self, body: Any) -> None:
+            with server.lock:
+                server.requests.append(RecordedRequest(self.command, self.path, dict(self.headers), body))
+
+        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            self._record(None)
+            if server.ollama_models is not None and self.path == "/api/tags":
+                models = [{"name": name, "model": name} for name in server.ollama_models]
+                self._send_json(200, {"models": models}, {})
+            else:
+                self._send_json(404, {"error": "not found"}, {})
+
+        def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+            length = int(self.headers.get("content-length") or 0)
+            raw = self.rfile.read(length)
+            self._record(json.loads(raw) if raw else None)
+            reply = server.next_reply()
+            if isinstance(reply, Status):
+                credential = self.headers.get("authorization") or self.headers.get("x-api-key") or ""
+                text = json.dumps(reply.body).replace("{authorization}", credential)
+                self._send_json(reply.status, text, reply.headers)
+            else:
+                self._send_sse(reply)
+
+        def _send_json(self, status: int, body: Any, headers: Mapping[str, str]) -> None:
+            data = (body if isinstance(body, str) else json.dumps(body)).encode()
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _send_sse(self, reply: Sse) -> None:
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("transfer-encoding", "chunked")
+            self.end_headers()
+            try:
+                for number, event in enumerate(reply.events):
+                    if number == reply.drop_after:
+                        self._drop()
+                        return
+                    if number == reply.stall_after:
+                        server.stop.wait(60)
+                        self.close_connection = True
+                        return
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+                    self.wfile.flush()
+                self.wfile.write(b"0\r\n\r\n")
+            except OSError:
+                self.close_connection = True
+
+        def _drop(self) -> None:
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_RDWR)
+            self.close_connection = True
+
+    return Handler
+
+
+# -- running the command ----------------------------------------------------------
+
+
+@dataclass
+class ExecRun:
+    """What a finished ``agentstream exec`` printed and returned."""
+
+    returncode: int
+    stdout: bytes
+    stderr: str
+
+    @property
+    def lines(self) -> list[bytes]:
+        return [line for line in self.stdout.splitlines() if line.strip()]
+
+    @property
+    def events(self) -> list[p.AnyEvent]:
+        return [p.decode(line) for line in self.lines]
+
+    def of_type(self, kind: str) -> list[Any]:
+        return [e for e in self.events if e.type == kind]
+
+    @property
+    def result(self) -> p.Result:
+        results = self.of_type("result")
+        assert results, f"no result event; stderr:\n{self.stderr}"
+        return results[-1]
+
+
+def exec_env(home: Path, **extra: str) -> dict[str, str]:
+    """A clean environment: no real keys, private state, tiny retry backoff, no Ollama."""
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "AGENTSTREAM_HOME": str(home / "state"),
+        "ANTHROPIC_CONFIG_DIR": str(home / "anthropic-config"),
+        "AGENTSTREAM_RETRY_BASE_MS": "5",
+        "OLLAMA_HOST": f"127.0.0.1:{closed_port()}",
+        "PYTHONUNBUFFERED": "1",
+    }
+    env.update(extra)
+    return env
+
+
+def openai_env(home: Path, server: FakeModelServer, **extra: str) -> dict[str, str]:
+    return exec_env(home, OPENAI_API_KEY="sk-test-0123456789abcdef", OPENAI_BASE_URL=server.url + "/v1", **extra)
+
+
+def anthropic_env(home: Path, server: FakeModelServer, **extra: str) -> dict[str, str]:
+    return exec_env(home, ANTHROPIC_API_KEY="sk-ant-test-0123456789abcdef", ANTHROPIC_BASE_URL=server.url, **extra)
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def exec_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "agentstream", "exec", *args]
+
+
+def run_exec(
+    args: Sequence[str], env: Mapping[str, str], *, cwd: Path, stdin: bytes | None = None, timeout: float = 30
+) -> ExecRun:
+    """Run ``agentstream exec ARGS`` to completion and capture everything."""
+    proc = subprocess.run(
+        exec_command(*args), input=stdin, capture_output=True, env=dict(env), cwd=cwd, timeout=timeout
+    )
+    return ExecRun(proc.returncode, proc.stdout, proc.stderr.decode("utf-8", "replace"))
+
+
+# -- checking the output ----------------------------------------------------------
+
+
+def assert_valid_stream(lines: Sequence[bytes], exit_code: int) -> list[p.AnyEvent]:
+    """Every protocol invariant holds and the process exit code equals ``result.exit_code``."""
+    validator = Validator(expect_exit=exit_code)
+    events = []
+    for number, line in enumerate(lines, 1):
+        event = p.decode(line)
+        events.append(event)
+        validator.feed(event, number)
+    violations = validator.close()
+    assert not violations, "\n".join(map(str, violations))
+    return events
+
+
+def split_streams(lines: Sequence[bytes]) -> list[list[bytes]]:
+    """Cut a concatenation of streams (one per stream-json input turn) at each result."""
+    streams: list[list[bytes]] = [[]]
+    for line in lines:
+        streams[-1].append(line)
+        if json.loads(line).get("type") == "result":
+            streams.append([])
+    return [s for s in streams if s]

@@ -1,0 +1,48 @@
+"""Helpers shared by the agent tool and permission tests."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from agentstream.agent.tools import ToolContext, Toolbox
+
+OUTSIDE_SECRET = "outside-the-workspace-3f1c"
+"""Content of files outside the workspace; it must never appear in an outcome."""
+
+
+def make_toolbox(workspace: Path, mode: str = "workspace-write", **ctx: Any) -> Toolbox:
+    return Toolbox(ToolContext(workspace, mode=mode, **ctx))  # type: ignore[arg-type]
+
+
+def process_alive(pid: int) -> bool:
+    """True while ``pid`` runs; a zombie (dead, not yet reaped by init) counts as gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            state = fh.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def wait_for_file(path: Path, timeout_s: float = 10.0) -> str:
+    """Poll for ``path`` to exist with content; the content."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if path.exists() and (text := path.read_text().strip()):
+            return text
+        time.sleep(0.02)
+    raise AssertionError(f"{path} did not appear within {timeout_s}s")
+
+
+def make_outside(tmp_path: Path) -> tuple[Path, Path]:
+    """A workspace and, next to it, a directory with a secret file; both real paths."""
+    workspace = tmp_path / "ws"
+    outside = tmp_path / "outside"
+    workspace.mkdir()
+    outside.mkdir()
+    (outside / "secret.txt").write_text(OUTSIDE_SECRET + "\n")
+    return Path(os.path.realpath(workspace)), Path(os.path.realpath(outside))

@@ -1,0 +1,160 @@
+"""Helpers for the dialect tests: seed fixtures, decode/encode drivers, validity checks and strategies."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from hypothesis import strategies as st
+
+from _strategies import ident, text
+from agentstream import protocol as p
+from agentstream.dialects import get_dialect
+from agentstream.errors import MalformedEventError
+from agentstream.validate import Validator
+
+SEEDS = Path(__file__).resolve().parent / "fixtures" / "seeds"
+
+
+def seed_lines(dialect: str) -> list[bytes]:
+    """The seed's example lines for ``dialect``, one compact JSON object per line, in the seed's order."""
+    return (SEEDS / f"{dialect}.ndjson").read_bytes().splitlines()
+
+
+def seed_objects(dialect: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in seed_lines(dialect)]
+
+
+def line(obj: dict[str, Any]) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def decode_each(dialect: str, lines: Iterable[bytes], session_id: str | None = None) -> list[list[p.AnyEvent]]:
+    """What one decoder emits for each line, in order; the last entry is what ``finish()`` flushed."""
+    decoder = get_dialect(dialect).decoder(session_id)
+    out: list[list[p.AnyEvent]] = []
+    for raw in lines:
+        events = decoder.decode_line(raw)
+        assert events is not None, f"{dialect} decoder refused {raw!r}"
+        out.append(events)
+    out.append(decoder.finish())
+    return out
+
+
+def decode_all(dialect: str, lines: Iterable[bytes], session_id: str | None = None) -> list[p.AnyEvent]:
+    return [event for chunk in decode_each(dialect, lines, session_id) for event in chunk]
+
+
+def encode_all(dialect: str, events: Iterable[p.AnyEvent]) -> list[bytes]:
+    encoder = get_dialect(dialect).encoder()
+    lines = [encoded for event in events for encoded in encoder.encode(event)]
+    return lines + encoder.finish()
+
+
+def encode_objects(dialect: str, events: Iterable[p.AnyEvent]) -> list[dict[str, Any]]:
+    return [json.loads(encoded) for encoded in encode_all(dialect, events)]
+
+
+def round_trip(dialect: str, events: Sequence[p.AnyEvent]) -> list[p.AnyEvent]:
+    """Canonical → dialect lines → canonical."""
+    return decode_all(dialect, encode_all(dialect, events))
+
+
+def without(obj: Any, keys: frozenset[str]) -> Any:
+    """``obj`` with ``keys`` removed at every depth (ids and timestamps the comparison ignores)."""
+    if isinstance(obj, dict):
+        return {key: without(value, keys) for key, value in obj.items() if key not in keys}
+    if isinstance(obj, list):
+        return [without(item, keys) for item in obj]
+    return obj
+
+
+def stamped(events: Iterable[p.BaseEvent], session_id: str = "ses_seed") -> list[p.BaseEvent]:
+    sequencer = p.Sequencer(session_id)
+    return [sequencer.stamp(event) for event in events]
+
+
+def assert_canonical(events: Sequence[p.AnyEvent], *, complete: bool = True) -> None:
+    """Every event re-decodes as valid protocol v1 (types, literals), and the stream keeps the invariants."""
+    checker = Validator()
+    for number, event in enumerate(events, 1):
+        if isinstance(event, p.UnknownEvent):
+            continue
+        assert p.decode(p.encode(event)) == event, f"event {number} does not survive the canonical codec: {event}"
+        checker.feed(event, number)
+    if complete:
+        assert checker.close() == [], checker.violations
+    else:
+        assert [v for v in checker.violations if v.rule != "result-last"] == [], checker.violations
+
+
+def of_type(events: Iterable[p.AnyEvent], *kinds: type[p.BaseEvent]) -> list[Any]:
+    return [event for event in events if isinstance(event, kinds)]
+
+
+def realistic(events: list[p.BaseEvent]) -> list[p.BaseEvent]:
+    """Make the ``result`` of a generated session agree with its body, as a Stream's always does."""
+    result = events[-1]
+    assert isinstance(result, p.Result)
+    totals = p.UsageTotals()
+    tools: list[str] = []
+    for event in events:
+        if isinstance(event, p.Usage):
+            totals.add(event)
+        elif isinstance(event, p.ToolCall) and event.name not in tools:
+            tools.append(event.name)
+    result.usage, result.tools_used = totals, tools
+    result.turn_count = len(of_type(events, p.Usage))
+    return events
+
+
+# -- strategies ----------------------------------------------------------------------
+
+
+@st.composite
+def streamed_messages(draw: st.DrawFn) -> list[p.BaseEvent]:
+    """An assistant message streamed as deltas, closed by its complete message (the canonical rule)."""
+    chunks = draw(st.lists(text.filter(bool), min_size=1, max_size=4))
+    message_id = draw(ident)
+    deltas: list[p.BaseEvent] = [p.MessageDelta(message_id=message_id, content=chunk) for chunk in chunks]
+    return [*deltas, p.Message(message_id=message_id, role="assistant", content="".join(chunks))]
+
+
+@st.composite
+def streamed_reasonings(draw: st.DrawFn) -> list[p.BaseEvent]:
+    chunks = draw(st.lists(text.filter(bool), min_size=1, max_size=4))
+    reasoning_id = draw(ident)
+    deltas: list[p.BaseEvent] = [p.ReasoningDelta(reasoning_id=reasoning_id, content=chunk) for chunk in chunks]
+    return [*deltas, p.Reasoning(reasoning_id=reasoning_id, content="".join(chunks))]
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False, allow_infinity=False) | text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3),
+    max_leaves=8,
+)
+
+
+def junk(kinds: Sequence[str], keys: Sequence[str], nested: Sequence[str] = ()) -> st.SearchStrategy[dict[str, Any]]:
+    """Objects of the dialect's own line types whose known fields are missing or hold any JSON value.
+
+    ``nested`` names fields that hold an object in the real format; they get an object of junk fields too.
+    """
+    fields = st.dictionaries(st.sampled_from(list(keys)), json_values, max_size=len(keys))
+    nested_objects = st.dictionaries(st.sampled_from(list(nested)), fields | json_values, max_size=len(nested)) if nested else st.just({})
+    return st.builds(lambda kind, body, inner: {"type": kind, **body, **inner}, st.sampled_from(list(kinds)), fields, nested_objects)
+
+
+def feed_junk(dialect: str, objects: Sequence[dict[str, Any]]) -> list[p.AnyEvent]:
+    """Decode junk; the only exception allowed is MalformedEventError. Returns what came out."""
+    decoder = get_dialect(dialect).decoder()
+    out: list[p.AnyEvent] = []
+    for obj in objects:
+        try:
+            out += decoder.decode_line(msgspec.json.encode(obj)) or []
+        except MalformedEventError as exc:
+            assert exc.message.startswith(dialect), exc.message
+    return out + decoder.finish()

@@ -1,0 +1,113 @@
+"""Dialect detection: from the first lines, through junk, with a fallback that says so."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agentstream import protocol as p
+from agentstream.dialects import DIALECT_NAMES
+from agentstream.read import UNKNOWN_DIALECT, read
+
+from _consumer_support import assert_valid_stream, canonical_session
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def _dialect_of(path: Path) -> str | None:
+    for name in (path.stem, path.parent.name):
+        if name in DIALECT_NAMES:
+            return name
+    return None
+
+
+def dialect_fixtures() -> list[tuple[str, Path]]:
+    """Every NDJSON fixture of a dialect (``fixtures/**/NAME.ndjson`` or ``fixtures/NAME/*.ndjson``)."""
+    found = []
+    for path in sorted([*FIXTURES.rglob("*.ndjson"), *FIXTURES.rglob("*.jsonl")]):
+        name = _dialect_of(path)
+        if name is not None:
+            found.append((name, path))
+    return found
+
+
+def _canonical_fixture(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("canonical") / "canonical.ndjson"
+    path.write_bytes(canonical_session())
+    return path
+
+
+CASES = [("canonical", None), *dialect_fixtures()]
+
+
+def _path(case: tuple[str, Path | None], tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    name, path = case
+    return name, path if path is not None else _canonical_fixture(tmp_path_factory)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{n}:{p.name if p else 'generated'}" for n, p in CASES])
+def test_detects_the_dialect_of_each_fixture(case: tuple[str, Path | None], tmp_path_factory: pytest.TempPathFactory) -> None:
+    name, path = _path(case, tmp_path_factory)
+    reader = read(path)
+    events = assert_valid_stream(reader)
+    assert reader.dialect == name
+    assert not any(isinstance(e, p.Error) and e.code == UNKNOWN_DIALECT for e in events)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{n}:{p.name if p else 'generated'}" for n, p in CASES])
+def test_junk_before_the_first_event_does_not_break_detection(
+    case: tuple[str, Path | None], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    name, path = _path(case, tmp_path_factory)
+    junk = b"[SandboxDebug] seccomp ready\nMCP issues detected. Run /mcp list for status.\n\n"
+    reader = read(junk + path.read_bytes())
+    events = assert_valid_stream(reader)
+    assert reader.dialect == name
+    reports = [e for e in events if isinstance(e, p.Error) and e.code == "MALFORMED_EVENT"]
+    assert [e.details["line"] for e in reports[:2]] == [1, 2]
+    assert reports[0].details["preview"] == "[SandboxDebug] seccomp ready"
+    clean = [e for e in read(path) if e.synthetic is not True]
+    assert [e.type for e in events if e.synthetic is not True] == [e.type for e in clean]
+
+
+def test_nothing_recognisable_falls_back_to_canonical_and_says_so() -> None:
+    data = b"".join(b'{"kind":"tick","n":%d}\n' % i for i in range(12))
+    reader = read(data)
+    events = assert_valid_stream(reader)
+    assert reader.dialect == "canonical"
+    codes = [e.code for e in events if isinstance(e, p.Error)]
+    assert codes[0] == UNKNOWN_DIALECT
+    assert codes[1:-1] == ["MALFORMED_EVENT"] * 12
+    assert codes[-1] == "STREAM_TRUNCATED"
+    unknown = events[1]
+    assert isinstance(unknown, p.Error) and unknown.recoverable and "--from" in str(unknown.fix)
+
+
+def test_forcing_a_dialect_skips_detection() -> None:
+    reader = read(canonical_session(), dialect="canonical")
+    assert reader.dialect == "canonical"
+    assert_valid_stream(reader)
+
+
+def test_unknown_forced_dialect_is_a_usage_error() -> None:
+    from agentstream.errors import UnknownDialectError
+
+    with pytest.raises(UnknownDialectError):
+        read(b"", dialect="no-such-dialect")
+
+
+def test_detection_does_not_wait_for_more_lines_than_it_needs() -> None:
+    """On a live pipe the first event comes out as soon as the first line decides the dialect."""
+    lines = canonical_session().splitlines(keepends=True)
+    pulled = []
+
+    def chunks() -> Iterator[bytes]:
+        for line in lines:
+            pulled.append(line)
+            yield line
+
+    events = iter(read(chunks()))
+    first = next(events)
+    assert isinstance(first, p.Start) and len(pulled) == 1

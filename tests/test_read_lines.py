@@ -1,0 +1,95 @@
+"""Line framing for the reader: the incremental splitter, chunk seams, huge lines, limits."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agentstream import protocol as p
+from agentstream._lines import Line, LineSplitter, LineTooLong, iter_lines
+from agentstream.read import read
+
+from _consumer_support import assert_valid_stream, canonical_session
+
+
+def split_all(data: bytes, cuts: list[int], limit: int | None = None) -> list[Line | LineTooLong]:
+    splitter = LineSplitter(max_line_bytes=limit)
+    out: list[Line | LineTooLong] = []
+    last = 0
+    for cut in sorted(set(cuts)) + [len(data)]:
+        out += splitter.feed(data[last:cut])
+        last = cut
+    return out + splitter.close()
+
+
+@given(st.binary(max_size=300).map(lambda b: b.replace(b"\r", b"")), st.lists(st.integers(0, 300)))
+def test_splitter_matches_blocking_framing_at_any_chunk_seams(data: bytes, cuts: list[int]) -> None:
+    cuts = [c for c in cuts if c <= len(data)]
+    assert split_all(data, cuts) == list(iter_lines(io.BytesIO(data)))
+
+
+@given(st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")), max_size=8), st.integers(1, 30))
+def test_splitter_limit_agrees_with_blocking_framing(lines: list[bytes], limit: int) -> None:
+    data = b"".join(line + b"\n" for line in lines)
+    got = split_all(data, list(range(0, len(data), 7)), limit)
+    want = list(iter_lines(io.BytesIO(data), max_line_bytes=limit))
+    assert [type(x) for x in got] == [type(x) for x in want]
+    assert [x.number for x in got] == [x.number for x in want]
+    assert [x.data for x in got if isinstance(x, Line)] == [x.data for x in want if isinstance(x, Line)]
+
+
+def test_splitter_crlf_split_across_chunks_and_partial_tail() -> None:
+    splitter = LineSplitter()
+    assert splitter.feed(b'{"a":1}\r') == []
+    assert splitter.feed(b'\n{"b"') == [Line(1, b'{"a":1}', True)]
+    assert splitter.close() == [Line(2, b'{"b"', False)]
+    assert splitter.close() == []
+
+
+def test_splitter_over_limit_line_reports_its_size_and_goes_on() -> None:
+    splitter = LineSplitter(max_line_bytes=10)
+    items = splitter.feed(b"x" * 25) + splitter.feed(b"y" * 5 + b"\nok\n")
+    assert len(items) == 2 and isinstance(items[0], LineTooLong)
+    assert (items[0].number, items[0].size, items[0].limit) == (1, 30, 10)
+    assert items[1] == Line(2, b"ok", True)
+
+
+def test_a_100_mb_line_goes_through_read(tmp_path: Path) -> None:
+    """No line cap by default: a 100 MB tool result is decoded whole, from a file and from byte chunks."""
+    start = canonical_session(lambda s: None).splitlines(keepends=True)[0]
+    session_id = p.decode(start).session_id
+    big = p.encode_line(
+        p.ToolResult(
+            call_id="call_1", name="read_file", status="success", output="x" * (100 << 20), seq=1, session_id=session_id
+        )
+    )
+    path = tmp_path / "big.ndjson"
+    path.write_bytes(start + big)
+    events = assert_valid_stream(read(path))
+    outputs = [e.output for e in events if isinstance(e, p.ToolResult)]
+    assert len(outputs) == 1 and len(outputs[0]) == 100 << 20
+    assert events[-1].error.code == "STREAM_TRUNCATED"  # type: ignore[union-attr]
+
+
+def test_a_long_line_through_chunks(tmp_path: Path) -> None:
+    content = "y" * (3 << 20)
+    data = canonical_session(lambda s: s.message(content))
+    chunks = [data[i : i + 4096] for i in range(0, len(data), 4096)]
+    events = assert_valid_stream(read(chunks))
+    assert [e.content for e in events if isinstance(e, p.Message)] == [content]
+
+
+@pytest.mark.parametrize("as_chunks", [False, True])
+def test_max_line_bytes_turns_long_lines_into_recoverable_errors(as_chunks: bool) -> None:
+    data = canonical_session(lambda s: (s.message("z" * 5000), s.message("short")))
+    source = [data[i : i + 100] for i in range(0, len(data), 100)] if as_chunks else io.BytesIO(data)
+    events = assert_valid_stream(read(source, max_line_bytes=1000))
+    errors = [e for e in events if isinstance(e, p.Error)]
+    assert [e.code for e in errors] == ["LINE_TOO_LONG"]
+    assert errors[0].recoverable and errors[0].details["line"] == 2 and errors[0].details["size"] > 5000
+    assert [e.content for e in events if isinstance(e, p.Message)] == ["short"]
+    assert events[-1].ok  # type: ignore[union-attr]

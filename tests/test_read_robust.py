@@ -1,0 +1,175 @@
+"""read() on broken input: bad lines become recoverable errors, the output is always a valid stream."""
+
+from __future__ import annotations
+
+import io
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentstream import protocol as p
+from agentstream.read import read
+
+from _consumer_support import assert_valid_stream, canonical_session
+
+JUNK = [
+    b"[SandboxDebug] seccomp filter installed",
+    b"not json at all",
+    b"[1, 2, 3]",
+    b'{"no_type": true}',
+    b'{"type": "message", "v": 1}',
+    b"\xff\xfe garbage \x80",
+    b"{",
+]
+
+
+def lines_of(data: bytes) -> list[bytes]:
+    return data.splitlines(keepends=True)
+
+
+def kinds(events: list[p.AnyEvent]) -> list[str]:
+    return [e.type for e in events]
+
+
+def test_a_valid_stream_passes_through_unchanged() -> None:
+    data = canonical_session()
+    events = assert_valid_stream(read(data))
+    assert b"".join(p.encode_line(e) for e in events) == data
+    assert not any(e.synthetic is True for e in events)
+
+
+def test_junk_lines_mid_stream_become_recoverable_errors_and_nothing_is_lost() -> None:
+    lines = lines_of(canonical_session())
+    broken = lines[:2] + [b"[SandboxDebug] hello\n", b"{oops\n"] + lines[2:]
+    events = assert_valid_stream(read(b"".join(broken)))
+    errors = [e for e in events if isinstance(e, p.Error)]
+    assert [(e.code, e.recoverable, e.details["line"]) for e in errors] == [
+        ("MALFORMED_EVENT", True, 3),
+        ("MALFORMED_EVENT", True, 4),
+    ]
+    assert errors[0].details["preview"] == "[SandboxDebug] hello"
+    assert all(e.synthetic is True for e in errors)
+    originals = [p.decode(line) for line in lines]
+    decoded = [e for e in events if e.synthetic is not True]
+    assert len(decoded) == len(originals)
+    for index, (got, want) in enumerate(zip(decoded, originals)):
+        want.seq += 2 if index >= 2 else 0  # the two reports took seq 2 and 3; later events move up
+        assert p.encode(got) == p.encode(want)
+    assert events[-1].ok  # type: ignore[union-attr]
+
+
+def test_preview_is_short() -> None:
+    lines = lines_of(canonical_session())
+    events = list(read(b"".join([lines[0], b"x" * 5000 + b"\n", *lines[1:]])))
+    (error,) = [e for e in events if isinstance(e, p.Error)]
+    assert len(error.details["preview"]) <= 120
+
+
+def test_partial_last_line_is_reported_and_the_stream_is_closed() -> None:
+    data = canonical_session(finish=False)
+    lines = lines_of(data)
+    cut = b"".join(lines[:-1]) + lines[-1][: len(lines[-1]) // 2]
+    events = assert_valid_stream(read(cut))
+    *_, partial, fatal, result = events
+    assert isinstance(partial, p.Error) and partial.code == "MALFORMED_EVENT" and partial.details["partial"] is True
+    assert isinstance(fatal, p.Error) and fatal.code == "STREAM_TRUNCATED" and not fatal.recoverable
+    assert isinstance(result, p.Result) and result.synthetic is True and result.exit_code == 1
+    assert result.error.code == "STREAM_TRUNCATED"  # type: ignore[union-attr]
+    assert "cut off" in result.error.message  # type: ignore[union-attr]
+
+
+def test_a_complete_last_line_without_newline_is_accepted() -> None:
+    data = canonical_session()
+    events = assert_valid_stream(read(data.rstrip(b"\n")))
+    assert events[-1].ok and events[-1].synthetic is not True  # type: ignore[union-attr]
+
+
+def test_truncated_stream_gets_a_result_with_the_totals_so_far() -> None:
+    data = canonical_session(finish=False)
+    events = assert_valid_stream(read(data))
+    result = events[-1]
+    assert isinstance(result, p.Result) and not result.ok and result.synthetic is True
+    assert result.usage.input_tokens == 10 and result.turn_count == 1 and result.tools_used == ["calc"]
+    assert result.result == "4"
+
+
+def test_a_fatal_error_at_the_end_is_followed_only_by_a_result() -> None:
+    def body(s):  # type: ignore[no-untyped-def]
+        s.message("working")
+        s.emit(p.Error(code="AUTH_EXPIRED", message="log in again", recoverable=False))
+
+    events = assert_valid_stream(read(canonical_session(body, finish=False)))
+    assert kinds(events)[-3:] == ["message", "error", "result"]
+    assert events[-1].error.code == "AUTH_EXPIRED"  # type: ignore[union-attr]
+
+
+def test_invalid_utf8_is_reported_and_the_event_kept_with_replacement_characters() -> None:
+    lines = lines_of(canonical_session())
+    bad = p.encode_line(p.Message(message_id="m9", role="assistant", content="caf\u00e9", session_id="x", seq=1))
+    bad = bad.replace("é".encode(), b"\xe9")
+    events = list(read(b"".join([lines[0], bad, *lines[1:]])))
+    codes = [e.code for e in events if isinstance(e, p.Error)]
+    assert codes == ["INVALID_UTF8"]
+    (error,) = [e for e in events if isinstance(e, p.Error)]
+    assert error.details == {"line": 2, "offset": len(bad.split(b"\xe9")[0])}
+    assert [e.content for e in events if isinstance(e, p.Message) and e.message_id == "m9"] == ["caf\ufffd"]
+
+
+def test_unknown_types_pass_through_whole() -> None:
+    lines = lines_of(canonical_session())
+    session_id = p.decode(lines[0]).session_id
+    novel = b'{"type":"hologram","v":1,"session_id":"%s","seq":1,"ts":"","beam":[1,2]}\n' % session_id.encode()
+    shifted = [p.decode(line) for line in lines[1:]]
+    for event in shifted:
+        event.seq += 1
+    events = assert_valid_stream(read(b"".join([lines[0], novel, *(p.encode_line(e) for e in shifted)])))
+    (unknown,) = [e for e in events if isinstance(e, p.UnknownEvent)]
+    assert unknown.type == "hologram" and unknown.raw["beam"] == [1, 2]
+    assert not any(isinstance(e, p.Error) for e in events)
+
+
+def test_a_stream_that_lost_its_beginning_gets_a_start_below_its_first_seq() -> None:
+    lines = lines_of(canonical_session())
+    events = assert_valid_stream(read(b"".join(lines[3:])))
+    assert isinstance(events[0], p.Start) and events[0].synthetic is True
+    assert events[0].seq == 2 and events[1].seq == 3
+    assert [p.encode(e) for e in events[1:]] == [line.rstrip(b"\n") for line in lines[3:]]
+
+
+def test_reading_stops_at_the_result() -> None:
+    data = canonical_session()
+    trailing = p.encode_line(p.Message(message_id="late", role="assistant", content="late", seq=99))
+    source = io.BytesIO(data + trailing + b"garbage\n")
+    events = assert_valid_stream(read(source))
+    assert events[-1].synthetic is not True and not any(isinstance(e, p.Error) for e in events)
+
+
+def test_blank_lines_are_ignored() -> None:
+    lines = lines_of(canonical_session())
+    events = assert_valid_stream(read(b"\n \n".join(lines)))
+    assert not any(isinstance(e, p.Error) for e in events)
+
+
+def test_an_empty_input_still_gives_a_whole_stream() -> None:
+    events = assert_valid_stream(read(b""))
+    assert kinds(events) == ["start", "error", "result"]
+    assert all(e.synthetic is True for e in events)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_any_junk_anywhere_keeps_the_output_valid_and_every_event(data: st.DataObject) -> None:
+    lines = lines_of(canonical_session())
+    broken = list(lines)
+    inserts = data.draw(st.lists(st.tuples(st.integers(0, len(lines)), st.sampled_from(JUNK)), max_size=6))
+    for position, junk in sorted(inserts, reverse=True):
+        broken.insert(position, junk + b"\n")
+    truncate = data.draw(st.booleans())
+    if truncate:
+        broken = broken[: data.draw(st.integers(0, len(broken)))]
+    events = assert_valid_stream(read(b"".join(broken)))
+    kept = [e for e in events if e.synthetic is not True]
+    expected = [p.decode(line) for line in broken if line in lines]
+    assert [(e.type, getattr(e, "message_id", None)) for e in kept] == [
+        (e.type, getattr(e, "message_id", None)) for e in expected
+    ]
