@@ -753,7 +753,18 @@ class Spawn:
                     if pipeline.finished:
                         return
                 if not chunk:
+                    if watch.held_open:
+                        self._stop_stragglers()
                     return
+
+    def _stop_stragglers(self) -> None:
+        """The child is gone but something it started still holds our pipe: end its process group too."""
+        if not self.new_process_group or self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
 
     def _drain_until_exit(self, deadline: float) -> None:
         """After the result: discard further output until the child exits; stop it if it does not in time."""
@@ -858,6 +869,8 @@ class _Watch:
     def __init__(self, fd: int, wake_fd: int, proc: subprocess.Popen[bytes]) -> None:
         self.fd, self.wake_fd, self.proc = fd, wake_fd, proc
         self.exited_at = 0.0
+        self.held_open = False
+        """True when the child exited but its stdout did not close within the linger time."""
         self._selector = selectors.DefaultSelector()
         self._selector.register(fd, selectors.EVENT_READ, "out")
         if wake_fd >= 0:
@@ -896,6 +909,7 @@ class _Watch:
                 self._note_exit()
             now = time.monotonic()
             if self.exited_at and now - self.exited_at >= linger_s:
+                self.held_open = True
                 return b""
             if deadline is not None and now >= deadline:
                 return None

@@ -46,6 +46,8 @@ _ALLOWED: Final[dict[str, frozenset[str]]] = {
     "full": frozenset({"read", "write", "execute"}),
 }
 
+_RACE_FIX: Final = "retry; if it persists, something is replacing files in the workspace"
+
 
 class PermissionDenied(AgentstreamError):
     """A tool call the permission mode or the workspace rules refuse; the model sees the reason."""
@@ -85,7 +87,10 @@ def resolve(workspace: Path, mode: str, raw: str) -> ResolvedPath:
     """
     if not raw or "\x00" in raw:
         raise PermissionDenied("the path is empty or contains a NUL byte", fix="pass a file name")
-    absolute = Path(os.path.realpath(workspace / os.path.expanduser(raw)))
+    try:
+        absolute = Path(os.path.realpath(workspace / os.path.expanduser(raw)))
+    except OSError:  # a symlink vanished between lstat and readlink: the tree is changing under us
+        raise PermissionDenied(f"{raw!r} changed while it was being checked", fix=_RACE_FIX) from None
     if absolute == workspace or workspace in absolute.parents:
         return ResolvedPath(absolute, workspace, absolute.relative_to(workspace).parts)
     if mode != "full":
@@ -151,10 +156,12 @@ def _step(parent: int, name: str, flags: int, file_mode: int, make_dir: bool, ta
             _mkdir_quietly(name, parent)
             return os.open(name, flags, dir_fd=parent)
     except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK) and _is_symlink(name, parent):
+        # Each open names one component, so ELOOP (EMLINK on BSD) can only mean it is a symlink;
+        # a directory open of a symlink fails with ENOTDIR, which needs a look to tell apart.
+        symlink = exc.errno in (errno.ELOOP, errno.EMLINK) or (exc.errno == errno.ENOTDIR and _is_symlink(name, parent))
+        if symlink:
             raise PermissionDenied(
-                f"{target.display!r} changed to a symlink while it was being opened",
-                fix="retry; if it persists, something is replacing files in the workspace",
+                f"{target.display!r} changed to a symlink while it was being opened", fix=_RACE_FIX
             ) from None
         raise
 

@@ -330,6 +330,10 @@ class ToolPairs:
         known = self._open.pop(call_id, None)
         return call_id, name or known or "unknown"
 
+    def unanswered(self) -> list[tuple[str, str]]:
+        """The id and name of every call still waiting for its result, oldest first."""
+        return list(self._open.items())
+
 
 # -- decoding ------------------------------------------------------------------------
 
@@ -492,6 +496,13 @@ class EventDecoder(DialectDecoder):
             event = run.complete()
             event.synthetic = True
             self.emit(event, run.ts)
+
+    def close_open_calls(self, error: str, *, ts: str | None = None, status: p.ToolStatus = "cancelled") -> None:
+        """Give every call the dialect left unanswered a ``synthetic`` result, so each call has one."""
+        for call_id, name in self.tools.unanswered():
+            self.tools.finished(call_id, name)
+            result = p.ToolResult(call_id=call_id, name=name, status=status, error=error, synthetic=True)
+            self.emit(result, ts)
 
     def finish(self) -> list[p.AnyEvent]:
         self.close_run()

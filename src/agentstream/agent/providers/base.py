@@ -193,7 +193,7 @@ def map_sdk_error(exc: Exception, sdk: ModuleType) -> ProviderError | None:
         return network_error("the request to the model timed out")
     if isinstance(exc, sdk.APIConnectionError):
         cause = exc.__cause__ or exc.__context__
-        return network_error(f"could not reach the model: {cause or exc}")
+        return network_error(f"the connection to the model failed: {cause or exc}")
     if isinstance(exc, sdk.APIStatusError):
         return status_error(exc.status_code, str(exc), exc.response.headers, exc.body)
     return transport_error(exc)

@@ -1,0 +1,352 @@
+"""Jobs: prompts queued on the bus and run by workers on any number of machines.
+
+A job's attempt ``k`` is one run: ``RUN`` for the first, ``RUN.k`` after that,
+each executed as a child process ``agentstream exec PROMPT … --session-id RUN
+--bus URL`` that publishes its own events. The worker heartbeats the claim while
+the child runs. When a worker stops heartbeating for ``idle_timeout`` (killed,
+machine gone), another worker reclaims the job and:
+
+* closes the dead attempt's run if it has no ``result`` yet — a synthetic
+  ``error`` (``WORKER_LOST``) and ``result`` (subtype ``worker_lost``) whose
+  ``next_actions`` point at the retry — after which the bus refuses any late
+  event from the old child;
+* runs attempt ``k+1`` as run ``RUN.k+1`` (``job_id`` and ``attempt`` are on
+  both runs' metadata), or, past ``max_attempts``, marks the job failed;
+* if the dead attempt's run had in fact succeeded, just marks the job succeeded.
+
+A child that exits without a ``result`` (crash, command not found) gets a
+synthetic ``PROCESS_CRASHED`` ending; the job then takes its run's outcome. Only
+a lost worker causes a retry: a run that fails is an answer, not a fault.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+from agentstream import protocol as p
+from agentstream.bus import BusUnavailable, Claim, Job, Record, SeqConflict, open_bus
+from agentstream.bus.actions import follow_action
+from agentstream.errors import AgentstreamError, ErrorCode
+
+if TYPE_CHECKING:
+    from agentstream.bus import Bus
+    from agentstream.stream import Stream
+
+__all__ = ["EXEC_ENV", "WorkerOptions", "Worker", "close_run", "default_exec_command", "new_job"]
+
+EXEC_ENV: Final = "AGENTSTREAM_WORKER_EXEC"
+"""A command line that replaces ``python -m agentstream exec`` for every job (e.g. another agent)."""
+
+# Runs before the job's command in the child: ask Linux to SIGTERM it when the worker dies,
+# so no orphan keeps working (and publishing) on a job that is about to be retried elsewhere.
+_ORPHAN_GUARD: Final = (
+    "import ctypes, os, signal, sys\n"
+    "ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))\n"
+    "if os.getppid() != int(sys.argv[1]): sys.exit(1)\n"
+    "os.execvp(sys.argv[2], sys.argv[2:])\n"
+)
+
+
+def default_exec_command() -> list[str]:
+    override = os.environ.get(EXEC_ENV, "").strip()
+    return shlex.split(override) if override else [sys.executable, "-m", "agentstream", "exec"]
+
+
+def new_job(prompt: str, args: Sequence[str]) -> Job:
+    return Job(job_id=p.new_id("job"), run_id=p.new_id("ses"), prompt=prompt, args=list(args))
+
+
+def close_run(
+    bus: Bus,
+    run_id: str,
+    error: AgentstreamError,
+    *,
+    subtype: str,
+    command: str,
+    details: Any = p.UNSET,
+    next_actions: Sequence[p.NextAction] = (),
+) -> bool:
+    """End a run that has no ``result`` with a synthetic fatal ``error`` + ``result``; False if it had one.
+
+    Appends right after the run's last stored event (a ``start`` first if it has
+    none), retrying when its producer slips in another event meanwhile.
+    """
+    for _ in range(20):
+        info = bus.get_run(run_id)
+        if info is not None and info.terminal:
+            return False
+        next_seq = info.last_seq + 1 if info is not None else 0
+        sequencer = p.Sequencer(run_id, next_seq)
+        events: list[p.BaseEvent] = [p.Start(command=command)] if next_seq == 0 else []
+        events.append(p.Error(code=str(error.code), message=error.message, fix=error.fix or p.UNSET, details=details))
+        events.append(
+            p.Result(
+                ok=False,
+                subtype=subtype,
+                exit_code=int(error.exit_code),
+                error=p.ErrorInfo(code=str(error.code), message=error.message, fix=error.fix or p.UNSET),
+                command=command,
+                next_actions=list(next_actions),
+            )
+        )
+        records = []
+        for event in events:
+            event.synthetic = True
+            sequencer.stamp(event)
+            records.append(Record(event.seq, event.type, p.encode(event)))
+        try:
+            bus.append(run_id, records, if_next_seq=next_seq)
+            return True
+        except SeqConflict:
+            time.sleep(0.01)
+    return False
+
+
+@dataclass
+class WorkerOptions:
+    bus_url: str | None
+    concurrency: int = 1
+    idle_timeout: float = 30.0
+    max_attempts: int = 3
+    max_jobs: int | None = None
+    grace: float = 30.0
+    command: list[str] = field(default_factory=default_exec_command)
+
+    @property
+    def heartbeat_every(self) -> float:
+        return min(self.idle_timeout / 4, 5.0)
+
+
+class Worker:
+    """Claims jobs and runs each as a child process, reporting on its own stream."""
+
+    def __init__(self, options: WorkerOptions, stream: Stream) -> None:
+        self.options = options
+        self.stream = stream
+        self.name = f"{socket.gethostname()}-{os.getpid()}-{os.urandom(2).hex()}"
+        self.started = 0
+        self._active: dict[str, _JobRun] = {}
+        self._lock = threading.Condition()
+        self._bus_trouble = False
+
+    def serve(self) -> None:
+        """Run jobs until ``max_jobs`` have been taken (forever by default)."""
+        bus = open_bus(self.options.bus_url)
+        try:
+            while self.options.max_jobs is None or self.started < self.options.max_jobs:
+                if not self._wait_for_slot(timeout=0.5):
+                    continue
+                claim = self._claim(bus)
+                if claim is not None:
+                    self._start(claim)
+            self.wait_all(None)
+        finally:
+            bus.close()
+
+    def _wait_for_slot(self, timeout: float) -> bool:
+        with self._lock:
+            if len(self._active) < self.options.concurrency:
+                return True
+            self._lock.wait(timeout)
+            return len(self._active) < self.options.concurrency
+
+    def _claim(self, bus: Bus) -> Claim | None:
+        """One claim attempt (blocking briefly); an unreachable bus is reported once and retried."""
+        try:
+            claim = bus.claim(
+                self.name, idle_timeout=self.options.idle_timeout, max_attempts=self.options.max_attempts, block=0.5
+            )
+        except BusUnavailable as exc:
+            if not self._bus_trouble:
+                self.stream.error(exc.code, exc.message, fix=exc.fix, retry_in_ms=1000)
+                self._bus_trouble = True
+            time.sleep(1.0)
+            return None
+        if self._bus_trouble:
+            self.stream.status("bus_available", "the bus is reachable again")
+            self._bus_trouble = False
+        return claim
+
+    def _start(self, claim: Claim) -> None:
+        job_run = _JobRun(self, claim)
+        with self._lock:
+            self._active[claim.job.job_id] = job_run
+        self.started += 1
+        job_run.thread.start()
+
+    def finished(self, job_run: _JobRun) -> None:
+        with self._lock:
+            self._active.pop(job_run.claim.job.job_id, None)
+            self._lock.notify_all()
+
+    def wait_all(self, timeout: float | None) -> bool:
+        """Wait for running jobs; True if none is left."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            while self._active:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._lock.wait(remaining if remaining is not None else 1.0)
+        return True
+
+    def cancel_all(self) -> None:
+        """SIGTERM every child; their runs end interrupted and their jobs are left to be reclaimed."""
+        with self._lock:
+            running = list(self._active.values())
+        for job_run in running:
+            job_run.cancel()
+
+
+class _JobRun:
+    """One claimed job in its own thread: settle a reclaimed attempt, run the child, heartbeat, finish."""
+
+    def __init__(self, worker: Worker, claim: Claim) -> None:
+        self.worker = worker
+        self.claim = claim
+        self.options = worker.options
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.cancelled = False
+        self.thread = threading.Thread(target=self._main, name=f"job-{claim.job.job_id}", daemon=True)
+
+    def _event(self, name: str, **data: Any) -> None:
+        self.worker.stream.event(name, {"job_id": self.claim.job.job_id, "attempt": self.claim.attempt, **data})
+
+    def _main(self) -> None:
+        try:
+            with open_bus(self.options.bus_url) as bus:
+                self._run(bus)
+        except AgentstreamError as exc:
+            self.worker.stream.error(exc.code, f"job {self.claim.job.job_id}: {exc.message}", fix=exc.fix)
+        finally:
+            self.worker.finished(self)
+
+    def _run(self, bus: Bus) -> None:
+        claim = self.claim
+        if claim.previous_run_id is not None and self._settle_previous(bus, claim.previous_run_id):
+            return
+        if claim.run_id is None:
+            self._event("job.failed", reason=f"no attempts left after {self.options.max_attempts}")
+            return
+        bus.register_run(claim.run_id, command="exec", job_id=claim.job.job_id, attempt=claim.attempt)
+        code = self._execute(bus, claim.run_id)
+        if code is None:
+            return
+        self._finish(bus, claim.run_id, code)
+
+    def _settle_previous(self, bus: Bus, previous: str) -> bool:
+        """Close the lost attempt's run; True when nothing is left to do (it had succeeded)."""
+        info = bus.get_run(previous)
+        if info is not None and info.status == "succeeded":
+            bus.finish_job(self.claim, "succeeded")
+            self._event("job.succeeded", run_id=previous, note="the lost worker's run had finished")
+            return True
+        retry = self.claim.run_id
+        outcome = f"retried as run {retry} (attempt {self.claim.attempt} of {self.options.max_attempts})"
+        if retry is None:
+            outcome = f"not retried: all {self.options.max_attempts} attempts are used"
+        error = AgentstreamError(
+            f"the worker running this job stopped heartbeating for {self.options.idle_timeout:g}s; {outcome}",
+            code="WORKER_LOST",
+            fix=f"follow run {retry}" if retry else "submit the prompt again, or raise the workers' --max-attempts",
+        )
+        close_run(
+            bus,
+            previous,
+            error,
+            subtype="worker_lost",
+            command="exec",
+            details={"job_id": self.claim.job.job_id, "attempt": self.claim.attempt - 1, "retry_run_id": retry},
+            next_actions=[follow_action(retry, description="follow the retry")] if retry else [],
+        )
+        self._event("job.reclaimed", lost_run_id=previous, run_id=retry)
+        return False
+
+    def _execute(self, bus: Bus, run_id: str) -> int | None:
+        """Run the child to its end, heartbeating; None if the claim was lost or the job cancelled."""
+        argv = [*self.options.command, self.claim.job.prompt, *self.claim.job.args]
+        argv += ["--session-id", run_id]
+        if self.options.bus_url:
+            argv += ["--bus", self.options.bus_url]
+        try:
+            self.proc = _spawn(argv)
+        except OSError as exc:
+            close_run(
+                bus,
+                run_id,
+                AgentstreamError(f"cannot start {argv[0]}: {exc}", code=ErrorCode.CLI_NOT_FOUND, fix=f"check ${EXEC_ENV}"),
+                subtype="error",
+                command="exec",
+            )
+            return 127
+        self._event("job.started", run_id=run_id, pid=self.proc.pid)
+        while True:
+            try:
+                return self.proc.wait(timeout=self.options.heartbeat_every)
+            except subprocess.TimeoutExpired:
+                pass
+            if self.cancelled:
+                continue
+            if not _heartbeat(bus, self.claim):
+                self._event("job.lost", run_id=run_id, reason="another worker took the job over")
+                self._stop_child()
+                return None
+
+    def _finish(self, bus: Bus, run_id: str, code: int) -> None:
+        if self.cancelled:
+            self._event("job.cancelled", run_id=run_id, exit_code=code)
+            return
+        crashed = AgentstreamError(
+            f"the job's process exited with status {code} without finishing its run",
+            code=ErrorCode.PROCESS_CRASHED,
+            fix="see the worker's stderr for the process's own messages",
+        )
+        close_run(bus, run_id, crashed, subtype="process_crashed", command="exec")
+        info = bus.get_run(run_id)
+        status = "succeeded" if info is not None and info.status == "succeeded" else "failed"
+        if bus.finish_job(self.claim, status):
+            self._event(f"job.{status}", run_id=run_id, exit_code=code)
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        self._stop_child()
+
+    def _stop_child(self) -> None:
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
+            return
+        proc.terminate()
+        try:
+            proc.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _heartbeat(bus: Bus, claim: Claim) -> bool:
+    """True unless the bus says the claim is lost; an unreachable bus is not a lost claim."""
+    try:
+        return bus.heartbeat(claim)
+    except BusUnavailable:
+        return True
+
+
+def _spawn(argv: list[str]) -> subprocess.Popen[bytes]:
+    """Start a job's child: stdout discarded (it publishes to the bus), stderr shared, no stdin."""
+    if sys.platform.startswith("linux"):
+        argv = [sys.executable, "-S", "-c", _ORPHAN_GUARD, str(os.getpid()), *argv]
+    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+
+
+def stop_signal_names() -> Callable[[int], str]:
+    return lambda signum: signal.Signals(signum).name
