@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -215,7 +217,7 @@ class FakeModelServer:
         self.requests: list[RecordedRequest] = []
         self.stop = threading.Event()
         self.lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._httpd = _QuietServer(("127.0.0.1", 0), _handler_for(self))
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
@@ -245,6 +247,14 @@ class FakeModelServer:
             if self.script:
                 return self.script.pop(0)
         return Status(500, {"error": {"message": "script exhausted", "type": "server_error"}})
+
+
+class _QuietServer(ThreadingHTTPServer):
+    """Clients that hang up (a killed process, a closed keep-alive connection) are normal here."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
 
 
 def _handler_for(server: FakeModelServer) -> type[BaseHTTPRequestHandler]:
@@ -361,11 +371,11 @@ def exec_env(home: Path, **extra: str) -> dict[str, str]:
 
 
 def openai_env(home: Path, server: FakeModelServer, **extra: str) -> dict[str, str]:
-    return exec_env(home, OPENAI_API_KEY="sk-test-0123456789abcdef", OPENAI_BASE_URL=server.url + "/v1", **extra)
+    return exec_env(home, **{"OPENAI_API_KEY": "sk-test-0123456789abcdef", "OPENAI_BASE_URL": server.url + "/v1", **extra})
 
 
 def anthropic_env(home: Path, server: FakeModelServer, **extra: str) -> dict[str, str]:
-    return exec_env(home, ANTHROPIC_API_KEY="sk-ant-test-0123456789abcdef", ANTHROPIC_BASE_URL=server.url, **extra)
+    return exec_env(home, **{"ANTHROPIC_API_KEY": "sk-ant-test-0123456789abcdef", "ANTHROPIC_BASE_URL": server.url, **extra})
 
 
 def closed_port() -> int:
@@ -387,6 +397,81 @@ def run_exec(
         exec_command(*args), input=stdin, capture_output=True, env=dict(env), cwd=cwd, timeout=timeout
     )
     return ExecRun(proc.returncode, proc.stdout, proc.stderr.decode("utf-8", "replace"))
+
+
+def start_exec(args: Sequence[str], env: Mapping[str, str], *, cwd: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        exec_command(*args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env=dict(env), cwd=cwd,
+    )
+
+
+def finish(proc: subprocess.Popen[bytes], timeout: float = 30) -> ExecRun:
+    out, err = proc.communicate(timeout=timeout)
+    return ExecRun(proc.returncode, out, err.decode("utf-8", "replace"))
+
+
+EnvFor = Callable[[Path, FakeModelServer], dict[str, str]]
+
+
+def run_both_formats(
+    script: Callable[[], list[Reply]], env_for: EnvFor, args: Sequence[str], *, home: Path, cwd: Path
+) -> tuple[ExecRun, FakeModelServer]:
+    """Run one scripted conversation twice at once, with stream-json and with json output.
+
+    Checks what every scenario must satisfy: the stream-json output keeps every
+    invariant, the json output is exactly one result object, both exit codes equal
+    their ``result.exit_code``, and both runs end the same way. Returns the
+    stream-json run and the server it talked to.
+    """
+    with FakeModelServer(script()) as lines_server, FakeModelServer(script()) as json_server:
+        lines_proc = start_exec([*args, "-o", "stream-json"], env_for(home / "lines", lines_server), cwd=cwd)
+        json_proc = start_exec([*args, "-o", "json"], env_for(home / "json", json_server), cwd=cwd)
+        lines_run, json_run = finish(lines_proc), finish(json_proc)
+    assert_valid_stream(lines_run.lines, lines_run.returncode)
+    assert_json_object(json_run)
+    same = ("ok", "subtype", "exit_code", "turn_count", "tools_used")
+    assert [getattr(json_run.result, f) for f in same] == [getattr(lines_run.result, f) for f in same]
+    return lines_run, lines_server
+
+
+def assert_json_object(run: ExecRun) -> p.Result:
+    """``--output-format json``: stdout is exactly one line, one result object, matching the exit code."""
+    assert len(run.stdout.splitlines()) == 1, run.stdout[:500]
+    result = p.decode(run.stdout)
+    assert isinstance(result, p.Result), result
+    assert result.exit_code == run.returncode, (result.exit_code, run.returncode, run.stderr)
+    return result
+
+
+class LiveExec:
+    """A running ``agentstream exec`` whose stdout a test reads while it works (to time a signal)."""
+
+    def __init__(self, args: Sequence[str], env: Mapping[str, str], *, cwd: Path) -> None:
+        self.proc = start_exec(args, env, cwd=cwd)
+        self.read = b""
+
+    @property
+    def lines(self) -> list[bytes]:
+        return [line for line in self.read.split(b"\n")[:-1] if line]
+
+    def wait_for(self, done: Callable[[list[bytes]], bool], timeout: float = 20) -> list[bytes]:
+        """Read stdout until ``done(lines so far)`` holds."""
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        while not done(self.lines):
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, f"timed out; read so far: {self.lines}"
+            if select.select([fd], [], [], remaining)[0]:
+                chunk = os.read(fd, 65536)
+                assert chunk, f"stdout closed early; read so far: {self.lines}"
+                self.read += chunk
+        return self.lines
+
+    def finish(self, timeout: float = 30) -> ExecRun:
+        out, err = self.proc.communicate(timeout=timeout)
+        return ExecRun(self.proc.returncode, self.read + out, err.decode("utf-8", "replace"))
 
 
 # -- checking the output ----------------------------------------------------------

@@ -26,6 +26,16 @@ def process_alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+def gone_soon(pid: int, timeout_s: float = 5.0) -> bool:
+    """Whether ``pid`` is gone within ``timeout_s`` (a SIGKILL takes effect quickly but not at once)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while process_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return not process_alive(pid)
+
+
 def wait_for_file(path: Path, timeout_s: float = 10.0) -> str:
     """Poll for ``path`` to exist with content; the content."""
     import time

@@ -24,6 +24,12 @@ from agentstream.bus import Record
 
 FORBIDDEN_PORT = 6379
 PRODUCER = Path(__file__).with_name("_bus_producer.py")
+CASSETTE = (  # one recorded model turn, replayed by ``exec --cassette``
+    '{"cassette":1,"provider":"openai","model":"gpt-test","recorded_at":"2025-06-01T10:00:00.000Z"}\n'
+    '{"call":1,"events":[{"type":"text","text":"Hello from the queue."},'
+    '{"type":"usage","input_tokens":10,"output_tokens":5,"cached_tokens":0,"reasoning_tokens":0},'
+    '{"type":"end","reason":"stop"}]}\n'
+)
 
 
 def free_port() -> int:
@@ -135,8 +141,9 @@ def cli(*args: str, timeout: float = 30, stdin: bytes | None = None) -> subproce
 
 
 def spawn_cli(*args: str) -> subprocess.Popen[bytes]:
+    """Start ``agentstream ARGS``; unbuffered pipes, so ``readline()`` then ``communicate()`` loses nothing."""
     return subprocess.Popen(
-        [sys.executable, "-m", "agentstream", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [sys.executable, "-m", "agentstream", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0
     )
 
 

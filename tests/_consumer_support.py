@@ -40,6 +40,11 @@ def assert_valid_stream(events: Iterable[p.AnyEvent], *, exit_code: int | None =
     return events
 
 
+def is_synthetic(event: p.AnyEvent) -> bool:
+    """Made up by a reader or wrapper (unknown events never are: they are kept as they came)."""
+    return getattr(event, "synthetic", None) is True
+
+
 def decode_output(data: bytes) -> list[p.AnyEvent]:
     """Strictly decode a canonical NDJSON output (every line must be a valid event)."""
     return [p.decode(line) for line in data.splitlines()]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -98,7 +99,8 @@ def of_type(events: Iterable[p.AnyEvent], *kinds: type[p.BaseEvent]) -> list[Any
 
 
 def realistic(events: list[p.BaseEvent]) -> list[p.BaseEvent]:
-    """Make the ``result`` of a generated session agree with its body, as a Stream's always does."""
+    """Make a generated session look like a Stream's: unique ids, and a ``result`` that agrees with the body."""
+    _unique_ids(events)
     result = events[-1]
     assert isinstance(result, p.Result)
     totals = p.UsageTotals()
@@ -111,6 +113,29 @@ def realistic(events: list[p.BaseEvent]) -> list[p.BaseEvent]:
     result.usage, result.tools_used = totals, tools
     result.turn_count = len(of_type(events, p.Usage))
     return events
+
+
+_ID_FIELDS = {
+    p.ToolCall: ("call_id", True), p.ToolResult: ("call_id", False),
+    p.MessageDelta: ("message_id", True), p.Message: ("message_id", False),
+    p.ReasoningDelta: ("reasoning_id", True), p.Reasoning: ("reasoning_id", False),
+}
+
+
+def _unique_ids(events: list[p.BaseEvent]) -> None:
+    """Generated ids may repeat; give every call, message and reasoning block its own (pairs keep sharing one)."""
+    open_ids: dict[tuple[str, str], str] = {}
+    for number, event in enumerate(events):
+        spec = _ID_FIELDS.get(type(event))
+        if spec is None:
+            continue
+        name, opens = spec
+        key = (name, getattr(event, name))
+        if opens:
+            new = open_ids.setdefault(key, f"{key[1]}_{number}")
+        else:
+            new = open_ids.pop(key, f"{key[1]}_{number}")
+        setattr(event, name, new)
 
 
 # -- strategies ----------------------------------------------------------------------
@@ -140,23 +165,69 @@ json_values = st.recursive(
 )
 
 
-def junk(kinds: Sequence[str], keys: Sequence[str], nested: Sequence[str] = ()) -> st.SearchStrategy[dict[str, Any]]:
-    """Objects of the dialect's own line types whose known fields are missing or hold any JSON value.
+def fields(keys: Sequence[str], nested: dict[str, st.SearchStrategy[Any]] | None = None) -> st.SearchStrategy[dict[str, Any]]:
+    """Objects whose known ``keys`` are each absent or hold any JSON value; ``nested`` keys may also hold
+    the given (usually object) strategy, so junk reaches the inner fields too."""
+    optional: dict[str, st.SearchStrategy[Any]] = {key: json_values for key in keys}
+    for key, inner in (nested or {}).items():
+        optional[key] = inner | json_values
+    return st.fixed_dictionaries({}, optional=optional)
 
-    ``nested`` names fields that hold an object in the real format; they get an object of junk fields too.
-    """
-    fields = st.dictionaries(st.sampled_from(list(keys)), json_values, max_size=len(keys))
-    nested_objects = st.dictionaries(st.sampled_from(list(nested)), fields | json_values, max_size=len(nested)) if nested else st.just({})
-    return st.builds(lambda kind, body, inner: {"type": kind, **body, **inner}, st.sampled_from(list(kinds)), fields, nested_objects)
+
+def junk(kinds: Sequence[str], keys: Sequence[str], nested: dict[str, st.SearchStrategy[Any]] | None = None
+         ) -> st.SearchStrategy[dict[str, Any]]:
+    """Lines of the dialect's own types whose fields are missing or hold values of any type."""
+    return st.tuples(st.sampled_from(list(kinds)), fields(keys, nested)).map(lambda pair: {"type": pair[0], **pair[1]})
+
+
+def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every key path into nested objects and lists, the containers themselves included."""
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    paths = []
+    for key, inner in items:
+        paths.append((*prefix, key))
+        paths += _paths(inner, (*prefix, key))
+    return paths
+
+
+@st.composite
+def broken(draw: st.DrawFn, bases: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """A valid line with one or two fields (at any depth) deleted or replaced by a value of any type."""
+    obj = copy.deepcopy(draw(st.sampled_from(list(bases))))
+    for _ in range(draw(st.integers(1, 2))):
+        paths = _paths(obj)
+        if not paths:
+            break
+        *parents, key = draw(st.sampled_from(paths))
+        parent = obj
+        for step in parents:
+            parent = parent[step]
+        if draw(st.booleans()):
+            del parent[key]
+        else:
+            parent[key] = draw(json_values)
+    return obj
 
 
 def feed_junk(dialect: str, objects: Sequence[dict[str, Any]]) -> list[p.AnyEvent]:
-    """Decode junk; the only exception allowed is MalformedEventError. Returns what came out."""
+    """Sniff and decode junk; the only exception allowed is MalformedEventError. Returns what came out."""
     decoder = get_dialect(dialect).decoder()
     out: list[p.AnyEvent] = []
     for obj in objects:
+        assert 0.0 <= get_dialect(dialect).sniff(obj) <= 1.0
         try:
             out += decoder.decode_line(msgspec.json.encode(obj)) or []
         except MalformedEventError as exc:
             assert exc.message.startswith(dialect), exc.message
     return out + decoder.finish()
+
+
+def merged(items: list[tuple[Any, ...]], kind: str) -> list[tuple[Any, ...]]:
+    """Join adjacent ``(kind, text)`` items: dialects without message boundaries run such texts together."""
+    out: list[tuple[Any, ...]] = []
+    for item in items:
+        if item[0] == kind and out and out[-1][0] == kind:
+            out[-1] = (kind, out[-1][1] + item[1])
+        else:
+            out.append(item)
+    return out

@@ -46,7 +46,7 @@ def tool_round_trips(draw: st.DrawFn) -> list[p.BaseEvent]:
 @st.composite
 def sessions(draw: st.DrawFn, middle: st.SearchStrategy[list[p.BaseEvent]] | None = None) -> list[p.BaseEvent]:
     """A whole, valid canonical session: start, some body events, result — stamped."""
-    body_item = middle or st.one_of(
+    body_item = middle if middle is not None else st.one_of(
         messages().map(lambda m: [m]), tool_round_trips(), reasonings.map(lambda r: [r]), usages.map(lambda u: [u])
     )
     body = [event for chunk in draw(st.lists(body_item, max_size=6)) for event in chunk]

@@ -16,11 +16,6 @@ from agentstream.agent.permissions import PermissionDenied, allows, open_path, r
 from agentstream.agent.tools import ToolContext, Toolbox
 
 
-@pytest.fixture(autouse=True)
-def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AGENTSTREAM_HOME", str(tmp_path / "home"))
-
-
 @pytest.fixture
 def dirs(tmp_path: Path) -> tuple[Path, Path]:
     workspace, outside = make_outside(tmp_path)
@@ -43,7 +38,13 @@ def test_modes_allow_the_right_kinds_of_tool() -> None:
 
 @pytest.mark.parametrize(
     ("raw", "display"),
-    [("inside.txt", "inside.txt"), ("sub/../inside.txt", "inside.txt"), ("./sub", "sub"), (".", "."), ("new/file", "new/file")],
+    [
+        ("inside.txt", "inside.txt"),
+        ("sub/../inside.txt", "inside.txt"),
+        ("./sub", "sub"),
+        (".", "."),
+        ("new/file", "new/file"),
+    ],
 )
 def test_resolve_inside(dirs: tuple[Path, Path], raw: str, display: str) -> None:
     workspace, _ = dirs
@@ -57,7 +58,15 @@ def test_resolve_absolute_inside_and_inner_symlinks_are_fine(dirs: tuple[Path, P
     assert resolve(workspace, "read-only", "alias").display == "inside.txt"
 
 
-ESCAPES = ["../outside/secret.txt", "sub/../../outside/secret.txt", "ABSOLUTE", "link_file", "link_dir/secret.txt", "sub/up/secret.txt", "~/x"]
+ESCAPES = [
+    "../outside/secret.txt",
+    "sub/../../outside/secret.txt",
+    "ABSOLUTE",  # the secret's absolute path
+    "link_file",  # a symlink to the secret
+    "link_dir/secret.txt",  # through a symlink to the outside directory
+    "sub/up/secret.txt",  # through a relative symlink climbing out
+    "~/x",
+]
 
 
 def _raw(escape: str, outside: Path) -> str:

@@ -14,7 +14,9 @@ from _dialect_support import (
     decode_all,
     decode_each,
     encode_objects,
+    broken,
     feed_junk,
+    fields,
     junk,
     line,
     realistic,
@@ -215,10 +217,21 @@ def test_sniff_claims_acai_init_only() -> None:
     assert get_dialect("acai").sniff(json.loads(canonical_start)) == 0.0
 
 
-@settings(max_examples=150, deadline=None)
-@given(st.lists(junk(["init", "message", "reasoning", "function_call", "function_call_output", "result"],
+BASES = [
+    *seed_objects("acai"),
+    {"type": "result", "success": False, "subtype": "error", "error": "e", "duration_ms": 1, "turn_count": 1,
+     "exit_code": 2, "usage": {"input_tokens": 1}},
+    {"type": "function_call", "id": "fc", "call_id": "c", "name": "Shell", "arguments": {"command": "ls"}},
+    {"type": "reasoning", "id": "r", "summary": [{"type": "summary_text", "text": "t"}, "u"]},
+]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(broken(BASES) | junk(["init", "message", "reasoning", "function_call", "function_call_output", "result"],
                      ["session_id", "cwd", "tools", "role", "content", "id", "summary", "call_id", "name",
                       "arguments", "output", "success", "subtype", "error", "duration_ms", "turn_count", "exit_code"],
-                     nested=["usage"]), max_size=8))
+                     nested={"usage": fields(["input_tokens", "output_tokens", "total_tokens"], nested={
+                         "input_tokens_details": fields(["cached_tokens"]),
+                         "output_tokens_details": fields(["reasoning_tokens"])})}), max_size=6))
 def test_junk_raises_only_malformed_event_errors(objects: list[dict[str, Any]]) -> None:
     assert_valid_events(feed_junk("acai", objects))

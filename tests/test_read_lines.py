@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentstream import protocol as p
-from agentstream._lines import Line, LineSplitter, LineTooLong, iter_lines
+from agentstream._lines import BlockSplitter, Line, LineSplitter, LineTooLong, iter_lines
 from agentstream.read import read
 
 from _consumer_support import assert_valid_stream, canonical_session
@@ -40,6 +40,19 @@ def test_splitter_limit_agrees_with_blocking_framing(lines: list[bytes], limit: 
     assert [type(x) for x in got] == [type(x) for x in want]
     assert [x.number for x in got] == [x.number for x in want]
     assert [x.data for x in got if isinstance(x, Line)] == [x.data for x in want if isinstance(x, Line)]
+
+
+@given(st.binary(max_size=300), st.lists(st.integers(0, 300)))
+def test_block_splitter_gives_back_the_input_in_whole_lines(data: bytes, cuts: list[int]) -> None:
+    splitter = BlockSplitter()
+    blocks, last = [], 0
+    for cut in sorted({c for c in cuts if c <= len(data)}) + [len(data)]:
+        blocks.append(splitter.feed(data[last:cut]))
+        last = cut
+    tail = splitter.close()
+    assert all(block == b"" or block.endswith(b"\n") for block in blocks)
+    assert b"".join(blocks) + tail == data
+    assert b"\n" not in tail
 
 
 def test_splitter_crlf_split_across_chunks_and_partial_tail() -> None:

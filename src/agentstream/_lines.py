@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import IO, NamedTuple
 
-__all__ = ["Line", "LineSplitter", "LineTooLong", "iter_lines"]
+__all__ = ["BlockSplitter", "Line", "LineSplitter", "LineTooLong", "iter_lines"]
 
 
 class Line(NamedTuple):
@@ -162,3 +162,35 @@ def iter_blocks(source: IO[bytes], *, block_size: int = 1 << 18) -> Iterator[Blo
             pending += view[cut:]
     if pending:
         yield Line(number, bytes(pending), False)
+
+
+class BlockSplitter:
+    """Cuts chunked input into blocks of whole lines, for readers that decode many lines per call.
+
+    :meth:`feed` returns the complete lines a chunk finished (each ending in
+    ``\\n``, possibly none) as one ``bytes``; the unfinished rest waits for the
+    next chunk. No length limit (use :class:`LineSplitter` for one).
+    """
+
+    def __init__(self) -> None:
+        self._tail: list[bytes] = []
+
+    def feed(self, chunk: bytes) -> bytes:
+        end = chunk.rfind(b"\n") + 1
+        if not end:
+            if chunk:
+                self._tail.append(chunk)
+            return b""
+        block = chunk if end == len(chunk) else chunk[:end]
+        if self._tail:
+            self._tail.append(block)
+            block = b"".join(self._tail)
+            self._tail = []
+        if end < len(chunk):
+            self._tail.append(chunk[end:])
+        return block
+
+    def close(self) -> bytes:
+        """The unterminated last line, if the input ended without a newline."""
+        tail, self._tail = b"".join(self._tail), []
+        return tail

@@ -24,15 +24,18 @@ import time
 from collections import deque
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Sequence
 from types import TracebackType
-from typing import IO, Any, Final, NamedTuple, TypeAlias
+from typing import IO, TYPE_CHECKING, Any, Final, NamedTuple, TypeAlias
 
 import msgspec
 
 from agentstream import protocol as p
-from agentstream._lines import Line, LineSplitter, LineTooLong, iter_lines
+from agentstream._lines import BlockSplitter, Line, LineSplitter, LineTooLong
 from agentstream.dialects.base import DialectDecoder
-from agentstream.errors import ErrorCode, ExitCode
+from agentstream.errors import ErrorCode, ExitCode, MalformedEventError
 from agentstream.transcript import Tally
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = [
     "AsyncReader",
@@ -87,11 +90,15 @@ class _Pipeline:
     skipped line's seq), so the output stays contiguous.
     """
 
-    def __init__(self, dialect: str, *, label: str, cwd: str = "") -> None:
+    def __init__(self, dialect: str, *, label: str, cwd: str = "", max_line_bytes: int | None = None) -> None:
         self.label, self.cwd = label, cwd
         self.dialect: str | None = None
-        self.detected = dialect == "auto"
         self._decoder: DialectDecoder | None = None
+        self._blocks = BlockSplitter() if max_line_bytes is None else None
+        self._lines = LineSplitter(max_line_bytes=max_line_bytes)
+        self.line_number = 0
+        self.partial = False
+        """Whether the last line read had no newline (the input was cut mid-line)."""
         if dialect != "auto":
             self._use(dialect)
         self._probe: list[Line | LineTooLong] = []
@@ -114,7 +121,67 @@ class _Pipeline:
 
     # -- input ---------------------------------------------------------------
 
+    def feed_chunk(self, chunk: bytes) -> list[p.AnyEvent]:
+        """Events completed by the next piece of raw input (of any size)."""
+        if self._blocks is None:
+            out: list[p.AnyEvent] = []
+            for item in self._lines.feed(chunk):
+                out += self.feed(item)
+            return out
+        block = self._blocks.feed(chunk)
+        return self._feed_block(block) if block else []
+
+    def end_of_input(self) -> list[p.AnyEvent]:
+        """Events from an unterminated last line (once; :meth:`finish` calls it)."""
+        if self._blocks is None:
+            out: list[p.AnyEvent] = []
+            for item in self._lines.close():
+                out += self.feed(item)
+            return out
+        tail = self._blocks.close()
+        return self.feed(Line(self.line_number + 1, tail, False)) if tail else []
+
+    def _feed_block(self, block: bytes) -> list[p.AnyEvent]:
+        """Whole lines: decoded in one call when the stream is plain, healthy canonical, else line by line."""
+        if self.dialect == "canonical" and self.started and not self._shift and not self.finished:
+            try:
+                events = p.decode_lines(block)
+            except MalformedEventError:
+                pass  # a bad or unknown line in this block: the careful path below reports it
+            else:
+                self.line_number += block.count(b"\n")
+                if events and events[0].seq == self._next_seq == events[-1].seq - len(events) + 1:
+                    return self._accept_batch(events)
+                return self._accept(events)  # gaps or missing seqs: take the careful path for these events
+        out: list[p.AnyEvent] = []
+        number = self.line_number
+        parts = block.split(b"\n")
+        parts.pop()
+        for data in parts:
+            number += 1
+            out += self.feed(Line(number, data[:-1] if data.endswith(b"\r") else data, True))
+            if self.finished:
+                break
+        self.line_number = number
+        return out
+
+    def _accept_batch(self, events: list[p.AnyEvent]) -> list[p.AnyEvent]:
+        """The fast path of :meth:`_accept`: a started, unshifted stream, and these events' seqs run on from it."""
+        add = self.tally.add
+        for index, event in enumerate(events):
+            add(event)
+            if type(event) is p.Result:
+                del events[index + 1 :]
+                self.finished = True
+                break
+        last = self._last = events[-1]
+        self._next_seq = last.seq + 1
+        return events
+
     def feed(self, item: Line | LineTooLong) -> list[p.AnyEvent]:
+        """Events from one framed line."""
+        self.line_number = item.number
+        self.partial = isinstance(item, Line) and not item.terminated
         if self.finished:
             return []
         if self._decoder is None:
@@ -187,10 +254,23 @@ class _Pipeline:
                 _shift_seq(event, self._shift)
             elif self._shift:
                 self._restamp(event)
+            if event.seq < 0:
+                self._stamp_loose(event)
             self._pass(event, out)
             if self.finished:
                 break
         return out
+
+    def _stamp_loose(self, event: p.AnyEvent) -> None:
+        """Give an event that came without a seq (a foreign line read as canonical) the next one."""
+        if isinstance(event, p.UnknownEvent):
+            event.raw["seq"] = self._next_seq
+            if not event.raw.get("session_id"):
+                event.raw["session_id"] = self._session
+        else:
+            event.seq = self._next_seq
+            event.session_id = event.session_id or self._session
+        self._shift += 1
 
     def _restamp(self, event: p.AnyEvent) -> None:
         """Move a decoded event up past the events made up before it, unless they filled a gap.
@@ -206,7 +286,7 @@ class _Pipeline:
             _shift_seq(event, self._shift)
 
     def _pass(self, event: p.AnyEvent, out: list[p.AnyEvent]) -> None:
-        self._next_seq = event.seq + 1 if event.seq >= 0 else self._next_seq + 1
+        self._next_seq = event.seq + 1
         self._last = event
         self.tally.add(event)
         out.append(event)
@@ -216,14 +296,14 @@ class _Pipeline:
     def _open(self, first: p.AnyEvent, out: list[p.AnyEvent]) -> None:
         """Emit the start (the input's, or one made up in front of its first event), then what waited for it."""
         self.started = True
-        self._session = first.session_id
+        self._session = first.session_id or (self._decoder.sequencer.session_id if self._decoder else p.new_id("ses"))
         if isinstance(first, p.Start):
             self._pass(first, out)
             self._flush_pending(out)
             return
         # A stream that lost its beginning: the made-up start takes the seq just below the
         # first event when there is room (so input seqs stay as they were), else it shifts them.
-        room = first.seq - 1 - len(self._pending)
+        room = first.seq - 1 - len(self._pending) if first.seq >= 0 else -1
         self._next_seq = room if room >= 0 else max(first.seq, 0)
         out += self.synthetic(p.Start(command=self.label, cwd=self.cwd))
         self._flush_pending(out)
@@ -249,9 +329,13 @@ class _Pipeline:
         self._last = event
         return [event]
 
-    def finish(self, ending: Ending) -> list[p.AnyEvent]:
-        """At end of input: flush the decoder, then make up the start and the end the input lacked."""
-        out: list[p.AnyEvent] = []
+    def finish(self, ending: Ending | None = None) -> list[p.AnyEvent]:
+        """At end of input: read a last unterminated line, flush the decoder, then make up what the input lacked.
+
+        ``ending`` says why the input ended; by default, a truncated stream.
+        """
+        out = self.end_of_input()
+        ending = ending or _truncated(self.line_number, self.partial)
         if self._decoder is None:
             out += self._settle(None) if self._probed else self._settle("canonical")
         if not self.finished:
@@ -365,38 +449,14 @@ def _too_long(item: LineTooLong) -> p.Error:
     )
 
 
-class _LineCount:
-    """Remembers the last line seen, to say where a truncated input stopped."""
-
-    __slots__ = ("number", "partial")
-
-    def __init__(self) -> None:
-        self.number, self.partial = 0, False
-
-    def see(self, item: Line | LineTooLong) -> Line | LineTooLong:
-        self.number = item.number
-        self.partial = isinstance(item, Line) and not item.terminated
-        return item
+# -- readers -----------------------------------------------------------------------
 
 
-# -- sync reader ---------------------------------------------------------------
+class _ReaderBase:
+    """What the sync and async readers share: the pipeline and what it has learnt."""
 
-
-class Reader:
-    """Iterate canonical events from one input. Use as a context manager to close a file it opened."""
-
-    def __init__(
-        self,
-        source: Source,
-        dialect: str = "auto",
-        *,
-        max_line_bytes: int | None = None,
-        label: str | None = None,
-    ) -> None:
-        self._file, self._chunks, self._owned = _sync_source(source)
-        self.max_line_bytes = max_line_bytes
-        self._pipeline = _Pipeline(dialect, label=label or _label(source))
-        self._lines = _LineCount()
+    def __init__(self, source: object, dialect: str, max_line_bytes: int | None, label: str | None) -> None:
+        self._pipeline = _Pipeline(dialect, label=label or _label(source), max_line_bytes=max_line_bytes)
 
     @property
     def dialect(self) -> str | None:
@@ -405,23 +465,40 @@ class Reader:
 
     @property
     def line_number(self) -> int:
-        return self._lines.number
+        """The last input line read so far."""
+        return self._pipeline.line_number
 
-    def _items(self) -> Iterator[Line | LineTooLong]:
-        if self._file is not None:
-            return iter_lines(self._file, max_line_bytes=self.max_line_bytes)
-        return _split(self._chunks or (), LineSplitter(max_line_bytes=self.max_line_bytes))
 
-    def __iter__(self) -> Iterator[p.AnyEvent]:
-        pipeline, lines = self._pipeline, self._lines
+class Reader(_ReaderBase):
+    """Iterate canonical events from one input. Use as a context manager to close a file it opened."""
+
+    def __init__(
+        self, source: Source, dialect: str = "auto", *, max_line_bytes: int | None = None, label: str | None = None
+    ) -> None:
+        super().__init__(source, dialect, max_line_bytes, label)
+        self._file, self._chunks, self._owned = _sync_source(source)
+
+    def batches(self) -> Iterator[list[p.AnyEvent]]:
+        """The same events as iterating, in lists (one per chunk of input, maybe empty): less overhead per event."""
+        pipeline = self._pipeline
         try:
-            for item in self._items():
-                yield from pipeline.feed(lines.see(item))
+            for chunk in self._chunk_source():
+                yield pipeline.feed_chunk(chunk)
                 if pipeline.finished:
                     return
-            yield from pipeline.finish(_truncated(lines.number, lines.partial))
+            yield pipeline.finish()
         finally:
             self.close()
+
+    def __iter__(self) -> Iterator[p.AnyEvent]:
+        for batch in self.batches():
+            yield from batch
+
+    def _chunk_source(self) -> Iterable[bytes]:
+        if self._file is None:
+            return self._chunks or ()
+        read_some = getattr(self._file, "read1", self._file.read)  # read1: whatever a pipe has, no waiting
+        return iter(lambda: read_some(CHUNK_BYTES), b"")
 
     def close(self) -> None:
         if self._owned and self._file is not None:
@@ -446,12 +523,6 @@ def read(
     return Reader(source, dialect, max_line_bytes=max_line_bytes, label=label)
 
 
-def _split(chunks: Iterable[bytes], splitter: LineSplitter) -> Iterator[Line | LineTooLong]:
-    for chunk in chunks:
-        yield from splitter.feed(chunk)
-    yield from splitter.close()
-
-
 def _label(source: object) -> str:
     if isinstance(source, (str, os.PathLike)):
         return os.fspath(source)
@@ -473,42 +544,27 @@ def _sync_source(source: Source) -> tuple[IO[bytes] | None, Iterable[bytes] | No
     raise TypeError(f"cannot read events from {type(source).__name__}: pass a path, a binary file or byte chunks")
 
 
-# -- async reader ----------------------------------------------------------------
-
-
-class AsyncReader:
+class AsyncReader(_ReaderBase):
     """The async twin of :class:`Reader`: same events, same guarantees."""
 
     def __init__(
-        self,
-        source: AsyncSource,
-        dialect: str = "auto",
-        *,
-        max_line_bytes: int | None = None,
-        label: str | None = None,
+        self, source: AsyncSource, dialect: str = "auto", *, max_line_bytes: int | None = None, label: str | None = None
     ) -> None:
+        super().__init__(source, dialect, max_line_bytes, label)
         self._source = source
-        self._splitter = LineSplitter(max_line_bytes=max_line_bytes)
-        self._pipeline = _Pipeline(dialect, label=label or _label(source))
-        self._lines = _LineCount()
 
-    @property
-    def dialect(self) -> str | None:
-        return self._pipeline.dialect
+    async def batches(self) -> AsyncIterator[list[p.AnyEvent]]:
+        pipeline = self._pipeline
+        async for chunk in _async_chunks(self._source):
+            yield pipeline.feed_chunk(chunk)
+            if pipeline.finished:
+                return
+        yield pipeline.finish()
 
     async def __aiter__(self) -> AsyncIterator[p.AnyEvent]:
-        pipeline, lines, splitter = self._pipeline, self._lines, self._splitter
-        async for chunk in _async_chunks(self._source):
-            for item in splitter.feed(chunk):
-                for event in pipeline.feed(lines.see(item)):
-                    yield event
-                if pipeline.finished:
-                    return
-        for item in splitter.close():
-            for event in pipeline.feed(lines.see(item)):
+        async for batch in self.batches():
+            for event in batch:
                 yield event
-        for event in pipeline.finish(_truncated(lines.number, lines.partial)):
-            yield event
 
 
 def aread(
@@ -589,10 +645,11 @@ class Spawn:
         self.stderr_as_logs = stderr_as_logs
         self.cancel_grace_s = cancel_grace_s
         self.exit_timeout_s = exit_timeout_s
-        self.max_line_bytes = max_line_bytes
         self.new_process_group = new_process_group
         self._popen_kwargs: dict[str, Any] = {"cwd": cwd, "env": env, "stdin": stdin}
-        self._pipeline = _Pipeline(dialect, label=shlex.join(self.argv), cwd=cwd or os.getcwd())
+        self._pipeline = _Pipeline(
+            dialect, label=shlex.join(self.argv), cwd=cwd or os.getcwd(), max_line_bytes=max_line_bytes
+        )
         self._stderr = _StderrTail(stderr_limit, on_stderr, self._on_stderr_line if stderr_as_logs else None)
         self.proc: subprocess.Popen[bytes] | None = None
         self._launch_error: OSError | None = None
@@ -740,7 +797,6 @@ class Spawn:
         assert self.proc is not None and self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
         os.set_blocking(fd, False)
-        splitter = LineSplitter(max_line_bytes=self.max_line_bytes)
         pipeline = self._pipeline
         with _Watch(fd, self._wake_r, self.proc) as watch:
             while True:
@@ -748,10 +804,9 @@ class Spawn:
                 if chunk is None:
                     yield from self._logs_now()
                     continue
-                for item in splitter.feed(chunk) if chunk else splitter.close():
-                    yield from pipeline.feed(item)
-                    if pipeline.finished:
-                        return
+                yield from pipeline.feed_chunk(chunk) if chunk else pipeline.end_of_input()
+                if pipeline.finished:
+                    return
                 if not chunk:
                     if watch.held_open:
                         self._stop_stragglers()
@@ -834,21 +889,13 @@ def spawn(argv: Sequence[str], dialect: str = "auto", **options: Any) -> Spawn:
 
 
 def _launch_failure(program: str, exc: OSError) -> Ending:
+    """The shell's convention: 127 for a program that is not there, 126 for one that cannot run."""
     if isinstance(exc, FileNotFoundError):
-        return Ending(
-            ErrorCode.CLI_NOT_FOUND,
-            f"{program}: command not found",
-            127,
-            fix=f"install {program}, or check that it is on PATH",
-            details={"errno": exc.errno},
-        )
-    return Ending(
-        ErrorCode.CLI_NOT_FOUND,
-        f"{program}: cannot run it: {exc.strerror or exc}",
-        126,
-        fix=f"check that {program} is an executable file (chmod +x)",
-        details={"errno": exc.errno},
-    )
+        message, status, fix = "command not found", 127, f"install {program}, or check that it is on PATH"
+    else:
+        message, status = f"cannot run it: {exc.strerror or exc}", 126
+        fix = f"check that {program} is an executable file (chmod +x)"
+    return Ending(ErrorCode.CLI_NOT_FOUND, f"{program}: {message}", status, fix=fix, details={"errno": exc.errno})
 
 
 def _signal_name(signum: int) -> str:

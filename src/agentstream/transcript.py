@@ -36,15 +36,17 @@ class Tally:
         self._tools: set[str] = set()
 
     def add(self, event: p.AnyEvent) -> None:
-        if isinstance(event, p.Usage):
-            self.usage.add(event)
+        kind = type(event)  # exact type checks: this runs for every event the reader passes on
+        if kind is p.Usage:
+            self.usage.add(event)  # type: ignore[arg-type]
             self.turn_count += 1
-        elif isinstance(event, p.ToolCall):
-            if event.name not in self._tools:
-                self._tools.add(event.name)
-                self.tools_used.append(event.name)
-        elif isinstance(event, p.Message) and event.role == "assistant":
-            self.last_text = event.content
+        elif kind is p.ToolCall:
+            name = event.name  # type: ignore[union-attr]
+            if name not in self._tools:
+                self._tools.add(name)
+                self.tools_used.append(name)
+        elif kind is p.Message and event.role == "assistant":  # type: ignore[union-attr]
+            self.last_text = event.content  # type: ignore[union-attr]
 
 
 class Outcome(NamedTuple):

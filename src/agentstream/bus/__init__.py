@@ -32,6 +32,7 @@ from agentstream.errors import AgentstreamError, ErrorCode, UsageError
 
 __all__ = [
     "BUS_ENV",
+    "DEFAULT_RETENTION_S",
     "TERMINAL_STATUSES",
     "Bus",
     "BusUnavailable",
@@ -46,6 +47,7 @@ __all__ = [
     "default_bus_url",
     "open_bus",
     "parse_duration",
+    "redact_url",
     "run_update",
 ]
 
@@ -282,7 +284,7 @@ def open_bus(url: str | None = None) -> Bus:
     url = (url or "").strip() or default_bus_url()
     scheme = url.split(":", 1)[0].lower() if ":" in url else ""
     if scheme not in _SCHEMES:
-        raise UsageError(f"unsupported bus URL {_redact(url)!r}", fix=_URL_FIX)
+        raise UsageError(f"unsupported bus URL {redact_url(url)!r}", fix=_URL_FIX)
     options = _bus_options(url)
     if scheme == "sqlite":
         from agentstream.bus.sqlite import SqliteBus
@@ -325,7 +327,7 @@ def parse_duration(text: str, *, what: str = "duration") -> float:
     return value
 
 
-def _redact(url: str) -> str:
+def redact_url(url: str) -> str:
     """The URL without its password, for messages."""
     parts = urlsplit(url)
     if parts.password:

@@ -65,8 +65,8 @@ _encoder = msgspec.json.Encoder()
 
 def print_envelope(envelope: Envelope, exit_code: int = ExitCode.OK) -> int:
     """Write the envelope as one JSON line on stdout (``result`` always present); return ``exit_code``."""
-    data = msgspec.to_builtins(envelope)
-    data.setdefault("result", None)
+    fields = msgspec.to_builtins(envelope)
+    data = {"ok": fields["ok"], "command": fields["command"], "result": fields.get("result"), **fields}
     sys.stdout.buffer.write(_encoder.encode(data) + b"\n")
     sys.stdout.buffer.flush()
     return int(exit_code)

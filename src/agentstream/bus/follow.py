@@ -143,8 +143,10 @@ class _RunTail:
         except AgentstreamError as exc:
             raise _Ended(_subtype_of(exc), exc, exc.exit_code) from exc
         self._check_known()
+        block: float | None = None  # the first read does not wait: a finished run may end at once
         while True:
-            records = self._with_reconnect(lambda bus: bus.read(self.options.run_id, self.next_seq, block=self._block()))
+            records = self._with_reconnect(lambda bus: bus.read(self.options.run_id, self.next_seq, block=block))
+            block = self._block()
             for record in records:
                 if self._emit(record):
                     return self.exit_code

@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import os
 import shlex
-import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
@@ -346,7 +345,3 @@ def _spawn(argv: list[str]) -> subprocess.Popen[bytes]:
     if sys.platform.startswith("linux"):
         argv = [sys.executable, "-S", "-c", _ORPHAN_GUARD, str(os.getpid()), *argv]
     return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
-
-
-def stop_signal_names() -> Callable[[int], str]:
-    return lambda signum: signal.Signals(signum).name

@@ -198,7 +198,7 @@ class SqliteBus(Bus):
 
     def _maybe_prune(self, now: float) -> None:
         """Delete runs (and finished jobs) whose last event is older than the retention."""
-        if not self.retention or now - self._last_prune < PRUNE_EVERY_S:
+        if not self.retention or now - self._last_prune < min(PRUNE_EVERY_S, self.retention / 10):
             return
         self._last_prune = now
         cutoff = now - self.retention

@@ -1,21 +1,28 @@
 """``agentstream convert [--from X] --to Y [FILE|-]``: one dialect in, another out, streaming.
 
-Memory stays flat (one line at a time) and each output line is written as
-soon as its input line is read; output is flushed per line when the input is a
-pipe or a terminal, so live conversion works, and buffered for files.
+Memory stays flat (one chunk of input at a time) and output is written as each
+chunk is decoded: flushed per chunk when the input is a pipe or a terminal, so
+live conversion works, and buffered for regular files.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import stat
 import sys
 import time
 from collections.abc import Iterable, Iterator
-from typing import IO, TypeVar
+from typing import IO, TYPE_CHECKING, TypeVar
 
 from agentstream.cli._options import add_input_argument, add_output_options, open_input
+
+if TYPE_CHECKING:
+    import msgspec
+
+    from agentstream.protocol import AnyEvent
+    from agentstream.render import OutputFormat
 
 T = TypeVar("T")
 
@@ -60,24 +67,69 @@ def check_dialect(name: str | None) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Exit 0 once the whole input is converted (a broken input shows up as error events, not as the exit code)."""
-    from agentstream.read import read
-    from agentstream.render import make_sink
-
     check_dialect(args.from_dialect)
     check_dialect(args.dialect)
     source = open_input(args.file)
-    label = "<stdin>" if args.file == "-" else args.file
-    out = _Output(sys.stdout.buffer, flush_each=not _is_regular_file(source))
-    sink = make_sink(args.output_format, out, dialect=args.dialect)
-    with read(source, args.from_dialect, max_line_bytes=args.max_line_bytes, label=label) as reader:
-        events: Iterable[object] = reader
-        if not args.no_progress:
-            events = with_progress(reader, source, sys.stderr, verb="converting")
-        for event in events:
-            sink.emit(event)  # type: ignore[arg-type]
-    sink.close()
-    out.flush()
+    convert(
+        source,
+        sys.stdout.buffer,
+        from_dialect=args.from_dialect,
+        to_dialect=args.dialect,
+        output_format=args.output_format,
+        max_line_bytes=args.max_line_bytes,
+        label="<stdin>" if args.file == "-" else args.file,
+        progress=None if args.no_progress else sys.stderr,
+    )
     return 0
+
+
+def convert(
+    source: IO[bytes],
+    out: IO[bytes],
+    *,
+    from_dialect: str = "auto",
+    to_dialect: str | None = None,
+    output_format: OutputFormat = "stream-json",
+    max_line_bytes: int | None = None,
+    label: str | None = None,
+    progress: IO[str] | None = None,
+) -> None:
+    """Read ``source`` in one dialect and write it to ``out`` in another (the whole command, minus options)."""
+    from agentstream.read import read
+    from agentstream.render import make_sink
+
+    writer = _Output(out, flush_each=not _is_regular_file(source))
+    sink = make_sink(output_format, writer, dialect=to_dialect)
+    # Canonical lines out: one encode call and one write per batch instead of one per event.
+    write = _write_canonical if output_format == "stream-json" and to_dialect in (None, "canonical") else None
+    with read(source, from_dialect, max_line_bytes=max_line_bytes, label=label) as reader:
+        batches: Iterable[list[AnyEvent]] = reader.batches()
+        if progress is not None:
+            batches = with_progress(batches, source, progress, verb="converting")
+        for batch in batches:
+            if write is not None:
+                write(batch, writer)
+                continue
+            for event in batch:
+                sink.emit(event)
+    sink.close()
+    writer.flush()
+
+
+def _write_canonical(batch: list[AnyEvent], writer: _Output) -> None:
+    from agentstream import protocol as p
+
+    if any(type(event) is p.UnknownEvent for event in batch):
+        writer.write(b"".join(map(p.encode_line, batch)))
+    else:
+        writer.write(_lines_encoder().encode_lines(batch))
+
+
+@functools.cache
+def _lines_encoder() -> msgspec.json.Encoder:
+    import msgspec
+
+    return msgspec.json.Encoder()
 
 
 class _Output:
@@ -103,10 +155,11 @@ class _Output:
     def _closed(self) -> None:
         from agentstream.render import OutputClosed
 
-        # Point stdout at /dev/null so the interpreter's final flush does not complain again.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
+        if self.file is sys.stdout.buffer:
+            # Point stdout at /dev/null so the interpreter's final flush does not complain again.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
         raise OutputClosed()
 
 
@@ -118,7 +171,7 @@ def _is_regular_file(file: IO[bytes]) -> bool:
 
 
 def with_progress(items: Iterable[T], source: IO[bytes], err: IO[str], *, verb: str) -> Iterator[T]:
-    """Pass ``items`` through, drawing "verb: 12.0 MiB of 1.0 GiB (1%)" on ``err`` when it is a terminal.
+    """Pass ``items`` (batches of lines) through, drawing "verb: 12.0 MiB of 1.0 GiB (1%)" on ``err`` on a terminal.
 
     Only for regular files of at least :data:`PROGRESS_MIN_BYTES`; never on stdout.
     The line is erased when the input is done.
@@ -127,11 +180,11 @@ def with_progress(items: Iterable[T], source: IO[bytes], err: IO[str], *, verb: 
     if size < PROGRESS_MIN_BYTES or not err.isatty():
         yield from items
         return
-    shown_at = time.monotonic()
+    shown_at = float("-inf")  # draw it at once, then every PROGRESS_EVERY_S
     try:
-        for count, item in enumerate(items):
+        for item in items:
             yield item
-            if count & 1023 == 0 and time.monotonic() - shown_at >= PROGRESS_EVERY_S:
+            if time.monotonic() - shown_at >= PROGRESS_EVERY_S:
                 shown_at = time.monotonic()
                 done = source.tell()
                 err.write(f"\r{verb}: {_size(done)} of {_size(size)} ({done * 100 // size}%)\x1b[K")

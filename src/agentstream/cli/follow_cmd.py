@@ -15,9 +15,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--wait", action="store_true", help="wait for a run that has not started yet")
 
 
-def add_follow_options(parser: argparse.ArgumentParser) -> None:
+def add_follow_options(parser: argparse.ArgumentParser, *, timeout_flag: str = "--timeout") -> None:
     """What every command that follows a run offers (follow, send --follow, submit --follow)."""
-    parser.add_argument("--timeout", type=float, default=None, metavar="S", help="stop following after S seconds")
+    parser.add_argument(
+        timeout_flag, dest="follow_timeout", type=float, default=None, metavar="S", help="stop following after S seconds"
+    )
     parser.add_argument(
         "--reconnect-timeout",
         type=float,
@@ -34,7 +36,7 @@ def follow_run(args: argparse.Namespace, run_id: str, *, command: str, wait: boo
     options = FollowOptions(
         run_id=run_id,
         from_seq=from_seq,
-        timeout=args.timeout,
+        timeout=args.follow_timeout,
         wait=wait,
         reconnect_for=args.reconnect_timeout,
         command=command,

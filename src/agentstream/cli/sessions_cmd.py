@@ -99,7 +99,7 @@ def _next_actions(sessions: list[SessionRecord], limit: int) -> list[dict[str, A
         },
         {
             "command": "agentstream exec --continue <prompt>",
-            "description": "Continue the most recent session",
+            "description": "Continue the most recent session in the current directory",
             "params": {"prompt": _PROMPT_PARAM},
         },
     ]

@@ -80,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
             cancel_grace_s=args.grace,
             exit_timeout_s=args.exit_timeout,
             new_process_group=True,
+            stdin=None,  # the child reads the wrap's stdin, as it would without the wrap
         )
         _Relay(stream, child).run()
     return stream.result.exit_code if stream.result is not None else 1
@@ -180,9 +181,7 @@ class _Relay:
                 details={"child_error": {"code": held.code, "message": held.message}} if held else p.UNSET,
             )
             return
-        if final is None:  # spawn always ends with a result; this is only a guard
-            stream.fail(ErrorCode.STREAM_TRUNCATED, "the child's stream ended without a result")
-            return
+        assert final is not None, "spawn() always ends with a result"
         if has_usage(final.usage):
             stream.usage = final.usage
         if held is not None:

@@ -52,6 +52,8 @@ __all__ = [
     "ToolPairs",
     "arguments_text",
     "encode_object",
+    "event_data",
+    "event_from_data",
     "epoch_ms",
     "iso",
     "json_or_text",
@@ -303,6 +305,21 @@ def encode_object(obj: dict[str, Any]) -> bytes:
     return _json_encode(obj)
 
 
+def event_data(event: p.BaseEvent) -> dict[str, Any]:
+    """An event's own fields, without ``type`` and stamps (e.g. to carry it in a dialect's extension slot)."""
+    return {k: v for k, v in msgspec.to_builtins(event).items() if k not in _NOT_DATA}
+
+
+def event_from_data(kind: str, data: object) -> p.BaseEvent | None:
+    """The inverse of :func:`event_data`; ``None`` when ``data`` is not a valid ``kind`` event."""
+    if not isinstance(data, dict) or kind not in p.EVENT_TYPES:
+        return None
+    try:
+        return msgspec.convert({**data, "type": kind}, p.Event)  # type: ignore[no-any-return]
+    except msgspec.ValidationError:
+        return None
+
+
 # -- tool pairing ------------------------------------------------------------------
 
 
@@ -427,8 +444,7 @@ class EventDecoder(DialectDecoder):
     def _stamp(self, event: p.BaseEvent, ts: str | None) -> None:
         if isinstance(event, p.Start):
             if self.started:
-                data = {k: v for k, v in msgspec.to_builtins(event).items() if k not in _NOT_DATA}
-                event = p.GenericEvent(name="start", data=data)
+                event = p.GenericEvent(name="start", data=event_data(event))
             self.started = True
         elif not self.started:
             self.started = True

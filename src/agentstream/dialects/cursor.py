@@ -173,8 +173,10 @@ def _content(text: str) -> list[dict[str, str]]:
 
 class CursorEncoder(EventEncoder):
     """Writes Cursor lines. Deltas use the ``--stream-partial-output`` form (``timestamp_ms``, no
-    ``model_call_id``); once one went out, complete messages without deltas go out in that form too,
-    because a reader that follows Cursor's rules would skip them as flushes otherwise."""
+    ``model_call_id``) and the complete message after them the flush form (with ``model_call_id``),
+    which readers skip and which marks where the message ended. Once a delta went out, a complete
+    message without deltas goes out as one delta plus its flush, because a reader that follows
+    Cursor's rules would skip a lone complete form as a repeat."""
 
     fold_fatal = True
 
@@ -211,8 +213,15 @@ class CursorEncoder(EventEncoder):
             return []
         self._texts.append(event.content)
         if self.closes_deltas(event.message_id):
-            return []
-        return [self._delta(event, event.content) if self._partial else self._message("assistant", event.content)]
+            return [self._flush(event)]
+        if self._partial:
+            return [self._delta(event, event.content), self._flush(event)]
+        return [self._message("assistant", event.content)]
+
+    def _flush(self, event: p.Message) -> dict[str, Any]:
+        """The flush form Cursor writes after a run of deltas: readers skip it, and it ends the run."""
+        return {**self._message("assistant", event.content), "model_call_id": event.message_id,
+                "timestamp_ms": epoch_ms(event.ts)}
 
     def on_message_delta(self, event: p.MessageDelta) -> list[dict[str, Any]]:
         if event.role != "assistant":

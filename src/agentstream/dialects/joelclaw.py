@@ -136,7 +136,6 @@ class JoelclawEncoder(EventEncoder):
             line["duration_ms"] = event.duration_ms
         if event.error is not p.UNSET:
             line["error"] = event.error
-        line["ts"] = iso(event.ts)
         return [line]
 
     def on_progress(self, event: p.Progress) -> list[dict[str, Any]]:

@@ -51,7 +51,7 @@ class LocusDecoder(EventDecoder):
 
     def decode_object(self, obj: dict[str, Any]) -> None:
         kind = obj.get("type")
-        if kind not in LOCUS_TYPES:
+        if not isinstance(kind, str) or kind not in LOCUS_TYPES:
             super().decode_object(obj)
             return
         envelope = Fields(obj, f"locus '{kind}' line")
@@ -230,7 +230,8 @@ class LocusDialect(Dialect):
     summary = "Locus exec --json-stream (CliStreamEvent envelope)"
 
     def sniff(self, obj: dict[str, Any]) -> float:
-        if obj.get("type") not in LOCUS_TYPES or not isinstance(obj.get("payload"), dict):
+        kind = obj.get("type")
+        if not isinstance(kind, str) or kind not in LOCUS_TYPES or not isinstance(obj.get("payload"), dict):
             return 0.0
         if obj.get("protocol") == PROTOCOL and "sessionId" in obj:
             return 1.0

@@ -63,6 +63,8 @@ def select_provider(
     name: str | None, settings: ProviderSettings, environ: Mapping[str, str] = os.environ
 ) -> Selection:
     """Pick a provider by the documented order (module docstring)."""
+    if settings.cassette and name not in (None, "replay"):
+        raise UsageError(f"--cassette replays a recording; it cannot be used with --provider {name}", fix="drop one of them")
     if name:
         return Selection(create_provider(name, settings))
     if settings.cassette:

@@ -58,21 +58,21 @@ class AnthropicProvider(Provider):
         return self._client
 
     def _turn(self, conversation: Conversation, tools: Sequence[ToolSpec], system: str) -> Iterator[TurnEvent]:
+        # Plain JSON in the wire shape travels in extra_body, past the SDK's per-call typed
+        # transform of every message (see the OpenAI provider for the measurement).
         budget = self.settings.thinking_budget
-        request: dict[str, Any] = {
-            "model": self.model,
-            # max_tokens must exceed the thinking budget: the answer gets its own room on top.
-            "max_tokens": self.settings.max_tokens + budget,
-            "messages": to_anthropic_messages(conversation),
-            "stream": True,
-        }
+        body: dict[str, Any] = {"messages": to_anthropic_messages(conversation)}
         if system:
-            request["system"] = system
+            body["system"] = system
         if tools:
-            request["tools"] = to_anthropic_tools(tools)
+            body["tools"] = to_anthropic_tools(tools)
         if budget:
-            request["thinking"] = {"type": "enabled", "budget_tokens": budget}
-        with self.client().messages.create(**request) as stream:
+            body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+        stream = self.client().messages.create(
+            # max_tokens must exceed the thinking budget: the answer gets its own room on top.
+            model=self.model, max_tokens=self.settings.max_tokens + budget, messages=[], stream=True, extra_body=body
+        )
+        with stream:
             yield from _StreamReader().events(stream)
 
     def map_error(self, exc: Exception) -> ProviderError | None:

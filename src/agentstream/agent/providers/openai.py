@@ -66,15 +66,16 @@ class OpenAIProvider(Provider):
         return self._client
 
     def _turn(self, conversation: Conversation, tools: Sequence[ToolSpec], system: str) -> Iterator[TurnEvent]:
-        request: dict[str, Any] = {
-            "model": self.model,
-            "messages": to_openai_messages(conversation, system),
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
+        # The conversation is already plain JSON in the wire shape, so it travels in extra_body:
+        # the SDK's typed transform would walk every message of every call again (about 16 ms
+        # per call at 40 messages, growing with the session) only to send the same JSON.
+        body: dict[str, Any] = {"messages": to_openai_messages(conversation, system)}
         if tools:
-            request["tools"] = to_openai_tools(tools)
-        with self.client().chat.completions.create(**request) as stream:
+            body["tools"] = to_openai_tools(tools)
+        stream = self.client().chat.completions.create(
+            model=self.model, messages=[], stream=True, stream_options={"include_usage": True}, extra_body=body
+        )
+        with stream:
             yield from _events(stream)
 
     def map_error(self, exc: Exception) -> ProviderError | None:

@@ -11,7 +11,7 @@ import os
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Final
+from typing import IO, Any, Final
 
 from agentstream.agent.permissions import ResolvedPath, open_path
 from agentstream.agent.tools._base import Tool, ToolContext, ToolFailure, ToolOutcome, ToolSpec
@@ -56,16 +56,18 @@ def _require_regular(fd: int, path: ResolvedPath) -> None:
         raise ToolFailure(f"{path.display} is not a regular file (a device, FIFO or socket)")
 
 
+_OS_ERROR_HINTS: Final = {
+    errno.ENOENT: "no such file or directory (list_dir or glob shows what exists)",
+    errno.EISDIR: "is a directory (use list_dir)",
+    errno.ENOTDIR: "a part of the path is not a directory",
+    errno.EACCES: "permission denied by the operating system",
+    errno.EPERM: "permission denied by the operating system",
+    errno.ENXIO: "is a special file that cannot be opened this way",
+}
+
+
 def _describe_os_error(exc: OSError, name: str) -> str:
-    hints = {
-        errno.ENOENT: "no such file or directory (list_dir or glob shows what exists)",
-        errno.EISDIR: "is a directory (use list_dir)",
-        errno.ENOTDIR: "a part of the path is not a directory",
-        errno.EACCES: "permission denied by the operating system",
-        errno.EPERM: "permission denied by the operating system",
-        errno.ENXIO: "is a special file that cannot be opened this way",
-    }
-    return f"{name}: {hints.get(exc.errno or 0, exc.strerror or str(exc))}"
+    return f"{name}: {_OS_ERROR_HINTS.get(exc.errno or 0, exc.strerror or str(exc))}"
 
 
 def is_binary(head: bytes) -> bool:
@@ -102,10 +104,21 @@ def read_file(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
         if is_binary(fh.read(_SNIFF_BYTES)):
             raise ToolFailure(f"{path.display} looks like a binary file (it contains NUL bytes); read_file shows text")
         fh.seek(0)
-        return _numbered_lines(fh, path.display, first, last, chosen, ctx.output_cap_bytes)
+        return _numbered_lines(_bounded_lines(fh), path.display, first, last, chosen, ctx.output_cap_bytes)
 
 
-def _numbered_lines(lines: Any, name: str, first: int, last: int, chosen: bool, cap: int) -> ToolOutcome:
+def _bounded_lines(fh: IO[bytes]) -> Iterator[bytes]:
+    """The file's lines, each at most a little over ``MAX_LINE_CHARS`` characters, so that a
+    one-line 1 GB file costs no more memory than a short one (the cut is marked later)."""
+    limit = 4 * MAX_LINE_CHARS + 8  # enough bytes for MAX_LINE_CHARS + 2 characters of any UTF-8
+    while line := fh.readline(limit):
+        if len(line) == limit and not line.endswith(b"\n"):
+            while (rest := fh.readline(limit)) and not rest.endswith(b"\n"):
+                pass  # skip the rest of an over-long line
+        yield line
+
+
+def _numbered_lines(lines: Iterator[bytes], name: str, first: int, last: int, chosen: bool, cap: int) -> ToolOutcome:
     out: list[str] = []
     used, number, truncated, more = 0, 0, False, False
     for number, raw in enumerate(lines, start=1):

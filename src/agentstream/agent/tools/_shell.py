@@ -154,7 +154,9 @@ class _ShellRun:
 
 
 def _with_note(text: str, note: str) -> str:
-    return f"{text.rstrip(chr(10))}\n[{note}]" if text else f"[{note}]"
+    """The output with a last line the model cannot miss, e.g. ``[exit code 2]``."""
+    body = text.rstrip("\n")
+    return f"{body}\n[{note}]" if body else f"[{note}]"
 
 
 def shell(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:

@@ -9,7 +9,15 @@ from pathlib import Path
 from typing import Any, Final
 
 from agentstream.agent.permissions import PERMISSION_MODES, PermissionDenied, allows
-from agentstream.agent.tools._base import Tool, ToolContext, ToolFailure, ToolOutcome, ToolSpec, cap_text, check_arguments
+from agentstream.agent.tools._base import (
+    Tool,
+    ToolContext,
+    ToolFailure,
+    ToolOutcome,
+    ToolSpec,
+    cap_text,
+    check_arguments,
+)
 from agentstream.agent.tools._fs import FS_TOOLS
 from agentstream.agent.tools._search import SEARCH_TOOLS
 from agentstream.agent.tools._secrets import Redactor

@@ -1,0 +1,229 @@
+"""Benchmarks for the consumer: ``convert`` throughput and memory, as ratios against a baseline run alongside.
+
+    .venv/bin/python bench/bench_convert.py [--size 1GiB] [--rounds 5] [--quick]
+
+1. Throughput of ``convert`` (read, detect, decode, encode, write; in process)
+   for gemini → claude, claude → canonical and canonical → canonical, against
+   an orjson ``loads`` + ``dumps`` passthrough of the very same input lines
+   (the least a program that touches every event must do). Ratio =
+   baseline time / our time: 1.0 means as fast as the passthrough; the target
+   is at least 0.5.
+2. Peak RSS of ``agentstream convert`` run as a process on a generated file of
+   ``--size`` (default 1 GiB, in the temp directory, deleted afterwards),
+   against the same command on a 10-line file (start-up RSS). Target: ≤ 64 MiB.
+
+A dialect whose module is missing is skipped with a note. Every time is the
+best of ``--rounds``; ratios compare numbers from the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO
+
+import orjson
+
+from agentstream import protocol as p
+from agentstream.cli.convert_cmd import convert
+from agentstream.dialects import get_dialect
+from agentstream.stream import Stream
+
+PAIRS = [("gemini", "claude"), ("claude", "canonical"), ("canonical", "canonical")]
+MIB = 1 << 20
+
+
+def best_of(rounds: int, fn: Callable[[], object]) -> float:
+    times = []
+    for _ in range(rounds):
+        began = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - began)
+    return min(times)
+
+
+def session_lines(turns: int) -> Iterator[bytes]:
+    """One long canonical session from the real producer: per turn, deltas, a message, a tool round trip, usage."""
+    out = _LineTap()
+    stream = Stream("bench-agent", out=out, model="m", provider="p", tools=["shell"])
+    stream.start()
+    yield from out.take()
+    for turn in range(turns):
+        message_id = f"msg_{turn}"
+        for i in range(6):
+            stream.message_delta(f"part {i} of the answer to question {turn}. ", message_id=message_id)
+        stream.message("".join(f"part {i} of the answer to question {turn}. " for i in range(6)), message_id=message_id)
+        with stream.tool_call("shell", {"command": f"grep -rn needle_{turn} src/", "timeout": 30}) as call:
+            call.succeed("src/a.py:12: needle\n" * 12)
+        stream.record_usage("m", input_tokens=1200 + turn, output_tokens=80, cached_tokens=1000)
+        yield from out.take()
+    stream.finish()
+    yield from out.take()
+
+
+class _LineTap(io.RawIOBase):
+    """A binary sink that hands the lines written so far to the generator above."""
+
+    def __init__(self) -> None:
+        self._lines: list[bytes] = []
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: bytes) -> int:  # type: ignore[override]
+        self._lines.append(bytes(data))
+        return len(data)
+
+    def take(self) -> list[bytes]:
+        lines, self._lines = self._lines, []
+        return lines
+
+
+def in_dialect(lines: Iterator[bytes], dialect: str) -> Iterator[bytes]:
+    """Canonical lines re-encoded into ``dialect`` (the input a user of that tool would have)."""
+    if dialect == "canonical":
+        yield from lines
+        return
+    encoder = get_dialect(dialect).encoder()
+    for line in lines:
+        for out in encoder.encode(p.decode(line)):
+            yield out + b"\n"
+    for out in encoder.finish():
+        yield out + b"\n"
+
+
+def write_input(path: Path, dialect: str, *, size: int) -> int:
+    """Write a session in ``dialect`` of about ``size`` bytes; return the number of lines."""
+    probe = sum(len(line) for line in in_dialect(session_lines(50), dialect)) / 50
+    count = 0
+    with open(path, "wb", buffering=MIB) as out:
+        for line in in_dialect(session_lines(max(1, int(size / probe))), dialect):
+            out.write(line)
+            count += 1
+    return count
+
+
+def passthrough(data: bytes) -> None:
+    """The baseline: parse and re-serialise every line with orjson, nothing else."""
+    out = io.BytesIO()
+    for line in io.BytesIO(data):
+        out.write(orjson.dumps(orjson.loads(line)))
+        out.write(b"\n")
+
+
+def ours(data: bytes, source: str, target: str) -> None:
+    convert(io.BytesIO(data), io.BytesIO(), from_dialect="auto", to_dialect=target)
+
+
+def throughput(rounds: int, size: int, tmp: Path) -> list[tuple[str, float, float, float]]:
+    rows = []
+    for source, target in PAIRS:
+        if not _available(source, target):
+            continue
+        path = tmp / f"throughput.{source}.ndjson"
+        write_input(path, source, size=size)
+        data = path.read_bytes()
+        path.unlink()
+        base = best_of(rounds, lambda: passthrough(data))
+        mine = best_of(rounds, lambda: ours(data, source, target))
+        rows.append((f"{source} → {target}", len(data) / mine / MIB, len(data) / base / MIB, base / mine))
+    return rows
+
+
+_LAUNCHER = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.execv(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+print(usage.ru_maxrss, os.waitstatus_to_exitcode(status))
+"""
+
+
+def peak_rss_kib(argv: list[str]) -> tuple[int, float]:
+    """Peak RSS (KiB) and wall time of one process, as the kernel counts it for that process alone.
+
+    The command is started by a tiny launcher rather than by this (large)
+    process: a child's peak RSS includes the memory of the process it was forked from.
+    """
+    began = time.perf_counter()
+    done = subprocess.run([sys.executable, "-I", "-S", "-c", _LAUNCHER, *argv], capture_output=True, text=True)
+    took = time.perf_counter() - began
+    peak, code = map(int, done.stdout.split())
+    if code != 0:
+        raise SystemExit(f"{argv} failed with {code}: {done.stderr}")
+    return peak, took
+
+
+def memory(size: int, tmp: Path, pairs: list[tuple[str, str]]) -> list[tuple[str, int, float, int, int]]:
+    rows = []
+    command = [sys.executable, "-m", "agentstream", "convert"]
+    for source, target in pairs:
+        if not _available(source, target):
+            continue
+        path = tmp / f"memory.{source}.ndjson"
+        small = tmp / f"small.{source}.ndjson"
+        try:
+            write_input(path, source, size=size)
+            with open(path, "rb") as src, open(small, "wb") as dst:
+                dst.writelines(line for _, line in zip(range(10), src))
+            startup, _ = peak_rss_kib([*command, "--to", target, str(small)])
+            peak, took = peak_rss_kib([*command, "--to", target, str(path)])
+            rows.append((f"{source} → {target}", path.stat().st_size, took, peak, startup))
+        finally:
+            path.unlink(missing_ok=True)
+            small.unlink(missing_ok=True)
+    return rows
+
+
+def _available(*names: str) -> bool:
+    for name in names:
+        try:
+            get_dialect(name)
+        except ModuleNotFoundError:
+            print(f"(skipped: dialect {name!r} is not available yet)")
+            return False
+    return True
+
+
+def parse_size(text: str) -> int:
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    text = text.strip().lower().removesuffix("ib").removesuffix("b")
+    if text and text[-1] in units:
+        return int(float(text[:-1]) * units[text[-1]])
+    return int(text)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size", type=parse_size, default=1 << 30, help="file size for the memory run (default 1GiB)")
+    parser.add_argument("--throughput-size", type=parse_size, default=32 * MIB, help="input size per throughput run")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="--size 64MiB --throughput-size 8MiB --rounds 3")
+    args = parser.parse_args()
+    if args.quick:
+        args.size, args.throughput_size, args.rounds = 64 * MIB, 8 * MIB, 3
+    with tempfile.TemporaryDirectory(prefix="agentstream-bench-") as tmp_name:
+        tmp = Path(tmp_name)
+        print(f"convert throughput, {args.throughput_size / MIB:.0f} MiB input, best of {args.rounds}")
+        print(f"{'conversion':26} {'ours MiB/s':>11} {'orjson MiB/s':>13} {'ratio':>6}  (target ≥ 0.5)")
+        for name, mine, base, ratio in throughput(args.rounds, args.throughput_size, tmp):
+            print(f"{name:26} {mine:11.1f} {base:13.1f} {ratio:6.2f}")
+        print()
+        print(f"peak RSS of `agentstream convert` on a {args.size / MIB:.0f} MiB file (target ≤ 64 MiB)")
+        print(f"{'conversion':26} {'file MiB':>9} {'seconds':>8} {'peak MiB':>9} {'start-up MiB':>13}")
+        for name, file_size, took, peak, startup in memory(args.size, tmp, [("gemini", "claude"), ("claude", "canonical")]):
+            print(f"{name:26} {file_size / MIB:9.0f} {took:8.1f} {peak / 1024:9.1f} {startup / 1024:13.1f}")
+
+
+if __name__ == "__main__":
+    main()

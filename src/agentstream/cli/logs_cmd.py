@@ -1,0 +1,157 @@
+"""``agentstream logs [--follow] FILE``: a file's lines as ``log`` events on a canonical stream.
+
+``--follow`` keeps reading new lines like ``tail -F``: it survives rotation (the
+file renamed and a new one created: the old one is read to its end, then the new
+one from its start) and truncation (read again from the start), and waits for a
+file that does not exist yet. New data is polled for every 10 ms, backing off to
+250 ms while the file is quiet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import time
+from typing import IO, TYPE_CHECKING, Final
+
+from agentstream.bus.publish import add_publish_options
+from agentstream.cli._options import add_output_options
+
+if TYPE_CHECKING:
+    from agentstream.protocol import LogLevel
+    from agentstream.stream import Stream
+
+POLL_MIN_S: Final = 0.01
+POLL_MAX_S: Final = 0.25
+_LEVEL: Final = re.compile(r"\b(DEBUG|INFO|NOTICE|WARN(?:ING)?|ERROR|ERR|CRITICAL|FATAL|PANIC)\b|\[(\w+)\]|level=(\w+)")
+_LEVELS: Final[dict[str, LogLevel]] = {
+    "debug": "debug",
+    "info": "info",
+    "notice": "info",
+    "warn": "warn",
+    "warning": "warn",
+    "error": "error",
+    "err": "error",
+    "critical": "error",
+    "fatal": "error",
+    "panic": "error",
+}
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", metavar="FILE", help="the file to read")
+    parser.add_argument("-f", "--follow", action="store_true", help="keep streaming new lines (survives rotation)")
+    parser.add_argument("--from-start", action="store_true", help="with --follow, begin with the existing lines")
+    parser.add_argument(
+        "--level", choices=sorted(set(_LEVELS.values())), default=None, help="the level of every line (default: guessed)"
+    )
+    parser.add_argument("--timeout", type=float, default=None, metavar="S", help="with --follow, stop after S seconds")
+    add_output_options(parser)
+    add_publish_options(parser, default=False)
+
+
+def run(args: argparse.Namespace) -> int:
+    from agentstream.bus.publish import attach_publisher
+    from agentstream.errors import UsageError
+    from agentstream.stream import Stream
+
+    stream = Stream(f"logs {args.file}", output_format=args.output_format, dialect=args.dialect)
+    close = attach_publisher(stream, args)
+    try:
+        with stream:
+            if not args.follow:
+                if not os.path.isfile(args.file):
+                    raise UsageError(f"no such file: {args.file}", fix="check the path, or use --follow to wait for it")
+                with open(args.file, "rb") as source:
+                    _emit_lines(stream, source.read(), args.level, final=True)
+            else:
+                _Tail(stream, args.file, args.level, args.from_start).run(args.timeout)
+    finally:
+        close()
+    return stream.result.exit_code if stream.result else 1
+
+
+def level_of(line: str) -> LogLevel:
+    """The level a line announces near its start (``ERROR``, ``[warn]``, ``level=debug``…), else info."""
+    for match in _LEVEL.finditer(line, 0, 120):
+        level = _LEVELS.get(next(word for word in match.groups() if word).lower())
+        if level is not None:
+            return level
+    return "info"
+
+
+def _emit_lines(stream: Stream, data: bytes, level: LogLevel | None, *, final: bool) -> bytes:
+    """Emit each complete line of ``data``; return the unfinished rest (emitted too when ``final``)."""
+    *complete, rest = data.split(b"\n")
+    if final and rest:
+        complete.append(rest)
+        rest = b""
+    for raw in complete:
+        text = raw.rstrip(b"\r").decode("utf-8", errors="replace")
+        stream.log(text, level=level or level_of(text))
+    return rest
+
+
+class _Tail:
+    """Follows one path across rotation and truncation."""
+
+    def __init__(self, stream: Stream, path: str, level: LogLevel | None, from_start: bool) -> None:
+        self.stream, self.path, self.level = stream, path, level
+        self.file: IO[bytes] | None = None
+        self.inode: tuple[int, int] | None = None
+        self.partial = b""
+        self.from_start = from_start
+        self.poll = POLL_MIN_S
+
+    def run(self, timeout: float | None) -> None:
+        deadline = time.monotonic() + timeout if timeout is not None else None
+        if not self._open(at_end=not self.from_start):
+            self.stream.status("waiting", f"{self.path} does not exist yet")
+        while deadline is None or time.monotonic() < deadline:
+            if self._read_new() or self._reopen_if_replaced():
+                self.poll = POLL_MIN_S
+                continue
+            time.sleep(self.poll)
+            self.poll = min(self.poll * 2, POLL_MAX_S)
+        self._read_new()
+        self.stream.finish(ok=True, subtype="timeout")
+
+    def _open(self, *, at_end: bool) -> bool:
+        try:
+            self.file = open(self.path, "rb")
+        except FileNotFoundError:
+            return False
+        info = os.fstat(self.file.fileno())
+        self.inode = (info.st_dev, info.st_ino)
+        if at_end:
+            self.file.seek(0, os.SEEK_END)
+        return True
+
+    def _read_new(self) -> bool:
+        if self.file is None:
+            return False
+        if os.fstat(self.file.fileno()).st_size < self.file.tell():  # truncated in place
+            self.stream.status("truncated", f"{self.path} was truncated; reading from its start")
+            self.file.seek(0)
+            self.partial = b""
+        data = self.file.read()
+        if not data:
+            return False
+        self.partial = _emit_lines(self.stream, self.partial + data, self.level, final=False)
+        return True
+
+    def _reopen_if_replaced(self) -> bool:
+        """When the path now names another file (rotation), finish the old one and switch."""
+        try:
+            info = os.stat(self.path)
+        except FileNotFoundError:
+            return False
+        if (info.st_dev, info.st_ino) == self.inode:
+            return False
+        if self.file is not None:
+            self._read_new()
+            self.partial = _emit_lines(self.stream, self.partial, self.level, final=True)
+            self.file.close()
+            self.stream.status("rotated", f"{self.path} was replaced; reading the new file")
+        return self._open(at_end=False)

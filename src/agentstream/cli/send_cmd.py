@@ -1,0 +1,72 @@
+"""``agentstream send NAME --data JSON [--follow]``: publish one ``event`` as its own small run.
+
+The run is ``start``, ``event``, ``result``, stored in one append; ``--follow``
+then prints it back from the bus (and ends like ``follow``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from agentstream.bus.publish import add_bus_option
+from agentstream.cli.follow_cmd import add_follow_options
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", metavar="NAME", help="the event's name, e.g. deploy/finished")
+    parser.add_argument("--data", default="null", metavar="JSON", help="the event's data as JSON (default null)")
+    parser.add_argument("--follow", action="store_true", help="print the run back from the bus as NDJSON")
+    add_bus_option(parser)
+    add_follow_options(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from agentstream.bus import open_bus
+    from agentstream.bus.actions import follow_action, runs_action, watch_action
+    from agentstream.bus.envelope import ok_envelope, print_envelope, print_error
+    from agentstream.cli.follow_cmd import follow_run
+    from agentstream.errors import AgentstreamError
+
+    command = f"agentstream send {args.name}"
+    try:
+        data = _data(args.data)
+        with open_bus(args.bus) as bus:
+            run_id, count = _publish(bus, args.name, data)
+    except AgentstreamError as exc:
+        return print_error(command, exc, [watch_action()])
+    if args.follow:
+        return follow_run(args, run_id, command=command, wait=False)
+    result = {"run_id": run_id, "name": args.name, "events": count}
+    return print_envelope(ok_envelope(command, result, [follow_action(run_id), watch_action(), runs_action()]))
+
+
+def _data(text: str) -> Any:
+    import msgspec
+
+    from agentstream.errors import UsageError
+
+    try:
+        return msgspec.json.decode(text)
+    except msgspec.DecodeError as exc:
+        raise UsageError(
+            f"--data is not valid JSON: {exc}", fix="""quote it for the shell, e.g. --data '{"id": 42}'"""
+        ) from None
+
+
+def _publish(bus: Any, name: str, data: Any) -> tuple[str, int]:
+    """Produce the run with a Stream (so it is well-formed) and store all of it in one append."""
+    import os
+
+    from agentstream import protocol as p
+    from agentstream.bus import Record
+    from agentstream.stream import Stream
+
+    records: list[Record] = []
+    with open(os.devnull, "wb") as sink:
+        stream = Stream(f"send {name}", out=sink)
+        stream.observe(lambda event: records.append(Record(event.seq, event.type, p.encode(event))))
+        with stream:
+            stream.event(name, data)
+    bus.append(stream.session_id, records)
+    return stream.session_id, len(records)

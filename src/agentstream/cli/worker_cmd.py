@@ -1,0 +1,71 @@
+"""``agentstream worker``: run queued prompts, any number of workers on any number of machines.
+
+The worker reports on its own stream (``job.*`` events, then one ``result``). The
+first SIGINT/SIGTERM stops claiming, lets running jobs finish for ``--grace``
+seconds, then cancels the rest (their runs end interrupted and their jobs are
+reclaimed by another worker after ``--idle-timeout``); a second signal exits at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from agentstream.bus.publish import add_bus_option
+from agentstream.cli._options import add_output_options
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    add_bus_option(parser)
+    add_output_options(parser)
+    parser.add_argument("--concurrency", type=int, default=1, metavar="N", help="jobs at once (default 1)")
+    parser.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="reclaim a job whose worker has not heartbeaten for S seconds (default 30; use one value everywhere)",
+    )
+    parser.add_argument("--max-attempts", type=int, default=3, metavar="N", help="attempts per job (default 3)")
+    parser.add_argument("--max-jobs", type=int, default=None, metavar="N", help="exit after taking N jobs")
+    parser.add_argument("--grace", type=float, default=30.0, metavar="S", help="on a signal, wait S s for jobs (default 30)")
+    parser.add_argument(
+        "--exec-command",
+        metavar="CMD",
+        default=None,
+        help="run jobs with this command line instead of 'python -m agentstream exec' ($AGENTSTREAM_WORKER_EXEC)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    import shlex
+
+    from agentstream.bus.queue import Worker, WorkerOptions, default_exec_command
+    from agentstream.errors import ErrorCode, UsageError
+    from agentstream.stream import Interrupted, Stream
+
+    for flag, value in (("--concurrency", args.concurrency), ("--max-attempts", args.max_attempts)):
+        if value < 1:
+            raise UsageError(f"{flag} must be at least 1, not {value}", fix=f"pass {flag} 1 or more")
+    if args.idle_timeout <= 0:
+        raise UsageError("--idle-timeout must be positive", fix="pass --idle-timeout 30, say")
+    options = WorkerOptions(
+        bus_url=args.bus,
+        concurrency=args.concurrency,
+        idle_timeout=args.idle_timeout,
+        max_attempts=args.max_attempts,
+        max_jobs=args.max_jobs,
+        grace=args.grace,
+        command=shlex.split(args.exec_command) if args.exec_command else default_exec_command(),
+    )
+    with Stream("worker", output_format=args.output_format, dialect=args.dialect) as stream:
+        worker = Worker(options, stream)
+        stream.status("ready", f"worker {worker.name}, concurrency {options.concurrency}")
+        try:
+            worker.serve()
+        except Interrupted as stop:
+            stream.status("stopping", f"no new jobs; waiting up to {options.grace:g}s for running ones")
+            if not worker.wait_all(options.grace):
+                worker.cancel_all()
+                worker.wait_all(10.0)
+            stream.fail(ErrorCode.INTERRUPTED, f"worker stopped by signal {stop.signum}", exit_code=int(stop.code), subtype="interrupted")  # type: ignore[arg-type]
+    return stream.result.exit_code if stream.result else 1

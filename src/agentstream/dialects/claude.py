@@ -1,0 +1,798 @@
+"""Claude Code ``-p --output-format stream-json --verbose`` (and, through :mod:`.amp`, Amp's copy of it).
+
+Lines: ``system`` (``init`` first unless startup hooks precede it; also
+``api_retry``, ``status``, hook, task and other subtypes), ``assistant`` (one
+line per completed content block — text, thinking, tool_use — all sharing the
+API message id), ``user`` (prompts and ``tool_result`` blocks), ``stream_event``
+(raw API stream events, only with ``--include-partial-messages``),
+``rate_limit_event`` and the closing ``result``. Control-protocol frames and
+types this module does not know pass through as unknown events.
+
+Producer quirks the decoder absorbs (see ``docs/dialects.md``): the complete
+``assistant`` line repeats text already streamed as deltas (it closes the run
+instead of adding to it); per-line ``output_tokens`` are placeholders (usage of
+a streamed message is taken from its ``message_delta``, the result's totals win);
+``subtype: "success"`` with ``is_error: true`` is a failure; the ``result`` key
+is missing after an interrupt; startup hook lines may precede ``init``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import deque
+from typing import Any, ClassVar, NamedTuple
+
+import msgspec
+
+from agentstream import protocol as p
+from agentstream.dialects._common import EventDecoder, EventEncoder, Fields, text_or_json
+from agentstream.dialects.base import Dialect, DialectDecoder, DialectEncoder
+from agentstream.errors import ErrorCode, ExitCode, MalformedEventError
+
+# Claude's ``error`` categories (assistant lines, api_retry); the first one per code is the one we write.
+_CATEGORY_CODES: dict[str, str] = {
+    "authentication_failed": ErrorCode.AUTH_EXPIRED,
+    "oauth_org_not_allowed": ErrorCode.PERMISSION_DENIED,
+    "rate_limit": ErrorCode.RATE_LIMITED,
+    "server_error": ErrorCode.PROVIDER_ERROR,
+    "overloaded": ErrorCode.PROVIDER_ERROR,
+    "billing_error": ErrorCode.PROVIDER_ERROR,
+    "model_not_found": ErrorCode.PROVIDER_ERROR,
+    "invalid_request": ErrorCode.INVALID_INPUT,
+    "max_output_tokens": ErrorCode.CONTEXT_LIMIT,
+    "unknown": ErrorCode.UNKNOWN,
+}
+_CODE_CATEGORIES: dict[str, str] = {}
+for _category, _code in _CATEGORY_CODES.items():
+    _CODE_CATEGORIES.setdefault(_code, _category)
+_STREAM_ERROR_CODES = {"rate_limit_error": ErrorCode.RATE_LIMITED, "overloaded_error": ErrorCode.PROVIDER_ERROR}
+_ERROR_SUBTYPES = ("error_max_turns", "error_during_execution", "error_max_budget_usd",
+                   "error_max_structured_output_retries")
+_TURN_TYPES = frozenset({"assistant", "user", "result", "stream_event"})
+"""Line types that end the startup phase: anything else before ``init`` is held until it."""
+_STARTUP_LIMIT = 256
+_STAMP_KEYS = frozenset({"type", "subtype", "session_id", "uuid"})
+
+
+class _Block(NamedTuple):
+    """One content block, validated before anything is emitted for its line."""
+
+    kind: str  # text, thinking, tool_use, tool_result or other
+    text: str = ""
+    call_id: str = ""
+    name: str = ""
+    arguments: dict[str, Any] = {}
+    is_error: bool = False
+    raw: dict[str, Any] = {}
+
+
+def _block(f: Fields) -> _Block:
+    kind = f.text("type")
+    if kind == "text":
+        return _Block("text", f.text("text"))
+    if kind == "thinking":
+        return _Block("thinking", f.text("thinking"))
+    if kind in ("tool_use", "server_tool_use"):
+        return _Block("tool_use", call_id=f.text("id"), name=f.text("name"), arguments=f.opt_mapping("input") or {})
+    if f.opt_text("tool_use_id") is not None and (kind == "tool_result" or kind.endswith("_tool_result")):
+        text = _result_text(f, f.obj.get("content"))
+        return _Block("tool_result", text, call_id=f.text("tool_use_id"), is_error=f.opt_flag("is_error") is True)
+    return _Block("other", raw=f.obj)
+
+
+def _blocks(message: Fields) -> list[_Block]:
+    content = message.obj.get("content")
+    if isinstance(content, str):
+        return [_Block("text", content)]
+    if not isinstance(content, list):
+        message.fail("field 'content' must be a list of content blocks or a string")
+    blocks = []
+    for index, item in enumerate(content):
+        where = f"{message.where}.content[{index}]"
+        if not isinstance(item, dict):
+            raise MalformedEventError(f"{where}: a content block must be an object")
+        blocks.append(_block(Fields(item, where)))
+    return blocks
+
+
+def _result_text(f: Fields, content: object) -> str:
+    """A tool result's ``content`` (a string or a list of blocks) as text; non-text blocks become a marker."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        f.fail("field 'content' must be a string or a list of blocks")
+    parts = []
+    for item in content:
+        if isinstance(item, dict) and isinstance(item.get("text"), str):
+            parts.append(item["text"])
+        elif isinstance(item, dict):
+            parts.append(f"[{item.get('type', 'block')}]")
+        else:
+            parts.append(text_or_json(item))
+    return "\n".join(parts)
+
+
+def _count(usage: dict[str, Any], key: str) -> int | None:
+    value = usage.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+_USAGE_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+
+
+def _figures(usage: dict[str, Any] | None) -> dict[str, int]:
+    """The token counts of an API usage object that are present and sane."""
+    if usage is None:
+        return {}
+    found = {key: _count(usage, key) for key in _USAGE_KEYS}
+    return {key: value for key, value in found.items() if value is not None}
+
+
+def _totals(figures: dict[str, int]) -> tuple[int, int, int]:
+    """(input, output, cached): canonical input counts every prompt token, cached ones included."""
+    cached = figures.get("cache_read_input_tokens", 0)
+    prompt = figures.get("input_tokens", 0) + figures.get("cache_creation_input_tokens", 0) + cached
+    return prompt, figures.get("output_tokens", 0), cached
+
+
+def _api_usage(input_tokens: int, output_tokens: int, cached_tokens: int) -> dict[str, int]:
+    cached = min(cached_tokens, input_tokens)
+    return {
+        "input_tokens": input_tokens - cached,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": cached,
+        "output_tokens": output_tokens,
+    }
+
+
+def _code_for_status(status: int) -> str:
+    if status == 429:
+        return ErrorCode.RATE_LIMITED
+    if status == 401:
+        return ErrorCode.AUTH_EXPIRED
+    if status == 403:
+        return ErrorCode.PERMISSION_DENIED
+    return ErrorCode.PROVIDER_ERROR
+
+
+class _PendingUsage(NamedTuple):
+    message_id: str
+    model: str
+    figures: dict[str, int]
+    streamed: bool
+
+
+class _BlockIds:
+    """Canonical ids for the text and thinking blocks of Claude's API messages.
+
+    The first text block of message ``M`` is message ``M``, later ones ``M#1``,
+    ``M#2``…; likewise for thinking. A block that streamed deltas keeps the id
+    it got at ``content_block_start``, and the complete ``assistant`` line for it
+    takes that id back (blocks of one kind complete in the order they started).
+    """
+
+    def __init__(self) -> None:
+        self._counts: dict[tuple[str, str], int] = {}
+        self._waiting: dict[tuple[str, str], deque[str]] = {}
+
+    def new(self, message_id: str, kind: str) -> str:
+        key = (message_id, kind)
+        index = self._counts.get(key, 0)
+        self._counts[key] = index + 1
+        return message_id if index == 0 else f"{message_id}#{index}"
+
+    def streamed(self, message_id: str, kind: str) -> str:
+        block_id = self.new(message_id, kind)
+        self._waiting.setdefault((message_id, kind), deque()).append(block_id)
+        return block_id
+
+    def take(self, message_id: str, kind: str) -> str:
+        waiting = self._waiting.get((message_id, kind))
+        if not waiting:
+            return self.new(message_id, kind)
+        block_id = waiting.popleft()
+        if not waiting:
+            del self._waiting[(message_id, kind)]
+        return block_id
+
+    def forget(self) -> None:
+        """At a turn boundary every earlier message is complete."""
+        self._counts.clear()
+        self._waiting.clear()
+
+
+class ClaudeDecoder(EventDecoder):
+    dialect = "claude"
+    command = "claude"
+
+    def __init__(self, session_id: str | None = None) -> None:
+        super().__init__(session_id)
+        self._startup: list[dict[str, Any]] | None = []
+        self._ids = _BlockIds()
+        self._streams: dict[str, dict[int, tuple[str, str]]] = {}
+        """Messages being streamed: content block index -> (kind, canonical id)."""
+        self._current: str | None = None
+        self._usage: _PendingUsage | None = None
+        self._usage_done: set[str] = set()
+        """Streamed messages whose usage went out at ``message_stop``; their later lines carry placeholders."""
+        self._api_error: str | None = None
+
+    def decode_object(self, obj: dict[str, Any]) -> None:
+        held = self._startup
+        if held is None:
+            super().decode_object(obj)
+            return
+        first_turn = obj.get("type") in _TURN_TYPES or obj.get("subtype") == "init" or len(held) >= _STARTUP_LIMIT
+        if not first_turn:
+            held.append(obj)
+            return
+        super().decode_object(obj)
+        self._startup = None
+        for line in held:
+            self._replay(line)
+
+    def _replay(self, obj: dict[str, Any]) -> None:
+        """Decode a startup line held for ``init``; a bad one is reported, not raised for the line at hand."""
+        try:
+            super().decode_object(obj)
+        except MalformedEventError as exc:
+            self.emit(p.Error(code=ErrorCode.MALFORMED_EVENT, message=exc.message, recoverable=True))
+
+    def finish(self) -> list[p.AnyEvent]:
+        held, self._startup = self._startup or [], None
+        for line in held:
+            self._replay(line)
+        self._flush_usage()
+        self.close_named_runs()
+        self.close_open_calls("the stream ended before the tool's result")
+        return super().finish()
+
+    # -- system --------------------------------------------------------------------
+
+    def on_system(self, f: Fields) -> None:
+        subtype = f.text("subtype")
+        if subtype == "init":
+            self._init(f)
+        elif subtype == "api_retry":
+            self._api_retry(f)
+        elif subtype == "status":
+            status, message = f.opt_text("status"), f.opt_text("message")
+            self.emit(p.Status(status=status or "idle", message=message if message is not None else p.UNSET))
+        elif subtype == "agentstream_event":
+            self.emit(p.GenericEvent(name=f.text("name"), data=f.obj.get("data")))
+        else:
+            data = {key: value for key, value in f.obj.items() if key not in _STAMP_KEYS}
+            self.emit(p.GenericEvent(name=f"claude.system.{subtype}", data=data))
+
+    def _init(self, f: Fields) -> None:
+        session_id, cwd, model = f.opt_text("session_id"), f.opt_text("cwd"), f.opt_text("model")
+        tools = f.opt_strings("tools") or []
+        self._flush_usage()
+        self.adopt_session(session_id)
+        self.emit(p.Start(command=self.command, cwd=cwd or "", model=model or p.UNSET, tools=tools))
+
+    def _api_retry(self, f: Fields) -> None:
+        attempt, limit = f.opt_integer("attempt"), f.opt_integer("max_retries")
+        delay, status = f.opt_integer("retry_delay_ms"), f.opt_integer("error_status")
+        category, message = f.obj.get("error"), f.opt_text("message")
+        if isinstance(category, str) and category in _CATEGORY_CODES:
+            code = _CATEGORY_CODES[category]
+        else:
+            code = _code_for_status(status) if status is not None else ErrorCode.UNKNOWN
+        if message is None:
+            what = text_or_json(category) if category is not None else f"status {status}"
+            message = f"API request failed ({what}); retry {attempt or '?'} of {limit or '?'}"
+        details = {key: value for key, value in (("attempt", attempt), ("max_retries", limit),
+                                                 ("error_status", status)) if value is not None}
+        self.emit(
+            p.Error(
+                code=code,
+                message=message,
+                recoverable=True,
+                retry_in_ms=delay if delay is not None else p.UNSET,
+                details=details or p.UNSET,
+            )
+        )
+
+    # -- messages ------------------------------------------------------------------
+
+    def on_assistant(self, f: Fields) -> None:
+        message = f.sub("message")
+        blocks = _blocks(message)
+        message_id, model = message.opt_text("id") or p.new_id("msg"), message.opt_text("model")
+        error = f.obj.get("error")
+        if isinstance(error, str):
+            self._api_error = error
+        self._note_usage(message_id, model, _figures(message.opt_mapping("usage")), streamed=False)
+        for block in blocks:
+            self._assistant_block(message_id, block)
+
+    def _assistant_block(self, message_id: str, block: _Block) -> None:
+        if block.kind == "text":
+            self.complete(self._ids.take(message_id, "text"), block.text)
+        elif block.kind == "thinking":
+            self.complete(self._ids.take(message_id, "thinking"), block.text, reasoning=True)
+        elif block.kind == "tool_use":
+            call_id = self.tools.called(block.call_id, block.name)
+            self.emit(p.ToolCall(call_id=call_id, name=block.name, arguments=block.arguments))
+        elif block.kind == "tool_result":
+            self._tool_result(block)
+        else:
+            self.emit(p.GenericEvent(name="claude.content_block", data=block.raw))
+
+    def _tool_result(self, block: _Block) -> None:
+        call_id, name = self.tools.finished(block.call_id, None)
+        if block.is_error:
+            self.emit(p.ToolResult(call_id=call_id, name=name, status="error", error=block.text))
+        else:
+            self.emit(p.ToolResult(call_id=call_id, name=name, status="success", output=block.text))
+
+    def on_user(self, f: Fields) -> None:
+        message = f.sub("message")
+        blocks = _blocks(message)
+        user_id = f.opt_text("uuid") or p.new_id("msg")
+        self._end_of_turn()
+        for block in blocks:
+            if block.kind == "text":
+                self.emit(p.Message(message_id=self._ids.new(user_id, "user"), role="user", content=block.text))
+            elif block.kind == "other" and block.raw.get("type") == "image":
+                continue  # prompt images are not carried (see docs/dialects.md)
+            else:
+                self._assistant_block(user_id, block)
+
+    def _end_of_turn(self) -> None:
+        """Before a user line or the result: every assistant message before it is complete."""
+        self._flush_usage()
+        self.close_named_runs()
+        self._ids.forget()
+        self._streams.clear()
+        self._usage_done.clear()
+        self._current = None
+
+    # -- partial messages ------------------------------------------------------------
+
+    def on_stream_event(self, f: Fields) -> None:
+        event = f.sub("event")
+        kind = event.text("type")
+        if kind == "message_start":
+            message = event.sub("message")
+            message_id = message.opt_text("id") or p.new_id("msg")
+            model, usage = message.opt_text("model"), _figures(message.opt_mapping("usage"))
+            self._streams.setdefault(message_id, {})
+            self._current = message_id
+            self._note_usage(message_id, model, usage, streamed=True)
+        elif kind == "content_block_start":
+            index, block = event.integer("index"), event.sub("content_block")
+            block_kind = block.text("type")
+            if block_kind in ("text", "thinking"):
+                blocks = self._stream_blocks()
+                blocks[index] = (block_kind, self._ids.streamed(self._current or "", block_kind))
+                initial = block.opt_text(block_kind)
+                if initial:
+                    self._stream_delta(index, block_kind, initial)
+        elif kind == "content_block_delta":
+            index, delta = event.integer("index"), event.sub("delta")
+            delta_kind = delta.text("type")
+            if delta_kind == "text_delta":
+                self._stream_delta(index, "text", delta.text("text"))
+            elif delta_kind == "thinking_delta":
+                self._stream_delta(index, "thinking", delta.text("thinking"))
+        elif kind == "message_delta":
+            usage = _figures(event.opt_mapping("usage"))
+            if self._usage is not None and self._usage.message_id == self._current:
+                self._usage.figures.update(usage)
+        elif kind == "message_stop":
+            if self._usage is not None and self._usage.message_id == self._current:
+                self._flush_usage()
+            self._streams.pop(self._current or "", None)
+            self._current = None
+        elif kind == "error":
+            error = event.sub("error")
+            code = _STREAM_ERROR_CODES.get(error.opt_text("type") or "", ErrorCode.PROVIDER_ERROR)
+            self.emit(p.Error(code=code, message=error.opt_text("message") or "API stream error", recoverable=True))
+
+    def _stream_blocks(self) -> dict[int, tuple[str, str]]:
+        if self._current is None:
+            self._current = p.new_id("msg")
+        return self._streams.setdefault(self._current, {})
+
+    def _stream_delta(self, index: int, kind: str, text: str) -> None:
+        blocks = self._stream_blocks()
+        if index not in blocks:
+            blocks[index] = (kind, self._ids.streamed(self._current or "", kind))
+        block_kind, block_id = blocks[index]
+        if text and block_kind == kind:
+            self.delta(block_id, text, reasoning=kind == "thinking")
+
+    # -- usage -------------------------------------------------------------------------
+
+    def _note_usage(self, message_id: str, model: str | None, figures: dict[str, int], *, streamed: bool) -> None:
+        """Keep one API message's usage until its figures are final (they grow line by line)."""
+        pending = self._usage
+        if pending is not None and pending.message_id == message_id:
+            if streamed or not pending.streamed:
+                pending.figures.update(figures)
+            return
+        if message_id in self._usage_done:
+            return
+        self._flush_usage()
+        if (figures or streamed) and model != "<synthetic>":
+            self._usage = _PendingUsage(message_id, model or "unknown", dict(figures), streamed)
+
+    def _flush_usage(self) -> None:
+        pending, self._usage = self._usage, None
+        if pending is None or not pending.figures:
+            return
+        if pending.streamed:
+            self._usage_done.add(pending.message_id)
+        prompt, output, cached = _totals(pending.figures)
+        self.emit(p.Usage(model=pending.model, input_tokens=prompt, output_tokens=output, cached_tokens=cached))
+
+    # -- the end -------------------------------------------------------------------------
+
+    def on_rate_limit_event(self, f: Fields) -> None:
+        self.emit(p.GenericEvent(name="claude.rate_limit", data=f.opt_mapping("rate_limit_info") or {}))
+
+    def on_result(self, f: Fields) -> None:
+        is_error = f.opt_flag("is_error")
+        subtype = f.opt_text("subtype") or ("error_during_execution" if is_error else "success")
+        text, errors = f.opt_text("result"), f.opt_strings("errors") or []
+        status, reason = f.opt_integer("api_error_status"), f.opt_text("terminal_reason")
+        cost = f.opt_number("total_cost_usd")
+        cost = cost if cost is not None else f.opt_number("cost_usd")
+        usage, turns = f.opt_mapping("usage"), f.opt_integer("num_turns")
+        denied = _denied_calls(f)
+        ok = subtype == "success" and not is_error
+        self._end_of_turn()
+        for call_id in denied:
+            if any(call_id == open_id for open_id, _ in self.tools.unanswered()):
+                call_id, name = self.tools.finished(call_id, None)
+                self.emit(p.ToolResult(call_id=call_id, name=name, status="denied", error="permission denied",
+                                       synthetic=True))
+        self.close_open_calls("the run ended before the tool's result")
+        canonical, exit_code, code = _outcome(subtype, ok, reason)
+        error: p.ErrorInfo | None = None
+        message = "; ".join(errors) or (text if is_error and text else "")
+        if not ok and (message or code or status is not None or self._api_error):
+            code = code or _failure_code(status, self._api_error, reason, message)
+            ending = f"claude ended with {subtype}" + (f" ({reason})" if reason else "")
+            error = p.ErrorInfo(code=code, message=message or ending)
+            self.emit(p.Error(code=error.code, message=error.message, recoverable=False))
+        if usage is not None:  # the result's totals are authoritative; per-line figures are placeholders
+            prompt, output, cached = _totals(_figures(usage))
+            totals = p.UsageTotals(input_tokens=prompt, output_tokens=output, cached_tokens=cached)
+        else:
+            totals = msgspec.structs.replace(self.tally.usage)
+        if cost is not None:
+            totals.cost_usd = float(cost)
+        self.emit(
+            p.Result(
+                ok=ok,
+                subtype=canonical,
+                exit_code=exit_code,
+                duration_ms=f.opt_integer("duration_ms") or 0,
+                turn_count=turns if turns is not None else self.tally.turn_count,
+                tools_used=list(self.tally.tools_used),
+                usage=totals,
+                result=text if text is not None else p.UNSET,
+                error=error if error is not None else p.UNSET,
+            )
+        )
+
+
+def _denied_calls(f: Fields) -> list[str]:
+    found = []
+    for item in f.opt_list("permission_denials") or []:
+        if isinstance(item, dict) and isinstance(item.get("tool_use_id"), str):
+            found.append(item["tool_use_id"])
+    return found
+
+
+def _outcome(subtype: str, ok: bool, reason: str | None) -> tuple[str, int, str]:
+    """Canonical (subtype, exit code, error code or "" when the details decide it) of a Claude result."""
+    if ok:
+        return "success", ExitCode.OK, ""
+    if reason is not None and reason.startswith("aborted"):
+        return "interrupted", ExitCode.SIGINT, ErrorCode.INTERRUPTED
+    if subtype == "error_max_turns" or reason == "max_turns":
+        return "max_turns", ExitCode.MAX_TURNS, ErrorCode.MAX_TURNS
+    if subtype in ("success", "error_during_execution") or not subtype.startswith("error_"):
+        return "error", ExitCode.ERROR, ""
+    return subtype.removeprefix("error_"), ExitCode.ERROR, ""
+
+
+def _failure_code(status: int | None, api_error: str | None, reason: str | None, message: str) -> str:
+    if status is not None:
+        return _code_for_status(status)
+    if api_error in _CATEGORY_CODES:
+        return _CATEGORY_CODES[api_error]
+    if reason == "prompt_too_long":
+        return ErrorCode.CONTEXT_LIMIT
+    if "No conversation found" in message:
+        return ErrorCode.SESSION_NOT_FOUND
+    return ErrorCode.UNKNOWN
+
+
+# -- encoding ----------------------------------------------------------------------------
+
+
+class ClaudeEncoder(EventEncoder):
+    """Canonical events as Claude Code stream-json lines, as the Claude Agent SDK parses them.
+
+    Deltas become ``stream_event`` lines (one API message per delta run, block 0),
+    closed by the complete ``assistant`` line then ``content_block_stop``,
+    ``message_delta`` and ``message_stop``, in Claude's own order. A ``usage``
+    becomes a short stream of its own (``message_start`` … ``message_stop``).
+    """
+
+    fold_fatal = True
+    streams: ClassVar[bool] = True
+    """Whether the dialect has ``stream_event`` lines (Amp's does not)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._model = "unknown"
+        self._runs: dict[tuple[bool, str], str] = {}
+        """Open delta runs -> the API message they stream in (the run's own id)."""
+        self._current: str | None = None
+
+    # line shapes (Amp overrides these)
+
+    def session(self, event: p.BaseEvent) -> str:
+        return event.session_id
+
+    def envelope(self, event: p.BaseEvent, line: dict[str, Any], *, parent: bool = True) -> dict[str, Any]:
+        if parent:
+            line["parent_tool_use_id"] = None
+        line["session_id"] = self.session(event)
+        line["uuid"] = str(uuid.uuid4())
+        return line
+
+    def api_message(self, message_id: str, block: dict[str, Any], stop_reason: str | None) -> dict[str, Any]:
+        return {
+            "model": self._model,
+            "id": message_id,
+            "type": "message",
+            "role": "assistant",
+            "content": [block],
+            "stop_reason": None,
+            "stop_sequence": None,
+        }
+
+    def on_start(self, event: p.Start) -> list[dict[str, Any]]:
+        if event.model is not p.UNSET:
+            self._model = event.model
+        line: dict[str, Any] = {
+            "type": "system",
+            "subtype": "init",
+            "cwd": event.cwd,
+            "session_id": self.session(event),
+            "tools": list(event.tools),
+            "mcp_servers": [],
+        }
+        if event.model is not p.UNSET:
+            line["model"] = event.model
+        line.update(permissionMode="default", apiKeySource="none", uuid=str(uuid.uuid4()))
+        return [line]
+
+    def result_line(self, event: p.Result, failure: p.ErrorInfo | None) -> dict[str, Any]:
+        subtype, reason = _claude_subtype(event)
+        line: dict[str, Any] = {
+            "type": "result",
+            "subtype": subtype,
+            "is_error": not event.ok,
+            "duration_ms": event.duration_ms,
+            "duration_api_ms": event.duration_ms,
+            "num_turns": event.turn_count,
+        }
+        if event.result is not p.UNSET:
+            line["result"] = event.result
+        line["stop_reason"] = "end_turn" if event.ok else None
+        if reason is not None:
+            line["terminal_reason"] = reason
+        line["session_id"] = self.session(event)
+        if event.usage.cost_usd is not p.UNSET:
+            line["total_cost_usd"] = event.usage.cost_usd
+        usage = event.usage
+        line["usage"] = _api_usage(usage.input_tokens, usage.output_tokens, usage.cached_tokens)
+        line["permission_denials"] = []
+        if failure is not None:
+            line["errors"] = [failure.message]
+        line["uuid"] = str(uuid.uuid4())
+        return line
+
+    # canonical events
+
+    def on_message(self, event: p.Message) -> list[dict[str, Any]]:
+        if event.role == "user":
+            line = {"type": "user", "message": {"role": "user", "content": event.content}}
+            return [self.envelope(event, line)]
+        if event.role != "assistant":
+            return []
+        return self._complete(event, (False, event.message_id), {"type": "text", "text": event.content})
+
+    def on_reasoning(self, event: p.Reasoning) -> list[dict[str, Any]]:
+        block = {"type": "thinking", "thinking": event.content, "signature": ""}
+        return self._complete(event, (True, event.reasoning_id), block)
+
+    def on_message_delta(self, event: p.MessageDelta) -> list[dict[str, Any]]:
+        if event.role != "assistant":
+            return []
+        return self._delta(event, (False, event.message_id), "text_delta", "text", event.content)
+
+    def on_reasoning_delta(self, event: p.ReasoningDelta) -> list[dict[str, Any]]:
+        return self._delta(event, (True, event.reasoning_id), "thinking_delta", "thinking", event.content)
+
+    def on_tool_call(self, event: p.ToolCall) -> list[dict[str, Any]]:
+        block = {"type": "tool_use", "id": event.call_id, "name": event.name, "input": event.arguments}
+        line = {"type": "assistant", "message": self.api_message(p.new_id("msg"), block, "tool_use")}
+        return [self.envelope(event, line)]
+
+    def on_tool_result(self, event: p.ToolResult) -> list[dict[str, Any]]:
+        text = event.output if event.status == "success" or event.error is p.UNSET else event.error
+        block: dict[str, Any] = {"tool_use_id": event.call_id, "type": "tool_result",
+                                 "content": text if isinstance(text, str) else ""}
+        if event.status != "success":
+            block["is_error"] = True
+        line = {"type": "user", "message": {"role": "user", "content": [block]}}
+        return [self.envelope(event, line)]
+
+    def on_status(self, event: p.Status) -> list[dict[str, Any]]:
+        line: dict[str, Any] = {"type": "system", "subtype": "status", "status": event.status}
+        if event.message is not p.UNSET:
+            line["message"] = event.message
+        return [self.envelope(event, line, parent=False)]
+
+    def on_event(self, event: p.GenericEvent) -> list[dict[str, Any]]:
+        name, data = event.name, event.data
+        if name.startswith("claude.system.") and isinstance(data, dict) and not _STAMP_KEYS & data.keys():
+            line = {"type": "system", "subtype": name.removeprefix("claude.system."), **data}
+        elif name == "claude.rate_limit" and isinstance(data, dict):
+            line = {"type": "rate_limit_event", "rate_limit_info": data}
+        else:
+            line = {"type": "system", "subtype": "agentstream_event", "name": name, "data": data}
+        return [self.envelope(event, line, parent=False)]
+
+    def on_error(self, event: p.Error) -> list[dict[str, Any]]:
+        line: dict[str, Any] = {"type": "system", "subtype": "api_retry"}
+        details = event.details if isinstance(event.details, dict) else {}
+        for key in ("attempt", "max_retries", "error_status"):
+            if isinstance(details.get(key), int):
+                line[key] = details[key]
+        if event.retry_in_ms is not p.UNSET:
+            line["retry_delay_ms"] = event.retry_in_ms
+        line["error"] = _CODE_CATEGORIES.get(event.code, "unknown")
+        line["message"] = event.message
+        return [self.envelope(event, line, parent=False)]
+
+    def on_usage(self, event: p.Usage) -> list[dict[str, Any]]:
+        if not self.streams:
+            return []
+        usage = _api_usage(event.input_tokens, event.output_tokens, event.cached_tokens)
+        if self._current is not None:
+            return [self._stream_line(event, {"type": "message_delta", "delta": {"stop_reason": None},
+                                              "usage": usage})]
+        message = {"id": p.new_id("msg"), "type": "message", "role": "assistant", "content": [],
+                   "model": event.model, "stop_reason": None, "stop_sequence": None, "usage": usage}
+        return [
+            self._stream_line(event, {"type": "message_start", "message": message}),
+            self._stream_line(event, {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+                                      "usage": {"output_tokens": event.output_tokens}}),
+            self._stream_line(event, {"type": "message_stop"}),
+        ]
+
+    def on_result(self, event: p.Result) -> list[dict[str, Any]]:
+        lines = []
+        for key in list(self._runs):
+            lines += self._stop(event, key)
+        return [*lines, self.result_line(event, None if event.ok else self.failure(event))]
+
+    # streaming
+
+    def _stream_line(self, event: p.BaseEvent, inner: dict[str, Any]) -> dict[str, Any]:
+        return self.envelope(event, {"type": "stream_event", "event": inner})
+
+    def _switch(self, event: p.BaseEvent, message_id: str) -> list[dict[str, Any]]:
+        """A ``message_start`` when the stream moves to another message (a new run, or back to an open one)."""
+        if self._current == message_id:
+            return []
+        self._current = message_id
+        message = {"id": message_id, "type": "message", "role": "assistant", "content": [], "model": self._model,
+                   "stop_reason": None, "stop_sequence": None}
+        return [self._stream_line(event, {"type": "message_start", "message": message})]
+
+    def _delta(self, event: p.BaseEvent, key: tuple[bool, str], kind: str, field: str, text: str) -> list[dict]:
+        if not self.streams:
+            return []
+        message_id = key[1]
+        lines = self._switch(event, message_id)
+        if key not in self._runs:
+            self._runs[key] = message_id
+            block = {"type": "thinking" if key[0] else "text", field: ""}
+            lines.append(self._stream_line(event, {"type": "content_block_start", "index": 0, "content_block": block}))
+        delta = {"type": "content_block_delta", "index": 0, "delta": {"type": kind, field: text}}
+        return [*lines, self._stream_line(event, delta)]
+
+    def _complete(self, event: p.BaseEvent, key: tuple[bool, str], block: dict[str, Any]) -> list[dict[str, Any]]:
+        if key not in self._runs:
+            line = {"type": "assistant", "message": self.api_message(key[1], block, "end_turn")}
+            return [self.envelope(event, line)]
+        lines = self._switch(event, self._runs[key])
+        line = {"type": "assistant", "message": self.api_message(self._runs[key], block, "end_turn")}
+        return [*lines, self.envelope(event, line), *self._stop(event, key)]
+
+    def _stop(self, event: p.BaseEvent, key: tuple[bool, str]) -> list[dict[str, Any]]:
+        lines = self._switch(event, self._runs.pop(key))
+        self._current = None
+        return [
+            *lines,
+            self._stream_line(event, {"type": "content_block_stop", "index": 0}),
+            self._stream_line(event, {"type": "message_delta", "delta": {"stop_reason": "end_turn"}}),
+            self._stream_line(event, {"type": "message_stop"}),
+        ]
+
+
+def _claude_subtype(event: p.Result) -> tuple[str, str | None]:
+    """Claude's result subtype (and terminal reason) for a canonical result."""
+    if event.ok:
+        return "success", None
+    if event.subtype == "interrupted":
+        return "error_during_execution", "aborted_streaming"
+    claude = "error_" + event.subtype
+    return (claude if claude in _ERROR_SUBTYPES else "error_during_execution"), None
+
+
+# -- detection ----------------------------------------------------------------------------
+
+_CLAUDE_SYSTEM_SUBTYPES = frozenset({
+    "api_retry", "status", "compact_boundary", "hook_started", "hook_progress", "hook_response",
+    "task_started", "task_progress", "task_updated", "task_notification", "plugin_install",
+})
+
+
+def amp_session(obj: dict[str, Any]) -> bool:
+    """Amp's session ids look like ``T-<uuid>``; Claude's are bare UUIDs."""
+    session_id = obj.get("session_id")
+    return isinstance(session_id, str) and session_id.startswith("T-")
+
+
+def claude_score(obj: dict[str, Any]) -> float:
+    """How much a first line looks like Claude Code (Cursor's init has no tools/mcp_servers/version)."""
+    if "v" in obj or "seq" in obj or amp_session(obj):
+        return 0.0
+    kind = obj.get("type")
+    if kind == "system" and obj.get("subtype") == "init":
+        if "claude_code_version" in obj:
+            return 1.0
+        has_lists = isinstance(obj.get("tools"), list) and isinstance(obj.get("mcp_servers"), list)
+        if has_lists and ("apiKeySource" in obj or "permissionMode" in obj):
+            return 0.9
+        return 0.6 if has_lists else 0.0
+    if kind in ("stream_event", "rate_limit_event") and "uuid" in obj:
+        return 0.9
+    if kind == "system" and obj.get("subtype") in _CLAUDE_SYSTEM_SUBTYPES and "uuid" in obj:
+        return 0.7
+    if kind in ("assistant", "user") and isinstance(obj.get("message"), dict) and "uuid" in obj:
+        return 0.7
+    if kind == "result" and "num_turns" in obj and "duration_api_ms" in obj:
+        return 0.8
+    return 0.0
+
+
+class ClaudeDialect(Dialect):
+    name = "claude"
+    summary = "Claude Code -p --output-format stream-json --verbose"
+
+    def sniff(self, obj: dict[str, Any]) -> float:
+        return claude_score(obj)
+
+    def decoder(self, session_id: str | None = None) -> DialectDecoder:
+        return ClaudeDecoder(session_id)
+
+    def encoder(self) -> DialectEncoder:
+        return ClaudeEncoder()
+
+
+DIALECT = ClaudeDialect()

@@ -1,0 +1,428 @@
+"""OpenAI Codex ``codex exec --json``: thread and turn events around ``item.*`` lifecycles.
+
+Lines: ``thread.started`` (``thread_id``), ``turn.started``, ``item.started`` /
+``item.updated`` / ``item.completed`` (an ``item`` of type ``agent_message``,
+``reasoning``, ``command_execution``, ``file_change``, ``mcp_tool_call``,
+``web_search``, ``todo_list`` or ``error``), ``turn.completed`` (``usage``) or
+``turn.failed`` (``error.message``), and top-level ``error`` lines.
+
+A turn's end is the run's end: ``turn.completed`` becomes the ``usage`` and the
+``result``. Top-level ``error`` lines (e.g. ``Reconnecting... 2/5``) and ``error``
+items are not fatal — only ``turn.failed`` is. Codex never names the model,
+and ``exec`` stops with no turn event at all when interrupted: the reader then
+makes up the ending.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from agentstream import protocol as p
+from agentstream.dialects._common import EventDecoder, EventEncoder, Fields, parse_arguments, text_or_json
+from agentstream.dialects.base import Dialect, DialectDecoder, DialectEncoder
+from agentstream.errors import ErrorCode
+
+_RENAMED = {"assistant_message": "agent_message"}
+"""Item types before openai/codex#4610 (which also renamed ``item_type`` to ``type``)."""
+_RETRY = re.compile(r"(?:reconnecting|retrying)\D{0,40}?(\d+)\s*/\s*(\d+)", re.IGNORECASE)
+_DELAY = re.compile(r"\bin\s+(\d+(?:\.\d+)?)\s*(ms|s)\b", re.IGNORECASE)
+_EXIT = re.compile(r"exit code (-?\d+)")
+_COMMAND = "command_execution"
+_MCP_PREFIX = "mcp__"
+_UNKNOWN_MODEL = "unknown"
+_NEVER_FINISHED = "codex marked the command completed without an exit code: it never finished"
+
+Outcome = tuple[p.ToolStatus, str | None, str | None]
+"""A finished tool item: (status, output, error)."""
+
+
+def _error_code(message: str) -> str:
+    """A canonical code for Codex's free-text errors."""
+    lowered = message.lower()
+    if "429" in lowered or "rate limit" in lowered:
+        return ErrorCode.RATE_LIMITED
+    if "401" in lowered or "unauthorized" in lowered:
+        return ErrorCode.AUTH_EXPIRED
+    if "context window" in lowered or "context length" in lowered:
+        return ErrorCode.CONTEXT_LIMIT
+    if _RETRY.search(message) or "stream disconnected" in lowered:
+        return ErrorCode.PROVIDER_ERROR
+    return ErrorCode.UNKNOWN
+
+
+def _retry_error(message: str) -> p.Error:
+    """A top-level ``error`` line: a retry notice carries its attempt and delay; none of them is fatal."""
+    attempt, delay = _RETRY.search(message), _DELAY.search(message)
+    error = p.Error(code=_error_code(message), message=message, recoverable=True)
+    if delay is not None:
+        amount = float(delay[1])
+        error.retry_in_ms = int(amount if delay[2].lower() == "ms" else amount * 1000)
+    if attempt is not None:
+        error.details = {"attempt": int(attempt[1]), "max_attempts": int(attempt[2])}
+    return error
+
+
+# -- tool items: (name, arguments) when called, (status, output, error) when finished ----------------
+
+
+def _command_call(item: Fields) -> tuple[str, dict[str, Any]]:
+    return _COMMAND, {"command": item.opt_text("command") or ""}
+
+
+def _command_outcome(item: Fields) -> Outcome:
+    status, exit_code = item.opt_text("status"), item.opt_integer("exit_code")
+    output = item.opt_text("aggregated_output") or ""
+    if status == "declined":
+        return "denied", output, "the command was declined"
+    if exit_code is None:
+        return "cancelled", output, _NEVER_FINISHED
+    if exit_code == 0 and status != "failed":
+        return "success", output, None
+    return "error", output, f"exit code {exit_code}"
+
+
+def _file_call(item: Fields) -> tuple[str, dict[str, Any]]:
+    return "file_change", {"changes": item.opt_list("changes") or []}
+
+
+def _file_outcome(item: Fields) -> Outcome:
+    changes = [change for change in item.opt_list("changes") or [] if isinstance(change, dict)]
+    summary = "\n".join(f"{change.get('kind', 'update')} {change.get('path', '')}" for change in changes)
+    if item.opt_text("status") == "failed":
+        return "error", summary, "the patch was not applied"
+    return "success", summary, None
+
+
+def _mcp_call(item: Fields) -> tuple[str, dict[str, Any]]:
+    server, tool = item.opt_text("server") or "", item.text("tool")
+    arguments, _ = parse_arguments(item.obj.get("arguments"), item, "arguments")
+    return (f"{_MCP_PREFIX}{server}__{tool}" if server else tool), arguments
+
+
+def _mcp_outcome(item: Fields) -> Outcome:
+    result, error, status = item.opt_sub("result"), item.opt_sub("error"), item.opt_text("status")
+    output = _mcp_output(result) if result is not None else None
+    message = error.opt_text("message") if error is not None else None
+    if status == "failed" or (status is None and error is not None):
+        return "error", output, message or "the tool call failed"
+    return "success", output or "", message
+
+
+def _mcp_output(result: Fields) -> str | None:
+    texts = [block["text"] for block in result.opt_list("content") or []
+             if isinstance(block, dict) and isinstance(block.get("text"), str)]
+    if texts:
+        return "\n".join(texts)
+    structured = result.obj.get("structured_content")
+    return text_or_json(structured) if structured is not None else None
+
+
+def _search_call(item: Fields) -> tuple[str, dict[str, Any]]:
+    arguments: dict[str, Any] = {"query": item.opt_text("query") or ""}
+    action = item.opt_mapping("action")
+    if action is not None:
+        arguments["action"] = action
+    return "web_search", arguments
+
+
+def _search_outcome(item: Fields) -> Outcome:
+    return "success", None, None
+
+
+_TOOLS: dict[str, tuple[Callable[[Fields], tuple[str, dict[str, Any]]], Callable[[Fields], Outcome]]] = {
+    _COMMAND: (_command_call, _command_outcome),
+    "file_change": (_file_call, _file_outcome),
+    "mcp_tool_call": (_mcp_call, _mcp_outcome),
+    "web_search": (_search_call, _search_outcome),
+}
+
+
+class CodexDecoder(EventDecoder):
+    dialect = "codex"
+    command = "codex exec"
+
+    def __init__(self, session_id: str | None = None) -> None:
+        super().__init__(session_id)
+        self._shown: dict[str, int] = {}
+        """Open tool items -> how much of their output already went out as ``tool_progress``."""
+        self._texts: dict[str, str] = {}
+        """Text of agent messages and reasoning items seen in ``item.updated`` so far."""
+        self._last_text: str | None = None
+        self._turns = 0
+
+    def handler_name(self, kind: str) -> str:
+        return "on_" + kind.replace(".", "_")
+
+    def finish(self) -> list[p.AnyEvent]:
+        self.close_open_calls("the stream ended before the item completed")
+        return super().finish()
+
+    def on_thread_started(self, f: Fields) -> None:
+        self.adopt_session(f.text("thread_id"))
+        self.emit(p.Start(command=self.command), f.ts("timestamp"))
+
+    def on_turn_started(self, f: Fields) -> None:
+        """Nothing to say: ``exec`` runs one turn, and its end is the run's end."""
+
+    def on_turn_completed(self, f: Fields) -> None:
+        usage = f.opt_sub("usage")
+        figures = (
+            (usage.opt_integer("input_tokens") or 0, usage.opt_integer("output_tokens") or 0,
+             usage.opt_integer("cached_input_tokens") or 0)
+            if usage is not None else (0, 0, 0)
+        )
+        self._end_turn()
+        if any(figures):
+            self.emit(p.Usage(model=_UNKNOWN_MODEL, input_tokens=figures[0], output_tokens=figures[1],
+                              cached_tokens=figures[2]))
+        self.emit(self._result(ok=True))
+
+    def on_turn_failed(self, f: Fields) -> None:
+        error = f.opt_sub("error")
+        message = (error.opt_text("message") if error is not None else None) or "the turn failed"
+        self._end_turn()
+        info = p.ErrorInfo(code=_error_code(message), message=message)
+        self.emit(p.Error(code=info.code, message=message, recoverable=False))
+        self.emit(self._result(ok=False, error=info))
+
+    def _end_turn(self) -> None:
+        self._turns += 1
+        self.close_named_runs()
+        self.close_open_calls("the turn ended before the item completed")
+
+    def _result(self, *, ok: bool, error: p.ErrorInfo | None = None) -> p.Result:
+        return p.Result(
+            ok=ok,
+            subtype="success" if ok else "error",
+            exit_code=0 if ok else 1,
+            turn_count=self._turns,
+            tools_used=list(self.tally.tools_used),
+            usage=msgspec.structs.replace(self.tally.usage),
+            result=self._last_text if self._last_text is not None else p.UNSET,
+            error=error if error is not None else p.UNSET,
+        )
+
+    def on_error(self, f: Fields) -> None:
+        self.emit(_retry_error(f.text("message")))
+
+    def on_item_started(self, f: Fields) -> None:
+        self._item(f, "started")
+
+    def on_item_updated(self, f: Fields) -> None:
+        self._item(f, "updated")
+
+    def on_item_completed(self, f: Fields) -> None:
+        self._item(f, "completed")
+
+    def _item(self, f: Fields, phase: str) -> None:
+        item = f.sub("item")
+        item_id = item.text("id")
+        kind = item.opt_text("type") or item.opt_text("item_type")
+        if kind is None:
+            item.fail("field 'type' is missing (expected a string)")
+        kind = _RENAMED.get(kind, kind)
+        if kind in ("agent_message", "reasoning"):
+            self._text_item(item, item_id, phase, reasoning=kind == "reasoning")
+        elif kind in _TOOLS:
+            self._tool_item(item, item_id, phase, kind)
+        elif kind == "todo_list":
+            self._todo_list(item)
+        elif kind == "error":
+            message = item.text("message")
+            self.emit(p.Error(code=_error_code(message), message=message, recoverable=True))
+        else:
+            self.pass_through(f.text("type"), f.obj)
+
+    def _text_item(self, item: Fields, item_id: str, phase: str, *, reasoning: bool) -> None:
+        text = item.opt_text("text") or ""
+        if phase != "completed":
+            seen = self._texts.get(item_id, "")
+            if text.startswith(seen) and len(text) > len(seen):
+                self.delta(item_id, text[len(seen):], reasoning=reasoning)
+            self._texts[item_id] = text
+            return
+        self._texts.pop(item_id, None)
+        if not reasoning:
+            self._last_text = text
+        self.complete(item_id, text, reasoning=reasoning)
+
+    def _tool_item(self, item: Fields, item_id: str, phase: str, kind: str) -> None:
+        call_spec, outcome_spec = _TOOLS[kind]
+        name, arguments = call_spec(item)
+        outcome = outcome_spec(item) if phase == "completed" else None
+        output = item.opt_text("aggregated_output") if kind == _COMMAND else None
+        if item_id not in self._shown:
+            self._shown[item_id] = 0
+            self.emit(p.ToolCall(call_id=self.tools.called(item_id, name), name=name, arguments=arguments))
+        if phase == "updated" and output and len(output) > self._shown[item_id]:
+            self.emit(p.ToolProgress(call_id=item_id, content=output[self._shown[item_id]:]))
+            self._shown[item_id] = len(output)
+        if outcome is None:
+            return
+        del self._shown[item_id]
+        status, text, error = outcome
+        call_id, name = self.tools.finished(item_id, None)
+        self.emit(
+            p.ToolResult(
+                call_id=call_id,
+                name=name,
+                status=status,
+                output=text if text is not None else p.UNSET,
+                error=error if error is not None else p.UNSET,
+            )
+        )
+
+    def _todo_list(self, item: Fields) -> None:
+        entries = [entry for entry in item.opt_list("items") or [] if isinstance(entry, dict)]
+        done = sum(entry.get("completed") is True for entry in entries)
+        lines = [f"[{'x' if entry.get('completed') is True else ' '}] {entry.get('text', '')}" for entry in entries]
+        self.emit(p.Progress(name="todo_list", current=done, total=len(entries), message="\n".join(lines)))
+
+
+# -- encoding ----------------------------------------------------------------------------
+
+
+class CodexEncoder(EventEncoder):
+    """Canonical events as ``codex exec --json`` lines: one thread, one turn, items numbered ``item_0``…
+
+    Tool calls become ``command_execution`` (a call named so, with a string
+    ``command``), ``file_change``, ``web_search`` or, for every other tool,
+    ``mcp_tool_call`` (``mcp__server__tool`` names split into server and tool).
+    """
+
+    fold_fatal = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._next_item = 0
+        self._calls: dict[str, dict[str, Any]] = {}
+        """Open tool calls -> the item they are (its fields so far)."""
+        self._usage = p.UsageTotals()
+        self._usage_seen = False
+
+    def _item_id(self) -> str:
+        item_id = f"item_{self._next_item}"
+        self._next_item += 1
+        return item_id
+
+    def on_start(self, event: p.Start) -> list[dict[str, Any]]:
+        return [{"type": "thread.started", "thread_id": event.session_id}, {"type": "turn.started"}]
+
+    def on_message(self, event: p.Message) -> list[dict[str, Any]]:
+        if event.role != "assistant":
+            return []
+        item = {"id": self._item_id(), "type": "agent_message", "text": event.content}
+        return [{"type": "item.completed", "item": item}]
+
+    def on_reasoning(self, event: p.Reasoning) -> list[dict[str, Any]]:
+        item = {"id": self._item_id(), "type": "reasoning", "text": event.content}
+        return [{"type": "item.completed", "item": item}]
+
+    def on_tool_call(self, event: p.ToolCall) -> list[dict[str, Any]]:
+        item: dict[str, Any] = {"id": self._item_id()}
+        arguments, name = event.arguments, event.name
+        if name == _COMMAND and isinstance(arguments.get("command"), str):
+            item.update(type=_COMMAND, command=arguments["command"], aggregated_output="")
+        elif name == "file_change" and isinstance(arguments.get("changes"), list):
+            item.update(type="file_change", changes=arguments["changes"])
+        elif name == "web_search" and isinstance(arguments.get("query"), str):
+            item.update(type="web_search", query=arguments["query"])
+        else:
+            server, tool = _split_mcp(name)
+            item.update(type="mcp_tool_call", server=server, tool=tool, arguments=arguments)
+        self._calls[event.call_id] = item
+        return [{"type": "item.started", "item": {**item, "status": "in_progress"}}]
+
+    def on_tool_progress(self, event: p.ToolProgress) -> list[dict[str, Any]]:
+        item = self._calls.get(event.call_id)
+        if item is None or item["type"] != _COMMAND:
+            return []
+        item["aggregated_output"] += event.content
+        return [{"type": "item.updated", "item": {**item, "status": "in_progress"}}]
+
+    def on_tool_result(self, event: p.ToolResult) -> list[dict[str, Any]]:
+        item = self._calls.pop(event.call_id, None)
+        if item is None:
+            return []
+        ok = event.status == "success"
+        output = event.output if event.output is not p.UNSET else None
+        if item["type"] == _COMMAND:
+            item.update(aggregated_output=output or "", **_command_end(event))
+        elif item["type"] == "mcp_tool_call":
+            if output is not None:
+                item["result"] = {"content": [{"type": "text", "text": output}], "structured_content": None}
+            if event.error is not p.UNSET:
+                item["error"] = {"message": event.error}
+            item["status"] = "completed" if ok else "failed"
+        elif item["type"] == "file_change":
+            item["status"] = "completed" if ok else "failed"
+        return [{"type": "item.completed", "item": item}]
+
+    def on_usage(self, event: p.Usage) -> list[dict[str, Any]]:
+        self._usage.add(event)
+        self._usage_seen = True
+        return []
+
+    def on_error(self, event: p.Error) -> list[dict[str, Any]]:
+        return [{"type": "item.completed", "item": {"id": self._item_id(), "type": "error", "message": event.message}}]
+
+    def on_result(self, event: p.Result) -> list[dict[str, Any]]:
+        if not event.ok:
+            failure = self.failure(event)
+            message = failure.message if failure is not None else "the turn failed"
+            return [{"type": "turn.failed", "error": {"message": message}}]
+        usage = self._usage if self._usage_seen else event.usage
+        figures = {"input_tokens": usage.input_tokens, "cached_input_tokens": usage.cached_tokens,
+                   "output_tokens": usage.output_tokens}
+        return [{"type": "turn.completed", "usage": figures}]
+
+
+def _split_mcp(name: str) -> tuple[str, str]:
+    """``mcp__server__tool`` -> (server, tool); any other name is a tool of no server."""
+    if name.startswith(_MCP_PREFIX):
+        server, sep, tool = name.removeprefix(_MCP_PREFIX).partition("__")
+        if sep and server and tool:
+            return server, tool
+    return "", name
+
+
+def _command_end(event: p.ToolResult) -> dict[str, Any]:
+    """``exit_code`` and ``status`` of a finished command (the inverse of :func:`_command_outcome`)."""
+    if event.status == "success":
+        return {"exit_code": 0, "status": "completed"}
+    if event.status == "denied":
+        return {"exit_code": None, "status": "declined"}
+    if event.status == "cancelled":
+        return {"exit_code": None, "status": "failed"}
+    found = _EXIT.fullmatch(event.error) if isinstance(event.error, str) else None
+    return {"exit_code": int(found[1]) if found else 1, "status": "failed"}
+
+
+class CodexDialect(Dialect):
+    name = "codex"
+    summary = "OpenAI Codex codex exec --json"
+
+    def sniff(self, obj: dict[str, Any]) -> float:
+        kind = obj.get("type")
+        if "v" in obj or "seq" in obj or not isinstance(kind, str):
+            return 0.0
+        if kind == "thread.started" and isinstance(obj.get("thread_id"), str):
+            return 1.0
+        if kind.startswith("item.") and isinstance(obj.get("item"), dict):
+            return 0.9
+        if kind in ("turn.started", "turn.completed", "turn.failed"):
+            return 0.9
+        return 0.0
+
+    def decoder(self, session_id: str | None = None) -> DialectDecoder:
+        return CodexDecoder(session_id)
+
+    def encoder(self) -> DialectEncoder:
+        return CodexEncoder()
+
+
+DIALECT = CodexDialect()

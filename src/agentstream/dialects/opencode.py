@@ -1,0 +1,299 @@
+"""opencode ``opencode run --format json``: finished message parts, one per line.
+
+Every line is ``{type, timestamp (epoch ms), sessionID, ...}``. Types:
+``step_start`` / ``step_finish`` (one model call; the finish carries ``reason``,
+``cost`` and ``tokens``), ``text`` and ``reasoning`` (a part, only once it is
+complete: opencode streams no deltas; reasoning only with ``--thinking``),
+``tool_use`` (only once the tool is ``completed`` or ``error``), ``error`` (a
+session error: the run will exit 1) and, in newer versions, a closing ``done``
+(``reason: "idle"``, auto-rejected ``permissions``).
+
+opencode has no start line and never echoes the prompt. ``tokens.input`` leaves
+out cache reads and writes; canonical ``input_tokens`` counts them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from agentstream import protocol as p
+from agentstream.dialects._common import EventDecoder, EventEncoder, Fields, epoch_ms, rfc3339
+from agentstream.dialects.base import Dialect, DialectDecoder, DialectEncoder
+from agentstream.errors import ErrorCode
+
+_TYPES = frozenset({"step_start", "step_finish", "text", "reasoning", "tool_use", "error", "done"})
+_UNKNOWN_MODEL = "unknown"
+# opencode's session error names (NamedError.name); the first one per code is the one we write.
+_ERROR_NAMES: dict[str, str] = {
+    "UnknownError": ErrorCode.UNKNOWN,
+    "ProviderAuthError": ErrorCode.AUTH_EXPIRED,
+    "APIError": ErrorCode.PROVIDER_ERROR,
+    "MessageOutputLengthError": ErrorCode.CONTEXT_LIMIT,
+    "MessageAbortedError": ErrorCode.INTERRUPTED,
+}
+_NAME_FOR_CODE: dict[str, str] = {}
+for _name, _code in _ERROR_NAMES.items():
+    _NAME_FOR_CODE.setdefault(_code, _name)
+
+
+class OpencodeDecoder(EventDecoder):
+    dialect = "opencode"
+    command = "opencode run"
+
+    def __init__(self, session_id: str | None = None) -> None:
+        super().__init__(session_id)
+        self._held: tuple[p.ErrorInfo, str | None] | None = None
+        """The last session error, held to see whether the run ends right after it."""
+        self._failed: p.ErrorInfo | None = None
+        """Any session error fails the run (opencode then exits 1), even when the run goes on."""
+        self._running: set[str] = set()
+        self._last_reason: str | None = None
+        self._last_text: str | None = None
+        self._ended = False
+
+    def decode_object(self, obj: dict[str, Any]) -> None:
+        session_id = obj.get("sessionID")
+        self.adopt_session(session_id if isinstance(session_id, str) else None)
+        if self._held is not None and obj.get("type") not in ("error", "done"):
+            self._release_error()
+        super().decode_object(obj)
+
+    def _release_error(self) -> None:
+        """The run went on after a session error: report it now; the result still fails."""
+        assert self._held is not None
+        (info, ts), self._held = self._held, None
+        self.emit(p.Error(code=info.code, message=info.message, recoverable=True), ts)
+
+    def finish(self) -> list[p.AnyEvent]:
+        """EOF without ``done``: an error, or a last step that stopped normally, still tells how the run ended."""
+        if not self._ended and (self._failed is not None or self._last_reason == "stop"):
+            self._end(None)
+        return super().finish()
+
+    def on_step_start(self, f: Fields) -> None:
+        f.opt_sub("part")
+
+    def on_step_finish(self, f: Fields) -> None:
+        part, ts = f.sub("part"), f.ts("timestamp")
+        tokens = part.opt_sub("tokens")
+        cost = part.opt_number("cost")
+        self._last_reason = part.opt_text("reason")
+        if tokens is None:
+            return
+        cache = tokens.opt_sub("cache")
+        read = (cache.opt_integer("read") if cache else None) or 0
+        write = (cache.opt_integer("write") if cache else None) or 0
+        usage = p.Usage(
+            model=_UNKNOWN_MODEL,
+            input_tokens=(tokens.opt_integer("input") or 0) + read + write,
+            output_tokens=tokens.opt_integer("output") or 0,
+            cached_tokens=read,
+            reasoning_tokens=tokens.opt_integer("reasoning") or 0,
+        )
+        if cost:
+            usage.cost_usd = float(cost)
+        if usage.input_tokens or usage.output_tokens or usage.reasoning_tokens or cost:
+            self.emit(usage, ts)
+
+    def on_text(self, f: Fields) -> None:
+        part = f.sub("part")
+        text, part_id = part.text("text"), part.opt_text("id") or p.new_id("msg")
+        self._last_text = text
+        self.emit(p.Message(message_id=part_id, role="assistant", content=text), f.ts("timestamp"))
+
+    def on_reasoning(self, f: Fields) -> None:
+        part = f.sub("part")
+        text, part_id = part.text("text"), part.opt_text("id") or p.new_id("rsn")
+        self.emit(p.Reasoning(reasoning_id=part_id, content=text), f.ts("timestamp"))
+
+    def on_tool_use(self, f: Fields) -> None:
+        part, ts = f.sub("part"), f.ts("timestamp")
+        call_id, name, state = part.text("callID"), part.text("tool"), part.sub("state")
+        status = state.choice("status", ("completed", "error", "running", "pending"))
+        arguments = state.opt_mapping("input") or {}
+        output, error = state.opt_text("output"), state.opt_text("error")
+        timing = state.opt_sub("time")
+        start, end = (timing.opt_integer("start"), timing.opt_integer("end")) if timing else (None, None)
+        if call_id not in self._running:
+            self._running.add(call_id)
+            self.emit(p.ToolCall(call_id=self.tools.called(call_id, name), name=name, arguments=arguments),
+                      _ts(start) or ts)
+        if status not in ("completed", "error"):
+            return  # opencode prints only finished tools; one still running is closed at the end
+        self._running.discard(call_id)
+        call_id, name = self.tools.finished(call_id, name)
+        self.emit(
+            p.ToolResult(
+                call_id=call_id,
+                name=name,
+                status="success" if status == "completed" else "error",
+                output=output if output is not None else p.UNSET,
+                error=(error or "the tool failed") if status == "error" else p.UNSET,
+                duration_ms=max(end - start, 0) if start is not None and end is not None else 0,
+            ),
+            _ts(end) or ts,
+        )
+
+    def on_error(self, f: Fields) -> None:
+        error = f.sub("error")
+        name, data = error.opt_text("name") or "UnknownError", error.opt_sub("data")
+        message = (data.opt_text("message") if data is not None else None) or error.opt_text("message") or name
+        code = _ERROR_NAMES.get(name, ErrorCode.UNKNOWN)
+        status = data.opt_integer("statusCode") if data is not None else None
+        if status == 429:
+            code = ErrorCode.RATE_LIMITED
+        if self._held is not None:
+            self._release_error()
+        self._failed = p.ErrorInfo(code=code, message=message)
+        self._held = (self._failed, f.ts("timestamp"))
+
+    def on_done(self, f: Fields) -> None:
+        rejected = f.opt_list("rejected") or []
+        if rejected:
+            self.emit(p.GenericEvent(name="opencode.rejected", data=rejected), f.ts("timestamp"))
+        self._end(f.ts("timestamp"))
+
+    def _end(self, ts: str | None) -> None:
+        self._ended = True
+        self._running.clear()
+        self.close_open_calls("opencode finished without the tool's result", ts=ts)
+        held, self._held = self._held, None
+        if held is not None:
+            info, error_ts = held
+            self.emit(p.Error(code=info.code, message=info.message, recoverable=False), error_ts)
+        ok = self._failed is None
+        self.emit(
+            p.Result(
+                ok=ok,
+                subtype="success" if ok else "error",
+                exit_code=0 if ok else 1,
+                turn_count=self.tally.turn_count,
+                tools_used=list(self.tally.tools_used),
+                usage=msgspec.structs.replace(self.tally.usage),
+                result=self._last_text if self._last_text is not None else p.UNSET,
+                error=self._failed if self._failed is not None else p.UNSET,
+            ),
+            ts,
+        )
+
+
+def _ts(ms: int | None) -> str | None:
+    return rfc3339(ms) if ms is not None else None
+
+
+# -- encoding ----------------------------------------------------------------------------
+
+
+class OpencodeEncoder(EventEncoder):
+    """Canonical events as opencode parts: a ``usage`` closes a step (``step_finish``), tools print once finished."""
+
+    fold_fatal = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._step: str | None = None
+        """The open step's message id (opencode's assistant message)."""
+        self._calls: dict[str, p.ToolCall] = {}
+
+    def _line(self, event: p.BaseEvent, kind: str, **data: Any) -> dict[str, Any]:
+        return {"type": kind, "timestamp": epoch_ms(event.ts), "sessionID": event.session_id, **data}
+
+    def _part(self, event: p.BaseEvent, part_type: str, part_id: str, **fields: Any) -> dict[str, Any]:
+        assert self._step is not None
+        return {"id": part_id, "sessionID": event.session_id, "messageID": self._step, "type": part_type, **fields}
+
+    def _open_step(self, event: p.BaseEvent) -> list[dict[str, Any]]:
+        if self._step is not None:
+            return []
+        self._step = p.new_id("msg")
+        return [self._line(event, "step_start", part=self._part(event, "step-start", p.new_id("prt")))]
+
+    def on_message(self, event: p.Message) -> list[dict[str, Any]]:
+        if event.role != "assistant":
+            return []
+        lines = self._open_step(event)
+        moment = epoch_ms(event.ts)
+        part = self._part(event, "text", event.message_id, text=event.content, time={"start": moment, "end": moment})
+        return [*lines, self._line(event, "text", part=part)]
+
+    def on_reasoning(self, event: p.Reasoning) -> list[dict[str, Any]]:
+        lines = self._open_step(event)
+        moment = epoch_ms(event.ts)
+        part = self._part(event, "reasoning", event.reasoning_id, text=event.content,
+                          time={"start": moment, "end": moment})
+        return [*lines, self._line(event, "reasoning", part=part)]
+
+    def on_tool_call(self, event: p.ToolCall) -> list[dict[str, Any]]:
+        self._calls[event.call_id] = event
+        return []
+
+    def on_tool_result(self, event: p.ToolResult) -> list[dict[str, Any]]:
+        call = self._calls.pop(event.call_id, None)
+        arguments = call.arguments if call is not None else {}
+        end = epoch_ms(event.ts)
+        state: dict[str, Any] = {"status": "completed" if event.status == "success" else "error", "input": arguments}
+        if event.output is not p.UNSET:
+            state["output"] = event.output
+        if event.status != "success":
+            state["error"] = event.error if event.error is not p.UNSET else event.status
+        state["time"] = {"start": end - event.duration_ms, "end": end}
+        lines = self._open_step(event)
+        part = self._part(event, "tool", p.new_id("prt"), callID=event.call_id, tool=event.name, state=state)
+        return [*lines, self._line(event, "tool_use", part=part)]
+
+    def on_usage(self, event: p.Usage) -> list[dict[str, Any]]:
+        return self._open_step(event) + self._close_step(event, event)
+
+    def _close_step(self, event: p.BaseEvent, usage: p.Usage | None = None) -> list[dict[str, Any]]:
+        """A ``step_finish`` for the open step, with ``usage``'s tokens (zeros when the step had none)."""
+        if self._step is None:
+            return []
+        usage = usage or p.Usage(model=_UNKNOWN_MODEL)
+        cached = min(usage.cached_tokens, usage.input_tokens)
+        tokens = {"input": usage.input_tokens - cached, "output": usage.output_tokens,
+                  "reasoning": usage.reasoning_tokens, "cache": {"read": cached, "write": 0}}
+        cost = usage.cost_usd if usage.cost_usd is not p.UNSET else 0
+        part = self._part(event, "step-finish", p.new_id("prt"), reason="stop", cost=cost, tokens=tokens)
+        self._step = None
+        return [self._line(event, "step_finish", part=part)]
+
+    def on_error(self, event: p.Error) -> list[dict[str, Any]]:
+        return [self._error_line(event, event.code, event.message)] if not event.recoverable else []
+
+    def _error_line(self, event: p.BaseEvent, code: str, message: str) -> dict[str, Any]:
+        error = {"name": _NAME_FOR_CODE.get(code, "UnknownError"), "data": {"message": message}}
+        if code == ErrorCode.RATE_LIMITED:
+            error = {"name": "APIError", "data": {"message": message, "statusCode": 429}}
+        return self._line(event, "error", error=error)
+
+    def on_result(self, event: p.Result) -> list[dict[str, Any]]:
+        lines = self._close_step(event)
+        if not event.ok:
+            failure = self.failure(event)
+            code, message = ((failure.code, failure.message) if failure is not None
+                             else (ErrorCode.UNKNOWN, f"the run failed ({event.subtype})"))
+            lines.append(self._error_line(event, code, message))
+        return [*lines, self._line(event, "done", reason="idle", rejected=[])]
+
+
+class OpencodeDialect(Dialect):
+    name = "opencode"
+    summary = "opencode run --format json"
+
+    def sniff(self, obj: dict[str, Any]) -> float:
+        if "v" in obj or "seq" in obj or obj.get("type") not in _TYPES:
+            return 0.0
+        if not isinstance(obj.get("sessionID"), str) or not isinstance(obj.get("timestamp"), int):
+            return 0.0
+        return 0.95 if isinstance(obj.get("part"), dict) else 0.8
+
+    def decoder(self, session_id: str | None = None) -> DialectDecoder:
+        return OpencodeDecoder(session_id)
+
+    def encoder(self) -> DialectEncoder:
+        return OpencodeEncoder()
+
+
+DIALECT = OpencodeDialect()

@@ -1,0 +1,44 @@
+"""A stand-in for ``agentstream exec`` in bus tests: a real Stream published with attach_publisher.
+
+Usage: ``python _bus_producer.py PROMPT [--session-id ID] [--bus URL] [--no-publish]``.
+The prompt says what to do, as space-separated words:
+``events=N`` (log events, default 3), ``interval=S`` (seconds between them),
+``fail`` (end with a fatal error), ``touch=PATH`` (create PATH once running, so a
+test knows the run has started).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from agentstream.bus.publish import add_publish_options, attach_publisher
+from agentstream.stream import Stream
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("prompt")
+    parser.add_argument("--session-id", default=None)
+    add_publish_options(parser)
+    args = parser.parse_args()
+    plan = dict(word.split("=", 1) if "=" in word else (word, "1") for word in args.prompt.split())
+    stream = Stream("producer", session_id=args.session_id)
+    close = attach_publisher(stream, args)
+    try:
+        with stream:
+            if "touch" in plan:
+                Path(plan["touch"]).write_text(stream.session_id)
+            for n in range(int(plan.get("events", 3))):
+                stream.log(f"event {n}")
+                time.sleep(float(plan.get("interval", 0)))
+            if "fail" in plan:
+                stream.fail("TOOL_FAILED", "asked to fail", fix="drop 'fail' from the prompt")
+    finally:
+        close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

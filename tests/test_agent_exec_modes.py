@@ -1,0 +1,314 @@
+"""``agentstream exec`` beyond one provider call: the demo, cassettes, sessions, tools, input modes, selection."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from _agent_fakes import (
+    FakeModelServer,
+    LiveExec,
+    assert_json_object,
+    assert_valid_stream,
+    exec_env,
+    openai_env,
+    openai_error,
+    openai_reply,
+    run_exec,
+    split_streams,
+)
+
+from agentstream.agent.sessions import SessionStore
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "notes.txt").write_text("alpha\nbeta\n")
+    (root / "GUIDE.md").write_text("# guide\n")
+    return root
+
+
+def store(home: Path) -> SessionStore:
+    return SessionStore(home / "state" / "sessions.sqlite3")
+
+
+def user_texts(body: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in body["messages"] if m["role"] == "user"]
+
+
+# -- the main job on a fresh machine ------------------------------------------------
+
+
+def test_demo_runs_from_an_empty_environment(tmp_path: Path, workspace: Path) -> None:
+    """No keys, no Ollama: the bundled cassette plays, the tools really run here, one notice on stderr."""
+    run = run_exec(["What is in this directory?"], exec_env(tmp_path), cwd=workspace)
+    events = assert_valid_stream(run.lines, run.returncode)
+    assert run.returncode == 0
+    notices = [line for line in run.stderr.splitlines() if line.strip()]
+    assert len(notices) == 1 and "demo cassette" in notices[0]
+    assert events[0].provider == "replay"
+    results = {e.name: e for e in run.of_type("tool_result")}
+    assert set(results) == {"list_dir", "shell", "glob"}
+    assert all(r.status == "success" for r in results.values())
+    assert "notes.txt" in results["list_dir"].output
+    assert results["shell"].output.strip() == str(workspace)
+    assert results["glob"].output.strip() == "GUIDE.md"
+    assert run.result.turn_count == 3 and "demo cassette" in run.result.result
+
+
+def test_demo_in_text_and_json_formats(tmp_path: Path, workspace: Path) -> None:
+    text = run_exec(["hi", "-o", "text"], exec_env(tmp_path), cwd=workspace)
+    assert text.returncode == 0 and b"quick tour" in text.stdout and b'"type"' not in text.stdout
+    assert "list_dir" in text.stderr  # tool calls go to stderr in text mode
+    assert assert_json_object(run_exec(["hi", "-o", "json"], exec_env(tmp_path), cwd=workspace)).ok
+
+
+# -- cassettes ---------------------------------------------------------------------------
+
+
+VOLATILE = {"session_id", "ts", "message_id", "reasoning_id", "duration_ms", "next_actions", "provider", "retry_in_ms"}
+"""What differs between two runs: ids, times, the jittered backoff, the session (and start.provider: replay)."""
+
+
+def comparable(events: list[Any]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in msgspec.to_builtins(e).items() if k not in VOLATILE} for e in events]
+
+
+def test_record_then_replay_reproduces_the_run(tmp_path: Path, workspace: Path) -> None:
+    cassette = tmp_path / "run.cassette.jsonl"
+    script = [
+        openai_reply("Reading.", [("call_1", "read_file", {"path": "notes.txt"})], reasoning="Look first."),
+        openai_error(429, {"retry-after-ms": "10"}),
+        openai_reply("Half an ans", drop_after=4),
+        openai_reply("It says alpha and beta.", usage=(90, 12)),
+    ]
+    with FakeModelServer(script) as server:
+        live = run_exec(["read my notes", "--record", str(cassette)], openai_env(tmp_path, server), cwd=workspace)
+    assert live.returncode == 0 and len(server.posts) == 4
+    header = json.loads(cassette.read_text().splitlines()[0])
+    assert (header["cassette"], header["provider"], header["model"]) == (1, "openai", "gpt-4.1-mini")
+    replay = run_exec(["read my notes", "--cassette", str(cassette)], exec_env(tmp_path), cwd=workspace)
+    assert_valid_stream(replay.lines, replay.returncode)
+    assert replay.events[0].provider == "replay" and replay.events[0].model == "gpt-4.1-mini"
+    assert comparable(replay.events) == comparable(live.events)
+    waits = [[e.retry_in_ms for e in run.of_type("error") if e.code == "RATE_LIMITED"] for run in (live, replay)]
+    assert waits == [[10], [10]]  # the server's retry-after is kept in the cassette
+    assert [e.type for e in live.events].count("error") == 2  # the retry and the dropped stream were replayed too
+
+
+def test_a_cassette_that_runs_out_fails_cleanly(tmp_path: Path, workspace: Path) -> None:
+    cassette = tmp_path / "short.jsonl"
+    cassette.write_text(
+        '{"cassette":1,"provider":"openai","model":"m"}\n'
+        '{"call":1,"events":[{"type":"tool_call","call_id":"c1","name":"list_dir"},{"type":"end","reason":"tool_calls"}]}\n'
+    )
+    run = run_exec(["go", "--cassette", str(cassette)], exec_env(tmp_path), cwd=workspace)
+    assert_valid_stream(run.lines, run.returncode)
+    assert run.returncode == 1 and "no model turn left" in run.result.error.message
+
+
+def test_a_broken_cassette_is_a_usage_error(tmp_path: Path, workspace: Path) -> None:
+    cassette = tmp_path / "bad.jsonl"
+    cassette.write_text('{"cassette":1,"provider":"openai","model":"m"}\n{"call":"one"}\n')
+    run = run_exec(["go", "--cassette", str(cassette)], exec_env(tmp_path), cwd=workspace)
+    assert_valid_stream(run.lines, run.returncode)
+    assert run.returncode == 2 and run.result.error.code == "INVALID_INPUT"
+    assert "docs/agent.md" in (run.result.error.fix or "")
+
+
+# -- sessions --------------------------------------------------------------------------
+
+
+def test_resume_and_continue_send_the_earlier_conversation(tmp_path: Path, workspace: Path) -> None:
+    script = [openai_reply("First answer."), openai_reply("Second answer."), openai_reply("Third answer.")]
+    with FakeModelServer(script) as server:
+        env = openai_env(tmp_path, server)
+        first = run_exec(["first question"], env, cwd=workspace)
+        session_id = first.events[0].session_id
+        second = run_exec(["second question", "--resume", session_id], env, cwd=workspace)
+        third = run_exec(["third question", "--continue"], env, cwd=workspace)
+    for run in (first, second, third):
+        assert_valid_stream(run.lines, run.returncode)
+    assert user_texts(server.posts[1].body) == ["first question", "second question"]
+    assert user_texts(server.posts[2].body) == ["first question", "second question", "third question"]
+    assistant = [m["content"] for m in server.posts[2].body["messages"] if m["role"] == "assistant"]
+    assert assistant == ["First answer.", "Second answer."]
+    # Later runs are their own streams, pointing back at the session they continue.
+    assert second.events[0].session_id != session_id and second.events[0].parent_session_id == session_id
+    assert third.events[0].parent_session_id == session_id
+    assert third.result.next_actions[0].params == {"session_id": session_id}
+    record = store(tmp_path).load(session_id)
+    assert (record.status, record.turn_count, len(record.messages)) == ("completed", 3, 6)
+    assert record.usage["input_tokens"] == 60
+
+
+def test_interrupted_tool_call_then_resume(tmp_path: Path, workspace: Path) -> None:
+    """SIGTERM while a shell command runs: the call is cancelled, and a resume sends it back closed."""
+    script = [openai_reply("", [("call_sleep", "shell", {"command": "echo started; sleep 30"})]), openai_reply("Resumed.")]
+    with FakeModelServer(script) as server:
+        env = openai_env(tmp_path, server)
+        live = LiveExec(["wait a while"], env, cwd=workspace)
+        live.wait_for(lambda lines: any(b'"tool_progress"' in line for line in lines))  # the command is running
+        live.proc.send_signal(signal.SIGTERM)
+        run = live.finish()
+        session_id = run.events[0].session_id
+        assert store(tmp_path).load(session_id).status == "interrupted"
+        resumed = run_exec(["go on", "--resume", session_id], env, cwd=workspace)
+    assert_valid_stream(run.lines, run.returncode)
+    assert run.returncode == 143 and run.result.subtype == "interrupted"
+    (result,) = run.of_type("tool_result")
+    assert result.status == "cancelled"
+    sent = [m for m in server.posts[1].body["messages"] if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in sent] == ["call_sleep"] and "stopped" in sent[0]["content"]
+    assert resumed.returncode == 0 and resumed.result.result == "Resumed."
+
+
+def test_resume_of_an_unknown_session_is_a_valid_failed_stream(tmp_path: Path, workspace: Path) -> None:
+    run = run_exec(["go", "--resume", "ses_nothing_here"], exec_env(tmp_path), cwd=workspace)
+    assert_valid_stream(run.lines, run.returncode)
+    assert run.returncode == 1 and run.result.error.code == "SESSION_NOT_FOUND"
+
+
+def test_session_id_names_a_new_session(tmp_path: Path, workspace: Path) -> None:
+    with FakeModelServer([openai_reply("ok")]) as server:
+        env = openai_env(tmp_path, server)
+        run = run_exec(["go", "--session-id", "ses_mine_0001"], env, cwd=workspace)
+        again = run_exec(["go", "--session-id", "ses_mine_0001"], env, cwd=workspace)
+    assert run.events[0].session_id == "ses_mine_0001" and run.returncode == 0
+    assert again.returncode == 2 and "--resume ses_mine_0001" in again.result.error.fix
+    assert len(server.posts) == 1
+
+
+# -- tools and permissions ------------------------------------------------------------------
+
+
+def offered(body: dict[str, Any]) -> list[str]:
+    return [t["function"]["name"] for t in body.get("tools", [])]
+
+
+def test_tools_allow_list_reaches_the_model(tmp_path: Path, workspace: Path) -> None:
+    with FakeModelServer([openai_reply("ok")]) as server:
+        run = run_exec(["go", "--tools", "read_file,grep"], openai_env(tmp_path, server), cwd=workspace)
+    assert offered(server.posts[0].body) == ["read_file", "grep"] == run.events[0].tools
+
+
+def test_read_only_mode_offers_no_write_tools_and_denies_them(tmp_path: Path, workspace: Path) -> None:
+    script = [openai_reply("", [("call_1", "shell", {"command": "touch x"})]), openai_reply("Could not.")]
+    with FakeModelServer(script) as server:
+        run = run_exec(["go", "--permission-mode", "read-only"], openai_env(tmp_path, server), cwd=workspace)
+    assert_valid_stream(run.lines, run.returncode)
+    assert offered(server.posts[0].body) == ["read_file", "list_dir", "glob", "grep"]
+    (result,) = run.of_type("tool_result")
+    assert result.status == "denied" and not (workspace / "x").exists()
+    assert run.returncode == 0  # a denied tool is the model's problem, not the run's
+
+
+def test_a_tool_failure_is_not_fatal(tmp_path: Path, workspace: Path) -> None:
+    script = [openai_reply("", [("call_1", "read_file", {"path": "missing.txt"})]), openai_reply("No such file.")]
+    with FakeModelServer(script) as server:
+        run = run_exec(["go"], openai_env(tmp_path, server), cwd=workspace)
+    (result,) = run.of_type("tool_result")
+    assert result.status == "error" and run.returncode == 0
+    tool_message = [m for m in server.posts[1].body["messages"] if m["role"] == "tool"][0]
+    assert tool_message["content"].startswith("error:")
+
+
+def test_unknown_tool_in_allow_list_is_a_usage_error(tmp_path: Path, workspace: Path) -> None:
+    run = run_exec(["go", "--tools", "teleport"], exec_env(tmp_path), cwd=workspace)
+    assert_valid_stream(run.lines, run.returncode)
+    assert run.returncode == 2 and "teleport" in run.result.error.message
+
+
+# -- input and output modes -----------------------------------------------------------------
+
+
+def test_no_deltas_gives_only_complete_messages(tmp_path: Path, workspace: Path) -> None:
+    with FakeModelServer([openai_reply("Whole answer.", reasoning="hmm")]) as server:
+        run = run_exec(["go", "--no-deltas"], openai_env(tmp_path, server), cwd=workspace)
+    kinds = [e.type for e in run.events]
+    assert "message_delta" not in kinds and "reasoning_delta" not in kinds
+    assert [e.content for e in run.of_type("message")] == ["Whole answer."]
+    assert [e.content for e in run.of_type("reasoning")] == ["hmm"]
+
+
+def test_prompt_from_stdin(tmp_path: Path, workspace: Path) -> None:
+    with FakeModelServer([openai_reply("ok")]) as server:
+        run = run_exec(["-"], openai_env(tmp_path, server), cwd=workspace, stdin=b"a question from a pipe\n")
+    assert run.returncode == 0 and user_texts(server.posts[0].body) == ["a question from a pipe\n"]
+
+
+def test_missing_prompt_is_a_valid_failed_stream(tmp_path: Path, workspace: Path) -> None:
+    run = run_exec([], exec_env(tmp_path), cwd=workspace)
+    assert_valid_stream(run.lines, run.returncode)
+    assert run.returncode == 2 and run.result.error.fix
+
+
+def test_stream_json_input_runs_one_stream_per_turn(tmp_path: Path, workspace: Path) -> None:
+    turns = [
+        {"type": "message", "role": "user", "content": "first turn"},
+        {"type": "control_request", "request": {}},
+        {"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": "second turn"}]}},
+    ]
+    stdin = "".join(json.dumps(t) + "\n" for t in turns).encode()
+    with FakeModelServer([openai_reply("One."), openai_reply("Two.")]) as server:
+        run = run_exec(["--input-format", "stream-json"], openai_env(tmp_path, server), cwd=workspace, stdin=stdin)
+    streams = split_streams(run.lines)
+    assert len(streams) == 3
+    first, bad, second = (assert_valid_stream(s, s_exit) for s, s_exit in zip(streams, (0, 2, 0)))
+    assert bad[-1].error.code == "INVALID_INPUT" and "not a user message" in bad[-1].error.message
+    assert first[-1].result == "One." and second[-1].result == "Two."
+    root = first[0].session_id
+    assert bad[0].parent_session_id == root and second[0].parent_session_id == root
+    assert user_texts(server.posts[1].body) == ["first turn", "second turn"]
+    assert run.returncode == 0  # the last turn's exit code
+    assert store(tmp_path).load(root).turn_count == 2
+
+
+def test_stream_json_input_exit_code_is_the_last_turns(tmp_path: Path, workspace: Path) -> None:
+    stdin = b'{"type":"message","role":"user","content":"hi"}\nnot json\n'
+    with FakeModelServer([openai_reply("Hello.")]) as server:
+        run = run_exec(["--input-format", "stream-json", "-o", "json"], openai_env(tmp_path, server), cwd=workspace, stdin=stdin)
+    results = [json.loads(line) for line in run.lines]
+    assert [r["exit_code"] for r in results] == [0, 2]
+    assert run.returncode == 2
+
+
+# -- provider selection -------------------------------------------------------------------
+
+
+def test_a_local_ollama_is_used_when_it_answers(tmp_path: Path, workspace: Path) -> None:
+    with FakeModelServer([openai_reply("From llama.", model="llama3.2:latest")], ollama_models=["llama3.2:latest"]) as server:
+        env = exec_env(tmp_path, OLLAMA_HOST=f"127.0.0.1:{server.port}")
+        run = run_exec(["go"], env, cwd=workspace)
+    assert_valid_stream(run.lines, run.returncode)
+    assert (run.events[0].provider, run.events[0].model) == ("ollama", "llama3.2:latest")
+    assert server.posts[0].path == "/v1/chat/completions" and server.posts[0].body["model"] == "llama3.2:latest"
+    (usage,) = run.of_type("usage")
+    assert usage.cost_usd is msgspec.UNSET  # a local model has no price
+    assert "demo" not in run.stderr
+
+
+def test_an_explicit_provider_wins_over_the_environment(tmp_path: Path, workspace: Path) -> None:
+    with FakeModelServer([openai_reply("via openai")]) as server:
+        env = openai_env(tmp_path, server, ANTHROPIC_API_KEY="sk-ant-unused-000000000")
+        run = run_exec(["go", "--provider", "openai"], env, cwd=workspace)
+    assert run.events[0].provider == "openai" and run.result.result == "via openai"
+
+
+def test_exec_help_does_not_import_the_sdks() -> None:
+    code = (
+        "import sys\nfrom agentstream.cli import main\n"
+        "try:\n    main(['exec', '--help'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('openai', 'anthropic', 'httpx2') if m in sys.modules), file=sys.stderr)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert "--input-format" in proc.stdout
+    assert proc.stderr.strip().splitlines()[-1] == "[]"

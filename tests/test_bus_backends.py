@@ -1,0 +1,213 @@
+"""The Bus contract, checked against both backends (SQLite file, real redis-server)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from _bus_fixtures import RedisServer, bus_home, bus_url, events, free_port, redis_server  # noqa: F401
+
+from agentstream import protocol as p
+from agentstream.bus import BusUnavailable, Job, Record, SeqConflict, open_bus, parse_duration
+from agentstream.bus.queue import close_run
+from agentstream.errors import AgentstreamError, ErrorCode, UsageError
+
+
+def test_append_is_idempotent_by_seq_and_reads_resume_from_any_seq(bus_url: str) -> None:
+    with open_bus(bus_url) as bus:
+        assert bus.append("r1", events("r1", 5)) == 5
+        assert bus.append("r1", events("r1", 5)) == 0  # a retried batch stores nothing twice
+        assert bus.append("r1", events("r1", 3, start=4)) == 2  # overlapping batch: only 5 and 6 are new
+        assert [r.seq for r in bus.read("r1")] == list(range(7))
+        assert [r.seq for r in bus.read("r1", 4)] == [4, 5, 6]
+        assert [r.seq for r in bus.read("r1", 2, limit=2)] == [2, 3]
+        stored = bus.read("r1", 3, limit=1)[0]
+        assert stored == events("r1", 1, start=3)[0]._replace(line=stored.line)
+        assert p.decode(stored.line).seq == 3
+
+
+def test_status_follows_the_events_and_a_finished_run_refuses_more(bus_url: str) -> None:
+    with open_bus(bus_url) as bus:
+        bus.append("r1", events("r1", 2))
+        info = bus.get_run("r1")
+        assert info is not None and (info.status, info.command, info.last_seq) == ("running", "test", 1)
+        bus.append("r1", events("r1", 2, start=2, final=True))
+        info = bus.get_run("r1")
+        assert info is not None and (info.status, info.exit_code, info.last_seq) == ("succeeded", 0, 3)
+        assert bus.append("r1", events("r1", 1, start=4)) == 0
+        assert [r.seq for r in bus.read("r1")] == [0, 1, 2, 3]
+        assert bus.get_run("nope") is None
+
+
+@pytest.mark.parametrize(
+    ("result", "status"),
+    [
+        (p.Result(ok=False, subtype="error", exit_code=1), "failed"),
+        (p.Result(ok=False, subtype="interrupted", exit_code=130), "interrupted"),
+        (p.Result(ok=False, subtype="error", exit_code=143), "interrupted"),
+    ],
+)
+def test_failed_and_interrupted_runs(bus_url: str, result: p.Result, status: str) -> None:
+    result.session_id, result.seq = "r1", 1
+    with open_bus(bus_url) as bus:
+        bus.append("r1", [*events("r1", 1), Record(1, "result", p.encode(result))])
+        info = bus.get_run("r1")
+        assert info is not None and info.status == status and info.exit_code == result.exit_code
+
+
+def test_conditional_append_detects_a_concurrent_producer(bus_url: str) -> None:
+    with open_bus(bus_url) as bus:
+        bus.append("r1", events("r1", 3))
+        with pytest.raises(SeqConflict):
+            bus.append("r1", events("r1", 1, start=3), if_next_seq=2)
+        assert bus.append("r1", events("r1", 1, start=3), if_next_seq=3) == 1
+
+
+def test_close_run_ends_a_run_without_result_exactly_once(bus_url: str) -> None:
+    error = AgentstreamError("gone", code="WORKER_LOST")
+    with open_bus(bus_url) as bus:
+        bus.append("r1", events("r1", 3))
+        assert close_run(bus, "r1", error, subtype="worker_lost", command="exec")
+        assert not close_run(bus, "r1", error, subtype="worker_lost", command="exec")
+        lines = [p.decode(r.line) for r in bus.read("r1")]
+        assert [e.type for e in lines] == ["start", "log", "log", "error", "result"]
+        assert [e.seq for e in lines] == [0, 1, 2, 3, 4]
+        assert lines[-1].synthetic is True and lines[-1].subtype == "worker_lost"
+        # A run with no events at all still gets a well-formed stream.
+        assert close_run(bus, "empty", error, subtype="worker_lost", command="exec")
+        assert [r.type for r in bus.read("empty")] == ["start", "error", "result"]
+        assert bus.get_run("empty").status == "failed"  # type: ignore[union-attr]
+
+
+def test_list_runs_newest_first_with_status_filter_and_registration(bus_url: str) -> None:
+    with open_bus(bus_url) as bus:
+        bus.append("old", events("old", 2, final=True))
+        time.sleep(0.01)
+        bus.append("mid", events("mid", 2))
+        time.sleep(0.01)
+        bus.register_run("new", command="exec", job_id="job_1", attempt=1)
+        assert [r.run_id for r in bus.list_runs()] == ["new", "mid", "old"]
+        assert [r.run_id for r in bus.list_runs(limit=2)] == ["new", "mid"]
+        assert [r.run_id for r in bus.list_runs(statuses=["running", "succeeded"])] == ["mid", "old"]
+        queued = bus.get_run("new")
+        assert queued is not None and (queued.status, queued.job_id, queued.attempt) == ("queued", "job_1", 1)
+        bus.append("new", events("new", 1))
+        assert bus.get_run("new").status == "running"  # type: ignore[union-attr]
+
+
+def test_feed_carries_every_run_in_order_from_a_cursor(bus_url: str) -> None:
+    with open_bus(bus_url) as bus:
+        bus.append("a", events("a", 2))
+        cursor = bus.feed_end()
+        bus.append("b", events("b", 2))
+        bus.append("a", events("a", 1, start=2))
+        bus.append("a", events("a", 1, start=2))  # duplicate: not in the feed either
+        items = bus.read_feed(cursor)
+        assert [(i.run_id, i.record.seq) for i in items] == [("b", 0), ("b", 1), ("a", 2)]
+        assert bus.read_feed(items[-1].cursor) == []
+        assert len(bus.read_feed("0")) == 5
+
+
+def test_blocking_read_wakes_up_for_an_append_from_another_connection(bus_url: str) -> None:
+    import threading
+
+    with open_bus(bus_url) as reader, open_bus(bus_url) as writer:
+        writer.append("r1", events("r1", 1))
+        timer = threading.Timer(0.2, lambda: writer.append("r1", events("r1", 1, start=1)))
+        timer.start()
+        began = time.monotonic()
+        got = reader.read("r1", 1, block=5.0)
+        timer.join()
+        assert [r.seq for r in got] == [1]
+        assert time.monotonic() - began < 4.0  # woke on the append, not at the end of the block
+        assert reader.read("r1", 2, block=0.05) == []
+
+
+def test_jobs_are_claimed_once_reclaimed_when_idle_and_fenced(bus_url: str) -> None:
+    with open_bus(bus_url) as bus:
+        bus.enqueue(Job(job_id="j1", run_id="run1", prompt="hi", args=["--model", "m"]))
+        first = bus.claim("w1", idle_timeout=60, max_attempts=2)
+        assert first is not None and (first.attempt, first.run_id, first.previous_run_id) == (1, "run1", None)
+        assert first.job.args == ["--model", "m"]
+        assert bus.claim("w2", idle_timeout=60, max_attempts=2) is None  # nothing else queued, nothing idle
+        assert bus.heartbeat(first)
+        time.sleep(0.3)
+        second = bus.claim("w2", idle_timeout=0.2, max_attempts=2)
+        assert second is not None and (second.attempt, second.run_id, second.previous_run_id) == (2, "run1.2", "run1")
+        assert not bus.heartbeat(first)  # the old owner learns it lost the job
+        assert not bus.finish_job(first, "succeeded")
+        assert bus.finish_job(second, "succeeded")
+        job = bus.get_job("j1")
+        assert job is not None and (job.status, job.attempt) == ("succeeded", 2)
+
+
+def test_a_job_out_of_attempts_is_failed_on_reclaim(bus_url: str) -> None:
+    with open_bus(bus_url) as bus:
+        bus.enqueue(Job(job_id="j1", run_id="run1", prompt="hi"))
+        assert bus.claim("w1", idle_timeout=0.1, max_attempts=1) is not None
+        time.sleep(0.2)
+        last = bus.claim("w2", idle_timeout=0.1, max_attempts=1)
+        assert last is not None and last.run_id is None and last.previous_run_id == "run1"
+        assert bus.get_job("j1").status == "failed"  # type: ignore[union-attr]
+        time.sleep(0.2)
+        assert bus.claim("w3", idle_timeout=0.1, max_attempts=1) is None
+
+
+def test_claim_blocks_until_a_job_arrives(bus_url: str) -> None:
+    import threading
+
+    with open_bus(bus_url) as worker, open_bus(bus_url) as client:
+        worker.claim("w1", idle_timeout=60, max_attempts=1)  # creates the group on Redis
+        timer = threading.Timer(0.2, lambda: client.enqueue(Job(job_id="j1", run_id="run1", prompt="x")))
+        timer.start()
+        claim = worker.claim("w1", idle_timeout=60, max_attempts=1, block=4.0)
+        timer.join()
+        assert claim is not None and claim.job.job_id == "j1"
+
+
+def test_bad_urls_are_usage_errors_with_a_fix(bus_home: object) -> None:
+    for url in ("http://example.com", "redis://127.0.0.1:notaport", "sqlite://host/path", "redis://h:1/?maxlen=x"):
+        with pytest.raises(UsageError) as caught:
+            open_bus(url).get_run("x")
+        assert caught.value.code == ErrorCode.INVALID_INPUT and caught.value.fix
+
+
+def test_an_unreachable_redis_is_bus_unavailable(bus_home: object) -> None:
+    bus = open_bus(f"redis://127.0.0.1:{free_port()}")
+    with pytest.raises(BusUnavailable) as caught:
+        bus.list_runs()
+    assert caught.value.code == ErrorCode.BUS_UNAVAILABLE and "redis-server" in (caught.value.fix or "")
+
+
+def test_default_bus_is_sqlite_in_the_state_directory(bus_home: object) -> None:
+    with open_bus() as bus:
+        bus.append("r", events("r", 1))
+    assert (bus_home / "bus.sqlite3").exists()  # type: ignore[operator]
+
+
+def test_durations() -> None:
+    assert parse_duration("90") == 90 and parse_duration("15m") == 900 and parse_duration("7d") == 7 * 86400
+    assert parse_duration("none") == 0
+    with pytest.raises(UsageError):
+        parse_duration("soon")
+
+
+def test_sqlite_retention_deletes_old_runs(tmp_path: object, bus_home: object) -> None:
+    from agentstream.bus.sqlite import SqliteBus
+
+    url = f"sqlite:///{tmp_path}/bus.sqlite3"  # type: ignore[str-format]
+    with SqliteBus(url, retention=0.2) as bus:
+        bus.append("old", events("old", 2, final=True))
+        time.sleep(0.3)
+        bus.append("new", events("new", 2, final=True))  # a finished run triggers the prune
+        assert bus.get_run("old") is None and bus.read("old") == []
+        assert bus.get_run("new") is not None
+
+
+def test_redis_retention_expires_runs_and_cleans_the_index(redis_server: RedisServer) -> None:
+    with open_bus(redis_server.url + "?retention=1") as bus:
+        bus.append("old", events("old", 2, final=True))
+        assert [r.run_id for r in bus.list_runs()] == ["old"]
+        time.sleep(1.2)
+        assert bus.get_run("old") is None and bus.read("old") == []
+        assert bus.list_runs() == []

@@ -1,0 +1,174 @@
+"""``agentstream follow`` in real processes, on both backends."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import msgspec
+import pytest
+from _bus_fixtures import PRODUCER, bus_home, bus_url, cli, events, free_port, lines_of, spawn_cli  # noqa: F401
+
+from agentstream import protocol as p
+from agentstream.bus import Record, open_bus
+from agentstream.bus.envelope import fill
+from agentstream.bus.follow import EXIT_TIMEOUT
+
+
+def produce(bus_url: str, plan: str, run_id: str) -> subprocess.CompletedProcess[bytes]:
+    """Run the test producer to its end; its stdout is the run as the producer wrote it."""
+    argv = [sys.executable, str(PRODUCER), plan, "--session-id", run_id, "--bus", bus_url]
+    return subprocess.run(argv, capture_output=True, timeout=30)
+
+
+def start_producer(bus_url: str, plan: str, run_id: str) -> subprocess.Popen[bytes]:
+    argv = [sys.executable, str(PRODUCER), plan, "--session-id", run_id, "--bus", bus_url]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def terminal(output: bytes) -> p.Result:
+    event = p.decode(output.splitlines()[-1])
+    assert isinstance(event, p.Result)
+    return event
+
+
+def assert_one_terminal_last(output: bytes) -> None:
+    kinds = [obj["type"] for obj in lines_of(output)]
+    assert kinds.count("result") == 1 and kinds[-1] == "result", kinds
+
+
+def test_follow_replays_the_producers_lines_verbatim_and_ends_with_its_result(bus_url: str) -> None:
+    produced = produce(bus_url, "events=4", "run_a")
+    assert produced.returncode == 0, produced.stderr
+    followed = cli("follow", "run_a", "--bus", bus_url)
+    assert followed.returncode == 0, followed.stderr
+    mine, theirs = followed.stdout.splitlines(), produced.stdout.splitlines()
+    assert mine[:-1] == theirs[:-1]  # byte for byte: same session, same seq, same ts
+    end = terminal(followed.stdout)
+    assert (end.session_id, end.seq, end.ok, end.synthetic) == ("run_a", 5, True, p.UNSET)
+    replay = [a for a in end.next_actions if a.command.startswith("agentstream follow")]
+    assert fill(replay[0])[:3] == ["agentstream", "follow", "run_a"]
+    assert any(a.command.startswith("agentstream runs") for a in end.next_actions)
+
+
+def test_follow_from_a_seq_and_past_the_end(bus_url: str) -> None:
+    assert produce(bus_url, "events=4", "run_a").returncode == 0
+    followed = cli("follow", "run_a", "--from-seq", "3", "--bus", bus_url)
+    assert [o["seq"] for o in lines_of(followed.stdout)] == [3, 4, 5]
+    past = cli("follow", "run_a", "--from-seq", "50", "--bus", bus_url)
+    assert [o["type"] for o in lines_of(past.stdout)] == ["result"]  # still ends with the run's terminal
+    assert past.returncode == 0
+
+
+def test_the_follower_exits_with_the_runs_exit_code(bus_url: str) -> None:
+    assert produce(bus_url, "events=1 fail", "run_f").returncode == 1
+    followed = cli("follow", "run_f", "--bus", bus_url)
+    end = terminal(followed.stdout)
+    assert followed.returncode == end.exit_code == 1 and not end.ok and end.error.code == "TOOL_FAILED"
+
+
+def test_many_followers_of_a_live_run_see_the_same_complete_stream(bus_url: str) -> None:
+    followers = [spawn_cli("follow", "live", "--wait", "--timeout", "30", "--bus", bus_url) for _ in range(4)]
+    time.sleep(0.3)  # let some followers start before the run exists
+    producer = start_producer(bus_url, "events=30 interval=0.01", "live")
+    produced, _ = producer.communicate(timeout=30)
+    outputs = [f.communicate(timeout=30)[0] for f in followers]
+    for follower, output in zip(followers, outputs):
+        assert follower.returncode == 0
+        assert [o["seq"] for o in lines_of(output)] == list(range(32))
+        assert output.splitlines()[:-1] == produced.splitlines()[:-1]
+
+
+def test_timeout_ends_with_a_synthetic_terminal_that_says_how_to_resume(bus_url: str) -> None:
+    with open_bus(bus_url) as bus:
+        bus.append("slow", events("slow", 3))
+    followed = cli("follow", "slow", "--timeout", "0.5", "--bus", bus_url)
+    assert followed.returncode == EXIT_TIMEOUT
+    assert_one_terminal_last(followed.stdout)
+    end = terminal(followed.stdout)
+    assert (end.synthetic, end.ok, end.subtype, end.exit_code, end.seq) == (True, False, "follow_timeout", 124, 3)
+    assert end.session_id == "slow" and end.error.code == "TIMEOUT"
+    with open_bus(bus_url) as bus:
+        bus.append("slow", events("slow", 2, start=3, final=True))
+    resume = fill(end.next_actions[0])  # agentstream follow slow --from-seq 3
+    assert resume == ["agentstream", "follow", "slow", "--from-seq", "3"]
+    rest = cli(*resume[1:], "--bus", bus_url)
+    assert [o["seq"] for o in lines_of(rest.stdout)] == [3, 4] and rest.returncode == 0
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_ends_the_follower_with_exactly_one_terminal(bus_url: str, sig: int, code: int) -> None:
+    with open_bus(bus_url) as bus:
+        bus.append("open", events("open", 2))
+    follower = spawn_cli("follow", "open", "--bus", bus_url)
+    first = follower.stdout.readline()  # it is running and has printed seq 0
+    assert msgspec.json.decode(first)["seq"] == 0
+    time.sleep(0.2)
+    follower.send_signal(sig)
+    rest, err = follower.communicate(timeout=10)
+    output = first + rest
+    assert follower.returncode == code, err
+    assert_one_terminal_last(output)
+    end = terminal(output)
+    assert (end.subtype, end.exit_code, end.seq, end.synthetic) == ("follow_interrupted", code, 2, True)
+    assert b"Traceback" not in err
+
+
+def test_unknown_run_and_bad_input_end_with_a_terminal_that_has_a_code_and_a_fix(bus_url: str) -> None:
+    unknown = cli("follow", "nope", "--bus", bus_url)
+    end = terminal(unknown.stdout)
+    assert unknown.returncode == 1 and end.subtype == "run_not_found" and end.error.code == "RUN_NOT_FOUND"
+    assert "agentstream runs" in end.error.fix
+    bad = cli("follow", "x", "--bus", "redis://127.0.0.1:port")
+    end = terminal(bad.stdout)
+    assert bad.returncode == 2 and end.error.code == "INVALID_INPUT" and end.error.fix
+
+
+def test_unreachable_bus_gives_up_after_the_reconnect_timeout(bus_home: object) -> None:
+    url = f"redis://127.0.0.1:{free_port()}"
+    began = time.monotonic()
+    followed = cli("follow", "x", "--bus", url, "--reconnect-timeout", "0.5")
+    assert time.monotonic() - began < 10
+    end = terminal(followed.stdout)
+    assert followed.returncode == 1 and end.subtype == "bus_unavailable" and end.error.code == "BUS_UNAVAILABLE"
+    assert len(followed.stdout.splitlines()) == 1
+
+
+def test_a_hole_in_seq_is_reported_not_skipped_silently(bus_url: str) -> None:
+    records = events("gappy", 6, final=True)
+    with open_bus(bus_url) as bus:
+        bus.append("gappy", [records[0], records[1]])
+        bus.append("gappy", records[4:])
+    followed = cli("follow", "gappy", "--bus", bus_url)
+    objs = lines_of(followed.stdout)
+    assert [(o["type"], o["seq"]) for o in objs] == [
+        ("start", 0), ("log", 1), ("error", 2), ("log", 4), ("result", 5)
+    ]
+    gap = objs[2]
+    assert gap["code"] == "EVENTS_MISSING" and gap["recoverable"] and gap["synthetic"]
+    assert gap["details"] == {"from_seq": 2, "to_seq": 3}
+
+
+def test_result_enrichment_keeps_the_runs_own_next_actions(bus_url: str) -> None:
+    own = p.NextAction(command="agentstream exec --resume r1 <prompt>", description="continue")
+    result = p.Result(ok=True, subtype="success", exit_code=0, next_actions=[own], session_id="r1", seq=1)
+    with open_bus(bus_url) as bus:
+        bus.append("r1", [*events("r1", 1), Record(1, "result", p.encode(result))])
+    end = terminal(cli("follow", "r1", "--bus", bus_url).stdout)
+    assert end.next_actions[0] == own and len(end.next_actions) >= 3
+
+
+def test_follow_uses_agentstream_bus_from_the_environment(bus_home: object, tmp_path: object) -> None:
+    url = f"sqlite:///{tmp_path}/env.sqlite3"  # type: ignore[str-format]
+    with open_bus(url) as bus:
+        bus.append("r1", events("r1", 2, final=True))
+    env_run = subprocess.run(
+        [sys.executable, "-m", "agentstream", "follow", "r1"],
+        capture_output=True,
+        env={**os.environ, "AGENTSTREAM_BUS": url},
+        timeout=30,
+    )
+    assert env_run.returncode == 0 and len(env_run.stdout.splitlines()) == 2

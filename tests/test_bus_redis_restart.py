@@ -1,0 +1,53 @@
+"""Redis is killed (SIGKILL) and restarted on the same port while a run is produced and followed.
+
+The server keeps its data in an append-only file in its own directory, so the
+stream survives the restart; the producer's publisher and the follower both
+retry through the outage. Checked by ``seq``: nothing lost, nothing repeated.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+from _bus_fixtures import PRODUCER, RedisServer, bus_home, lines_of, redis_server, spawn_cli  # noqa: F401
+
+from agentstream.bus import open_bus
+
+EVENTS = 100
+
+
+def test_follow_survives_a_redis_restart_without_loss_or_duplicates(redis_server: RedisServer) -> None:
+    url = redis_server.url
+    follower = spawn_cli("follow", "survivor", "--wait", "--timeout", "60", "--bus", url)
+    producer = subprocess.Popen(
+        [sys.executable, str(PRODUCER), f"events={EVENTS} interval=0.025", "--session-id", "survivor", "--bus", url],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        bufsize=0,
+    )
+    first = follower.stdout.readline()  # the run is live and followed
+    assert b'"type":"start"' in first
+    time.sleep(0.6)
+    redis_server.kill()  # SIGKILL: no shutdown, no final save
+    time.sleep(0.8)
+    assert producer.poll() is None, "the run must still be going when Redis comes back"
+    redis_server.start()  # same port, same data directory
+    produced, producer_err = producer.communicate(timeout=60)
+    rest, follower_err = follower.communicate(timeout=60)
+    assert producer.returncode == 0, producer_err
+
+    followed = lines_of(first + rest)
+    seqs = [obj["seq"] for obj in followed]
+    assert seqs == list(range(EVENTS + 2)), follower_err  # start, EVENTS logs, result: each once, in order
+    assert followed[-1]["type"] == "result" and followed[-1]["ok"] is True
+    assert follower.returncode == 0
+    assert (first + rest).splitlines()[:-1] == produced.splitlines()[:-1]
+    assert producer_err.count(b"warning") == 1, producer_err  # the producer saw the outage, said so once
+
+    with open_bus(url) as bus:
+        stored = bus.read("survivor", limit=10_000)
+        info = bus.get_run("survivor")
+    assert [r.seq for r in stored] == list(range(EVENTS + 2))
+    assert info is not None and info.status == "succeeded"

@@ -1,0 +1,220 @@
+"""``submit`` and ``worker`` in real processes: the real ``exec``, lost workers, signals, crashes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import msgspec
+import pytest
+from _bus_fixtures import CASSETTE, PRODUCER, bus_home, bus_url, cli, lines_of, spawn_cli  # noqa: F401
+
+from agentstream import protocol as p
+from agentstream.bus import open_bus
+from agentstream.bus.queue import EXEC_ENV
+
+
+
+@pytest.fixture
+def producer_jobs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Jobs run the test producer instead of ``agentstream exec`` (the prompt is its plan)."""
+    monkeypatch.setenv(EXEC_ENV, f"{sys.executable} {PRODUCER}")
+
+
+def submit(url: str, prompt: str, *extra: str) -> dict:  # type: ignore[type-arg]
+    done = cli("submit", prompt, *extra, "--bus", url)
+    assert done.returncode == 0, done.stdout + done.stderr
+    envelope = msgspec.json.decode(done.stdout)
+    assert envelope["ok"] is True and envelope["result"]["status"] == "queued"
+    return envelope["result"]
+
+
+def wait_for(path: Path, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.02)
+
+
+def run_events(url: str, run_id: str) -> list[p.BaseEvent]:
+    with open_bus(url) as bus:
+        return [p.decode(r.line) for r in bus.read(run_id, limit=10_000)]  # type: ignore[misc]
+
+
+def assert_well_formed(evs: list[p.BaseEvent]) -> None:
+    assert [e.seq for e in evs] == list(range(len(evs)))
+    assert evs[0].type == "start" and evs[-1].type == "result"
+    assert [e.type for e in evs].count("result") == 1
+
+
+def test_submitted_prompts_run_through_the_real_exec(bus_url: str, tmp_path: Path) -> None:
+    cassette = tmp_path / "hello.cassette"
+    cassette.write_text(CASSETTE)
+    follower = spawn_cli("submit", "say hello", "--cassette", str(cassette), "--follow", "--bus", bus_url)
+    worker = cli("worker", "--bus", bus_url, "--max-jobs", "1", "--idle-timeout", "5", timeout=60)
+    followed, err = follower.communicate(timeout=60)
+    assert worker.returncode == 0, worker.stderr
+    assert follower.returncode == 0, err
+    objs = lines_of(followed)
+    assert objs[0]["type"] == "start" and objs[0]["command"] == "exec"
+    assert objs[-1]["type"] == "result" and objs[-1]["ok"] and objs[-1]["result"] == "Hello from the queue."
+    assert [o["seq"] for o in objs] == list(range(len(objs)))
+    run_id = objs[0]["session_id"]
+    with open_bus(bus_url) as bus:
+        info = bus.get_run(run_id)
+        assert info is not None and info.status == "succeeded" and info.attempt == 1
+        job = bus.get_job(info.job_id)  # type: ignore[arg-type]
+    assert job is not None and job.status == "succeeded"
+    worker_events = lines_of(worker.stdout)
+    assert [o["name"] for o in worker_events if o["type"] == "event"] == ["job.started", "job.succeeded"]
+
+
+def _start_worker(url: str, *extra: str, own_group: bool = False) -> subprocess.Popen[bytes]:
+    argv = [sys.executable, "-m", "agentstream", "worker", "--bus", url, "--idle-timeout", "1", *extra]
+    return subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0, start_new_session=own_group
+    )
+
+
+def _job_pid(worker: subprocess.Popen[bytes]) -> int:
+    """Read the worker's stream until its job has started; the child's pid."""
+    while True:
+        line = worker.stdout.readline()
+        assert line, "the worker ended before starting the job"
+        obj = msgspec.json.decode(line)
+        if obj.get("name") == "job.started":
+            return int(obj["data"]["pid"])
+
+
+def _gone(pid: int, timeout: float = 10) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/status").read_text()
+        except FileNotFoundError:
+            return True
+        if "\nState:\tZ" in state:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize("victim", ["worker", "machine"])
+def test_a_job_whose_worker_is_killed_is_reclaimed_and_retried(
+    bus_url: str, tmp_path: Path, producer_jobs: None, victim: str
+) -> None:
+    started = tmp_path / "started"
+    job = submit(bus_url, f"events=10 interval=0.05 touch={started}")
+    first = _start_worker(bus_url, own_group=True)
+    pid = _job_pid(first)
+    wait_for(started)
+    if victim == "worker":
+        first.send_signal(signal.SIGKILL)  # only the worker: its child must not outlive it
+    else:
+        os.killpg(first.pid, signal.SIGKILL)  # the whole machine, as far as the job knows
+    first.wait(timeout=10)
+    assert _gone(pid), "the job's child outlived its worker"
+
+    second = cli("worker", "--bus", bus_url, "--idle-timeout", "1", "--max-jobs", "1", timeout=60)
+    assert second.returncode == 0, second.stderr
+    names = [o["name"] for o in lines_of(second.stdout) if o["type"] == "event"]
+    assert names == ["job.reclaimed", "job.started", "job.succeeded"]
+
+    lost = run_events(bus_url, job["run_id"])
+    assert_well_formed(lost)
+    end = lost[-1]
+    assert isinstance(end, p.Result) and not end.ok
+    if victim == "worker":  # the child heard SIGTERM from the kernel and ended its own run
+        assert (end.subtype, end.exit_code) == ("interrupted", 143)
+    else:  # nobody was left to end the run: the reclaiming worker did, pointing at the retry
+        assert end.synthetic is True and end.subtype == "worker_lost" and end.error.code == "WORKER_LOST"
+        assert lost[-2].details["retry_run_id"] == job["run_id"] + ".2"  # type: ignore[attr-defined]
+
+    retry = run_events(bus_url, job["run_id"] + ".2")
+    assert_well_formed(retry)
+    assert retry[-1].ok is True and len(retry) == 12  # type: ignore[attr-defined]
+    with open_bus(bus_url) as bus:
+        final = bus.get_job(job["job_id"])
+        assert bus.get_run(job["run_id"] + ".2").attempt == 2  # type: ignore[union-attr]
+    assert final is not None and (final.status, final.attempt) == ("succeeded", 2)
+
+    followed = cli("follow", job["run_id"], "--bus", bus_url)  # the lost run now points at its retry
+    last = p.decode(followed.stdout.splitlines()[-1])
+    assert any(a.params["run_id"]["value"] == job["run_id"] + ".2" for a in last.next_actions if a.params)  # type: ignore[union-attr]
+
+
+def test_a_job_out_of_attempts_fails_with_a_terminal_event(
+    bus_home: Path, tmp_path: Path, producer_jobs: None
+) -> None:
+    url = f"sqlite:///{tmp_path / 'bus.sqlite3'}"
+    started = tmp_path / "started"
+    job = submit(url, f"events=50 interval=0.05 touch={started}")
+    first = _start_worker(url, own_group=True)
+    _job_pid(first)
+    wait_for(started)
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait(timeout=10)
+    second = cli("worker", "--bus", url, "--idle-timeout", "1", "--max-attempts", "1", "--max-jobs", "1", timeout=60)
+    assert second.returncode == 0, second.stderr
+    names = [o["name"] for o in lines_of(second.stdout) if o["type"] == "event"]
+    assert names == ["job.reclaimed", "job.failed"]
+    lost = run_events(url, job["run_id"])
+    assert_well_formed(lost)
+    assert lost[-1].subtype == "worker_lost" and "not retried" in lost[-1].error.message  # type: ignore[attr-defined]
+    with open_bus(url) as bus:
+        assert bus.get_job(job["job_id"]).status == "failed"  # type: ignore[union-attr]
+        assert bus.get_run(job["run_id"] + ".2") is None
+
+
+def test_sigterm_stops_the_worker_cleanly_and_leaves_the_job_for_another(
+    bus_home: Path, tmp_path: Path, producer_jobs: None
+) -> None:
+    url = f"sqlite:///{tmp_path / 'bus.sqlite3'}"
+    job = submit(url, "events=200 interval=0.05")
+    worker = _start_worker(url, "--grace", "0.3")
+    _job_pid(worker)
+    worker.send_signal(signal.SIGTERM)
+    rest, err = worker.communicate(timeout=30)
+    assert worker.returncode == 143, err
+    objs = lines_of(rest)
+    assert objs[-1]["type"] == "result" and objs[-1]["subtype"] == "interrupted" and objs[-1]["exit_code"] == 143
+    assert "job.cancelled" in [o.get("name") for o in objs]
+    evs = run_events(url, job["run_id"])
+    assert_well_formed(evs)
+    assert evs[-1].subtype == "interrupted"  # type: ignore[attr-defined]
+    with open_bus(url) as bus:
+        assert bus.get_job(job["job_id"]).status == "running"  # type: ignore[union-attr]  # reclaimable
+
+
+def test_a_child_that_dies_without_a_result_gets_a_synthetic_ending(bus_home: Path, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'bus.sqlite3'}"
+    job = submit(url, "anything")
+    crash = f"{sys.executable} -c 'import sys; sys.exit(3)'"
+    worker = cli("worker", "--bus", url, "--max-jobs", "1", "--exec-command", crash, timeout=60)
+    assert worker.returncode == 0, worker.stderr
+    evs = run_events(url, job["run_id"])
+    assert [e.type for e in evs] == ["start", "error", "result"]
+    assert evs[1].code == "PROCESS_CRASHED" and "status 3" in evs[1].message  # type: ignore[attr-defined]
+    assert all(e.synthetic is True for e in evs)
+    with open_bus(url) as bus:
+        assert bus.get_job(job["job_id"]).status == "failed"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["submit", "hi", "--no-such-option"], "unrecognized arguments"),
+        (["submit", "hi", "--session-id", "x"], "--session-id"),
+        (["submit", "hi", "--bus", "ftp://x"], "unsupported bus URL"),
+    ],
+)
+def test_submit_rejects_bad_input_with_an_error_envelope(bus_home: Path, argv: list[str], needle: str) -> None:
+    done = cli(*argv)
+    envelope = msgspec.json.decode(done.stdout)
+    assert done.returncode == 2 and envelope["ok"] is False
+    assert envelope["error"]["code"] == "INVALID_INPUT" and needle in envelope["error"]["message"]
+    assert envelope["fix"] and envelope["result"] is None

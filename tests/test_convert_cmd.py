@@ -1,0 +1,157 @@
+"""``agentstream convert`` as a real process: files, pipes, live flushing, dialects, errors."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import subprocess
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from agentstream import protocol as p
+from agentstream.dialects import available_dialects
+
+from _consumer_support import PYTHON, ROOT, assert_valid_stream, canonical_session, decode_output, run_cli
+
+OTHER_DIALECTS = [d.name for d in available_dialects() if d.name != "canonical"]
+
+
+def test_canonical_file_converts_to_itself(tmp_path: Path) -> None:
+    data = canonical_session()
+    (tmp_path / "in.ndjson").write_bytes(data)
+    done = run_cli("convert", str(tmp_path / "in.ndjson"), "--to", "canonical")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == data
+    assert done.stderr == b""
+
+
+def test_stdin_with_junk_gives_a_valid_stream_with_the_reports() -> None:
+    broken = canonical_session(finish=False).replace(b"\n", b"\n[SandboxDebug] noise\n", 1)
+    done = run_cli("convert", "-", stdin=broken)
+    assert done.returncode == 0
+    events = assert_valid_stream(decode_output(done.stdout))
+    codes = [e.code for e in events if isinstance(e, p.Error)]
+    assert codes == ["MALFORMED_EVENT", "STREAM_TRUNCATED"]
+
+
+def test_json_output_is_one_result_object(tmp_path: Path) -> None:
+    done = run_cli("convert", "-o", "json", stdin=canonical_session())
+    (line,) = done.stdout.splitlines()
+    result = p.decode(line)
+    assert isinstance(result, p.Result) and result.ok
+
+
+@pytest.mark.parametrize("dialect", OTHER_DIALECTS)
+def test_round_trip_through_each_dialect(dialect: str) -> None:
+    """canonical → DIALECT → canonical: still a whole stream, ending with the dialect's own (successful) result."""
+    there = run_cli("convert", "--to", dialect, stdin=canonical_session())
+    assert there.returncode == 0, there.stderr
+    back = run_cli("convert", "--from", dialect, stdin=there.stdout)
+    assert back.returncode == 0, back.stderr
+    events = assert_valid_stream(decode_output(back.stdout))
+    assert not [e for e in events if isinstance(e, p.Error) and e.code == "MALFORMED_EVENT"]
+    result = events[-1]
+    assert isinstance(result, p.Result) and result.ok and result.synthetic is not True
+
+
+def test_live_input_is_converted_line_by_line() -> None:
+    """Each line comes out while the input is still open (no buffering until EOF)."""
+    lines = canonical_session().splitlines(keepends=True)
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "agentstream", "convert", "--from", "canonical"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=ROOT,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        for line in lines[:2]:
+            proc.stdin.write(line)
+            proc.stdin.flush()
+            ready, _, _ = select.select([proc.stdout], [], [], 15)
+            assert ready, "no output for a line while the input stayed open"
+            assert proc.stdout.readline() == line
+        proc.stdin.write(b"".join(lines[2:]))
+        proc.stdin.close()
+        assert proc.stdout.read() == b"".join(lines[2:])
+        assert proc.wait(15) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--from", "klingon"], b"unknown dialect 'klingon'"),
+        (["--to", "klingon"], b"unknown dialect 'klingon'"),
+        (["/no/such/file.ndjson"], b"no such file"),
+    ],
+)
+def test_bad_usage_exits_2_with_a_fix_and_nothing_on_stdout(args: list[str], message: bytes) -> None:
+    done = run_cli("convert", *args, stdin=b"")
+    assert done.returncode == 2
+    assert done.stdout == b""
+    assert message in done.stderr and b"fix:" in done.stderr
+
+
+def test_a_reader_that_goes_away_ends_it_quietly(tmp_path: Path) -> None:
+    path = tmp_path / "many.ndjson"
+    path.write_bytes(canonical_session(lambda s: [s.message("x" * 100) for _ in range(20000)]))
+    read_fd, write_fd = os.pipe()
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "agentstream", "convert", str(path)], stdout=write_fd, stderr=subprocess.PIPE, cwd=ROOT
+    )
+    os.close(write_fd)
+    os.read(read_fd, 100)
+    os.close(read_fd)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 141
+    assert b"Traceback" not in err and b"Exception ignored" not in err
+
+
+def test_progress_goes_to_a_terminal_stderr_only(tmp_path: Path) -> None:
+    path = tmp_path / "big.ndjson"
+    message = "m" * 4000
+    path.write_bytes(canonical_session(lambda s: [s.message(message) for _ in range(4500)]))
+    assert path.stat().st_size > 16 << 20
+    leader, follower = pty.openpty()
+    out = tmp_path / "out.ndjson"
+    with open(out, "wb") as sink:
+        proc = subprocess.Popen(
+            [PYTHON, "-m", "agentstream", "convert", str(path)], stdout=sink, stderr=follower, cwd=ROOT
+        )
+        os.close(follower)
+        shown = _read_all(leader)
+        assert proc.wait(60) == 0
+    assert "converting: " in shown and " of 17." in shown
+    assert out.read_bytes() == path.read_bytes()
+
+
+def _read_all(fd: int) -> str:
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:  # EIO: the other side closed
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(fd)
+    return b"".join(chunks).decode(errors="replace")
+
+
+def test_dialects_lists_every_dialect_as_json_lines_and_as_a_table() -> None:
+    from agentstream.dialects import DIALECT_NAMES
+
+    as_json = run_cli("dialects", "--json")
+    rows = [msgspec.json.decode(line) for line in as_json.stdout.splitlines()]
+    assert [row["name"] for row in rows] == list(DIALECT_NAMES)
+    assert all(row["available"] and row["summary"] for row in rows)
+    table = run_cli("dialects").stdout.decode().splitlines()
+    assert [line.split()[0] for line in table] == list(DIALECT_NAMES)
+    assert table[0].split(None, 1)[1] == rows[0]["summary"]

@@ -1,0 +1,108 @@
+"""Amp ``--stream-json``: Claude-compatible lines with ``T-`` sessions; detection, decoding, encoding, round trips."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from _dialect_kit import (
+    assert_only_malformed,
+    decode_fixture,
+    encode,
+    fixture_lines,
+    junk,
+    objects,
+    project,
+    round_trip,
+    sessions,
+    tool_names,
+)
+from hypothesis import given, settings
+
+from agentstream import protocol as p
+from agentstream.dialects import detect_dialect
+from agentstream.read import read
+from agentstream.validate import validate_stream
+
+FIXTURE = f"{__file__.rsplit('/', 1)[0]}/fixtures/dialects/amp/stream-json.ndjson"
+
+
+def valid(events: list[p.AnyEvent]) -> list[str]:
+    data = b"".join(p.encode_line(event) for event in events)
+    return [str(violation) for violation in validate_stream(io.BytesIO(data))]
+
+
+def test_the_documented_example_decodes() -> None:
+    events = decode_fixture("amp", "stream-json.ndjson")
+    start, message, result = events
+    assert isinstance(start, p.Start) and start.command == "amp" and start.session_id == "T-2775dc92-…"
+    assert (start.cwd, start.tools, start.model) == ("/Users/mrnugget/work/amp", ["oracle", "..."], p.UNSET)
+    assert isinstance(message, p.Message) and message.content == "2 + 2 equals 4."
+    assert isinstance(result, p.Result)
+    assert (result.ok, result.duration_ms, result.turn_count, result.result) == (True, 2906, 1, "2 + 2 equals 4.")
+
+
+def test_the_t_session_id_tells_amp_from_claude() -> None:
+    assert detect_dialect(objects(fixture_lines("amp", "stream-json.ndjson"))[:1]) == "amp"
+    events = list(read(FIXTURE))
+    assert events[0].command == "amp" and not valid(events)  # type: ignore[union-attr]
+    # Without a T- id Amp's init looks like Claude's: Claude wins and --from amp forces Amp.
+    bare = objects(fixture_lines("amp", "stream-json.ndjson"))[0] | {"session_id": "2775dc92"}
+    assert detect_dialect([bare]) == "claude"
+
+
+def test_encoder_reproduces_the_documented_lines_field_for_field() -> None:
+    example = objects(fixture_lines("amp", "stream-json.ndjson"))
+    made = objects(encode("amp", decode_fixture("amp", "stream-json.ndjson")))
+    assert made[0] == example[0]
+    assistant = {**made[1], "message": {**made[1]["message"], "usage": {}}}  # usage is not per message here
+    assert assistant == {**example[1], "session_id": made[1]["session_id"]}
+    assert {k: v for k, v in made[2].items() if k != "session_id"} == {k: v for k, v in example[2].items() if k != "session_id"}
+
+
+def test_amp_lines_carry_no_claude_only_fields() -> None:
+    events = [p.Start(command="x", cwd="/w", model="m", session_id="s1"),
+              p.MessageDelta(message_id="m1", content="a", session_id="s1"),
+              p.Message(message_id="m1", role="assistant", content="ab", session_id="s1"),
+              p.Usage(model="m", input_tokens=1, session_id="s1"),
+              p.Status(status="busy", session_id="s1"),
+              p.Result(ok=True, subtype="success", exit_code=0, session_id="s1")]
+    made = objects(encode("amp", events))
+    assert [o["type"] for o in made] == ["system", "assistant", "result"]
+    assert {o["session_id"] for o in made} == {"T-s1"} and "uuid" not in made[1]
+    assert "duration_api_ms" not in made[2] and "usage" not in made[2]
+
+
+def keep(event: dict[str, Any]) -> dict[str, Any] | None:
+    """The amp row: Claude's minus deltas, usage, status, events, retries, message ids and the model."""
+    kind = event["type"]
+    if kind == "start":
+        return {key: event.get(key) for key in ("type", "cwd", "tools")}
+    if kind == "message":
+        return {"type": kind, "role": event["role"], "content": event["content"]} if event["role"] in ("user", "assistant") else None
+    if kind == "reasoning":
+        return {"type": kind, "content": event["content"]}
+    if kind == "tool_call":
+        return event
+    if kind == "tool_result":
+        ok = event["status"] == "success"
+        return {"type": kind, "call_id": event["call_id"], "ok": ok,
+                "text": event.get("output" if ok or "error" not in event else "error", "")}
+    if kind == "result":
+        return {key: event.get(key) for key in ("type", "ok", "duration_ms", "turn_count", "result")}
+    return None
+
+
+@settings(max_examples=40, deadline=None)
+@given(sessions())
+def test_round_trip_keeps_what_the_amp_row_promises(events: list[p.BaseEvent]) -> None:
+    back = round_trip("amp", events)
+    assert project(back, keep) == project(events, keep)
+    result = back[-1]
+    assert isinstance(result, p.Result) and result.tools_used == tool_names(events) and not valid(back)
+
+
+@settings(max_examples=100, deadline=None)
+@given(junk(["system", "assistant", "user", "result"]))
+def test_junk_lines_raise_nothing_but_malformed_event_error(obj: dict[str, Any]) -> None:
+    assert_only_malformed("amp", obj | {"session_id": "T-1"})

@@ -1,0 +1,236 @@
+"""Codex ``exec --json``: the reference's lines decode, the encoder reproduces them, round trips keep the codex row."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pytest
+from _dialect_kit import (
+    assert_only_malformed,
+    decode,
+    decode_fixture,
+    encode,
+    fixture_lines,
+    junk,
+    objects,
+    one,
+    only,
+    project,
+    round_trip,
+    sessions,
+)
+from hypothesis import given, settings
+
+from agentstream import protocol as p
+from agentstream.dialects import detect_dialect
+from agentstream.errors import MalformedEventError
+from agentstream.read import read
+from agentstream.validate import validate_stream
+
+FIXTURES = f"{__file__.rsplit('/', 1)[0]}/fixtures/dialects/codex"
+
+
+def valid(events: list[p.AnyEvent]) -> list[str]:
+    data = b"".join(p.encode_line(event) for event in events)
+    return [str(violation) for violation in validate_stream(io.BytesIO(data))]
+
+
+# -- golden ---------------------------------------------------------------------------------
+
+
+def test_the_exec_doc_example_decodes_to_a_whole_valid_session() -> None:
+    events = decode_fixture("codex", "exec-doc.ndjson")
+    assert [e.type for e in events] == ["start", "reasoning", "tool_call", "tool_result", "message", "usage", "result"]
+    start, reasoning, call, result_of_call, message, usage, result = events
+    assert start.session_id == "0199a213-81c0-7800-8aa1-bbab2a035a53" and start.command == "codex exec"
+    assert (reasoning.reasoning_id, reasoning.content) == ("item_0", "**Searching for README files**")
+    assert (call.call_id, call.name, call.arguments) == ("item_1", "command_execution", {"command": "bash -lc ls"})
+    assert (result_of_call.status, result_of_call.output) == ("success", "2025-09-11\nAGENTS.md\n...")
+    assert message.content == "Yep — there’s a `README.md` in the repository root."
+    assert (usage.input_tokens, usage.cached_tokens, usage.output_tokens) == (24763, 24448, 122)
+    assert (result.ok, result.exit_code, result.turn_count, result.result) == (True, 0, 1, message.content)
+    assert result.usage.input_tokens == 24763 and result.tools_used == ["command_execution"]
+    assert not valid(events)
+
+
+def test_pre_rename_item_type_field_is_understood() -> None:
+    call = one(decode_fixture("codex", "mcp-pre-rename.ndjson"), p.ToolCall)
+    assert (call.call_id, call.name, call.arguments) == ("item_1", "mcp__github__search_issues", {})
+
+
+def test_every_item_type_and_non_fatal_errors() -> None:
+    events = decode_fixture("codex", "items.ndjson")
+    assert events[0].ts == "2025-10-02T10:00:00.000Z"
+    plans = only(events, p.Progress)
+    assert [(e.current, e.total) for e in plans] == [(0, 2), (1, 2), (2, 2)]
+    assert plans[-1].message == "[x] read the code\n[x] fix the bug"
+    assert [e.content for e in only(events, p.ToolProgress)] == ["running 3 tests\n", "FAILED test_x\n"]
+    results = {e.name: e for e in only(events, p.ToolResult)}
+    assert (results["command_execution"].status, results["command_execution"].error) == ("error", "exit code 2")
+    assert results["file_change"].output == "update src/x.py\nadd tests/test_x.py"
+    assert results["mcp__github__search_issues"].output == "#12 test_x is flaky"
+    assert results["web_search"].status == "success"
+    call = [e for e in only(events, p.ToolCall) if e.name == "web_search"][0]
+    assert call.arguments == {"query": "pytest flaky rerun"}
+    reconnect, lagged = only(events, p.Error)
+    assert reconnect.recoverable and reconnect.code == "PROVIDER_ERROR"
+    assert reconnect.details == {"attempt": 2, "max_attempts": 5}
+    assert lagged.recoverable and lagged.message == "event stream lagged; dropped 12 events"
+    result = events[-1]
+    assert isinstance(result, p.Result) and result.ok and result.result == "Fixed the flaky test."
+    assert not valid(events)
+
+
+def test_failed_turn_is_fatal_and_a_force_completed_command_is_cancelled() -> None:
+    events = decode_fixture("codex", "failed.ndjson")
+    notice, fatal = only(events, p.Error)
+    assert notice.recoverable and not fatal.recoverable and fatal.code == "AUTH_EXPIRED"
+    command = one(events, p.ToolResult)  # codex#14691: completed with exit_code null
+    assert command.status == "cancelled" and "never finished" in command.error
+    result = events[-1]
+    assert isinstance(result, p.Result) and (result.ok, result.exit_code) == (False, 1)
+    assert events[-2] is fatal and result.error.message == "stream error: unexpected status 401 Unauthorized"
+    assert not valid(events)
+
+
+def test_missing_turn_completed_at_eof_closes_the_open_item_and_the_reader_ends_the_stream() -> None:
+    decoded = decode_fixture("codex", "interrupted.ndjson")
+    closing = one(decoded, p.ToolResult)
+    assert closing.status == "cancelled" and closing.synthetic is True
+    assert not only(decoded, p.Result)  # how it ended is the reader's to say (it knows the exit status)
+    events = list(read(f"{FIXTURES}/interrupted.ndjson"))
+    assert events[-1].type == "result" and events[-1].synthetic is True and not valid(events)
+
+
+def test_reconnect_notices_with_a_delay_carry_it() -> None:
+    line = b'{"type":"error","message":"stream error: retrying 3/5 in 211ms..."}'
+    error = one(decode("codex", [line]), p.Error)
+    assert (error.recoverable, error.retry_in_ms, error.details) == (True, 211, {"attempt": 3, "max_attempts": 5})
+
+
+def test_detection() -> None:
+    for name in ("exec-doc.ndjson", "items.ndjson", "mcp-pre-rename.ndjson"):
+        assert detect_dialect(objects(fixture_lines("codex", name))[:1]) == "codex"
+
+
+# -- encoder reproduces the examples ----------------------------------------------------------
+
+
+def test_encoder_reproduces_the_exec_doc_example() -> None:
+    example = objects(fixture_lines("codex", "exec-doc.ndjson"))
+    made = objects(encode("codex", decode_fixture("codex", "exec-doc.ndjson")))
+    assert [o["type"] for o in made] == [o["type"] for o in example]
+    for mine, theirs in zip(made, example):
+        if "item" in theirs:  # item ids are renumbered from 0 in order (codex skipped item_2)
+            assert {**mine["item"], "id": theirs["item"]["id"]} == theirs["item"]
+        else:
+            assert mine == theirs
+
+
+# -- round trip -------------------------------------------------------------------------------
+
+_NATIVE = {"command_execution", "file_change", "web_search"}
+
+
+def keep(event: dict[str, Any]) -> dict[str, Any] | None:
+    """What a codex stream carries (the capability table's codex row); ids are codex's own item ids."""
+    kind = event["type"]
+    if kind == "start":
+        return {"type": kind}
+    if kind == "message":
+        return event | {"message_id": None} if event["role"] == "assistant" else None
+    if kind == "reasoning":
+        return event | {"reasoning_id": None}
+    if kind == "tool_call":
+        return {"type": kind, "name": event["name"], "arguments": event["arguments"]}
+    if kind == "tool_result":
+        return {"type": kind, "name": event["name"], "ok": event["status"] == "success",
+                "output": event.get("output") or None, "error": event.get("error")}
+    if kind == "error" and event["recoverable"]:
+        return {"type": kind, "message": event["message"]}
+    if kind == "result":
+        return {"type": kind, "ok": event["ok"]}
+    return None
+
+
+def summed(events: list[p.BaseEvent]) -> tuple[int, int, int]:
+    usages = only(events, p.Usage)
+    if not usages:
+        result = events[-1]
+        assert isinstance(result, p.Result)
+        return result.usage.input_tokens, result.usage.output_tokens, 0
+    return (sum(u.input_tokens for u in usages), sum(u.output_tokens for u in usages),
+            sum(u.cached_tokens for u in usages))
+
+
+@settings(max_examples=60, deadline=None)
+@given(sessions())
+def test_round_trip_keeps_what_the_codex_row_promises(events: list[p.BaseEvent]) -> None:
+    native = [e for e in only(events, p.ToolCall) if e.name in _NATIVE]
+    back = round_trip("codex", [e for e in events if e not in native])  # native tools: their own test below
+    original = [e for e in events if not (isinstance(e, p.ToolResult) and e.call_id in {n.call_id for n in native})]
+    assert project(back, keep) == project([e for e in original if e not in native], keep)
+    result, source = back[-1], events[-1]
+    assert isinstance(result, p.Result) and isinstance(source, p.Result)
+    # usage rides on turn.completed only: a failed turn loses it
+    assert (result.usage.input_tokens, result.usage.output_tokens, result.usage.cached_tokens) == (
+        summed(events) if source.ok else (0, 0, 0))
+    assert result.exit_code == (0 if source.ok else 1)
+    assert result.result == next((e.content for e in reversed(events) if isinstance(e, p.Message)
+                                  and e.role == "assistant"), p.UNSET)
+    if not source.ok:
+        failure = source.error.message if source.error is not p.UNSET else "the turn failed"
+        assert result.error.message == failure  # type: ignore[union-attr]
+    assert not valid(back)
+
+
+def test_native_codex_tools_round_trip_as_their_own_items() -> None:
+    calls = [
+        (p.ToolCall(call_id="a", name="command_execution", arguments={"command": "ls"}),
+         p.ToolResult(call_id="a", name="command_execution", status="error", output="boom\n", error="exit code 2")),
+        (p.ToolCall(call_id="b", name="file_change", arguments={"changes": [{"path": "x", "kind": "add"}]}),
+         p.ToolResult(call_id="b", name="file_change", status="success", output="add x")),
+        (p.ToolCall(call_id="c", name="web_search", arguments={"query": "q"}),
+         p.ToolResult(call_id="c", name="web_search", status="success")),
+        (p.ToolCall(call_id="d", name="command_execution", arguments={"command": "rm -rf /"}),
+         p.ToolResult(call_id="d", name="command_execution", status="denied", output="")),
+    ]
+    events = [p.Start(command="x"), *(e for pair in calls for e in pair),
+              p.ToolProgress(call_id="a", content="late"), p.Result(ok=True, subtype="success", exit_code=0)]
+    made = objects(encode("codex", events))
+    assert [o["item"]["type"] for o in made if o["type"] == "item.completed"] == [
+        "command_execution", "file_change", "web_search", "command_execution"]
+    back = decode("codex", encode("codex", events))
+    results = only(back, p.ToolResult)
+    assert [(r.name, r.status, r.output if r.output is not p.UNSET else None) for r in results] == [
+        ("command_execution", "error", "boom\n"), ("file_change", "success", "add x"),
+        ("web_search", "success", None), ("command_execution", "denied", "")]
+    assert results[0].error == "exit code 2"
+    assert [c.arguments for c in only(back, p.ToolCall)] == [c.arguments for c, _ in calls]
+
+
+# -- robustness -------------------------------------------------------------------------------
+
+CODEX_TYPES = ["thread.started", "turn.started", "turn.completed", "turn.failed", "item.started", "item.updated",
+               "item.completed", "error"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(junk(CODEX_TYPES))
+def test_junk_lines_raise_nothing_but_malformed_event_error(obj: dict[str, Any]) -> None:
+    assert_only_malformed("codex", obj)
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        (b'{"type":"thread.started"}', "field 'thread_id' is missing"),
+        (b'{"type":"item.completed","item":{"id":"item_0"}}', "field 'type' is missing"),
+        (b'{"type":"item.completed","item":{"id":"item_0","type":"agent_message","text":5}}', "field 'text' must be a string"),
+        (b'{"type":"item.started","item":[]}', "field 'item' must be an object"),
+    ],
+)
+def test_unusable_lines_are_named_precisely(line: bytes, problem: str) -> None:
+    with pytest.raises(MalformedEventError, match=problem):
+        decode("codex", [line])

@@ -1,0 +1,311 @@
+"""Gemini CLI stream-json: golden seed lines, exit codes, encoder shapes, round trips and junk input."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from _dialect_support import (
+    assert_canonical,
+    assert_valid_events,
+    decode_all,
+    decode_each,
+    encode_objects,
+    broken,
+    feed_junk,
+    fields,
+    junk,
+    line,
+    merged,
+    of_type,
+    realistic,
+    round_trip,
+    seed_lines,
+    seed_objects,
+    stamped,
+    streamed_messages,
+    without,
+)
+from _strategies import errors, messages, sessions, text, tool_round_trips, usages
+from agentstream import protocol as p
+from agentstream.dialects import detect_dialect, get_dialect
+
+INIT, USER, DELTA_1, DELTA_2, TOOL_USE, TOOL_OK, TOOL_ERROR, WARNING, RESULT_OK, RESULT_ERROR = range(10)
+SESSION = [INIT, USER, DELTA_1, DELTA_2, TOOL_USE, TOOL_OK, WARNING, RESULT_OK]
+
+
+def _seed(*indexes: int) -> list[bytes]:
+    lines = seed_lines("gemini")
+    return [lines[index] for index in indexes]
+
+
+def test_the_fixture_holds_every_seed_example() -> None:
+    assert [obj["type"] for obj in seed_objects("gemini")] == [
+        "init", "message", "message", "message", "tool_use", "tool_result", "tool_result", "error", "result", "result"]
+
+
+def test_the_seed_session_decodes_line_by_line() -> None:
+    per_line = decode_each("gemini", _seed(*SESSION))
+    init, user, delta_1, delta_2, tool_use, tool_ok, warning, result, flushed = per_line
+    (start,) = init
+    assert (start.session_id, start.model, start.ts, start.command) == (
+        "session-123", "gemini-pro", "2023-10-27T10:00:00.000Z", "gemini")
+    assert [(m.type, m.role, m.content, m.ts) for m in user] == [
+        ("message", "user", "Hello, how are you?", "2023-10-27T10:00:01.000Z")]
+    assert [(d.type, d.content, d.ts) for d in delta_1 + delta_2] == [
+        ("message_delta", "I am ", "2023-10-27T10:00:02.000Z"),
+        ("message_delta", "doing well.", "2023-10-27T10:00:02.100Z"),
+    ]
+    closing, call = tool_use
+    assert isinstance(closing, p.Message), "the next non-delta line closes the run with one complete message"
+    assert (closing.message_id, closing.content, closing.ts) == (
+        delta_1[0].message_id, "I am doing well.", "2023-10-27T10:00:02.100Z")
+    assert (call.call_id, call.name, call.arguments, call.ts) == (
+        "call_1", "calculator", {"expression": "2+2"}, "2023-10-27T10:00:03.000Z")
+    (ok,) = tool_ok
+    assert (ok.call_id, ok.name, ok.status, ok.output) == ("call_1", "calculator", "success", "4")
+    (error,) = warning
+    assert (error.type, error.message, error.recoverable) == ("error", "Loop detected, stopping execution", True)
+    (end,) = result
+    assert (end.ok, end.subtype, end.exit_code, end.duration_ms, end.ts) == (
+        True, "success", 0, 6000, "2023-10-27T10:00:06.000Z")
+    assert end.usage == p.UsageTotals(input_tokens=50, output_tokens=50, cached_tokens=0)
+    assert end.tools_used == ["calculator"]
+    assert flushed == []
+    assert_canonical([event for chunk in per_line for event in chunk])
+
+
+def test_tool_error_example_pairs_with_its_call() -> None:
+    *_, result = decode_all("gemini", _seed(TOOL_USE, TOOL_ERROR))
+    assert (result.call_id, result.name, result.status) == ("call_1", "calculator", "error")
+    assert result.error == "ValueError: Invalid expression"
+
+
+def test_error_result_example_is_a_fatal_error_then_a_failed_result() -> None:
+    start, error, result = decode_all("gemini", _seed(RESULT_ERROR))
+    assert start.synthetic, "Gemini streams that fail before init (e.g. auth) have no start of their own"
+    assert (error.code, error.message, error.recoverable) == ("UNKNOWN", "Something went wrong", False)
+    assert (result.ok, result.subtype, result.exit_code) == (False, "error", 1)
+    assert result.error == p.ErrorInfo(code="UNKNOWN", message="Something went wrong")
+
+
+@pytest.mark.parametrize(
+    ("error_type", "code", "exit_code", "subtype"),
+    [
+        ("FatalAuthenticationError", "AUTH_EXPIRED", 41, "error"),
+        ("FatalInputError", "INVALID_INPUT", 42, "error"),
+        ("FatalSandboxError", "UNKNOWN", 44, "error"),
+        ("FatalConfigError", "INVALID_INPUT", 52, "error"),
+        ("FatalTurnLimitedError", "MAX_TURNS", 53, "max_turns"),
+        ("FatalToolExecutionError", "TOOL_FAILED", 54, "error"),
+        ("FatalUntrustedWorkspaceError", "PERMISSION_DENIED", 55, "error"),
+        ("FatalCancellationError", "INTERRUPTED", 130, "interrupted"),
+        ("unknown", "UNKNOWN", 1, "error"),
+    ],
+)
+def test_exit_code_follows_geminis_error_class(error_type: str, code: str, exit_code: int, subtype: str) -> None:
+    obj = {"type": "result", "timestamp": "2023-10-27T10:00:06.000Z", "status": "error",
+           "error": {"type": error_type, "message": "boom"}, "stats": {"duration_ms": 0}}
+    *_, error, result = decode_all("gemini", [line(obj)])
+    assert (error.code, result.error.code, result.exit_code, result.subtype) == (code, code, exit_code, subtype)
+
+
+def test_invalid_stream_failure_takes_the_error_line_as_its_cause() -> None:
+    lines = [
+        line({"type": "error", "timestamp": "2023-10-27T10:00:05.000Z", "severity": "error",
+              "message": "Model stream ended with an invalid chunk"}),
+        line({"type": "result", "timestamp": "2023-10-27T10:00:06.000Z", "status": "error"}),
+    ]
+    _, error, result = decode_all("gemini", lines)
+    assert (error.recoverable, error.message, error.ts) == (
+        False, "Model stream ended with an invalid chunk", "2023-10-27T10:00:05.000Z")
+    assert (result.ok, result.exit_code) == (False, 1), "Gemini itself exits 0 here; ok and exit_code must agree"
+    assert result.error.message == "Model stream ended with an invalid chunk"
+
+
+def test_severity_error_followed_by_a_successful_result_is_not_fatal() -> None:
+    lines = [
+        line({"type": "error", "timestamp": "2023-10-27T10:00:05.000Z", "severity": "error",
+              "message": "Maximum session turns exceeded"}),
+        line({"type": "result", "timestamp": "2023-10-27T10:00:06.000Z", "status": "success"}),
+    ]
+    _, error, result = decode_all("gemini", lines)
+    assert error.recoverable and result.ok
+    lines.insert(1, _seed(TOOL_USE)[0])
+    assert decode_all("gemini", lines)[1].recoverable, "a severity error that the run outlives is recoverable"
+    *_, last = decode_all("gemini", lines[:1])
+    assert isinstance(last, p.Error) and not last.recoverable, "at the end of input it is what ended the run"
+
+
+def test_per_model_stats_become_usage_events() -> None:
+    stats = {"total_tokens": 9, "input_tokens": 7, "output_tokens": 2, "cached": 1, "input": 6, "duration_ms": 5,
+             "tool_calls": 0, "models": {"gemini-2.5-pro": {"total_tokens": 9, "input_tokens": 7, "output_tokens": 2,
+                                                            "cached": 1, "input": 6}}}
+    events = decode_all("gemini", [line({"type": "result", "timestamp": "2023-10-27T10:00:06.000Z",
+                                         "status": "success", "stats": stats})])
+    (usage,) = of_type(events, p.Usage)
+    assert (usage.model, usage.input_tokens, usage.output_tokens, usage.cached_tokens) == ("gemini-2.5-pro", 7, 2, 1)
+    assert events[-1].usage == p.UsageTotals(input_tokens=7, output_tokens=2, cached_tokens=1)
+
+
+def test_a_delta_run_open_at_eof_is_closed_by_finish() -> None:
+    per_line = decode_each("gemini", _seed(INIT, DELTA_1))
+    (closing,) = per_line[-1]
+    assert isinstance(closing, p.Message) and closing.content == "I am "
+
+
+# -- encoder -------------------------------------------------------------------------------
+
+
+def _at(ts: str, event: p.BaseEvent) -> p.BaseEvent:
+    event.ts = ts
+    return event
+
+
+def test_encoder_reproduces_the_seed_session_with_timestamps() -> None:
+    objs = seed_objects("gemini")
+    ts = [obj["timestamp"] for obj in objs]
+    events = stamped([
+        _at(ts[INIT], p.Start(command="gemini", model="gemini-pro")),
+        _at(ts[USER], p.Message(message_id="u", role="user", content="Hello, how are you?")),
+        _at(ts[DELTA_1], p.MessageDelta(message_id="a", content="I am ")),
+        _at(ts[DELTA_2], p.MessageDelta(message_id="a", content="doing well.")),
+        _at(ts[DELTA_2], p.Message(message_id="a", role="assistant", content="I am doing well.")),
+        _at(ts[TOOL_USE], p.ToolCall(call_id="call_1", name="calculator", arguments={"expression": "2+2"})),
+        _at(ts[TOOL_OK], p.ToolResult(call_id="call_1", name="calculator", status="success", output="4")),
+        _at(ts[WARNING], p.Error(code="UNKNOWN", message="Loop detected, stopping execution", recoverable=True)),
+        _at(ts[RESULT_OK], p.Result(ok=True, subtype="success", exit_code=0, duration_ms=6000,
+                                    usage=p.UsageTotals(input_tokens=50, output_tokens=50))),
+    ], session_id="session-123")
+    assert encode_objects("gemini", events) == [objs[index] for index in SESSION]
+
+
+def test_encoder_reproduces_the_tool_error_and_error_result_examples() -> None:
+    objs = seed_objects("gemini")
+    failed_tool = p.ToolResult(call_id="call_1", name="calculator", status="error", error="ValueError: Invalid expression")
+    encoded = encode_objects("gemini", stamped([p.Start(command="g"), failed_tool]))
+    assert without(encoded[1], frozenset({"timestamp"})) == without(objs[TOOL_ERROR], frozenset({"timestamp"}))
+    failure = stamped([
+        p.Start(command="g"),
+        p.Error(code="UNKNOWN", message="Something went wrong"),
+        p.Result(ok=False, subtype="error", exit_code=1, error=p.ErrorInfo(code="UNKNOWN", message="Something went wrong")),
+    ])
+    encoded = encode_objects("gemini", failure)
+    assert [obj["type"] for obj in encoded] == ["init", "result"], "the fatal error folds into the result"
+    assert without(encoded[1], frozenset({"timestamp"})) == without(objs[RESULT_ERROR], frozenset({"timestamp"}))
+
+
+def test_encoder_error_types_and_dropped_events() -> None:
+    events = stamped([
+        p.Start(command="g"),
+        p.Message(message_id="s", role="system", content="sys"),
+        p.Reasoning(reasoning_id="r", content="hmm"),
+        p.Step(name="x", status="started"),
+        p.Error(code="AUTH_EXPIRED", message="log in again"),
+        p.Result(ok=False, subtype="error", exit_code=41),
+    ])
+    encoded = encode_objects("gemini", events)
+    assert [obj["type"] for obj in encoded] == ["init", "result"]
+    assert encoded[1]["error"] == {"type": "FatalAuthenticationError", "message": "log in again"}
+    assert "stats" not in encoded[1], "a result with nothing to count has no stats"
+    unknown_code = encode_objects("gemini", stamped([p.Start(command="g"), p.Result(
+        ok=False, subtype="error", exit_code=1, error=p.ErrorInfo(code="RATE_LIMITED", message="slow"))]))
+    assert unknown_code[1]["error"]["type"] == "RATE_LIMITED"
+    assert decode_all("gemini", [line(unknown_code[1])])[-1].error.code == "RATE_LIMITED"
+
+
+def test_encoder_ends_an_unfinished_stream_with_a_failed_result() -> None:
+    encoded = encode_objects("gemini", stamped([p.Start(command="g"), p.Error(code="UNKNOWN", message="x")]))
+    assert [obj["type"] for obj in encoded] == ["init", "error", "result"]
+    assert encoded[1]["severity"] == "error", "a fatal error not followed by a result keeps its own line"
+    assert encoded[2]["status"] == "error" and encoded[2]["error"]["type"] == "NOT_FINISHED"
+
+
+# -- properties -----------------------------------------------------------------------------
+
+
+def _kept(events: list[p.AnyEvent]) -> list[tuple[Any, ...]]:
+    """What Gemini carries, in order: user and assistant text (assistant runs merge), tools, recoverable errors."""
+    kept: list[tuple[Any, ...]] = []
+    for event in events:
+        if isinstance(event, p.Message) and event.role in ("user", "assistant"):
+            kept.append((event.role, event.content))
+        elif isinstance(event, p.ToolCall):
+            kept.append(("call", event.call_id, event.name, event.arguments))
+        elif isinstance(event, p.ToolResult):
+            kept.append(("result", event.call_id, event.name, event.status, event.output, event.error))
+        elif isinstance(event, p.Error) and event.recoverable:
+            kept.append(("error", event.message))
+    return merged(kept, "assistant")
+
+
+def _per_model(events: list[p.AnyEvent]) -> dict[str, tuple[int, int, int]]:
+    totals: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for usage in of_type(events, p.Usage):
+        figures = totals[usage.model]
+        figures[0] += usage.input_tokens
+        figures[1] += usage.output_tokens
+        figures[2] += usage.cached_tokens
+    return {model: tuple(figures) for model, figures in totals.items()}  # type: ignore[misc]
+
+
+BODY = st.one_of(
+    messages(("user", "assistant", "system")).map(lambda m: [m]),
+    streamed_messages(),
+    tool_round_trips(),
+    usages.map(lambda u: [u]),
+    errors.map(lambda e: [e]),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(sessions(middle=BODY))
+def test_round_trip_keeps_what_gemini_carries(session: list[p.BaseEvent]) -> None:
+    session = realistic(session)
+    decoded = round_trip("gemini", session)
+    assert_canonical(decoded)
+    start, result, original = decoded[0], decoded[-1], session[-1]
+    assert (start.session_id, start.model, start.ts) == (session[0].session_id, session[0].model, session[0].ts)
+    assert _kept(decoded) == _kept(session)
+    assert _per_model(decoded) == _per_model(session)
+    assert (result.ok, result.exit_code, result.duration_ms, result.tools_used, result.ts) == (
+        original.ok, original.exit_code, original.duration_ms, original.tools_used, original.ts)
+    assert (result.usage.input_tokens, result.usage.output_tokens, result.usage.cached_tokens) == (
+        original.usage.input_tokens, original.usage.output_tokens, original.usage.cached_tokens)
+
+
+def test_sniff_claims_gemini_init_only() -> None:
+    init = seed_objects("gemini")[INIT]
+    assert detect_dialect([init]) == "gemini"
+    acai_init = seed_objects("acai")[7]
+    opencode_tool = {"type": "tool_use", "timestamp": 1707700000000, "sessionID": "s", "part": {}}
+    assert get_dialect("gemini").sniff(acai_init) == 0.0
+    assert get_dialect("gemini").sniff(opencode_tool) == 0.0
+
+
+STATS = ["total_tokens", "input_tokens", "output_tokens", "cached", "input", "duration_ms", "tool_calls"]
+
+
+BASES = [
+    *seed_objects("gemini"),
+    {"type": "result", "timestamp": "2023-10-27T10:00:06.000Z", "status": "success",
+     "stats": {"total_tokens": 3, "input_tokens": 2, "output_tokens": 1, "cached": 0, "input": 2, "duration_ms": 1,
+               "tool_calls": 0, "models": {"gemini-pro": {"total_tokens": 3, "input_tokens": 2, "output_tokens": 1,
+                                                          "cached": 0, "input": 2}}}},
+    {"type": "error", "timestamp": "2023-10-27T10:00:05.000Z", "severity": "error", "message": "m"},
+]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(broken(BASES) | junk(["init", "message", "tool_use", "tool_result", "error", "result"],
+                     ["timestamp", "session_id", "model", "role", "content", "delta", "tool_name", "tool_id",
+                      "parameters", "status", "output", "severity", "message"],
+                     nested={"error": fields(["type", "message"]),
+                             "stats": fields(STATS, nested={"models": st.dictionaries(text, fields(STATS), max_size=2)})}),
+                max_size=6))
+def test_junk_raises_only_malformed_event_errors(objects: list[dict[str, Any]]) -> None:
+    assert_valid_events(feed_junk("gemini", objects))

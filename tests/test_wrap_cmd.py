@@ -1,0 +1,211 @@
+"""``agentstream wrap -- CMD``: end to end in real processes, with real crashes and real signals."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from agentstream import protocol as p
+from agentstream.dialects import available_dialects
+
+from _consumer_support import PYTHON, ROOT, agent_script, assert_valid_stream, decode_output
+
+FAST = ["--exit-timeout", "0.3", "--grace", "0.3"]
+
+
+def wrap(*args: str, timeout: float = 30) -> tuple[list[p.AnyEvent], int, bytes]:
+    done = subprocess.run(
+        [PYTHON, "-m", "agentstream", "wrap", *args], capture_output=True, timeout=timeout, cwd=ROOT
+    )
+    events = assert_valid_stream(decode_output(done.stdout), exit_code=done.returncode)
+    return events, done.returncode, done.stderr
+
+
+def owning_agent(tmp_path: Path, body: str) -> list[str]:
+    """An agent CLI that owns its process the way a real one does (its own signal handling and exit code)."""
+    script = tmp_path / "owning_agent.py"
+    script.write_text(
+        "import os, signal, sys, time\n"
+        "from agentstream.stream import Stream\n"
+        "with Stream('owning-agent') as stream:\n" + "".join(f"    {line}\n" for line in body.strip().splitlines())
+    )
+    return [PYTHON, str(script)]
+
+
+def test_a_good_child_is_relayed_into_the_wraps_own_session(tmp_path: Path) -> None:
+    argv = agent_script(tmp_path, "stream.message('4'); stream.record_usage('m', input_tokens=3); stream.finish()")
+    events, code, _ = wrap("--", *argv)
+    assert code == 0
+    start, status = events[0], events[1]
+    assert isinstance(start, p.Start) and start.command.endswith("agent.py")
+    assert isinstance(status, p.Status) and status.status == "child_session" and status.message != start.session_id
+    assert [e.type for e in events[2:]] == ["message", "usage", "result"]
+    result = events[-1]
+    assert isinstance(result, p.Result) and result.ok and result.result == "4" and result.usage.input_tokens == 3
+
+
+def test_a_crashing_child_gives_its_exit_code(tmp_path: Path) -> None:
+    argv = agent_script(tmp_path, "stream.message('half'); sys.stderr.write('oops\\n'); sys.stderr.flush(); os._exit(3)")
+    events, code, stderr = wrap("--", *argv)
+    assert code == 3
+    error = events[-2]
+    assert isinstance(error, p.Error) and error.code == "PROCESS_CRASHED" and error.synthetic is True
+    assert b"oops" in stderr  # the child's stderr is passed through
+
+
+def test_a_child_killed_by_a_signal(tmp_path: Path) -> None:
+    argv = agent_script(tmp_path, "stream.message('bye'); os.kill(os.getpid(), signal.SIGKILL)")
+    events, code, _ = wrap("--", *argv)
+    assert code == 137 and events[-2].code == "PROCESS_CRASHED"  # type: ignore[union-attr]
+
+
+def test_a_child_that_fails_cleanly_keeps_its_error(tmp_path: Path) -> None:
+    argv = agent_script(tmp_path, "stream.fail('AUTH_EXPIRED', 'log in again', fix='run login', exit_code=4)")
+    events, code, _ = wrap("--", *argv)
+    assert code == 4
+    error, result = events[-2], events[-1]
+    assert isinstance(error, p.Error) and error.code == "AUTH_EXPIRED" and error.fix == "run login"
+    assert isinstance(result, p.Result) and result.error.code == "AUTH_EXPIRED"  # type: ignore[union-attr]
+
+
+def test_a_missing_binary(tmp_path: Path) -> None:
+    events, code, _ = wrap("--", str(tmp_path / "no-such-agent"))
+    assert code == 127 and events[-2].code == "CLI_NOT_FOUND"  # type: ignore[union-attr]
+
+
+def test_a_child_that_hangs_after_closing_stdout(tmp_path: Path) -> None:
+    argv = agent_script(tmp_path, "stream.message('done?'); os.close(1); time.sleep(60)")
+    events, code, _ = wrap(*FAST, "--", *argv)
+    assert code == 128 + signal.SIGTERM and events[-2].code == "STREAM_TRUNCATED"  # type: ignore[union-attr]
+
+
+def test_junk_on_the_childs_stdout_is_reported_not_passed_on(tmp_path: Path) -> None:
+    argv = agent_script(tmp_path, "print('[SandboxDebug] hi', flush=True); stream.message('x'); stream.finish()")
+    events, code, _ = wrap("--", *argv)
+    assert code == 0
+    assert [e.code for e in events if isinstance(e, p.Error)] == ["MALFORMED_EVENT"]
+
+
+def test_stderr_as_logs(tmp_path: Path) -> None:
+    argv = agent_script(tmp_path, "sys.stderr.write('note\\n'); sys.stderr.flush(); time.sleep(0.2); stream.finish()")
+    events, code, stderr = wrap("--stderr-as-logs", "--", *argv)
+    assert code == 0 and b"note" not in stderr
+    assert [e.message for e in events if isinstance(e, p.Log)] == ["note"]
+
+
+def test_json_output_format(tmp_path: Path) -> None:
+    argv = agent_script(tmp_path, "os._exit(5)")
+    done = subprocess.run([PYTHON, "-m", "agentstream", "wrap", "-o", "json", "--", *argv], capture_output=True, cwd=ROOT)
+    (line,) = done.stdout.splitlines()
+    result = p.decode(line)
+    assert isinstance(result, p.Result) and result.exit_code == done.returncode == 5
+
+
+def test_no_command_is_a_usage_error() -> None:
+    done = subprocess.run([PYTHON, "-m", "agentstream", "wrap"], capture_output=True, cwd=ROOT)
+    assert done.returncode == 2 and done.stdout == b"" and b"fix:" in done.stderr
+
+
+@pytest.mark.parametrize("dialect", [d.name for d in available_dialects() if d.name != "canonical"])
+def test_to_another_dialect(tmp_path: Path, dialect: str) -> None:
+    from agentstream.read import read
+
+    argv = agent_script(tmp_path, "stream.message('4'); stream.finish()")
+    done = subprocess.run(
+        [PYTHON, "-m", "agentstream", "wrap", "--to", dialect, "--", *argv], capture_output=True, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stderr
+    events = assert_valid_stream(read(done.stdout, dialect=dialect))
+    assert events[-1].ok and events[-1].synthetic is not True  # type: ignore[union-attr]
+
+
+class Running:
+    """A wrap process we can signal once its child is known to be running."""
+
+    def __init__(self, argv: list[str], *extra: str) -> None:
+        self.proc = subprocess.Popen(
+            [PYTHON, "-m", "agentstream", "wrap", *extra, "--", *argv],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=ROOT,
+        )
+        self.seen = b""
+
+    def wait_for(self, kind: str) -> None:
+        """Read the wrap's stdout (raw, unbuffered, so select() tells the truth) until an event of ``kind``."""
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([fd], [], [], 0.5)
+            if ready:
+                self.seen += os.read(fd, 65536)
+                if f'"type":"{kind}"'.encode() in self.seen:
+                    return
+        pytest.fail(f"no {kind} event from the wrap; got {self.seen!r}")
+
+    def finish(self) -> tuple[list[p.AnyEvent], int, bytes]:
+        try:
+            out, err = self.proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            pytest.fail("the wrap did not end after the signal")
+        events = assert_valid_stream(decode_output(self.seen + out), exit_code=self.proc.returncode)
+        return events, self.proc.returncode, err
+
+
+def test_sigterm_to_the_wrap_is_passed_on_and_the_childs_last_words_kept(tmp_path: Path) -> None:
+    argv = owning_agent(tmp_path, "stream.message('working'); time.sleep(60)")
+    running = Running(argv, *FAST)
+    running.wait_for("message")
+    running.proc.send_signal(signal.SIGTERM)
+    events, code, _ = running.finish()
+    assert code == 143
+    errors = [e for e in events if isinstance(e, p.Error)]
+    assert [e.code for e in errors] == ["INTERRUPTED"]
+    assert errors[0].details["child_error"]["code"] == "INTERRUPTED"  # the child's own report, kept
+    assert "SIGTERM" in errors[0].message
+
+
+def test_sigterm_with_a_child_that_ignores_it(tmp_path: Path) -> None:
+    argv = agent_script(tmp_path, "signal.signal(signal.SIGTERM, signal.SIG_IGN); stream.message('deaf'); time.sleep(60)")
+    running = Running(argv, *FAST)
+    running.wait_for("message")
+    running.proc.send_signal(signal.SIGTERM)
+    events, code, _ = running.finish()
+    assert code == 143 and events[-1].subtype == "interrupted"  # type: ignore[union-attr]
+
+
+def test_a_second_signal_stops_at_once(tmp_path: Path) -> None:
+    argv = agent_script(tmp_path, "signal.signal(signal.SIGINT, signal.SIG_IGN); stream.message('deaf'); time.sleep(60)")
+    running = Running(argv, "--grace", "30")
+    running.wait_for("message")
+    running.proc.send_signal(signal.SIGINT)
+    time.sleep(0.3)
+    running.proc.send_signal(signal.SIGINT)
+    events, code, _ = running.finish()
+    assert code == 130 and events[-1].subtype == "interrupted"  # type: ignore[union-attr]
+
+
+def test_sighup_to_the_wrap(tmp_path: Path) -> None:
+    argv = owning_agent(tmp_path, "stream.message('working'); time.sleep(60)")
+    running = Running(argv, *FAST)
+    running.wait_for("message")
+    os.kill(running.proc.pid, signal.SIGHUP)
+    _, code, _ = running.finish()
+    assert code == 129
+
+
+def test_the_child_reads_the_wraps_stdin(tmp_path: Path) -> None:
+    argv = agent_script(tmp_path, "stream.message(sys.stdin.read().strip()); stream.finish()")
+    done = subprocess.run(
+        [PYTHON, "-m", "agentstream", "wrap", "--", *argv], input=b"prompt from a pipe\n", capture_output=True, cwd=ROOT
+    )
+    events = assert_valid_stream(decode_output(done.stdout), exit_code=done.returncode)
+    assert [e.content for e in events if isinstance(e, p.Message)] == ["prompt from a pipe"]
