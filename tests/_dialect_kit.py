@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import io
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -13,9 +15,16 @@ from hypothesis import strategies as st
 from agentstream import protocol as p
 from agentstream.dialects import get_dialect
 from agentstream.errors import MalformedEventError
+from agentstream.validate import validate_stream
 
 FIXTURES = Path(__file__).parent / "fixtures" / "dialects"
 STAMPS = frozenset({"v", "session_id", "seq", "ts", "synthetic"})
+
+
+def violations(events: Iterable[p.AnyEvent]) -> list[str]:
+    """What the protocol's validator finds wrong with a decoded stream (nothing, for a valid one)."""
+    data = b"".join(p.encode_line(event) for event in events)
+    return [str(violation) for violation in validate_stream(io.BytesIO(data))]
 
 
 def fixture_lines(dialect: str, name: str) -> list[bytes]:
@@ -195,6 +204,7 @@ def sessions(draw: st.DrawFn, body: st.SearchStrategy[list[p.BaseEvent]] = every
     """A whole stamped canonical session: start, body, then a result (a failed one maybe after a fatal error)."""
     chunks = draw(st.lists(body, max_size=6))
     events: list[p.BaseEvent] = [p.Start(command="exec", cwd=draw(text), model=draw(name),
+                                         provider=_unset(draw(st.none() | name)),
                                          tools=draw(st.lists(name, max_size=3)))]
     events += [event for index, chunk in enumerate(chunks) for event in _renumber(chunk, index)]
     ok = draw(st.booleans())
@@ -214,18 +224,44 @@ def sessions(draw: st.DrawFn, body: st.SearchStrategy[list[p.BaseEvent]] = every
     return [sequencer.stamp(event) for event in events]
 
 
+def _fixture_objects(dialect: str) -> list[dict[str, Any]]:
+    found = []
+    for path in sorted((FIXTURES / dialect).glob("*.ndjson")):
+        found += [obj for obj in objects(path.read_bytes().splitlines()) if isinstance(obj, dict)]
+    return found
+
+
+@st.composite
+def mutants(draw: st.DrawFn, dialect: str) -> dict[str, Any]:
+    """A real fixture line of ``dialect`` with one to three fields deleted or replaced by junk, at any depth."""
+    obj = copy.deepcopy(draw(st.sampled_from(_fixture_objects(dialect))))
+    for _ in range(draw(st.integers(1, 3))):
+        node: Any = obj
+        while True:
+            keys = list(node) if isinstance(node, dict) else list(range(len(node)))
+            if not keys:
+                break
+            key = draw(st.sampled_from(keys))
+            child = node[key]
+            if isinstance(child, (dict, list)) and child and draw(st.booleans()):
+                node = child
+                continue
+            if draw(st.booleans()):
+                del node[key]
+            else:
+                node[key] = draw(_junk_value)
+            break
+    return obj
+
+
 def junk(types: list[str]) -> st.SearchStrategy[dict[str, Any]]:
     """Objects of the dialect's own ``type``s with fields missing, of the wrong type, or nested junk.
 
     Keys and string values come mostly from the dialects' own vocabulary, so that the
     junk reaches deep into the decoders rather than failing at the first field.
     """
-    keys = st.sampled_from(FIELD_NAMES) | name
-    leaf = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | text | st.sampled_from(WORDS)
-    value = st.recursive(leaf, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(keys, inner, max_size=5),
-                         max_leaves=16)
     return st.builds(lambda kind, rest: {**rest, "type": kind}, st.sampled_from(types),
-                     st.dictionaries(keys, value, max_size=8))
+                     st.dictionaries(_keys, _junk_value, max_size=8))
 
 
 FIELD_NAMES = [
@@ -237,6 +273,11 @@ FIELD_NAMES = [
     "server", "arguments", "rate_limit_info", "content_block", "type", "cache", "time", "output", "reason",
     "rejected", "data", "statusCode", "api_error_status", "total_cost_usd", "permission_denials",
 ]
+_keys = st.sampled_from(FIELD_NAMES) | name
+_leaf = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | text | st.deferred(lambda: st.sampled_from(WORDS))
+_junk_value = st.recursive(_leaf, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_keys, inner, max_size=4),
+                           max_leaves=8)
+
 WORDS = [
     "text", "thinking", "tool_use", "tool_result", "server_tool_use", "image", "init", "api_retry", "status",
     "message_start", "content_block_start", "content_block_delta", "message_delta", "message_stop", "text_delta",
@@ -245,3 +286,9 @@ WORDS = [
     "cancelled", "step-start", "step-finish", "tool", "running", "user", "assistant", "developer", "T-1",
     "error_max_turns", "aborted_streaming", "agentstream.status", "agentstream.usage", "agui.state_delta",
 ]
+
+
+def assert_sniff_is_total(dialect: str, obj: dict[str, Any]) -> None:
+    """Detection looks at any first line a reader meets: it must answer, never raise."""
+    score = get_dialect(dialect).sniff(obj)
+    assert 0.0 <= score <= 1.0

@@ -158,11 +158,15 @@ def streamed_reasonings(draw: st.DrawFn) -> list[p.BaseEvent]:
     return [*deltas, p.Reasoning(reasoning_id=reasoning_id, content="".join(chunks))]
 
 
+short_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=8)
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False, allow_infinity=False) | text,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3),
-    max_leaves=8,
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False, allow_infinity=False)
+    | short_text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(short_text, inner, max_size=3),
+    max_leaves=6,
 )
+WRONG_VALUES: tuple[Any, ...] = (None, True, "x", "", -1, 1.5, 2**70, [], {}, ["x"], {"x": 1})
+"""Values of every JSON type (and out-of-range numbers) that the sweep puts in each field."""
 
 
 def fields(keys: Sequence[str], nested: dict[str, st.SearchStrategy[Any]] | None = None) -> st.SearchStrategy[dict[str, Any]]:
@@ -209,6 +213,25 @@ def broken(draw: st.DrawFn, bases: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return obj
 
 
+def every_breakage(bases: Sequence[dict[str, Any]]) -> Iterable[dict[str, Any]]:
+    """Each base line with one field (at any depth) deleted, or set to each of :data:`WRONG_VALUES`."""
+    for base in bases:
+        for *parents, key in _paths(base):
+            for value in (_DELETE, *WRONG_VALUES):
+                obj = copy.deepcopy(base)
+                parent = obj
+                for step in parents:
+                    parent = parent[step]
+                if value is _DELETE:
+                    del parent[key]
+                else:
+                    parent[key] = value
+                yield obj
+
+
+_DELETE = object()
+
+
 def feed_junk(dialect: str, objects: Sequence[dict[str, Any]]) -> list[p.AnyEvent]:
     """Sniff and decode junk; the only exception allowed is MalformedEventError. Returns what came out."""
     decoder = get_dialect(dialect).decoder()
@@ -231,3 +254,11 @@ def merged(items: list[tuple[Any, ...]], kind: str) -> list[tuple[Any, ...]]:
         else:
             out.append(item)
     return out
+
+
+def assert_breakage_handled(dialect: str, bases: Sequence[dict[str, Any]]) -> None:
+    """Every single-field breakage of every base line decodes to valid events or raises MalformedEventError."""
+    broken_lines = list(every_breakage(bases))
+    assert len(broken_lines) > 100
+    for obj in broken_lines:
+        assert_valid_events(feed_junk(dialect, [obj]))

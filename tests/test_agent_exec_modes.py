@@ -124,6 +124,17 @@ def test_a_broken_cassette_is_a_usage_error(tmp_path: Path, workspace: Path) -> 
     assert "docs/agent.md" in (run.result.error.fix or "")
 
 
+def test_a_stalled_model_times_out_and_is_retried(tmp_path: Path, workspace: Path) -> None:
+    script = [openai_reply("Never finis", stall_after=3), openai_reply("Again stuck", stall_after=3)]
+    with FakeModelServer(script) as server:
+        env = openai_env(tmp_path, server, AGENTSTREAM_MAX_RETRIES="1")
+        run = run_exec(["go", "--timeout", "0.5"], env, cwd=workspace)
+    assert_valid_stream(run.lines, run.returncode)
+    errors = run.of_type("error")
+    assert [(e.code, e.recoverable) for e in errors] == [("NETWORK_TIMEOUT", True), ("NETWORK_TIMEOUT", False)]
+    assert "timed out" in errors[0].message and run.returncode == 1 and len(server.posts) == 2
+
+
 # -- sessions --------------------------------------------------------------------------
 
 

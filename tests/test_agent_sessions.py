@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from agentstream.agent.sessions import SESSION_STORE_ERROR, SessionRecord, SessionStore, shorten_title
+from agentstream.agent.sessions import SessionRecord, SessionStore, shorten_title
+from agentstream.errors import ErrorCode
 from agentstream.cli import main
 from agentstream.errors import AgentstreamError, ErrorCode, UsageError
 
@@ -131,7 +132,7 @@ def test_corrupt_store_is_a_clear_error(home: Path) -> None:
     (home / "sessions.sqlite3").write_bytes(b"this is not a database" * 100)
     with pytest.raises(AgentstreamError) as info:
         SessionStore().list()
-    assert info.value.code == SESSION_STORE_ERROR and "AGENTSTREAM_HOME" in (info.value.fix or "")
+    assert info.value.code == ErrorCode.SESSION_STORE_ERROR and "AGENTSTREAM_HOME" in (info.value.fix or "")
 
 
 def test_store_from_a_newer_version_is_refused(home: Path) -> None:
@@ -245,9 +246,9 @@ def test_cli_failure_envelope_and_usage(home: Path, capsys: pytest.CaptureFixtur
     code, out, _ = _run_cli(capsys, "--json")
     envelope = json.loads(out)
     assert code == 1 and envelope["ok"] is False
-    assert envelope["error"]["code"] == SESSION_STORE_ERROR and envelope["fix"]
+    assert envelope["error"]["code"] == ErrorCode.SESSION_STORE_ERROR and envelope["fix"]
     code, out, err = _run_cli(capsys)
-    assert code == 1 and out == "" and SESSION_STORE_ERROR in err
+    assert code == 1 and out == "" and ErrorCode.SESSION_STORE_ERROR in err
     with pytest.raises(SystemExit) as info:
         main(["sessions", "--limit", "0"])
     assert info.value.code == 2

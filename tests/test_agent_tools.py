@@ -102,8 +102,8 @@ def test_read_file_caps_bytes_and_long_lines(ws: Path) -> None:
     (ws / "big.txt").write_text("".join(f"{i:04d} " + "x" * 90 + "\n" for i in range(1, 501)))
     out = box.run("read_file", {"path": "big.txt"})
     assert out.status == "success" and out.truncated
-    assert len(out.output.encode()) < 2300
-    assert "read on with start_line=" in out.output
+    assert len(out.output.encode()) <= 2000 and "bytes omitted" not in out.output
+    assert out.output.splitlines()[-1].startswith("[lines 1-")  # the hint survives the cap
     (ws / "wide.txt").write_text("y" * (_fs.MAX_LINE_CHARS + 50) + "\n")
     wide = box.run("read_file", {"path": "wide.txt"})
     assert wide.truncated and "[line cut]" in wide.output
@@ -330,6 +330,14 @@ def test_shell_nonzero_exit_is_an_error_with_output(box: Toolbox) -> None:
     assert out.status == "error" and out.error == "exit code 7"
     assert out.output == "partial\noops\n[exit code 7]"
     assert box.run("shell", {"command": "true"}).output == "(no output)"
+    assert box.run("shell", {"command": "kill -TERM $$"}).error == "killed by signal SIGTERM"
+
+
+def test_shell_capped_failure_keeps_its_exit_line_within_the_cap(ws: Path) -> None:
+    box = make_toolbox(ws, output_cap_bytes=1000)
+    out = box.run("shell", {"command": "seq 1 100000; exit 4"})
+    assert out.status == "error" and out.truncated and out.output.count("bytes omitted") == 1
+    assert out.output.endswith("100000\n[exit code 4]") and len(out.output.encode()) <= 1000
 
 
 def test_shell_timeout_kills_the_whole_process_group(ws: Path) -> None:
@@ -361,8 +369,8 @@ def test_shell_output_cap_keeps_head_and_tail(ws: Path) -> None:
     assert out.status == "success" and out.truncated
     assert out.output.startswith("1\n2\n3\n")
     assert out.output.endswith("99999\n100000\n")
-    assert "bytes omitted" in out.output
-    assert len(out.output.encode()) < 1200
+    assert out.output.count("bytes omitted") == 1  # capped once, by the tool, to fit the cap exactly
+    assert len(out.output.encode()) <= 1000
 
 
 def test_shell_progress_is_streamed_live(ws: Path) -> None:
@@ -404,6 +412,23 @@ def test_shell_interrupted_by_exception_kills_group(ws: Path) -> None:
         box.run("shell", {"command": command})
     pid = int(wait_for_file(ws / "bg.pid"))
     assert gone_soon(pid)
+
+
+def test_shell_interrupted_while_starting_kills_group(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Popen() waits on a pipe for the child's exec; an interrupt there must not orphan the command.
+    real_read = os.read
+
+    def read(fd: int, size: int) -> bytes:
+        if size == 50000:  # Popen's wait for the exec
+            wait_for_file(ws / "early.pid")
+            raise KeyboardInterrupt
+        return real_read(fd, size)
+
+    monkeypatch.setattr(os, "read", read)
+    with pytest.raises(KeyboardInterrupt):
+        make_toolbox(ws).run("shell", {"command": "sleep 60 & echo $! > early.pid; wait"})
+    monkeypatch.undo()
+    assert gone_soon(int((ws / "early.pid").read_text()))
 
 
 def test_shell_real_sigint_to_agent_kills_group(ws: Path, tmp_path: Path) -> None:
@@ -569,7 +594,7 @@ def test_every_outcome_respects_the_output_cap(ws: Path) -> None:
     for i in range(200):
         (ws / f"file-with-a-long-name-{i:03d}.txt").write_text("")
     out = box.run("list_dir", {})
-    assert out.truncated and len(out.output.encode()) < 650
+    assert out.truncated and len(out.output.encode()) <= 500
 
 
 def test_head_tail_bounded_memory_and_exact_small() -> None:
@@ -577,7 +602,17 @@ def test_head_tail_bounded_memory_and_exact_small() -> None:
     for _ in range(10_000):
         kept.feed(b"0123456789")
     assert kept.truncated and kept.tail_len < 200 and len(kept.head) == 50
-    assert "99900 bytes omitted" in kept.text()
+    text = kept.text()
+    head, marker, tail = text.split("\n")
+    omitted = int(marker.split()[1])
+    assert len(text.encode()) <= 100 and head.startswith("0123") and tail.endswith("6789")
+    assert omitted + len(head) + len(tail) == 100_000
     assert cap_text("short", 100) == ("short", False)
-    text, cut = cap_text("é" * 100, 51)
-    assert cut and text.startswith("é" * 12) and text.endswith("é" * 12)
+    assert cap_text("x" * 100, 100) == ("x" * 100, False)
+
+
+@pytest.mark.parametrize("cap", [100, 101, 102, 103, 200, 333])
+def test_cap_text_never_splits_a_character(cap: int) -> None:
+    text, cut = cap_text("é€😀" * 100, cap)
+    assert cut and "\ufffd" not in text and len(text.encode()) <= cap
+    assert text.startswith("é€") and text.endswith("😀")

@@ -89,6 +89,11 @@ def test_scrub_removes_key_shaped_tokens(key: str) -> None:
     assert key not in scrub(f"Incorrect API key provided: {key}. See the docs.")
 
 
+def test_scrub_leaves_ordinary_text_alone() -> None:
+    text = "task-manager-service failed; request req_011CPabcdefgh; see disk_usage_report"
+    assert scrub(text) == text
+
+
 def test_scrub_removes_bearer_tokens_and_environment_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
     from agentstream.agent.providers import base
 

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from _dialect_support import (
+    assert_breakage_handled,
     assert_canonical,
     assert_valid_events,
     decode_all,
@@ -235,3 +236,7 @@ BASES = [
                          "output_tokens_details": fields(["reasoning_tokens"])})}), max_size=6))
 def test_junk_raises_only_malformed_event_errors(objects: list[dict[str, Any]]) -> None:
     assert_valid_events(feed_junk("acai", objects))
+
+
+def test_every_single_field_breakage_is_decoded_or_malformed() -> None:
+    assert_breakage_handled("acai", BASES)

@@ -2,34 +2,31 @@
 
 from __future__ import annotations
 
-import io
 from typing import Any
 
 from _dialect_kit import (
+    FIXTURES,
     assert_only_malformed,
+    assert_sniff_is_total,
     decode_fixture,
     encode,
     fixture_lines,
     junk,
+    mutants,
     objects,
     project,
     round_trip,
     sessions,
     tool_names,
+    violations,
 )
 from hypothesis import given, settings
 
 from agentstream import protocol as p
-from agentstream.dialects import detect_dialect
+from agentstream.dialects import detect_dialect, get_dialect
 from agentstream.read import read
-from agentstream.validate import validate_stream
 
-FIXTURE = f"{__file__.rsplit('/', 1)[0]}/fixtures/dialects/amp/stream-json.ndjson"
-
-
-def valid(events: list[p.AnyEvent]) -> list[str]:
-    data = b"".join(p.encode_line(event) for event in events)
-    return [str(violation) for violation in validate_stream(io.BytesIO(data))]
+FIXTURE = FIXTURES / "amp" / "stream-json.ndjson"
 
 
 def test_the_documented_example_decodes() -> None:
@@ -45,7 +42,7 @@ def test_the_documented_example_decodes() -> None:
 def test_the_t_session_id_tells_amp_from_claude() -> None:
     assert detect_dialect(objects(fixture_lines("amp", "stream-json.ndjson"))[:1]) == "amp"
     events = list(read(FIXTURE))
-    assert events[0].command == "amp" and not valid(events)  # type: ignore[union-attr]
+    assert events[0].command == "amp" and not violations(events)  # type: ignore[union-attr]
     # Without a T- id Amp's init looks like Claude's: Claude wins and --from amp forces Amp.
     bare = objects(fixture_lines("amp", "stream-json.ndjson"))[0] | {"session_id": "2775dc92"}
     assert detect_dialect([bare]) == "claude"
@@ -99,10 +96,26 @@ def test_round_trip_keeps_what_the_amp_row_promises(events: list[p.BaseEvent]) -
     back = round_trip("amp", events)
     assert project(back, keep) == project(events, keep)
     result = back[-1]
-    assert isinstance(result, p.Result) and result.tools_used == tool_names(events) and not valid(back)
+    assert isinstance(result, p.Result) and result.tools_used == tool_names(events) and not violations(back)
 
 
-@settings(max_examples=100, deadline=None)
-@given(junk(["system", "assistant", "user", "result"]))
+@settings(max_examples=150, deadline=None)
+@given(junk(["system", "assistant", "user", "result"]) | mutants("amp"))
 def test_junk_lines_raise_nothing_but_malformed_event_error(obj: dict[str, Any]) -> None:
     assert_only_malformed("amp", obj | {"session_id": "T-1"})
+    assert_sniff_is_total("amp", obj)
+
+
+MINE = ("claude", "codex", "opencode", "amp", "agui")
+FRAGMENTS = {"api-error.ndjson", "thinking.ndjson"}  # reference snippets too bare to detect: --from claude
+
+
+def test_no_dialect_claims_anothers_lines() -> None:
+    """Every fixture of these five dialects is detected as itself, and none of them claims a seed of the others."""
+    for dialect in MINE:
+        for path in sorted((FIXTURES / dialect).glob("*.ndjson")):
+            if path.name not in FRAGMENTS:
+                assert detect_dialect(objects(path.read_bytes().splitlines())[:8]) == dialect, path.name
+    for path in sorted((FIXTURES.parent / "seeds").glob("*.ndjson")):
+        lines = objects(line for line in path.read_bytes().splitlines() if line.startswith(b"{"))
+        assert all(get_dialect(name).sniff(obj) == 0.0 for name in MINE for obj in lines), path.name

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-import io
 from typing import Any
 
 import pytest
 from _dialect_kit import (
+    FIXTURES,
     assert_only_malformed,
+    assert_sniff_is_total,
     decode,
     decode_each,
     decode_fixture,
     encode,
     fixture_lines,
     junk,
+    mutants,
     objects,
     one,
     only,
@@ -21,6 +23,7 @@ from _dialect_kit import (
     round_trip,
     sessions,
     tool_names,
+    violations,
 )
 from hypothesis import given, settings
 
@@ -28,14 +31,8 @@ from agentstream import protocol as p
 from agentstream.dialects import detect_dialect, get_dialect
 from agentstream.read import read
 from agentstream.transcript import Transcript
-from agentstream.validate import validate_stream
 
 SESSION = "96eb14cb-384e-45e5-9916-4d9ebbd73602"
-
-
-def valid(events: list[p.AnyEvent]) -> list[str]:
-    data = b"".join(p.encode_line(event) for event in events)
-    return [str(violation) for violation in validate_stream(io.BytesIO(data))]
 
 
 # -- golden: the reference's lines ----------------------------------------------------------
@@ -94,7 +91,7 @@ def test_partial_message_lines_become_deltas_closed_at_eof() -> None:
     closing = one(events, p.Message)
     assert closing.message_id == text_delta.message_id and closing.content == "hello" and closing.synthetic is True
     assert one(events, p.Reasoning).synthetic is True
-    assert not valid([*events, p.Result(ok=True, subtype="success", exit_code=0, session_id=events[0].session_id,
+    assert not violations([*events, p.Result(ok=True, subtype="success", exit_code=0, session_id=events[0].session_id,
                                        seq=events[-1].seq + 1)])
 
 
@@ -111,7 +108,7 @@ def test_deltas_and_the_complete_assistant_line_are_not_added_twice() -> None:
     assert (usage.input_tokens, usage.cached_tokens, usage.output_tokens) == (112, 100, 57)
     result = events[-1]
     assert isinstance(result, p.Result) and result.usage.output_tokens == 57 and result.usage.cost_usd == 0.02
-    assert result.tools_used == ["Read"] and not valid(events)
+    assert result.tools_used == ["Read"] and not violations(events)
 
 
 RESULTS = decode_each("claude", "results.ndjson")
@@ -160,15 +157,14 @@ def test_startup_hooks_before_init_wait_so_that_start_stays_first() -> None:
     assert isinstance(events[0], p.Start) and events[0].model == "claude-sonnet-4-5" and events[0].synthetic is p.UNSET
     assert [e.name for e in only(events, p.GenericEvent)] == ["claude.system.hook_started", "claude.system.hook_response"]
     result = events[-1]  # an interrupted turn's result has no "result" key
-    assert isinstance(result, p.Result) and result.ok and result.result is p.UNSET and not valid(events)
+    assert isinstance(result, p.Result) and result.ok and result.result is p.UNSET and not violations(events)
 
 
 def test_a_cut_off_stream_read_end_to_end_is_closed_and_valid() -> None:
-    path = f"{__file__.rsplit('/', 1)[0]}/fixtures/dialects/claude/cut-off.ndjson"
-    events = list(read(path))
+    events = list(read(FIXTURES / "claude" / "cut-off.ndjson"))
     assert events[0].command == "claude"  # type: ignore[union-attr]
     assert one(events, p.ToolResult).status == "cancelled"
-    assert events[-1].synthetic is True and not valid(events)
+    assert events[-1].synthetic is True and not violations(events)
 
 
 def test_detection_prefers_claude_but_leaves_cursor_and_amp_inits_alone() -> None:
@@ -342,7 +338,7 @@ def test_round_trip_keeps_what_the_claude_row_promises(events: list[p.BaseEvent]
         assert result.error.message == original.error.message  # type: ignore[union-attr]
     elif result.error is not p.UNSET:  # a max-turns result names its reason even when the original did not
         assert (result.subtype, result.error.code) == ("max_turns", "MAX_TURNS")
-    assert not valid(back)
+    assert not violations(back)
 
 
 # -- robustness --------------------------------------------------------------------------------
@@ -350,10 +346,11 @@ def test_round_trip_keeps_what_the_claude_row_promises(events: list[p.BaseEvent]
 CLAUDE_TYPES = ["system", "assistant", "user", "result", "stream_event", "rate_limit_event", "control_request"]
 
 
-@settings(max_examples=200, deadline=None)
-@given(junk(CLAUDE_TYPES))
+@settings(max_examples=150, deadline=None)
+@given(junk(CLAUDE_TYPES) | mutants("claude"))
 def test_junk_lines_raise_nothing_but_malformed_event_error(obj: dict[str, Any]) -> None:
     assert_only_malformed("claude", obj)
+    assert_sniff_is_total("claude", obj)
 
 
 @pytest.mark.parametrize(
@@ -371,3 +368,11 @@ def test_unusable_lines_are_named_precisely(line: bytes, problem: str) -> None:
     init = b'{"type":"system","subtype":"init","session_id":"s","tools":[],"mcp_servers":[]}'
     with pytest.raises(MalformedEventError, match=problem):
         decode("claude", [init, line])
+
+
+def test_control_frames_before_init_wait_for_it_and_a_bad_held_line_is_reported() -> None:
+    control = fixture_lines("claude", "extras.ndjson")[-1]
+    init = fixture_lines("claude", "init-1.0.ndjson")[0]
+    events = decode("claude", [control, b'{"type":"system","subtype":7}', init])
+    assert [e.type for e in events] == ["start", "control_response", "error"]
+    assert events[0].synthetic is p.UNSET and "field 'subtype' must be a string" in events[2].message

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from _dialect_support import (
+    assert_breakage_handled,
     assert_canonical,
     assert_valid_events,
     decode_all,
@@ -308,3 +309,7 @@ BASES = [
 ), max_size=6))
 def test_junk_raises_only_malformed_event_errors(objects: list[dict[str, Any]]) -> None:
     assert_valid_events(feed_junk("cursor", objects))
+
+
+def test_every_single_field_breakage_is_decoded_or_malformed() -> None:
+    assert_breakage_handled("cursor", BASES)

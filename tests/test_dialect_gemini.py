@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from _dialect_support import (
+    assert_breakage_handled,
     assert_canonical,
     assert_valid_events,
     decode_all,
@@ -218,6 +219,22 @@ def test_encoder_error_types_and_dropped_events() -> None:
     assert decode_all("gemini", [line(unknown_code[1])])[-1].error.code == "RATE_LIMITED"
 
 
+def test_encoder_stats_count_tools_and_sum_usage_per_model() -> None:
+    events = stamped([
+        p.Start(command="g", model="gemini-pro"),
+        p.Usage(model="gemini-pro", input_tokens=10, output_tokens=4, cached_tokens=3),
+        p.ToolCall(call_id="t", name="read_file"),
+        p.ToolResult(call_id="t", name="read_file", status="cancelled"),
+        p.Usage(model="gemini-pro", input_tokens=5, output_tokens=1),
+        p.Result(ok=True, subtype="success", exit_code=0, duration_ms=9,
+                 usage=p.UsageTotals(input_tokens=15, output_tokens=5, cached_tokens=3)),
+    ])
+    tool_result, result = encode_objects("gemini", events)[2:]
+    assert tool_result["status"] == "error", "Gemini has only success and error"
+    figures = {"total_tokens": 20, "input_tokens": 15, "output_tokens": 5, "cached": 3, "input": 12}
+    assert result["stats"] == {**figures, "duration_ms": 9, "tool_calls": 1, "models": {"gemini-pro": figures}}
+
+
 def test_encoder_ends_an_unfinished_stream_with_a_failed_result() -> None:
     encoded = encode_objects("gemini", stamped([p.Start(command="g"), p.Error(code="UNKNOWN", message="x")]))
     assert [obj["type"] for obj in encoded] == ["init", "error", "result"]
@@ -309,3 +326,7 @@ BASES = [
                 max_size=6))
 def test_junk_raises_only_malformed_event_errors(objects: list[dict[str, Any]]) -> None:
     assert_valid_events(feed_junk("gemini", objects))
+
+
+def test_every_single_field_breakage_is_decoded_or_malformed() -> None:
+    assert_breakage_handled("gemini", BASES)

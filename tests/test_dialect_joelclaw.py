@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from _dialect_support import (
+    assert_breakage_handled,
     assert_canonical,
     assert_valid_events,
     decode_all,
@@ -232,3 +233,7 @@ BASES = [
 ))
 def test_junk_raises_only_malformed_event_errors(objects: list[dict[str, Any]]) -> None:
     assert_valid_events(feed_junk("joelclaw", objects))
+
+
+def test_every_single_field_breakage_is_decoded_or_malformed() -> None:
+    assert_breakage_handled("joelclaw", BASES)

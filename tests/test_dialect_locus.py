@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from _dialect_support import (
+    assert_breakage_handled,
     assert_canonical,
     assert_valid_events,
     decode_all,
@@ -106,6 +107,13 @@ def test_envelope_gives_session_id_and_timestamps() -> None:
     assert result.error == p.ErrorInfo(code="PROCESS_CRASHED", message="Process terminated by signal")
 
 
+@pytest.mark.parametrize(("exit_code", "success", "ok", "exit_out"), [(0, True, True, 0), (130, True, False, 130),
+                                                                    (0, False, False, 1), (1, False, False, 1)])
+def test_done_keeps_ok_and_exit_code_in_agreement(exit_code: int, success: bool, ok: bool, exit_out: int) -> None:
+    result = decode_all("locus", [_envelope("done", {"exitCode": exit_code, "duration": 1, "success": success})])[-1]
+    assert (result.ok, result.exit_code) == (ok, exit_out)
+
+
 def test_thinking_without_content_is_a_status() -> None:
     assert decode_all("locus", [_envelope("thinking", {})])[-1] == p.Status(
         status="thinking", session_id="3f1c-uuid", seq=1, ts="2024-02-12T01:06:40.000Z")
@@ -167,6 +175,19 @@ def test_error_codes_outside_locus_travel_in_details() -> None:
                        "recoverable": True}
     decoded = round_trip("locus", stamped([p.Start(command="exec"), error]))[1]
     assert (decoded.code, decoded.fix, decoded.retry_in_ms, decoded.details) == ("RATE_LIMITED", "wait", 1500, {"status": 429})
+
+
+def test_a_failed_done_always_follows_a_fatal_error() -> None:
+    failed = p.Result(ok=False, subtype="error", exit_code=1,
+                      error=p.ErrorInfo(code="CONTEXT_LIMIT", message="prompt too long"))
+    encoded = encode_objects("locus", stamped([p.Start(command="exec"), p.Status(status="running"), failed]))
+    assert [obj["type"] for obj in encoded] == ["start", "status", "error", "done"]
+    assert encoded[2]["payload"]["error"] == {"code": "CONTEXT_LIMIT", "message": "prompt too long",
+                                              "recoverable": False}
+    held = stamped([p.Start(command="exec"), p.Error(code="AUTH_EXPIRED", message="log in"), p.Status(status="x")])
+    encoded = encode_objects("locus", held)
+    assert [obj["type"] for obj in encoded] == ["start", "error", "status", "error", "done"], (
+        "a fatal error that a result does not follow keeps its place; the made-up end brings its own")
 
 
 def test_encoder_keeps_locus_guarantees_on_an_unfinished_stream() -> None:
@@ -297,9 +318,8 @@ def _kept(events: list[p.AnyEvent]) -> list[tuple[Any, ...]]:
             kept.append(("result", event.ts, event.call_id, event.name, event.status, event.error, event.duration_ms))
         elif isinstance(event, p.Status):
             kept.append(("status", event.ts, event.status, event.message))
-        elif isinstance(event, p.Error):
-            kept.append(("error", event.ts, event.code, event.message, event.recoverable, event.fix,
-                         event.retry_in_ms, event.details))
+        elif isinstance(event, p.Error) and event.recoverable:
+            kept.append(("error", event.ts, event.code, event.message, event.fix, event.retry_in_ms, event.details))
     return merged(merged(kept, "assistant"), "reasoning")
 
 
@@ -316,6 +336,10 @@ def test_round_trip_keeps_what_locus_carries(session: list[p.BaseEvent], provide
     assert _kept(decoded) == _kept(session)
     assert (result.ok, result.subtype, result.exit_code, result.duration_ms, result.tools_used, result.ts) == (
         original.ok, original.subtype, original.exit_code, original.duration_ms, original.tools_used, original.ts)
+    if not original.ok:
+        fatal = decoded[-2]
+        assert isinstance(fatal, p.Error) and not fatal.recoverable, "Locus: a failed done follows a fatal error"
+        assert result.error == p.ErrorInfo(code="UNKNOWN", message="the run failed")
 
 
 def test_sniff_claims_locus_lines() -> None:
@@ -346,3 +370,7 @@ BASES = [
 ), max_size=6))
 def test_junk_raises_only_malformed_event_errors(objects: list[dict[str, Any]]) -> None:
     assert_valid_events(feed_junk("locus", objects))
+
+
+def test_every_single_field_breakage_is_decoded_or_malformed() -> None:
+    assert_breakage_handled("locus", BASES)

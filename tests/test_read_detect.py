@@ -10,7 +10,8 @@ import pytest
 
 from agentstream import protocol as p
 from agentstream.dialects import DIALECT_NAMES
-from agentstream.read import UNKNOWN_DIALECT, read
+from agentstream.errors import ErrorCode
+from agentstream.read import read
 
 from _consumer_support import assert_valid_stream, canonical_session, is_synthetic
 
@@ -70,7 +71,7 @@ def test_detects_the_dialect_of_each_fixture(case: tuple[str, Path | None], tmp_
     reader = read(path)
     events = assert_valid_stream(reader)
     assert reader.dialect == name
-    assert not any(isinstance(e, p.Error) and e.code == UNKNOWN_DIALECT for e in events)
+    assert not any(isinstance(e, p.Error) and e.code == ErrorCode.UNKNOWN_DIALECT for e in events)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{n}:{p.name if p else 'generated'}" for n, p in CASES])
@@ -106,7 +107,7 @@ def test_nothing_recognisable_falls_back_to_canonical_and_says_so() -> None:
     events = assert_valid_stream(reader)
     assert reader.dialect == "canonical"
     codes = [e.code for e in events if isinstance(e, p.Error)]
-    assert codes[0] == UNKNOWN_DIALECT
+    assert codes[0] == ErrorCode.UNKNOWN_DIALECT
     assert codes[1:-1] == ["MALFORMED_EVENT"] * 12
     assert codes[-1] == "STREAM_TRUNCATED"
     unknown = events[1]

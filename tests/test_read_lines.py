@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import io
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -71,21 +74,47 @@ def test_splitter_over_limit_line_reports_its_size_and_goes_on() -> None:
     assert items[1] == Line(2, b"ok", True)
 
 
+_BIG_LINE_SCRIPT = """
+import json, sys
+from agentstream import protocol as p
+from agentstream.read import read
+
+path, size = sys.argv[1], int(sys.argv[2])
+start = p.Start(command="big", session_id="ses_big", seq=0)
+with open(path, "wb") as out:
+    out.write(p.encode_line(start))
+    out.write(b'{"type":"tool_result","v":1,"session_id":"ses_big","seq":1,"ts":"","call_id":"c1",'
+              b'"name":"read_file","status":"success","output":"')
+    for _ in range(size >> 20):
+        out.write(b"x" * (1 << 20))
+    out.write(b'"}\\n')
+events = list(read(path))
+print(json.dumps({
+    "types": [e.type for e in events],
+    "seqs": [e.seq for e in events],
+    "output": [len(e.output) for e in events if isinstance(e, p.ToolResult)],
+    "end": events[-1].error.code,
+}))
+"""
+
+
 def test_a_100_mb_line_goes_through_read(tmp_path: Path) -> None:
-    """No line cap by default: a 100 MB tool result is decoded whole, from a file and from byte chunks."""
-    start = canonical_session(lambda s: None).splitlines(keepends=True)[0]
-    session_id = p.decode(start).session_id
-    big = p.encode_line(
-        p.ToolResult(
-            call_id="call_1", name="read_file", status="success", output="x" * (100 << 20), seq=1, session_id=session_id
-        )
+    """No line cap by default: a 100 MB tool result is decoded whole.
+
+    Run in its own process, so that the 100 MB does not stay in this test run's memory.
+    """
+    size = 100 << 20
+    done = subprocess.run(
+        [sys.executable, "-c", _BIG_LINE_SCRIPT, str(tmp_path / "big.ndjson"), str(size)],
+        capture_output=True,
+        timeout=120,
     )
-    path = tmp_path / "big.ndjson"
-    path.write_bytes(start + big)
-    events = assert_valid_stream(read(path))
-    outputs = [e.output for e in events if isinstance(e, p.ToolResult)]
-    assert len(outputs) == 1 and len(outputs[0]) == 100 << 20
-    assert events[-1].error.code == "STREAM_TRUNCATED"  # type: ignore[union-attr]
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["output"] == [size]
+    assert summary["types"] == ["start", "tool_result", "error", "result"]
+    assert summary["seqs"] == [0, 1, 2, 3]
+    assert summary["end"] == "STREAM_TRUNCATED"
 
 
 def test_a_long_line_through_chunks(tmp_path: Path) -> None:

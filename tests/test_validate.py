@@ -138,10 +138,12 @@ def test_cli_survives_a_100_mb_line_with_flat_memory(tmp_path: Path) -> None:
         f.write(b"not json at all\n")
         f.write(stream(ok())[:-1].replace(b'"seq":0', b'"seq":2'))
     code = (
-        "import resource, runpy, sys;"
+        "import sys;"
         f"sys.argv=['agentstream','validate',{str(big)!r}];"
         "from agentstream.cli import main; rc=main();"
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); sys.exit(rc)"
+        # VmHWM is this process's own peak RSS (ru_maxrss would include the forking test runner's).
+        "print(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')).split()[1], file=sys.stderr);"
+        "sys.exit(rc)"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
     assert proc.returncode == 1
@@ -150,7 +152,7 @@ def test_cli_survives_a_100_mb_line_with_flat_memory(tmp_path: Path) -> None:
     assert lines[0].startswith("line 3: malformed: not valid JSON") and "'not json at all'" in lines[0]
     assert lines[1] == "line 4: truncated: the last line has no newline (the stream was cut off)"
     peak_kib = int(proc.stderr.decode().split()[-1])
-    assert peak_kib < 400 * 1024, f"peak RSS {peak_kib} KiB: more than a few copies of the 100 MB line"
+    assert peak_kib < 300 * 1024, f"peak RSS {peak_kib} KiB: more than the line and its decoded text"
 
 
 def test_validator_is_incremental() -> None:

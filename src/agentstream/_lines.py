@@ -26,7 +26,7 @@ class Block(NamedTuple):
 
     first: int
     """Line number of the first line in ``data``."""
-    data: bytes | bytearray | memoryview
+    data: bytes | bytearray
     """Whole lines, each ending with a newline."""
     count: int
     """How many lines ``data`` holds."""
@@ -130,67 +130,54 @@ class LineSplitter:
         return Line(self._number, data, terminated)
 
 
-def iter_blocks(source: IO[bytes], *, block_size: int = 1 << 18) -> Iterator[Block | Line]:
-    """Yield runs of complete lines as soon as they are available, and a partial last line as a :class:`Line`.
-
-    Reads with ``read1`` where the source has it, so a live pipe's lines arrive
-    without waiting for a full block. A line longer than ``block_size`` grows in
-    one buffer that is handed on without a copy, so memory holds that line once.
-    """
-    read = getattr(source, "read1", source.read)
-    number = 1
-    pending = bytearray()
-    while True:
-        chunk = read(block_size)
-        if not chunk:
-            break
-        cut = chunk.rfind(b"\n") + 1
-        if cut == 0:
-            pending += chunk
-            continue
-        view = memoryview(chunk)
-        if pending:
-            pending += view[:cut]
-            head: bytes | bytearray | memoryview = pending
-            pending = bytearray()
-        else:
-            head = chunk if cut == len(chunk) else view[:cut]
-        count = chunk.count(b"\n", 0, cut)
-        yield Block(number, head, count)
-        number += count
-        if cut < len(chunk):
-            pending += view[cut:]
-    if pending:
-        yield Line(number, bytes(pending), False)
-
-
 class BlockSplitter:
     """Cuts chunked input into blocks of whole lines, for readers that decode many lines per call.
 
     :meth:`feed` returns the complete lines a chunk finished (each ending in
-    ``\\n``, possibly none) as one ``bytes``; the unfinished rest waits for the
-    next chunk. No length limit (use :class:`LineSplitter` for one).
+    ``\n``, possibly none); the unfinished rest waits for the next chunk. A line
+    longer than a chunk grows in one buffer that is handed on without a copy, so
+    memory holds that line once. No length limit (use :class:`LineSplitter` for one).
     """
 
     def __init__(self) -> None:
-        self._tail: list[bytes] = []
+        self._tail = bytearray()
 
-    def feed(self, chunk: bytes) -> bytes:
+    def feed(self, chunk: bytes) -> bytes | bytearray:
         end = chunk.rfind(b"\n") + 1
         if not end:
-            if chunk:
-                self._tail.append(chunk)
+            self._tail += chunk
             return b""
-        block = chunk if end == len(chunk) else chunk[:end]
+        block: bytes | bytearray
         if self._tail:
-            self._tail.append(block)
-            block = b"".join(self._tail)
-            self._tail = []
+            self._tail += memoryview(chunk)[:end]
+            block, self._tail = self._tail, bytearray()
+        else:
+            block = chunk if end == len(chunk) else chunk[:end]
         if end < len(chunk):
-            self._tail.append(chunk[end:])
+            self._tail += memoryview(chunk)[end:]
         return block
 
     def close(self) -> bytes:
         """The unterminated last line, if the input ended without a newline."""
-        tail, self._tail = b"".join(self._tail), []
+        tail, self._tail = bytes(self._tail), bytearray()
         return tail
+
+
+def iter_blocks(source: IO[bytes], *, block_size: int = 1 << 18) -> Iterator[Block | Line]:
+    """Yield runs of complete lines as soon as they are available, and a partial last line as a :class:`Line`.
+
+    Reads with ``read1`` where the source has it, so a live pipe's lines arrive
+    without waiting for a full block.
+    """
+    read = getattr(source, "read1", source.read)
+    splitter = BlockSplitter()
+    number = 1
+    while chunk := read(block_size):
+        block = splitter.feed(chunk)
+        if block:
+            count = block.count(b"\n")
+            yield Block(number, block, count)
+            number += count
+    tail = splitter.close()
+    if tail:
+        yield Line(number, tail, False)

@@ -306,6 +306,10 @@ class UnknownEvent(Struct, kw_only=True):
         return value if isinstance(value, str) else ""
 
     @property
+    def synthetic(self) -> bool:
+        return self.raw.get("synthetic") is True
+
+    @property
     def v(self) -> int:
         value = self.raw.get("v")
         return value if isinstance(value, int) else PROTOCOL_VERSION
@@ -347,7 +351,7 @@ def decode(line: bytes | str) -> AnyEvent:
         raise MalformedEventError(f"not valid JSON: {exc}") from exc
 
 
-def decode_lines(data: bytes | bytearray | memoryview) -> list[AnyEvent]:
+def decode_lines(data: bytes | bytearray) -> list[AnyEvent]:
     """Decode a buffer of whole NDJSON lines in one call (blank lines are skipped).
 
     Raises :class:`MalformedEventError` if any line is bad or of an unknown

@@ -42,7 +42,6 @@ __all__ = [
     "Ending",
     "Reader",
     "Spawn",
-    "UNKNOWN_DIALECT",
     "aread",
     "read",
     "spawn",
@@ -51,8 +50,6 @@ __all__ = [
 DETECT_LINES: Final = 8
 """Non-blank lines buffered at most to recognise the dialect."""
 PREVIEW_CHARS: Final = 120
-UNKNOWN_DIALECT: Final = "UNKNOWN_DIALECT"
-"""Error code when no dialect explains the first lines (the input is then read as canonical)."""
 CHUNK_BYTES: Final = 1 << 16
 
 Source: TypeAlias = "str | os.PathLike[str] | bytes | IO[bytes] | Iterable[bytes]"
@@ -141,7 +138,7 @@ class _Pipeline:
         tail = self._blocks.close()
         return self.feed(Line(self.line_number + 1, tail, False)) if tail else []
 
-    def _feed_block(self, block: bytes) -> list[p.AnyEvent]:
+    def _feed_block(self, block: bytes | bytearray) -> list[p.AnyEvent]:
         """Whole lines: decoded in one call when the stream is plain, healthy canonical, else line by line."""
         if self.dialect == "canonical" and self.started and not self._shift and not self.finished:
             try:
@@ -218,7 +215,7 @@ class _Pipeline:
         if name is None:
             out += self.synthetic(
                 p.Error(
-                    code=UNKNOWN_DIALECT,
+                    code=ErrorCode.UNKNOWN_DIALECT,
                     message=f"no known dialect matches the first {self._probed} lines; reading them as canonical",
                     recoverable=True,
                     fix="pass the dialect explicitly (--from NAME); 'agentstream dialects' lists them",

@@ -32,6 +32,7 @@ import msgspec
 from agentstream import protocol as p
 from agentstream.errors import AgentstreamError, ErrorCode, ExitCode, exit_code_for_signal
 from agentstream.render import FdWriter, FileWriter, OutputClosed, OutputFormat, Writer, make_sink
+from agentstream.transcript import Tally
 
 __all__ = ["Interrupted", "Stream", "ToolCallScope"]
 
@@ -133,10 +134,7 @@ class Stream:
         self._started_at = 0.0
         self._output_closed = False
         self.result: p.Result | None = None
-        self.usage = p.UsageTotals()
-        self.turn_count = 0
-        self.tools_used: list[str] = []
-        self._last_assistant_text: str | None = None
+        self.tally = Tally()
         self._last_fatal: p.Error | None = None
 
     # -- lifecycle ---------------------------------------------------------
@@ -144,6 +142,24 @@ class Stream:
     @property
     def session_id(self) -> str:
         return self._sequencer.session_id
+
+    @property
+    def usage(self) -> p.UsageTotals:
+        """Token totals so far (the ``result`` reports them); a wrapper may replace them with its child's."""
+        return self.tally.usage
+
+    @usage.setter
+    def usage(self, totals: p.UsageTotals) -> None:
+        self.tally.usage = totals
+
+    @property
+    def turn_count(self) -> int:
+        """Model calls so far: one per ``usage`` event."""
+        return self.tally.turn_count
+
+    @property
+    def tools_used(self) -> list[str]:
+        return self.tally.tools_used
 
     @property
     def started(self) -> bool:
@@ -255,7 +271,7 @@ class Stream:
             self.start()
         self._closing = True
         code = exit_code if exit_code is not None else (ExitCode.OK if ok else ExitCode.ERROR)
-        final_text = result if result is not None else self._last_assistant_text
+        final_text = result if result is not None else self.tally.last_text
         event = p.Result(
             ok=ok,
             subtype=subtype or ("success" if ok else "error"),
@@ -325,7 +341,7 @@ class Stream:
                 if not event.ts:
                     event.ts = p.now_ts()
                 if type(event) in _ACCOUNTED:
-                    self._account(event)
+                    self.tally.add(event)
                 if self._fast_fd >= 0:
                     # Canonical lines to a descriptor: encode into one reused buffer, one write.
                     buffer = self._buffer
@@ -381,16 +397,6 @@ class Stream:
         if self.result is None:
             self._signal_seen = signum
             raise Interrupted(signum)
-
-    def _account(self, event: p.BaseEvent) -> None:
-        if isinstance(event, p.Usage):
-            self.usage.add(event)
-            self.turn_count += 1
-        elif isinstance(event, p.ToolCall):
-            if event.name not in self.tools_used:
-                self.tools_used.append(event.name)
-        elif isinstance(event, p.Message) and event.role == "assistant":
-            self._last_assistant_text = event.content
 
     # -- helpers for every event type ---------------------------------------
 

@@ -303,19 +303,25 @@ def _check_block(checker: Validator, block: Block) -> None:
     if events is not None and len(events) == block.count:
         checker.feed_block(events, block.first)
         return
-    for offset, raw in enumerate(bytes(block.data).split(b"\n")[:-1]):
-        _check_line(checker, Line(block.first + offset, raw[:-1] if raw.endswith(b"\r") else raw, True))
+    # A bad line somewhere in the block: go line by line, over views, so a huge line is not copied again.
+    data = memoryview(block.data)
+    begin = 0
+    for number in range(block.first, block.first + block.count):
+        end = block.data.index(b"\n", begin)
+        stop = end - 1 if end > begin and data[end - 1] == 13 else end
+        _check_line(checker, Line(number, data[begin:stop], True))  # type: ignore[arg-type]
+        begin = end + 1
 
 
 def _check_line(checker: Validator, line: Line) -> None:
     if not line.terminated:
         checker.report(line.number, "truncated", "the last line has no newline (the stream was cut off)")
-    if not line.data.strip():
-        return
+    if len(line.data) < 64 and not bytes(line.data).strip():
+        return  # a blank line
     try:
         event = p.decode(line.data)
     except MalformedEventError as exc:
-        utf8_error = _utf8_error(line.data) if not isinstance(exc.__cause__, UnicodeDecodeError) else exc.__cause__
+        utf8_error = _utf8_error(bytes(line.data)) if not isinstance(exc.__cause__, UnicodeDecodeError) else exc.__cause__
         if utf8_error is not None:
             checker.report(line.number, "invalid-utf8", str(utf8_error))
         else:
@@ -332,6 +338,6 @@ def _utf8_error(data: bytes) -> UnicodeDecodeError | None:
     return None
 
 
-def _preview(data: bytes, limit: int = 80) -> str:
-    text = data[:limit].decode("utf-8", "replace")
+def _preview(data: bytes | memoryview, limit: int = 80) -> str:
+    text = bytes(data[:limit]).decode("utf-8", "replace")
     return repr(text + ("…" if len(data) > limit else ""))

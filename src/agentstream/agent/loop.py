@@ -3,8 +3,9 @@
 One :meth:`AgentLoop.run` answers one user prompt on a
 :class:`~agentstream.stream.Stream` and returns its :class:`Outcome`: completed
 when the model stops calling tools, ``max_turns`` when the turn limit is
-reached, or failed with the provider's error when a call fails for good. Signals are not handled here: the Stream
-raises ``Interrupted`` in the main thread and this code lets it through.
+reached, or failed with the provider's error when a call fails for good.
+Signals are not handled here: the Stream raises ``Interrupted`` in the main
+thread and this code lets it through (closing any open delta runs first).
 
 How a model call reaches the stream (:class:`TurnWriter`):
 
@@ -107,18 +108,17 @@ class TurnWriter:
         self.usage = TurnUsage()
 
     def feed(self, event: TurnEvent) -> None:
-        kind = type(event)
-        if kind is TextDelta:
-            self._chunk("message", event.text)  # type: ignore[union-attr]
-        elif kind is ReasoningDelta:
-            self._chunk("reasoning", event.text)  # type: ignore[union-attr]
-        elif kind is ReasoningBlock:
-            self._reasoning_block(event)  # type: ignore[arg-type]
-        elif kind is ToolCallDone:
+        if isinstance(event, TextDelta):
+            self._chunk("message", event.text)
+        elif isinstance(event, ReasoningDelta):
+            self._chunk("reasoning", event.text)
+        elif isinstance(event, ReasoningBlock):
+            self._reasoning_block(event)
+        elif isinstance(event, ToolCallDone):
             self.open = None
-            self.calls.append(event)  # type: ignore[arg-type]
-        elif kind is TurnUsage:
-            self.usage = event  # type: ignore[assignment]
+            self.calls.append(event)
+        elif isinstance(event, TurnUsage):
+            self.usage = event
 
     def _chunk(self, kind: Literal["message", "reasoning"], text: str) -> None:
         if not text:

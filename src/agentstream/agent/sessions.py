@@ -26,9 +26,8 @@ from agentstream.protocol import now_ts
 if TYPE_CHECKING:
     import sqlite3
 
-__all__ = ["SESSION_STORE_ERROR", "SessionRecord", "SessionStore", "shorten_title"]
+__all__ = ["SessionRecord", "SessionStore", "shorten_title"]
 
-SESSION_STORE_ERROR: Final = "SESSION_STORE_ERROR"
 """``error.code`` when the store itself cannot be used (corrupt file, unwritable directory)."""
 
 _SCHEMA_VERSION: Final = 1
@@ -215,7 +214,7 @@ class SessionStore:
 def _store_error(path: Path, exc: Exception) -> AgentstreamError:
     return AgentstreamError(
         f"the session store {path} cannot be used: {exc}",
-        code=SESSION_STORE_ERROR,
+        code=ErrorCode.SESSION_STORE_ERROR,
         fix="check that the file and its directory are writable, or set AGENTSTREAM_HOME to use another store",
     )
 
@@ -228,7 +227,7 @@ def _initialise(db: sqlite3.Connection) -> None:
         db.execute("ROLLBACK")
         raise AgentstreamError(
             f"the session store was written by a newer agentstream (schema {version})",
-            code=SESSION_STORE_ERROR,
+            code=ErrorCode.SESSION_STORE_ERROR,
             fix="upgrade agentstream, or set AGENTSTREAM_HOME to use another store",
         )
     db.execute(

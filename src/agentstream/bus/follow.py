@@ -150,8 +150,8 @@ class _RunTail:
             for record in records:
                 if self._emit(record):
                     return self.exit_code
+            self._check_time()
             if not records:
-                self._check_time()
                 finished = self._result_behind()
                 if finished is not None:
                     self._emit(finished)
@@ -224,11 +224,10 @@ class _RunTail:
         if not isinstance(event, p.Result):
             return line
         self.exit_code = event.exit_code
-        known = {a.command for a in event.next_actions}
-        event.next_actions += [a for a in self._actions_after(event) if a.command not in known or a.params]
+        event.next_actions += self._actions_after()  # after the run's own
         return p.encode(event)
 
-    def _actions_after(self, event: p.Result) -> list[p.NextAction]:
+    def _actions_after(self) -> list[p.NextAction]:
         run_id = self.options.run_id
         actions = [follow_action(run_id, description="replay this run from the start")]
         retry = self._retry_of(run_id)
@@ -405,28 +404,31 @@ def _watch_loop(
     try:
         bus = open_bus()
         state.cursor = since if since is not None else bus.feed_end()
+        while True:
+            for item in _read_feed(bus, state.cursor, deadline, reconnect_for):
+                state.cursor = item.cursor
+                if keep(item):
+                    out.write(item.record.line + b"\n")
+                    state.printed += 1
+                    if count is not None and state.printed >= count:
+                        return "watch_count", None, int(ExitCode.OK)
+            if time.monotonic() >= deadline:
+                return "watch_timeout", None, int(ExitCode.OK)
+    except _Ended as ended:
+        return ended.subtype, ended.error, ended.exit_code
     except AgentstreamError as exc:
         return _subtype_of(exc), exc, exc.exit_code
+
+
+def _read_feed(bus: Bus, cursor: str, deadline: float, reconnect_for: float) -> list[FeedItem]:
+    """One read of the feed (at least one, however short the timeout), retrying through an outage."""
     outage = 0.0
     while True:
         remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return "watch_timeout", None, int(ExitCode.OK)
         try:
-            items = bus.read_feed(state.cursor, block=min(POLL_S, remaining))
-            outage = 0.0
+            return bus.read_feed(cursor, block=min(POLL_S, remaining) if remaining > 0 else None)
         except BusUnavailable as exc:
             outage = outage or time.monotonic()
-            if time.monotonic() - outage > reconnect_for:
-                return "bus_unavailable", exc, int(ExitCode.ERROR)
+            if time.monotonic() - outage > reconnect_for or time.monotonic() >= deadline:
+                raise _Ended("bus_unavailable", exc, ExitCode.ERROR) from exc
             time.sleep(0.2)
-            continue
-        except AgentstreamError as exc:
-            return _subtype_of(exc), exc, exc.exit_code
-        for item in items:
-            state.cursor = item.cursor
-            if keep(item):
-                out.write(item.record.line + b"\n")
-                state.printed += 1
-                if count is not None and state.printed >= count:
-                    return "watch_count", None, int(ExitCode.OK)

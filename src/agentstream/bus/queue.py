@@ -35,13 +35,13 @@ from typing import TYPE_CHECKING, Any, Final
 from agentstream import protocol as p
 from agentstream.bus import BusUnavailable, Claim, Job, Record, SeqConflict, open_bus
 from agentstream.bus.actions import follow_action
-from agentstream.errors import AgentstreamError, ErrorCode
+from agentstream.errors import AgentstreamError, ErrorCode, UsageError
 
 if TYPE_CHECKING:
     from agentstream.bus import Bus
     from agentstream.stream import Stream
 
-__all__ = ["EXEC_ENV", "WorkerOptions", "Worker", "close_run", "default_exec_command", "new_job"]
+__all__ = ["EXEC_ENV", "Worker", "WorkerOptions", "close_run", "exec_command", "new_job"]
 
 EXEC_ENV: Final = "AGENTSTREAM_WORKER_EXEC"
 """A command line that replaces ``python -m agentstream exec`` for every job (e.g. another agent)."""
@@ -56,9 +56,15 @@ _ORPHAN_GUARD: Final = (
 )
 
 
-def default_exec_command() -> list[str]:
-    override = os.environ.get(EXEC_ENV, "").strip()
-    return shlex.split(override) if override else [sys.executable, "-m", "agentstream", "exec"]
+def exec_command(text: str | None = None) -> list[str]:
+    """The argv prefix of every job: ``text``, else ``$AGENTSTREAM_WORKER_EXEC``, else ``python -m agentstream exec``."""
+    chosen = (text or os.environ.get(EXEC_ENV, "")).strip()
+    if not chosen:
+        return [sys.executable, "-m", "agentstream", "exec"]
+    try:
+        return shlex.split(chosen)
+    except ValueError as exc:
+        raise UsageError(f"cannot parse the job command {chosen!r}: {exc}", fix="check its quotes") from None
 
 
 def new_job(prompt: str, args: Sequence[str]) -> Job:
@@ -85,30 +91,43 @@ def close_run(
         if info is not None and info.terminal:
             return False
         next_seq = info.last_seq + 1 if info is not None else 0
-        sequencer = p.Sequencer(run_id, next_seq)
-        events: list[p.BaseEvent] = [p.Start(command=command)] if next_seq == 0 else []
-        events.append(p.Error(code=str(error.code), message=error.message, fix=error.fix or p.UNSET, details=details))
-        events.append(
-            p.Result(
-                ok=False,
-                subtype=subtype,
-                exit_code=int(error.exit_code),
-                error=p.ErrorInfo(code=str(error.code), message=error.message, fix=error.fix or p.UNSET),
-                command=command,
-                next_actions=list(next_actions),
-            )
-        )
-        records = []
-        for event in events:
-            event.synthetic = True
-            sequencer.stamp(event)
-            records.append(Record(event.seq, event.type, p.encode(event)))
+        ending = _ending(error, subtype, command, details, next_actions)
+        if next_seq == 0:
+            ending.insert(0, p.Start(command=command))
         try:
-            bus.append(run_id, records, if_next_seq=next_seq)
+            bus.append(run_id, _stamped(run_id, next_seq, ending), if_next_seq=next_seq)
             return True
         except SeqConflict:
             time.sleep(0.01)
     return False
+
+
+def _ending(
+    error: AgentstreamError, subtype: str, command: str, details: Any, next_actions: Sequence[p.NextAction]
+) -> list[p.BaseEvent]:
+    info = p.ErrorInfo(code=str(error.code), message=error.message, fix=error.fix or p.UNSET)
+    return [
+        p.Error(code=info.code, message=info.message, fix=info.fix, details=details),
+        p.Result(
+            ok=False,
+            subtype=subtype,
+            exit_code=int(error.exit_code),
+            error=info,
+            command=command,
+            next_actions=list(next_actions),
+        ),
+    ]
+
+
+def _stamped(run_id: str, next_seq: int, made_up: list[p.BaseEvent]) -> list[Record]:
+    """Records for events the worker makes up in someone else's run: stamped there, marked synthetic."""
+    sequencer = p.Sequencer(run_id, next_seq)
+    records = []
+    for event in made_up:
+        event.synthetic = True
+        sequencer.stamp(event)
+        records.append(Record(event.seq, event.type, p.encode(event)))
+    return records
 
 
 @dataclass
@@ -119,7 +138,7 @@ class WorkerOptions:
     max_attempts: int = 3
     max_jobs: int | None = None
     grace: float = 30.0
-    command: list[str] = field(default_factory=default_exec_command)
+    command: list[str] = field(default_factory=exec_command)
 
     @property
     def heartbeat_every(self) -> float:

@@ -219,11 +219,13 @@ class SqliteBus(Bus):
 
     def _wait_for(self, fetch: Callable[[], list[T]], block: float | None) -> list[T]:
         """``fetch()`` now; if empty and ``block``, again each time another connection commits."""
+        if not block:
+            return fetch()
+        version = self._data_version()  # before fetching, so a commit in between is not missed
         found = fetch()
-        if found or not block:
+        if found:
             return found
         deadline = time.monotonic() + block
-        version = self._data_version()
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -302,6 +304,9 @@ class SqliteBus(Bus):
 
     def _claim_once(self, worker: str, idle_timeout: float, max_attempts: int) -> Claim | None:
         now = time.time()
+        claimable = "status = 'queued' OR (status = 'running' AND heartbeat < ?)"
+        if not self._query(f"SELECT 1 FROM jobs WHERE {claimable} LIMIT 1", (now - idle_timeout,)):
+            return None  # a read, so idle workers polling on every commit never take the write lock
         with self._write() as db:
             row = db.execute(
                 f"SELECT {_JOB_COLUMNS} FROM jobs WHERE status = 'running' AND heartbeat < ?"

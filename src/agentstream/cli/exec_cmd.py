@@ -61,7 +61,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--model", help="model name (default: the provider's; or $AGENTSTREAM_MODEL)")
     model.add_argument("--base-url", metavar="URL", help="an OpenAI-compatible server (vLLM, llama.cpp, LM Studio…)")
     model.add_argument("--system", metavar="TEXT", help="replace the default system prompt")
-    model.add_argument("--max-tokens", type=int, default=8192, metavar="N", help="answer tokens per call (default 8192)")
+    model.add_argument("--max-tokens", type=int, default=8192, metavar="N", help="answer tokens per Anthropic call (default 8192)")
     model.add_argument("--thinking-budget", type=int, default=0, metavar="N", help="Anthropic extended thinking tokens")
     model.add_argument("--timeout", type=float, default=600.0, metavar="S", help="seconds per model call (default 600)")
     model.add_argument(
@@ -163,7 +163,7 @@ class _Agent:
         out = os.dup(1)
         os.dup2(2, 1)  # stdout isolation for every turn, as a Stream does for a single run
         code = 0
-        first = True
+        first = True  # the first real turn of a new session carries the session's id
         for turn in _user_turns(source, self.first_prompt):
             try:
                 code = self._turn_or_error(turn, out, first)
@@ -174,7 +174,7 @@ class _Agent:
             finally:
                 for signum, handler in saved.items():
                     signal.signal(signum, handler)
-            first = False
+            first = first and not isinstance(turn, str)
         return code
 
     def _turn_or_error(self, turn: str | UsageError, out: int, first: bool) -> int:
@@ -321,7 +321,7 @@ def _loop(args: argparse.Namespace, provider: Provider, conversation: Conversati
         system=args.system if args.system is not None else DEFAULT_SYSTEM.format(cwd=cwd),
         max_turns=max(args.max_turns, 0),
         deltas=not args.no_deltas,
-        max_retries=args.max_retries if args.max_retries is not None else max_retries,
+        max_retries=max(args.max_retries if args.max_retries is not None else max_retries, 0),
         retry_base_ms=retry_base_ms,
     )
     return AgentLoop(provider, toolbox, conversation, options, relay)

@@ -9,9 +9,14 @@ reclaimed by another worker after ``--idle-timeout``); a second signal exits at 
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from agentstream.bus.publish import add_bus_option
 from agentstream.cli._options import add_output_options
+
+if TYPE_CHECKING:
+    from agentstream.bus.queue import Worker
+    from agentstream.stream import Stream
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -37,10 +42,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import shlex
-
-    from agentstream.bus.queue import Worker, WorkerOptions, default_exec_command
-    from agentstream.errors import ErrorCode, UsageError
+    from agentstream.bus.queue import Worker, WorkerOptions, exec_command
+    from agentstream.errors import UsageError
     from agentstream.stream import Interrupted, Stream
 
     for flag, value in (("--concurrency", args.concurrency), ("--max-attempts", args.max_attempts)):
@@ -55,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         max_attempts=args.max_attempts,
         max_jobs=args.max_jobs,
         grace=args.grace,
-        command=shlex.split(args.exec_command) if args.exec_command else default_exec_command(),
+        command=exec_command(args.exec_command),
     )
     with Stream("worker", output_format=args.output_format, dialect=args.dialect) as stream:
         worker = Worker(options, stream)
@@ -63,9 +66,24 @@ def run(args: argparse.Namespace) -> int:
         try:
             worker.serve()
         except Interrupted as stop:
-            stream.status("stopping", f"no new jobs; waiting up to {options.grace:g}s for running ones")
-            if not worker.wait_all(options.grace):
-                worker.cancel_all()
-                worker.wait_all(10.0)
-            stream.fail(ErrorCode.INTERRUPTED, f"worker stopped by signal {stop.signum}", exit_code=int(stop.code), subtype="interrupted")  # type: ignore[arg-type]
+            _stop(worker, stream, stop.signum)
     return stream.result.exit_code if stream.result else 1
+
+
+def _stop(worker: Worker, stream: Stream, signum: int) -> None:
+    """Let running jobs finish for the grace period, cancel the rest, end the stream as interrupted."""
+    import signal
+
+    from agentstream.errors import ErrorCode, exit_code_for_signal
+
+    grace = worker.options.grace
+    stream.status("stopping", f"no new jobs; waiting up to {grace:g}s for running ones")
+    if not worker.wait_all(grace):
+        worker.cancel_all()
+        worker.wait_all(10.0)
+    stream.fail(
+        ErrorCode.INTERRUPTED,
+        f"worker stopped by {signal.Signals(signum).name}",
+        exit_code=exit_code_for_signal(signum),
+        subtype="interrupted",
+    )

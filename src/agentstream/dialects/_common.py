@@ -27,6 +27,9 @@ What is here, and when to use it:
   writes a ``start`` first and a terminal event last on every path, remembers
   which messages already went out as deltas, and can hold a fatal ``error`` so
   that a dialect whose terminal event carries the error folds it in.
+- **The dialect object** — :class:`SimpleDialect` builds the decoder and encoder
+  from two class attributes, so a dialect module adds only ``name``, ``summary``
+  and ``sniff``.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from typing import Any, ClassVar, NoReturn
 import msgspec
 
 from agentstream import protocol as p
-from agentstream.dialects.base import DialectDecoder, DialectEncoder
+from agentstream.dialects.base import Dialect, DialectDecoder, DialectEncoder
 from agentstream.errors import ErrorCode, MalformedEventError
 from agentstream.transcript import Tally
 
@@ -49,11 +52,13 @@ __all__ = [
     "EventDecoder",
     "EventEncoder",
     "Fields",
+    "SimpleDialect",
     "ToolPairs",
     "arguments_text",
     "encode_object",
     "event_data",
     "event_from_data",
+    "first_keys",
     "epoch_ms",
     "iso",
     "json_or_text",
@@ -189,6 +194,14 @@ class Fields:
     def opt_list(self, key: str) -> list[Any] | None:
         return self._get(key, "a list", _is_list, False)  # type: ignore[no-any-return]
 
+    def opt_subs(self, key: str) -> list[Fields]:
+        """The objects in the list under ``key`` (none when it is missing), each named by its index."""
+        items = self.opt_list(key) or []
+        for index, item in enumerate(items):
+            if not isinstance(item, dict):
+                self.fail(f"{key}[{index}] must be an object, not {_kind_of(item)}")
+        return [Fields(item, f"{self.where}.{key}[{index}]") for index, item in enumerate(items)]
+
     def sub(self, key: str) -> Fields:
         """The object under ``key`` (required), with messages that name the path to it."""
         return Fields(self.mapping(key), f"{self.where}.{key}")
@@ -215,7 +228,8 @@ class Fields:
 
 
 def _kind_of(value: object) -> str:
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(type(value), type(value).__name__)
+    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}
+    return names.get(type(value), type(value).__name__)
 
 
 def _is_str(value: object) -> bool:
@@ -298,6 +312,14 @@ def json_or_text(text: str) -> Any:
     except msgspec.DecodeError:
         return text
     return value if _json_encode(value).decode() == text else text
+
+
+def first_keys(mapping: dict[str, str]) -> dict[str, str]:
+    """Invert a many-to-one table (dialect name -> canonical code), keeping the first name for each code."""
+    inverse: dict[str, str] = {}
+    for key, value in mapping.items():
+        inverse.setdefault(value, key)
+    return inverse
 
 
 def encode_object(obj: dict[str, Any]) -> bytes:
@@ -527,11 +549,28 @@ class EventDecoder(DialectDecoder):
 
     # helpers for terminal events
 
-    def fatal_info(self) -> p.ErrorInfo | msgspec.UnsetType:
+    def emit_result(
+        self, *, ok: bool, exit_code: int, ts: str | None = None, error: p.ErrorInfo | None = None, **fields: Any
+    ) -> None:
+        """Emit the ``result``; tools used and usage come from the tally unless the dialect gave its own.
+
+        With ``error``, the fatal ``error`` event that must precede a failed result is emitted first,
+        unless the dialect's own error line was just decoded as that event.
+        """
+        if error is not None:
+            if self.last_fatal is None:
+                self.emit(p.Error(code=error.code, message=error.message, recoverable=False, fix=error.fix), ts)
+            fields["error"] = error
+        fields.setdefault("subtype", "success" if ok else "error")
+        fields.setdefault("tools_used", list(self.tally.tools_used))
+        fields.setdefault("usage", self.tally.usage)
+        self.emit(p.Result(ok=ok, exit_code=exit_code, **fields), ts)
+
+    def fatal_info(self) -> p.ErrorInfo | None:
         """The error of the fatal ``error`` just emitted, for the ``result`` that follows it."""
         fatal = self.last_fatal
         if fatal is None:
-            return p.UNSET
+            return None
         return p.ErrorInfo(code=fatal.code, message=fatal.message, fix=fatal.fix)
 
     def warn_arguments(self, fields: Fields, problem: str | None, ts: str | None) -> None:
@@ -637,3 +676,16 @@ class EventEncoder(DialectEncoder):
             self._delta_ids.discard(block_id)
             return True
         return False
+
+
+class SimpleDialect(Dialect):
+    """A dialect whose decoder and encoder need nothing but the session id: name the two classes."""
+
+    decoder_class: ClassVar[type[DialectDecoder]]
+    encoder_class: ClassVar[type[DialectEncoder]]
+
+    def decoder(self, session_id: str | None = None) -> DialectDecoder:
+        return self.decoder_class(session_id)
+
+    def encoder(self) -> DialectEncoder:
+        return self.encoder_class()

@@ -12,8 +12,14 @@ from __future__ import annotations
 from typing import Any
 
 from agentstream import protocol as p
-from agentstream.dialects._common import EventDecoder, EventEncoder, Fields, arguments_text, parse_arguments
-from agentstream.dialects.base import Dialect, DialectDecoder, DialectEncoder
+from agentstream.dialects._common import (
+    EventDecoder,
+    EventEncoder,
+    Fields,
+    SimpleDialect,
+    arguments_text,
+    parse_arguments,
+)
 from agentstream.errors import ErrorCode
 
 _SUMMARY_SEPARATOR = "\n\n"
@@ -53,28 +59,22 @@ class AcaiDecoder(EventDecoder):
 
     def on_result(self, f: Fields) -> None:
         ok = f.flag("success")
-        exit_code = f.opt_integer("exit_code")
-        if exit_code is None:
-            exit_code = 0 if ok else 1
+        exit_code = 0 if ok else f.opt_integer("exit_code") or 1
         usage_fields = f.opt_sub("usage")
         usage = _usage(usage_fields) if usage_fields is not None else self.tally.usage
         error = None
         if not ok:
             message = f.opt_text("error") or "acai reported a failure without a message"
             error = p.ErrorInfo(code=_CODE_FOR_EXIT.get(exit_code, ErrorCode.UNKNOWN), message=message)
-        result = p.Result(
+        self.emit_result(
             ok=ok,
-            subtype=f.opt_text("subtype") or ("success" if ok else "error"),
             exit_code=exit_code,
+            error=error,
+            subtype=f.opt_text("subtype") or ("success" if ok else "error"),
             duration_ms=f.opt_integer("duration_ms") or 0,
             turn_count=f.opt_integer("turn_count") or 0,
-            tools_used=list(self.tally.tools_used),
             usage=usage,
-            error=error if error is not None else p.UNSET,
         )
-        if error is not None:
-            self.emit(p.Error(code=error.code, message=error.message, recoverable=False))
-        self.emit(result)
 
 
 def _segment_text(f: Fields, item: object) -> str:
@@ -150,9 +150,11 @@ def _item_id(call_id: str) -> str:
     return "fc_" + call_id.removeprefix("call_")
 
 
-class AcaiDialect(Dialect):
+class AcaiDialect(SimpleDialect):
     name = "acai"
     summary = "acai instruct --streaming-json (Responses-style items)"
+    decoder_class = AcaiDecoder
+    encoder_class = AcaiEncoder
 
     def sniff(self, obj: dict[str, Any]) -> float:
         kind = obj.get("type")
@@ -167,12 +169,6 @@ class AcaiDialect(Dialect):
         if kind == "result" and isinstance(obj.get("success"), bool) and "turn_count" in obj:
             return 0.8
         return 0.0
-
-    def decoder(self, session_id: str | None = None) -> DialectDecoder:
-        return AcaiDecoder(session_id)
-
-    def encoder(self) -> DialectEncoder:
-        return AcaiEncoder()
 
 
 DIALECT = AcaiDialect()

@@ -62,6 +62,11 @@ _STATE_EVENTS = {"agui.state_snapshot": ("STATE_SNAPSHOT", "snapshot"), "agui.st
 _SSE_FIELDS = (b"event", b"id", b"retry")
 
 
+def _metadata(f: Fields) -> Fields:
+    """An event's ``metadata`` (where our encoder puts what AG-UI has no field for); empty when absent."""
+    return f.opt_sub("metadata") or Fields({}, f"{f.where}.metadata")
+
+
 def _content_text(value: object) -> str:
     """A tool result's ``content``: a string, or content parts whose text is joined (others become a marker)."""
     if isinstance(value, str):
@@ -147,7 +152,10 @@ class AguiDecoder(EventDecoder):
         super().decode_object(obj)
 
     def finish(self) -> list[p.AnyEvent]:
-        self._end_of_frame()
+        try:
+            self._end_of_frame()
+        except MalformedEventError as exc:  # the input ended inside an SSE frame
+            self.emit(p.Error(code=ErrorCode.MALFORMED_EVENT, message=exc.message, recoverable=True))
         self._close_open()
         return super().finish()
 
@@ -165,26 +173,26 @@ class AguiDecoder(EventDecoder):
     def on_run_started(self, f: Fields) -> None:
         run_id, parent = f.text("runId"), f.opt_text("parentRunId")
         f.text("threadId")
-        meta = f.opt_sub("metadata")
-        tools = (meta.opt_strings("tools") if meta is not None else None) or _input_tools(f)
+        meta = _metadata(f)
         self.adopt_session(run_id)
         start = p.Start(
-            command=(meta.opt_text("command") if meta is not None else None) or self.command,
-            cwd=(meta.opt_text("cwd") if meta is not None else None) or "",
-            tools=tools,
+            command=meta.opt_text("command") or self.command,
+            cwd=meta.opt_text("cwd") or "",
+            tools=meta.opt_strings("tools") or _input_tools(f),
             parent_session_id=parent if parent is not None else p.UNSET,
         )
-        model = meta.opt_text("model") if meta is not None else None
-        if model is not None:
-            start.model = model
+        for field in ("model", "provider"):
+            value = meta.opt_text(field)
+            if value is not None:
+                setattr(start, field, value)
         self.emit(start, f.ts("timestamp"))
 
     def on_run_finished(self, f: Fields) -> None:
-        ts, meta, outcome = f.ts("timestamp"), f.opt_sub("metadata"), f.opt_sub("outcome")
+        ts, meta, outcome = f.ts("timestamp"), _metadata(f), f.opt_sub("outcome")
         outcome_type = outcome.choice("type", ("success", "interrupt", "cancelled")) if outcome else "success"
         entries = _usage_entries(f)
         self._close_open()
-        if not self.tally.turn_count and (meta is None or "usage" not in meta.obj):  # ours carry usage events
+        if not self.tally.turn_count and "usage" not in meta.obj:  # our own runs carry their usage events
             for usage in entries:
                 self.emit(usage, ts)
         if outcome_type == "interrupt":
@@ -202,37 +210,37 @@ class AguiDecoder(EventDecoder):
         self.emit(result, ts)
 
     def on_run_error(self, f: Fields) -> None:
-        ts, message, code, meta = f.ts("timestamp"), f.text("message"), f.opt_text("code"), f.opt_sub("metadata")
+        ts, message, code, meta = f.ts("timestamp"), f.text("message"), f.opt_text("code"), _metadata(f)
         entries = _usage_entries(f)
         self._close_open()
         error = p.ErrorInfo(code=code or ErrorCode.UNKNOWN, message=message)
         self.emit(p.Error(code=error.code, message=message, recoverable=False), ts)
         result = self._result(meta, entries, ok=False, error=error, subtype="error")
-        text = meta.opt_text("result") if meta is not None else None
+        text = meta.opt_text("result")
         if text is not None:
             result.result = text
         self.emit(result, ts)
 
     def _result(
-        self, meta: Fields | None, entries: list[p.Usage], *, ok: bool, error: p.ErrorInfo | None, subtype: str
+        self, meta: Fields, entries: list[p.Usage], *, ok: bool, error: p.ErrorInfo | None, subtype: str
     ) -> p.Result:
         """The result, with what our own encoder put in ``metadata`` when it is there."""
-        totals = _totals(meta.opt_mapping("usage") if meta is not None else None)
+        totals = _totals(meta.opt_mapping("usage"))
         if totals is None:
             totals = p.UsageTotals()
             for usage in entries or ([] if not self.tally.turn_count else []):
                 totals.add(usage)
             if not entries:
                 totals = msgspec.structs.replace(self.tally.usage)
-        exit_code = (meta.opt_integer("exit_code") if meta is not None else None) or (0 if ok else 1)
+        exit_code = meta.opt_integer("exit_code") or (0 if ok else 1)
         if error is not None and error.code == ErrorCode.INTERRUPTED and exit_code == 1:
             exit_code = 130
-        turns = meta.opt_integer("turn_count") if meta is not None else None
+        turns = meta.opt_integer("turn_count")
         return p.Result(
             ok=ok,
-            subtype=(meta.opt_text("subtype") if meta is not None else None) or subtype,
+            subtype=meta.opt_text("subtype") or subtype,
             exit_code=0 if ok else exit_code or 1,
-            duration_ms=(meta.opt_integer("duration_ms") if meta is not None else None) or 0,
+            duration_ms=meta.opt_integer("duration_ms") or 0,
             turn_count=turns if turns is not None else self.tally.turn_count,
             tools_used=list(self.tally.tools_used),
             usage=totals,
@@ -245,18 +253,15 @@ class AguiDecoder(EventDecoder):
         self.emit(p.Step(name=f.text("stepName"), status="started"), f.ts("timestamp"))
 
     def on_step_finished(self, f: Fields) -> None:
-        name, meta = f.text("stepName"), f.opt_sub("metadata")
-        step = p.Step(name=name, status="completed")
-        if meta is not None:
-            if meta.opt_flag("synthetic"):
-                step.synthetic = True
-            if meta.opt_text("status") == "failed":
-                step.status = "failed"
-            error, duration = meta.opt_text("error"), meta.opt_integer("duration_ms")
-            if error is not None:
-                step.error = error
-            if duration is not None:
-                step.duration_ms = duration
+        name, meta = f.text("stepName"), _metadata(f)
+        step = p.Step(name=name, status="failed" if meta.opt_text("status") == "failed" else "completed")
+        error, duration = meta.opt_text("error"), meta.opt_integer("duration_ms")
+        if error is not None:
+            step.error = error
+        if duration is not None:
+            step.duration_ms = duration
+        if meta.opt_flag("synthetic"):
+            step.synthetic = True
         self.emit(step, f.ts("timestamp"))
 
     def on_custom(self, f: Fields) -> None:
@@ -293,8 +298,7 @@ class AguiDecoder(EventDecoder):
             self.delta(message_id, delta, ts=f.ts("timestamp"), role=self._roles.get(message_id, "assistant"))
 
     def on_text_message_end(self, f: Fields) -> None:
-        message_id, meta = f.text("messageId"), f.opt_sub("metadata")
-        content = meta.opt_text("content") if meta is not None else None
+        message_id, content = f.text("messageId"), _metadata(f).opt_text("content")
         self.complete(message_id, content, ts=f.ts("timestamp"), role=self._roles.pop(message_id, "assistant"))
 
     def on_text_message_chunk(self, f: Fields) -> None:
@@ -332,8 +336,7 @@ class AguiDecoder(EventDecoder):
             self.delta(message_id, delta, ts=f.ts("timestamp"), reasoning=True)
 
     def on_reasoning_message_end(self, f: Fields) -> None:
-        message_id, meta = f.text("messageId"), f.opt_sub("metadata")
-        content = meta.opt_text("content") if meta is not None else None
+        message_id, content = f.text("messageId"), _metadata(f).opt_text("content")
         self.complete(message_id, content, ts=f.ts("timestamp"), reasoning=True)
 
     def on_reasoning_message_chunk(self, f: Fields) -> None:
@@ -386,27 +389,26 @@ class AguiDecoder(EventDecoder):
         self.emit(p.ToolCall(call_id=self.tools.called(call_id, call.name), name=call.name, arguments=arguments), ts)
 
     def on_tool_call_result(self, f: Fields) -> None:
-        call_id, ts, meta = f.text("toolCallId"), f.ts("timestamp"), f.opt_sub("metadata")
+        call_id, ts, meta = f.text("toolCallId"), f.ts("timestamp"), _metadata(f)
         content = _content_text(f.obj.get("content"))
         if call_id in self._calls:
             self._make_call(call_id, ts)
         call_id, name = self.tools.finished(call_id, None)
         result = p.ToolResult(call_id=call_id, name=name, status="success", output=content)
-        if meta is not None:
-            _apply_tool_metadata(result, meta, content)
+        _apply_tool_metadata(result, meta, content)
         self.emit(result, ts)
 
 
 def _apply_tool_metadata(result: p.ToolResult, meta: Fields, content: str) -> None:
     """What our encoder put in a ``TOOL_CALL_RESULT``'s metadata: status, error, duration, truncation."""
     status = meta.opt_text("status")
-    if status in _TOOL_STATUSES and status != "success":
+    if status in _TOOL_STATUSES:
         result.status = status  # type: ignore[assignment]
-        if "error" in meta.obj:
-            error = meta.obj["error"]
-            result.error = error if isinstance(error, str) else p.UNSET
-        else:
-            result.error, result.output = content, p.UNSET
+    if "error" in meta.obj:
+        error = meta.obj["error"]
+        result.error = error if isinstance(error, str) else p.UNSET
+    elif result.status != "success":  # the content is the error
+        result.error, result.output = content, p.UNSET
     duration, truncated = meta.opt_integer("duration_ms"), meta.opt_flag("truncated")
     if duration is not None:
         result.duration_ms = duration
@@ -422,21 +424,16 @@ def _input_tools(f: Fields) -> list[str]:
 
 def _usage_entries(f: Fields) -> list[p.Usage]:
     """``RUN_FINISHED``/``RUN_ERROR`` usage: one ``TokenUsage`` per provider and model."""
-    entries = []
-    for index, item in enumerate(f.opt_list("usage") or []):
-        if not isinstance(item, dict):
-            f.fail(f"usage[{index}] must be an object")
-        entry = Fields(item, f"{f.where}.usage[{index}]")
-        entries.append(
-            p.Usage(
-                model=entry.opt_text("model") or "unknown",
-                input_tokens=entry.opt_integer("inputTokens") or 0,
-                output_tokens=entry.opt_integer("outputTokens") or 0,
-                cached_tokens=entry.opt_integer("cachedInputTokens") or 0,
-                reasoning_tokens=entry.opt_integer("reasoningTokens") or 0,
-            )
+    return [
+        p.Usage(
+            model=entry.opt_text("model") or "unknown",
+            input_tokens=entry.opt_integer("inputTokens") or 0,
+            output_tokens=entry.opt_integer("outputTokens") or 0,
+            cached_tokens=entry.opt_integer("cachedInputTokens") or 0,
+            reasoning_tokens=entry.opt_integer("reasoningTokens") or 0,
         )
-    return entries
+        for entry in f.opt_subs("usage")
+    ]
 
 
 def _totals(data: dict[str, Any] | None) -> p.UsageTotals | None:
@@ -491,8 +488,9 @@ class AguiEncoder(EventEncoder):
 
     def on_start(self, event: p.Start) -> list[dict[str, Any]]:
         meta: dict[str, Any] = {"command": event.command, "cwd": event.cwd, "tools": list(event.tools)}
-        if event.model is not p.UNSET:
-            meta["model"] = event.model
+        for field in ("model", "provider"):
+            if getattr(event, field) is not p.UNSET:
+                meta[field] = getattr(event, field)
         line = self._event(event, "RUN_STARTED", threadId=event.session_id, runId=event.session_id)
         if event.parent_session_id is not p.UNSET:
             line["parentRunId"] = event.parent_session_id
@@ -622,6 +620,8 @@ class AguiEncoder(EventEncoder):
                 content = error
             else:
                 meta["error"] = error
+        elif error is not None:
+            meta["error"] = error
         if event.duration_ms:
             meta["duration_ms"] = event.duration_ms
         if event.truncated is not p.UNSET:
@@ -674,7 +674,7 @@ class AguiDialect(Dialect):
 
     def sniff(self, obj: dict[str, Any]) -> float:
         kind = obj.get("type")
-        if "v" in obj or "seq" in obj or kind not in _AGUI_TYPES:
+        if "v" in obj or "seq" in obj or not isinstance(kind, str) or kind not in _AGUI_TYPES:
             return 0.0
         return 1.0 if kind == "RUN_STARTED" and "runId" in obj else 0.8
 

@@ -25,7 +25,7 @@ from typing import Any, ClassVar, NamedTuple
 import msgspec
 
 from agentstream import protocol as p
-from agentstream.dialects._common import EventDecoder, EventEncoder, Fields, text_or_json
+from agentstream.dialects._common import EventDecoder, EventEncoder, Fields, first_keys, text_or_json
 from agentstream.dialects.base import Dialect, DialectDecoder, DialectEncoder
 from agentstream.errors import ErrorCode, ExitCode, MalformedEventError
 
@@ -42,9 +42,8 @@ _CATEGORY_CODES: dict[str, str] = {
     "max_output_tokens": ErrorCode.CONTEXT_LIMIT,
     "unknown": ErrorCode.UNKNOWN,
 }
-_CODE_CATEGORIES: dict[str, str] = {}
-for _category, _code in _CATEGORY_CODES.items():
-    _CODE_CATEGORIES.setdefault(_code, _category)
+_CODE_CATEGORIES = first_keys(_CATEGORY_CODES)
+_DELTA_KINDS = {"text_delta": "text", "thinking_delta": "thinking"}
 _STREAM_ERROR_CODES = {"rate_limit_error": ErrorCode.RATE_LIMITED, "overloaded_error": ErrorCode.PROVIDER_ERROR}
 _ERROR_SUBTYPES = ("error_max_turns", "error_during_execution", "error_max_budget_usd",
                    "error_max_structured_output_retries")
@@ -86,13 +85,7 @@ def _blocks(message: Fields) -> list[_Block]:
         return [_Block("text", content)]
     if not isinstance(content, list):
         message.fail("field 'content' must be a list of content blocks or a string")
-    blocks = []
-    for index, item in enumerate(content):
-        where = f"{message.where}.content[{index}]"
-        if not isinstance(item, dict):
-            raise MalformedEventError(f"{where}: a content block must be an object")
-        blocks.append(_block(Fields(item, where)))
-    return blocks
+    return [_block(block) for block in message.opt_subs("content")]
 
 
 def _result_text(f: Fields, content: object) -> str:
@@ -224,26 +217,29 @@ class ClaudeDecoder(EventDecoder):
         if held is None:
             super().decode_object(obj)
             return
-        first_turn = obj.get("type") in _TURN_TYPES or obj.get("subtype") == "init" or len(held) >= _STARTUP_LIMIT
-        if not first_turn:
+        kind = obj.get("type")
+        is_init = kind == "system" and obj.get("subtype") == "init"
+        if not is_init and not (isinstance(kind, str) and kind in _TURN_TYPES) and len(held) < _STARTUP_LIMIT:
             held.append(obj)
             return
-        super().decode_object(obj)
-        self._startup = None
-        for line in held:
-            self._replay(line)
-
-    def _replay(self, obj: dict[str, Any]) -> None:
-        """Decode a startup line held for ``init``; a bad one is reported, not raised for the line at hand."""
-        try:
+        if is_init:
+            super().decode_object(obj)  # when it is malformed, the startup lines stay held
+            self._replay_startup()
+        else:  # no init: the startup lines keep their place before this one
+            self._replay_startup()
             super().decode_object(obj)
-        except MalformedEventError as exc:
-            self.emit(p.Error(code=ErrorCode.MALFORMED_EVENT, message=exc.message, recoverable=True))
+
+    def _replay_startup(self) -> None:
+        """Decode the lines held for ``init``; a bad one is reported in the stream, not raised for another line."""
+        held, self._startup = self._startup or [], None
+        for obj in held:
+            try:
+                super().decode_object(obj)
+            except MalformedEventError as exc:
+                self.emit(p.Error(code=ErrorCode.MALFORMED_EVENT, message=exc.message, recoverable=True))
 
     def finish(self) -> list[p.AnyEvent]:
-        held, self._startup = self._startup or [], None
-        for line in held:
-            self._replay(line)
+        self._replay_startup()
         self._flush_usage()
         self.close_named_runs()
         self.close_open_calls("the stream ended before the tool's result")
@@ -354,6 +350,8 @@ class ClaudeDecoder(EventDecoder):
     # -- partial messages ------------------------------------------------------------
 
     def on_stream_event(self, f: Fields) -> None:
+        if self._quick_delta(f.obj.get("event")):
+            return
         event = f.sub("event")
         kind = event.text("type")
         if kind == "message_start":
@@ -393,6 +391,23 @@ class ClaudeDecoder(EventDecoder):
             code = _STREAM_ERROR_CODES.get(error.opt_text("type") or "", ErrorCode.PROVIDER_ERROR)
             self.emit(p.Error(code=code, message=error.opt_text("message") or "API stream error", recoverable=True))
 
+    def _quick_delta(self, event: object) -> bool:
+        """The most frequent line of a partial-message stream, a well-formed text or thinking delta, read directly.
+
+        Anything else (or anything odd about it) returns ``False`` for the checked path below.
+        """
+        if not isinstance(event, dict) or event.get("type") != "content_block_delta":
+            return False
+        index, delta = event.get("index"), event.get("delta")
+        if type(index) is not int or not isinstance(delta, dict):
+            return False
+        kind = _DELTA_KINDS.get(delta["type"]) if isinstance(delta.get("type"), str) else None
+        text = delta.get(kind) if kind is not None else None
+        if not isinstance(text, str):
+            return False
+        self._stream_delta(index, kind, text)  # type: ignore[arg-type]
+        return True
+
     def _stream_blocks(self) -> dict[int, tuple[str, str]]:
         if self._current is None:
             self._current = p.new_id("msg")
@@ -400,11 +415,10 @@ class ClaudeDecoder(EventDecoder):
 
     def _stream_delta(self, index: int, kind: str, text: str) -> None:
         blocks = self._stream_blocks()
-        if index not in blocks:
+        if blocks.get(index, ("", ""))[0] != kind:  # no content_block_start seen for it (a cut stream)
             blocks[index] = (kind, self._ids.streamed(self._current or "", kind))
-        block_kind, block_id = blocks[index]
-        if text and block_kind == kind:
-            self.delta(block_id, text, reasoning=kind == "thinking")
+        if text:
+            self.delta(blocks[index][1], text, reasoning=kind == "thinking")
 
     # -- usage -------------------------------------------------------------------------
 
@@ -454,7 +468,8 @@ class ClaudeDecoder(EventDecoder):
         self.close_open_calls("the run ended before the tool's result")
         canonical, exit_code, code = _outcome(subtype, ok, reason)
         error: p.ErrorInfo | None = None
-        message = "; ".join(errors) or (text if is_error and text else "")
+        # On "success" with is_error the result text is the API's error; error subtypes list theirs in errors.
+        message = "; ".join(errors) or (text if subtype == "success" and is_error and text else "")
         if not ok and (message or code or status is not None or self._api_error):
             code = code or _failure_code(status, self._api_error, reason, message)
             ending = f"claude ended with {subtype}" + (f" ({reason})" if reason else "")
@@ -534,6 +549,8 @@ class ClaudeEncoder(EventEncoder):
     def __init__(self) -> None:
         super().__init__()
         self._model = "unknown"
+        self._uuid_prefix = str(uuid.uuid4())[:24]
+        self._uuids = 0
         self._runs: dict[tuple[bool, str], str] = {}
         """Open delta runs -> the API message they stream in (the run's own id)."""
         self._current: str | None = None
@@ -543,14 +560,21 @@ class ClaudeEncoder(EventEncoder):
     def session(self, event: p.BaseEvent) -> str:
         return event.session_id
 
+    def line_uuid(self) -> str:
+        """A fresh line uuid: one random UUID v4 per stream with a counter in its last group (cheap, unique)."""
+        self._uuids += 1
+        return f"{self._uuid_prefix}{self._uuids:012x}"
+
     def envelope(self, event: p.BaseEvent, line: dict[str, Any], *, parent: bool = True) -> dict[str, Any]:
+        """The fields every line ends with (``parent_tool_use_id`` only on message-like lines)."""
         if parent:
             line["parent_tool_use_id"] = None
         line["session_id"] = self.session(event)
-        line["uuid"] = str(uuid.uuid4())
+        line["uuid"] = self.line_uuid()
         return line
 
     def api_message(self, message_id: str, block: dict[str, Any], stop_reason: str | None) -> dict[str, Any]:
+        """An assistant line's API message. Claude's per-block lines have no stop reason yet; Amp's do."""
         return {
             "model": self._model,
             "id": message_id,
@@ -574,7 +598,7 @@ class ClaudeEncoder(EventEncoder):
         }
         if event.model is not p.UNSET:
             line["model"] = event.model
-        line.update(permissionMode="default", apiKeySource="none", uuid=str(uuid.uuid4()))
+        line.update(permissionMode="default", apiKeySource="none", uuid=self.line_uuid())
         return [line]
 
     def result_line(self, event: p.Result, failure: p.ErrorInfo | None) -> dict[str, Any]:
@@ -600,7 +624,7 @@ class ClaudeEncoder(EventEncoder):
         line["permission_denials"] = []
         if failure is not None:
             line["errors"] = [failure.message]
-        line["uuid"] = str(uuid.uuid4())
+        line["uuid"] = self.line_uuid()
         return line
 
     # canonical events
@@ -703,7 +727,9 @@ class ClaudeEncoder(EventEncoder):
                    "stop_reason": None, "stop_sequence": None}
         return [self._stream_line(event, {"type": "message_start", "message": message})]
 
-    def _delta(self, event: p.BaseEvent, key: tuple[bool, str], kind: str, field: str, text: str) -> list[dict]:
+    def _delta(
+        self, event: p.BaseEvent, key: tuple[bool, str], kind: str, field: str, text: str
+    ) -> list[dict[str, Any]]:
         if not self.streams:
             return []
         message_id = key[1]
@@ -772,7 +798,7 @@ def claude_score(obj: dict[str, Any]) -> float:
         return 0.6 if has_lists else 0.0
     if kind in ("stream_event", "rate_limit_event") and "uuid" in obj:
         return 0.9
-    if kind == "system" and obj.get("subtype") in _CLAUDE_SYSTEM_SUBTYPES and "uuid" in obj:
+    if kind == "system" and str(obj.get("subtype")) in _CLAUDE_SYSTEM_SUBTYPES and "uuid" in obj:
         return 0.7
     if kind in ("assistant", "user") and isinstance(obj.get("message"), dict) and "uuid" in obj:
         return 0.7

@@ -108,7 +108,7 @@ def _mcp_outcome(item: Fields) -> Outcome:
     output = _mcp_output(result) if result is not None else None
     message = error.opt_text("message") if error is not None else None
     if status == "failed" or (status is None and error is not None):
-        return "error", output, message or "the tool call failed"
+        return "error", output, message if message is not None else "the tool call failed"
     return "success", output or "", message
 
 
@@ -169,16 +169,16 @@ class CodexDecoder(EventDecoder):
         """Nothing to say: ``exec`` runs one turn, and its end is the run's end."""
 
     def on_turn_completed(self, f: Fields) -> None:
-        usage = f.opt_sub("usage")
-        figures = (
-            (usage.opt_integer("input_tokens") or 0, usage.opt_integer("output_tokens") or 0,
-             usage.opt_integer("cached_input_tokens") or 0)
-            if usage is not None else (0, 0, 0)
+        usage = f.opt_sub("usage") or Fields({}, f.where)
+        event = p.Usage(
+            model=_UNKNOWN_MODEL,
+            input_tokens=usage.opt_integer("input_tokens") or 0,
+            output_tokens=usage.opt_integer("output_tokens") or 0,
+            cached_tokens=usage.opt_integer("cached_input_tokens") or 0,
         )
         self._end_turn()
-        if any(figures):
-            self.emit(p.Usage(model=_UNKNOWN_MODEL, input_tokens=figures[0], output_tokens=figures[1],
-                              cached_tokens=figures[2]))
+        if event.input_tokens or event.output_tokens or event.cached_tokens:  # zeros: codex reported nothing
+            self.emit(event)
         self.emit(self._result(ok=True))
 
     def on_turn_failed(self, f: Fields) -> None:
@@ -193,6 +193,8 @@ class CodexDecoder(EventDecoder):
         self._turns += 1
         self.close_named_runs()
         self.close_open_calls("the turn ended before the item completed")
+        self._shown.clear()
+        self._texts.clear()
 
     def _result(self, *, ok: bool, error: p.ErrorInfo | None = None) -> p.Result:
         return p.Result(

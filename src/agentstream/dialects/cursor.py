@@ -22,6 +22,7 @@ from agentstream.dialects._common import (
     EventDecoder,
     EventEncoder,
     Fields,
+    SimpleDialect,
     arguments_text,
     epoch_ms,
     json_or_text,
@@ -29,7 +30,6 @@ from agentstream.dialects._common import (
     rfc3339,
     text_or_json,
 )
-from agentstream.dialects.base import Dialect, DialectDecoder, DialectEncoder
 from agentstream.errors import ErrorCode
 
 _SUFFIX = "ToolCall"
@@ -42,19 +42,9 @@ _ERROR_TEXT_KEYS = ("message", "errorMessage", "error")
 
 def _text_of(f: Fields) -> str:
     """The text of a Cursor ``message``: its ``text`` content parts, in order."""
-    parts = f.opt_list("content")
-    if parts is None:
+    if f.opt_list("content") is None:
         f.fail("field 'content' is missing (expected a list of content parts)")
-    texts = []
-    for part in parts:
-        if not isinstance(part, dict):
-            f.fail("every 'content' part must be an object")
-        text = part.get("text")
-        if part.get("type") == "text":
-            if not isinstance(text, str):
-                f.fail("a 'text' content part needs a string 'text'")
-            texts.append(text)
-    return "".join(texts)
+    return "".join(part.text("text") for part in f.opt_subs("content") if part.obj.get("type") == "text")
 
 
 def _tool_of(f: Fields) -> tuple[str, Fields]:
@@ -82,12 +72,17 @@ class CursorDecoder(EventDecoder):
         self._partial = False
         """True once a streaming delta was seen: later flush forms repeat text already sent."""
 
+    def decode_object(self, obj: dict[str, Any]) -> None:
+        """Every Cursor line names the session; the first one seen names the stream's."""
+        session_id = obj.get("session_id")
+        self.adopt_session(session_id if isinstance(session_id, str) else None)
+        super().decode_object(obj)
+
     def on_system(self, f: Fields) -> None:
         if f.opt_text("subtype") != "init":
             self.pass_through("system", f.obj)
             return
-        session_id, cwd, model = f.opt_text("session_id"), f.opt_text("cwd"), f.opt_text("model")
-        self.adopt_session(session_id)
+        cwd, model = f.opt_text("cwd"), f.opt_text("model")
         self.emit(p.Start(command=self.command, cwd=cwd or "", model=model or p.UNSET))
 
     def on_user(self, f: Fields) -> None:
@@ -141,21 +136,15 @@ class CursorDecoder(EventDecoder):
         is_error = bool(f.opt_flag("is_error"))
         subtype, text = f.opt_text("subtype"), f.opt_text("result")
         duration, usage = f.opt_integer("duration_ms") or 0, f.opt_sub("usage")
+        fields: dict[str, Any] = {"duration_ms": duration, "result": text if text is not None else p.UNSET}
+        if subtype is not None:
+            fields["subtype"] = subtype
+        if usage is not None:
+            fields["usage"] = _usage(usage)
         info = None
         if is_error:
             info = p.ErrorInfo(code=ErrorCode.UNKNOWN, message=text or "cursor-agent reported an error")
-            self.emit(p.Error(code=info.code, message=info.message, recoverable=False))
-        result = p.Result(
-            ok=not is_error,
-            subtype=subtype or ("error" if is_error else "success"),
-            exit_code=1 if is_error else 0,
-            duration_ms=duration,
-            tools_used=list(self.tally.tools_used),
-            usage=_usage(usage) if usage is not None else self.tally.usage,
-            result=text if text is not None else p.UNSET,
-            error=info if info is not None else p.UNSET,
-        )
-        self.emit(result)
+        self.emit_result(ok=not is_error, exit_code=1 if is_error else 0, error=info, **fields)
 
 
 def _usage(f: Fields) -> p.UsageTotals:
@@ -292,9 +281,11 @@ class CursorEncoder(EventEncoder):
         return [line]
 
 
-class CursorDialect(Dialect):
+class CursorDialect(SimpleDialect):
     name = "cursor"
     summary = "Cursor CLI --output-format stream-json"
+    decoder_class = CursorDecoder
+    encoder_class = CursorEncoder
 
     def sniff(self, obj: dict[str, Any]) -> float:
         kind = obj.get("type")
@@ -312,12 +303,6 @@ class CursorDialect(Dialect):
         if kind == "thinking" and obj.get("subtype") in ("delta", "completed") and "v" not in obj:
             return 0.6
         return 0.0
-
-    def decoder(self, session_id: str | None = None) -> DialectDecoder:
-        return CursorDecoder(session_id)
-
-    def encoder(self) -> DialectEncoder:
-        return CursorEncoder()
 
 
 DIALECT = CursorDialect()

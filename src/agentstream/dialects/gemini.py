@@ -16,8 +16,7 @@ import re
 from typing import Any
 
 from agentstream import protocol as p
-from agentstream.dialects._common import EventDecoder, EventEncoder, Fields, iso
-from agentstream.dialects.base import Dialect, DialectDecoder, DialectEncoder
+from agentstream.dialects._common import EventDecoder, EventEncoder, Fields, SimpleDialect, iso
 from agentstream.errors import ErrorCode
 
 # (Gemini error type, canonical code, Gemini's exit code). The first row for a code is
@@ -137,45 +136,29 @@ class GeminiDecoder(EventDecoder):
         if self._held is not None:
             # A held severity-error line is the failure itself only when the result names no other.
             self._release(recoverable=ok or info is not None)
-        if info is not None:
-            self.emit(p.Error(code=info.code, message=info.message, recoverable=False), ts)
-        elif not ok and self.last_fatal is not None:
-            info = p.ErrorInfo(code=self.last_fatal.code, message=self.last_fatal.message)
-        if not ok:
-            # Without an error object this is Gemini's InvalidStream, which exits 0; ok/exit must agree, so 1.
-            exit_code = exit_code or 1
-        result = p.Result(
-            ok=ok,
-            subtype="success" if ok else _SUBTYPE_FOR_CODE.get(info.code if info else "", "error"),
-            exit_code=exit_code,
-            duration_ms=duration_ms,
-            tools_used=list(self.tally.tools_used),
-            usage=usage,
-            error=info if info is not None else p.UNSET,
-        )
-        self.emit(result, ts)
+        if info is None and not ok:
+            info = self.fatal_info()
+        subtype = "success" if ok else _SUBTYPE_FOR_CODE.get(info.code if info else "", "error")
+        # Without an error object a failure is Gemini's InvalidStream, which exits 0; ok and exit must agree: 1.
+        exit_code = 0 if ok else exit_code or 1
+        self.emit_result(ok=ok, exit_code=exit_code, ts=ts, error=info, subtype=subtype, duration_ms=duration_ms,
+                         usage=usage)
 
 
 def _stats(f: Fields) -> tuple[p.UsageTotals, int, list[p.Usage]]:
     """Totals, duration and one ``usage`` event per model from a result's ``stats``."""
-    totals = p.UsageTotals(
-        input_tokens=f.opt_integer("input_tokens") or 0,
-        output_tokens=f.opt_integer("output_tokens") or 0,
-        cached_tokens=f.opt_integer("cached") or 0,
-    )
     models = f.opt_sub("models")
-    per_model = []
-    for model in models.obj if models is not None else ():
-        figures = models.sub(model)  # type: ignore[union-attr]
-        per_model.append(
-            p.Usage(
-                model=model,
-                input_tokens=figures.opt_integer("input_tokens") or 0,
-                output_tokens=figures.opt_integer("output_tokens") or 0,
-                cached_tokens=figures.opt_integer("cached") or 0,
-            )
-        )
-    return totals, f.opt_integer("duration_ms") or 0, per_model
+    per_model = [p.Usage(model=name, **_counts(models.sub(name))) for name in models.obj] if models is not None else []
+    return p.UsageTotals(**_counts(f)), f.opt_integer("duration_ms") or 0, per_model
+
+
+def _counts(f: Fields) -> dict[str, int]:
+    """Gemini's token figures under our names (``input`` is input minus cached, and not needed)."""
+    return {
+        "input_tokens": f.opt_integer("input_tokens") or 0,
+        "output_tokens": f.opt_integer("output_tokens") or 0,
+        "cached_tokens": f.opt_integer("cached") or 0,
+    }
 
 
 def _figures(usage: p.UsageTotals | p.Usage) -> dict[str, int]:
@@ -247,13 +230,16 @@ class GeminiEncoder(EventEncoder):
         return []
 
     def on_result(self, event: p.Result) -> list[dict[str, Any]]:
-        line: dict[str, Any] = {"type": "result", "timestamp": iso(event.ts), "status": "success" if event.ok else "error"}
+        status = "success" if event.ok else "error"
+        line: dict[str, Any] = {"type": "result", "timestamp": iso(event.ts), "status": status}
         if not event.ok:
             failure = self.failure(event)
             code = failure.code if failure is not None else ErrorCode.UNKNOWN
             message = failure.message if failure is not None else "the run failed"
             line["error"] = {"type": _TYPE_FOR_CODE.get(code, code), "message": message}
-        stats: dict[str, Any] = {**_figures(event.usage), "duration_ms": event.duration_ms, "tool_calls": self._tool_calls}
+        stats: dict[str, Any] = {
+            **_figures(event.usage), "duration_ms": event.duration_ms, "tool_calls": self._tool_calls
+        }
         if self._models:
             stats["models"] = {model: _figures(totals) for model, totals in self._models.items()}
         if any(stats.values()):
@@ -265,9 +251,11 @@ def _delta_line(ts: str, content: str) -> dict[str, Any]:
     return {"type": "message", "timestamp": iso(ts), "role": "assistant", "content": content, "delta": True}
 
 
-class GeminiDialect(Dialect):
+class GeminiDialect(SimpleDialect):
     name = "gemini"
     summary = "Gemini CLI --output-format stream-json"
+    decoder_class = GeminiDecoder
+    encoder_class = GeminiEncoder
 
     def sniff(self, obj: dict[str, Any]) -> float:
         kind = obj.get("type")
@@ -282,12 +270,6 @@ class GeminiDialect(Dialect):
         if kind == "message" and "role" in obj and "content" in obj:
             return 0.6
         return 0.0
-
-    def decoder(self, session_id: str | None = None) -> DialectDecoder:
-        return GeminiDecoder(session_id)
-
-    def encoder(self) -> DialectEncoder:
-        return GeminiEncoder()
 
 
 DIALECT = GeminiDialect()

@@ -13,8 +13,15 @@ from __future__ import annotations
 from typing import Any
 
 from agentstream import protocol as p
-from agentstream.dialects._common import EventDecoder, EventEncoder, Fields, iso, json_or_text, text_or_json
-from agentstream.dialects.base import Dialect, DialectDecoder, DialectEncoder
+from agentstream.dialects._common import (
+    EventDecoder,
+    EventEncoder,
+    Fields,
+    SimpleDialect,
+    iso,
+    json_or_text,
+    text_or_json,
+)
 
 _NO_FIX = "no fix was given: see error.message"
 _LOG_LEVELS = ("debug", "info", "warn", "error")
@@ -23,13 +30,10 @@ _LOG_LEVELS = ("debug", "info", "warn", "error")
 def _next_actions(f: Fields) -> list[p.NextAction]:
     """``next_actions`` as canonical structs (``params``, a template's parameters, kept as they are)."""
     actions = []
-    for index, item in enumerate(f.opt_list("next_actions") or []):
-        if not isinstance(item, dict):
-            f.fail(f"next_actions[{index}] must be an object")
-        action = Fields(item, f"{f.where}.next_actions[{index}]")
+    for action in f.opt_subs("next_actions"):
         command, description, params = action.text("command"), action.text("description"), action.opt_mapping("params")
-        actions.append(p.NextAction(command=command, description=description, params=params if params is not None
-                                    else p.UNSET))
+        actions.append(p.NextAction(command=command, description=description,
+                                    params=params if params is not None else p.UNSET))
     return actions
 
 
@@ -84,37 +88,29 @@ class JoelclawDecoder(EventDecoder):
         self.emit(p.GenericEvent(name=f.text("name"), data=f.obj.get("data")), f.ts("ts"))
 
     def on_result(self, f: Fields) -> None:
+        if f.opt_flag("ok") is False:
+            self.on_error(f)
+        else:
+            self._envelope(f, None)
+
+    def on_error(self, f: Fields) -> None:
+        error, fix = f.sub("error"), f.opt_text("fix")
+        code, message = error.text("code"), error.text("message")
+        info = p.ErrorInfo(code=code, message=message, fix=fix if fix is not None else p.UNSET)
+        self._envelope(f, info)
+
+    def _envelope(self, f: Fields, info: p.ErrorInfo | None) -> None:
+        """The terminal envelope: a result (after a fatal error when ``info`` says why the run failed)."""
         command, actions, value = f.opt_text("command"), _next_actions(f), f.obj.get("result")
-        result = p.Result(
-            ok=True,
-            subtype="success",
-            exit_code=0,
-            tools_used=list(self.tally.tools_used),
-            usage=self.tally.usage,
+        self.emit_result(
+            ok=info is None,
+            exit_code=0 if info is None else 1,
+            ts=f.ts("ts"),
+            error=info,
             result=text_or_json(value) if value is not None else p.UNSET,
             command=command if command is not None else p.UNSET,
             next_actions=actions,
         )
-        self.emit(result, f.ts("ts"))
-
-    def on_error(self, f: Fields) -> None:
-        command, actions, fix = f.opt_text("command"), _next_actions(f), f.opt_text("fix")
-        error = f.sub("error")
-        info = p.ErrorInfo(code=error.text("code"), message=error.text("message"),
-                           fix=fix if fix is not None else p.UNSET)
-        ts = f.ts("ts")
-        self.emit(p.Error(code=info.code, message=info.message, recoverable=False, fix=info.fix), ts)
-        result = p.Result(
-            ok=False,
-            subtype="error",
-            exit_code=1,
-            tools_used=list(self.tally.tools_used),
-            usage=self.tally.usage,
-            command=command if command is not None else p.UNSET,
-            error=info,
-            next_actions=actions,
-        )
-        self.emit(result, ts)
 
 
 class JoelclawEncoder(EventEncoder):
@@ -136,6 +132,7 @@ class JoelclawEncoder(EventEncoder):
             line["duration_ms"] = event.duration_ms
         if event.error is not p.UNSET:
             line["error"] = event.error
+        line["ts"] = iso(event.ts)
         return [line]
 
     def on_progress(self, event: p.Progress) -> list[dict[str, Any]]:
@@ -181,9 +178,11 @@ class JoelclawEncoder(EventEncoder):
         ]
 
 
-class JoelclawDialect(Dialect):
+class JoelclawDialect(SimpleDialect):
     name = "joelclaw"
     summary = "joelclaw streamed NDJSON with a HATEOAS envelope (ADR-0058)"
+    decoder_class = JoelclawDecoder
+    encoder_class = JoelclawEncoder
 
     def sniff(self, obj: dict[str, Any]) -> float:
         if any(key in obj for key in ("v", "seq", "session_id", "timestamp", "protocol")):
@@ -202,12 +201,6 @@ class JoelclawDialect(Dialect):
         if kind in ("progress", "log", "event"):
             return 0.5
         return 0.0
-
-    def decoder(self, session_id: str | None = None) -> DialectDecoder:
-        return JoelclawDecoder(session_id)
-
-    def encoder(self) -> DialectEncoder:
-        return JoelclawEncoder()
 
 
 DIALECT = JoelclawDialect()

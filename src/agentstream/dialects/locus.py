@@ -16,8 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentstream import protocol as p
-from agentstream.dialects._common import EventDecoder, EventEncoder, Fields, epoch_ms
-from agentstream.dialects.base import Dialect, DialectDecoder, DialectEncoder
+from agentstream.dialects._common import EventDecoder, EventEncoder, Fields, SimpleDialect, epoch_ms
 from agentstream.errors import ErrorCode
 
 PROTOCOL = 1
@@ -69,7 +68,8 @@ class LocusDecoder(EventDecoder):
                   self._ts)
 
     def on_start(self, f: Fields) -> None:
-        command, model, provider, cwd = f.text("command"), f.opt_text("model"), f.opt_text("provider"), f.opt_text("cwd")
+        command, cwd = f.text("command"), f.opt_text("cwd")
+        model, provider = f.opt_text("model"), f.opt_text("provider")
         event = p.Start(command=command, cwd=cwd or "", model=model or p.UNSET, provider=provider or p.UNSET)
         self.emit(event, self._ts)
 
@@ -108,16 +108,17 @@ class LocusDecoder(EventDecoder):
         error = f.sub("error")
         code, message, recoverable = error.text("code"), error.text("message"), error.opt_flag("recoverable")
         details = error.obj.get("details", p.UNSET)
-        extras: dict[str, Any] = {}
+        extras = None
         if isinstance(details, dict) and isinstance(details.get(_EXTRAS), dict):
-            extras = details[_EXTRAS]
+            extras = Fields(details, f"{error.where}.details").sub(_EXTRAS)
             details = details.get("details", p.UNSET)
+        fix, retry_in_ms = (extras.opt_text("fix"), extras.opt_integer("retry_in_ms")) if extras else (None, None)
         event = p.Error(
-            code=extras["code"] if isinstance(extras.get("code"), str) else code,
+            code=(extras.opt_text("code") if extras else None) or code,
             message=message,
             recoverable=bool(recoverable),
-            fix=extras["fix"] if isinstance(extras.get("fix"), str) else p.UNSET,
-            retry_in_ms=extras["retry_in_ms"] if type(extras.get("retry_in_ms")) is int else p.UNSET,
+            fix=fix if fix is not None else p.UNSET,
+            retry_in_ms=retry_in_ms if retry_in_ms is not None else p.UNSET,
             details=details,
         )
         self.emit(event, self._ts)
@@ -125,20 +126,21 @@ class LocusDecoder(EventDecoder):
     def on_done(self, f: Fields) -> None:
         exit_code, success = f.integer("exitCode"), f.flag("success")
         duration, tools_used = f.opt_number("duration"), f.opt_strings("toolsUsed")
-        result = p.Result(
-            ok=success,
-            subtype="success" if success else "error",
-            exit_code=exit_code,
-            duration_ms=round(duration or 0),
-            tools_used=tools_used if tools_used is not None else list(self.tally.tools_used),
-            usage=self.tally.usage,
-            error=p.UNSET if success else self.fatal_info(),
-        )
-        self.emit(result, self._ts)
+        fields: dict[str, Any] = {"duration_ms": round(duration or 0)}
+        if tools_used is not None:
+            fields["tools_used"] = tools_used
+        ok = success and exit_code == 0
+        error = None if ok else self.fatal_info()
+        # Locus sets success from exitCode; should they disagree, ok and exit_code must still agree.
+        self.emit_result(ok=ok, exit_code=exit_code or (0 if ok else 1), ts=self._ts, error=error, **fields)
 
 
 class LocusEncoder(EventEncoder):
-    """Writes Locus lines; ``start`` first and ``done`` last on every path (see :class:`EventEncoder`)."""
+    """Writes Locus lines with Locus's guarantees: ``start`` first, ``done`` last on every path (see
+    :class:`EventEncoder`), and a failed run's ``done`` immediately after a fatal ``error`` — the one the
+    stream had (held for it), else one made from the result's error."""
+
+    fold_fatal = True
 
     def _line(self, event: p.BaseEvent, kind: str, payload: dict[str, Any]) -> list[dict[str, Any]]:
         return [
@@ -217,17 +219,28 @@ class LocusEncoder(EventEncoder):
         return self._line(event, "error", {"error": error})
 
     def on_result(self, event: p.Result) -> list[dict[str, Any]]:
-        payload: dict[str, Any] = {"exitCode": event.exit_code, "duration": event.duration_ms, "toolsUsed": event.tools_used}
+        lines = []
+        if self.held_fatal is not None:
+            lines += self.on_error(self.held_fatal)
+        elif not event.ok:
+            failure = self.failure(event) or p.ErrorInfo(code=ErrorCode.UNKNOWN, message="the run failed")
+            fatal = p.Error(code=failure.code, message=failure.message, fix=failure.fix, session_id=event.session_id,
+                            ts=event.ts)
+            lines += self.on_error(fatal)
+        payload: dict[str, Any] = {"exitCode": event.exit_code, "duration": event.duration_ms,
+                                   "toolsUsed": event.tools_used}
         tokens = event.usage.input_tokens + event.usage.output_tokens
         if tokens:
             payload["tokensUsed"] = tokens
         payload["success"] = event.ok
-        return self._line(event, "done", payload)
+        return lines + self._line(event, "done", payload)
 
 
-class LocusDialect(Dialect):
+class LocusDialect(SimpleDialect):
     name = "locus"
     summary = "Locus exec --json-stream (CliStreamEvent envelope)"
+    decoder_class = LocusDecoder
+    encoder_class = LocusEncoder
 
     def sniff(self, obj: dict[str, Any]) -> float:
         kind = obj.get("type")
@@ -236,12 +249,6 @@ class LocusDialect(Dialect):
         if obj.get("protocol") == PROTOCOL and "sessionId" in obj:
             return 1.0
         return 0.8
-
-    def decoder(self, session_id: str | None = None) -> DialectDecoder:
-        return LocusDecoder(session_id)
-
-    def encoder(self) -> DialectEncoder:
-        return LocusEncoder()
 
 
 DIALECT = LocusDialect()

@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 
 from agentstream import protocol as p
-from agentstream.dialects._common import EventDecoder, EventEncoder, Fields, epoch_ms, rfc3339
+from agentstream.dialects._common import EventDecoder, EventEncoder, Fields, epoch_ms, first_keys, rfc3339
 from agentstream.dialects.base import Dialect, DialectDecoder, DialectEncoder
 from agentstream.errors import ErrorCode
 
@@ -33,9 +33,7 @@ _ERROR_NAMES: dict[str, str] = {
     "MessageOutputLengthError": ErrorCode.CONTEXT_LIMIT,
     "MessageAbortedError": ErrorCode.INTERRUPTED,
 }
-_NAME_FOR_CODE: dict[str, str] = {}
-for _name, _code in _ERROR_NAMES.items():
-    _NAME_FOR_CODE.setdefault(_code, _name)
+_NAME_FOR_CODE = first_keys(_ERROR_NAMES)
 
 
 class OpencodeDecoder(EventDecoder):
@@ -130,7 +128,7 @@ class OpencodeDecoder(EventDecoder):
                 name=name,
                 status="success" if status == "completed" else "error",
                 output=output if output is not None else p.UNSET,
-                error=(error or "the tool failed") if status == "error" else p.UNSET,
+                error=(error if error is not None else "the tool failed") if status == "error" else p.UNSET,
                 duration_ms=max(end - start, 0) if start is not None and end is not None else 0,
             ),
             _ts(end) or ts,
@@ -283,7 +281,7 @@ class OpencodeDialect(Dialect):
     summary = "opencode run --format json"
 
     def sniff(self, obj: dict[str, Any]) -> float:
-        if "v" in obj or "seq" in obj or obj.get("type") not in _TYPES:
+        if "v" in obj or "seq" in obj or str(obj.get("type")) not in _TYPES:
             return 0.0
         if not isinstance(obj.get("sessionID"), str) or not isinstance(obj.get("timestamp"), int):
             return 0.0

@@ -270,7 +270,7 @@ def retry_after_ms(headers: Mapping[str, str]) -> int | None:
 # -- scrubbing ------------------------------------------------------------------------
 
 _KEY_PATTERNS: Final = re.compile(
-    r"(?:sk|xai|gsk|hf|pk|rk)[-_][A-Za-z0-9][A-Za-z0-9_\-]{7,}"  # sk-…, sk-ant-…, sk-proj-…, xai-…, gsk_…, hf_…
+    r"\b(?:sk|xai|gsk|hf|pk|rk)[-_][A-Za-z0-9][A-Za-z0-9_\-]{7,}"  # sk-…, sk-ant-…, sk-proj-…, xai-…, gsk_…, hf_…
     r"|AIza[0-9A-Za-z_\-]{20,}"  # Google API keys
     r"|(?<=Bearer )[A-Za-z0-9._~+/=\-]{8,}"  # whatever follows Bearer
     r"|(?i:(?<=api[-_]key[=:] )|(?<=api[-_]key=))[^\s,;\"']{6,}"

@@ -126,14 +126,17 @@ def _check_value(tool: str, name: str, prop: dict[str, Any], value: Any) -> Any:
 
 
 class HeadTail:
-    """Keeps the first and last ``cap // 2`` bytes of a byte stream of any length.
+    """Keeps the beginning and the end of a byte stream of any length, ``cap`` bytes in all.
 
     Memory stays bounded however much is fed, which is what a chatty command needs.
+    :meth:`text` fits in ``cap`` UTF-8 bytes, marker included, so a later cap of the
+    same size leaves it alone.
     """
 
     def __init__(self, cap: int) -> None:
-        self.head_cap = max(cap // 2, 1)
-        self.tail_cap = max(cap - self.head_cap, 1)
+        self.cap = max(cap, 1)
+        self.head_cap = self.cap // 2
+        self.tail_keep = self.cap - self.head_cap
         self.head = bytearray()
         self.tail: deque[bytes] = deque()
         self.tail_len = 0
@@ -148,22 +151,44 @@ class HeadTail:
         if data:
             self.tail.append(data)
             self.tail_len += len(data)
-            while self.tail_len - len(self.tail[0]) >= self.tail_cap:
+            while self.tail_len - len(self.tail[0]) >= self.tail_keep:
                 self.tail_len -= len(self.tail.popleft())
 
     @property
     def truncated(self) -> bool:
-        return self.total > self.head_cap + self.tail_cap
+        return self.total > self.cap
+
+    def _marker(self, omitted: int) -> str:
+        return f"\n[... {omitted} bytes omitted; output is capped at {self.cap} bytes ...]\n"
 
     def text(self) -> str:
-        """The kept bytes as text, with a marker saying how much was left out in the middle."""
+        """The kept bytes as text; when cut, a marker says how much was left out in the middle."""
         tail = b"".join(self.tail)
         if not self.truncated:
             return (bytes(self.head) + tail).decode("utf-8", "replace")
-        tail = tail[-self.tail_cap :]
-        omitted = self.total - len(self.head) - len(tail)
-        marker = f"\n[... {omitted} bytes omitted; output is capped at {self.head_cap + self.tail_cap} bytes ...]\n"
-        return self.head.decode("utf-8", "replace") + marker + tail.decode("utf-8", "replace")
+        budget = max(self.cap - len(self._marker(self.total).encode()), 0)
+        head = _whole_chars(bytes(self.head[: budget // 2]), at_end=True)
+        room = budget - len(head)
+        tail = _whole_chars(tail[-room:], at_end=False) if room > 0 else b""
+        marker = self._marker(self.total - len(head) - len(tail))
+        return head.decode("utf-8", "replace") + marker + tail.decode("utf-8", "replace")
+
+
+def _whole_chars(data: bytes, *, at_end: bool) -> bytes:
+    """``data`` without the partial UTF-8 character a byte cut left at its end (or start)."""
+    if not at_end:
+        skip = 0
+        while skip < min(3, len(data)) and 0x80 <= data[skip] < 0xC0:
+            skip += 1
+        return data[skip:]
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte < 0x80:
+            return data
+        if byte >= 0xC0:  # a lead byte: is its sequence complete?
+            needed = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+            return data if back >= needed else data[:-back]
+    return data
 
 
 def cap_text(text: str, cap: int) -> tuple[str, bool]:

@@ -23,6 +23,8 @@ MAX_LINE_CHARS: Final = 2000
 MAX_EDIT_BYTES: Final = 10 * 1024 * 1024
 MAX_DIR_ENTRIES: Final = 1000
 _SNIFF_BYTES: Final = 8192
+_HINT_ROOM: Final = 120
+"""Bytes of the output cap kept free for read_file's "read on with start_line=" line."""
 
 
 @contextmanager
@@ -132,7 +134,7 @@ def _numbered_lines(lines: Iterator[bytes], name: str, first: int, last: int, ch
             text, truncated = text[:MAX_LINE_CHARS] + " [line cut]", True
         row = f"{number:6}\t{text}"
         used += len(row.encode()) + 1
-        if used > cap and out:  # the first line always shows, however long (it is cut above)
+        if used > cap - _HINT_ROOM and out:  # the first line always shows, however long (it is cut above)
             more = truncated = True
             break
         out.append(row)

@@ -16,7 +16,8 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any, Final
 
@@ -29,6 +30,8 @@ _CHUNK: Final = 1 << 16
 _FLUSH_EVERY_S: Final = 0.1
 """Progress is sent at most this often (plus when a burst fills :data:`_COALESCE_BYTES`)."""
 _COALESCE_BYTES: Final = 4096
+_NOTE_ROOM: Final = 120
+"""Bytes of the output cap kept free for the ``[exit code N]`` / timeout line."""
 _DRAIN_S: Final = 2.0
 """After the group is killed, how long to wait for the pipe to close (a ``setsid`` escapee may hold it)."""
 
@@ -76,12 +79,11 @@ class _ProgressPump:
         del self.pending[:cut]
         if len(chunk) >= self.budget:
             end = chunk.rfind(b"\n", 0, self.budget) + 1 or self.budget
-            chunk = chunk[:end]
-            text = self.decoder.decode(chunk, True) + "[further output is not streamed; the result has it]"
+            text = self.decoder.decode(chunk[:end], True) + "[further output is not streamed; the result has it]"
             self.budget = 0
         else:
             text = self.decoder.decode(chunk)
-        self.budget -= len(chunk)
+            self.budget -= len(chunk)
         self.last_sent = time.monotonic()
         if text:
             self.sink(text)
@@ -93,7 +95,7 @@ class _ShellRun:
     def __init__(self, proc: subprocess.Popen[bytes], ctx: ToolContext, timeout_s: float) -> None:
         self.proc = proc
         self.timeout_s = timeout_s
-        self.captured = HeadTail(ctx.output_cap_bytes)
+        self.captured = HeadTail(max(ctx.output_cap_bytes - _NOTE_ROOM, 1))
         self.progress = _ProgressPump(ctx.progress, ctx.output_cap_bytes)
         self.timed_out = False
 
@@ -148,9 +150,16 @@ class _ShellRun:
             note = f"timed out after {self.timeout_s:g}s; the command and its child processes were killed"
             return ToolOutcome("error", _with_note(text, note), error=note, truncated=truncated)
         if code != 0:
-            note = f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+            note = f"killed by signal {_signal_name(-code)}" if code < 0 else f"exit code {code}"
             return ToolOutcome("error", _with_note(text, note), error=note, truncated=truncated)
         return ToolOutcome("success", text or "(no output)", truncated=truncated)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)
 
 
 def _with_note(text: str, note: str) -> str:
@@ -159,29 +168,44 @@ def _with_note(text: str, note: str) -> str:
     return f"{body}\n[{note}]" if body else f"[{note}]"
 
 
+@contextmanager
+def _started(command: str, ctx: ToolContext, env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+    """The command running in a new session (its process group is its pid); on leaving, the group is killed.
+
+    ``Popen()`` waits for the child's exec after forking, and a signal can interrupt that
+    wait (KeyboardInterrupt) after the command has started. Creating the object before
+    initialising it keeps hold of its ``pid`` in that case too, so no window between
+    the fork and the ``finally`` leaves a command running unobserved.
+    """
+    proc: subprocess.Popen[bytes] = subprocess.Popen.__new__(subprocess.Popen)
+    try:
+        try:
+            proc.__init__(  # type: ignore[misc]
+                [_shell_binary(), "-c", command],
+                cwd=ctx.workspace,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise ToolFailure(f"shell: could not start {_shell_binary()}: {exc.strerror or exc}") from None
+        yield proc
+    finally:
+        if getattr(proc, "pid", None) is not None and proc.returncode is None:
+            _kill_group(proc.pid)
+            proc.wait()
+        if getattr(proc, "stdout", None) is not None:
+            proc.stdout.close()  # type: ignore[union-attr]
+
+
 def shell(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
     timeout_s = min(args["timeout_s"] or ctx.shell_timeout_s, ctx.shell_timeout_s)
     env = dict(ctx.env) if ctx.env is not None else scrubbed_environ()
-    try:
-        proc = subprocess.Popen(
-            [_shell_binary(), "-c", args["command"]],
-            cwd=ctx.workspace,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    except OSError as exc:
-        raise ToolFailure(f"shell: could not start {_shell_binary()}: {exc.strerror or exc}") from None
-    run = _ShellRun(proc, ctx, timeout_s)
-    try:
+    with _started(args["command"], ctx, env) as proc:
+        run = _ShellRun(proc, ctx, timeout_s)
         run.pump()
-    finally:
-        _kill_group(proc.pid)
-        proc.wait()
-        assert proc.stdout is not None
-        proc.stdout.close()
     return run.outcome()
 
 
