@@ -208,9 +208,11 @@ def throughput_raw_sqlite(path: str, count: int) -> float:
 
 class _Redis:
     def __init__(self, directory: Path) -> None:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = sock.getsockname()[1]
+        self.port = 6379
+        while self.port == 6379:  # never the default port: a real server may be there
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                self.port = sock.getsockname()[1]
         self.proc = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
              "--dir", str(directory)],

@@ -15,7 +15,7 @@ from _bus_fixtures import PRODUCER, bus_home, bus_url, cli, events, free_port, l
 from agentstream import protocol as p
 from agentstream.bus import Record, open_bus
 from agentstream.bus.envelope import fill
-from agentstream.bus.follow import EXIT_TIMEOUT
+from agentstream.errors import ExitCode
 
 
 def produce(bus_url: str, plan: str, run_id: str) -> subprocess.CompletedProcess[bytes]:
@@ -86,7 +86,7 @@ def test_timeout_ends_with_a_synthetic_terminal_that_says_how_to_resume(bus_url:
     with open_bus(bus_url) as bus:
         bus.append("slow", events("slow", 3))
     followed = cli("follow", "slow", "--timeout", "0.5", "--bus", bus_url)
-    assert followed.returncode == EXIT_TIMEOUT
+    assert followed.returncode == ExitCode.TIMEOUT
     assert_one_terminal_last(followed.stdout)
     end = terminal(followed.stdout)
     assert (end.synthetic, end.ok, end.subtype, end.exit_code, end.seq) == (True, False, "follow_timeout", 124, 3)

@@ -29,6 +29,7 @@ from hypothesis import given, settings
 
 from agentstream import protocol as p
 from agentstream.dialects import detect_dialect, get_dialect
+from agentstream.errors import MalformedEventError
 from agentstream.read import read
 from agentstream.transcript import Transcript
 
@@ -363,8 +364,6 @@ def test_junk_lines_raise_nothing_but_malformed_event_error(obj: dict[str, Any])
     ],
 )
 def test_unusable_lines_are_named_precisely(line: bytes, problem: str) -> None:
-    from agentstream.errors import MalformedEventError
-
     init = b'{"type":"system","subtype":"init","session_id":"s","tools":[],"mcp_servers":[]}'
     with pytest.raises(MalformedEventError, match=problem):
         decode("claude", [init, line])
@@ -376,3 +375,13 @@ def test_control_frames_before_init_wait_for_it_and_a_bad_held_line_is_reported(
     events = decode("claude", [control, b'{"type":"system","subtype":7}', init])
     assert [e.type for e in events] == ["start", "control_response", "error"]
     assert events[0].synthetic is p.UNSET and "field 'subtype' must be a string" in events[2].message
+
+
+def test_verbose_json_output_one_array_of_messages_is_read_too() -> None:
+    """#84784: ``--output-format json --verbose`` prints every message in one array."""
+    line = (FIXTURES / "claude" / "verbose-json-array.json").read_bytes().strip()
+    events = decode("claude", [line])
+    assert [e.type for e in events] == ["start", "message", "usage", "result"]
+    assert events[-1].result == "Done." and not violations(events)
+    with pytest.raises(MalformedEventError, match="every element must be a message object"):
+        decode("claude", [b'[{"type":"result"}, 3]'])

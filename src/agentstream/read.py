@@ -888,9 +888,9 @@ def spawn(argv: Sequence[str], dialect: str = "auto", **options: Any) -> Spawn:
 def _launch_failure(program: str, exc: OSError) -> Ending:
     """The shell's convention: 127 for a program that is not there, 126 for one that cannot run."""
     if isinstance(exc, FileNotFoundError):
-        message, status, fix = "command not found", 127, f"install {program}, or check that it is on PATH"
+        message, status, fix = "command not found", ExitCode.NOT_FOUND, f"install {program}, or check that it is on PATH"
     else:
-        message, status = f"cannot run it: {exc.strerror or exc}", 126
+        message, status = f"cannot run it: {exc.strerror or exc}", ExitCode.CANNOT_EXECUTE
         fix = f"check that {program} is an executable file (chmod +x)"
     return Ending(ErrorCode.CLI_NOT_FOUND, f"{program}: {message}", status, fix=fix, details={"errno": exc.errno})
 

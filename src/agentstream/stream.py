@@ -395,8 +395,7 @@ class Stream:
             return
         signum, self._pending_signal = self._pending_signal, 0
         if self.result is None:
-            self._signal_seen = signum
-            raise Interrupted(signum)
+            self._deliver_signal(signum)
 
     # -- helpers for every event type ---------------------------------------
 
@@ -497,10 +496,13 @@ class Stream:
             # The main thread is mid-write: let the line finish, deliver right after it.
             self._pending_signal = self._pending_signal or signum
             return
+        self._deliver_signal(signum)
+
+    def _deliver_signal(self, signum: int) -> None:
+        """Unwind the main thread; a second signal while unwinding stops waiting for cleanup code."""
         if self.result is not None:
             raise SystemExit(self.result.exit_code)
         if self._signal_seen:
-            # A second signal while unwinding: stop waiting for cleanup code.
             self._interrupt_result(self._signal_seen)
             _hard_exit(self.result.exit_code if self.result else exit_code_for_signal(signum))
         self._signal_seen = signum

@@ -71,7 +71,7 @@ class BusUnavailable(AgentstreamError):
 class SeqConflict(AgentstreamError):
     """A conditional append found the run's next ``seq`` different from the one expected."""
 
-    code = "SEQ_CONFLICT"
+    code = ErrorCode.SEQ_CONFLICT
 
 
 class Record(NamedTuple):

@@ -33,12 +33,10 @@ from agentstream.errors import AgentstreamError, ErrorCode, ExitCode, exit_code_
 if TYPE_CHECKING:
     from agentstream.bus import Bus
 
-__all__ = ["EXIT_TIMEOUT", "FollowOptions", "WatchFilter", "follow", "synthetic_result", "watch"]
+__all__ = ["FollowOptions", "WatchFilter", "follow", "synthetic_result", "watch"]
 
 T = TypeVar("T")
 
-EXIT_TIMEOUT: Final = 124
-"""Exit code of a follower stopped by ``--timeout`` (the ``timeout(1)`` convention)."""
 POLL_S: Final = 1.0
 """Longest single blocking read, so deadlines are checked at least this often."""
 _SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -178,7 +176,7 @@ class _RunTail:
                 code=ErrorCode.TIMEOUT,
                 fix="resume with the next action, or follow without --timeout",
             )
-            raise _Ended("follow_timeout", error, EXIT_TIMEOUT)
+            raise _Ended("follow_timeout", error, ExitCode.TIMEOUT)
 
     def _with_reconnect(self, call: Callable[[Bus], T]) -> T:
         """Run ``call`` on the bus; through an outage, retry with backoff for ``reconnect_for`` seconds."""
@@ -292,7 +290,7 @@ def synthetic_result(
 
 def _gap_line(run_id: str, first: int, last: int) -> bytes:
     event = p.Error(
-        code="EVENTS_MISSING",
+        code=ErrorCode.EVENTS_MISSING,
         message=f"events {first}..{last} of run {run_id} are not on the bus",
         recoverable=True,
         details={"from_seq": first, "to_seq": last},

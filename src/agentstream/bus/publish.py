@@ -201,7 +201,7 @@ class Publisher:
                 if exc.code != "BUS_UNAVAILABLE" or time.monotonic() + delay > deadline:
                     self._drop(len(batch), exc.message)
                     return bus
-                self._warn(f"{exc.message}; retrying in the background")
+                self._warn(f"{exc.message}; retrying in the background (--no-publish skips the bus)")
             except Exception as exc:  # never let a bus bug reach the producer
                 self.error = exc
                 self._drop(len(batch), f"{type(exc).__name__}: {exc}")

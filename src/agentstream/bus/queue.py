@@ -275,7 +275,7 @@ class _JobRun:
             outcome = f"not retried: all {self.options.max_attempts} attempts are used"
         error = AgentstreamError(
             f"the worker running this job stopped heartbeating for {self.options.idle_timeout:g}s; {outcome}",
-            code="WORKER_LOST",
+            code=ErrorCode.WORKER_LOST,
             fix=f"follow run {retry}" if retry else "submit the prompt again, or raise the workers' --max-attempts",
         )
         close_run(

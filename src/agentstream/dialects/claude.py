@@ -212,6 +212,17 @@ class ClaudeDecoder(EventDecoder):
         """Streamed messages whose usage went out at ``message_stop``; their later lines carry placeholders."""
         self._api_error: str | None = None
 
+    def decode_line(self, line: bytes) -> list[p.AnyEvent] | None:
+        """Also reads ``--output-format json --verbose``, which prints one array of every message (#84784)."""
+        if not line.lstrip().startswith(b"["):
+            return super().decode_line(line)
+        items = msgspec.json.decode(line)
+        if not all(isinstance(item, dict) for item in items):
+            raise MalformedEventError("claude JSON array: every element must be a message object")
+        for item in items:
+            self.decode_object(item)
+        return self.drain()
+
     def decode_object(self, obj: dict[str, Any]) -> None:
         held = self._startup
         if held is None:
