@@ -115,3 +115,11 @@ def test_text_never_repeats_streamed_text() -> None:
         p.Message(message_id="n", role="assistant", content="Second."),
     ]
     assert render(events, io.StringIO()) == b"Hello, world\nSecond.\n"
+
+
+def test_view_reads_any_dialect() -> None:
+    gemini = agentstream("demo", "--delay", "0", "--dialect", "gemini").stdout
+    assert b'"type":"init"' in gemini
+    viewed = agentstream("view", "--color", "never", input=gemini)
+    assert viewed.returncode == 0
+    assert viewed.stdout == b"agentstream always ends its stream with exactly one result event.\n"

@@ -18,7 +18,6 @@ from _dialect_kit import (
     one,
     only,
     project,
-    round_trip,
     sessions,
     tool_names,
     violations,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -159,3 +160,32 @@ def test_validator_is_incremental() -> None:
     validator = Validator()
     validator.feed(p.Sequencer("s").stamp(p.Status(status="x")), 1)
     assert [v.rule for v in validator.violations] == ["start-first"]
+
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def test_cli_detects_a_dialect_and_checks_its_promises(tmp_path: Path) -> None:
+    gemini = tmp_path / "gemini.ndjson"
+    gemini.write_bytes(
+        b'{"type":"init","timestamp":"2025-01-01T00:00:00.000Z","session_id":"s","model":"gemini-pro"}\n'
+        b'{"type":"tool_use","timestamp":"2025-01-01T00:00:01.000Z","tool_name":"ls","tool_id":"t1","parameters":{}}\n'
+        b'{"type":"tool_result","timestamp":"2025-01-01T00:00:02.000Z","tool_id":"t1","status":"success","output":"a"}\n'
+        b'{"type":"result","timestamp":"2025-01-01T00:00:03.000Z","status":"success"}\n'
+    )
+    good = run_cli(str(gemini), "--json")
+    assert good.returncode == 0, good.stdout
+    assert json.loads(good.stdout.splitlines()[-1])["dialect"] == "gemini"
+    cut = tmp_path / "cut.ndjson"
+    cut.write_bytes(b"".join(gemini.read_bytes().splitlines(keepends=True)[:2]))
+    broken = run_cli(str(cut))
+    assert broken.returncode == 1
+    assert b"result-last: the stream has no terminal event" in broken.stdout
+    assert b"tool-pairing" in broken.stdout
+
+
+def test_cli_reads_a_forced_dialect_from_a_pipe() -> None:
+    claude = (FIXTURES / "dialects" / "claude" / "partial-messages.ndjson").read_bytes()
+    checked = run_cli("--from", "claude", "-", data=claude)
+    assert checked.returncode == 0, checked.stdout
+    assert run_cli("--from", "nonsense", "-", data=claude).returncode == 2

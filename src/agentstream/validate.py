@@ -7,15 +7,18 @@ however long the stream is.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from operator import attrgetter
-from typing import IO, NamedTuple
+from typing import IO, TYPE_CHECKING, NamedTuple
 
 from agentstream import protocol as p
 from agentstream._lines import Block, Line, LineTooLong, iter_blocks, iter_lines
-from agentstream.errors import MalformedEventError
+from agentstream.errors import ErrorCode, MalformedEventError
 
-__all__ = ["RULES", "Validator", "Violation", "validate_stream"]
+if TYPE_CHECKING:
+    from agentstream.read import Reader
+
+__all__ = ["RULES", "Validator", "Violation", "validate_decoded", "validate_items", "validate_stream"]
 
 RULES: dict[str, str] = {
     "malformed": "every line is one JSON object that is a valid event",
@@ -278,9 +281,13 @@ def validate_stream(
     Runs of well-formed lines are decoded in one call (``decode_lines``); a
     run with any bad line is checked again line by line to name the culprit.
     """
-    checker = validator or Validator(expect_exit=expect_exit)
-    reported = 0
     items = iter_lines(source, max_line_bytes=max_line_bytes) if max_line_bytes else iter_blocks(source)
+    return validate_items(items, validator or Validator(expect_exit=expect_exit))
+
+
+def validate_items(items: Iterable[Block | Line | LineTooLong], checker: Validator) -> Iterator[Violation]:
+    """:func:`validate_stream` over already framed input (so a caller can wrap the framing, e.g. for progress)."""
+    reported = 0
     for item in items:
         if isinstance(item, Block):
             _check_block(checker, item)
@@ -293,6 +300,44 @@ def validate_stream(
             reported = len(checker.violations)
     checker.close()
     yield from checker.violations[reported:]
+
+
+_READER_CODES = {
+    ErrorCode.MALFORMED_EVENT: "malformed",
+    ErrorCode.INVALID_UTF8: "invalid-utf8",
+    ErrorCode.LINE_TOO_LONG: "too-long",
+}
+
+
+def validate_decoded(reader: Reader, checker: Validator | None = None) -> Iterator[Violation]:
+    """Check a stream read from another dialect: the promises its producer made, not our stamps.
+
+    The reader heals what it can (a made-up ``start`` or ``result``, an error
+    for a bad line) and marks what it made up as synthetic; each such repair is
+    the violation it stands for.
+    """
+    checker = checker or Validator(check_stamps=False)
+    reported = 0
+    for event in reader:
+        line = reader.line_number
+        if event.synthetic is True:
+            _report_repair(checker, event, line)
+        checker.feed(event, line)
+        if len(checker.violations) > reported:
+            yield from checker.violations[reported:]
+            reported = len(checker.violations)
+    checker.close()
+    yield from checker.violations[reported:]
+
+
+def _report_repair(checker: Validator, event: p.AnyEvent, line: int) -> None:
+    if isinstance(event, p.Start):
+        checker.report(line, "start-first", "the stream has no start event (the reader made one up)")
+    elif isinstance(event, p.Result):
+        checker.report(line, "result-last", "the stream has no terminal event (the reader made one up)")
+    elif isinstance(event, p.Error) and event.code in _READER_CODES:
+        where = event.details.get("line", line) if isinstance(event.details, dict) else line
+        checker.report(where, _READER_CODES[event.code], event.message)
 
 
 def _check_block(checker: Validator, block: Block) -> None:

@@ -50,3 +50,58 @@ def open_input(path: str) -> IO[bytes]:
         raise UsageError(f"{path} is a directory", fix="pass a file of NDJSON lines") from None
     except PermissionError:
         raise UsageError(f"cannot read {path}: permission denied") from None
+
+
+class _Replay:
+    """A binary reader that gives back lines already read, then the rest of the source."""
+
+    def __init__(self, head: bytes, rest: IO[bytes]) -> None:
+        self._head = head
+        self._rest = rest
+
+    def read1(self, size: int = -1) -> bytes:
+        if self._head:
+            data, self._head = self._head, b""
+            return data
+        read_some = getattr(self._rest, "read1", self._rest.read)
+        return read_some(size)
+
+    read = read1
+
+    def readline(self, size: int = -1) -> bytes:
+        if self._head:
+            cut = self._head.find(b"\n") + 1 or len(self._head)
+            line, self._head = self._head[:cut], self._head[cut:]
+            return line
+        return self._rest.readline(size)
+
+    def fileno(self) -> int:
+        return self._rest.fileno()
+
+    def tell(self) -> int:
+        return self._rest.tell() - len(self._head)
+
+
+def sniff_input(source: IO[bytes]) -> tuple[IO[bytes], str]:
+    """Detect the dialect from the first lines, and a reader that still yields those lines.
+
+    Reads whole lines (blocking, so a live pipe's first lines are waited for)
+    until a dialect is recognised or ``DETECT_LINES`` non-blank lines have been
+    seen; nothing recognised means canonical.
+    """
+    from agentstream.dialects import DETECT_LINES, detect_dialect_in_lines
+
+    head: list[bytes] = []
+    seen = 0
+    name = None
+    while seen < DETECT_LINES:
+        line = source.readline()
+        if not line:
+            break
+        head.append(line)
+        if line.strip():
+            seen += 1
+            name = detect_dialect_in_lines([line for line in head if line.strip()])
+            if name is not None:
+                break
+    return _Replay(b"".join(head), source), name or "canonical"  # type: ignore[return-value]

@@ -1,11 +1,16 @@
-"""``agentstream validate``: check a stream against protocol v1's invariants."""
+"""``agentstream validate``: check a stream against protocol v1's invariants, in any dialect."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
+from typing import IO, TYPE_CHECKING
 
-from agentstream.cli._options import add_input_argument, open_input
+from agentstream.cli._options import add_input_argument, open_input, sniff_input
+
+if TYPE_CHECKING:
+    from agentstream.validate import Validator, Violation
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -17,27 +22,51 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Exit 0 when valid, 1 when not (2, via UsageError, when the command line is wrong)."""
-    from agentstream.validate import Validator, validate_stream
+    """Exit 0 when valid, 1 when not (2, via UsageError, when the command line is wrong).
 
-    validator = Validator(expect_exit=args.expect_exit)
+    Canonical input is checked line by line against every rule; input in
+    another dialect is decoded first and checked for the promises that dialect
+    can make (start, one terminal event, tool pairing, delta runs, fatal errors).
+    """
+    from agentstream.dialects import get_dialect
+    from agentstream.validate import Validator
+
     source = open_input(args.file)
+    dialect = args.from_dialect
+    if dialect == "auto":
+        source, dialect = sniff_input(source)
+    get_dialect(dialect)  # an unknown name is a usage error before anything is read
+    validator = Validator(expect_exit=args.expect_exit, check_stamps=dialect == "canonical")
     count = 0
-    for violation in validate_stream(source, max_line_bytes=args.max_line_bytes, validator=validator):
+    for violation in _violations(source, dialect, validator, args):
         count += 1
         if args.quiet:
             continue
         if args.json:
-            _write_json(violation._asdict())
+            _write_json({"line": violation.line, "rule": violation.rule, "message": violation.message})
         else:
             sys.stdout.write(f"{violation}\n")
         sys.stdout.flush()
     if args.json and not args.quiet:
-        _write_json({"valid": count == 0, "violations": count, "events": validator.events})
+        _write_json({"valid": count == 0, "violations": count, "events": validator.events, "dialect": dialect})
     elif not args.quiet:
         verdict = "valid" if count == 0 else f"{count} violation{'s' if count != 1 else ''}"
-        sys.stderr.write(f"{args.file}: {validator.events} events, {verdict}\n")
+        sys.stderr.write(f"{args.file}: {validator.events} events ({dialect}), {verdict}\n")
     return 0 if count == 0 else 1
+
+
+def _violations(source: IO[bytes], dialect: str, validator: Validator, args: argparse.Namespace) -> Iterator[Violation]:
+    if dialect != "canonical":
+        from agentstream.read import read
+        from agentstream.validate import validate_decoded
+
+        return validate_decoded(read(source, dialect, max_line_bytes=args.max_line_bytes, label=args.file), validator)
+    from agentstream._lines import iter_blocks, iter_lines
+    from agentstream.cli.convert_cmd import with_progress
+    from agentstream.validate import validate_items
+
+    framed = iter_lines(source, max_line_bytes=args.max_line_bytes) if args.max_line_bytes else iter_blocks(source)
+    return validate_items(with_progress(framed, source, sys.stderr, verb="validating"), validator)
 
 
 def _write_json(obj: dict[str, object]) -> None:

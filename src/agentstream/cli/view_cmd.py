@@ -1,4 +1,4 @@
-"""``agentstream view``: render a stream for a person as it arrives."""
+"""``agentstream view``: render any agent CLI's stream for a person as it arrives."""
 
 from __future__ import annotations
 
@@ -14,27 +14,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Exit with the stream's own exit code, or 1 when it never finished."""
+    """Exit with the stream's own exit code (a stream that never finished counts as failed)."""
     from agentstream import protocol as p
-    from agentstream._lines import LineTooLong, iter_lines
-    from agentstream.errors import MalformedEventError
+    from agentstream.read import read
     from agentstream.render import FdWriter
     from agentstream.render.text import TextSink
 
     color = {"auto": None, "always": True, "never": False}[args.color]
     sys.stdout.flush()
     sink = TextSink(FdWriter(sys.stdout.fileno()), color=color)
-    result: p.Result | None = None
-    for item in iter_lines(open_input(args.file)):
-        if isinstance(item, LineTooLong) or not item.data.strip():
-            continue
-        try:
-            event = p.decode(item.data)
-        except MalformedEventError as exc:
-            sys.stderr.write(f"line {item.number}: {exc.message}\n")
-            continue
+    exit_code = 1
+    for event in read(open_input(args.file), args.from_dialect, label=args.file):
         sink.emit(event)
         if isinstance(event, p.Result):
-            result = event
+            exit_code = event.exit_code
     sink.close()
-    return result.exit_code if result is not None else 1
+    return exit_code

@@ -14,7 +14,7 @@ from agentstream.errors import UnknownDialectError
 if TYPE_CHECKING:
     from agentstream.dialects.base import Dialect
 
-__all__ = ["DIALECT_NAMES", "detect_dialect", "get_dialect"]
+__all__ = ["DETECT_LINES", "DIALECT_NAMES", "detect_dialect", "detect_dialect_in_lines", "get_dialect"]
 
 _MODULES: dict[str, str] = {
     "canonical": "agentstream.dialects.canonical",
@@ -30,6 +30,8 @@ _MODULES: dict[str, str] = {
     "agui": "agentstream.dialects.agui",
 }
 DIALECT_NAMES: tuple[str, ...] = tuple(_MODULES)
+DETECT_LINES = 8
+"""Non-blank lines a reader looks at, at most, to recognise the dialect."""
 
 
 def get_dialect(name: str) -> Dialect:
@@ -59,3 +61,19 @@ def detect_dialect(objects: list[dict[str, Any]]) -> str | None:
         if score > best_score:
             best_name, best_score = dialect.name, score
     return best_name if best_score >= 0.5 else None
+
+
+def detect_dialect_in_lines(lines: list[bytes]) -> str | None:
+    """:func:`detect_dialect` over raw lines; lines that are not JSON objects (junk on stdout) are skipped."""
+    import msgspec
+
+    decode = msgspec.json.Decoder().decode
+    objects = []
+    for line in lines:
+        try:
+            obj = decode(line)
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            continue
+        if isinstance(obj, dict):
+            objects.append(obj)
+    return detect_dialect(objects)
