@@ -314,6 +314,12 @@ def test_an_explicit_provider_wins_over_the_environment(tmp_path: Path, workspac
     assert run.events[0].provider == "openai" and run.result.result == "via openai"
 
 
+def test_an_explicit_provider_without_a_key_fails_cleanly(tmp_path: Path, workspace: Path) -> None:
+    run = run_exec(["go", "--provider", "anthropic", "-o", "json"], exec_env(tmp_path), cwd=workspace)
+    result = assert_json_object(run)
+    assert (result.exit_code, result.error.code) == (1, "AUTH_EXPIRED") and "ANTHROPIC_API_KEY" in result.error.fix
+
+
 def test_exec_help_does_not_import_the_sdks() -> None:
     code = (
         "import sys\nfrom agentstream.cli import main\n"

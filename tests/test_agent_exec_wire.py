@@ -9,8 +9,10 @@ stream keeps every protocol invariant, json is one object, and the exit code is
 from __future__ import annotations
 
 import signal
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,26 +74,106 @@ def wire(request: pytest.FixtureRequest) -> Wire:
     return request.param  # type: ignore[no-any-return]
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
+def make_workspace(root: Path) -> Path:
     root.mkdir()
     (root / "notes.txt").write_text("alpha\nbeta\n")
     return root
 
 
-def scenario(wire: Wire, tmp_path: Path, workspace: Path, replies: Callable[[], list[Reply]], *args: str, **env: str) -> tuple[ExecRun, FakeModelServer]:
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    return make_workspace(tmp_path / "ws")
+
+
+# -- the scenarios, run concurrently --------------------------------------------------
+#
+# Each exec process spends most of its time importing its SDK, so the scenarios
+# below run side by side (a few at a time) the first time a test asks for one;
+# each test then checks its own run.
+
+
+@dataclass(frozen=True)
+class Scenario:
+    replies: Callable[[Wire], list[Reply]]
+    args: tuple[str, ...] = ()
+    env: Callable[[Wire], dict[str, str]] = lambda wire: {}
+
+
+SECRET = "opaque-credential-7f3a9c2e41d8"
+
+
+THOUGHT = "The user wants the notes; read the file first."
+
+
+def _thinking_replies(wire: Wire) -> list[Reply]:
+    read = [("toolu_1" if wire is ANTHROPIC else "call_1", "read_file", {"path": "notes.txt"})]
+    if wire is ANTHROPIC:
+        first = anthropic_reply("Reading.", read, thinking=THOUGHT, signature="sig-abc")
+    else:
+        first = openai_reply("Reading.", read, reasoning=THOUGHT)
+    return [first, wire.reply("Done.")]
+PARALLEL = [("call_1", "read_file", {"path": "notes.txt"}), ("call_2", "list_dir", {"path": "."})]
+
+SCENARIOS: dict[str, Scenario] = {
+    "plain_text": Scenario(lambda w: [w.reply("Hello there, friend.", usage=(1200, 30))]),
+    "tool_round_trip": Scenario(
+        lambda w: [w.reply("Let me read it.", [("call_a", "read_file", {"path": "notes.txt"})]), w.reply("It says alpha.")]
+    ),
+    "parallel_tool_calls": Scenario(lambda w: [w.reply("", PARALLEL), w.reply("Both done.")]),
+    "thinking": Scenario(_thinking_replies, ("--thinking-budget", "2048")),
+    "rate_limit_then_success": Scenario(lambda w: [w.error(429, {"retry-after-ms": "30"}), w.reply("Made it.")]),
+    "server_errors_are_retried_then_fatal": Scenario(
+        lambda w: [w.error(500)] * 3, env=lambda w: {"AGENTSTREAM_MAX_RETRIES": "2"}
+    ),
+    "bad_credentials_are_fatal_and_never_leak": Scenario(
+        lambda w: [w.error(401)], env=lambda w: {"OPENAI_API_KEY" if w is OPENAI else "ANTHROPIC_API_KEY": SECRET}
+    ),
+    "dropped_connection_is_retried": Scenario(
+        lambda w: [w.reply("Some partial answer that breaks", drop_after=5), w.reply("The full answer.")]
+    ),
+    "context_limit_is_fatal": Scenario(lambda w: [w.error(400)]),
+    "max_turns": Scenario(lambda w: [w.reply("", [(f"call_{n}", "list_dir", {})]) for n in range(5)], ("--max-turns", "2")),
+}
+
+Ran = tuple[ExecRun, FakeModelServer]
+Runs = dict[tuple[str, str], Future[Ran]]
+
+
+@pytest.fixture(scope="module")
+def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
+    """Every selected scenario, started at once on a small pool (in test order); tests wait for their own."""
+    wanted = {
+        (item.callspec.params["wire"], item.originalname.removeprefix("test_")): None
+        for item in request.session.items
+        if item.module is sys.modules[__name__] and item.originalname.removeprefix("test_") in SCENARIOS
+    }
+    homes = {key: tmp_path_factory.mktemp(f"{key[0].name}-{key[1]}") for key in wanted}  # mktemp is not thread-safe
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        yield {(wire.name, name): pool.submit(_run, wire, name, homes[wire, name]) for wire, name in wanted}
+
+
+def _run(wire: Wire, name: str, home: Path) -> Ran:
+    scenario = SCENARIOS[name]
+    extra = scenario.env(wire)
     return run_both_formats(
-        replies, lambda home, server: wire.env(home, server, **env), ["do it", *args], home=tmp_path, cwd=workspace
+        lambda: scenario.replies(wire),
+        lambda root, server: wire.env(root, server, **extra),
+        ["do it", *scenario.args],
+        home=home,
+        cwd=make_workspace(home / "ws"),
     )
+
+
+def ran(runs: Runs, wire: Wire, name: str) -> Ran:
+    return runs[wire.name, name].result(timeout=120)
 
 
 def kinds(run: ExecRun, kind: str) -> list[Any]:
     return run.of_type(kind)
 
 
-def test_plain_text(wire: Wire, tmp_path: Path, workspace: Path) -> None:
-    run, server = scenario(wire, tmp_path, workspace, lambda: [wire.reply("Hello there, friend.", usage=(1200, 30))])
+def test_plain_text(wire: Wire, runs: Runs) -> None:
+    run, server = ran(runs, wire, "plain_text")
     assert run.returncode == 0
     (message,) = kinds(run, "message")
     assert message.content == "Hello there, friend."
@@ -114,11 +196,8 @@ def test_plain_text(wire: Wire, tmp_path: Path, workspace: Path) -> None:
         assert "careful software agent" in body["system"]
 
 
-def test_tool_round_trip(wire: Wire, tmp_path: Path, workspace: Path) -> None:
-    def replies() -> list[Reply]:
-        return [wire.reply("Let me read it.", [("call_a", "read_file", {"path": "notes.txt"})]), wire.reply("It says alpha.")]
-
-    run, server = scenario(wire, tmp_path, workspace, replies)
+def test_tool_round_trip(wire: Wire, runs: Runs) -> None:
+    run, server = ran(runs, wire, "tool_round_trip")
     (call,) = kinds(run, "tool_call")
     (result,) = kinds(run, "tool_result")
     assert (call.call_id, call.name, call.arguments) == ("call_a", "read_file", {"path": "notes.txt"})
@@ -127,9 +206,8 @@ def test_tool_round_trip(wire: Wire, tmp_path: Path, workspace: Path) -> None:
     assert (run.result.turn_count, run.result.tools_used, run.result.result) == (2, ["read_file"], "It says alpha.")
 
 
-def test_parallel_tool_calls(wire: Wire, tmp_path: Path, workspace: Path) -> None:
-    calls = [("call_1", "read_file", {"path": "notes.txt"}), ("call_2", "list_dir", {"path": "."})]
-    run, server = scenario(wire, tmp_path, workspace, lambda: [wire.reply("", calls), wire.reply("Both done.")])
+def test_parallel_tool_calls(wire: Wire, runs: Runs) -> None:
+    run, server = ran(runs, wire, "parallel_tool_calls")
     order = [(e.type, e.call_id) for e in run.events if e.type in ("tool_call", "tool_result")]
     assert order == [("tool_call", "call_1"), ("tool_result", "call_1"), ("tool_call", "call_2"), ("tool_result", "call_2")]
     sent = wire.tool_results(server.posts[1].body)
@@ -140,15 +218,9 @@ def test_parallel_tool_calls(wire: Wire, tmp_path: Path, workspace: Path) -> Non
         assert [b["type"] for b in last_user["content"]] == ["tool_result", "tool_result"]
 
 
-def test_thinking(wire: Wire, tmp_path: Path, workspace: Path) -> None:
-    thought = "The user wants the notes; read the file first."
-    if wire is ANTHROPIC:
-        first = anthropic_reply("Reading.", [("toolu_1", "read_file", {"path": "notes.txt"})], thinking=thought, signature="sig-abc")
-    else:
-        first = openai_reply("Reading.", [("call_1", "read_file", {"path": "notes.txt"})], reasoning=thought)
-    run, server = scenario(
-        wire, tmp_path, workspace, lambda: [first, wire.reply("Done.")], "--thinking-budget", "2048"
-    )
+def test_thinking(wire: Wire, runs: Runs) -> None:
+    run, server = ran(runs, wire, "thinking")
+    thought = THOUGHT
     (reasoning,) = kinds(run, "reasoning")
     assert reasoning.content == thought
     assert "".join(d.content for d in kinds(run, "reasoning_delta")) == thought
@@ -161,19 +233,16 @@ def test_thinking(wire: Wire, tmp_path: Path, workspace: Path) -> None:
         assert thought not in str(body["messages"])
 
 
-def test_rate_limit_then_success(wire: Wire, tmp_path: Path, workspace: Path) -> None:
-    replies = lambda: [wire.error(429, {"retry-after-ms": "30"}), wire.reply("Made it.")]  # noqa: E731
-    run, server = scenario(wire, tmp_path, workspace, replies)
+def test_rate_limit_then_success(wire: Wire, runs: Runs) -> None:
+    run, server = ran(runs, wire, "rate_limit_then_success")
     (error,) = kinds(run, "error")
     assert (error.code, error.recoverable, error.retry_in_ms) == ("RATE_LIMITED", True, 30)
     assert run.returncode == 0 and run.result.result == "Made it."
     assert len(server.posts) == 2
 
 
-def test_server_errors_are_retried_then_fatal(wire: Wire, tmp_path: Path, workspace: Path) -> None:
-    run, server = scenario(
-        wire, tmp_path, workspace, lambda: [wire.error(500)] * 3, AGENTSTREAM_MAX_RETRIES="2"
-    )
+def test_server_errors_are_retried_then_fatal(wire: Wire, runs: Runs) -> None:
+    run, server = ran(runs, wire, "server_errors_are_retried_then_fatal")
     errors = kinds(run, "error")
     assert [(e.code, e.recoverable) for e in errors] == [("PROVIDER_ERROR", True)] * 2 + [("PROVIDER_ERROR", False)]
     assert all(isinstance(e.retry_in_ms, int) and e.retry_in_ms >= 0 for e in errors[:2])
@@ -182,11 +251,10 @@ def test_server_errors_are_retried_then_fatal(wire: Wire, tmp_path: Path, worksp
     assert len(server.posts) == 3
 
 
-def test_bad_credentials_are_fatal_and_never_leak(wire: Wire, tmp_path: Path, workspace: Path) -> None:
+def test_bad_credentials_are_fatal_and_never_leak(wire: Wire, runs: Runs) -> None:
     """The fake server echoes the credential header into its error body; no event may carry it."""
-    secret = "opaque-credential-7f3a9c2e41d8"
-    key_var = "OPENAI_API_KEY" if wire is OPENAI else "ANTHROPIC_API_KEY"
-    run, server = scenario(wire, tmp_path, workspace, lambda: [wire.error(401)], **{key_var: secret})
+    run, server = ran(runs, wire, "bad_credentials_are_fatal_and_never_leak")
+    secret = SECRET
     assert secret in str(server.posts[0].headers)  # the key really went out, and came back in the body
     (error,) = kinds(run, "error")
     assert (error.code, error.recoverable) == ("AUTH_EXPIRED", False)
@@ -195,9 +263,8 @@ def test_bad_credentials_are_fatal_and_never_leak(wire: Wire, tmp_path: Path, wo
     assert run.returncode == 1 and len(server.posts) == 1
 
 
-def test_dropped_connection_is_retried(wire: Wire, tmp_path: Path, workspace: Path) -> None:
-    replies = lambda: [wire.reply("Some partial answer that breaks", drop_after=5), wire.reply("The full answer.")]  # noqa: E731
-    run, server = scenario(wire, tmp_path, workspace, replies)
+def test_dropped_connection_is_retried(wire: Wire, runs: Runs) -> None:
+    run, server = ran(runs, wire, "dropped_connection_is_retried")
     (error,) = kinds(run, "error")
     assert (error.code, error.recoverable) == ("NETWORK_TIMEOUT", True)
     discarded, final = kinds(run, "message")
@@ -209,18 +276,15 @@ def test_dropped_connection_is_retried(wire: Wire, tmp_path: Path, workspace: Pa
     assert len(server.posts) == 2
 
 
-def test_context_limit_is_fatal(wire: Wire, tmp_path: Path, workspace: Path) -> None:
-    run, server = scenario(wire, tmp_path, workspace, lambda: [wire.error(400)])
+def test_context_limit_is_fatal(wire: Wire, runs: Runs) -> None:
+    run, server = ran(runs, wire, "context_limit_is_fatal")
     (error,) = kinds(run, "error")
     assert (error.code, error.recoverable, run.returncode) == ("CONTEXT_LIMIT", False, 1)
     assert len(server.posts) == 1
 
 
-def test_max_turns(wire: Wire, tmp_path: Path, workspace: Path) -> None:
-    def replies() -> list[Reply]:
-        return [wire.reply("", [(f"call_{n}", "list_dir", {})]) for n in range(5)]
-
-    run, server = scenario(wire, tmp_path, workspace, replies, "--max-turns", "2")
+def test_max_turns(wire: Wire, runs: Runs) -> None:
+    run, server = ran(runs, wire, "max_turns")
     assert (run.returncode, run.result.subtype, run.result.error.code) == (3, "max_turns", "MAX_TURNS")
     assert run.result.turn_count == 2 and len(server.posts) == 2
     assert len(kinds(run, "tool_result")) == 2

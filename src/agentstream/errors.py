@@ -11,9 +11,10 @@ Exception tree::
 
 from __future__ import annotations
 
-from enum import IntEnum, StrEnum
+from typing import Final
 
 __all__ = [
+    "ERROR_CODES",
     "AgentstreamError",
     "ErrorCode",
     "ExitCode",
@@ -25,20 +26,23 @@ __all__ = [
 ]
 
 
-class ExitCode(IntEnum):
-    """Process exit codes; ``result.exit_code`` always equals the process's."""
+class ExitCode:
+    """Process exit codes; ``result.exit_code`` always equals the process's.
 
-    OK = 0
-    ERROR = 1
-    USAGE = 2
-    MAX_TURNS = 3
-    TIMEOUT = 124
-    CANNOT_EXECUTE = 126
-    NOT_FOUND = 127
-    SIGHUP = 129
-    SIGINT = 130
-    SIGPIPE = 141
-    SIGTERM = 143
+    Plain constants rather than an enum: this module is imported on every start-up.
+    """
+
+    OK: Final = 0
+    ERROR: Final = 1
+    USAGE: Final = 2
+    MAX_TURNS: Final = 3
+    TIMEOUT: Final = 124
+    CANNOT_EXECUTE: Final = 126
+    NOT_FOUND: Final = 127
+    SIGHUP: Final = 129
+    SIGINT: Final = 130
+    SIGPIPE: Final = 141
+    SIGTERM: Final = 143
 
 
 def exit_code_for_signal(signum: int) -> int:
@@ -46,38 +50,44 @@ def exit_code_for_signal(signum: int) -> int:
     return 128 + signum
 
 
-class ErrorCode(StrEnum):
+class ErrorCode:
     """Values of ``error.code``. Consumers must accept codes not listed here."""
 
-    UNKNOWN = "UNKNOWN"
-    INVALID_INPUT = "INVALID_INPUT"
-    MALFORMED_EVENT = "MALFORMED_EVENT"
-    UNKNOWN_DIALECT = "UNKNOWN_DIALECT"
-    INVALID_UTF8 = "INVALID_UTF8"
-    LINE_TOO_LONG = "LINE_TOO_LONG"
-    STREAM_TRUNCATED = "STREAM_TRUNCATED"
-    PROCESS_CRASHED = "PROCESS_CRASHED"
-    CLI_NOT_FOUND = "CLI_NOT_FOUND"
-    INTERRUPTED = "INTERRUPTED"
-    OUTPUT_CLOSED = "OUTPUT_CLOSED"
-    NOT_FINISHED = "NOT_FINISHED"
-    EXCEPTION = "EXCEPTION"
-    AUTH_EXPIRED = "AUTH_EXPIRED"
-    RATE_LIMITED = "RATE_LIMITED"
-    PROVIDER_ERROR = "PROVIDER_ERROR"
-    NETWORK_TIMEOUT = "NETWORK_TIMEOUT"
-    CONTEXT_LIMIT = "CONTEXT_LIMIT"
-    MAX_TURNS = "MAX_TURNS"
-    TOOL_FAILED = "TOOL_FAILED"
-    PERMISSION_DENIED = "PERMISSION_DENIED"
-    SESSION_NOT_FOUND = "SESSION_NOT_FOUND"
-    SESSION_STORE_ERROR = "SESSION_STORE_ERROR"
-    RUN_NOT_FOUND = "RUN_NOT_FOUND"
-    EVENTS_MISSING = "EVENTS_MISSING"
-    SEQ_CONFLICT = "SEQ_CONFLICT"
-    WORKER_LOST = "WORKER_LOST"
-    BUS_UNAVAILABLE = "BUS_UNAVAILABLE"
-    TIMEOUT = "TIMEOUT"
+    UNKNOWN: Final = "UNKNOWN"
+    INVALID_INPUT: Final = "INVALID_INPUT"
+    MALFORMED_EVENT: Final = "MALFORMED_EVENT"
+    UNKNOWN_DIALECT: Final = "UNKNOWN_DIALECT"
+    INVALID_UTF8: Final = "INVALID_UTF8"
+    LINE_TOO_LONG: Final = "LINE_TOO_LONG"
+    STREAM_TRUNCATED: Final = "STREAM_TRUNCATED"
+    PROCESS_CRASHED: Final = "PROCESS_CRASHED"
+    CLI_NOT_FOUND: Final = "CLI_NOT_FOUND"
+    INTERRUPTED: Final = "INTERRUPTED"
+    OUTPUT_CLOSED: Final = "OUTPUT_CLOSED"
+    NOT_FINISHED: Final = "NOT_FINISHED"
+    EXCEPTION: Final = "EXCEPTION"
+    AUTH_EXPIRED: Final = "AUTH_EXPIRED"
+    RATE_LIMITED: Final = "RATE_LIMITED"
+    PROVIDER_ERROR: Final = "PROVIDER_ERROR"
+    NETWORK_TIMEOUT: Final = "NETWORK_TIMEOUT"
+    CONTEXT_LIMIT: Final = "CONTEXT_LIMIT"
+    MAX_TURNS: Final = "MAX_TURNS"
+    TOOL_FAILED: Final = "TOOL_FAILED"
+    PERMISSION_DENIED: Final = "PERMISSION_DENIED"
+    SESSION_NOT_FOUND: Final = "SESSION_NOT_FOUND"
+    SESSION_STORE_ERROR: Final = "SESSION_STORE_ERROR"
+    RUN_NOT_FOUND: Final = "RUN_NOT_FOUND"
+    EVENTS_MISSING: Final = "EVENTS_MISSING"
+    SEQ_CONFLICT: Final = "SEQ_CONFLICT"
+    WORKER_LOST: Final = "WORKER_LOST"
+    BUS_UNAVAILABLE: Final = "BUS_UNAVAILABLE"
+    TIMEOUT: Final = "TIMEOUT"
+
+
+ERROR_CODES: Final[frozenset[str]] = frozenset(
+    value for name, value in vars(ErrorCode).items() if name.isupper() and isinstance(value, str)
+)
+"""Every code listed in :class:`ErrorCode`."""
 
 
 class AgentstreamError(Exception):

@@ -156,14 +156,20 @@ class _Pipeline:
         parts.pop()
         for data in parts:
             number += 1
-            out += self.feed(Line(number, data[:-1] if data.endswith(b"\r") else data, True))
+            if data.endswith(b"\r"):
+                data = data[:-1]
+            if self._decoder is None:
+                out += self.feed(Line(number, data, True))
+            else:  # what feed() would do with this line, minus the checks that cannot apply to it
+                out += self._decode(data, number, True)
             if self.finished:
                 break
         self.line_number = number
+        self.partial = False
         return out
 
     def _accept_batch(self, events: list[p.AnyEvent]) -> list[p.AnyEvent]:
-        """The fast path of :meth:`_accept`: a started, unshifted stream, and these events' seqs run on from it."""
+        """The fast path of :meth:`_accept`: a started, unshifted stream, and every event has its seq."""
         add = self.tally.add
         for index, event in enumerate(events):
             add(event)
@@ -185,12 +191,17 @@ class _Pipeline:
             return self._detect(item)
         if isinstance(item, LineTooLong):
             return self.synthetic(_too_long(item))
+        return self._decode(item.data, item.number, item.terminated)
+
+    def _decode(self, data: bytes, number: int, terminated: bool) -> list[p.AnyEvent]:
+        """The events of one line, or the error that says why it was skipped."""
+        assert self._decoder is not None
         try:
-            events = self._decoder.decode_line(item.data)
+            events = self._decoder.decode_line(data)
         except Exception as exc:  # a decoder failing on a line is that line's problem, not the reader's
-            return self._bad_line(item, exc)
+            return self._bad_line(Line(number, data, terminated), exc)
         if events is None:
-            return self._bad_line(item, None)
+            return self._bad_line(Line(number, data, terminated), None)
         return self._accept(events)
 
     def _detect(self, item: Line | LineTooLong) -> list[p.AnyEvent]:
@@ -241,7 +252,13 @@ class _Pipeline:
 
     # -- output --------------------------------------------------------------
 
-    def _accept(self, events: Iterable[p.AnyEvent]) -> list[p.AnyEvent]:
+    def _accept(self, events: list[p.AnyEvent]) -> list[p.AnyEvent]:
+        if self.started and not self._shift:
+            for event in events:
+                if event.seq < 0:
+                    break
+            else:
+                return self._accept_batch(events) if events else events  # nothing to renumber
         out: list[p.AnyEvent] = []
         for event in events:
             if not self.started:

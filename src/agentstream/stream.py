@@ -111,6 +111,10 @@ class Stream:
         self.owns_process = out is None if owns_process is None else owns_process
         self._out_spec = out
         self._err = err
+        if dialect is not None:
+            from agentstream.dialects import get_dialect
+
+            get_dialect(dialect)  # an unknown name is a usage error now, before any output is touched
         self._dialect = dialect
         self._color = color
         self._start = p.Start(

@@ -99,16 +99,14 @@ def convert(
     from agentstream.render import make_sink
 
     writer = _Output(out, flush_each=not _is_regular_file(source))
-    sink = make_sink(output_format, writer, dialect=to_dialect)
-    # Canonical lines out: one encode call and one write per batch instead of one per event.
-    write = _write_canonical if output_format == "stream-json" and to_dialect in (None, "canonical") else None
+    sink = _LinesOut(writer, to_dialect) if output_format == "stream-json" else make_sink(output_format, writer)
     with read(source, from_dialect, max_line_bytes=max_line_bytes, label=label) as reader:
         batches: Iterable[list[AnyEvent]] = reader.batches()
         if progress is not None:
             batches = with_progress(batches, source, progress, verb="converting")
         for batch in batches:
-            if write is not None:
-                write(batch, writer)
+            if isinstance(sink, _LinesOut):
+                sink.emit_batch(batch)
                 continue
             for event in batch:
                 sink.emit(event)
@@ -116,13 +114,44 @@ def convert(
     writer.flush()
 
 
-def _write_canonical(batch: list[AnyEvent], writer: _Output) -> None:
-    from agentstream import protocol as p
+class _LinesOut:
+    """The ``stream-json`` sink, a batch at a time: one encode call or one join, and one write, per batch.
 
-    if any(type(event) is p.UnknownEvent for event in batch):
-        writer.write(b"".join(map(p.encode_line, batch)))
-    else:
-        writer.write(_lines_encoder().encode_lines(batch))
+    Writes the same bytes as :class:`agentstream.render.lines.LinesSink` fed one event at a time.
+    """
+
+    def __init__(self, writer: _Output, dialect: str | None) -> None:
+        from agentstream.dialects import get_dialect
+
+        self._writer = writer
+        self._encoder = None if dialect in (None, "canonical") else get_dialect(dialect).encoder()
+
+    def emit_batch(self, batch: list[AnyEvent]) -> None:
+        encoder = self._encoder
+        if encoder is None:
+            self._write_canonical(batch)
+            return
+        lines: list[bytes] = []
+        for event in batch:
+            lines += encoder.encode(event)
+        self._write(lines)
+
+    def close(self) -> None:
+        if self._encoder is not None:
+            self._write(self._encoder.finish())
+
+    def _write(self, lines: list[bytes]) -> None:
+        if lines:
+            lines.append(b"")
+            self._writer.write(b"\n".join(lines))
+
+    def _write_canonical(self, batch: list[AnyEvent]) -> None:
+        from agentstream import protocol as p
+
+        if any(type(event) is p.UnknownEvent for event in batch):
+            self._writer.write(b"".join(map(p.encode_line, batch)))
+        else:
+            self._writer.write(_lines_encoder().encode_lines(batch))
 
 
 @functools.cache

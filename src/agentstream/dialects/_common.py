@@ -35,6 +35,7 @@ What is here, and when to use it:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar, NoReturn
@@ -98,19 +99,51 @@ def _parse_iso(text: str) -> datetime | None:
         return None
 
 
+class _LastSecond:
+    """The last whole second converted, so that the many lines stamped within one second skip the parsing.
+
+    ``iso`` is the ``YYYY-MM-DDTHH:MM:SS.`` of a valid second that an input
+    string had in canonical form (a canonical string in that second is returned
+    as it is); ``epoch`` and ``epoch_text`` are the last epoch second converted
+    and its canonical text.
+    """
+
+    __slots__ = ("epoch", "epoch_text", "iso")
+
+    def __init__(self) -> None:
+        self.iso, self.epoch, self.epoch_text = "", -1, ""
+
+
+_last_second = _LastSecond()
+_MILLIS = frozenset(f"{n:03d}" for n in range(1000))
+
+
 def rfc3339(value: object) -> str | None:
     """A dialect timestamp (epoch ms number or ISO 8601 string) as canonical RFC 3339 UTC ms, or ``None``."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        if not math.isfinite(value) or not 0 <= value < _MAX_EPOCH_MS:
-            return None
-        seconds, millis = divmod(int(value), 1000)
-        return _format(datetime.fromtimestamp(seconds, UTC).replace(microsecond=millis * 1000))
     if isinstance(value, str):
-        moment = _parse_iso(value)
-        return _format(moment) if moment is not None else None
-    return None
+        return _iso_stamp(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if not math.isfinite(value) or not 0 <= value < _MAX_EPOCH_MS:
+        return None
+    seconds, millis = divmod(int(value), 1000)
+    last = _last_second
+    if seconds != last.epoch:
+        last.epoch_text = _format(datetime.fromtimestamp(seconds, UTC))[:19]
+        last.epoch = seconds
+    return f"{last.epoch_text}.{millis:03d}Z"
+
+
+def _iso_stamp(text: str) -> str | None:
+    if len(text) == 24 and text[:20] == _last_second.iso and text[20:23] in _MILLIS and text[23] == "Z":
+        return text  # already canonical, in a second already checked
+    moment = _parse_iso(text)
+    if moment is None:
+        return None
+    stamp = _format(moment)
+    if stamp == text:
+        _last_second.iso = text[:20]
+    return stamp
 
 
 def epoch_ms(ts: str) -> int:
@@ -138,11 +171,19 @@ class Fields:
     field and raise only for a wrong type. Unknown fields are never looked at.
     """
 
-    __slots__ = ("obj", "where")
+    __slots__ = ("_parent", "_where", "obj")
 
-    def __init__(self, obj: dict[str, Any], where: str) -> None:
+    def __init__(self, obj: dict[str, Any], where: str, parent: Fields | None = None) -> None:
+        """``where`` names the object in error messages; with ``parent``, it is the key that leads to it."""
         self.obj = obj
-        self.where = where
+        self._where = where
+        self._parent = parent
+
+    @property
+    def where(self) -> str:
+        """The object's name in error messages (a nested object's path is only spelt out when needed)."""
+        parent = self._parent
+        return self._where if parent is None else f"{parent.where}.{self._where}"
 
     def fail(self, problem: str) -> NoReturn:
         raise MalformedEventError(
@@ -151,6 +192,7 @@ class Fields:
         )
 
     def _get(self, key: str, kind: str, accept: Any, required: bool) -> Any:
+        """The careful path, which also words the error; each getter first tries the exact type on its own."""
         value = self.obj.get(key)
         if value is None:
             if required:
@@ -161,38 +203,50 @@ class Fields:
         return value
 
     def text(self, key: str) -> str:
-        return self._get(key, "a string", _is_str, True)  # type: ignore[no-any-return]
+        value = self.obj.get(key)
+        return value if type(value) is str else self._get(key, "a string", _is_str, True)
 
     def opt_text(self, key: str) -> str | None:
-        return self._get(key, "a string", _is_str, False)  # type: ignore[no-any-return]
+        value = self.obj.get(key)
+        return value if value is None or type(value) is str else self._get(key, "a string", _is_str, False)
 
     def flag(self, key: str) -> bool:
-        return self._get(key, "a boolean", _is_bool, True)  # type: ignore[no-any-return]
+        value = self.obj.get(key)
+        return value if type(value) is bool else self._get(key, "a boolean", _is_bool, True)
 
     def opt_flag(self, key: str) -> bool | None:
-        return self._get(key, "a boolean", _is_bool, False)  # type: ignore[no-any-return]
+        value = self.obj.get(key)
+        return value if value is None or type(value) is bool else self._get(key, "a boolean", _is_bool, False)
 
     def integer(self, key: str) -> int:
+        value = self.obj.get(key)
+        if type(value) is int and -_INT_LIMIT <= value < _INT_LIMIT:
+            return value
         return int(self._get(key, "an integer", _is_int, True))
 
     def opt_integer(self, key: str) -> int | None:
-        value = self._get(key, "an integer", _is_int, False)
-        return None if value is None else int(value)
+        value = self.obj.get(key)
+        if value is None or (type(value) is int and -_INT_LIMIT <= value < _INT_LIMIT):
+            return value
+        return int(self._get(key, "an integer", _is_int, False))
 
     def opt_number(self, key: str) -> float | int | None:
         return self._get(key, "a number", _is_number, False)  # type: ignore[no-any-return]
 
     def mapping(self, key: str) -> dict[str, Any]:
-        return self._get(key, "an object", _is_dict, True)  # type: ignore[no-any-return]
+        value = self.obj.get(key)
+        return value if type(value) is dict else self._get(key, "an object", _is_dict, True)
 
     def opt_mapping(self, key: str) -> dict[str, Any] | None:
-        return self._get(key, "an object", _is_dict, False)  # type: ignore[no-any-return]
+        value = self.obj.get(key)
+        return value if value is None or type(value) is dict else self._get(key, "an object", _is_dict, False)
 
     def opt_strings(self, key: str) -> list[str] | None:
         return self._get(key, "a list of strings", _is_strings, False)  # type: ignore[no-any-return]
 
     def opt_list(self, key: str) -> list[Any] | None:
-        return self._get(key, "a list", _is_list, False)  # type: ignore[no-any-return]
+        value = self.obj.get(key)
+        return value if value is None or type(value) is list else self._get(key, "a list", _is_list, False)
 
     def opt_subs(self, key: str) -> list[Fields]:
         """The objects in the list under ``key`` (none when it is missing), each named by its index."""
@@ -200,15 +254,15 @@ class Fields:
         for index, item in enumerate(items):
             if not isinstance(item, dict):
                 self.fail(f"{key}[{index}] must be an object, not {_kind_of(item)}")
-        return [Fields(item, f"{self.where}.{key}[{index}]") for index, item in enumerate(items)]
+        return [Fields(item, f"{key}[{index}]", self) for index, item in enumerate(items)]
 
     def sub(self, key: str) -> Fields:
         """The object under ``key`` (required), with messages that name the path to it."""
-        return Fields(self.mapping(key), f"{self.where}.{key}")
+        return Fields(self.mapping(key), key, self)
 
     def opt_sub(self, key: str) -> Fields | None:
         value = self.opt_mapping(key)
-        return None if value is None else Fields(value, f"{self.where}.{key}")
+        return None if value is None else Fields(value, key, self)
 
     def role(self, key: str) -> p.Role:
         value = self.text(key)
@@ -224,7 +278,8 @@ class Fields:
 
     def ts(self, key: str) -> str | None:
         """A timestamp, leniently: an unreadable one is ignored rather than failing the line."""
-        return rfc3339(self.obj.get(key))
+        value = self.obj.get(key)
+        return _iso_stamp(value) if type(value) is str else rfc3339(value)
 
 
 def _kind_of(value: object) -> str:
@@ -423,6 +478,7 @@ class EventDecoder(DialectDecoder):
         """The event just emitted, when it is a fatal error (its ``result`` must come next)."""
         self._run: _Run | None = None
         self._named: dict[tuple[bool, str], _Run] = {}
+        self._routes: dict[str, tuple[Callable[[Fields], None], str]] = {}
 
     # dispatch
 
@@ -431,12 +487,20 @@ class EventDecoder(DialectDecoder):
         if not isinstance(kind, str):
             self.decode_untyped(obj)
             return
+        route = self._routes.get(kind) or self._route(kind)
+        if route is None:
+            self.pass_through(kind, obj)
+            return
+        route[0](Fields(obj, route[1]))
+
+    def _route(self, kind: str) -> tuple[Callable[[Fields], None], str] | None:
+        """The handler for ``kind`` and the name its errors give the line, looked up once per type."""
         name = self.handler_name(kind)
         handler = getattr(self, name, None) if name.isidentifier() else None
         if handler is None:
-            self.pass_through(kind, obj)
-            return
-        handler(Fields(obj, f"{self.dialect} '{kind}' line"))
+            return None  # not remembered: unknown types are open-ended
+        route = self._routes[kind] = (handler, f"{self.dialect} '{kind}' line")
+        return route
 
     def handler_name(self, kind: str) -> str:
         """The method that decodes lines of type ``kind``; dialects whose types are not identifiers map them."""
@@ -464,21 +528,22 @@ class EventDecoder(DialectDecoder):
         self._stamp(event, ts)
 
     def _stamp(self, event: p.BaseEvent, ts: str | None) -> None:
-        if isinstance(event, p.Start):
+        kind = type(event)  # exact type checks: this runs for every event
+        if kind is p.Start:
             if self.started:
                 event = p.GenericEvent(name="start", data=event_data(event))
             self.started = True
         elif not self.started:
             self.started = True
-            super().emit(p.Start(command=self.command, synthetic=True), ts)
+            self._out.append(self.sequencer.stamp(p.Start(command=self.command, synthetic=True), ts))
         self.tally.add(event)
-        self.last_fatal = event if isinstance(event, p.Error) and not event.recoverable else None
-        super().emit(event, ts)
+        self.last_fatal = event if kind is p.Error and not event.recoverable else None  # type: ignore[attr-defined]
+        self._out.append(self.sequencer.stamp(event, ts))
 
     def chunk(self, text: str, *, ts: str | None = None, role: p.Role = "assistant", reasoning: bool = False) -> None:
         """Emit one delta of the current run (starting a run when none of this kind is open)."""
         run = self._run
-        if run is not None and (run.reasoning, run.role) != (reasoning, role):
+        if run is not None and (run.reasoning != reasoning or run.role != role):
             self.close_run()
             run = None
         if run is None:
@@ -607,8 +672,16 @@ class EventEncoder(DialectEncoder):
         self.tally = Tally()
         self.held_fatal: p.Error | None = None
         self._delta_ids: set[str] = set()
+        self._handlers: dict[type[p.BaseEvent], Callable[[Any], list[dict[str, Any]]] | None] = {}
 
     def encode(self, event: p.AnyEvent) -> list[bytes]:
+        kind = type(event)
+        if self.started and self.held_fatal is None and kind is not p.Error and kind is not p.Result:
+            return self._lines(event) if not self.closed and isinstance(event, p.BaseEvent) else []
+        return self._edge(event)
+
+    def _edge(self, event: p.AnyEvent) -> list[bytes]:
+        """The first event, errors, the result and whatever follows a held fatal error."""
         if self.closed or not isinstance(event, p.BaseEvent):
             return []
         lines: list[bytes] = []
@@ -631,10 +704,16 @@ class EventEncoder(DialectEncoder):
     def _lines(self, event: p.BaseEvent) -> list[bytes]:
         self.session_id = event.session_id or self.session_id
         self.tally.add(event)
-        handler = getattr(self, "on_" + event.type, None)
+        kind = type(event)
+        handler = self._handlers[kind] if kind in self._handlers else self._handler(kind)
         if handler is None:
             return []
-        return [encode_object(obj) for obj in handler(event)]
+        return list(map(_json_encode, handler(event)))
+
+    def _handler(self, kind: type[p.BaseEvent]) -> Callable[[Any], list[dict[str, Any]]] | None:
+        """``on_<type>`` for an event class, looked up once per class."""
+        handler = self._handlers[kind] = getattr(self, "on_" + kind.__struct_config__.tag, None)  # type: ignore[operator]
+        return handler
 
     def finish(self) -> list[bytes]:
         """A failed terminal line when the stream ended without a ``result`` (nothing if it never began)."""

@@ -16,6 +16,9 @@ from agentstream import protocol as p
 
 __all__ = ["Dialect", "DialectDecoder", "DialectEncoder"]
 
+_decode_json = p._raw_decoder.decode
+"""The one shared untyped JSON decoder."""
+
 
 class DialectDecoder(ABC):
     """Turns one dialect line at a time into canonical events.
@@ -39,13 +42,15 @@ class DialectDecoder(ABC):
 
     def decode_line(self, line: bytes) -> list[p.AnyEvent] | None:
         """Decode one raw line; ``None`` means "not mine: report it as malformed"."""
-        from agentstream.protocol import _raw_decoder
-
-        obj = _raw_decoder.decode(line)
-        if not isinstance(obj, dict):
-            return None
-        self.decode_object(obj)
+        value = _decode_json(line)
+        if type(value) is not dict:
+            return self.decode_other(value)
+        self.decode_object(value)
         return self.drain()
+
+    def decode_other(self, value: Any) -> list[p.AnyEvent] | None:
+        """A line that is JSON but not an object: ``None`` (reported as malformed) unless the dialect reads it."""
+        return None
 
     @abstractmethod
     def decode_object(self, obj: dict[str, Any]) -> None:

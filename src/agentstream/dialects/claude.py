@@ -119,8 +119,12 @@ def _figures(usage: dict[str, Any] | None) -> dict[str, int]:
     """The token counts of an API usage object that are present and sane."""
     if usage is None:
         return {}
-    found = {key: _count(usage, key) for key in _USAGE_KEYS}
-    return {key: value for key, value in found.items() if value is not None}
+    found = {}
+    for key in _USAGE_KEYS:
+        value = _count(usage, key)
+        if value is not None:
+            found[key] = value
+    return found
 
 
 def _totals(figures: dict[str, int]) -> tuple[int, int, int]:
@@ -212,11 +216,10 @@ class ClaudeDecoder(EventDecoder):
         """Streamed messages whose usage went out at ``message_stop``; their later lines carry placeholders."""
         self._api_error: str | None = None
 
-    def decode_line(self, line: bytes) -> list[p.AnyEvent] | None:
+    def decode_other(self, items: Any) -> list[p.AnyEvent] | None:
         """Also reads ``--output-format json --verbose``, which prints one array of every message (#84784)."""
-        if not line.lstrip().startswith(b"["):
-            return super().decode_line(line)
-        items = msgspec.json.decode(line)
+        if not isinstance(items, list):
+            return None
         if not all(isinstance(item, dict) for item in items):
             raise MalformedEventError("claude JSON array: every element must be a message object")
         for item in items:
@@ -361,10 +364,13 @@ class ClaudeDecoder(EventDecoder):
     # -- partial messages ------------------------------------------------------------
 
     def on_stream_event(self, f: Fields) -> None:
-        if self._quick_delta(f.obj.get("event")):
+        raw = f.obj.get("event")
+        kind = raw.get("type") if type(raw) is dict else None
+        if type(kind) is not str:
+            f.sub("event").text("type")  # raises the precise error
+        if kind == "content_block_delta" and self._quick_delta(raw):
             return
-        event = f.sub("event")
-        kind = event.text("type")
+        event = Fields(raw, "event", f)
         if kind == "message_start":
             message = event.sub("message")
             message_id = message.opt_text("id") or p.new_id("msg")
@@ -402,13 +408,11 @@ class ClaudeDecoder(EventDecoder):
             code = _STREAM_ERROR_CODES.get(error.opt_text("type") or "", ErrorCode.PROVIDER_ERROR)
             self.emit(p.Error(code=code, message=error.opt_text("message") or "API stream error", recoverable=True))
 
-    def _quick_delta(self, event: object) -> bool:
+    def _quick_delta(self, event: dict[str, Any]) -> bool:
         """The most frequent line of a partial-message stream, a well-formed text or thinking delta, read directly.
 
-        Anything else (or anything odd about it) returns ``False`` for the checked path below.
+        Anything odd about it returns ``False`` for the checked path.
         """
-        if not isinstance(event, dict) or event.get("type") != "content_block_delta":
-            return False
         index, delta = event.get("index"), event.get("delta")
         if type(index) is not int or not isinstance(delta, dict):
             return False

@@ -17,7 +17,7 @@ from typing import Any
 
 from agentstream import protocol as p
 from agentstream.dialects._common import EventDecoder, EventEncoder, Fields, SimpleDialect, iso
-from agentstream.errors import ErrorCode
+from agentstream.errors import ERROR_CODES, ErrorCode
 
 # (Gemini error type, canonical code, Gemini's exit code). The first row for a code is
 # the type the encoder writes for it.
@@ -35,7 +35,6 @@ _FATAL: tuple[tuple[str, str, int], ...] = (
 _BY_TYPE = {kind: (code, exit_code) for kind, code, exit_code in _FATAL}
 _TYPE_FOR_CODE = {code: kind for kind, code, _ in reversed(_FATAL)}
 _SUBTYPE_FOR_CODE = {ErrorCode.INTERRUPTED: "interrupted", ErrorCode.MAX_TURNS: "max_turns"}
-_KNOWN_CODES = frozenset(ErrorCode)
 _TYPED_TEXT = re.compile(r"([A-Za-z_][\w.]*): (.*)", re.DOTALL)
 _GENERIC_TYPE = "Error"
 
@@ -44,7 +43,7 @@ def _code_and_exit(error_type: str) -> tuple[str, int]:
     """The canonical code and Gemini's exit code for an error type."""
     if error_type in _BY_TYPE:
         return _BY_TYPE[error_type]
-    return (error_type if error_type in _KNOWN_CODES else ErrorCode.UNKNOWN), 1
+    return (error_type if error_type in ERROR_CODES else ErrorCode.UNKNOWN), 1
 
 
 def _typed_text(f: Fields) -> str:

@@ -1,7 +1,8 @@
 """Model providers: the registry and how ``exec`` picks one.
 
 Selection order (:func:`select_provider`): an explicit ``--provider``; else a
-cassette given with ``--cassette``; else ``ANTHROPIC_API_KEY`` → anthropic;
+cassette given with ``--cassette``; else ``ANTHROPIC_API_KEY`` (or
+``ANTHROPIC_AUTH_TOKEN``) → anthropic;
 else ``OPENAI_API_KEY``, ``OPENAI_BASE_URL`` or ``--base-url`` → openai; else a
 local Ollama that answers within 200 ms; else the bundled demo cassette, with a
 one-line notice. SDKs are imported only when a provider makes its first call.
@@ -69,7 +70,7 @@ def select_provider(
         return Selection(create_provider(name, settings))
     if settings.cassette:
         return Selection(create_provider("replay", settings))
-    if environ.get("ANTHROPIC_API_KEY"):
+    if environ.get("ANTHROPIC_API_KEY") or environ.get("ANTHROPIC_AUTH_TOKEN"):
         return Selection(create_provider("anthropic", settings))
     if environ.get("OPENAI_API_KEY") or environ.get("OPENAI_BASE_URL") or settings.base_url:
         return Selection(create_provider("openai", settings))

@@ -43,17 +43,19 @@ class AnthropicProvider(Provider):
     def __init__(self, settings: ProviderSettings) -> None:
         super().__init__(settings.model or os.environ.get("AGENTSTREAM_MODEL") or DEFAULT_MODEL)
         self.settings = settings
-        self.api_key = os.environ.get("ANTHROPIC_API_KEY")
+        self.credential = _credential()
         self._client: Any = None
 
     def client(self) -> Any:
         if self._client is None:
-            if not self.api_key:
-                raise ProviderError("no Anthropic API key", code=ErrorCode.AUTH_EXPIRED, fix="set ANTHROPIC_API_KEY")
+            if self.credential is None:
+                raise ProviderError(
+                    "no Anthropic API key", code=ErrorCode.AUTH_EXPIRED, fix="set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN)"
+                )
             import anthropic
 
             self._client = anthropic.Anthropic(
-                api_key=self.api_key, base_url=self.settings.base_url, max_retries=0, timeout=self.settings.timeout_s
+                **self.credential, base_url=self.settings.base_url, max_retries=0, timeout=self.settings.timeout_s
             )
         return self._client
 
@@ -83,6 +85,15 @@ class AnthropicProvider(Provider):
     def close(self) -> None:
         if self._client is not None:
             self._client.close()
+
+
+def _credential() -> dict[str, str] | None:
+    """The SDK argument for the key in the environment: an API key, else a bearer token."""
+    if os.environ.get("ANTHROPIC_API_KEY"):
+        return {"api_key": os.environ["ANTHROPIC_API_KEY"]}
+    if os.environ.get("ANTHROPIC_AUTH_TOKEN"):
+        return {"auth_token": os.environ["ANTHROPIC_AUTH_TOKEN"]}
+    return None
 
 
 class _StreamReader:

@@ -16,7 +16,6 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from functools import lru_cache
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
@@ -261,6 +260,8 @@ def retry_after_ms(headers: Mapping[str, str]) -> int | None:
         try:
             seconds = float(value)
         except ValueError:
+            from email.utils import parsedate_to_datetime
+
             seconds = parsedate_to_datetime(value).timestamp() - time.time()
         return min(max(int(seconds * 1000), 0), _MAX_RETRY_AFTER_MS)
     except (TypeError, ValueError):

@@ -21,7 +21,6 @@ from agentstream.agent.providers.base import (
     ProviderSettings,
     ReasoningDelta,
     TextDelta,
-    ToolCallDone,
     TurnEnd,
     TurnEvent,
     TurnUsage,
