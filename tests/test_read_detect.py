@@ -114,6 +114,17 @@ def test_nothing_recognisable_falls_back_to_canonical_and_says_so() -> None:
     assert isinstance(unknown, p.Error) and unknown.recoverable and "--from" in str(unknown.fix)
 
 
+def test_ag_ui_over_sse_is_recognised_through_its_data_lines() -> None:
+    """SSE puts each event after ``data:``, with comments and ``event:`` lines around it."""
+    reader = read(FIXTURES / "dialects" / "agui" / "run.sse")
+    events = assert_valid_stream(reader)
+    assert reader.dialect == "agui"
+    assert [e.type for e in events] == ["start", "message_delta", "message", "error", "result"]
+    assert not any(is_synthetic(e) for e in events)
+    error = events[3]
+    assert isinstance(error, p.Error) and error.code == "PROVIDER_ERROR"
+
+
 def test_forcing_a_dialect_skips_detection() -> None:
     reader = read(canonical_session(), dialect="canonical")
     assert reader.dialect == "canonical"

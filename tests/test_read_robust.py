@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -148,6 +149,29 @@ def test_blank_lines_are_ignored() -> None:
     lines = lines_of(canonical_session())
     events = assert_valid_stream(read(b"\n \n".join(lines)))
     assert not any(isinstance(e, p.Error) for e in events)
+
+
+def test_a_decoder_failing_at_end_of_input_is_reported_and_what_it_queued_is_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agentstream.dialects.gemini import GeminiDecoder
+
+    def fail(self: GeminiDecoder) -> None:
+        raise RuntimeError("run table corrupted")
+
+    monkeypatch.setattr(GeminiDecoder, "close_named_runs", fail)  # runs after finish() queued the closing message
+    lines = [
+        b'{"type":"init","timestamp":"2026-01-01T00:00:00.000Z","session_id":"s1","model":"m"}',
+        b'{"type":"message","timestamp":"2026-01-01T00:00:00.100Z","role":"assistant","content":"Hel","delta":true}',
+        b'{"type":"message","timestamp":"2026-01-01T00:00:00.200Z","role":"assistant","content":"lo","delta":true}',
+    ]
+    events = assert_valid_stream(read(b"\n".join(lines) + b"\n", dialect="gemini"))
+    assert kinds(events) == ["start", "message_delta", "message_delta", "message", "error", "error", "result"]
+    assert events[3].content == "Hello"  # type: ignore[union-attr]
+    failed, truncated = events[4], events[5]
+    assert isinstance(failed, p.Error) and failed.code == "MALFORMED_EVENT" and failed.recoverable
+    assert "run table corrupted" in failed.message and failed.synthetic is True
+    assert isinstance(truncated, p.Error) and truncated.code == "STREAM_TRUNCATED"
 
 
 def test_an_empty_input_still_gives_a_whole_stream() -> None:

@@ -252,3 +252,34 @@ def Stream_for(buffer: io.BytesIO):  # noqa: N802 - reads like the constructor i
     from agentstream.stream import Stream
 
     return Stream("job", out=buffer)
+
+
+def test_signal_during_the_tool_call_write_still_gets_a_result(tmp_path: Path) -> None:
+    """An observer runs inside the write path, so the signal it raises is held until the line is whole."""
+    code, events, _ = run(tmp_path, """
+import signal
+with Stream("job") as s:
+    s.observe(lambda e: e.type == "tool_call" and os.kill(os.getpid(), signal.SIGTERM))
+    with s.tool_call("slow", {}):
+        time.sleep(30)
+""")
+    assert code == 143
+    assert [e["type"] for e in events] == ["start", "tool_call", "tool_result", "error", "result"]
+    assert events[2]["status"] == "cancelled"
+
+
+def test_streams_one_after_another_in_one_process(tmp_path: Path) -> None:
+    proc = start_python(python_script(tmp_path, HEADER + """
+import signal
+for turn in range(2):
+    with Stream("turn") as s:
+        s.message(f"answer {turn}")
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL, "handlers are handed back between streams"
+"""))
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err.decode()
+    lines = out.splitlines()
+    assert len(lines) == 6 and b"answer 0" in lines[1] and b"answer 1" in lines[4]
+    assert b"answer" not in err
+    for half in (lines[:3], lines[3:]):
+        check(b"\n".join(half) + b"\n", 0)

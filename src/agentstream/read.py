@@ -211,7 +211,7 @@ class _Pipeline:
             return []
         self._probe.append(item)
         self._probed += 1
-        obj = _parse_object(item.data) if isinstance(item, Line) else None
+        obj = _parse_object(_sse_payload(item.data)) if isinstance(item, Line) else None
         if obj is not None:
             self._objects.append(obj)
             name = detect_dialect(self._objects)
@@ -353,14 +353,23 @@ class _Pipeline:
         if self._decoder is None:
             out += self._settle(None) if self._probed else self._settle("canonical")
         if not self.finished:
-            assert self._decoder is not None
-            out += self._accept(self._decoder.finish())
+            out += self._flush_decoder()
         if self.finished:
             return out
         if not self.started:
             self._session = self._decoder.sequencer.session_id if self._decoder else p.new_id("ses")
             self._open_empty(out)
         return out + self._end(ending)
+
+    def _flush_decoder(self) -> list[p.AnyEvent]:
+        """What the decoder still held at end of input; a decoder failing there is reported, not raised."""
+        decoder = self._decoder
+        assert decoder is not None
+        try:
+            events = decoder.finish()
+        except Exception as exc:  # keep what it had queued, then say what went wrong
+            return self._accept(decoder.drain()) + self.synthetic(_unfinished(self.dialect, exc))
+        return self._accept(events)
 
     def _open_empty(self, out: list[p.AnyEvent]) -> None:
         self.started = True
@@ -407,6 +416,11 @@ def _shift_seq(event: p.AnyEvent, shift: int) -> None:
 _json_decoder = msgspec.json.Decoder()
 
 
+def _sse_payload(data: bytes) -> bytes:
+    """A line as detection sees it: the JSON of an SSE ``data:`` line (AG-UI over SSE), else the line itself."""
+    return data[5:] if data.startswith(b"data:") else data
+
+
 def _parse_object(data: bytes) -> dict[str, Any] | None:
     try:
         obj = _json_decoder.decode(data)
@@ -442,6 +456,15 @@ def _why_not_event(data: bytes, dialect: str | None) -> str:
     if not isinstance(obj, dict):
         return f"a JSON {type(obj).__name__}, not an object"
     return f"not a valid {dialect} event"
+
+
+def _unfinished(dialect: str | None, exc: Exception) -> p.Error:
+    return p.Error(
+        code=ErrorCode.MALFORMED_EVENT,
+        message=f"the {dialect} decoder could not finish the stream at end of input: {exc}",
+        recoverable=True,
+        details={"exception": type(exc).__name__},
+    )
 
 
 def _invalid_utf8(line: Line, exc: UnicodeDecodeError) -> p.Error:

@@ -195,11 +195,7 @@ class Stream:
     def _open_output(self) -> Writer:
         out = self._out_spec
         if out is None:
-            sys.stdout.flush()
-            private_fd = os.dup(1)
-            if self.owns_process:
-                os.dup2(2, 1)
-            return FdWriter(private_fd)
+            return FdWriter(_private_stdout(isolate=self.owns_process))
         if isinstance(out, int):
             return FdWriter(out)
         return FileWriter(out)
@@ -212,10 +208,13 @@ class Stream:
     ) -> bool:
         if not self.finished:
             self._finish_for_exception(exc)
+        self._restore_signal_handlers()
         if not self.owns_process or self.result is None:
             return False
         code = self.result.exit_code
-        if exc is not None and not isinstance(exc, SystemExit):
+        if isinstance(exc, AgentstreamError):
+            sys.stderr.write(f"{self.command}: {exc.code}: {exc.message}\n")  # expected: no traceback
+        elif exc is not None and not isinstance(exc, SystemExit):
             traceback.print_exception(exc_type, exc, tb, file=sys.stderr)
         elif isinstance(exc, SystemExit) and _exit_status(exc) == code:
             return False
@@ -451,12 +450,14 @@ class Stream:
     def step(self, name: str) -> Iterator[None]:
         """``started`` now; ``completed`` or ``failed`` (with the error) when the block ends."""
         began = time.monotonic()
-        self.step_event(name, "started")
+        started = p.Step(name=name, status="started")
         try:
+            self.emit(started)
             yield
         except BaseException as exc:
-            took = int((time.monotonic() - began) * 1000)
-            self.step_event(name, "failed", duration_ms=took, error=str(exc) or type(exc).__name__)
+            if started.seq >= 0:
+                took = int((time.monotonic() - began) * 1000)
+                self.step_event(name, "failed", duration_ms=took, error=str(exc) or type(exc).__name__)
             raise
         self.step_event(name, "completed", duration_ms=int((time.monotonic() - began) * 1000))
 
@@ -464,28 +465,34 @@ class Stream:
     def tool_call(
         self, name: str, arguments: dict[str, Any] | None = None, *, call_id: str | None = None
     ) -> Iterator[ToolCallScope]:
-        """Emit ``tool_call``, run the block, then exactly one ``tool_result`` — even if the block raises."""
-        call = self.emit(p.ToolCall(call_id=call_id or p.new_id("call"), name=name, arguments=arguments or {}))
+        """Emit ``tool_call``, run the block, then exactly one ``tool_result`` — even if the block raises.
+
+        The call is emitted inside the guarded block: a signal delivered right
+        after its line is written still gets its ``cancelled`` result.
+        """
+        call = p.ToolCall(call_id=call_id or p.new_id("call"), name=name, arguments=arguments or {})
         scope = ToolCallScope(self, call)
         began = time.monotonic()
         try:
+            self.emit(call)
             yield scope
         except BaseException as exc:
             cancelled = isinstance(exc, (SystemExit, KeyboardInterrupt))
             scope.fail(str(exc) or type(exc).__name__, status="cancelled" if cancelled else "error")
             raise
         finally:
-            self.emit(
-                p.ToolResult(
-                    call_id=call.call_id,
-                    name=name,
-                    status=scope.status,
-                    output=scope.output if scope.output is not None else p.UNSET,
-                    error=scope.error if scope.error is not None else p.UNSET,
-                    duration_ms=int((time.monotonic() - began) * 1000),
-                    truncated=scope.truncated if scope.truncated is not None else p.UNSET,
+            if call.seq >= 0:  # only a call that was written gets a result
+                self.emit(
+                    p.ToolResult(
+                        call_id=call.call_id,
+                        name=name,
+                        status=scope.status,
+                        output=scope.output if scope.output is not None else p.UNSET,
+                        error=scope.error if scope.error is not None else p.UNSET,
+                        duration_ms=int((time.monotonic() - began) * 1000),
+                        truncated=scope.truncated if scope.truncated is not None else p.UNSET,
+                    )
                 )
-            )
 
     # -- signals and exit -------------------------------------------------
 
@@ -494,6 +501,12 @@ class Stream:
             return
         for signum in _HANDLED_SIGNALS:
             self._previous_handlers[signum] = signal.signal(signum, self._on_signal)
+
+    def _restore_signal_handlers(self) -> None:
+        """Hand signals back, so a later Stream in the same process (one per turn) gets its own."""
+        for signum, handler in self._previous_handlers.items():
+            signal.signal(signum, handler)
+        self._previous_handlers.clear()
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if _inside_write(frame):
@@ -527,6 +540,27 @@ class Stream:
         except SystemExit as exc:
             return _exit_status(exc)
         return self.result.exit_code if self.result else 0
+
+
+_stdout_fd = -1
+_stdout_isolated = False
+
+
+def _private_stdout(*, isolate: bool) -> int:
+    """The real stdout, kept on a descriptor of its own; with ``isolate``, fd 1 then points at stderr.
+
+    Done once per process, so a second Stream (one per turn, say) still writes
+    to the real stdout and not to the stderr the first one left on fd 1.
+    """
+    global _stdout_fd, _stdout_isolated
+    if _stdout_fd < 0:
+        sys.stdout.flush()
+        _stdout_fd = os.dup(1)
+    if isolate and not _stdout_isolated:
+        sys.stdout.flush()
+        os.dup2(2, 1)
+        _stdout_isolated = True
+    return _stdout_fd
 
 
 _encode_into = msgspec.json.Encoder().encode_into

@@ -45,8 +45,8 @@ class Tally:
             if name not in self._tools:
                 self._tools.add(name)
                 self.tools_used.append(name)
-        elif kind is p.Message and event.role == "assistant":  # type: ignore[union-attr]
-            self.last_text = event.content  # type: ignore[union-attr]
+        elif kind is p.Message and event.role == "assistant" and event.content:  # type: ignore[union-attr]
+            self.last_text = event.content  # type: ignore[union-attr]  # an empty one is a discarded partial turn
 
 
 class Outcome(NamedTuple):

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -24,12 +23,9 @@ from typing import IO, TYPE_CHECKING, Any
 from agentstream.agent.permissions import PERMISSION_MODES
 from agentstream.agent.providers import PROVIDER_NAMES
 from agentstream.cli._options import add_output_options
-from agentstream.errors import AgentstreamError, UsageError
+from agentstream.errors import AgentstreamError, ErrorCode, UsageError
 
-try:
-    from agentstream.bus.publish import add_publish_options, attach_publisher
-except ModuleNotFoundError:  # the bus is optional for exec
-    add_publish_options = attach_publisher = None  # type: ignore[assignment]
+from agentstream.bus.publish import add_publish_options, attach_publisher
 
 if TYPE_CHECKING:
     from agentstream.agent.conversation import Conversation
@@ -43,7 +39,6 @@ DEFAULT_SYSTEM = (
     "You are a careful software agent working in the directory {cwd}. Use the tools to look before you act, "
     "keep changes small, and finish with a short summary of what you found or changed."
 )
-_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -79,8 +74,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     session.add_argument("--session-id", metavar="ID", help="the id of the new session")
     session.add_argument("--resume", metavar="ID", help="continue this stored session")
     session.add_argument("--continue", dest="continue_", action="store_true", help="continue the latest session here")
-    if add_publish_options is not None:
-        add_publish_options(parser)
+    add_publish_options(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -136,10 +130,10 @@ class _Agent:
         record.provider, record.model = provider.name, provider.model
         return cls(args, loop, store, record, previous is not None, prompt, cwd)
 
-    def run_turn(self, prompt: str, *, out: int | None = None, first: bool = True) -> int:
+    def run_turn(self, prompt: str, *, first: bool = True) -> int:
         """One prompt, one stream. Returns its exit code (raises SystemExit for a non-zero one it owns)."""
-        stream = self._stream(out, first)
-        close_publisher = _publish(stream, self.args)
+        stream = self._stream(first)
+        close_publisher = attach_publisher(stream, self.args)
         try:
             with stream:
                 if not self.record.title:
@@ -158,34 +152,31 @@ class _Agent:
         return stream.result.exit_code if stream.result else 1
 
     def run_turns(self, source: IO[bytes]) -> int:
-        """User turns from NDJSON on ``source``, one stream each; the last turn's code."""
-        saved = {signum: signal.getsignal(signum) for signum in _SIGNALS}
-        out = os.dup(1)
-        os.dup2(2, 1)  # stdout isolation for every turn, as a Stream does for a single run
+        """User turns from NDJSON on ``source``, one stream each; the last turn's code.
+
+        Each turn's Stream owns the process while it runs (signals, stdout
+        isolation) and hands the signals back when it ends.
+        """
         code = 0
         first = True  # the first real turn of a new session carries the session's id
         for turn in _user_turns(source, self.first_prompt):
             try:
-                code = self._turn_or_error(turn, out, first)
+                code = self._turn_or_error(turn, first)
             except SystemExit as exc:
                 code = exc.code if isinstance(exc.code, int) else 1
                 if code >= 128:  # interrupted, or the reader went away: stop reading turns
                     raise
-            finally:
-                for signum, handler in saved.items():
-                    signal.signal(signum, handler)
             first = first and not isinstance(turn, str)
         return code
 
-    def _turn_or_error(self, turn: str | UsageError, out: int, first: bool) -> int:
+    def _turn_or_error(self, turn: str | UsageError, first: bool) -> int:
         if isinstance(turn, str):
-            return self.run_turn(turn, out=out, first=first)
-        stream = self._stream(out, first=False)
-        with stream:
+            return self.run_turn(turn, first=first)
+        with self._stream(first=False) as stream:
             stream.fail(turn.code, turn.message, fix=turn.fix, exit_code=turn.exit_code)
         return turn.exit_code
 
-    def _stream(self, out: int | None, first: bool) -> Stream:
+    def _stream(self, first: bool) -> Stream:
         """The first stream of a new session carries the session's id; later ones point back to it."""
         from agentstream.stream import Stream
 
@@ -195,8 +186,6 @@ class _Agent:
             "exec",
             output_format=self.args.output_format,
             dialect=self.args.dialect,
-            out=out,
-            owns_process=True,
             session_id=self.record.session_id if own_id else None,
             parent_session_id=None if own_id else self.record.session_id,
             cwd=str(self.cwd),
@@ -271,7 +260,7 @@ def _previous_session(store: SessionStore, args: argparse.Namespace, cwd: Path) 
         latest = store.latest(str(cwd))
         if latest is None:
             raise AgentstreamError(
-                f"no stored session for {cwd}", code="SESSION_NOT_FOUND", fix="start one without --continue"
+                f"no stored session for {cwd}", code=ErrorCode.SESSION_NOT_FOUND, fix="start one without --continue"
             )
         return latest
     if args.session_id:
@@ -325,12 +314,6 @@ def _loop(args: argparse.Namespace, provider: Provider, conversation: Conversati
         retry_base_ms=retry_base_ms,
     )
     return AgentLoop(provider, toolbox, conversation, options, relay)
-
-
-def _publish(stream: Stream, args: argparse.Namespace) -> Callable[[], None]:
-    if attach_publisher is None:
-        return lambda: None
-    return attach_publisher(stream, args)
 
 
 def _status_of(exc: BaseException) -> str:

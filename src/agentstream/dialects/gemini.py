@@ -16,7 +16,7 @@ import re
 from typing import Any
 
 from agentstream import protocol as p
-from agentstream.dialects._common import EventDecoder, EventEncoder, Fields, SimpleDialect, iso
+from agentstream.dialects._common import EventDecoder, EventEncoder, Fields, SimpleDialect, first_keys, iso
 from agentstream.errors import ERROR_CODES, ErrorCode
 
 # (Gemini error type, canonical code, Gemini's exit code). The first row for a code is
@@ -33,7 +33,7 @@ _FATAL: tuple[tuple[str, str, int], ...] = (
     ("FatalCancellationError", ErrorCode.INTERRUPTED, 130),
 )
 _BY_TYPE = {kind: (code, exit_code) for kind, code, exit_code in _FATAL}
-_TYPE_FOR_CODE = {code: kind for kind, code, _ in reversed(_FATAL)}
+_TYPE_FOR_CODE = first_keys({kind: code for kind, code, _ in _FATAL})
 _SUBTYPE_FOR_CODE = {ErrorCode.INTERRUPTED: "interrupted", ErrorCode.MAX_TURNS: "max_turns"}
 _TYPED_TEXT = re.compile(r"([A-Za-z_][\w.]*): (.*)", re.DOTALL)
 _GENERIC_TYPE = "Error"
