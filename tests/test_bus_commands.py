@@ -23,7 +23,7 @@ from _bus_fixtures import (  # noqa: F401
 
 from agentstream import protocol as p
 from agentstream.bus import Record, open_bus
-from agentstream.bus.envelope import fill
+from agentstream.envelope import fill
 
 # -- runs ---------------------------------------------------------------------
 

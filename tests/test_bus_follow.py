@@ -14,7 +14,7 @@ from _bus_fixtures import PRODUCER, bus_home, bus_url, cli, events, free_port, l
 
 from agentstream import protocol as p
 from agentstream.bus import Record, open_bus
-from agentstream.bus.envelope import fill
+from agentstream.envelope import fill
 from agentstream.errors import ExitCode
 
 

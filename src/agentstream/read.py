@@ -413,7 +413,7 @@ def _shift_seq(event: p.AnyEvent, shift: int) -> None:
         event.seq += shift
 
 
-_json_decoder = msgspec.json.Decoder()
+_json_decoder = p._raw_decoder
 
 
 def _sse_payload(data: bytes) -> bytes:

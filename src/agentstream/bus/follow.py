@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Final, TypeVar
 
 from agentstream import protocol as p
 from agentstream.bus import BusUnavailable, FeedItem, Record
-from agentstream.bus.actions import follow_action, resume_action, runs_action, watch_action
+from agentstream.actions import follow_action, resume_action, runs_action, watch_action
 from agentstream.errors import AgentstreamError, ErrorCode, ExitCode, exit_code_for_signal
 
 if TYPE_CHECKING:

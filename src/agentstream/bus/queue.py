@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from agentstream import protocol as p
 from agentstream.bus import BusUnavailable, Claim, Job, Record, SeqConflict, open_bus
-from agentstream.bus.actions import follow_action
+from agentstream.actions import follow_action
 from agentstream.errors import AgentstreamError, ErrorCode, UsageError
 
 if TYPE_CHECKING:

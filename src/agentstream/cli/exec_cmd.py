@@ -207,16 +207,9 @@ class _Agent:
             sys.stderr.write(f"agentstream exec: warning: the session was not saved: {exc.message}\n")
 
     def _next_actions(self) -> list[NextAction]:
-        from agentstream.protocol import NextAction
+        from agentstream.actions import resume_session_action
 
-        session_id = self.record.session_id
-        return [
-            NextAction(
-                command=f"agentstream exec --resume {session_id} PROMPT",
-                description="continue this session with another prompt",
-                params={"session_id": session_id},
-            )
-        ]
+        return [resume_session_action(self.record.session_id)]
 
 
 # -- setup helpers ------------------------------------------------------------------

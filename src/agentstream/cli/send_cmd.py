@@ -23,8 +23,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from agentstream.bus import open_bus
-    from agentstream.bus.actions import follow_action, runs_action, watch_action
-    from agentstream.bus.envelope import ok_envelope, print_envelope, print_error
+    from agentstream.actions import follow_action, runs_action, watch_action
+    from agentstream.envelope import ok_envelope, print_envelope, print_error
     from agentstream.cli.follow_cmd import follow_run
     from agentstream.errors import AgentstreamError
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from agentstream.agent.sessions import SessionRecord
+    from agentstream.protocol import NextAction
 
 _COLUMNS = (("UPDATED", 16), ("STATUS", 11), ("TURNS", 5), ("MODEL", 22))
 
@@ -33,6 +34,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from agentstream.agent.sessions import SessionStore
+    from agentstream.envelope import ok_envelope, print_envelope, print_error
     from agentstream.errors import AgentstreamError
 
     command = f"agentstream sessions --limit {args.limit}" + (" --json" if args.json else "")
@@ -42,83 +44,24 @@ def run(args: argparse.Namespace) -> int:
     except AgentstreamError as exc:
         if not args.json:
             raise
-        _write_json(_failure(command, exc))
-        return exc.exit_code
-    if args.json:
-        _write_json(_envelope(command, sessions, args.limit, str(store.path)))
-    else:
+        return print_error(command, exc)
+    if not args.json:
         _write_table(sessions, str(store.path))
-    return 0
+        return 0
+    result = {"sessions": [record.summary() for record in sessions], "store": str(store.path)}
+    return print_envelope(ok_envelope(command, result, _next_actions(sessions, args.limit)))
 
 
-def _envelope(command: str, sessions: list[SessionRecord], limit: int, store: str) -> dict[str, Any]:
-    return {
-        "ok": True,
-        "command": command,
-        "result": {"sessions": [record.summary() for record in sessions], "store": store},
-        "next_actions": _next_actions(sessions, limit),
-    }
+def _next_actions(sessions: list[SessionRecord], limit: int) -> list[NextAction]:
+    from agentstream.actions import continue_action, exec_action, resume_session_action, sessions_action
 
-
-def _failure(command: str, exc: Any) -> dict[str, Any]:
-    return {
-        "ok": False,
-        "command": command,
-        "result": None,
-        "error": {"message": exc.message, "code": str(exc.code)},
-        "fix": exc.fix or "run 'agentstream sessions' again",
-        "next_actions": [],
-    }
-
-
-_PROMPT_PARAM = {"description": "what to ask the agent next", "required": True}
-
-
-def _next_actions(sessions: list[SessionRecord], limit: int) -> list[dict[str, Any]]:
     if not sessions:
-        return [
-            {
-                "command": "agentstream exec <prompt>",
-                "description": "Start a session",
-                "params": {"prompt": {"description": "what to ask the agent", "required": True}},
-            }
-        ]
-    actions: list[dict[str, Any]] = [
-        {
-            "command": "agentstream exec --resume <session_id> <prompt>",
-            "description": "Continue one of these sessions with a new prompt",
-            "params": {
-                "session_id": {
-                    "description": "a session_id from result.sessions",
-                    "value": sessions[0].session_id,
-                    "enum": [record.session_id for record in sessions],
-                    "required": True,
-                },
-                "prompt": _PROMPT_PARAM,
-            },
-        },
-        {
-            "command": "agentstream exec --continue <prompt>",
-            "description": "Continue the most recent session in the current directory",
-            "params": {"prompt": _PROMPT_PARAM},
-        },
-    ]
+        return [exec_action()]
+    ids = [record.session_id for record in sessions]
+    actions = [resume_session_action(ids[0], choices=ids), continue_action()]
     if len(sessions) == limit:
-        actions.append(
-            {
-                "command": "agentstream sessions --limit <n> --json",
-                "description": "List more sessions (there may be older ones)",
-                "params": {"n": {"description": "how many to list", "default": limit * 5}},
-            }
-        )
+        actions.append(sessions_action(limit * 5))
     return actions
-
-
-def _write_json(envelope: dict[str, Any]) -> None:
-    import msgspec
-
-    sys.stdout.buffer.write(msgspec.json.encode(envelope) + b"\n")
-    sys.stdout.flush()
 
 
 def _write_table(sessions: list[SessionRecord], store: str) -> None:

@@ -34,6 +34,7 @@ What is here, and when to use it:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -74,8 +75,8 @@ RAW_ARGUMENTS_KEY = "_raw_arguments"
 
 _INT_LIMIT = 2**63
 _MAX_EPOCH_MS = 253_402_300_800_000  # 10000-01-01T00:00:00Z
-_json_encode = msgspec.json.Encoder().encode
-_json_decode = msgspec.json.Decoder().decode
+_json_encode = p._encoder.encode  # the process's shared encoder and untyped decoder
+_json_decode = p._raw_decoder.decode
 _NOT_DATA = frozenset({"type", "v", "session_id", "seq", "ts", "synthetic"})
 
 
@@ -99,22 +100,6 @@ def _parse_iso(text: str) -> datetime | None:
         return None
 
 
-class _LastSecond:
-    """The last whole second converted, so that the many lines stamped within one second skip the parsing.
-
-    ``iso`` is the ``YYYY-MM-DDTHH:MM:SS.`` of a valid second that an input
-    string had in canonical form (a canonical string in that second is returned
-    as it is); ``epoch`` and ``epoch_text`` are the last epoch second converted
-    and its canonical text.
-    """
-
-    __slots__ = ("epoch", "epoch_text", "iso")
-
-    def __init__(self) -> None:
-        self.iso, self.epoch, self.epoch_text = "", -1, ""
-
-
-_last_second = _LastSecond()
 _MILLIS = frozenset(f"{n:03d}" for n in range(1000))
 
 
@@ -127,23 +112,28 @@ def rfc3339(value: object) -> str | None:
     if not math.isfinite(value) or not 0 <= value < _MAX_EPOCH_MS:
         return None
     seconds, millis = divmod(int(value), 1000)
-    last = _last_second
-    if seconds != last.epoch:
-        last.epoch_text = _format(datetime.fromtimestamp(seconds, UTC))[:19]
-        last.epoch = seconds
-    return f"{last.epoch_text}.{millis:03d}Z"
+    return f"{_epoch_second(seconds)}.{millis:03d}Z"
 
 
 def _iso_stamp(text: str) -> str | None:
-    if len(text) == 24 and text[:20] == _last_second.iso and text[20:23] in _MILLIS and text[23] == "Z":
-        return text  # already canonical, in a second already checked
+    """Most dialects already write canonical stamps: those pass through after a check of their second."""
+    if len(text) == 24 and text[20:23] in _MILLIS and text[23] == "Z" and _canonical_second(text[:20]):
+        return text
     moment = _parse_iso(text)
-    if moment is None:
-        return None
-    stamp = _format(moment)
-    if stamp == text:
-        _last_second.iso = text[:20]
-    return stamp
+    return _format(moment) if moment is not None else None
+
+
+@functools.lru_cache(maxsize=64)
+def _canonical_second(prefix: str) -> bool:
+    """Whether ``YYYY-MM-DDTHH:MM:SS.`` is a real second written canonically (a stream's lines share a few)."""
+    moment = _parse_iso(prefix + "000Z")
+    return moment is not None and _format(moment) == prefix + "000Z"
+
+
+@functools.lru_cache(maxsize=64)
+def _epoch_second(seconds: int) -> str:
+    """``YYYY-MM-DDTHH:MM:SS`` of an epoch second."""
+    return _format(datetime.fromtimestamp(seconds, UTC))[:19]
 
 
 def epoch_ms(ts: str) -> int:

@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
-from agentstream.bus.envelope import action
+from agentstream.envelope import action
 from agentstream.protocol import NextAction
 
-__all__ = ["follow_action", "resume_action", "runs_action", "submit_action", "watch_action", "worker_action"]
+__all__ = [
+    "continue_action",
+    "exec_action",
+    "follow_action",
+    "resume_action",
+    "resume_session_action",
+    "runs_action",
+    "sessions_action",
+    "submit_action",
+    "watch_action",
+    "worker_action",
+]
 
 
 def follow_action(run_id: str, *, from_seq: int | None = None, description: str | None = None) -> NextAction:
@@ -55,4 +66,40 @@ def worker_action() -> NextAction:
         "agentstream worker [--concurrency <n>]",
         "start a worker to run queued jobs (on any machine that reaches the bus)",
         n={"description": "jobs at once", "default": 1},
+    )
+
+
+_PROMPT = {"description": "what to ask the agent next", "required": True}
+
+
+def exec_action() -> NextAction:
+    return action("agentstream exec <prompt>", "start a new agent session", prompt=_PROMPT)
+
+
+def resume_session_action(session_id: str, *, choices: list[str] | None = None) -> NextAction:
+    """Continue a stored session with another prompt (``choices``: other ids the caller may pick)."""
+    session = {"description": "the session to continue", "value": session_id, "required": True}
+    if choices:
+        session["enum"] = choices
+    return action(
+        "agentstream exec --resume <session_id> <prompt>",
+        "continue this session with another prompt",
+        session_id=session,
+        prompt=_PROMPT,
+    )
+
+
+def continue_action() -> NextAction:
+    return action(
+        "agentstream exec --continue <prompt>",
+        "continue the most recent session in the current directory",
+        prompt=_PROMPT,
+    )
+
+
+def sessions_action(limit: int) -> NextAction:
+    return action(
+        "agentstream sessions --limit <n> --json",
+        "list more sessions (there may be older ones)",
+        n={"description": "how many to list", "default": limit},
     )
