@@ -155,7 +155,12 @@ def test_resume_and_continue_send_the_earlier_conversation(tmp_path: Path, works
     # Later runs are their own streams, pointing back at the session they continue.
     assert second.events[0].session_id != session_id and second.events[0].parent_session_id == session_id
     assert third.events[0].parent_session_id == session_id
-    assert third.result.next_actions[0].params == {"session_id": session_id}
+    from agentstream.envelope import fill
+
+    resume = third.result.next_actions[0]
+    assert fill(resume, prompt="fourth question") == [
+        "agentstream", "exec", "--resume", session_id, "fourth question"
+    ]
     record = store(tmp_path).load(session_id)
     assert (record.status, record.turn_count, len(record.messages)) == ("completed", 3, 6)
     assert record.usage["input_tokens"] == 60
