@@ -154,10 +154,9 @@ class _Pipeline:
         number = self.line_number
         parts = block.split(b"\n")
         parts.pop()
-        for data in parts:
+        for part in parts:
             number += 1
-            if data.endswith(b"\r"):
-                data = data[:-1]
+            data: bytes = part[:-1] if part.endswith(b"\r") else part
             if self._decoder is None:
                 out += self.feed(Line(number, data, True))
             else:  # what feed() would do with this line, minus the checks that cannot apply to it

@@ -525,10 +525,10 @@ class EventDecoder(DialectDecoder):
             self.started = True
         elif not self.started:
             self.started = True
-            self._out.append(self.sequencer.stamp(p.Start(command=self.command, synthetic=True), ts))
+            super().emit(p.Start(command=self.command, synthetic=True), ts)
         self.tally.add(event)
-        self.last_fatal = event if kind is p.Error and not event.recoverable else None  # type: ignore[attr-defined]
-        self._out.append(self.sequencer.stamp(event, ts))
+        self.last_fatal = event if isinstance(event, p.Error) and not event.recoverable else None
+        super().emit(event, ts)
 
     def chunk(self, text: str, *, ts: str | None = None, role: p.Role = "assistant", reasoning: bool = False) -> None:
         """Emit one delta of the current run (starting a run when none of this kind is open)."""

@@ -364,13 +364,11 @@ class ClaudeDecoder(EventDecoder):
     # -- partial messages ------------------------------------------------------------
 
     def on_stream_event(self, f: Fields) -> None:
-        raw = f.obj.get("event")
-        kind = raw.get("type") if type(raw) is dict else None
-        if type(kind) is not str:
-            f.sub("event").text("type")  # raises the precise error
-        if kind == "content_block_delta" and self._quick_delta(raw):
+        raw = f.mapping("event")
+        if raw.get("type") == "content_block_delta" and self._quick_delta(raw):
             return
         event = Fields(raw, "event", f)
+        kind = event.text("type")
         if kind == "message_start":
             message = event.sub("message")
             message_id = message.opt_text("id") or p.new_id("msg")
