@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Final, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias, TypeVar, get_args
 
 import msgspec
 from msgspec import UNSET, Struct, UnsetType
@@ -29,6 +29,8 @@ __all__ = [
     "Error",
     "Event",
     "GenericEvent",
+    "JSON_DECODER",
+    "JSON_ENCODER",
     "Log",
     "Message",
     "MessageDelta",
@@ -283,10 +285,8 @@ Event: TypeAlias = (
 )
 """Any v1 event, decoded by its ``type``."""
 
-EVENT_CLASSES: Final[tuple[type[BaseEvent], ...]] = Event.__args__  # type: ignore[attr-defined]
-EVENT_TYPES: Final[frozenset[str]] = frozenset(
-    cls.__struct_config__.tag for cls in EVENT_CLASSES  # type: ignore[misc]
-)
+EVENT_CLASSES: Final[tuple[type[BaseEvent], ...]] = get_args(Event)
+EVENT_TYPES: Final[frozenset[str]] = frozenset(cls.__struct_config__.tag for cls in EVENT_CLASSES)
 
 
 class UnknownEvent(Struct, kw_only=True):
@@ -315,19 +315,21 @@ class UnknownEvent(Struct, kw_only=True):
         return value if isinstance(value, int) else PROTOCOL_VERSION
 
 
-AnyEvent: TypeAlias = Event | UnknownEvent  # type: ignore[operator]
+AnyEvent: TypeAlias = Event | UnknownEvent
 """What a lenient reader yields: a known v1 event or an unknown one kept whole."""
 
-_encoder = msgspec.json.Encoder()
+JSON_ENCODER: Final = msgspec.json.Encoder()
+"""The one shared untyped JSON encoder."""
+JSON_DECODER: Final = msgspec.json.Decoder()
+"""The one shared untyped JSON decoder."""
 _decoder = msgspec.json.Decoder(Event)
-_raw_decoder = msgspec.json.Decoder()
 
 
 def encode(event: AnyEvent) -> bytes:
     """Compact JSON for one event, without the newline."""
     if isinstance(event, UnknownEvent):
-        return _encoder.encode(event.raw)
-    return _encoder.encode(event)
+        return JSON_ENCODER.encode(event.raw)
+    return JSON_ENCODER.encode(event)
 
 
 def encode_line(event: AnyEvent) -> bytes:
@@ -369,7 +371,7 @@ def _unknown_or_raise(line: bytes | str, exc: msgspec.ValidationError) -> Unknow
     from agentstream.errors import MalformedEventError
 
     try:
-        raw = _raw_decoder.decode(line)
+        raw = JSON_DECODER.decode(line)
     except (msgspec.DecodeError, UnicodeDecodeError) as syntax_error:
         # The typed decoder can reject a line's shape before reaching its syntax error.
         raise MalformedEventError(f"not valid JSON: {syntax_error}") from syntax_error
@@ -421,6 +423,9 @@ def now_ts() -> str:
     return _ts_text
 
 
+E = TypeVar("E", bound=BaseEvent)
+
+
 class Sequencer:
     """Stamps events with one session's id, a contiguous ``seq`` and a timestamp.
 
@@ -432,7 +437,7 @@ class Sequencer:
         self.session_id = session_id or new_id("ses")
         self.next_seq = next_seq
 
-    def stamp(self, event: BaseEvent, ts: str | None = None) -> BaseEvent:
+    def stamp(self, event: E, ts: str | None = None) -> E:
         event.session_id = self.session_id
         event.seq = self.next_seq
         event.ts = ts or event.ts or now_ts()
