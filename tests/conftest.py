@@ -10,8 +10,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# No per-example deadline (a loaded 2-core machine is slow, not wrong); in CI the
+# examples are derived from each test's name, so a run is reproducible.
+settings.register_profile("agentstream", deadline=None, print_blob=True, derandomize=bool(os.environ.get("CI")))
+settings.load_profile("agentstream")
 
 
 @pytest.fixture(autouse=True)

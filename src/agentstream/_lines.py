@@ -15,8 +15,8 @@ __all__ = ["BlockSplitter", "Line", "LineSplitter", "LineTooLong", "iter_lines"]
 class Line(NamedTuple):
     number: int
     """1-based line number in the input."""
-    data: bytes
-    """The line without its ending."""
+    data: bytes | bytearray
+    """The line without its ending (a bytearray when it was cut from a block that grew across chunks)."""
     terminated: bool
     """False only for a last line that ended without a newline (a truncated stream)."""
 
@@ -28,8 +28,8 @@ class Block(NamedTuple):
     """Line number of the first line in ``data``."""
     data: bytes | bytearray
     """Whole lines, each ending with a newline."""
-    count: int
-    """How many lines ``data`` holds."""
+    line_count: int
+    """How many lines ``data`` holds (not ``count``: that would hide ``tuple.count``)."""
 
 
 class LineTooLong(Exception):

@@ -22,7 +22,7 @@ from typing import Any
 import msgspec
 
 from agentstream.errors import AgentstreamError, ExitCode
-from agentstream.protocol import NextAction
+from agentstream.protocol import JSON_ENCODER, NextAction
 
 __all__ = ["Envelope", "EnvelopeError", "action", "error_envelope", "fill", "ok_envelope", "print_envelope", "print_error"]
 
@@ -60,14 +60,11 @@ def error_envelope(command: str, exc: AgentstreamError, next_actions: list[NextA
     )
 
 
-_encoder = msgspec.json.Encoder()
-
-
 def print_envelope(envelope: Envelope, exit_code: int = ExitCode.OK) -> int:
     """Write the envelope as one JSON line on stdout (``result`` always present); return ``exit_code``."""
     fields = msgspec.to_builtins(envelope)
     data = {"ok": fields["ok"], "command": fields["command"], "result": fields.get("result"), **fields}
-    sys.stdout.buffer.write(_encoder.encode(data) + b"\n")
+    sys.stdout.buffer.write(JSON_ENCODER.encode(data) + b"\n")
     sys.stdout.buffer.flush()
     return int(exit_code)
 

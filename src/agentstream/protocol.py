@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Final, Literal, TypeAlias, TypeVar, get_args
+from typing import Any, Final, Literal, TypeAlias, TypeVar, cast, get_args
 
 import msgspec
 from msgspec import UNSET, Struct, UnsetType
@@ -80,7 +80,7 @@ class BaseEvent(Struct, tag_field="type", kw_only=True):
     @property
     def type(self) -> str:
         """The wire ``type`` of this event (its msgspec tag)."""
-        return self.__struct_config__.tag  # type: ignore[return-value]
+        return cast(str, self.__struct_config__.tag)  # msgspec allows int tags; every event's is a str
 
 
 class Start(BaseEvent, tag="start", kw_only=True):
@@ -286,7 +286,7 @@ Event: TypeAlias = (
 """Any v1 event, decoded by its ``type``."""
 
 EVENT_CLASSES: Final[tuple[type[BaseEvent], ...]] = get_args(Event)
-EVENT_TYPES: Final[frozenset[str]] = frozenset(cls.__struct_config__.tag for cls in EVENT_CLASSES)
+EVENT_TYPES: Final[frozenset[str]] = frozenset(cast(str, cls.__struct_config__.tag) for cls in EVENT_CLASSES)
 
 
 class UnknownEvent(Struct, kw_only=True):
@@ -337,7 +337,7 @@ def encode_line(event: AnyEvent) -> bytes:
     return encode(event) + b"\n"
 
 
-def decode(line: bytes | str) -> AnyEvent:
+def decode(line: bytes | bytearray | memoryview | str) -> AnyEvent:
     """Decode one line into its event class.
 
     Raises :class:`agentstream.errors.MalformedEventError` when the line is not
@@ -367,7 +367,7 @@ def decode_lines(data: bytes | bytearray) -> list[AnyEvent]:
         raise MalformedEventError(f"a line in the block is not a valid event: {exc}") from exc
 
 
-def _unknown_or_raise(line: bytes | str, exc: msgspec.ValidationError) -> UnknownEvent:
+def _unknown_or_raise(line: bytes | bytearray | memoryview | str, exc: msgspec.ValidationError) -> UnknownEvent:
     from agentstream.errors import MalformedEventError
 
     try:
@@ -438,6 +438,7 @@ class Sequencer:
         self.next_seq = next_seq
 
     def stamp(self, event: E, ts: str | None = None) -> E:
+        """Stamp ``event`` in place and return it, typed as it came in."""
         event.session_id = self.session_id
         event.seq = self.next_seq
         event.ts = ts or event.ts or now_ts()

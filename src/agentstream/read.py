@@ -24,7 +24,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Sequence
 from types import TracebackType
-from typing import IO, TYPE_CHECKING, Any, Final, NamedTuple, TypeAlias
+from typing import IO, TYPE_CHECKING, Any, Final, NamedTuple, TypeAlias, cast
 
 import msgspec
 
@@ -101,7 +101,7 @@ class _Pipeline:
         self._probe: list[Line | LineTooLong] = []
         self._objects: list[dict[str, Any]] = []
         self._probed = 0
-        self._pending: list[p.BaseEvent] = []
+        self._pending: list[p.Event] = []
         self._session = ""
         self._next_seq = 0
         self._shift = 0
@@ -156,7 +156,7 @@ class _Pipeline:
         parts.pop()
         for part in parts:
             number += 1
-            data: bytes = part[:-1] if part.endswith(b"\r") else part
+            data = part[:-1] if part.endswith(b"\r") else part
             if self._decoder is None:
                 out += self.feed(Line(number, data, True))
             else:  # what feed() would do with this line, minus the checks that cannot apply to it
@@ -192,7 +192,7 @@ class _Pipeline:
             return self.synthetic(_too_long(item))
         return self._decode(item.data, item.number, item.terminated)
 
-    def _decode(self, data: bytes, number: int, terminated: bool) -> list[p.AnyEvent]:
+    def _decode(self, data: bytes | bytearray, number: int, terminated: bool) -> list[p.AnyEvent]:
         """The events of one line, or the error that says why it was skipped."""
         assert self._decoder is not None
         try:
@@ -328,7 +328,7 @@ class _Pipeline:
         for event in pending:
             out += self.synthetic(event)
 
-    def synthetic(self, event: p.BaseEvent) -> list[p.AnyEvent]:
+    def synthetic(self, event: p.Event) -> list[p.AnyEvent]:
         """Stamp an event the reader made up into the output sequence (held back until the start)."""
         event.synthetic = True
         if self.finished:
@@ -412,23 +412,20 @@ def _shift_seq(event: p.AnyEvent, shift: int) -> None:
         event.seq += shift
 
 
-_json_decoder = p._raw_decoder
-
-
-def _sse_payload(data: bytes) -> bytes:
+def _sse_payload(data: bytes | bytearray) -> bytes | bytearray:
     """A line as detection sees it: the JSON of an SSE ``data:`` line (AG-UI over SSE), else the line itself."""
     return data[5:] if data.startswith(b"data:") else data
 
 
-def _parse_object(data: bytes) -> dict[str, Any] | None:
+def _parse_object(data: bytes | bytearray) -> dict[str, Any] | None:
     try:
-        obj = _json_decoder.decode(data)
+        obj = p.JSON_DECODER.decode(data)
     except Exception:
         return None
     return obj if isinstance(obj, dict) else None
 
 
-def _preview(data: bytes) -> str:
+def _preview(data: bytes | bytearray) -> str:
     text = data[: PREVIEW_CHARS * 4].decode("utf-8", "replace")
     return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
 
@@ -447,9 +444,9 @@ def _malformed(line: Line, reason: BaseException | None, dialect: str | None) ->
     )
 
 
-def _why_not_event(data: bytes, dialect: str | None) -> str:
+def _why_not_event(data: bytes | bytearray, dialect: str | None) -> str:
     try:
-        obj = _json_decoder.decode(data)
+        obj = p.JSON_DECODER.decode(data)
     except msgspec.DecodeError as exc:
         return f"not JSON ({exc})"
     if not isinstance(obj, dict):
@@ -573,11 +570,15 @@ def _sync_source(source: Source) -> tuple[IO[bytes] | None, Iterable[bytes] | No
     if isinstance(source, (bytes, bytearray, memoryview)):
         return None, [bytes(source)], False
     if hasattr(source, "readline"):
-        binary = getattr(source, "buffer", source)  # a text stream such as sys.stdin: read its bytes
-        return binary, None, False
+        return _binary_file(source), None, False
     if isinstance(source, Iterable):
         return None, source, False
     raise TypeError(f"cannot read events from {type(source).__name__}: pass a path, a binary file or byte chunks")
+
+
+def _binary_file(source: object) -> IO[bytes]:
+    """The bytes of a file-like source: a text stream such as ``sys.stdin`` is read through its ``buffer``."""
+    return cast("IO[bytes]", getattr(source, "buffer", source))  # duck-typed: the caller saw it can read
 
 
 class AsyncReader(_ReaderBase):
@@ -636,8 +637,11 @@ async def _file_chunks(source: str | os.PathLike[str] | IO[bytes]) -> AsyncItera
     """A file (or pipe) read in a worker thread, so the event loop never blocks on it."""
     import asyncio
 
-    owned = isinstance(source, (str, os.PathLike))
-    file: IO[bytes] = open(source, "rb") if owned else getattr(source, "buffer", source)  # type: ignore[arg-type]
+    file: IO[bytes]
+    if isinstance(source, (str, os.PathLike)):
+        file, owned = open(source, "rb"), True
+    else:
+        file, owned = _binary_file(source), False
     read_some = getattr(file, "read1", file.read)
     try:
         while chunk := await asyncio.to_thread(read_some, CHUNK_BYTES):
@@ -895,7 +899,7 @@ class Spawn:
         died = f"killed by {_signal_name(-status)}" if status < 0 else f"exit status {status}"
         details = {"exit_status": status, "stderr_tail": self._stderr.tail(2000)}
         took = int((time.monotonic() - self._started_at) * 1000)
-        fix = "see the child's stderr (details.stderr_tail, or Spawn.stderr)"
+        fix: str | None = "see the child's stderr (details.stderr_tail, or Spawn.stderr)"
         if self._cancelled_with:
             code, subtype, fix = ErrorCode.INTERRUPTED, "interrupted", None
             message = f"cancelled with {_signal_name(self._cancelled_with)}: the child ended ({died}) without a result"

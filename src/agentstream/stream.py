@@ -25,7 +25,7 @@ import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from types import FrameType, TracebackType
-from typing import IO, Any, TypeVar
+from typing import IO, Any, Literal, TypeVar
 
 import msgspec
 
@@ -36,8 +36,8 @@ from agentstream.transcript import Tally
 
 __all__ = ["Interrupted", "Stream", "ToolCallScope"]
 
-E = TypeVar("E", bound=p.BaseEvent)
-Observer = Callable[[p.BaseEvent], None]
+E = TypeVar("E", bound=p.Event)
+Observer = Callable[[p.Event], None]
 
 _HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -205,7 +205,7 @@ class Stream:
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> bool:
+    ) -> Literal[False]:
         if not self.finished:
             self._finish_for_exception(exc)
         self._restore_signal_handlers()
@@ -365,7 +365,7 @@ class Stream:
             self._raise_pending_signal()
         return event
 
-    def _write_failed(self, exc: OSError, event: p.BaseEvent) -> None:
+    def _write_failed(self, exc: OSError, event: p.Event) -> None:
         """The fast path's error: a vanished reader closes the output; anything else is a real error."""
         if not isinstance(exc, BrokenPipeError) and exc.errno != errno.EBADF:
             raise exc
@@ -374,7 +374,7 @@ class Stream:
         if event is not self.result:
             raise OutputClosed() from None
 
-    def _write_rest(self, buffer: bytearray, written: int, event: p.BaseEvent) -> None:
+    def _write_rest(self, buffer: bytearray, written: int, event: p.Event) -> None:
         """A pipe took only part of a long line: finish it before anything else is written."""
         try:
             FdWriter(self._fast_fd).write(bytes(buffer[written:]))
@@ -384,7 +384,7 @@ class Stream:
             if event is not self.result:
                 raise
 
-    def _write(self, event: p.BaseEvent) -> None:
+    def _write(self, event: p.Event) -> None:
         try:
             self._sink.emit(event)
         except OutputClosed:

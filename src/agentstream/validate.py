@@ -7,9 +7,9 @@ however long the stream is.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from operator import attrgetter
-from typing import IO, TYPE_CHECKING, NamedTuple
+from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
 from agentstream import protocol as p
 from agentstream._lines import Block, Line, LineTooLong, iter_blocks, iter_lines
@@ -255,7 +255,8 @@ _seq_of = attrgetter("seq")
 _session_of = attrgetter("session_id")
 _version_of = attrgetter("v")
 
-_CHECKS = {
+_CHECKS: dict[type[p.AnyEvent], Callable[[Validator, Any, int], None]] = {
+    # Keyed by exact class, so each check gets the event class it is written for.
     p.Start: Validator._on_start,
     p.ToolCall: Validator._on_tool_call,
     p.ToolProgress: Validator._on_tool_progress,
@@ -294,7 +295,7 @@ def validate_items(items: Iterable[Block | Line | LineTooLong], checker: Validat
         elif isinstance(item, LineTooLong):
             checker.report(item.number, "too-long", str(item))
         else:
-            _check_line(checker, item)
+            _check_line(checker, item.number, item.data, item.terminated)
         if len(checker.violations) > reported:
             yield from checker.violations[reported:]
             reported = len(checker.violations)
@@ -345,34 +346,35 @@ def _check_block(checker: Validator, block: Block) -> None:
         events = p.decode_lines(block.data)
     except MalformedEventError:
         events = None
-    if events is not None and len(events) == block.count:
+    if events is not None and len(events) == block.line_count:
         checker.feed_block(events, block.first)
         return
     # A bad line somewhere in the block: go line by line, over views, so a huge line is not copied again.
     data = memoryview(block.data)
     begin = 0
-    for number in range(block.first, block.first + block.count):
+    for number in range(block.first, block.first + block.line_count):
         end = block.data.index(b"\n", begin)
         stop = end - 1 if end > begin and data[end - 1] == 13 else end
-        _check_line(checker, Line(number, data[begin:stop], True))  # type: ignore[arg-type]
+        _check_line(checker, number, data[begin:stop], True)
         begin = end + 1
 
 
-def _check_line(checker: Validator, line: Line) -> None:
-    if not line.terminated:
-        checker.report(line.number, "truncated", "the last line has no newline (the stream was cut off)")
-    if len(line.data) < 64 and not bytes(line.data).strip():
+def _check_line(checker: Validator, number: int, data: bytes | bytearray | memoryview, terminated: bool) -> None:
+    """One line, given as its parts so that a block's lines can be checked as views without a copy."""
+    if not terminated:
+        checker.report(number, "truncated", "the last line has no newline (the stream was cut off)")
+    if len(data) < 64 and not bytes(data).strip():
         return  # a blank line
     try:
-        event = p.decode(line.data)
+        event = p.decode(data)
     except MalformedEventError as exc:
-        utf8_error = _utf8_error(bytes(line.data)) if not isinstance(exc.__cause__, UnicodeDecodeError) else exc.__cause__
+        utf8_error = _utf8_error(bytes(data)) if not isinstance(exc.__cause__, UnicodeDecodeError) else exc.__cause__
         if utf8_error is not None:
-            checker.report(line.number, "invalid-utf8", str(utf8_error))
+            checker.report(number, "invalid-utf8", str(utf8_error))
         else:
-            checker.report(line.number, "malformed", f"{exc.message}: {_preview(line.data)}")
+            checker.report(number, "malformed", f"{exc.message}: {_preview(data)}")
         return
-    checker.feed(event, line.number)
+    checker.feed(event, number)
 
 
 def _utf8_error(data: bytes) -> UnicodeDecodeError | None:
@@ -383,6 +385,6 @@ def _utf8_error(data: bytes) -> UnicodeDecodeError | None:
     return None
 
 
-def _preview(data: bytes | memoryview, limit: int = 80) -> str:
+def _preview(data: bytes | bytearray | memoryview, limit: int = 80) -> str:
     text = bytes(data[:limit]).decode("utf-8", "replace")
     return repr(text + ("…" if len(data) > limit else ""))

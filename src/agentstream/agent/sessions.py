@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from agentstream._paths import state_dir
+from agentstream._sqlite import use_wal
 from agentstream.errors import AgentstreamError, ErrorCode, UsageError
 from agentstream.protocol import now_ts
 
@@ -220,7 +221,7 @@ def _store_error(path: Path, exc: Exception) -> AgentstreamError:
 
 
 def _initialise(db: sqlite3.Connection) -> None:
-    db.execute("PRAGMA journal_mode = WAL")
+    use_wal(db)
     db.execute("BEGIN IMMEDIATE")
     version = db.execute("PRAGMA user_version").fetchone()[0]
     if version > _SCHEMA_VERSION:

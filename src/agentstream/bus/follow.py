@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeVar
 
 from agentstream import protocol as p
 from agentstream.bus import BusUnavailable, FeedItem, Record
@@ -40,6 +40,8 @@ T = TypeVar("T")
 POLL_S: Final = 1.0
 """Longest single blocking read, so deadlines are checked at least this often."""
 _SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_Handler: TypeAlias = "Callable[[int, FrameType | None], Any] | int | signal.Handlers | None"
+"""What ``signal.signal`` takes and returns: a function, SIG_DFL / SIG_IGN, or None (set outside Python)."""
 
 
 class _Stopped(BaseException):
@@ -57,7 +59,7 @@ class _Output:
         self.fd = fd
         self.writing = False
         self.pending = 0
-        self.previous: dict[int, object] = {}
+        self.previous: dict[int, _Handler] = {}
 
     def install(self) -> None:
         for signum in _SIGNALS:
@@ -65,7 +67,7 @@ class _Output:
 
     def restore(self) -> None:
         for signum, handler in self.previous.items():
-            signal.signal(signum, handler)  # type: ignore[arg-type]
+            signal.signal(signum, handler)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if self.writing:

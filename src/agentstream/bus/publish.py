@@ -115,7 +115,7 @@ class Publisher:
 
     # -- producer side (hot path) -------------------------------------------
 
-    def on_event(self, event: p.BaseEvent) -> None:
+    def on_event(self, event: p.Event) -> None:
         """The Stream observer: encode and enqueue; on ``result``, wait until stored."""
         if self._closed:
             return

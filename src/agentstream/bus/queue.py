@@ -104,7 +104,7 @@ def close_run(
 
 def _ending(
     error: AgentstreamError, subtype: str, command: str, details: Any, next_actions: Sequence[p.NextAction]
-) -> list[p.BaseEvent]:
+) -> list[p.Event]:
     info = p.ErrorInfo(code=str(error.code), message=error.message, fix=error.fix or p.UNSET)
     return [
         p.Error(code=info.code, message=info.message, fix=info.fix, details=details),
@@ -119,7 +119,7 @@ def _ending(
     ]
 
 
-def _stamped(run_id: str, next_seq: int, made_up: list[p.BaseEvent]) -> list[Record]:
+def _stamped(run_id: str, next_seq: int, made_up: list[p.Event]) -> list[Record]:
     """Records for events the worker makes up in someone else's run: stamped there, marked synthetic."""
     sequencer = p.Sequencer(run_id, next_seq)
     records = []

@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import msgspec
@@ -44,6 +44,7 @@ from agentstream.errors import UsageError
 
 if TYPE_CHECKING:
     import redis
+    from redis.typing import EncodableT, FieldT
 
 __all__ = ["RedisBus"]
 
@@ -113,7 +114,12 @@ return 1
 
 
 class RedisBus(Bus):
-    """The Redis Streams backend (redis-py, imported on first use)."""
+    """The Redis Streams backend (redis-py, imported on first use).
+
+    redis-py types each reply for every client set-up (bytes or str, classic or
+    RESP3-native shapes); ours returns bytes in the classic (RESP2) shapes, so
+    replies are cast to those where they are read.
+    """
 
     def __init__(self, url: str, *, retention: float = DEFAULT_RETENTION_S, maxlen: int = DEFAULT_MAXLEN) -> None:
         self.url = url
@@ -177,14 +183,14 @@ class RedisBus(Bus):
         """Entries after ``after`` (exclusive); with ``block``, wait up to that long (capped) for one."""
         block_ms = None if not block else max(1, int(min(block, MAX_BLOCK_S) * 1000))
         with self._translated():
-            reply = self._client.xread({key: after}, count=limit, block=block_ms)
+            reply = cast("list[list[Any]]", self._client.xread({key: after}, count=limit, block=block_ms))
         if not reply:
             return []
         return list(reply[0][1])
 
     def get_run(self, run_id: str) -> RunInfo | None:
         with self._translated():
-            fields = self._client.hgetall(_meta_key(run_id))
+            fields = cast("dict[bytes, bytes]", self._client.hgetall(_meta_key(run_id)))
         return _run_info(fields) if fields else None
 
     def list_runs(self, *, statuses: Sequence[str] = (), limit: int = 50) -> list[RunInfo]:
@@ -192,7 +198,7 @@ class RedisBus(Bus):
         start, page = 0, max(limit, 100)
         with self._translated():
             while len(found) < limit:
-                ids = self._client.zrevrange(RUNS_KEY, start, start + page - 1)
+                ids = cast("list[bytes]", self._client.zrevrange(RUNS_KEY, start, start + page - 1))
                 if not ids:
                     break
                 start += page
@@ -221,7 +227,8 @@ class RedisBus(Bus):
     ) -> None:
         now = repr(time.time())
         meta = _meta_key(run_id)
-        extra = {k: v for k, v in (("job_id", job_id), ("attempt", attempt)) if v is not None}
+        optional = (("job_id", job_id), ("attempt", attempt))
+        extra: dict[FieldT, EncodableT] = {k: v for k, v in optional if v is not None}
         with self._translated():
             pipe = self._client.pipeline(transaction=True)
             pipe.hsetnx(meta, "status", "queued")
@@ -237,7 +244,7 @@ class RedisBus(Bus):
 
     def feed_end(self) -> str:
         with self._translated():
-            last = self._client.xrevrange(FEED_KEY, count=1)
+            last = cast("list[tuple[bytes, dict[bytes, bytes]]]", self._client.xrevrange(FEED_KEY, count=1))
         return last[0][0].decode() if last else "0-0"
 
     def read_feed(self, cursor: str, *, limit: int = 1000, block: float | None = None) -> list[FeedItem]:
@@ -270,7 +277,7 @@ class RedisBus(Bus):
     def enqueue(self, job: Job) -> None:
         self._ensure_group()
         now = repr(time.time())
-        fields = {
+        fields: dict[FieldT, EncodableT] = {
             "job_id": job.job_id,
             "run_id": job.run_id,
             "prompt": job.prompt,
@@ -293,7 +300,9 @@ class RedisBus(Bus):
             entries = [e for e in reply[1] if e and e[1]]
             if not entries:
                 block_ms = max(1, int(min(block, MAX_BLOCK_S) * 1000)) if block else None
-                fresh = self._client.xreadgroup(GROUP, worker, {JOBS_KEY: ">"}, count=1, block=block_ms)
+                fresh = cast(
+                    "list[list[Any]]", self._client.xreadgroup(GROUP, worker, {JOBS_KEY: ">"}, count=1, block=block_ms)
+                )
                 entries = list(fresh[0][1]) if fresh else []
             if not entries:
                 return None
@@ -337,7 +346,7 @@ class RedisBus(Bus):
 
     def get_job(self, job_id: str) -> Job | None:
         with self._translated():
-            fields = self._client.hgetall(_job_key(job_id))
+            fields = cast("dict[bytes, bytes]", self._client.hgetall(_job_key(job_id)))
         if not fields:
             return None
         text = {k.decode(): v.decode() for k, v in fields.items()}

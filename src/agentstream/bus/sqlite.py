@@ -17,11 +17,12 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar
 from urllib.parse import unquote, urlsplit
 
 import msgspec
 
+from agentstream._sqlite import use_wal
 from agentstream.bus import (
     DEFAULT_RETENTION_S,
     TERMINAL_STATUSES,
@@ -123,7 +124,7 @@ class SqliteBus(Bus):
                 self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
             )
             db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            db.execute("PRAGMA journal_mode = WAL")
+            use_wal(db)
             db.execute("PRAGMA synchronous = NORMAL")
             db.executescript(_SCHEMA)
             return db
@@ -148,7 +149,7 @@ class SqliteBus(Bus):
                 raise
             self._db.execute("COMMIT")
 
-    def _query(self, sql: str, params: Sequence[object] = ()) -> list[tuple]:  # type: ignore[type-arg]
+    def _query(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
         with _translated():
             return self._db.execute(sql, params).fetchall()
 
@@ -376,7 +377,7 @@ def _feed_position(cursor: str) -> int:
         ) from None
 
 
-def _run_info(row: tuple) -> RunInfo:  # type: ignore[type-arg]
+def _run_info(row: tuple[Any, ...]) -> RunInfo:
     run_id, status, command, created, updated, last_seq, exit_code, subtype, job_id, attempt = row
     return RunInfo(
         run_id=run_id,
@@ -392,7 +393,7 @@ def _run_info(row: tuple) -> RunInfo:  # type: ignore[type-arg]
     )
 
 
-def _job(row: tuple) -> Job:  # type: ignore[type-arg]
+def _job(row: tuple[Any, ...]) -> Job:
     job_id, run_id, prompt, args, status, attempt, worker, created, updated = row
     return Job(
         job_id=job_id,

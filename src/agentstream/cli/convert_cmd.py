@@ -8,7 +8,6 @@ live conversion works, and buffered for regular files.
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import stat
 import sys
@@ -19,8 +18,6 @@ from typing import IO, TYPE_CHECKING, TypeVar
 from agentstream.cli._options import add_input_argument, add_output_options, open_input
 
 if TYPE_CHECKING:
-    import msgspec
-
     from agentstream.protocol import AnyEvent
     from agentstream.render import OutputFormat
 
@@ -52,7 +49,7 @@ def add_to_alias(parser: argparse.ArgumentParser) -> None:
 
 def check_dialect(name: str | None) -> None:
     """Fail early, with the list of names, on a dialect this install cannot use."""
-    if name in (None, "auto"):
+    if name is None or name == "auto":
         return
     from agentstream.dialects import get_dialect
     from agentstream.errors import UnknownDialectError
@@ -124,7 +121,7 @@ class _LinesOut:
         from agentstream.dialects import get_dialect
 
         self._writer = writer
-        self._encoder = None if dialect in (None, "canonical") else get_dialect(dialect).encoder()
+        self._encoder = None if dialect is None or dialect == "canonical" else get_dialect(dialect).encoder()
 
     def emit_batch(self, batch: list[AnyEvent]) -> None:
         encoder = self._encoder
@@ -151,14 +148,7 @@ class _LinesOut:
         if any(type(event) is p.UnknownEvent for event in batch):
             self._writer.write(b"".join(map(p.encode_line, batch)))
         else:
-            self._writer.write(_lines_encoder().encode_lines(batch))
-
-
-@functools.cache
-def _lines_encoder() -> msgspec.json.Encoder:
-    import msgspec
-
-    return msgspec.json.Encoder()
+            self._writer.write(p.JSON_ENCODER.encode_lines(batch))
 
 
 class _Output:
@@ -167,7 +157,7 @@ class _Output:
     def __init__(self, file: IO[bytes], *, flush_each: bool) -> None:
         self.file, self.flush_each = file, flush_each
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | bytearray) -> None:
         try:
             self.file.write(data)
             if self.flush_each:

@@ -369,6 +369,7 @@ def _content_text(content: object) -> str | None:
         return content
     if isinstance(content, list):
         parts = [b.get("text") for b in content if isinstance(b, dict) and b.get("type") == "text"]
-        if parts and all(isinstance(part, str) for part in parts):
-            return "\n".join(parts)  # type: ignore[arg-type]
+        texts = [part for part in parts if isinstance(part, str)]
+        if parts and len(texts) == len(parts):
+            return "\n".join(texts)
     return None

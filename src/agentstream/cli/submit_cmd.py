@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from typing import NoReturn
 
 from agentstream.bus.publish import add_bus_option
 from agentstream.cli.follow_cmd import add_follow_options
@@ -65,7 +66,7 @@ def _split_own(args: argparse.Namespace) -> list[str]:
 
 
 class _Strict(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         from agentstream.errors import UsageError
 
         raise UsageError(f"bad exec option: {message}", fix="see 'agentstream exec --help' for the options a job takes")

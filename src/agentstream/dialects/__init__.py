@@ -39,7 +39,7 @@ def get_dialect(name: str) -> Dialect:
     module = _MODULES.get(name)
     if module is None:
         raise UnknownDialectError(f"unknown dialect {name!r}", fix=f"use one of: {', '.join(DIALECT_NAMES)}")
-    return importlib.import_module(module).DIALECT  # type: ignore[no-any-return]
+    return importlib.import_module(module).DIALECT
 
 
 def available_dialects() -> list[Dialect]:

@@ -39,7 +39,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, ClassVar, NoReturn
+from typing import Any, ClassVar, NoReturn, TypeGuard, cast
 
 import msgspec
 
@@ -75,8 +75,8 @@ RAW_ARGUMENTS_KEY = "_raw_arguments"
 
 _INT_LIMIT = 2**63
 _MAX_EPOCH_MS = 253_402_300_800_000  # 10000-01-01T00:00:00Z
-_json_encode = p._encoder.encode  # the process's shared encoder and untyped decoder
-_json_decode = p._raw_decoder.decode
+_json_encode = p.JSON_ENCODER.encode
+_json_decode = p.JSON_DECODER.decode
 _NOT_DATA = frozenset({"type", "v", "session_id", "seq", "ts", "synthetic"})
 
 
@@ -221,7 +221,7 @@ class Fields:
         return int(self._get(key, "an integer", _is_int, False))
 
     def opt_number(self, key: str) -> float | int | None:
-        return self._get(key, "a number", _is_number, False)  # type: ignore[no-any-return]
+        return self._get(key, "a number", _is_number, False)
 
     def mapping(self, key: str) -> dict[str, Any]:
         value = self.obj.get(key)
@@ -232,7 +232,7 @@ class Fields:
         return value if value is None or type(value) is dict else self._get(key, "an object", _is_dict, False)
 
     def opt_strings(self, key: str) -> list[str] | None:
-        return self._get(key, "a list of strings", _is_strings, False)  # type: ignore[no-any-return]
+        return self._get(key, "a list of strings", _is_strings, False)
 
     def opt_list(self, key: str) -> list[Any] | None:
         value = self.obj.get(key)
@@ -285,14 +285,14 @@ def _is_bool(value: object) -> bool:
     return isinstance(value, bool)
 
 
-def _is_number(value: object) -> bool:
+def _is_number(value: object) -> TypeGuard[int | float]:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
     return math.isfinite(value) and -_INT_LIMIT <= value < _INT_LIMIT
 
 
 def _is_int(value: object) -> bool:
-    return _is_number(value) and float(value).is_integer()  # type: ignore[arg-type]
+    return _is_number(value) and float(value).is_integer()
 
 
 def _is_dict(value: object) -> bool:
@@ -377,12 +377,12 @@ def event_data(event: p.BaseEvent) -> dict[str, Any]:
     return {k: v for k, v in msgspec.to_builtins(event).items() if k not in _NOT_DATA}
 
 
-def event_from_data(kind: str, data: object) -> p.BaseEvent | None:
+def event_from_data(kind: str, data: object) -> p.Event | None:
     """The inverse of :func:`event_data`; ``None`` when ``data`` is not a valid ``kind`` event."""
     if not isinstance(data, dict) or kind not in p.EVENT_TYPES:
         return None
     try:
-        return msgspec.convert({**data, "type": kind}, p.Event)  # type: ignore[no-any-return]
+        return msgspec.convert({**data, "type": kind}, p.Event)
     except msgspec.ValidationError:
         return None
 
@@ -432,13 +432,13 @@ class _Run:
     ts: str | None = None
     parts: list[str] = field(default_factory=list)
 
-    def delta(self, text: str) -> p.BaseEvent:
+    def delta(self, text: str) -> p.ReasoningDelta | p.MessageDelta:
         self.parts.append(text)
         if self.reasoning:
             return p.ReasoningDelta(reasoning_id=self.run_id, content=text)
         return p.MessageDelta(message_id=self.run_id, role=self.role, content=text)
 
-    def complete(self, content: str | None = None) -> p.BaseEvent:
+    def complete(self, content: str | None = None) -> p.Reasoning | p.Message:
         """The complete event: the dialect's own ``content`` when it sent one, else the deltas joined."""
         text = "".join(self.parts) if content is None else content
         if self.reasoning:
@@ -512,12 +512,12 @@ class EventDecoder(DialectDecoder):
 
     # emitting
 
-    def emit(self, event: p.BaseEvent, ts: str | None = None) -> None:
+    def emit(self, event: p.Event, ts: str | None = None) -> None:
         """Queue a canonical event, first closing any open delta run with its complete event."""
         self.close_run()
         self._stamp(event, ts)
 
-    def _stamp(self, event: p.BaseEvent, ts: str | None) -> None:
+    def _stamp(self, event: p.Event, ts: str | None) -> None:
         kind = type(event)  # exact type checks: this runs for every event
         if kind is p.Start:
             if self.started:
@@ -691,7 +691,7 @@ class EventEncoder(DialectEncoder):
             self.held_fatal = None
         return lines
 
-    def _lines(self, event: p.BaseEvent) -> list[bytes]:
+    def _lines(self, event: p.Event) -> list[bytes]:
         self.session_id = event.session_id or self.session_id
         self.tally.add(event)
         kind = type(event)
@@ -702,7 +702,8 @@ class EventEncoder(DialectEncoder):
 
     def _handler(self, kind: type[p.BaseEvent]) -> Callable[[Any], list[dict[str, Any]]] | None:
         """``on_<type>`` for an event class, looked up once per class."""
-        handler = self._handlers[kind] = getattr(self, "on_" + kind.__struct_config__.tag, None)  # type: ignore[operator]
+        tag = cast(str, kind.__struct_config__.tag)  # msgspec allows int tags; every event's is a str
+        handler = self._handlers[kind] = getattr(self, "on_" + tag, None)
         return handler
 
     def finish(self) -> list[bytes]:

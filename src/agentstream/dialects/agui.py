@@ -102,11 +102,11 @@ class AguiDecoder(EventDecoder):
         self._chunk: dict[str, str] = {}
         """The message, tool call or reasoning message a ``*_CHUNK`` run is writing, by chunk type."""
         self._thinking: str | None = None
-        self._data: list[bytes] = []
+        self._data: list[bytes | bytearray] = []
 
     # -- framing ---------------------------------------------------------------------
 
-    def decode_line(self, line: bytes) -> list[p.AnyEvent] | None:
+    def decode_line(self, line: bytes | bytearray) -> list[p.AnyEvent] | None:
         text = line.strip()
         if not text or text.startswith(b":"):
             return self._end_of_frame() if not text else []

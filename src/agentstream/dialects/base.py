@@ -16,8 +16,7 @@ from agentstream import protocol as p
 
 __all__ = ["Dialect", "DialectDecoder", "DialectEncoder"]
 
-_decode_json = p._raw_decoder.decode
-"""The one shared untyped JSON decoder."""
+_decode_json = p.JSON_DECODER.decode  # bound once: it runs for every line
 
 
 class DialectDecoder(ABC):
@@ -32,7 +31,7 @@ class DialectDecoder(ABC):
         self.sequencer = p.Sequencer(session_id)
         self._out: list[p.AnyEvent] = []
 
-    def emit(self, event: p.BaseEvent, ts: str | None = None) -> None:
+    def emit(self, event: p.Event, ts: str | None = None) -> None:
         """Stamp ``event`` (keeping the dialect's own timestamp when it has one) and queue it."""
         self._out.append(self.sequencer.stamp(event, ts))
 
@@ -40,7 +39,7 @@ class DialectDecoder(ABC):
         out, self._out = self._out, []
         return out
 
-    def decode_line(self, line: bytes) -> list[p.AnyEvent] | None:
+    def decode_line(self, line: bytes | bytearray) -> list[p.AnyEvent] | None:
         """Decode one raw line; ``None`` means "not mine: report it as malformed"."""
         value = _decode_json(line)
         if type(value) is not dict:

@@ -12,7 +12,7 @@ from agentstream.errors import MalformedEventError
 class CanonicalDecoder(DialectDecoder):
     """Passes canonical events through unchanged, keeping their own stamps."""
 
-    def decode_line(self, line: bytes) -> list[p.AnyEvent] | None:
+    def decode_line(self, line: bytes | bytearray) -> list[p.AnyEvent] | None:
         try:
             return [p.decode(line)]
         except MalformedEventError:

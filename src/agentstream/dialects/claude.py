@@ -415,10 +415,12 @@ class ClaudeDecoder(EventDecoder):
         if type(index) is not int or not isinstance(delta, dict):
             return False
         kind = _DELTA_KINDS.get(delta["type"]) if isinstance(delta.get("type"), str) else None
-        text = delta.get(kind) if kind is not None else None
+        if kind is None:
+            return False
+        text = delta.get(kind)
         if not isinstance(text, str):
             return False
-        self._stream_delta(index, kind, text)  # type: ignore[arg-type]
+        self._stream_delta(index, kind, text)
         return True
 
     def _stream_blocks(self) -> dict[int, tuple[str, str]]:
@@ -711,8 +713,8 @@ class ClaudeEncoder(EventEncoder):
         if self._current is not None:
             return [self._stream_line(event, {"type": "message_delta", "delta": {"stop_reason": None},
                                               "usage": usage})]
-        message = {"id": p.new_id("msg"), "type": "message", "role": "assistant", "content": [],
-                   "model": event.model, "stop_reason": None, "stop_sequence": None, "usage": usage}
+        message: dict[str, Any] = {"id": p.new_id("msg"), "type": "message", "role": "assistant", "content": [],
+                                   "model": event.model, "stop_reason": None, "stop_sequence": None, "usage": usage}
         return [
             self._stream_line(event, {"type": "message_start", "message": message}),
             self._stream_line(event, {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
@@ -736,8 +738,8 @@ class ClaudeEncoder(EventEncoder):
         if self._current == message_id:
             return []
         self._current = message_id
-        message = {"id": message_id, "type": "message", "role": "assistant", "content": [], "model": self._model,
-                   "stop_reason": None, "stop_sequence": None}
+        message: dict[str, Any] = {"id": message_id, "type": "message", "role": "assistant", "content": [],
+                                   "model": self._model, "stop_reason": None, "stop_sequence": None}
         return [self._stream_line(event, {"type": "message_start", "message": message})]
 
     def _delta(

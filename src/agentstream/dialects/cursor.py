@@ -59,7 +59,7 @@ def _error_text(value: object) -> str:
     if isinstance(value, dict):
         for key in _ERROR_TEXT_KEYS:
             if isinstance(value.get(key), str):
-                return value[key]  # type: ignore[no-any-return]
+                return value[key]
     return text_or_json(value)
 
 
@@ -238,6 +238,7 @@ class CursorEncoder(EventEncoder):
                 "session_id": self.session_id}
 
     def on_tool_call(self, event: p.ToolCall) -> list[dict[str, Any]]:
+        spec: dict[str, Any]
         if event.name in _NAMED_TOOLS:
             key, spec = event.name + _SUFFIX, {"args": event.arguments}
         else:

@@ -13,7 +13,7 @@ the decoder puts that code in ``result.exit_code``.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, TypedDict
 
 from agentstream import protocol as p
 from agentstream.dialects._common import EventDecoder, EventEncoder, Fields, SimpleDialect, first_keys, iso
@@ -151,7 +151,15 @@ def _stats(f: Fields) -> tuple[p.UsageTotals, int, list[p.Usage]]:
     return p.UsageTotals(**_counts(f)), f.opt_integer("duration_ms") or 0, per_model
 
 
-def _counts(f: Fields) -> dict[str, int]:
+class _Counts(TypedDict):
+    """Keyword arguments shared by a per-model ``usage`` event and the run's totals."""
+
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int
+
+
+def _counts(f: Fields) -> _Counts:
     """Gemini's token figures under our names (``input`` is input minus cached, and not needed)."""
     return {
         "input_tokens": f.opt_integer("input_tokens") or 0,

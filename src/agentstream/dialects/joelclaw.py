@@ -75,9 +75,14 @@ class JoelclawDecoder(EventDecoder):
 
     def on_progress(self, f: Fields) -> None:
         name, message = f.text("name"), f.opt_text("message")
-        figures = {key: f.opt_number(key) for key in ("percent", "current", "total")}
-        event = p.Progress(name=name, message=message if message is not None else p.UNSET,
-                           **{key: value for key, value in figures.items() if value is not None})
+        percent, current, total = f.opt_number("percent"), f.opt_number("current"), f.opt_number("total")
+        event = p.Progress(
+            name=name,
+            message=message if message is not None else p.UNSET,
+            percent=percent if percent is not None else p.UNSET,
+            current=current if current is not None else p.UNSET,
+            total=total if total is not None else p.UNSET,
+        )
         self.emit(event, f.ts("ts"))
 
     def on_log(self, f: Fields) -> None:
@@ -137,9 +142,9 @@ class JoelclawEncoder(EventEncoder):
 
     def on_progress(self, event: p.Progress) -> list[dict[str, Any]]:
         line: dict[str, Any] = {"type": "progress", "name": event.name}
-        percent = event.percent
-        if percent is p.UNSET and event.current is not p.UNSET and event.total not in (p.UNSET, 0):
-            percent = round(event.current / event.total * 100, 2)  # type: ignore[operator]
+        percent, current, total = event.percent, event.current, event.total
+        if percent is p.UNSET and current is not p.UNSET and total is not p.UNSET and total != 0:
+            percent = round(current / total * 100, 2)
         if percent is not p.UNSET:
             line["percent"] = percent
         if event.message is not p.UNSET:

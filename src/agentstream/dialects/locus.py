@@ -58,7 +58,7 @@ class LocusDecoder(EventDecoder):
         self.adopt_session(envelope.opt_text("sessionId"))
         self._ts = envelope.ts("timestamp")
         self._check_protocol(envelope.opt_integer("protocol"))
-        getattr(self, "on_" + kind)(payload)  # type: ignore[operator]
+        getattr(self, "on_" + kind)(payload)
 
     def _check_protocol(self, version: int | None) -> None:
         if version in (None, PROTOCOL) or self._warned_protocol:

@@ -22,7 +22,7 @@ class LinesSink:
         self._out = out
         self._buffer = bytearray()
         self._encoder = None
-        if dialect not in (None, "canonical"):
+        if dialect is not None and dialect != "canonical":
             from agentstream.dialects import get_dialect
 
             self._encoder = get_dialect(dialect).encoder()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from agentstream.agent.providers.base import (
     Provider,
@@ -87,7 +87,14 @@ class AnthropicProvider(Provider):
             self._client.close()
 
 
-def _credential() -> dict[str, str] | None:
+class _Credential(TypedDict, total=False):
+    """The SDK's keyword for the credential: exactly one of the two is set."""
+
+    api_key: str
+    auth_token: str
+
+
+def _credential() -> _Credential | None:
     """The SDK argument for the key in the environment: an API key, else a bearer token."""
     if os.environ.get("ANTHROPIC_API_KEY"):
         return {"api_key": os.environ["ANTHROPIC_API_KEY"]}

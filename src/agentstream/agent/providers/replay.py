@@ -23,7 +23,7 @@ import msgspec
 
 from agentstream.agent.providers.base import Provider, TurnEvent
 from agentstream.errors import ErrorCode, ProviderError, UsageError
-from agentstream.protocol import now_ts
+from agentstream.protocol import JSON_ENCODER, now_ts
 
 if TYPE_CHECKING:
     from agentstream.agent.conversation import Conversation
@@ -66,7 +66,6 @@ class CassetteCall(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 _header_decoder = msgspec.json.Decoder(CassetteHeader)
 _call_decoder = msgspec.json.Decoder(CassetteCall)
-_encoder = msgspec.json.Encoder()
 
 
 class ReplayProvider(Provider):
@@ -140,7 +139,7 @@ class RecordingProvider(Provider):
         self._write(CassetteCall(call=self._calls, events=events))
 
     def _write(self, record: msgspec.Struct) -> None:
-        self._file.write(_encoder.encode(record) + b"\n")
+        self._file.write(JSON_ENCODER.encode(record) + b"\n")
         self._file.flush()
 
     def close(self) -> None:

@@ -84,8 +84,8 @@ def _read_all(fd: int) -> bytes:
     return b"".join(chunks)
 
 
-def _line_window(args: dict[str, Any]) -> tuple[int, int | None, bool]:
-    """First line, last line (inclusive, None = default window) and whether the caller chose the end."""
+def _line_window(args: dict[str, Any]) -> tuple[int, int, bool]:
+    """First line, last line (inclusive) and whether the caller chose the end (else it is the default window's)."""
     by_offset = args["offset"] is not None or args["limit"] is not None
     by_range = args["start_line"] is not None or args["end_line"] is not None
     if by_offset and by_range:

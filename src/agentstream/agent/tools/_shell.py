@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import lru_cache
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from agentstream.agent.tools._base import HeadTail, Tool, ToolContext, ToolFailure, ToolOutcome, ToolSpec
 from agentstream.agent.tools._secrets import scrubbed_environ
@@ -177,7 +177,7 @@ def _started(command: str, ctx: ToolContext, env: dict[str, str]) -> Iterator[su
     initialising it keeps hold of its ``pid`` in that case too, so no window between
     the fork and the ``finally`` leaves a command running unobserved.
     """
-    proc: subprocess.Popen[bytes] = subprocess.Popen.__new__(subprocess.Popen)
+    proc = cast("subprocess.Popen[bytes]", subprocess.Popen.__new__(subprocess.Popen))  # bytes: no text= below
     try:
         try:
             proc.__init__(  # type: ignore[misc]
@@ -196,8 +196,9 @@ def _started(command: str, ctx: ToolContext, env: dict[str, str]) -> Iterator[su
         if getattr(proc, "pid", None) is not None and proc.returncode is None:
             _kill_group(proc.pid)
             proc.wait()
-        if getattr(proc, "stdout", None) is not None:
-            proc.stdout.close()  # type: ignore[union-attr]
+        stdout = getattr(proc, "stdout", None)  # missing if __init__ stopped before setting it
+        if stdout is not None:
+            stdout.close()
 
 
 def shell(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
