@@ -1,15 +1,18 @@
-"""Shared by the claude, codex, opencode, amp and agui dialect tests: fixtures, decoding, round trips, strategies."""
+"""Shared by the dialect tests: fixtures, decode/encode drivers, validity checks and junk-input strategies.
+
+Canonical-event strategies (sessions, delta runs, tool round trips) live in ``_strategies``.
+"""
 
 from __future__ import annotations
 
 import copy
 import io
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import msgspec
-from _strategies import ident, json_scalar, name, small_int, text, tool_calls
+from _strategies import json_trees, name, text
 from hypothesis import strategies as st
 
 from agentstream import protocol as p
@@ -17,90 +20,110 @@ from agentstream.dialects import get_dialect
 from agentstream.errors import MalformedEventError
 from agentstream.validate import validate_stream
 
-FIXTURES = Path(__file__).parent / "fixtures" / "dialects"
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "dialects"
+SEEDS = FIXTURES.parent / "seeds"
 STAMPS = frozenset({"v", "session_id", "seq", "ts", "synthetic"})
 
+# -- fixtures -----------------------------------------------------------------------------
 
-def violations(events: Iterable[p.AnyEvent]) -> list[str]:
-    """What the protocol's validator finds wrong with a decoded stream (nothing, for a valid one)."""
-    data = b"".join(p.encode_line(event) for event in events)
-    return [str(violation) for violation in validate_stream(io.BytesIO(data))]
+
+def _file_lines(path: Path) -> list[bytes]:
+    return [line for line in path.read_bytes().splitlines() if line.strip()]
 
 
 def fixture_lines(dialect: str, name: str) -> list[bytes]:
     """The non-blank lines of ``fixtures/dialects/<dialect>/<name>``."""
-    return [line for line in (FIXTURES / dialect / name).read_bytes().splitlines() if line.strip()]
+    return _file_lines(FIXTURES / dialect / name)
+
+
+def seed_lines(dialect: str) -> list[bytes]:
+    """The seed's example lines for ``dialect`` (``fixtures/seeds``), one compact JSON object per line, in order."""
+    return _file_lines(SEEDS / f"{dialect}.ndjson")
+
+
+def objects(lines: Iterable[bytes]) -> list[Any]:
+    """Each line parsed as JSON: a blank or broken line fails the test."""
+    return [msgspec.json.decode(line) for line in lines]
+
+
+def seed_objects(dialect: str) -> list[dict[str, Any]]:
+    return objects(seed_lines(dialect))
+
+
+def fixture_objects(dialect: str) -> list[dict[str, Any]]:
+    """Every JSON object line of every ``*.ndjson`` fixture of ``dialect`` (bases for mutants)."""
+    found = []
+    for path in sorted((FIXTURES / dialect).glob("*.ndjson")):
+        found += [obj for obj in objects(_file_lines(path)) if isinstance(obj, dict)]
+    return found
+
+
+def line(obj: Any) -> bytes:
+    """``obj`` as one compact JSON line (no newline)."""
+    return msgspec.json.encode(obj)
+
+
+# -- decoding and encoding ---------------------------------------------------------------
+
+
+def decode_each(dialect: str, lines: Iterable[bytes], session_id: str | None = None) -> list[list[p.AnyEvent]]:
+    """What one decoder emits for each line, in order; the last entry is what ``finish()`` flushed.
+
+    A line the decoder disowns fails the test.
+    """
+    decoder = get_dialect(dialect).decoder(session_id)
+    out: list[list[p.AnyEvent]] = []
+    for raw in lines:
+        events = decoder.decode_line(raw)
+        assert events is not None, f"the {dialect} decoder disowned {raw[:80]!r}"
+        out.append(events)
+    out.append(decoder.finish())
+    return out
 
 
 def decode(dialect: str, lines: Iterable[bytes], session_id: str | None = None) -> list[p.AnyEvent]:
-    """Every line through one decoder of ``dialect``, then its ``finish()``; a line it disowns fails the test."""
-    decoder = get_dialect(dialect).decoder(session_id)
-    out: list[p.AnyEvent] = []
-    for line in lines:
-        events = decoder.decode_line(line)
-        assert events is not None, f"the {dialect} decoder disowned {line[:80]!r}"
-        out += events
-    return out + decoder.finish()
+    """Every line through one decoder of ``dialect``, then its ``finish()``."""
+    return [event for chunk in decode_each(dialect, lines, session_id) for event in chunk]
+
+
+def decode_separately(dialect: str, lines: Iterable[bytes]) -> list[list[p.AnyEvent]]:
+    """Each line through a decoder of its own (for files of independent example lines)."""
+    return [decode(dialect, [raw]) for raw in lines]
 
 
 def decode_fixture(dialect: str, name: str, session_id: str | None = None) -> list[p.AnyEvent]:
     return decode(dialect, fixture_lines(dialect, name), session_id)
 
 
-def decode_each(dialect: str, name: str) -> list[list[p.AnyEvent]]:
-    """Each line of a fixture through a decoder of its own (for files of independent example lines)."""
-    return [decode(dialect, [line]) for line in fixture_lines(dialect, name)]
-
-
 def encode(dialect: str, events: Iterable[p.AnyEvent], **options: Any) -> list[bytes]:
+    """Every event through one encoder of ``dialect`` (``options`` go to the encoder), then its ``finish()``."""
     encoder = get_dialect(dialect).encoder(**options)
-    return [line for event in events for line in encoder.encode(event)] + encoder.finish()
+    return [encoded for event in events for encoded in encoder.encode(event)] + encoder.finish()
 
 
-def objects(lines: Iterable[bytes]) -> list[dict[str, Any]]:
-    return [msgspec.json.decode(line) for line in lines if line.strip()]
+def encode_objects(dialect: str, events: Iterable[p.AnyEvent], **options: Any) -> list[dict[str, Any]]:
+    return objects(encode(dialect, events, **options))
 
 
-def round_trip(dialect: str, events: list[p.BaseEvent], **options: Any) -> list[p.AnyEvent]:
+def round_trip(dialect: str, events: Sequence[p.AnyEvent], **options: Any) -> list[p.AnyEvent]:
     """Canonical -> dialect lines -> canonical."""
     return decode(dialect, encode(dialect, events, **options))
 
 
-def fields(event: p.AnyEvent) -> dict[str, Any]:
-    """An event's content: every field but the stamps (unknown events: the raw object)."""
-    if isinstance(event, p.UnknownEvent):
-        return {"type": event.type, "raw": event.raw}
-    return {k: v for k, v in msgspec.to_builtins(event).items() if k not in STAMPS}
+# -- looking at events --------------------------------------------------------------------
 
 
-def only(events: Iterable[p.AnyEvent], kind: type[p.BaseEvent]) -> list[Any]:
-    return [event for event in events if isinstance(event, kind)]
+def only(events: Iterable[p.BaseEvent | p.UnknownEvent], *kinds: type[p.BaseEvent]) -> list[Any]:
+    return [event for event in events if isinstance(event, kinds)]
 
 
-def one(events: Iterable[p.AnyEvent], kind: type[p.BaseEvent]) -> Any:
+def one(events: Iterable[p.BaseEvent | p.UnknownEvent], kind: type[p.BaseEvent]) -> Any:
     found = only(events, kind)
     assert len(found) == 1, f"expected one {kind.__name__}, got {len(found)}"
     return found[0]
 
 
-def project(events: Iterable[p.AnyEvent], keep: Callable[[dict[str, Any]], dict[str, Any] | None]) -> list[dict]:
-    """What a dialect keeps of each event (``keep`` returns ``None`` for what it drops)."""
-    kept = (keep(fields(event)) for event in events)
-    return [item for item in kept if item is not None]
-
-
-def assert_only_malformed(dialect: str, obj: object) -> None:
-    """A junk object may be rejected, but only as a MalformedEventError, and never crash the decoder."""
-    decoder = get_dialect(dialect).decoder()
-    line = msgspec.json.encode(obj)
-    try:
-        decoder.decode_line(line)
-    except MalformedEventError as exc:
-        assert exc.message
-    decoder.finish()
-
-
-def tool_names(events: Iterable[p.AnyEvent]) -> list[str]:
+def tool_names(events: Iterable[p.BaseEvent | p.UnknownEvent]) -> list[str]:
     """Distinct tool names in call order, as ``result.tools_used`` lists them."""
     names: list[str] = []
     for event in only(events, p.ToolCall):
@@ -109,160 +132,89 @@ def tool_names(events: Iterable[p.AnyEvent]) -> list[str]:
     return names
 
 
-# -- strategies -------------------------------------------------------------------------
-
-optional_text = st.none() | text
-json_value = st.recursive(json_scalar, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(name, inner, max_size=3),
-                          max_leaves=6)
-
-
-def _unset(value: Any) -> Any:
-    return p.UNSET if value is None else value
+def _content(event: p.AnyEvent) -> dict[str, Any]:
+    """An event's content: every field but the stamps (unknown events: the raw object)."""
+    if isinstance(event, p.UnknownEvent):
+        return {"type": event.type, "raw": event.raw}
+    return {k: v for k, v in msgspec.to_builtins(event).items() if k not in STAMPS}
 
 
-@st.composite
-def delta_runs(draw: st.DrawFn, reasoning: bool = False) -> list[p.BaseEvent]:
-    """Preview chunks and the complete event that closes them (its content is the chunks joined)."""
-    chunks = draw(st.lists(text.filter(bool), min_size=1, max_size=3))
-    run_id = draw(ident)
-    if reasoning:
-        return [*(p.ReasoningDelta(reasoning_id=run_id, content=c) for c in chunks),
-                p.Reasoning(reasoning_id=run_id, content="".join(chunks))]
-    role = draw(st.sampled_from(["assistant", "user", "system"]))
-    return [*(p.MessageDelta(message_id=run_id, role=role, content=c) for c in chunks),
-            p.Message(message_id=run_id, role=role, content="".join(chunks))]
+def project(events: Iterable[p.AnyEvent], keep: Callable[[dict[str, Any]], dict[str, Any] | None]) -> list[dict]:
+    """What a dialect keeps of each event (``keep`` returns ``None`` for what it drops)."""
+    kept = (keep(_content(event)) for event in events)
+    return [item for item in kept if item is not None]
 
 
-@st.composite
-def tool_runs(draw: st.DrawFn) -> list[p.BaseEvent]:
-    """A call, maybe some progress, and its result (any status, output and error each optional)."""
-    call = draw(tool_calls)
-    progress = [p.ToolProgress(call_id=call.call_id, content=c) for c in draw(st.lists(text, max_size=2))]
-    result = p.ToolResult(
-        call_id=call.call_id,
-        name=call.name,
-        status=draw(st.sampled_from(["success", "error", "denied", "cancelled"])),
-        output=_unset(draw(optional_text)),
-        error=_unset(draw(optional_text)),
-        duration_ms=draw(small_int),
-        truncated=_unset(draw(st.none() | st.booleans())),
-    )
-    return [call, *progress, result]
-
-
-@st.composite
-def usage_events(draw: st.DrawFn) -> p.Usage:
-    prompt = draw(small_int)
-    return p.Usage(
-        model=draw(name),
-        input_tokens=prompt,
-        output_tokens=draw(small_int),
-        cached_tokens=draw(st.integers(0, prompt)),
-        reasoning_tokens=draw(small_int),
-        cost_usd=_unset(draw(st.none() | st.integers(1, 10**6).map(lambda n: n / 1000))),
-    )
-
-
-def _single(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[list[p.BaseEvent]]:
-    return strategy.map(lambda event: [event])
-
-
-everything: st.SearchStrategy[list[p.BaseEvent]] = st.one_of(
-    _single(st.builds(p.Message, message_id=ident, role=st.sampled_from(["user", "assistant", "system", "tool"]),
-                      content=text)),
-    delta_runs(),
-    delta_runs(reasoning=True),
-    _single(st.builds(p.Reasoning, reasoning_id=ident, content=text)),
-    tool_runs(),
-    _single(usage_events()),
-    _single(st.builds(p.Status, status=name, message=optional_text.map(_unset))),
-    _single(st.builds(p.GenericEvent, name=name, data=json_value)),
-    _single(st.builds(p.Log, level=st.sampled_from(["info", "warn", "error"]), message=text)),
-    _single(st.builds(p.Step, name=name, status=st.sampled_from(["started", "completed", "failed"]))),
-    _single(st.builds(p.Progress, name=name, current=st.none().map(_unset) | small_int.map(float),
-                      total=st.none().map(_unset) | small_int.map(float))),
-    _single(st.builds(p.Error, code=st.sampled_from(["RATE_LIMITED", "UNKNOWN", "PROVIDER_ERROR", "TOOL_FAILED"]),
-                      message=text, recoverable=st.just(True),
-                      retry_in_ms=st.none().map(_unset) | small_int)),
-)
-"""Any body event of a canonical session (deltas, tool calls and their results in valid runs)."""
-
-_ID_FIELDS = {"message_id": "msg", "reasoning_id": "rsn", "call_id": "call"}
-
-
-def _renumber(chunk: list[p.BaseEvent], index: int) -> list[p.BaseEvent]:
-    """Ids unique per chunk, so that two chunks never share one by chance."""
-    for event in chunk:
-        for field, prefix in _ID_FIELDS.items():
-            if hasattr(event, field):
-                setattr(event, field, f"{prefix}_{index:04d}")
-    return chunk
-
-
-@st.composite
-def sessions(draw: st.DrawFn, body: st.SearchStrategy[list[p.BaseEvent]] = everything) -> list[p.BaseEvent]:
-    """A whole stamped canonical session: start, body, then a result (a failed one maybe after a fatal error)."""
-    chunks = draw(st.lists(body, max_size=6))
-    events: list[p.BaseEvent] = [p.Start(command="exec", cwd=draw(text), model=draw(name),
-                                         provider=_unset(draw(st.none() | name)),
-                                         tools=draw(st.lists(name, max_size=3)))]
-    events += [event for index, chunk in enumerate(chunks) for event in _renumber(chunk, index)]
-    ok = draw(st.booleans())
-    totals = p.UsageTotals(input_tokens=draw(small_int), output_tokens=draw(small_int))
-    result = p.Result(ok=ok, subtype="success" if ok else draw(st.sampled_from(["error", "max_turns"])),
-                      exit_code=0 if ok else 1, duration_ms=draw(small_int), turn_count=draw(st.integers(0, 50)),
-                      usage=totals, result=_unset(draw(optional_text)))
-    if not ok:
-        if result.subtype == "max_turns":
-            result.exit_code = 3
-        failure = draw(st.none() | text.filter(bool))
-        if failure is not None:
-            events.append(p.Error(code="UNKNOWN", message=failure, recoverable=False))
-            result.error = p.ErrorInfo(code="UNKNOWN", message=failure)
-    events.append(result)
-    sequencer = p.Sequencer("ses_roundtrip")
-    return [sequencer.stamp(event) for event in events]
-
-
-def _fixture_objects(dialect: str) -> list[dict[str, Any]]:
-    found = []
-    for path in sorted((FIXTURES / dialect).glob("*.ndjson")):
-        found += [obj for obj in objects(path.read_bytes().splitlines()) if isinstance(obj, dict)]
-    return found
-
-
-@st.composite
-def mutants(draw: st.DrawFn, dialect: str) -> dict[str, Any]:
-    """A real fixture line of ``dialect`` with one to three fields deleted or replaced by junk, at any depth."""
-    obj = copy.deepcopy(draw(st.sampled_from(_fixture_objects(dialect))))
-    for _ in range(draw(st.integers(1, 3))):
-        node: Any = obj
-        while True:
-            keys = list(node) if isinstance(node, dict) else list(range(len(node)))
-            if not keys:
-                break
-            key = draw(st.sampled_from(keys))
-            child = node[key]
-            if isinstance(child, (dict, list)) and child and draw(st.booleans()):
-                node = child
-                continue
-            if draw(st.booleans()):
-                del node[key]
-            else:
-                node[key] = draw(_junk_value)
-            break
+def without(obj: Any, keys: frozenset[str]) -> Any:
+    """``obj`` with ``keys`` removed at every depth (ids and timestamps the comparison ignores)."""
+    if isinstance(obj, dict):
+        return {key: without(value, keys) for key, value in obj.items() if key not in keys}
+    if isinstance(obj, list):
+        return [without(item, keys) for item in obj]
     return obj
 
 
-def junk(types: list[str]) -> st.SearchStrategy[dict[str, Any]]:
-    """Objects of the dialect's own ``type``s with fields missing, of the wrong type, or nested junk.
+def merged(items: list[tuple[Any, ...]], kind: str) -> list[tuple[Any, ...]]:
+    """Join adjacent ``(kind, text)`` items: dialects without message boundaries run such texts together."""
+    out: list[tuple[Any, ...]] = []
+    for item in items:
+        if item[0] == kind and out and out[-1][0] == kind:
+            out[-1] = (kind, out[-1][1] + item[1])
+        else:
+            out.append(item)
+    return out
 
-    Keys and string values come mostly from the dialects' own vocabulary, so that the
-    junk reaches deep into the decoders rather than failing at the first field.
-    """
-    return st.builds(lambda kind, rest: {**rest, "type": kind}, st.sampled_from(types),
-                     st.dictionaries(_keys, _junk_value, max_size=8))
 
+def realistic(events: list[p.BaseEvent]) -> list[p.BaseEvent]:
+    """Make a generated session's ``result`` agree with its body, as a Stream's does (usage, tools, turns)."""
+    result = events[-1]
+    assert isinstance(result, p.Result)
+    totals = p.UsageTotals()
+    for usage in only(events, p.Usage):
+        totals.add(usage)
+    result.usage, result.tools_used = totals, tool_names(events)
+    result.turn_count = len(only(events, p.Usage))
+    return events
+
+
+# -- validity -----------------------------------------------------------------------------
+
+
+def codec_problems(events: Iterable[p.AnyEvent]) -> list[str]:
+    """Known events that do not come back unchanged through the canonical codec (wrong field types or literals)."""
+    return [f"event {number} does not survive the canonical codec: {event}"
+            for number, event in enumerate(events, 1)
+            if not isinstance(event, p.UnknownEvent) and p.decode(p.encode(event)) != event]
+
+
+def violations(events: Sequence[p.AnyEvent]) -> list[str]:
+    """Everything wrong with a decoded stream as protocol v1 (nothing, for a valid one): the codec check above,
+    then every rule of the validator (start first, pairing, one result …)."""
+    data = b"".join(p.encode_line(event) for event in events)
+    return codec_problems(events) + [str(violation) for violation in validate_stream(io.BytesIO(data))]
+
+
+def assert_sniff_is_total(dialect: str, obj: Any) -> None:
+    """Detection looks at any first line a reader meets: it must answer, never raise."""
+    assert 0.0 <= get_dialect(dialect).sniff(obj) <= 1.0
+
+
+def assert_junk_handled(dialect: str, junk_objects: Sequence[Any]) -> None:
+    """Sniff each object, then decode them all through one decoder: a line may be rejected, but only as a
+    MalformedEventError that names the dialect; what does come out are valid events, and ``finish()`` never fails."""
+    decoder = get_dialect(dialect).decoder()
+    out: list[p.AnyEvent] = []
+    for obj in junk_objects:
+        assert_sniff_is_total(dialect, obj)
+        try:
+            out += decoder.decode_line(line(obj)) or []
+        except MalformedEventError as exc:
+            assert exc.message.startswith(dialect), exc.message
+    out += decoder.finish()
+    assert not codec_problems(out)
+
+
+# -- junk ---------------------------------------------------------------------------------
 
 FIELD_NAMES = [
     "subtype", "message", "content", "id", "model", "usage", "session_id", "uuid", "event", "index", "delta",
@@ -273,10 +225,7 @@ FIELD_NAMES = [
     "server", "arguments", "rate_limit_info", "content_block", "type", "cache", "time", "output", "reason",
     "rejected", "data", "statusCode", "api_error_status", "total_cost_usd", "permission_denials",
 ]
-_keys = st.sampled_from(FIELD_NAMES) | name
-_leaf = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | text | st.deferred(lambda: st.sampled_from(WORDS))
-_junk_value = st.recursive(_leaf, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_keys, inner, max_size=4),
-                           max_leaves=8)
+"""Keys of the dialects' own vocabulary, so that junk reaches deep into the decoders."""
 
 WORDS = [
     "text", "thinking", "tool_use", "tool_result", "server_tool_use", "image", "init", "api_retry", "status",
@@ -286,9 +235,91 @@ WORDS = [
     "cancelled", "step-start", "step-finish", "tool", "running", "user", "assistant", "developer", "T-1",
     "error_max_turns", "aborted_streaming", "agentstream.status", "agentstream.usage", "agui.state_delta",
 ]
+"""String values of the dialects' own vocabulary (types, subtypes, statuses)."""
+
+junk_keys = st.sampled_from(FIELD_NAMES) | text
+junk_values = json_trees(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | text | st.sampled_from(WORDS),
+    junk_keys, max_leaves=8, max_size=4,
+)
+"""Any JSON value (huge numbers and infinities too), with the dialects' keys and words mixed in."""
+
+WRONG_VALUES: tuple[Any, ...] = (None, True, "x", "", -1, 1.5, 2**70, [], {}, ["x"], {"x": 1})
+"""Values of every JSON type (and out-of-range numbers) that the sweep puts in each field."""
 
 
-def assert_sniff_is_total(dialect: str, obj: dict[str, Any]) -> None:
-    """Detection looks at any first line a reader meets: it must answer, never raise."""
-    score = get_dialect(dialect).sniff(obj)
-    assert 0.0 <= score <= 1.0
+def fields(keys: Sequence[str], nested: dict[str, st.SearchStrategy[Any]] | None = None
+           ) -> st.SearchStrategy[dict[str, Any]]:
+    """Objects whose known ``keys`` are each absent or hold any junk value; ``nested`` keys may also hold
+    the given (usually object) strategy, so junk reaches the inner fields too."""
+    optional: dict[str, st.SearchStrategy[Any]] = {key: junk_values for key in keys}
+    for key, inner in (nested or {}).items():
+        optional[key] = inner | junk_values
+    return st.fixed_dictionaries({}, optional=optional)
+
+
+def junk(kinds: Sequence[str], keys: Sequence[str] = (), nested: dict[str, st.SearchStrategy[Any]] | None = None
+         ) -> st.SearchStrategy[dict[str, Any]]:
+    """Lines of the dialect's own ``kinds``: up to eight vocabulary keys holding junk, and the known ``keys``
+    (and ``nested`` shapes, see :func:`fields`) each missing or holding a value of any type."""
+    return st.builds(lambda kind, extra, known: {**extra, **known, "type": kind}, st.sampled_from(list(kinds)),
+                     st.dictionaries(junk_keys, junk_values, max_size=8), fields(keys, nested))
+
+
+def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every key path into nested objects and lists, the containers themselves included."""
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    paths = []
+    for key, inner in items:
+        paths.append((*prefix, key))
+        paths += _paths(inner, (*prefix, key))
+    return paths
+
+
+def _parent(obj: Any, path: tuple[Any, ...]) -> tuple[Any, Any]:
+    """The container that holds the end of ``path``, and its key there."""
+    *parents, key = path
+    for step in parents:
+        obj = obj[step]
+    return obj, key
+
+
+@st.composite
+def mutants(draw: st.DrawFn, bases: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """A valid line with one to three fields (at any depth) deleted or replaced by junk."""
+    obj = copy.deepcopy(draw(st.sampled_from(list(bases))))
+    for _ in range(draw(st.integers(1, 3))):
+        paths = _paths(obj)
+        if not paths:
+            break
+        parent, key = _parent(obj, draw(st.sampled_from(paths)))
+        if draw(st.booleans()):
+            del parent[key]
+        else:
+            parent[key] = draw(junk_values)
+    return obj
+
+
+_DELETE = object()
+
+
+def every_breakage(bases: Sequence[dict[str, Any]]) -> Iterable[dict[str, Any]]:
+    """Each base line with one field (at any depth) deleted, or set to each of :data:`WRONG_VALUES`."""
+    for base in bases:
+        for path in _paths(base):
+            for value in (_DELETE, *WRONG_VALUES):
+                obj = copy.deepcopy(base)
+                parent, key = _parent(obj, path)
+                if value is _DELETE:
+                    del parent[key]
+                else:
+                    parent[key] = value
+                yield obj
+
+
+def assert_breakage_handled(dialect: str, bases: Sequence[dict[str, Any]]) -> None:
+    """Every single-field breakage of every base line decodes to valid events or raises MalformedEventError."""
+    broken_lines = list(every_breakage(bases))
+    assert len(broken_lines) > 100
+    for obj in broken_lines:
+        assert_junk_handled(dialect, [obj])

@@ -8,26 +8,24 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _dialect_support import (
+from _dialect_kit import (
     assert_breakage_handled,
-    assert_canonical,
-    assert_valid_events,
-    decode_all,
+    assert_junk_handled,
+    decode,
     decode_each,
     encode_objects,
-    broken,
-    feed_junk,
     fields,
     junk,
     line,
+    mutants,
     realistic,
     round_trip,
     seed_lines,
     seed_objects,
-    stamped,
+    violations,
     without,
 )
-from _strategies import messages, sessions, tool_round_trips
+from _strategies import messages, sessions, stamped, tool_round_trips
 from agentstream import protocol as p
 from agentstream.dialects import detect_dialect, get_dialect
 from agentstream.dialects._common import RAW_ARGUMENTS_KEY
@@ -70,27 +68,27 @@ def test_the_full_example_decodes_line_by_line() -> None:
     assert end.usage == p.UsageTotals(input_tokens=150, output_tokens=320, cached_tokens=50, reasoning_tokens=120)
     assert end.tools_used == ["Shell"]
     assert flushed == []
-    assert_canonical([event for chunk in per_line for event in chunk])
+    assert not violations([event for chunk in per_line for event in chunk])
 
 
 def test_schema_examples_decode_alone() -> None:
     message, call, output, reasoning, init, ok, failed = seed_lines("acai")[SCHEMA_EXAMPLES]
-    events = decode_all("acai", [message])
+    events = decode("acai", [message])
     assert isinstance(events[0], p.Start) and events[0].synthetic and events[0].command == "acai instruct"
     assert (events[1].message_id, events[1].role, events[1].content) == (
         "msg_abc123", "assistant", "Hello! How can I help you today?")
-    paired = decode_all("acai", [call, output])
+    paired = decode("acai", [call, output])
     assert paired[1].arguments == {"command": "ls -la"}
     assert (paired[2].call_id, paired[2].name) == ("call_xyz789", "Shell")
     assert paired[2].output.startswith("total 8\ndrwxr-xr-x")
-    assert decode_all("acai", [output])[1].name == "unknown", "a result with no call seen cannot know its name"
-    assert decode_all("acai", [reasoning])[1].content.startswith("The user is asking about the weather")
-    assert decode_all("acai", [init])[0].session_id == "550e8400-e29b-41d4-a716-446655440000"
-    assert decode_all("acai", [ok])[-1].ok is True
+    assert decode("acai", [output])[1].name == "unknown", "a result with no call seen cannot know its name"
+    assert decode("acai", [reasoning])[1].content.startswith("The user is asking about the weather")
+    assert decode("acai", [init])[0].session_id == "550e8400-e29b-41d4-a716-446655440000"
+    assert decode("acai", [ok])[-1].ok is True
 
 
 def test_a_failed_result_becomes_a_fatal_error_then_the_result() -> None:
-    *_, error, result = decode_all("acai", [seed_lines("acai")[6]])
+    *_, error, result = decode("acai", [seed_lines("acai")[6]])
     assert isinstance(error, p.Error) and not error.recoverable
     assert (error.code, error.message) == ("UNKNOWN", "Error: API request failed: rate limit exceeded")
     assert (result.ok, result.subtype, result.exit_code, result.duration_ms) == (False, "error", 1, 342)
@@ -101,17 +99,17 @@ def test_a_failed_result_becomes_a_fatal_error_then_the_result() -> None:
 def test_later_versions_exit_code_is_kept_and_names_the_error() -> None:
     obj = {"type": "result", "success": False, "subtype": "error", "error": "bad input", "duration_ms": 1,
            "turn_count": 0, "exit_code": 3}
-    error, result = decode_all("acai", [line(obj)])[1:]
+    error, result = decode("acai", [line(obj)])[1:]
     assert (error.code, result.exit_code) == ("INVALID_INPUT", 3)
 
 
 def test_arguments_that_are_not_json_are_kept_raw_and_reported() -> None:
     obj = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "Shell", "arguments": "{not json"}
-    start, log, call = decode_all("acai", [line(obj)])
+    start, log, call = decode("acai", [line(obj)])
     assert call.arguments == {RAW_ARGUMENTS_KEY: "{not json"}
     assert isinstance(log, p.Log) and log.level == "warn" and "not valid JSON" in log.message
     assert "call_1" not in log.message and RAW_ARGUMENTS_KEY in log.message
-    listed = decode_all("acai", [line({**obj, "arguments": "[1, 2]"})])
+    listed = decode("acai", [line({**obj, "arguments": "[1, 2]"})])
     assert listed[-1].arguments == {RAW_ARGUMENTS_KEY: "[1, 2]"} and "not a JSON object" in listed[1].message
     # The encoder gives the raw string back unchanged.
     assert encode_objects("acai", [p.Start(command="x"), call])[1]["arguments"] == "{not json"
@@ -119,7 +117,7 @@ def test_arguments_that_are_not_json_are_kept_raw_and_reported() -> None:
 
 def test_unknown_lines_pass_through_whole() -> None:
     obj = {"type": "hook_event", "name": "pre", "x": 1}
-    events = decode_all("acai", [line(obj)])
+    events = decode("acai", [line(obj)])
     assert events == [p.UnknownEvent(type="hook_event", raw=obj)]
 
 
@@ -199,7 +197,7 @@ def _kept(events: list[p.AnyEvent]) -> list[tuple[Any, ...]]:
 def test_round_trip_keeps_what_acai_carries(session: list[p.BaseEvent]) -> None:
     session = realistic(session)
     decoded = round_trip("acai", session)
-    assert_canonical(decoded)
+    assert not violations(decoded)
     start, result = decoded[0], decoded[-1]
     assert (start.session_id, start.cwd, start.tools) == (session[0].session_id, session[0].cwd, session[0].tools)
     assert _kept(decoded) == _kept(session)
@@ -228,14 +226,14 @@ BASES = [
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(broken(BASES) | junk(["init", "message", "reasoning", "function_call", "function_call_output", "result"],
+@given(st.lists(mutants(BASES) | junk(["init", "message", "reasoning", "function_call", "function_call_output", "result"],
                      ["session_id", "cwd", "tools", "role", "content", "id", "summary", "call_id", "name",
                       "arguments", "output", "success", "subtype", "error", "duration_ms", "turn_count", "exit_code"],
                      nested={"usage": fields(["input_tokens", "output_tokens", "total_tokens"], nested={
                          "input_tokens_details": fields(["cached_tokens"]),
                          "output_tokens_details": fields(["reasoning_tokens"])})}), max_size=6))
-def test_junk_raises_only_malformed_event_errors(objects: list[dict[str, Any]]) -> None:
-    assert_valid_events(feed_junk("acai", objects))
+def test_junk_raises_only_malformed_event_errors(junk_lines: list[dict[str, Any]]) -> None:
+    assert_junk_handled("acai", junk_lines)
 
 
 def test_every_single_field_breakage_is_decoded_or_malformed() -> None:

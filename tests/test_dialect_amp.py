@@ -4,24 +4,25 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import given, settings
+
 from _dialect_kit import (
     FIXTURES,
-    assert_only_malformed,
+    assert_junk_handled,
     assert_sniff_is_total,
     decode_fixture,
     encode,
     fixture_lines,
+    fixture_objects,
     junk,
     mutants,
     objects,
     project,
     round_trip,
-    sessions,
     tool_names,
     violations,
 )
-from hypothesis import given, settings
-
+from _strategies import full_sessions
 from agentstream import protocol as p
 from agentstream.dialects import detect_dialect, get_dialect
 from agentstream.read import read
@@ -91,7 +92,7 @@ def keep(event: dict[str, Any]) -> dict[str, Any] | None:
 
 
 @settings(max_examples=40, deadline=None)
-@given(sessions())
+@given(full_sessions())
 def test_round_trip_keeps_what_the_amp_row_promises(events: list[p.BaseEvent]) -> None:
     back = round_trip("amp", events)
     assert project(back, keep) == project(events, keep)
@@ -100,9 +101,9 @@ def test_round_trip_keeps_what_the_amp_row_promises(events: list[p.BaseEvent]) -
 
 
 @settings(max_examples=150, deadline=None)
-@given(junk(["system", "assistant", "user", "result"]) | mutants("amp"))
+@given(junk(["system", "assistant", "user", "result"]) | mutants(fixture_objects("amp")))
 def test_junk_lines_raise_nothing_but_malformed_event_error(obj: dict[str, Any]) -> None:
-    assert_only_malformed("amp", obj | {"session_id": "T-1"})
+    assert_junk_handled("amp", [obj | {"session_id": "T-1"}])
     assert_sniff_is_total("amp", obj)
 
 
@@ -115,7 +116,7 @@ def test_no_dialect_claims_anothers_lines() -> None:
     for dialect in MINE:
         for path in sorted((FIXTURES / dialect).glob("*.ndjson")):
             if path.name not in FRAGMENTS:
-                assert detect_dialect(objects(path.read_bytes().splitlines())[:8]) == dialect, path.name
+                assert detect_dialect(objects(fixture_lines(dialect, path.name))[:8]) == dialect, path.name
     for path in sorted((FIXTURES.parent / "seeds").glob("*.ndjson")):
         lines = objects(line for line in path.read_bytes().splitlines() if line.startswith(b"{"))
         assert all(get_dialect(name).sniff(obj) == 0.0 for name in MINE for obj in lines), path.name

@@ -5,15 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+
 from _dialect_kit import (
     FIXTURES,
-    assert_only_malformed,
-    assert_sniff_is_total,
+    assert_junk_handled,
     decode,
-    decode_each,
     decode_fixture,
+    decode_separately,
     encode,
     fixture_lines,
+    fixture_objects,
     junk,
     mutants,
     objects,
@@ -21,12 +23,10 @@ from _dialect_kit import (
     only,
     project,
     round_trip,
-    sessions,
     tool_names,
     violations,
 )
-from hypothesis import given, settings
-
+from _strategies import full_sessions, stamped
 from agentstream import protocol as p
 from agentstream.dialects import detect_dialect, get_dialect
 from agentstream.errors import MalformedEventError
@@ -80,7 +80,8 @@ def test_api_error_reported_as_success_with_is_error_is_a_failure() -> None:
 
 
 def test_tool_results_of_cli_2_1_205_success_and_error() -> None:
-    ok, failed = (one(events, p.ToolResult) for events in decode_each("claude", "tool-results-2.1.205.ndjson"))
+    lines = fixture_lines("claude", "tool-results-2.1.205.ndjson")
+    ok, failed = (one(events, p.ToolResult) for events in decode_separately("claude", lines))
     assert (ok.call_id, ok.status, ok.output, ok.error) == ("toolu_01M38CzXbA7gWUhWz4BCRZfM", "success", "1\thi from file\n2\t", p.UNSET)
     assert (failed.status, failed.error, failed.output) == ("error", "File does not exist.", p.UNSET)
 
@@ -112,7 +113,7 @@ def test_deltas_and_the_complete_assistant_line_are_not_added_twice() -> None:
     assert result.tools_used == ["Read"] and not violations(events)
 
 
-RESULTS = decode_each("claude", "results.ndjson")
+RESULTS = decode_separately("claude", fixture_lines("claude", "results.ndjson"))
 
 
 def test_success_result_capture() -> None:
@@ -256,8 +257,7 @@ def full_session() -> list[p.BaseEvent]:
         p.Result(ok=True, subtype="success", exit_code=0, duration_ms=1200, turn_count=2, result="a.txt says hi",
                  usage=p.UsageTotals(input_tokens=100, output_tokens=20, cached_tokens=60, cost_usd=0.01)),
     ]
-    sequencer = p.Sequencer("16c61d1b-fe47-4d2a-a97a-fdea9213ac86")
-    return [sequencer.stamp(event) for event in events]
+    return stamped(events, "16c61d1b-fe47-4d2a-a97a-fdea9213ac86")
 
 
 def test_the_claude_agent_sdk_parses_every_line_we_write() -> None:
@@ -327,7 +327,7 @@ def keep(event: dict[str, Any]) -> dict[str, Any] | None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(sessions())
+@given(full_sessions())
 def test_round_trip_keeps_what_the_claude_row_promises(events: list[p.BaseEvent]) -> None:
     back = round_trip("claude", events)
     assert project(back, keep) == project(events, keep)
@@ -348,10 +348,9 @@ CLAUDE_TYPES = ["system", "assistant", "user", "result", "stream_event", "rate_l
 
 
 @settings(max_examples=150, deadline=None)
-@given(junk(CLAUDE_TYPES) | mutants("claude"))
+@given(junk(CLAUDE_TYPES) | mutants(fixture_objects("claude")))
 def test_junk_lines_raise_nothing_but_malformed_event_error(obj: dict[str, Any]) -> None:
-    assert_only_malformed("claude", obj)
-    assert_sniff_is_total("claude", obj)
+    assert_junk_handled("claude", [obj])
 
 
 @pytest.mark.parametrize(

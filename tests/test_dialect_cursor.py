@@ -8,29 +8,25 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _dialect_support import (
+from _dialect_kit import (
     assert_breakage_handled,
-    assert_canonical,
-    assert_valid_events,
-    decode_all,
+    assert_junk_handled,
+    decode,
     decode_each,
     encode_objects,
-    broken,
-    feed_junk,
     fields,
     junk,
     line,
-    of_type,
+    mutants,
+    only,
     realistic,
     round_trip,
     seed_lines,
     seed_objects,
-    stamped,
-    streamed_messages,
-    streamed_reasonings,
+    violations,
     without,
 )
-from _strategies import messages, reasonings, sessions, text, tool_round_trips, usages
+from _strategies import delta_runs, messages, reasonings, sessions, stamped, text, tool_round_trips, usages
 from agentstream import protocol as p
 from agentstream.dialects import detect_dialect, get_dialect
 from agentstream.dialects._common import RAW_ARGUMENTS_KEY
@@ -74,7 +70,7 @@ def test_the_documented_examples_decode_line_by_line() -> None:
         True, "success", 0, 1234, "<full assistant text>", ["read", "write"])
     assert {event.session_id for chunk in per_line for event in chunk} == {SESSION_ID}
     assert flushed == []
-    assert_canonical([event for chunk in per_line for event in chunk])
+    assert not violations([event for chunk in per_line for event in chunk])
 
 
 def test_partial_output_text_appears_once() -> None:
@@ -100,18 +96,18 @@ def test_partial_output_text_appears_once() -> None:
     (final,) = per_line[7]
     assert (final.type, final.content) == ("message", "Done"), "the final flush is skipped, the run closed"
     events = [event for chunk in per_line for event in chunk]
-    assert [m.content for m in of_type(events, p.Message) if m.role == "assistant"] == ["Let me look.", "Done"]
-    assert_canonical(events)
+    assert [m.content for m in only(events, p.Message) if m.role == "assistant"] == ["Let me look.", "Done"]
+    assert not violations(events)
 
 
 def test_without_partial_output_every_assistant_form_is_a_complete_message() -> None:
-    events = decode_all("cursor", [seed_lines("cursor")[0], _assistant("mid", timestamp_ms=1, model_call_id="m"),
+    events = decode("cursor", [seed_lines("cursor")[0], _assistant("mid", timestamp_ms=1, model_call_id="m"),
                                    _assistant("final")])
     assert [(e.type, e.content) for e in events[1:]] == [("message", "mid"), ("message", "final")]
 
 
 def test_thinking_events_become_reasoning() -> None:
-    events = decode_all("cursor", [
+    events = decode("cursor", [
         line({"type": "thinking", "subtype": "delta", "text": "Let me ", "session_id": SESSION_ID,
               "timestamp_ms": 1770823434041}),
         line({"type": "thinking", "subtype": "delta", "text": "think", "session_id": SESSION_ID}),
@@ -127,7 +123,7 @@ def test_function_tools_errors_and_missing_ids() -> None:
         obj: dict[str, Any] = {"type": "tool_call", "subtype": subtype, "tool_call": spec}
         return line({**obj, "call_id": call_id} if call_id else obj)
 
-    events = decode_all("cursor", [
+    events = decode("cursor", [
         tool("started", {"function": {"name": "grep", "arguments": '{"pattern":"TODO"}'}}, "c1"),
         tool("completed", {"function": {"name": "grep", "arguments": "{}", "result": {"error": {"message": "no"}}}}, "c1"),
         tool("started", {"function": {"name": "grep", "arguments": "TODO"}}, "c2"),
@@ -142,16 +138,16 @@ def test_function_tools_errors_and_missing_ids() -> None:
     assert raw_call.arguments == {RAW_ARGUMENTS_KEY: "TODO"} and raw_done.status == "success"
     assert shell.name == "shell" and shell_done.call_id == shell.call_id, "paired by name when ids are missing"
     assert shell_done.output == '{"stdout":"a"}'
-    assert_canonical([*events, p.Result(ok=True, subtype="success", exit_code=0, seq=len(events),
-                                        session_id=events[0].session_id)])
+    assert not violations([*events, p.Result(ok=True, subtype="success", exit_code=0, seq=len(events),
+                                             session_id=events[0].session_id)])
 
 
 def test_result_usage_and_errors() -> None:
-    ok = decode_all("cursor", [line({"type": "result", "subtype": "success", "is_error": False, "result": "x",
+    ok = decode("cursor", [line({"type": "result", "subtype": "success", "is_error": False, "result": "x",
                                      "usage": {"inputTokens": 100, "outputTokens": 50, "cacheReadTokens": 10,
                                                "cacheWriteTokens": 5}})])[-1]
     assert ok.usage == p.UsageTotals(input_tokens=100, output_tokens=50, cached_tokens=10)
-    _, error, failed = decode_all("cursor", [line({"type": "result", "subtype": "error", "is_error": True,
+    _, error, failed = decode("cursor", [line({"type": "result", "subtype": "error", "is_error": True,
                                                    "result": "model unavailable"})])
     assert (error.recoverable, error.message) == (False, "model unavailable")
     assert (failed.ok, failed.exit_code, failed.error.message) == (False, 1, "model unavailable")
@@ -160,7 +156,7 @@ def test_result_usage_and_errors() -> None:
 def test_unknown_lines_and_subtypes_pass_through() -> None:
     status = {"type": "system", "subtype": "status", "x": 1}
     mcp = {"type": "interaction_query", "id": 1}
-    assert decode_all("cursor", [line(status), line(mcp)]) == [
+    assert decode("cursor", [line(status), line(mcp)]) == [
         p.UnknownEvent(type="system", raw=status), p.UnknownEvent(type="interaction_query", raw=mcp)]
 
 
@@ -241,9 +237,9 @@ def _kept(events: list[p.AnyEvent]) -> list[tuple[Any, ...]]:
 
 BODY = st.one_of(
     messages(("user", "assistant", "system")).map(lambda m: [m]),
-    streamed_messages(),
+    delta_runs(roles=("assistant",)),
     reasonings.map(lambda r: [r]),
-    streamed_reasonings(),
+    delta_runs(reasoning=True),
     tool_round_trips(),
     usages.map(lambda u: [u]),
 )
@@ -257,11 +253,11 @@ def test_round_trip_keeps_what_cursor_carries(session: list[p.BaseEvent], final_
     if final_text is not None:
         original.result = final_text
     decoded = round_trip("cursor", session)
-    assert_canonical(decoded)
+    assert not violations(decoded)
     start, result = decoded[0], decoded[-1]
     assert (start.session_id, start.cwd, start.model) == (session[0].session_id, "/work", "m1")
     assert _kept(decoded) == _kept(session)
-    assistant_text = "".join(m.content for m in of_type(session, p.Message) if m.role == "assistant")
+    assistant_text = "".join(m.content for m in only(session, p.Message) if m.role == "assistant")
     assert result.result == (final_text if final_text is not None else assistant_text)
     assert (result.ok, result.subtype, result.exit_code, result.duration_ms, result.tools_used) == (
         original.ok, original.subtype, original.exit_code, original.duration_ms, original.tools_used)
@@ -299,7 +295,7 @@ BASES = [
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(broken(BASES) | junk(
+@given(st.lists(mutants(BASES) | junk(
     ["system", "user", "assistant", "thinking", "tool_call", "result"],
     ["subtype", "session_id", "cwd", "model", "timestamp_ms", "model_call_id", "text", "call_id", "duration_ms",
      "is_error", "result"],
@@ -307,8 +303,8 @@ BASES = [
         st.sampled_from(["readToolCall", "function", "shellToolCall", "toolCallId"]), TOOL, max_size=2),
         "usage": fields(["inputTokens", "outputTokens", "cacheReadTokens"])},
 ), max_size=6))
-def test_junk_raises_only_malformed_event_errors(objects: list[dict[str, Any]]) -> None:
-    assert_valid_events(feed_junk("cursor", objects))
+def test_junk_raises_only_malformed_event_errors(junk_lines: list[dict[str, Any]]) -> None:
+    assert_junk_handled("cursor", junk_lines)
 
 
 def test_every_single_field_breakage_is_decoded_or_malformed() -> None:

@@ -9,29 +9,26 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _dialect_support import (
+from _dialect_kit import (
     assert_breakage_handled,
-    assert_canonical,
-    assert_valid_events,
-    decode_all,
+    assert_junk_handled,
+    decode,
     decode_each,
     encode_objects,
-    broken,
-    feed_junk,
     fields,
     junk,
     line,
     merged,
-    of_type,
+    mutants,
+    only,
     realistic,
     round_trip,
     seed_lines,
     seed_objects,
-    stamped,
-    streamed_messages,
+    violations,
     without,
 )
-from _strategies import errors, messages, sessions, text, tool_round_trips, usages
+from _strategies import delta_runs, errors, messages, sessions, stamped, text, tool_round_trips, usages
 from agentstream import protocol as p
 from agentstream.dialects import detect_dialect, get_dialect
 
@@ -77,17 +74,17 @@ def test_the_seed_session_decodes_line_by_line() -> None:
     assert end.usage == p.UsageTotals(input_tokens=50, output_tokens=50, cached_tokens=0)
     assert end.tools_used == ["calculator"]
     assert flushed == []
-    assert_canonical([event for chunk in per_line for event in chunk])
+    assert not violations([event for chunk in per_line for event in chunk])
 
 
 def test_tool_error_example_pairs_with_its_call() -> None:
-    *_, result = decode_all("gemini", _seed(TOOL_USE, TOOL_ERROR))
+    *_, result = decode("gemini", _seed(TOOL_USE, TOOL_ERROR))
     assert (result.call_id, result.name, result.status) == ("call_1", "calculator", "error")
     assert result.error == "ValueError: Invalid expression"
 
 
 def test_error_result_example_is_a_fatal_error_then_a_failed_result() -> None:
-    start, error, result = decode_all("gemini", _seed(RESULT_ERROR))
+    start, error, result = decode("gemini", _seed(RESULT_ERROR))
     assert start.synthetic, "Gemini streams that fail before init (e.g. auth) have no start of their own"
     assert (error.code, error.message, error.recoverable) == ("UNKNOWN", "Something went wrong", False)
     assert (result.ok, result.subtype, result.exit_code) == (False, "error", 1)
@@ -111,7 +108,7 @@ def test_error_result_example_is_a_fatal_error_then_a_failed_result() -> None:
 def test_exit_code_follows_geminis_error_class(error_type: str, code: str, exit_code: int, subtype: str) -> None:
     obj = {"type": "result", "timestamp": "2023-10-27T10:00:06.000Z", "status": "error",
            "error": {"type": error_type, "message": "boom"}, "stats": {"duration_ms": 0}}
-    *_, error, result = decode_all("gemini", [line(obj)])
+    *_, error, result = decode("gemini", [line(obj)])
     assert (error.code, result.error.code, result.exit_code, result.subtype) == (code, code, exit_code, subtype)
 
 
@@ -121,7 +118,7 @@ def test_invalid_stream_failure_takes_the_error_line_as_its_cause() -> None:
               "message": "Model stream ended with an invalid chunk"}),
         line({"type": "result", "timestamp": "2023-10-27T10:00:06.000Z", "status": "error"}),
     ]
-    _, error, result = decode_all("gemini", lines)
+    _, error, result = decode("gemini", lines)
     assert (error.recoverable, error.message, error.ts) == (
         False, "Model stream ended with an invalid chunk", "2023-10-27T10:00:05.000Z")
     assert (result.ok, result.exit_code) == (False, 1), "Gemini itself exits 0 here; ok and exit_code must agree"
@@ -134,11 +131,11 @@ def test_severity_error_followed_by_a_successful_result_is_not_fatal() -> None:
               "message": "Maximum session turns exceeded"}),
         line({"type": "result", "timestamp": "2023-10-27T10:00:06.000Z", "status": "success"}),
     ]
-    _, error, result = decode_all("gemini", lines)
+    _, error, result = decode("gemini", lines)
     assert error.recoverable and result.ok
     lines.insert(1, _seed(TOOL_USE)[0])
-    assert decode_all("gemini", lines)[1].recoverable, "a severity error that the run outlives is recoverable"
-    *_, last = decode_all("gemini", lines[:1])
+    assert decode("gemini", lines)[1].recoverable, "a severity error that the run outlives is recoverable"
+    *_, last = decode("gemini", lines[:1])
     assert isinstance(last, p.Error) and not last.recoverable, "at the end of input it is what ended the run"
 
 
@@ -146,9 +143,9 @@ def test_per_model_stats_become_usage_events() -> None:
     stats = {"total_tokens": 9, "input_tokens": 7, "output_tokens": 2, "cached": 1, "input": 6, "duration_ms": 5,
              "tool_calls": 0, "models": {"gemini-2.5-pro": {"total_tokens": 9, "input_tokens": 7, "output_tokens": 2,
                                                             "cached": 1, "input": 6}}}
-    events = decode_all("gemini", [line({"type": "result", "timestamp": "2023-10-27T10:00:06.000Z",
+    events = decode("gemini", [line({"type": "result", "timestamp": "2023-10-27T10:00:06.000Z",
                                          "status": "success", "stats": stats})])
-    (usage,) = of_type(events, p.Usage)
+    (usage,) = only(events, p.Usage)
     assert (usage.model, usage.input_tokens, usage.output_tokens, usage.cached_tokens) == ("gemini-2.5-pro", 7, 2, 1)
     assert events[-1].usage == p.UsageTotals(input_tokens=7, output_tokens=2, cached_tokens=1)
 
@@ -216,7 +213,7 @@ def test_encoder_error_types_and_dropped_events() -> None:
     unknown_code = encode_objects("gemini", stamped([p.Start(command="g"), p.Result(
         ok=False, subtype="error", exit_code=1, error=p.ErrorInfo(code="RATE_LIMITED", message="slow"))]))
     assert unknown_code[1]["error"]["type"] == "RATE_LIMITED"
-    assert decode_all("gemini", [line(unknown_code[1])])[-1].error.code == "RATE_LIMITED"
+    assert decode("gemini", [line(unknown_code[1])])[-1].error.code == "RATE_LIMITED"
 
 
 def test_encoder_stats_count_tools_and_sum_usage_per_model() -> None:
@@ -262,7 +259,7 @@ def _kept(events: list[p.AnyEvent]) -> list[tuple[Any, ...]]:
 
 def _per_model(events: list[p.AnyEvent]) -> dict[str, tuple[int, int, int]]:
     totals: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
-    for usage in of_type(events, p.Usage):
+    for usage in only(events, p.Usage):
         figures = totals[usage.model]
         figures[0] += usage.input_tokens
         figures[1] += usage.output_tokens
@@ -272,7 +269,7 @@ def _per_model(events: list[p.AnyEvent]) -> dict[str, tuple[int, int, int]]:
 
 BODY = st.one_of(
     messages(("user", "assistant", "system")).map(lambda m: [m]),
-    streamed_messages(),
+    delta_runs(roles=("assistant",)),
     tool_round_trips(),
     usages.map(lambda u: [u]),
     errors.map(lambda e: [e]),
@@ -284,7 +281,7 @@ BODY = st.one_of(
 def test_round_trip_keeps_what_gemini_carries(session: list[p.BaseEvent]) -> None:
     session = realistic(session)
     decoded = round_trip("gemini", session)
-    assert_canonical(decoded)
+    assert not violations(decoded)
     start, result, original = decoded[0], decoded[-1], session[-1]
     assert (start.session_id, start.model, start.ts) == (session[0].session_id, session[0].model, session[0].ts)
     assert _kept(decoded) == _kept(session)
@@ -318,14 +315,14 @@ BASES = [
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(broken(BASES) | junk(["init", "message", "tool_use", "tool_result", "error", "result"],
+@given(st.lists(mutants(BASES) | junk(["init", "message", "tool_use", "tool_result", "error", "result"],
                      ["timestamp", "session_id", "model", "role", "content", "delta", "tool_name", "tool_id",
                       "parameters", "status", "output", "severity", "message"],
                      nested={"error": fields(["type", "message"]),
                              "stats": fields(STATS, nested={"models": st.dictionaries(text, fields(STATS), max_size=2)})}),
                 max_size=6))
-def test_junk_raises_only_malformed_event_errors(objects: list[dict[str, Any]]) -> None:
-    assert_valid_events(feed_junk("gemini", objects))
+def test_junk_raises_only_malformed_event_errors(junk_lines: list[dict[str, Any]]) -> None:
+    assert_junk_handled("gemini", junk_lines)
 
 
 def test_every_single_field_breakage_is_decoded_or_malformed() -> None:

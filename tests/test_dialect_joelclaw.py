@@ -7,27 +7,24 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _dialect_support import (
+from _dialect_kit import (
     assert_breakage_handled,
-    assert_canonical,
-    assert_valid_events,
-    decode_all,
+    assert_junk_handled,
+    decode,
     decode_each,
     encode_objects,
-    broken,
-    feed_junk,
     fields,
-    json_values,
     junk,
     line,
+    mutants,
     realistic,
     round_trip,
     seed_lines,
     seed_objects,
-    stamped,
+    violations,
     without,
 )
-from _strategies import errors, logs, name, sessions, small_int, steps, text
+from _strategies import errors, json_values, logs, name, sessions, small_int, stamped, steps, text
 from agentstream import protocol as p
 from agentstream.dialects import detect_dialect, get_dialect
 from agentstream.dialects._common import rfc3339
@@ -73,11 +70,11 @@ def test_the_seed_stream_decodes_line_by_line() -> None:
         p.NextAction(command="joelclaw runs --count 3", description="List recent runs"),
     ]
     assert flushed == []
-    assert_canonical([event for chunk in per_line for event in chunk])
+    assert not violations([event for chunk in per_line for event in chunk])
 
 
 def test_the_error_envelope_is_a_fatal_error_and_a_failed_result() -> None:
-    start, error, result = decode_all("joelclaw", [line(ERROR)])
+    start, error, result = decode("joelclaw", [line(ERROR)])
     assert start.synthetic
     assert (error.code, error.message, error.recoverable, error.fix) == (
         "REDIS_CONNECT_FAILED", "Redis connection failed", False, "kubectl port-forward svc/redis 6379")
@@ -90,14 +87,14 @@ def test_the_error_envelope_is_a_fatal_error_and_a_failed_result() -> None:
 def test_a_bare_envelope_from_a_non_streaming_command_is_read_too() -> None:
     bare = {key: value for key, value in RESULT.items() if key != "type"}
     assert detect_dialect([bare]) == "joelclaw"
-    result = decode_all("joelclaw", [line(bare)])[-1]
+    result = decode("joelclaw", [line(bare)])[-1]
     assert (result.ok, result.command, len(result.next_actions)) == (True, COMMAND, 2)
 
 
 def test_an_interrupted_stream_is_a_successful_result() -> None:
     interrupted = {"type": "result", "ok": True, "command": COMMAND, "result": {"reason": "interrupted"},
                    "next_actions": []}
-    result = decode_all("joelclaw", [line(interrupted)])[-1]
+    result = decode("joelclaw", [line(interrupted)])[-1]
     assert (result.ok, result.exit_code, result.result) == (True, 0, '{"reason":"interrupted"}')
 
 
@@ -190,7 +187,7 @@ def test_round_trip_keeps_what_joelclaw_carries(
     if not original.ok:
         original.error = p.ErrorInfo(code="TOOL_FAILED", message="it broke", fix=fix if fix is not None else p.UNSET)
     decoded = round_trip("joelclaw", session)
-    assert_canonical(decoded)
+    assert not violations(decoded)
     assert (decoded[0].command, decoded[0].ts) == ("exec", session[0].ts)
     assert _kept(decoded) == _kept(session)
     result = decoded[-1]
@@ -224,15 +221,15 @@ BASES = [
 
 @settings(max_examples=100, deadline=None)
 @given(st.lists(
-    broken(BASES) | junk(["start", "step", "progress", "log", "event", "result", "error"],
+    mutants(BASES) | junk(["start", "step", "progress", "log", "event", "result", "error"],
          ["command", "ts", "name", "status", "duration_ms", "error", "percent", "current", "total", "message", "level",
           "data", "ok", "result", "fix"],
          nested={"next_actions": ACTIONS, "error": fields(["message", "code"])})
     | fields(["ok", "command", "result", "fix"], nested={"next_actions": ACTIONS, "error": fields(["message", "code"])}),
     max_size=6,
 ))
-def test_junk_raises_only_malformed_event_errors(objects: list[dict[str, Any]]) -> None:
-    assert_valid_events(feed_junk("joelclaw", objects))
+def test_junk_raises_only_malformed_event_errors(junk_lines: list[dict[str, Any]]) -> None:
+    assert_junk_handled("joelclaw", junk_lines)
 
 
 def test_every_single_field_breakage_is_decoded_or_malformed() -> None:

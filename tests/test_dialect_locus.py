@@ -13,29 +13,25 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _dialect_support import (
+from _dialect_kit import (
     assert_breakage_handled,
-    assert_canonical,
-    assert_valid_events,
-    decode_all,
+    assert_junk_handled,
+    decode,
     decode_each,
-    encode_all,
+    encode,
     encode_objects,
-    broken,
-    feed_junk,
     fields,
     junk,
     line,
     merged,
+    mutants,
     realistic,
     round_trip,
     seed_lines,
     seed_objects,
-    stamped,
-    streamed_messages,
-    streamed_reasonings,
+    violations,
 )
-from _strategies import ident, messages, name, reasonings, sessions, text, tool_round_trips, usages
+from _strategies import delta_runs, ident, messages, name, reasonings, sessions, stamped, text, tool_round_trips, usages
 from agentstream import protocol as p
 from agentstream.dialects import detect_dialect, get_dialect
 from agentstream.errors import MalformedEventError
@@ -82,16 +78,16 @@ def test_the_seed_examples_decode_line_by_line() -> None:
     assert (end.ok, end.subtype, end.exit_code, end.duration_ms, end.tools_used) == (
         True, "success", 0, 12345, ["Read", "Grep", "Edit"])
     assert flushed == []
-    assert_canonical([event for chunk in per_line for event in chunk])
+    assert not violations([event for chunk in per_line for event in chunk])
 
 
 def test_failed_tool_example() -> None:
-    *_, result = decode_all("locus", _seed(TOOL_STARTED, TOOL_FAILED))
+    *_, result = decode("locus", _seed(TOOL_STARTED, TOOL_FAILED))
     assert (result.call_id, result.status, result.error, result.duration_ms) == ("toolu_abc123", "error", "File not found", 0)
 
 
 def test_envelope_gives_session_id_and_timestamps() -> None:
-    events = decode_all("locus", [
+    events = decode("locus", [
         _envelope("start", {"command": "exec"}, 1707700000000),
         _envelope("text_delta", {"content": "hi"}, 1707700000123),
         _envelope("error", {"error": {"code": "PROCESS_CRASHED", "message": "Process terminated by signal",
@@ -110,18 +106,18 @@ def test_envelope_gives_session_id_and_timestamps() -> None:
 @pytest.mark.parametrize(("exit_code", "success", "ok", "exit_out"), [(0, True, True, 0), (130, True, False, 130),
                                                                     (0, False, False, 1), (1, False, False, 1)])
 def test_done_keeps_ok_and_exit_code_in_agreement(exit_code: int, success: bool, ok: bool, exit_out: int) -> None:
-    result = decode_all("locus", [_envelope("done", {"exitCode": exit_code, "duration": 1, "success": success})])[-1]
+    result = decode("locus", [_envelope("done", {"exitCode": exit_code, "duration": 1, "success": success})])[-1]
     assert (result.ok, result.exit_code) == (ok, exit_out)
 
 
 def test_thinking_without_content_is_a_status() -> None:
-    assert decode_all("locus", [_envelope("thinking", {})])[-1] == p.Status(
+    assert decode("locus", [_envelope("thinking", {})])[-1] == p.Status(
         status="thinking", session_id="3f1c-uuid", seq=1, ts="2024-02-12T01:06:40.000Z")
 
 
 def test_a_newer_protocol_is_decoded_with_a_warning() -> None:
     raw = json.loads(_envelope("status", {"status": "running"}))
-    events = decode_all("locus", [line({**raw, "protocol": 2})])
+    events = decode("locus", [line({**raw, "protocol": 2})])
     assert isinstance(events[1], p.Log) and "protocol 2" in events[1].message
     assert events[2].status == "running"
 
@@ -252,8 +248,8 @@ def _locus_check(lines: list[bytes]) -> dict[str, Any]:
 
 
 def test_locus_own_parser_accepts_every_line_we_write() -> None:
-    finished = encode_all("locus", _every_kind())
-    unfinished = encode_all("locus", _every_kind()[:12])
+    finished = encode("locus", _every_kind())
+    unfinished = encode("locus", _every_kind()[:12])
     kinds = [json.loads(item)["type"] for item in finished]
     assert kinds == ["start", "thinking", "thinking", "text_delta", "text_delta", "thinking", "tool_started",
                      "tool_completed", "tool_started", "tool_completed", "status", "status", "error", "error", "done"]
@@ -294,9 +290,9 @@ def _with_error(result: p.ToolResult) -> p.ToolResult:
 
 BODY = st.one_of(
     messages(("user", "assistant")).map(lambda m: [m]),
-    streamed_messages(),
+    delta_runs(roles=("assistant",)),
     reasonings.map(lambda r: [r]),
-    streamed_reasonings(),
+    delta_runs(reasoning=True),
     tool_results_with_errors,
     statuses.map(lambda s: [s]),
     locus_errors.map(lambda e: [e]),
@@ -329,7 +325,7 @@ def test_round_trip_keeps_what_locus_carries(session: list[p.BaseEvent], provide
     session = realistic(session)
     session[0].provider = provider
     decoded = round_trip("locus", session)
-    assert_canonical(decoded)
+    assert not violations(decoded)
     start, result, original = decoded[0], decoded[-1], session[-1]
     assert (start.session_id, start.ts, start.command, start.cwd, start.model, start.provider) == (
         session[0].session_id, session[0].ts, "exec", "/work", "m1", provider)
@@ -361,15 +357,15 @@ BASES = [
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(broken(BASES) | junk(
+@given(st.lists(mutants(BASES) | junk(
     ["start", "text_delta", "thinking", "tool_started", "tool_completed", "status", "error", "done"],
     ["protocol", "sessionId", "timestamp"],
     nested={"payload": fields(PAYLOAD, nested={"error": fields(["code", "message", "recoverable", "details"], nested={
         "details": fields(["agentstream", "details"], nested={"agentstream": fields(["code", "fix", "retry_in_ms"])})
     })})},
 ), max_size=6))
-def test_junk_raises_only_malformed_event_errors(objects: list[dict[str, Any]]) -> None:
-    assert_valid_events(feed_junk("locus", objects))
+def test_junk_raises_only_malformed_event_errors(junk_lines: list[dict[str, Any]]) -> None:
+    assert_junk_handled("locus", junk_lines)
 
 
 def test_every_single_field_breakage_is_decoded_or_malformed() -> None:
