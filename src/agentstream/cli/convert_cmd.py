@@ -9,23 +9,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import stat
 import sys
-import time
-from collections.abc import Iterable, Iterator
-from typing import IO, TYPE_CHECKING, TypeVar
+from collections.abc import Iterable
+from typing import IO, TYPE_CHECKING
 
 from agentstream.cli._options import add_input_argument, add_output_options, open_input
+from agentstream.cli._progress import is_regular_file, with_progress
 
 if TYPE_CHECKING:
     from agentstream.protocol import AnyEvent
     from agentstream.render import OutputFormat
-
-T = TypeVar("T")
-
-PROGRESS_MIN_BYTES = 16 << 20
-"""Files smaller than this convert too fast for a progress line to help."""
-PROGRESS_EVERY_S = 0.25
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -95,7 +88,7 @@ def convert(
     from agentstream.read import read
     from agentstream.render import make_sink
 
-    writer = _Output(out, flush_each=not _is_regular_file(source))
+    writer = _Output(out, flush_each=not is_regular_file(source))
     sink = _LinesOut(writer, to_dialect) if output_format == "stream-json" else make_sink(output_format, writer)
     with read(source, from_dialect, max_line_bytes=max_line_bytes, label=label) as reader:
         batches: Iterable[list[AnyEvent]] = reader.batches()
@@ -180,42 +173,3 @@ class _Output:
             os.dup2(devnull, sys.stdout.fileno())
             os.close(devnull)
         raise OutputClosed()
-
-
-def _is_regular_file(file: IO[bytes]) -> bool:
-    try:
-        return stat.S_ISREG(os.fstat(file.fileno()).st_mode)
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
-def with_progress(items: Iterable[T], source: IO[bytes], err: IO[str], *, verb: str) -> Iterator[T]:
-    """Pass ``items`` (batches of lines) through, drawing "verb: 12.0 MiB of 1.0 GiB (1%)" on ``err`` on a terminal.
-
-    Only for regular files of at least :data:`PROGRESS_MIN_BYTES`; never on stdout.
-    The line is erased when the input is done.
-    """
-    size = os.fstat(source.fileno()).st_size if _is_regular_file(source) else 0
-    if size < PROGRESS_MIN_BYTES or not err.isatty():
-        yield from items
-        return
-    shown_at = float("-inf")  # draw it at once, then every PROGRESS_EVERY_S
-    try:
-        for item in items:
-            yield item
-            if time.monotonic() - shown_at >= PROGRESS_EVERY_S:
-                shown_at = time.monotonic()
-                done = source.tell()
-                err.write(f"\r{verb}: {_size(done)} of {_size(size)} ({done * 100 // size}%)\x1b[K")
-                err.flush()
-    finally:
-        err.write("\r\x1b[K")
-        err.flush()
-
-
-def _size(n: float) -> str:
-    for unit in ("B", "KiB", "MiB"):
-        if n < 1024:
-            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
-        n /= 1024
-    return f"{n:.1f} GiB"

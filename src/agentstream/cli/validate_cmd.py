@@ -62,7 +62,7 @@ def _violations(source: IO[bytes], dialect: str, validator: Validator, args: arg
 
         return validate_decoded(read(source, dialect, max_line_bytes=args.max_line_bytes, label=args.file), validator)
     from agentstream._lines import iter_blocks, iter_lines
-    from agentstream.cli.convert_cmd import with_progress
+    from agentstream.cli._progress import with_progress
     from agentstream.validate import validate_items
 
     framed = iter_lines(source, max_line_bytes=args.max_line_bytes) if args.max_line_bytes else iter_blocks(source)
