@@ -67,7 +67,9 @@ BASELINE = textwrap.dedent(
 def script(turns: int) -> list[Reply]:
     """``turns`` replies: a tool call in each but the last, about 60 deltas of text in each."""
     text = SENTENCE * 3
-    calls = [openai_reply(text, [(f"call_{n}", "list_dir", {"path": "."})], chunk=4) for n in range(turns - 1)]
+    calls = [
+        openai_reply(text, [(f"call_{n}", "list_dir", {"path": "."})], chunk=4) for n in range(turns - 1)
+    ]
     return [*calls, openai_reply(text, chunk=4)]
 
 
@@ -108,14 +110,28 @@ def main() -> None:
             (workspace / name).write_text("x\n")
         (home / "baseline.py").write_text(BASELINE)
         env = openai_env(home, server)
-        baseline = best(args.rounds, server, args.turns, [sys.executable, str(home / "baseline.py"), str(args.turns)], env, workspace)
+        baseline = best(
+            args.rounds,
+            server,
+            args.turns,
+            [sys.executable, str(home / "baseline.py"), str(args.turns)],
+            env,
+            workspace,
+        )
         exec_args = [sys.executable, "-m", "agentstream", "exec", "go", "-o", "stream-json"]
         shipped = best(args.rounds, server, args.turns, exec_args, env, workspace)
         quiet = best(args.rounds, server, args.turns, [*exec_args, "--no-publish"], env, workspace)
-    print(f"{args.turns}-turn tool conversation, best of {args.rounds}:   wall (ratio)          child CPU (ratio)")
-    for name, (wall, cpu) in (("raw openai SDK (baseline)", baseline), ("agentstream exec", shipped),
-                              ("agentstream exec --no-publish", quiet)):
-        print(f"  {name:31} {wall * 1000:8.1f} ms ({wall / baseline[0]:.2f}x)   {cpu * 1000:8.1f} ms ({cpu / baseline[1]:.2f}x)")
+    print(
+        f"{args.turns}-turn tool conversation, best of {args.rounds}:   wall (ratio)          child CPU (ratio)"
+    )
+    for name, (wall, cpu) in (
+        ("raw openai SDK (baseline)", baseline),
+        ("agentstream exec", shipped),
+        ("agentstream exec --no-publish", quiet),
+    ):
+        print(
+            f"  {name:31} {wall * 1000:8.1f} ms ({wall / baseline[0]:.2f}x)   {cpu * 1000:8.1f} ms ({cpu / baseline[1]:.2f}x)"
+        )
     print("  target: wall ratio at most 1.20x")
 
 

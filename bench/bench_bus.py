@@ -119,7 +119,9 @@ def latency_ours(url: str, events: int) -> tuple[float, float]:
     return percentiles(result)
 
 
-def latency_raw(child_code: str, target: str, send: Callable[[bytes], None], events: int) -> tuple[float, float]:
+def latency_raw(
+    child_code: str, target: str, send: Callable[[bytes], None], events: int
+) -> tuple[float, float]:
     child = subprocess.Popen([sys.executable, "-c", child_code, target], stdout=subprocess.PIPE)
     result: list[float] = []
 
@@ -142,7 +144,9 @@ def _records(run_id: str, count: int) -> list[Record]:
     sequencer = p.Sequencer(run_id)
     records = []
     for n in range(count):
-        event = sequencer.stamp(p.Log(level="info", message=f"benchmark line {n} with some typical length text"))
+        event = sequencer.stamp(
+            p.Log(level="info", message=f"benchmark line {n} with some typical length text")
+        )
         records.append(Record(event.seq, event.type, p.encode(event)))
     return records
 
@@ -214,8 +218,19 @@ class _Redis:
                 sock.bind(("127.0.0.1", 0))
                 self.port = sock.getsockname()[1]
         self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(directory)],
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(directory),
+            ],
             stdout=subprocess.DEVNULL,
         )
         self.url = f"redis://127.0.0.1:{self.port}/0"
@@ -243,11 +258,15 @@ def bench_sqlite(directory: Path, events: int, throughput_events: int) -> list[t
     raw.execute("PRAGMA synchronous = NORMAL")  # as the bus sets it
     raw.execute("CREATE TABLE raw (id INTEGER PRIMARY KEY, line BLOB)")
     ours = latency_ours(url, events)
-    base = latency_raw(RAW_POLL, raw_path, lambda line: raw.execute("INSERT INTO raw (line) VALUES (?)", (line,)), events)
+    base = latency_raw(
+        RAW_POLL, raw_path, lambda line: raw.execute("INSERT INTO raw (line) VALUES (?)", (line,)), events
+    )
     append = throughput_append(url, throughput_events)
     streamed = throughput_stream(url, throughput_events)
     raw_tp = throughput_raw_sqlite(str(directory / "rawtp.sqlite3"), throughput_events)
-    return _rows("SQLite", ours, base, "raw sqlite3 INSERT + 1 ms poll", append, streamed, raw_tp, "raw executemany")
+    return _rows(
+        "SQLite", ours, base, "raw sqlite3 INSERT + 1 ms poll", append, streamed, raw_tp, "raw executemany"
+    )
 
 
 def bench_redis(directory: Path, events: int, throughput_events: int) -> list[tuple[str, str, str, str]]:
@@ -264,7 +283,9 @@ def bench_redis(directory: Path, events: int, throughput_events: int) -> list[tu
         client.close()
     finally:
         server.stop()
-    return _rows("Redis", ours, base, "raw XADD + blocking XREAD", append, streamed, raw_tp, "raw pipelined XADD")
+    return _rows(
+        "Redis", ours, base, "raw XADD + blocking XREAD", append, streamed, raw_tp, "raw pipelined XADD"
+    )
 
 
 def _rows(
@@ -278,10 +299,30 @@ def _rows(
     raw_name: str,
 ) -> list[tuple[str, str, str, str]]:
     return [
-        (f"{backend} follow latency p50", f"{ours[0]:.2f} ms", f"{base[0]:.2f} ms ({base_name})", f"{ours[0] / base[0]:.2f}x"),
-        (f"{backend} follow latency p99", f"{ours[1]:.2f} ms", f"{base[1]:.2f} ms ({base_name})", f"{ours[1] / base[1]:.2f}x"),
-        (f"{backend} Bus.append, batches of {BATCH}", f"{append:,.0f} ev/s", f"{raw_tp:,.0f} ev/s ({raw_name})", f"{append / raw_tp:.2f}x"),
-        (f"{backend} Stream + publisher", f"{streamed:,.0f} ev/s", f"{raw_tp:,.0f} ev/s ({raw_name})", f"{streamed / raw_tp:.2f}x"),
+        (
+            f"{backend} follow latency p50",
+            f"{ours[0]:.2f} ms",
+            f"{base[0]:.2f} ms ({base_name})",
+            f"{ours[0] / base[0]:.2f}x",
+        ),
+        (
+            f"{backend} follow latency p99",
+            f"{ours[1]:.2f} ms",
+            f"{base[1]:.2f} ms ({base_name})",
+            f"{ours[1] / base[1]:.2f}x",
+        ),
+        (
+            f"{backend} Bus.append, batches of {BATCH}",
+            f"{append:,.0f} ev/s",
+            f"{raw_tp:,.0f} ev/s ({raw_name})",
+            f"{append / raw_tp:.2f}x",
+        ),
+        (
+            f"{backend} Stream + publisher",
+            f"{streamed:,.0f} ev/s",
+            f"{raw_tp:,.0f} ev/s ({raw_name})",
+            f"{streamed / raw_tp:.2f}x",
+        ),
     ]
 
 
@@ -301,8 +342,10 @@ def main() -> None:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
     for row in [header, tuple("-" * w for w in widths), *rows]:
         print(" | ".join(cell.ljust(width) for cell, width in zip(row, widths)))
-    print(f"\n{args.events} latency events {GAP_S * 1000:g} ms apart; {args.throughput_events} throughput events; "
-          f"Python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
+    print(
+        f"\n{args.events} latency events {GAP_S * 1000:g} ms apart; {args.throughput_events} throughput events; "
+        f"Python {sys.version.split()[0]}, {os.cpu_count()} CPUs"
+    )
 
 
 if __name__ == "__main__":

@@ -26,14 +26,12 @@ from __future__ import annotations
 
 import argparse
 import io
-import os
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO
 
 import orjson
 
@@ -66,7 +64,9 @@ def session_lines(turns: int) -> Iterator[bytes]:
         message_id = f"msg_{turn}"
         for i in range(6):
             stream.message_delta(f"part {i} of the answer to question {turn}. ", message_id=message_id)
-        stream.message("".join(f"part {i} of the answer to question {turn}. " for i in range(6)), message_id=message_id)
+        stream.message(
+            "".join(f"part {i} of the answer to question {turn}. " for i in range(6)), message_id=message_id
+        )
         with stream.tool_call("shell", {"command": f"grep -rn needle_{turn} src/", "timeout": 30}) as call:
             call.succeed("src/a.py:12: needle\n" * 12)
         stream.record_usage("m", input_tokens=1200 + turn, output_tokens=80, cached_tokens=1000)
@@ -171,7 +171,13 @@ def breakdown(rounds: int, size: int, tmp: Path) -> list[tuple[str, int, list[fl
             encode_only,
             lambda: ours(data, source, target),
         ]
-        rows.append((f"{source} → {target}", len(lines), [best_of(rounds, stage) / len(lines) * 1e6 for stage in stages]))
+        rows.append(
+            (
+                f"{source} → {target}",
+                len(lines),
+                [best_of(rounds, stage) / len(lines) * 1e6 for stage in stages],
+            )
+        )
     return rows
 
 
@@ -209,7 +215,9 @@ def peak_rss_kib(argv: list[str]) -> tuple[int, float]:
     process: a child's peak RSS includes the memory of the process it was forked from.
     """
     began = time.perf_counter()
-    done = subprocess.run([sys.executable, "-I", "-S", "-c", _LAUNCHER, *argv], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", _LAUNCHER, *argv], capture_output=True, text=True
+    )
     took = time.perf_counter() - began
     peak, code = map(int, done.stdout.split())
     if code != 0:
@@ -257,12 +265,20 @@ def parse_size(text: str) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--size", type=parse_size, default=1 << 30, help="file size for the memory run (default 1GiB)")
-    parser.add_argument("--throughput-size", type=parse_size, default=32 * MIB, help="input size per throughput run")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--size", type=parse_size, default=1 << 30, help="file size for the memory run (default 1GiB)"
+    )
+    parser.add_argument(
+        "--throughput-size", type=parse_size, default=32 * MIB, help="input size per throughput run"
+    )
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="--size 64MiB --throughput-size 8MiB --rounds 3")
-    parser.add_argument("--breakdown", action="store_true", help="only where the time goes, in µs per input line")
+    parser.add_argument(
+        "--breakdown", action="store_true", help="only where the time goes, in µs per input line"
+    )
     args = parser.parse_args()
     if args.quick:
         args.size, args.throughput_size, args.rounds = 64 * MIB, 8 * MIB, 3
@@ -270,9 +286,15 @@ def main() -> None:
         tmp = Path(tmp_name)
         if args.breakdown:
             print(f"µs per input line, {args.throughput_size / MIB:.0f} MiB input, best of {args.rounds}")
-            print(f"{'conversion':26} {'lines':>7} {'orjson':>7} {'parse':>7} {'read':>7} {'encode':>7} {'convert':>8}")
+            print(
+                f"{'conversion':26} {'lines':>7} {'orjson':>7} {'parse':>7} {'read':>7} {'encode':>7} {'convert':>8}"
+            )
             for name, count, cost in breakdown(args.rounds, args.throughput_size, tmp):
-                print(f"{name:26} {count:7} " + " ".join(f"{value:7.2f}" for value in cost[:4]) + f" {cost[4]:8.2f}")
+                print(
+                    f"{name:26} {count:7} "
+                    + " ".join(f"{value:7.2f}" for value in cost[:4])
+                    + f" {cost[4]:8.2f}"
+                )
             return
         print(f"convert throughput, {args.throughput_size / MIB:.0f} MiB input, best of {args.rounds}")
         print(f"{'conversion':26} {'ours MiB/s':>11} {'orjson MiB/s':>13} {'ratio':>6}  (target ≥ 0.5)")
@@ -281,7 +303,9 @@ def main() -> None:
         print()
         print(f"peak RSS of `agentstream convert` on a {args.size / MIB:.0f} MiB file (target ≤ 64 MiB)")
         print(f"{'conversion':26} {'file MiB':>9} {'seconds':>8} {'peak MiB':>9} {'start-up MiB':>13}")
-        for name, file_size, took, peak, startup in memory(args.size, tmp, [("gemini", "claude"), ("claude", "canonical")]):
+        for name, file_size, took, peak, startup in memory(
+            args.size, tmp, [("gemini", "claude"), ("claude", "canonical")]
+        ):
             print(f"{name:26} {file_size / MIB:9.0f} {took:8.1f} {peak / 1024:9.1f} {startup / 1024:13.1f}")
 
 

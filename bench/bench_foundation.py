@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import argparse
 import io
-import os
 import statistics
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -46,13 +44,21 @@ def mixed_stream(turns: int) -> list[bytes]:
     from agentstream import protocol as p
 
     seq = p.Sequencer("ses_bench")
-    events: list[p.BaseEvent] = [p.Start(command="exec", cwd="/work", model="m", provider="openai", tools=["shell"])]
+    events: list[p.BaseEvent] = [
+        p.Start(command="exec", cwd="/work", model="m", provider="openai", tools=["shell"])
+    ]
     for turn in range(turns):
         mid = f"msg_{turn}"
         events += [p.MessageDelta(message_id=mid, content=f"chunk {i} of the answer ") for i in range(8)]
         events.append(p.Message(message_id=mid, role="assistant", content="the whole answer " * 8))
-        events.append(p.ToolCall(call_id=f"c{turn}", name="shell", arguments={"command": "ls -la", "timeout": 30}))
-        events.append(p.ToolResult(call_id=f"c{turn}", name="shell", status="success", output="a\nb\n" * 20, duration_ms=12))
+        events.append(
+            p.ToolCall(call_id=f"c{turn}", name="shell", arguments={"command": "ls -la", "timeout": 30})
+        )
+        events.append(
+            p.ToolResult(
+                call_id=f"c{turn}", name="shell", status="success", output="a\nb\n" * 20, duration_ms=12
+            )
+        )
         events.append(p.Usage(model="m", input_tokens=1200, output_tokens=80, cached_tokens=1000))
         events.append(p.Log(level="info", message=f"turn {turn} done"))
     events.append(p.Result(ok=True, subtype="success", exit_code=0, duration_ms=1000, turn_count=turns))
@@ -136,7 +142,8 @@ def pydantic_adapter() -> Any:
         result: str | None = None
 
     Event = Annotated[
-        Start | MessageDelta | Message | ToolCall | ToolResult | Usage | Log | Result, Field(discriminator="type")
+        Start | MessageDelta | Message | ToolCall | ToolResult | Usage | Log | Result,
+        Field(discriminator="type"),
     ]
     return TypeAdapter(Event)
 
@@ -203,7 +210,9 @@ def bench_emit(rounds: int, count: int) -> dict[str, float]:
 
     def one(kind: str) -> float:
         proc = subprocess.Popen(
-            [sys.executable, "-c", EMIT_CHILD, kind, str(count)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            [sys.executable, "-c", EMIT_CHILD, kind, str(count)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
         )
         assert proc.stdout is not None
         while proc.stdout.read(1 << 16):
@@ -211,7 +220,10 @@ def bench_emit(rounds: int, count: int) -> dict[str, float]:
         _, err = proc.communicate()
         return float(err.decode().strip().splitlines()[-1])
 
-    return {"events": count, **{kind: min(one(kind) for _ in range(rounds)) for kind in ("ours", "print", "os.write")}}
+    return {
+        "events": count,
+        **{kind: min(one(kind) for _ in range(rounds)) for kind in ("ours", "print", "os.write")},
+    }
 
 
 def bench_startup(rounds: int) -> dict[str, float]:
@@ -223,7 +235,9 @@ def bench_startup(rounds: int) -> dict[str, float]:
     compileall.compile_dir(str(Path(agentstream.__file__).parent), quiet=1)
     with tempfile.TemporaryDirectory() as tmp:
         sample = Path(tmp) / "ten.ndjson"
-        sample.write_bytes(b"".join(mixed_stream(1)[:9]) + mixed_stream(1)[-1].replace(b'"seq":13', b'"seq":9'))
+        sample.write_bytes(
+            b"".join(mixed_stream(1)[:9]) + mixed_stream(1)[-1].replace(b'"seq":13', b'"seq":9')
+        )
         commands = {
             "python -c pass": [sys.executable, "-c", "pass"],
             "agentstream --version": [str(VENV_BIN / "agentstream"), "--version"],
@@ -249,13 +263,21 @@ def main() -> None:
 
     d = bench_decode(rounds, 200 if args.quick else 1000)
     print(f"decode+validate, {d['events']} events (best of {rounds})")
-    print(f"  ours {d['ours'] * 1e3:8.1f} ms   pydantic v2 {d['pydantic'] * 1e3:8.1f} ms   bare msgspec {d['bare msgspec'] * 1e3:8.1f} ms")
-    print(f"  speed vs pydantic: {d['pydantic'] / d['ours']:.2f}x (target >= 4)   vs bare msgspec: {d['bare msgspec'] / d['ours']:.2f}x (target >= 0.7)")
+    print(
+        f"  ours {d['ours'] * 1e3:8.1f} ms   pydantic v2 {d['pydantic'] * 1e3:8.1f} ms   bare msgspec {d['bare msgspec'] * 1e3:8.1f} ms"
+    )
+    print(
+        f"  speed vs pydantic: {d['pydantic'] / d['ours']:.2f}x (target >= 4)   vs bare msgspec: {d['bare msgspec'] / d['ours']:.2f}x (target >= 0.7)"
+    )
 
     e = bench_emit(rounds, 20_000 if args.quick else 100_000)
     print(f"emit with a flush per event into a pipe, {e['events']} events (best of {rounds})")
-    print(f"  ours {e['ours'] * 1e3:8.1f} ms   print+json.dumps {e['print'] * 1e3:8.1f} ms   bare os.write {e['os.write'] * 1e3:8.1f} ms")
-    print(f"  speed vs print: {e['print'] / e['ours']:.2f}x (target >= 4)   vs bare os.write: {e['os.write'] / e['ours']:.2f}x (target >= 0.7)")
+    print(
+        f"  ours {e['ours'] * 1e3:8.1f} ms   print+json.dumps {e['print'] * 1e3:8.1f} ms   bare os.write {e['os.write'] * 1e3:8.1f} ms"
+    )
+    print(
+        f"  speed vs print: {e['print'] / e['ours']:.2f}x (target >= 4)   vs bare os.write: {e['os.write'] / e['ours']:.2f}x (target >= 0.7)"
+    )
 
     s = bench_startup(11 if args.quick else 31)
     base = s.pop("python -c pass")

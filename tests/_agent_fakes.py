@@ -92,7 +92,12 @@ def openai_reply(
     **sse: Any,
 ) -> Sse:
     """A Chat Completions stream: content deltas, indexed tool-call deltas, finish, usage, [DONE]."""
-    base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1_700_000_000, "model": model}
+    base = {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion.chunk",
+        "created": 1_700_000_000,
+        "model": model,
+    }
 
     def chunk_event(delta: dict[str, Any], finish: str | None = None) -> bytes:
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
@@ -102,7 +107,12 @@ def openai_reply(
     events += [chunk_event({"reasoning_content": part}) for part in _chunks(reasoning, chunk)]
     events += [chunk_event({"content": part}) for part in _chunks(text, chunk)]
     for index, (call_id, name, arguments) in enumerate(tool_calls):
-        opening = {"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}
+        opening = {
+            "index": index,
+            "id": call_id,
+            "type": "function",
+            "function": {"name": name, "arguments": ""},
+        }
         events.append(chunk_event({"tool_calls": [opening]}))
         for part in _chunks(json.dumps(arguments), 7):
             events.append(chunk_event({"tool_calls": [{"index": index, "function": {"arguments": part}}]}))
@@ -144,23 +154,48 @@ def anthropic_reply(
         "stop_sequence": None,
         "usage": {"input_tokens": prompt, "output_tokens": 1, "cache_read_input_tokens": cached},
     }
-    events = [_sse({"type": "message_start", "message": message}, "message_start"), _sse({"type": "ping"}, "ping")]
+    events = [
+        _sse({"type": "message_start", "message": message}, "message_start"),
+        _sse({"type": "ping"}, "ping"),
+    ]
     blocks: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
     if thinking:
         deltas = [{"type": "thinking_delta", "thinking": part} for part in _chunks(thinking, chunk)]
-        blocks.append(({"type": "thinking", "thinking": "", "signature": ""}, [*deltas, {"type": "signature_delta", "signature": signature}]))
+        blocks.append(
+            (
+                {"type": "thinking", "thinking": "", "signature": ""},
+                [*deltas, {"type": "signature_delta", "signature": signature}],
+            )
+        )
     if text:
-        blocks.append(({"type": "text", "text": ""}, [{"type": "text_delta", "text": part} for part in _chunks(text, chunk)]))
+        blocks.append(
+            (
+                {"type": "text", "text": ""},
+                [{"type": "text_delta", "text": part} for part in _chunks(text, chunk)],
+            )
+        )
     for call_id, name, arguments in tool_calls:
-        parts = [{"type": "input_json_delta", "partial_json": part} for part in _chunks(json.dumps(arguments), 7)]
+        parts = [
+            {"type": "input_json_delta", "partial_json": part} for part in _chunks(json.dumps(arguments), 7)
+        ]
         blocks.append(({"type": "tool_use", "id": call_id, "name": name, "input": {}}, parts))
     for index, (start, deltas) in enumerate(blocks):
-        events.append(_sse({"type": "content_block_start", "index": index, "content_block": start}, "content_block_start"))
+        events.append(
+            _sse(
+                {"type": "content_block_start", "index": index, "content_block": start}, "content_block_start"
+            )
+        )
         for delta in deltas:
-            events.append(_sse({"type": "content_block_delta", "index": index, "delta": delta}, "content_block_delta"))
+            events.append(
+                _sse({"type": "content_block_delta", "index": index, "delta": delta}, "content_block_delta")
+            )
         events.append(_sse({"type": "content_block_stop", "index": index}, "content_block_stop"))
     stop = {"stop_reason": "tool_use" if tool_calls else "end_turn", "stop_sequence": None}
-    events.append(_sse({"type": "message_delta", "delta": stop, "usage": {"output_tokens": completion}}, "message_delta"))
+    events.append(
+        _sse(
+            {"type": "message_delta", "delta": stop, "usage": {"output_tokens": completion}}, "message_delta"
+        )
+    )
     events.append(_sse({"type": "message_stop"}, "message_stop"))
     return Sse(events, **sse)
 
@@ -169,7 +204,11 @@ _OPENAI_ERRORS = {
     401: ("invalid_request_error", "invalid_api_key", "Incorrect API key provided: {authorization}."),
     429: ("requests", "rate_limit_exceeded", "Rate limit reached for requests. Please try again in 20ms."),
     500: ("server_error", None, "The server had an error while processing your request."),
-    400: ("invalid_request_error", "context_length_exceeded", "This model's maximum context length is 128000 tokens."),
+    400: (
+        "invalid_request_error",
+        "context_length_exceeded",
+        "This model's maximum context length is 128000 tokens.",
+    ),
 }
 
 _ANTHROPIC_ERRORS = {
@@ -183,7 +222,11 @@ _ANTHROPIC_ERRORS = {
 
 def openai_error(status: int, headers: Mapping[str, str] | None = None) -> Status:
     kind, code, message = _OPENAI_ERRORS[status]
-    return Status(status, {"error": {"message": message, "type": kind, "param": None, "code": code}}, dict(headers or {}))
+    return Status(
+        status,
+        {"error": {"message": message, "type": kind, "param": None, "code": code}},
+        dict(headers or {}),
+    )
 
 
 def anthropic_error(status: int, headers: Mapping[str, str] | None = None) -> Status:
@@ -261,14 +304,14 @@ def _handler_for(server: FakeModelServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
+        def log_message(self, format: str, *args: Any) -> None:
             return
 
         def _record(self, body: Any) -> None:
             with server.lock:
                 server.requests.append(RecordedRequest(self.command, self.path, dict(self.headers), body))
 
-        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+        def do_GET(self) -> None:
             self._record(None)
             if server.ollama_models is not None and self.path == "/api/tags":
                 models = [{"name": name, "model": name} for name in server.ollama_models]
@@ -276,7 +319,7 @@ def _handler_for(server: FakeModelServer) -> type[BaseHTTPRequestHandler]:
             else:
                 self._send_json(404, {"error": "not found"}, {})
 
-        def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+        def do_POST(self) -> None:
             length = int(self.headers.get("content-length") or 0)
             raw = self.rfile.read(length)
             self._record(json.loads(raw) if raw else None)
@@ -371,11 +414,16 @@ def exec_env(home: Path, **extra: str) -> dict[str, str]:
 
 
 def openai_env(home: Path, server: FakeModelServer, **extra: str) -> dict[str, str]:
-    return exec_env(home, **{"OPENAI_API_KEY": "sk-test-0123456789abcdef", "OPENAI_BASE_URL": server.url + "/v1", **extra})
+    return exec_env(
+        home, **{"OPENAI_API_KEY": "sk-test-0123456789abcdef", "OPENAI_BASE_URL": server.url + "/v1", **extra}
+    )
 
 
 def anthropic_env(home: Path, server: FakeModelServer, **extra: str) -> dict[str, str]:
-    return exec_env(home, **{"ANTHROPIC_API_KEY": "sk-ant-test-0123456789abcdef", "ANTHROPIC_BASE_URL": server.url, **extra})
+    return exec_env(
+        home,
+        **{"ANTHROPIC_API_KEY": "sk-ant-test-0123456789abcdef", "ANTHROPIC_BASE_URL": server.url, **extra},
+    )
 
 
 def closed_port() -> int:
@@ -401,8 +449,12 @@ def run_exec(
 
 def start_exec(args: Sequence[str], env: Mapping[str, str], *, cwd: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        exec_command(*args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env=dict(env), cwd=cwd,
+        exec_command(*args),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=dict(env),
+        cwd=cwd,
     )
 
 

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from agentstream.agent.tools import ToolContext, Toolbox
+from agentstream.agent.tools import Toolbox, ToolContext
 
 OUTSIDE_SECRET = "outside-the-workspace-3f1c"
 """Content of files outside the workspace; it must never appear in an outcome."""

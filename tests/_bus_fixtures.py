@@ -143,7 +143,10 @@ def cli(*args: str, timeout: float = 30, stdin: bytes | None = None) -> subproce
 def spawn_cli(*args: str) -> subprocess.Popen[bytes]:
     """Start ``agentstream ARGS``; unbuffered pipes, so ``readline()`` then ``communicate()`` loses nothing."""
     return subprocess.Popen(
-        [sys.executable, "-m", "agentstream", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0
+        [sys.executable, "-m", "agentstream", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        bufsize=0,
     )
 
 

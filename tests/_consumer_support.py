@@ -36,7 +36,9 @@ def assert_valid_stream(events: Iterable[p.AnyEvent], *, exit_code: int | None =
         if isinstance(before, p.Error) and not before.recoverable:
             assert isinstance(after, p.Result), "a fatal error not immediately followed by the result"
     if exit_code is not None:
-        assert result.exit_code == exit_code, f"result.exit_code {result.exit_code} != process exit {exit_code}"
+        assert result.exit_code == exit_code, (
+            f"result.exit_code {result.exit_code} != process exit {exit_code}"
+        )
     return events
 
 
@@ -102,7 +104,9 @@ def agent_script(tmp_path: Path, code: str, name: str = "agent.py") -> list[str]
     return [PYTHON, str(script)]
 
 
-def run_cli(*args: str, stdin: bytes | None = None, timeout: float = 30) -> subprocess.CompletedProcess[bytes]:
+def run_cli(
+    *args: str, stdin: bytes | None = None, timeout: float = 30
+) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
         [PYTHON, "-m", "agentstream", *args], input=stdin, capture_output=True, timeout=timeout, cwd=ROOT
     )

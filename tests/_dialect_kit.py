@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from _strategies import json_trees, name, text
 from hypothesis import strategies as st
 
+from _strategies import json_trees, text
 from agentstream import protocol as p
 from agentstream.dialects import get_dialect
 from agentstream.errors import MalformedEventError
@@ -66,7 +66,9 @@ def line(obj: Any) -> bytes:
 # -- decoding and encoding ---------------------------------------------------------------
 
 
-def decode_each(dialect: str, lines: Iterable[bytes], session_id: str | None = None) -> list[list[p.AnyEvent]]:
+def decode_each(
+    dialect: str, lines: Iterable[bytes], session_id: str | None = None
+) -> list[list[p.AnyEvent]]:
     """What one decoder emits for each line, in order; the last entry is what ``finish()`` flushed.
 
     A line the decoder disowns fails the test.
@@ -139,7 +141,9 @@ def _content(event: p.AnyEvent) -> dict[str, Any]:
     return {k: v for k, v in msgspec.to_builtins(event).items() if k not in STAMPS}
 
 
-def project(events: Iterable[p.AnyEvent], keep: Callable[[dict[str, Any]], dict[str, Any] | None]) -> list[dict]:
+def project(
+    events: Iterable[p.AnyEvent], keep: Callable[[dict[str, Any]], dict[str, Any] | None]
+) -> list[dict]:
     """What a dialect keeps of each event (``keep`` returns ``None`` for what it drops)."""
     kept = (keep(_content(event)) for event in events)
     return [item for item in kept if item is not None]
@@ -182,9 +186,11 @@ def realistic(events: list[p.BaseEvent]) -> list[p.BaseEvent]:
 
 def codec_problems(events: Iterable[p.AnyEvent]) -> list[str]:
     """Known events that do not come back unchanged through the canonical codec (wrong field types or literals)."""
-    return [f"event {number} does not survive the canonical codec: {event}"
-            for number, event in enumerate(events, 1)
-            if not isinstance(event, p.UnknownEvent) and p.decode(p.encode(event)) != event]
+    return [
+        f"event {number} does not survive the canonical codec: {event}"
+        for number, event in enumerate(events, 1)
+        if not isinstance(event, p.UnknownEvent) and p.decode(p.encode(event)) != event
+    ]
 
 
 def violations(events: Sequence[p.AnyEvent]) -> list[str]:
@@ -217,30 +223,127 @@ def assert_junk_handled(dialect: str, junk_objects: Sequence[Any]) -> None:
 # -- junk ---------------------------------------------------------------------------------
 
 FIELD_NAMES = [
-    "subtype", "message", "content", "id", "model", "usage", "session_id", "uuid", "event", "index", "delta",
-    "text", "thinking", "tool_use_id", "is_error", "result", "errors", "num_turns", "duration_ms", "item", "items",
-    "thread_id", "error", "part", "sessionID", "timestamp", "tokens", "state", "callID", "tool", "messageId",
-    "toolCallId", "toolCallName", "runId", "threadId", "stepName", "name", "value", "metadata", "outcome",
-    "snapshot", "role", "input", "tools", "status", "exit_code", "aggregated_output", "command", "changes",
-    "server", "arguments", "rate_limit_info", "content_block", "type", "cache", "time", "output", "reason",
-    "rejected", "data", "statusCode", "api_error_status", "total_cost_usd", "permission_denials",
+    "subtype",
+    "message",
+    "content",
+    "id",
+    "model",
+    "usage",
+    "session_id",
+    "uuid",
+    "event",
+    "index",
+    "delta",
+    "text",
+    "thinking",
+    "tool_use_id",
+    "is_error",
+    "result",
+    "errors",
+    "num_turns",
+    "duration_ms",
+    "item",
+    "items",
+    "thread_id",
+    "error",
+    "part",
+    "sessionID",
+    "timestamp",
+    "tokens",
+    "state",
+    "callID",
+    "tool",
+    "messageId",
+    "toolCallId",
+    "toolCallName",
+    "runId",
+    "threadId",
+    "stepName",
+    "name",
+    "value",
+    "metadata",
+    "outcome",
+    "snapshot",
+    "role",
+    "input",
+    "tools",
+    "status",
+    "exit_code",
+    "aggregated_output",
+    "command",
+    "changes",
+    "server",
+    "arguments",
+    "rate_limit_info",
+    "content_block",
+    "type",
+    "cache",
+    "time",
+    "output",
+    "reason",
+    "rejected",
+    "data",
+    "statusCode",
+    "api_error_status",
+    "total_cost_usd",
+    "permission_denials",
 ]
 """Keys of the dialects' own vocabulary, so that junk reaches deep into the decoders."""
 
 WORDS = [
-    "text", "thinking", "tool_use", "tool_result", "server_tool_use", "image", "init", "api_retry", "status",
-    "message_start", "content_block_start", "content_block_delta", "message_delta", "message_stop", "text_delta",
-    "thinking_delta", "agent_message", "reasoning", "command_execution", "file_change", "mcp_tool_call",
-    "web_search", "todo_list", "error", "completed", "failed", "declined", "in_progress", "success", "interrupt",
-    "cancelled", "step-start", "step-finish", "tool", "running", "user", "assistant", "developer", "T-1",
-    "error_max_turns", "aborted_streaming", "agentstream.status", "agentstream.usage", "agui.state_delta",
+    "text",
+    "thinking",
+    "tool_use",
+    "tool_result",
+    "server_tool_use",
+    "image",
+    "init",
+    "api_retry",
+    "status",
+    "message_start",
+    "content_block_start",
+    "content_block_delta",
+    "message_delta",
+    "message_stop",
+    "text_delta",
+    "thinking_delta",
+    "agent_message",
+    "reasoning",
+    "command_execution",
+    "file_change",
+    "mcp_tool_call",
+    "web_search",
+    "todo_list",
+    "error",
+    "completed",
+    "failed",
+    "declined",
+    "in_progress",
+    "success",
+    "interrupt",
+    "cancelled",
+    "step-start",
+    "step-finish",
+    "tool",
+    "running",
+    "user",
+    "assistant",
+    "developer",
+    "T-1",
+    "error_max_turns",
+    "aborted_streaming",
+    "agentstream.status",
+    "agentstream.usage",
+    "agui.state_delta",
 ]
 """String values of the dialects' own vocabulary (types, subtypes, statuses)."""
 
 junk_keys = st.sampled_from(FIELD_NAMES) | text
 junk_values = json_trees(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | text | st.sampled_from(WORDS),
-    junk_keys, max_leaves=8, max_size=4,
+    junk_keys,
+    max_leaves=8,
+    max_size=4,
 )
 """Any JSON value (huge numbers and infinities too), with the dialects' keys and words mixed in."""
 
@@ -248,22 +351,28 @@ WRONG_VALUES: tuple[Any, ...] = (None, True, "x", "", -1, 1.5, 2**70, [], {}, ["
 """Values of every JSON type (and out-of-range numbers) that the sweep puts in each field."""
 
 
-def fields(keys: Sequence[str], nested: dict[str, st.SearchStrategy[Any]] | None = None
-           ) -> st.SearchStrategy[dict[str, Any]]:
+def fields(
+    keys: Sequence[str], nested: dict[str, st.SearchStrategy[Any]] | None = None
+) -> st.SearchStrategy[dict[str, Any]]:
     """Objects whose known ``keys`` are each absent or hold any junk value; ``nested`` keys may also hold
     the given (usually object) strategy, so junk reaches the inner fields too."""
-    optional: dict[str, st.SearchStrategy[Any]] = {key: junk_values for key in keys}
+    optional: dict[str, st.SearchStrategy[Any]] = dict.fromkeys(keys, junk_values)
     for key, inner in (nested or {}).items():
         optional[key] = inner | junk_values
     return st.fixed_dictionaries({}, optional=optional)
 
 
-def junk(kinds: Sequence[str], keys: Sequence[str] = (), nested: dict[str, st.SearchStrategy[Any]] | None = None
-         ) -> st.SearchStrategy[dict[str, Any]]:
+def junk(
+    kinds: Sequence[str], keys: Sequence[str] = (), nested: dict[str, st.SearchStrategy[Any]] | None = None
+) -> st.SearchStrategy[dict[str, Any]]:
     """Lines of the dialect's own ``kinds``: up to eight vocabulary keys holding junk, and the known ``keys``
     (and ``nested`` shapes, see :func:`fields`) each missing or holding a value of any type."""
-    return st.builds(lambda kind, extra, known: {**extra, **known, "type": kind}, st.sampled_from(list(kinds)),
-                     st.dictionaries(junk_keys, junk_values, max_size=8), fields(keys, nested))
+    return st.builds(
+        lambda kind, extra, known: {**extra, **known, "type": kind},
+        st.sampled_from(list(kinds)),
+        st.dictionaries(junk_keys, junk_values, max_size=8),
+        fields(keys, nested),
+    )
 
 
 def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:

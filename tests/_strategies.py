@@ -18,17 +18,20 @@ arguments = st.dictionaries(name, json_scalar, max_size=4)
 small_int = st.integers(0, 10**6)
 
 
-def json_trees(leaves: st.SearchStrategy[Any], keys: st.SearchStrategy[str], max_leaves: int = 6,
-               max_size: int = 3) -> st.SearchStrategy[Any]:
+def json_trees(
+    leaves: st.SearchStrategy[Any], keys: st.SearchStrategy[str], max_leaves: int = 6, max_size: int = 3
+) -> st.SearchStrategy[Any]:
     """``leaves`` nested in lists and in objects keyed by ``keys``."""
     return st.recursive(
-        leaves, lambda inner: st.lists(inner, max_size=max_size) | st.dictionaries(keys, inner, max_size=max_size),
+        leaves,
+        lambda inner: st.lists(inner, max_size=max_size) | st.dictionaries(keys, inner, max_size=max_size),
         max_leaves=max_leaves,
     )
 
 
 json_values = json_trees(
-    json_scalar | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False, allow_infinity=False), text)
+    json_scalar | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False, allow_infinity=False), text
+)
 """Any JSON value that survives encoding unchanged (event data, for instance)."""
 
 
@@ -52,7 +55,9 @@ tool_results = st.builds(
 )
 reasonings = st.builds(p.Reasoning, reasoning_id=ident, content=text)
 usages = st.builds(p.Usage, model=name, input_tokens=small_int, output_tokens=small_int)
-errors = st.builds(p.Error, code=st.sampled_from(["RATE_LIMITED", "UNKNOWN"]), message=text, recoverable=st.just(True))
+errors = st.builds(
+    p.Error, code=st.sampled_from(["RATE_LIMITED", "UNKNOWN"]), message=text, recoverable=st.just(True)
+)
 steps = st.builds(p.Step, name=name, status=st.sampled_from(["started", "completed", "failed"]))
 logs = st.builds(p.Log, level=st.sampled_from(["info", "warn", "error"]), message=text)
 
@@ -71,17 +76,22 @@ def tool_round_trips(
 
 
 @st.composite
-def delta_runs(draw: st.DrawFn, reasoning: bool = False,
-               roles: tuple[p.Role, ...] = ("assistant", "user", "system")) -> list[p.BaseEvent]:
+def delta_runs(
+    draw: st.DrawFn, reasoning: bool = False, roles: tuple[p.Role, ...] = ("assistant", "user", "system")
+) -> list[p.BaseEvent]:
     """Preview chunks and the complete event that closes them (its content is the chunks joined)."""
     chunks = draw(st.lists(text.filter(bool), min_size=1, max_size=4))
     run_id = draw(ident)
     if reasoning:
-        return [*(p.ReasoningDelta(reasoning_id=run_id, content=chunk) for chunk in chunks),
-                p.Reasoning(reasoning_id=run_id, content="".join(chunks))]
+        return [
+            *(p.ReasoningDelta(reasoning_id=run_id, content=chunk) for chunk in chunks),
+            p.Reasoning(reasoning_id=run_id, content="".join(chunks)),
+        ]
     role = draw(st.sampled_from(roles))
-    return [*(p.MessageDelta(message_id=run_id, role=role, content=chunk) for chunk in chunks),
-            p.Message(message_id=run_id, role=role, content="".join(chunks))]
+    return [
+        *(p.MessageDelta(message_id=run_id, role=role, content=chunk) for chunk in chunks),
+        p.Message(message_id=run_id, role=role, content="".join(chunks)),
+    ]
 
 
 def stamped(events: Iterable[p.BaseEvent], session_id: str = "ses_seed") -> list[p.BaseEvent]:
@@ -97,8 +107,11 @@ plain_starts = st.builds(p.Start, command=st.just("exec"), cwd=st.just("/work"),
 def plain_endings(draw: st.DrawFn) -> list[p.BaseEvent]:
     """A result that succeeded or failed, and nothing else."""
     ok = draw(st.booleans())
-    return [p.Result(ok=ok, subtype="success" if ok else "error", exit_code=0 if ok else 1,
-                     duration_ms=draw(small_int))]
+    return [
+        p.Result(
+            ok=ok, subtype="success" if ok else "error", exit_code=0 if ok else 1, duration_ms=draw(small_int)
+        )
+    ]
 
 
 _ID_FIELDS = ("message_id", "reasoning_id", "call_id")
@@ -121,8 +134,15 @@ def sessions(
     endings: st.SearchStrategy[list[p.BaseEvent]] = plain_endings(),
 ) -> list[p.BaseEvent]:
     """A whole, valid canonical session, stamped: a start, chunks of ``middle`` (each a valid run), the ending."""
-    body_item: st.SearchStrategy[list[p.BaseEvent]] = middle if middle is not None else st.one_of(
-        messages().map(lambda m: [m]), tool_round_trips(), reasonings.map(lambda r: [r]), usages.map(lambda u: [u])
+    body_item: st.SearchStrategy[list[p.BaseEvent]] = (
+        middle
+        if middle is not None
+        else st.one_of(
+            messages().map(lambda m: [m]),
+            tool_round_trips(),
+            reasonings.map(lambda r: [r]),
+            usages.map(lambda u: [u]),
+        )
     )
     chunks = draw(st.lists(body_item, max_size=6))
     body = [event for index, chunk in enumerate(chunks) for event in _renumbered(chunk, index)]
@@ -171,16 +191,34 @@ everything: st.SearchStrategy[list[p.BaseEvent]] = st.one_of(
     _single(st.builds(p.GenericEvent, name=name, data=json_values)),
     _single(logs),
     _single(steps),
-    _single(st.builds(p.Progress, name=name, current=st.none().map(unset) | small_int.map(float),
-                      total=st.none().map(unset) | small_int.map(float))),
-    _single(st.builds(p.Error, code=st.sampled_from(["RATE_LIMITED", "UNKNOWN", "PROVIDER_ERROR", "TOOL_FAILED"]),
-                      message=text, recoverable=st.just(True),
-                      retry_in_ms=st.none().map(unset) | small_int)),
+    _single(
+        st.builds(
+            p.Progress,
+            name=name,
+            current=st.none().map(unset) | small_int.map(float),
+            total=st.none().map(unset) | small_int.map(float),
+        )
+    ),
+    _single(
+        st.builds(
+            p.Error,
+            code=st.sampled_from(["RATE_LIMITED", "UNKNOWN", "PROVIDER_ERROR", "TOOL_FAILED"]),
+            message=text,
+            recoverable=st.just(True),
+            retry_in_ms=st.none().map(unset) | small_int,
+        )
+    ),
 )
 """Any body event of a canonical session (deltas, tool calls and their results in valid runs)."""
 
-any_starts = st.builds(p.Start, command=st.just("exec"), cwd=text, model=name, provider=(st.none() | name).map(unset),
-                       tools=st.lists(name, max_size=3))
+any_starts = st.builds(
+    p.Start,
+    command=st.just("exec"),
+    cwd=text,
+    model=name,
+    provider=(st.none() | name).map(unset),
+    tools=st.lists(name, max_size=3),
+)
 
 
 @st.composite
@@ -188,9 +226,15 @@ def any_endings(draw: st.DrawFn) -> list[p.BaseEvent]:
     """A result of any subtype with any figures; a failed one maybe after the fatal error it names."""
     ok = draw(st.booleans())
     totals = p.UsageTotals(input_tokens=draw(small_int), output_tokens=draw(small_int))
-    result = p.Result(ok=ok, subtype="success" if ok else draw(st.sampled_from(["error", "max_turns"])),
-                      exit_code=0 if ok else 1, duration_ms=draw(small_int), turn_count=draw(st.integers(0, 50)),
-                      usage=totals, result=unset(draw(optional_text)))
+    result = p.Result(
+        ok=ok,
+        subtype="success" if ok else draw(st.sampled_from(["error", "max_turns"])),
+        exit_code=0 if ok else 1,
+        duration_ms=draw(small_int),
+        turn_count=draw(st.integers(0, 50)),
+        usage=totals,
+        result=unset(draw(optional_text)),
+    )
     if result.subtype == "max_turns":
         result.exit_code = 3
     failure = None if ok else draw(st.none() | text.filter(bool))

@@ -16,12 +16,16 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # No per-example deadline (a loaded 2-core machine is slow, not wrong); in CI the
 # examples are derived from each test's name, so a run is reproducible.
-settings.register_profile("agentstream", deadline=None, print_blob=True, derandomize=bool(os.environ.get("CI")))
+settings.register_profile(
+    "agentstream", deadline=None, print_blob=True, derandomize=bool(os.environ.get("CI"))
+)
 settings.load_profile("agentstream")
 
 
 @pytest.fixture(autouse=True)
-def _private_state(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _private_state(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
     """Every test gets its own state directory, so no test touches the user's sessions or bus."""
     monkeypatch.setenv("AGENTSTREAM_HOME", str(tmp_path_factory.mktemp("agentstream-home")))
     yield

@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 import pytest
+
 from _agent_fakes import (
     FakeModelServer,
     LiveExec,
@@ -23,7 +24,6 @@ from _agent_fakes import (
     run_exec,
     split_streams,
 )
-
 from agentstream.agent.sessions import SessionStore
 
 
@@ -74,7 +74,16 @@ def test_demo_in_text_and_json_formats(tmp_path: Path, workspace: Path) -> None:
 # -- cassettes ---------------------------------------------------------------------------
 
 
-VOLATILE = {"session_id", "ts", "message_id", "reasoning_id", "duration_ms", "next_actions", "provider", "retry_in_ms"}
+VOLATILE = {
+    "session_id",
+    "ts",
+    "message_id",
+    "reasoning_id",
+    "duration_ms",
+    "next_actions",
+    "provider",
+    "retry_in_ms",
+}
 """What differs between two runs: ids, times, the jittered backoff, the session (and start.provider: replay)."""
 
 
@@ -91,7 +100,9 @@ def test_record_then_replay_reproduces_the_run(tmp_path: Path, workspace: Path) 
         openai_reply("It says alpha and beta.", usage=(90, 12)),
     ]
     with FakeModelServer(script) as server:
-        live = run_exec(["read my notes", "--record", str(cassette)], openai_env(tmp_path, server), cwd=workspace)
+        live = run_exec(
+            ["read my notes", "--record", str(cassette)], openai_env(tmp_path, server), cwd=workspace
+        )
     assert live.returncode == 0 and len(server.posts) == 4
     header = json.loads(cassette.read_text().splitlines()[0])
     assert (header["cassette"], header["provider"], header["model"]) == (1, "openai", "gpt-4.1-mini")
@@ -99,9 +110,13 @@ def test_record_then_replay_reproduces_the_run(tmp_path: Path, workspace: Path) 
     assert_valid_stream(replay.lines, replay.returncode)
     assert replay.events[0].provider == "replay" and replay.events[0].model == "gpt-4.1-mini"
     assert comparable(replay.events) == comparable(live.events)
-    waits = [[e.retry_in_ms for e in run.of_type("error") if e.code == "RATE_LIMITED"] for run in (live, replay)]
+    waits = [
+        [e.retry_in_ms for e in run.of_type("error") if e.code == "RATE_LIMITED"] for run in (live, replay)
+    ]
     assert waits == [[10], [10]]  # the server's retry-after is kept in the cassette
-    assert [e.type for e in live.events].count("error") == 2  # the retry and the dropped stream were replayed too
+    assert [e.type for e in live.events].count(
+        "error"
+    ) == 2  # the retry and the dropped stream were replayed too
 
 
 def test_a_cassette_that_runs_out_fails_cleanly(tmp_path: Path, workspace: Path) -> None:
@@ -131,7 +146,10 @@ def test_a_stalled_model_times_out_and_is_retried(tmp_path: Path, workspace: Pat
         run = run_exec(["go", "--timeout", "0.5"], env, cwd=workspace)
     assert_valid_stream(run.lines, run.returncode)
     errors = run.of_type("error")
-    assert [(e.code, e.recoverable) for e in errors] == [("NETWORK_TIMEOUT", True), ("NETWORK_TIMEOUT", False)]
+    assert [(e.code, e.recoverable) for e in errors] == [
+        ("NETWORK_TIMEOUT", True),
+        ("NETWORK_TIMEOUT", False),
+    ]
     assert "timed out" in errors[0].message and run.returncode == 1 and len(server.posts) == 2
 
 
@@ -159,7 +177,11 @@ def test_resume_and_continue_send_the_earlier_conversation(tmp_path: Path, works
 
     resume = third.result.next_actions[0]
     assert fill(resume, prompt="fourth question") == [
-        "agentstream", "exec", "--resume", session_id, "fourth question"
+        "agentstream",
+        "exec",
+        "--resume",
+        session_id,
+        "fourth question",
     ]
     record = store(tmp_path).load(session_id)
     assert (record.status, record.turn_count, len(record.messages)) == ("completed", 3, 6)
@@ -168,11 +190,16 @@ def test_resume_and_continue_send_the_earlier_conversation(tmp_path: Path, works
 
 def test_interrupted_tool_call_then_resume(tmp_path: Path, workspace: Path) -> None:
     """SIGTERM while a shell command runs: the call is cancelled, and a resume sends it back closed."""
-    script = [openai_reply("", [("call_sleep", "shell", {"command": "echo started; sleep 30"})]), openai_reply("Resumed.")]
+    script = [
+        openai_reply("", [("call_sleep", "shell", {"command": "echo started; sleep 30"})]),
+        openai_reply("Resumed."),
+    ]
     with FakeModelServer(script) as server:
         env = openai_env(tmp_path, server)
         live = LiveExec(["wait a while"], env, cwd=workspace)
-        live.wait_for(lambda lines: any(b'"tool_progress"' in line for line in lines))  # the command is running
+        live.wait_for(
+            lambda lines: any(b'"tool_progress"' in line for line in lines)
+        )  # the command is running
         live.proc.send_signal(signal.SIGTERM)
         run = live.finish()
         session_id = run.events[0].session_id
@@ -228,7 +255,10 @@ def test_read_only_mode_offers_no_write_tools_and_denies_them(tmp_path: Path, wo
 
 
 def test_a_tool_failure_is_not_fatal(tmp_path: Path, workspace: Path) -> None:
-    script = [openai_reply("", [("call_1", "read_file", {"path": "missing.txt"})]), openai_reply("No such file.")]
+    script = [
+        openai_reply("", [("call_1", "read_file", {"path": "missing.txt"})]),
+        openai_reply("No such file."),
+    ]
     with FakeModelServer(script) as server:
         run = run_exec(["go"], openai_env(tmp_path, server), cwd=workspace)
     (result,) = run.of_type("tool_result")
@@ -275,7 +305,9 @@ def test_stream_json_input_runs_one_stream_per_turn(tmp_path: Path, workspace: P
     ]
     stdin = "".join(json.dumps(t) + "\n" for t in turns).encode()
     with FakeModelServer([openai_reply("One."), openai_reply("Two.")]) as server:
-        run = run_exec(["--input-format", "stream-json"], openai_env(tmp_path, server), cwd=workspace, stdin=stdin)
+        run = run_exec(
+            ["--input-format", "stream-json"], openai_env(tmp_path, server), cwd=workspace, stdin=stdin
+        )
     streams = split_streams(run.lines)
     assert len(streams) == 3
     first, bad, second = (assert_valid_stream(s, s_exit) for s, s_exit in zip(streams, (0, 2, 0)))
@@ -291,7 +323,12 @@ def test_stream_json_input_runs_one_stream_per_turn(tmp_path: Path, workspace: P
 def test_stream_json_input_exit_code_is_the_last_turns(tmp_path: Path, workspace: Path) -> None:
     stdin = b'{"type":"message","role":"user","content":"hi"}\nnot json\n'
     with FakeModelServer([openai_reply("Hello.")]) as server:
-        run = run_exec(["--input-format", "stream-json", "-o", "json"], openai_env(tmp_path, server), cwd=workspace, stdin=stdin)
+        run = run_exec(
+            ["--input-format", "stream-json", "-o", "json"],
+            openai_env(tmp_path, server),
+            cwd=workspace,
+            stdin=stdin,
+        )
     results = [json.loads(line) for line in run.lines]
     assert [r["exit_code"] for r in results] == [0, 2]
     assert run.returncode == 2
@@ -301,12 +338,16 @@ def test_stream_json_input_exit_code_is_the_last_turns(tmp_path: Path, workspace
 
 
 def test_a_local_ollama_is_used_when_it_answers(tmp_path: Path, workspace: Path) -> None:
-    with FakeModelServer([openai_reply("From llama.", model="llama3.2:latest")], ollama_models=["llama3.2:latest"]) as server:
+    with FakeModelServer(
+        [openai_reply("From llama.", model="llama3.2:latest")], ollama_models=["llama3.2:latest"]
+    ) as server:
         env = exec_env(tmp_path, OLLAMA_HOST=f"127.0.0.1:{server.port}")
         run = run_exec(["go"], env, cwd=workspace)
     assert_valid_stream(run.lines, run.returncode)
     assert (run.events[0].provider, run.events[0].model) == ("ollama", "llama3.2:latest")
-    assert server.posts[0].path == "/v1/chat/completions" and server.posts[0].body["model"] == "llama3.2:latest"
+    assert (
+        server.posts[0].path == "/v1/chat/completions" and server.posts[0].body["model"] == "llama3.2:latest"
+    )
     (usage,) = run.of_type("usage")
     assert usage.cost_usd is msgspec.UNSET  # a local model has no price
     assert "demo" not in run.stderr
@@ -322,7 +363,10 @@ def test_an_explicit_provider_wins_over_the_environment(tmp_path: Path, workspac
 def test_an_explicit_provider_without_a_key_fails_cleanly(tmp_path: Path, workspace: Path) -> None:
     run = run_exec(["go", "--provider", "anthropic", "-o", "json"], exec_env(tmp_path), cwd=workspace)
     result = assert_json_object(run)
-    assert (result.exit_code, result.error.code) == (1, "AUTH_EXPIRED") and "ANTHROPIC_API_KEY" in result.error.fix
+    assert (result.exit_code, result.error.code) == (
+        1,
+        "AUTH_EXPIRED",
+    ) and "ANTHROPIC_API_KEY" in result.error.fix
 
 
 def test_exec_help_does_not_import_the_sdks() -> None:

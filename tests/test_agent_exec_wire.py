@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from _agent_fakes import (
     ANTHROPIC_MODEL,
     OPENAI_MODEL,
@@ -37,7 +38,6 @@ from _agent_fakes import (
     openai_reply,
     run_both_formats,
 )
-
 from agentstream.agent.pricing import cost_usd
 from agentstream.agent.sessions import SessionStore
 
@@ -56,7 +56,12 @@ class Wire:
         """call id → the tool output this request sent back to the model."""
         if self.name == "openai":
             return {m["tool_call_id"]: m["content"] for m in body["messages"] if m["role"] == "tool"}
-        blocks = [b for m in body["messages"] if m["role"] == "user" and isinstance(m["content"], list) for b in m["content"]]
+        blocks = [
+            b
+            for m in body["messages"]
+            if m["role"] == "user" and isinstance(m["content"], list)
+            for b in m["content"]
+        ]
         return {b["tool_use_id"]: b["content"] for b in blocks if b["type"] == "tool_result"}
 
     def offered_tools(self, body: dict[str, Any]) -> list[str]:
@@ -112,27 +117,37 @@ def _thinking_replies(wire: Wire) -> list[Reply]:
     else:
         first = openai_reply("Reading.", read, reasoning=THOUGHT)
     return [first, wire.reply("Done.")]
+
+
 PARALLEL = [("call_1", "read_file", {"path": "notes.txt"}), ("call_2", "list_dir", {"path": "."})]
 
 SCENARIOS: dict[str, Scenario] = {
     "plain_text": Scenario(lambda w: [w.reply("Hello there, friend.", usage=(1200, 30))]),
     "tool_round_trip": Scenario(
-        lambda w: [w.reply("Let me read it.", [("call_a", "read_file", {"path": "notes.txt"})]), w.reply("It says alpha.")]
+        lambda w: [
+            w.reply("Let me read it.", [("call_a", "read_file", {"path": "notes.txt"})]),
+            w.reply("It says alpha."),
+        ]
     ),
     "parallel_tool_calls": Scenario(lambda w: [w.reply("", PARALLEL), w.reply("Both done.")]),
     "thinking": Scenario(_thinking_replies, ("--thinking-budget", "2048")),
-    "rate_limit_then_success": Scenario(lambda w: [w.error(429, {"retry-after-ms": "30"}), w.reply("Made it.")]),
+    "rate_limit_then_success": Scenario(
+        lambda w: [w.error(429, {"retry-after-ms": "30"}), w.reply("Made it.")]
+    ),
     "server_errors_are_retried_then_fatal": Scenario(
         lambda w: [w.error(500)] * 3, env=lambda w: {"AGENTSTREAM_MAX_RETRIES": "2"}
     ),
     "bad_credentials_are_fatal_and_never_leak": Scenario(
-        lambda w: [w.error(401)], env=lambda w: {"OPENAI_API_KEY" if w is OPENAI else "ANTHROPIC_API_KEY": SECRET}
+        lambda w: [w.error(401)],
+        env=lambda w: {"OPENAI_API_KEY" if w is OPENAI else "ANTHROPIC_API_KEY": SECRET},
     ),
     "dropped_connection_is_retried": Scenario(
         lambda w: [w.reply("Some partial answer that breaks", drop_after=5), w.reply("The full answer.")]
     ),
     "context_limit_is_fatal": Scenario(lambda w: [w.error(400)]),
-    "max_turns": Scenario(lambda w: [w.reply("", [(f"call_{n}", "list_dir", {})]) for n in range(5)], ("--max-turns", "2")),
+    "max_turns": Scenario(
+        lambda w: [w.reply("", [(f"call_{n}", "list_dir", {})]) for n in range(5)], ("--max-turns", "2")
+    ),
 }
 
 Ran = tuple[ExecRun, FakeModelServer]
@@ -147,7 +162,9 @@ def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
         for item in request.session.items
         if item.module is sys.modules[__name__] and item.originalname.removeprefix("test_") in SCENARIOS
     }
-    homes = {key: tmp_path_factory.mktemp(f"{key[0].name}-{key[1]}") for key in wanted}  # mktemp is not thread-safe
+    homes = {
+        key: tmp_path_factory.mktemp(f"{key[0].name}-{key[1]}") for key in wanted
+    }  # mktemp is not thread-safe
     with ThreadPoolExecutor(max_workers=3) as pool:
         yield {(wire.name, name): pool.submit(_run, wire, name, homes[wire, name]) for wire, name in wanted}
 
@@ -203,13 +220,22 @@ def test_tool_round_trip(wire: Wire, runs: Runs) -> None:
     assert (call.call_id, call.name, call.arguments) == ("call_a", "read_file", {"path": "notes.txt"})
     assert result.status == "success" and "alpha" in result.output
     assert "alpha" in wire.tool_results(server.posts[1].body)["call_a"]
-    assert (run.result.turn_count, run.result.tools_used, run.result.result) == (2, ["read_file"], "It says alpha.")
+    assert (run.result.turn_count, run.result.tools_used, run.result.result) == (
+        2,
+        ["read_file"],
+        "It says alpha.",
+    )
 
 
 def test_parallel_tool_calls(wire: Wire, runs: Runs) -> None:
     run, server = ran(runs, wire, "parallel_tool_calls")
     order = [(e.type, e.call_id) for e in run.events if e.type in ("tool_call", "tool_result")]
-    assert order == [("tool_call", "call_1"), ("tool_result", "call_1"), ("tool_call", "call_2"), ("tool_result", "call_2")]
+    assert order == [
+        ("tool_call", "call_1"),
+        ("tool_result", "call_1"),
+        ("tool_call", "call_2"),
+        ("tool_result", "call_2"),
+    ]
     sent = wire.tool_results(server.posts[1].body)
     assert list(sent) == ["call_1", "call_2"]
     assert "beta" in sent["call_1"] and "notes.txt" in sent["call_2"]
@@ -244,7 +270,9 @@ def test_rate_limit_then_success(wire: Wire, runs: Runs) -> None:
 def test_server_errors_are_retried_then_fatal(wire: Wire, runs: Runs) -> None:
     run, server = ran(runs, wire, "server_errors_are_retried_then_fatal")
     errors = kinds(run, "error")
-    assert [(e.code, e.recoverable) for e in errors] == [("PROVIDER_ERROR", True)] * 2 + [("PROVIDER_ERROR", False)]
+    assert [(e.code, e.recoverable) for e in errors] == [("PROVIDER_ERROR", True)] * 2 + [
+        ("PROVIDER_ERROR", False)
+    ]
     assert all(isinstance(e.retry_in_ms, int) and e.retry_in_ms >= 0 for e in errors[:2])
     assert "gave up after 3 attempts" in errors[-1].message
     assert (run.returncode, run.result.subtype, run.result.error.code) == (1, "error", "PROVIDER_ERROR")

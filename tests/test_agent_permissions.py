@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _agent_tools_support import OUTSIDE_SECRET, make_outside, make_toolbox
 
+from _agent_tools_support import OUTSIDE_SECRET, make_outside, make_toolbox
 from agentstream.agent import permissions
 from agentstream.agent.permissions import PermissionDenied, allows, open_path, resolve
-from agentstream.agent.tools import ToolContext, Toolbox
+from agentstream.agent.tools import Toolbox, ToolContext
 
 
 @pytest.fixture
@@ -29,7 +29,9 @@ def dirs(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_modes_allow_the_right_kinds_of_tool() -> None:
     assert [allows("read-only", kind) for kind in ("read", "write", "execute")] == [True, False, False]
-    assert all(allows(mode, kind) for mode in ("workspace-write", "full") for kind in ("read", "write", "execute"))
+    assert all(
+        allows(mode, kind) for mode in ("workspace-write", "full") for kind in ("read", "write", "execute")
+    )
     assert permissions.PERMISSION_MODES == ("read-only", "workspace-write", "full")
 
 
@@ -177,9 +179,7 @@ def test_workspace_write_allows_changes_inside(dirs: tuple[Path, Path]) -> None:
 # --- the check-then-use race ---------------------------------------------------------------------
 
 
-def _swap_after_check(
-    monkeypatch: pytest.MonkeyPatch, victim: Path, replacement: Path
-) -> None:
+def _swap_after_check(monkeypatch: pytest.MonkeyPatch, victim: Path, replacement: Path) -> None:
     """Make the path check pass, then replace ``victim`` with a symlink before the open."""
     real_resolve = permissions.resolve
 
@@ -200,10 +200,17 @@ def test_file_swapped_for_symlink_between_check_and_open(
     workspace, outside = dirs
     (workspace / "victim.txt").write_text(OUTSIDE_SECRET + " decoy\n")
     _swap_after_check(monkeypatch, workspace / "victim.txt", outside / "secret.txt")
-    arguments = {"path": "victim.txt", "content": "pwned", "old_string": OUTSIDE_SECRET, "new_string": "pwned",
-                 "pattern": "."}
+    arguments = {
+        "path": "victim.txt",
+        "content": "pwned",
+        "old_string": OUTSIDE_SECRET,
+        "new_string": "pwned",
+        "pattern": ".",
+    }
     spec = next(spec for spec in make_toolbox(workspace).specs if spec.name == name)
-    out = make_toolbox(workspace).run(name, {k: v for k, v in arguments.items() if k in spec.parameters["properties"]})
+    out = make_toolbox(workspace).run(
+        name, {k: v for k, v in arguments.items() if k in spec.parameters["properties"]}
+    )
     assert out.status == "denied", out
     assert "changed to a symlink" in (out.error or "")
     assert (outside / "secret.txt").read_text() == OUTSIDE_SECRET + "\n"
@@ -256,7 +263,9 @@ def test_concurrent_swapper_never_leaks_or_writes_outside(dirs: tuple[Path, Path
     box = make_toolbox(workspace)
     stop = threading.Event()
     thread = threading.Thread(target=_swapper, args=(victim, outside, stop), daemon=True)
-    arguments = {"path": "victim.txt"} if name == "read_file" else {"path": "victim.txt", "content": "pwned\n"}
+    arguments = (
+        {"path": "victim.txt"} if name == "read_file" else {"path": "victim.txt", "content": "pwned\n"}
+    )
     statuses: dict[str, int] = {}
     thread.start()
     try:
@@ -282,4 +291,3 @@ def test_toolbox_workspace_given_through_a_symlink_is_resolved(tmp_path: Path) -
     box = Toolbox(ToolContext(alias))
     assert box.ctx.workspace == workspace
     assert box.run("read_file", {"path": "a.txt"}).status == "success"
-

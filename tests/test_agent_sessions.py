@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from agentstream.agent.sessions import SessionRecord, SessionStore, shorten_title
-from agentstream.errors import ErrorCode
 from agentstream.cli import main
 from agentstream.errors import AgentstreamError, ErrorCode, UsageError
 
@@ -27,7 +26,9 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _record(session_id: str, *, cwd: str = "/work", prompt: str = "do the thing") -> SessionRecord:
-    return SessionRecord.new(session_id=session_id, cwd=cwd, provider="openai", model="gpt-4o-mini", prompt=prompt)
+    return SessionRecord.new(
+        session_id=session_id, cwd=cwd, provider="openai", model="gpt-4o-mini", prompt=prompt
+    )
 
 
 def test_round_trip(home: Path) -> None:
@@ -35,7 +36,11 @@ def test_round_trip(home: Path) -> None:
     record = _record("sess_roundtrip01")
     record.messages = [
         {"role": "user", "content": "hi ✓"},
-        {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "shell", "arguments": {"n": 1}}]},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": "c1", "name": "shell", "arguments": {"n": 1}}],
+        },
         {"role": "tool", "call_id": "c1", "name": "shell", "content": "ok", "is_error": False},
     ]
     record.usage = {"input_tokens": 12, "output_tokens": 3, "cost_usd": 0.5}
@@ -175,7 +180,8 @@ _WRITER = textwrap.dedent(
 def test_two_processes_write_at_once(tmp_path: Path) -> None:
     go = tmp_path / "go"
     writers = [
-        subprocess.Popen([sys.executable, "-c", _WRITER, name, str(go)], stderr=subprocess.PIPE) for name in "ab"
+        subprocess.Popen([sys.executable, "-c", _WRITER, name, str(go)], stderr=subprocess.PIPE)
+        for name in "ab"
     ]
     go.write_text("")
     for writer in writers:
@@ -231,7 +237,12 @@ def test_cli_json_when_empty_and_when_limited(capsys: pytest.CaptureFixture[str]
 
 
 def test_cli_table(capsys: pytest.CaptureFixture[str]) -> None:
-    assert "No sessions" in _run_cli(capsys, )[1]
+    assert (
+        "No sessions"
+        in _run_cli(
+            capsys,
+        )[1]
+    )
     SessionStore().save(_record("sess_0123456789abcdef0123", prompt="refactor the parser"))
     code, out, err = _run_cli(capsys)
     header, row = out.splitlines()
@@ -257,7 +268,10 @@ def test_cli_failure_envelope_and_usage(home: Path, capsys: pytest.CaptureFixtur
 def test_cli_as_a_real_process(home: Path) -> None:
     SessionStore().save(_record("sess_proc"))
     done = subprocess.run(
-        [sys.executable, "-m", "agentstream", "sessions", "--json"], capture_output=True, text=True, timeout=30
+        [sys.executable, "-m", "agentstream", "sessions", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["result"]["sessions"][0]["session_id"] == "sess_proc"

@@ -13,10 +13,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _agent_tools_support import gone_soon, make_toolbox, process_alive, wait_for_file
 
-from agentstream.agent.tools import TOOL_NAMES, ToolContext, Toolbox, is_secret, scrubbed_environ
-from agentstream.agent.tools import _fs, _search, _toolbox
+from _agent_tools_support import gone_soon, make_toolbox, process_alive, wait_for_file
+from agentstream.agent.tools import (
+    TOOL_NAMES,
+    Toolbox,
+    ToolContext,
+    _fs,
+    _search,
+    _toolbox,
+    is_secret,
+    scrubbed_environ,
+)
 from agentstream.agent.tools._base import HeadTail, cap_text
 from agentstream.agent.tools._search import glob_regex
 from agentstream.errors import UsageError
@@ -148,7 +156,9 @@ def test_write_file_failures(ws: Path, box: Toolbox) -> None:
     assert "is a directory" in (box.run("write_file", {"path": "d", "content": "x"}).error or "")
     under_file = box.run("write_file", {"path": "plain/x.txt", "content": "x"})
     assert under_file.status == "error" and "not a directory" in (under_file.error or "")
-    assert box.run("write_file", {"path": "x.txt"}).error == "write_file: missing required argument(s) content"
+    assert (
+        box.run("write_file", {"path": "x.txt"}).error == "write_file: missing required argument(s) content"
+    )
 
 
 def test_edit_file_unique_replacement(ws: Path, box: Toolbox) -> None:
@@ -164,7 +174,9 @@ def test_edit_file_not_unique_then_replace_all(ws: Path, box: Toolbox) -> None:
     assert out.status == "error"
     assert out.error == "old_string appears 3 times in c.txt; give more context or replace_all"
     assert (ws / "c.txt").read_text() == "x = 1\nx = 1\nx = 1\n"
-    every = box.run("edit_file", {"path": "c.txt", "old_string": "x = 1", "new_string": "y", "replace_all": True})
+    every = box.run(
+        "edit_file", {"path": "c.txt", "old_string": "x = 1", "new_string": "y", "replace_all": True}
+    )
     assert every.status == "success" and "replaced 3 occurrences" in every.output
     assert (ws / "c.txt").read_text() == "y\ny\ny\n"
 
@@ -186,7 +198,9 @@ def test_edit_file_keeps_undecodable_bytes_and_refuses_binary(ws: Path, box: Too
     assert out.status == "success"
     assert (ws / "latin.txt").read_bytes() == b"caf\xe9 = 1\nname = new\n"
     (ws / "b.bin").write_bytes(b"old\x00old")
-    assert "binary" in (box.run("edit_file", {"path": "b.bin", "old_string": "o", "new_string": "n"}).error or "")
+    assert "binary" in (
+        box.run("edit_file", {"path": "b.bin", "old_string": "o", "new_string": "n"}).error or ""
+    )
 
 
 def test_edit_file_shrinking_truncates(ws: Path, box: Toolbox) -> None:
@@ -244,7 +258,11 @@ def test_glob_sorted_skips_noise_and_marks_dirs(ws: Path, box: Toolbox) -> None:
         (ws / name).write_text("")
     out = box.run("glob", {"pattern": "**/*.py"})
     assert out.output.splitlines() == ["src/a.py", "src/b.py", "src/pkg/c.py", "top.py"]
-    assert box.run("glob", {"pattern": "*", "path": "src"}).output.splitlines() == ["src/a.py", "src/b.py", "src/pkg/"]
+    assert box.run("glob", {"pattern": "*", "path": "src"}).output.splitlines() == [
+        "src/a.py",
+        "src/b.py",
+        "src/pkg/",
+    ]
     inside_skipped = box.run("glob", {"pattern": "**/*.py", "path": "node_modules"})
     assert inside_skipped.output == "node_modules/m/i.py"
 
@@ -535,7 +553,10 @@ def test_specs_are_json_schema_objects_for_both_providers(box: Toolbox) -> None:
         schema = spec.parameters
         assert schema["type"] == "object" and isinstance(schema["properties"], dict)
         assert set(schema.get("required", [])) <= set(schema["properties"])
-        assert all(prop["type"] in ("string", "integer", "number", "boolean") for prop in schema["properties"].values())
+        assert all(
+            prop["type"] in ("string", "integer", "number", "boolean")
+            for prop in schema["properties"].values()
+        )
         assert spec.description and spec.access in ("read", "write", "execute")
 
 
@@ -565,11 +586,17 @@ def test_bad_context_is_a_usage_error(ws: Path) -> None:
         ("fly", {}, "no tool named 'fly'"),
         ("read_file", {"path": "a", "colour": "red"}, "unknown argument(s) colour"),
         ("read_file", {"path": 3}, "must be of type string"),
-        ("edit_file", {"path": "a", "old_string": "x", "new_string": "y", "replace_all": "yes"}, "type boolean"),
+        (
+            "edit_file",
+            {"path": "a", "old_string": "x", "new_string": "y", "replace_all": "yes"},
+            "type boolean",
+        ),
         ("read_file", ["a"], "JSON object"),
     ],
 )
-def test_bad_calls_are_errors_the_model_can_act_on(box: Toolbox, name: str, arguments: Any, needle: str) -> None:
+def test_bad_calls_are_errors_the_model_can_act_on(
+    box: Toolbox, name: str, arguments: Any, needle: str
+) -> None:
     out = box.run(name, arguments)
     assert out.status == "error" and needle in (out.error or "")
 

@@ -7,8 +7,8 @@ from email.utils import formatdate
 from pathlib import Path
 
 import pytest
-from _agent_fakes import closed_port
 
+from _agent_fakes import closed_port
 from agentstream import protocol as p
 from agentstream.agent.conversation import AssistantTurn, Conversation
 from agentstream.agent.loop import TurnWriter, backoff_ms
@@ -83,7 +83,12 @@ def test_backoff_grows_with_jitter_and_is_capped() -> None:
 
 @pytest.mark.parametrize(
     "key",
-    ["sk-proj-AbCdEf0123456789xyz", "sk-ant-api03-abcdefghijklmnop", "gsk_0123456789abcdefABCD", "AIzaSyA1234567890abcdefghijklmnop"],
+    [
+        "sk-proj-AbCdEf0123456789xyz",
+        "sk-ant-api03-abcdefghijklmnop",
+        "gsk_0123456789abcdefABCD",
+        "AIzaSyA1234567890abcdefghijklmnop",
+    ],
 )
 def test_scrub_removes_key_shaped_tokens(key: str) -> None:
     assert key not in scrub(f"Incorrect API key provided: {key}. See the docs.")
@@ -113,9 +118,13 @@ def test_scrub_removes_bearer_tokens_and_environment_secrets(monkeypatch: pytest
 def test_cost_of_known_models() -> None:
     assert cost_usd("gpt-4.1-mini", input_tokens=1_000_000, output_tokens=1_000_000) == pytest.approx(2.0)
     # A dated snapshot finds its family; cached input tokens are billed at the cached rate.
-    dated = cost_usd("claude-sonnet-4-5-20250929", input_tokens=1_000_000, output_tokens=0, cached_tokens=1_000_000)
+    dated = cost_usd(
+        "claude-sonnet-4-5-20250929", input_tokens=1_000_000, output_tokens=0, cached_tokens=1_000_000
+    )
     assert dated == pytest.approx(0.30)
-    assert cost_usd("gpt-4o-mini", input_tokens=1_000_000, output_tokens=0) == pytest.approx(0.15)  # not gpt-4o
+    assert cost_usd("gpt-4o-mini", input_tokens=1_000_000, output_tokens=0) == pytest.approx(
+        0.15
+    )  # not gpt-4o
 
 
 def test_unknown_models_have_no_cost() -> None:
@@ -171,7 +180,9 @@ def test_openai_conversion_keeps_calls_and_results_apart() -> None:
 def test_reasoning_signatures_go_back_only_to_their_provider() -> None:
     conversation = Conversation()
     conversation.add_user("q")
-    conversation.add_assistant(AssistantTurn("a", [ReasoningBlock(text="t", signature="s")]), provider="openai")
+    conversation.add_assistant(
+        AssistantTurn("a", [ReasoningBlock(text="t", signature="s")]), provider="openai"
+    )
     assert [b["type"] for b in to_anthropic_messages(conversation)[1]["content"]] == ["text"]
 
 
@@ -186,7 +197,9 @@ def test_a_dangling_tool_call_gets_a_result_when_loaded() -> None:
 # -- the turn writer ---------------------------------------------------------------------------------
 
 
-def write_turn(events: list[object], *, deltas: bool = True, complete: bool = True) -> tuple[list[p.BaseEvent], AssistantTurn | None]:
+def write_turn(
+    events: list[object], *, deltas: bool = True, complete: bool = True
+) -> tuple[list[p.BaseEvent], AssistantTurn | None]:
     seen: list[p.BaseEvent] = []
     with open("/dev/null", "wb") as sink:
         stream = Stream("t", out=sink)
@@ -201,13 +214,26 @@ def write_turn(events: list[object], *, deltas: bool = True, complete: bool = Tr
 
 def test_complete_events_follow_the_deltas_in_order() -> None:
     events, turn = write_turn(
-        [ReasoningDelta("hm"), ReasoningBlock(text="hmm", signature="s"), TextDelta("Hi "), TextDelta("there"),
-         ToolCallDone("c", "list_dir"), TextDelta("More."), TurnUsage(10, 2)]
+        [
+            ReasoningDelta("hm"),
+            ReasoningBlock(text="hmm", signature="s"),
+            TextDelta("Hi "),
+            TextDelta("there"),
+            ToolCallDone("c", "list_dir"),
+            TextDelta("More."),
+            TurnUsage(10, 2),
+        ]
     )
     kinds = [(e.type, getattr(e, "content", None)) for e in events]
     assert kinds == [
-        ("reasoning_delta", "hm"), ("message_delta", "Hi "), ("message_delta", "there"), ("message_delta", "More."),
-        ("reasoning", "hmm"), ("message", "Hi there"), ("message", "More."), ("usage", None),
+        ("reasoning_delta", "hm"),
+        ("message_delta", "Hi "),
+        ("message_delta", "there"),
+        ("message_delta", "More."),
+        ("reasoning", "hmm"),
+        ("message", "Hi there"),
+        ("message", "More."),
+        ("usage", None),
     ]
     assert turn is not None and turn.text == "Hi there\n\nMore." and turn.reasoning[0].signature == "s"
     assert events[-1].cost_usd == cost_usd("gpt-4.1-mini", input_tokens=10, output_tokens=2)
@@ -216,7 +242,10 @@ def test_complete_events_follow_the_deltas_in_order() -> None:
 def test_a_discarded_turn_closes_its_runs_with_empty_content() -> None:
     events, _ = write_turn([ReasoningDelta("a"), TextDelta("b")], complete=False)
     assert [(e.type, e.content) for e in events] == [
-        ("reasoning_delta", "a"), ("message_delta", "b"), ("reasoning", ""), ("message", ""),
+        ("reasoning_delta", "a"),
+        ("message_delta", "b"),
+        ("reasoning", ""),
+        ("message", ""),
     ]
     assert write_turn([TextDelta("b")], deltas=False, complete=False)[0] == []
 
@@ -247,7 +276,10 @@ def test_selection_order(environ: dict[str, str], expected: str) -> None:
 
 @pytest.mark.usefixtures("no_ollama")
 def test_a_base_url_option_selects_openai() -> None:
-    assert select_provider(None, ProviderSettings(base_url="http://127.0.0.1:9/v1"), {}).provider.name == "openai"
+    assert (
+        select_provider(None, ProviderSettings(base_url="http://127.0.0.1:9/v1"), {}).provider.name
+        == "openai"
+    )
 
 
 def test_the_demo_cassette_is_bundled_and_valid() -> None:
@@ -267,7 +299,11 @@ def test_cassette_errors_replay_as_provider_errors(tmp_path: Path) -> None:
         for event in provider.stream_turn(Conversation(), [], ""):
             events.append(event)
     assert events == [TextDelta("par")]
-    assert (raised.value.code, raised.value.recoverable, raised.value.retry_in_ms) == ("RATE_LIMITED", True, 7)
+    assert (raised.value.code, raised.value.recoverable, raised.value.retry_in_ms) == (
+        "RATE_LIMITED",
+        True,
+        7,
+    )
 
 
 def test_a_missing_cassette_is_a_usage_error(tmp_path: Path) -> None:

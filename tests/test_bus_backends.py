@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from _bus_fixtures import RedisServer, bus_home, bus_url, events, free_port, redis_server  # noqa: F401
 
+from _bus_fixtures import RedisServer, bus_home, bus_url, events, free_port, redis_server  # noqa: F401
 from agentstream import protocol as p
 from agentstream.bus import BusUnavailable, Job, Record, SeqConflict, open_bus, parse_duration
 from agentstream.bus.queue import close_run
@@ -133,7 +133,11 @@ def test_jobs_are_claimed_once_reclaimed_when_idle_and_fenced(bus_url: str) -> N
         assert bus.heartbeat(first)
         time.sleep(0.3)
         second = bus.claim("w2", idle_timeout=0.2, max_attempts=2)
-        assert second is not None and (second.attempt, second.run_id, second.previous_run_id) == (2, "run1.2", "run1")
+        assert second is not None and (second.attempt, second.run_id, second.previous_run_id) == (
+            2,
+            "run1.2",
+            "run1",
+        )
         assert not bus.heartbeat(first)  # the old owner learns it lost the job
         assert not bus.finish_job(first, "succeeded")
         assert bus.finish_job(second, "succeeded")
@@ -166,7 +170,12 @@ def test_claim_blocks_until_a_job_arrives(bus_url: str) -> None:
 
 
 def test_bad_urls_are_usage_errors_with_a_fix(bus_home: object) -> None:
-    for url in ("http://example.com", "redis://127.0.0.1:notaport", "sqlite://host/path", "redis://h:1/?maxlen=x"):
+    for url in (
+        "http://example.com",
+        "redis://127.0.0.1:notaport",
+        "sqlite://host/path",
+        "redis://h:1/?maxlen=x",
+    ):
         with pytest.raises(UsageError) as caught:
             open_bus(url).get_run("x")
         assert caught.value.code == ErrorCode.INVALID_INPUT and caught.value.fix

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
+
 from _bus_fixtures import (  # noqa: F401
     RedisServer,
     bus_home,
@@ -20,7 +21,6 @@ from _bus_fixtures import (  # noqa: F401
     redis_server,
     spawn_cli,
 )
-
 from agentstream import protocol as p
 from agentstream.bus import Record, open_bus
 from agentstream.envelope import fill
@@ -59,9 +59,12 @@ def test_runs_with_a_password_protected_redis(redis_server: RedisServer, bus_hom
     url = redis_server.url
     redis.Redis.from_url(url).config_set("requirepass", "s3cret")
     denied = msgspec.json.decode(cli("runs", "--bus", url).stdout)
-    assert denied["ok"] is False and denied["error"]["code"] == "INVALID_INPUT" and "PASSWORD" in denied["fix"]
+    assert (
+        denied["ok"] is False and denied["error"]["code"] == "INVALID_INPUT" and "PASSWORD" in denied["fix"]
+    )
     allowed = cli("runs", "--bus", url.replace("redis://", "redis://:s3cret@"))
     assert msgspec.json.decode(allowed.stdout)["ok"] is True
+
 
 # -- send ---------------------------------------------------------------------
 
@@ -84,7 +87,9 @@ def test_send_publishes_an_event_run_and_follow_prints_it(bus_url: str) -> None:
 def test_send_with_bad_json_is_an_invalid_input_envelope(bus_home: Path) -> None:
     sent = cli("send", "x", "--data", "{not json")
     envelope = msgspec.json.decode(sent.stdout)
-    assert sent.returncode == 2 and envelope["error"]["code"] == "INVALID_INPUT" and "--data" in envelope["fix"]
+    assert (
+        sent.returncode == 2 and envelope["error"]["code"] == "INVALID_INPUT" and "--data" in envelope["fix"]
+    )
     with open_bus() as bus:
         assert bus.list_runs() == []  # nothing was published
 
@@ -97,7 +102,19 @@ def test_watch_taps_every_run_with_filters_and_a_resumable_cursor(bus_url: str) 
         bus.append("before", events("before", 2))
         cursor = bus.feed_end()  # watch from here: "before" is not shown
     watcher = spawn_cli(
-        "watch", "--bus", bus_url, "--since", cursor, "--run", "app-*", "--type", "log", "--count", "3", "--timeout", "20"
+        "watch",
+        "--bus",
+        bus_url,
+        "--since",
+        cursor,
+        "--run",
+        "app-*",
+        "--type",
+        "log",
+        "--count",
+        "3",
+        "--timeout",
+        "20",
     )
     with open_bus(bus_url) as bus:
         bus.append("app-1", events("app-1", 3))
@@ -201,7 +218,9 @@ def test_logs_follow_survives_rotation_and_truncation(tmp_path: Path, bus_home: 
     assert "first of the new file" in messages and info.status == "interrupted"
 
 
-def test_logs_follow_waits_for_a_file_and_can_start_from_its_beginning(tmp_path: Path, bus_home: Path) -> None:
+def test_logs_follow_waits_for_a_file_and_can_start_from_its_beginning(
+    tmp_path: Path, bus_home: Path
+) -> None:
     log = tmp_path / "later.log"
     tail = spawn_cli("logs", "-f", str(log), "--from-start", "--timeout", "20")
     first = msgspec.json.decode(tail.stdout.readline())
@@ -214,7 +233,9 @@ def test_logs_follow_waits_for_a_file_and_can_start_from_its_beginning(tmp_path:
     assert tail.returncode == 143
 
 
-@pytest.mark.parametrize(("line", "level"), [("DEBUG x", "debug"), ("level=warn y", "warn"), ("FATAL", "error")])
+@pytest.mark.parametrize(
+    ("line", "level"), [("DEBUG x", "debug"), ("level=warn y", "warn"), ("FATAL", "error")]
+)
 def test_log_levels_are_read_from_the_start_of_a_line(line: str, level: str) -> None:
     from agentstream.cli.logs_cmd import level_of
 

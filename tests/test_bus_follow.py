@@ -10,8 +10,8 @@ import time
 
 import msgspec
 import pytest
-from _bus_fixtures import PRODUCER, bus_home, bus_url, cli, events, free_port, lines_of, spawn_cli  # noqa: F401
 
+from _bus_fixtures import PRODUCER, bus_home, bus_url, cli, events, free_port, lines_of, spawn_cli  # noqa: F401
 from agentstream import protocol as p
 from agentstream.bus import Record, open_bus
 from agentstream.envelope import fill
@@ -89,7 +89,13 @@ def test_timeout_ends_with_a_synthetic_terminal_that_says_how_to_resume(bus_url:
     assert followed.returncode == ExitCode.TIMEOUT
     assert_one_terminal_last(followed.stdout)
     end = terminal(followed.stdout)
-    assert (end.synthetic, end.ok, end.subtype, end.exit_code, end.seq) == (True, False, "follow_timeout", 124, 3)
+    assert (end.synthetic, end.ok, end.subtype, end.exit_code, end.seq) == (
+        True,
+        False,
+        "follow_timeout",
+        124,
+        3,
+    )
     assert end.session_id == "slow" and end.error.code == "TIMEOUT"
     with open_bus(bus_url) as bus:
         bus.append("slow", events("slow", 2, start=3, final=True))
@@ -133,7 +139,9 @@ def test_unreachable_bus_gives_up_after_the_reconnect_timeout(bus_home: object) 
     followed = cli("follow", "x", "--bus", url, "--reconnect-timeout", "0.5")
     assert time.monotonic() - began < 10
     end = terminal(followed.stdout)
-    assert followed.returncode == 1 and end.subtype == "bus_unavailable" and end.error.code == "BUS_UNAVAILABLE"
+    assert (
+        followed.returncode == 1 and end.subtype == "bus_unavailable" and end.error.code == "BUS_UNAVAILABLE"
+    )
     assert len(followed.stdout.splitlines()) == 1
 
 
@@ -145,7 +153,11 @@ def test_a_hole_in_seq_is_reported_not_skipped_silently(bus_url: str) -> None:
     followed = cli("follow", "gappy", "--bus", bus_url)
     objs = lines_of(followed.stdout)
     assert [(o["type"], o["seq"]) for o in objs] == [
-        ("start", 0), ("log", 1), ("error", 2), ("log", 4), ("result", 5)
+        ("start", 0),
+        ("log", 1),
+        ("error", 2),
+        ("log", 4),
+        ("result", 5),
     ]
     gap = objs[2]
     assert gap["code"] == "EVENTS_MISSING" and gap["recoverable"] and gap["synthetic"]

@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 from _bus_fixtures import CASSETTE, PRODUCER, bus_home, bus_url, cli, free_port, lines_of  # noqa: F401
-
 from agentstream.bus import open_bus
 from agentstream.bus.publish import add_publish_options, attach_publisher
 from agentstream.stream import Stream
@@ -66,7 +65,15 @@ def test_an_unreachable_bus_costs_one_warning_and_never_the_run(bus_home: Path) 
 def test_a_signalled_producer_still_publishes_its_interrupted_result(bus_url: str, tmp_path: Path) -> None:
     started = tmp_path / "started"
     producer = subprocess.Popen(
-        [sys.executable, str(PRODUCER), f"events=500 interval=0.01 touch={started}", "--session-id", "sig", "--bus", bus_url],
+        [
+            sys.executable,
+            str(PRODUCER),
+            f"events=500 interval=0.01 touch={started}",
+            "--session-id",
+            "sig",
+            "--bus",
+            bus_url,
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
@@ -86,7 +93,16 @@ def test_a_signalled_producer_still_publishes_its_interrupted_result(bus_url: st
 def test_exec_publishes_by_default_so_follow_works(bus_home: Path, tmp_path: Path) -> None:
     cassette = tmp_path / "c.cassette"
     cassette.write_text(CASSETTE)
-    ran = cli("exec", "say hello", "--cassette", str(cassette), "--session-id", "ses_published", "--cwd", str(tmp_path))
+    ran = cli(
+        "exec",
+        "say hello",
+        "--cassette",
+        str(cassette),
+        "--session-id",
+        "ses_published",
+        "--cwd",
+        str(tmp_path),
+    )
     assert ran.returncode == 0, ran.stderr
     followed = cli("follow", "ses_published")
     assert followed.returncode == 0

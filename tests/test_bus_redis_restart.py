@@ -12,7 +12,6 @@ import sys
 import time
 
 from _bus_fixtures import PRODUCER, RedisServer, bus_home, lines_of, redis_server, spawn_cli  # noqa: F401
-
 from agentstream.bus import open_bus
 
 EVENTS = 100
@@ -22,7 +21,15 @@ def test_follow_survives_a_redis_restart_without_loss_or_duplicates(redis_server
     url = redis_server.url
     follower = spawn_cli("follow", "survivor", "--wait", "--timeout", "60", "--bus", url)
     producer = subprocess.Popen(
-        [sys.executable, str(PRODUCER), f"events={EVENTS} interval=0.025", "--session-id", "survivor", "--bus", url],
+        [
+            sys.executable,
+            str(PRODUCER),
+            f"events={EVENTS} interval=0.025",
+            "--session-id",
+            "survivor",
+            "--bus",
+            url,
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         bufsize=0,

@@ -8,7 +8,6 @@ from collections import Counter
 from pathlib import Path
 
 from _bus_fixtures import PRODUCER, bus_home, spawn_cli  # noqa: F401
-
 from agentstream.bus import open_bus
 
 PRODUCERS = 5

@@ -11,12 +11,11 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from _bus_fixtures import CASSETTE, PRODUCER, bus_home, bus_url, cli, lines_of, spawn_cli  # noqa: F401
 
+from _bus_fixtures import CASSETTE, PRODUCER, bus_home, bus_url, cli, lines_of, spawn_cli  # noqa: F401
 from agentstream import protocol as p
 from agentstream.bus import open_bus
 from agentstream.bus.queue import EXEC_ENV
-
 
 
 @pytest.fixture
@@ -158,7 +157,9 @@ def test_a_job_out_of_attempts_fails_with_a_terminal_event(
     wait_for(started)
     os.killpg(first.pid, signal.SIGKILL)
     first.wait(timeout=10)
-    second = cli("worker", "--bus", url, "--idle-timeout", "1", "--max-attempts", "1", "--max-jobs", "1", timeout=60)
+    second = cli(
+        "worker", "--bus", url, "--idle-timeout", "1", "--max-attempts", "1", "--max-jobs", "1", timeout=60
+    )
     assert second.returncode == 0, second.stderr
     names = [o["name"] for o in lines_of(second.stdout) if o["type"] == "event"]
     assert names == ["job.reclaimed", "job.failed"]
@@ -181,7 +182,9 @@ def test_sigterm_stops_the_worker_cleanly_and_leaves_the_job_for_another(
     rest, err = worker.communicate(timeout=30)
     assert worker.returncode == 143, err
     objs = lines_of(rest)
-    assert objs[-1]["type"] == "result" and objs[-1]["subtype"] == "interrupted" and objs[-1]["exit_code"] == 143
+    assert (
+        objs[-1]["type"] == "result" and objs[-1]["subtype"] == "interrupted" and objs[-1]["exit_code"] == 143
+    )
     assert "job.cancelled" in [o.get("name") for o in objs]
     evs = run_events(url, job["run_id"])
     assert_well_formed(evs)
@@ -212,7 +215,9 @@ def test_a_child_that_dies_without_a_result_gets_a_synthetic_ending(bus_home: Pa
         (["submit", "hi", "--bus", "ftp://x"], "unsupported bus URL"),
     ],
 )
-def test_submit_rejects_bad_input_with_an_error_envelope(bus_home: Path, argv: list[str], needle: str) -> None:
+def test_submit_rejects_bad_input_with_an_error_envelope(
+    bus_home: Path, argv: list[str], needle: str
+) -> None:
     done = cli(*argv)
     envelope = msgspec.json.decode(done.stdout)
     assert done.returncode == 2 and envelope["ok"] is False

@@ -15,7 +15,9 @@ from agentstream.render.text import TextSink
 
 
 def agentstream(*args: str, **kwargs: object) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([sys.executable, "-m", "agentstream", *args], capture_output=True, timeout=60, **kwargs)  # type: ignore[call-overload]
+    return subprocess.run(
+        [sys.executable, "-m", "agentstream", *args], capture_output=True, timeout=60, **kwargs
+    )  # type: ignore[call-overload]
 
 
 def test_version_and_top_help() -> None:

@@ -11,10 +11,9 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from _consumer_support import PYTHON, ROOT, assert_valid_stream, canonical_session, decode_output, run_cli
 from agentstream import protocol as p
 from agentstream.dialects import available_dialects
-
-from _consumer_support import PYTHON, ROOT, assert_valid_stream, canonical_session, decode_output, run_cli
 
 OTHER_DIALECTS = [d.name for d in available_dialects() if d.name != "canonical"]
 

@@ -28,14 +28,15 @@ from agentstream import protocol as p
 from agentstream.dialects import detect_dialect, get_dialect
 from agentstream.errors import MalformedEventError
 
-
 # -- golden ---------------------------------------------------------------------------------
 
 
 def test_a_run_with_every_kind_of_event() -> None:
     events = decode_fixture("agui", "run.ndjson")
     start = events[0]
-    assert isinstance(start, p.Start) and start.session_id == "run_1" and start.ts == "2026-01-01T00:00:00.000Z"
+    assert (
+        isinstance(start, p.Start) and start.session_id == "run_1" and start.ts == "2026-01-01T00:00:00.000Z"
+    )
     assert [(s.name, s.status) for s in only(events, p.Step)] == [("plan", "started"), ("plan", "completed")]
     first, second = only(events, p.Reasoning)
     assert first.content == "Need the weather tool."  # the deprecated THINKING_* events
@@ -43,17 +44,29 @@ def test_a_run_with_every_kind_of_event() -> None:
     deltas = only(events, p.MessageDelta)
     assert [d.content for d in deltas] == ["Let me ", "check.", "It is 18°C ", "in Paris."]
     messages = only(events, p.Message)
-    assert [(m.message_id, m.content) for m in messages] == [("msg_1", "Let me check."), ("msg_3", "It is 18°C in Paris.")]
+    assert [(m.message_id, m.content) for m in messages] == [
+        ("msg_1", "Let me check."),
+        ("msg_3", "It is 18°C in Paris."),
+    ]
     call, result_of_call = one(events, p.ToolCall), one(events, p.ToolResult)
     assert (call.call_id, call.name, call.arguments) == ("call_1", "get_weather", {"city": "Paris"})
-    assert (result_of_call.name, result_of_call.status, result_of_call.output) == ("get_weather", "success", "18°C, cloudy")
+    assert (result_of_call.name, result_of_call.status, result_of_call.output) == (
+        "get_weather",
+        "success",
+        "18°C, cloudy",
+    )
     named = {e.name: e.data for e in only(events, p.GenericEvent)}
     assert named["agui.state_snapshot"] == {"city": "Paris"}
     assert named["agui.state_delta"] == [{"op": "replace", "path": "/city", "value": "Lyon"}]
     assert named["weather_card"] == {"city": "Paris", "temp": 18}
     assert named["agui.raw"]["source"] == "openai"
     usage = one(events, p.Usage)
-    assert (usage.model, usage.input_tokens, usage.output_tokens, usage.cached_tokens) == ("gpt-5", 900, 40, 512)
+    assert (usage.model, usage.input_tokens, usage.output_tokens, usage.cached_tokens) == (
+        "gpt-5",
+        900,
+        40,
+        512,
+    )
     result = events[-1]
     assert isinstance(result, p.Result) and result.ok and result.result == "It is 18°C in Paris."
     assert result.usage.input_tokens == 900 and result.tools_used == ["get_weather"]
@@ -64,7 +77,11 @@ def test_sse_frames_comments_and_event_lines_are_read() -> None:
     events = decode_fixture("agui", "run.sse")
     assert [e.type for e in events] == ["start", "message_delta", "message", "error", "result"]
     error, result = events[-2:]
-    assert isinstance(error, p.Error) and (error.code, error.message, error.recoverable) == ("PROVIDER_ERROR", "model overloaded", False)
+    assert isinstance(error, p.Error) and (error.code, error.message, error.recoverable) == (
+        "PROVIDER_ERROR",
+        "model overloaded",
+        False,
+    )
     assert isinstance(result, p.Result) and not result.ok and result.exit_code == 1
     assert not violations(events)
 
@@ -97,7 +114,10 @@ def test_chunks_interrupts_cancellation_and_unended_calls() -> None:
     result = events[-1]
     assert isinstance(result, p.Result) and (result.ok, result.subtype) == (True, "interrupt")
     assert not violations(events)
-    cancelled = decode("agui", [lines[0], b'{"type":"RUN_FINISHED","threadId":"t","runId":"r","outcome":{"type":"cancelled"}}'])
+    cancelled = decode(
+        "agui",
+        [lines[0], b'{"type":"RUN_FINISHED","threadId":"t","runId":"r","outcome":{"type":"cancelled"}}'],
+    )
     assert (cancelled[-1].ok, cancelled[-1].exit_code, cancelled[-1].subtype) == (False, 130, "interrupted")  # type: ignore[union-attr]
 
 
@@ -110,7 +130,14 @@ def test_detection() -> None:
 
 def full_session() -> list[p.BaseEvent]:
     events: list[p.BaseEvent] = [
-        p.Start(command="exec", cwd="/w", model="gpt-5", provider="openai", tools=["get_weather"], parent_session_id="parent"),
+        p.Start(
+            command="exec",
+            cwd="/w",
+            model="gpt-5",
+            provider="openai",
+            tools=["get_weather"],
+            parent_session_id="parent",
+        ),
         p.Message(message_id="u1", role="user", content="weather?"),
         p.Step(name="think", status="started"),
         p.ReasoningDelta(reasoning_id="r1", content="use "),
@@ -125,12 +152,19 @@ def full_session() -> list[p.BaseEvent]:
         p.GenericEvent(name="agui.state_snapshot", data={"city": "Paris"}),
         p.GenericEvent(name="agui.state_delta", data=[{"op": "add", "path": "/t", "value": 18}]),
         p.GenericEvent(name="weather_card", data={"temp": 18}),
-        p.Status(status="busy"), p.Log(level="info", message="hi"), p.Progress(name="p", percent=50.0),
+        p.Status(status="busy"),
+        p.Log(level="info", message="hi"),
+        p.Progress(name="p", percent=50.0),
         p.Error(code="RATE_LIMITED", message="slow down", recoverable=True),
         p.MessageDelta(message_id="m2", content="It is "),  # left open: closed before RUN_FINISHED
         p.Step(name="answer", status="started"),
-        p.Result(ok=True, subtype="success", exit_code=0, result="It is 18°C",
-                 usage=p.UsageTotals(input_tokens=900, output_tokens=40, cached_tokens=512)),
+        p.Result(
+            ok=True,
+            subtype="success",
+            exit_code=0,
+            result="It is 18°C",
+            usage=p.UsageTotals(input_tokens=900, output_tokens=40, cached_tokens=512),
+        ),
     ]
     return stamped(events, "run_1")
 
@@ -183,7 +217,9 @@ def test_our_events_validate_with_ag_ui_models_and_follow_its_ordering_rules() -
     kinds = objects(lines)
     assert not agui_rules(kinds)
     names = [type(model).__name__ for model in models]
-    assert names[0] == "RunStartedEvent" and names.count("CustomEvent") == 7  # tool progress, usage, card, status, log, progress, retry
+    assert (
+        names[0] == "RunStartedEvent" and names.count("CustomEvent") == 7
+    )  # tool progress, usage, card, status, log, progress, retry
     assert {"StateSnapshotEvent", "StateDeltaEvent", "ReasoningMessageContentEvent"} <= set(names)
     finished = models[-1]
     assert isinstance(finished, RunFinishedEvent) and finished.result == "It is 18°C"
@@ -225,19 +261,29 @@ def test_sse_written_by_ag_ui_itself_decodes() -> None:
     from ag_ui.encoder import EventEncoder
 
     encoder = EventEncoder()
-    stream = "".join(encoder.encode(event) for event in [
-        RunStartedEvent(thread_id="t", run_id="r"),
-        TextMessageStartEvent(message_id="m", role="assistant"),
-        TextMessageContentEvent(message_id="m", delta="hi"),
-        TextMessageEndEvent(message_id="m"),
-        ToolCallStartEvent(tool_call_id="c", tool_call_name="f"),
-        ToolCallArgsEvent(tool_call_id="c", delta='{"a":1}'),
-        ToolCallEndEvent(tool_call_id="c"),
-        ToolCallResultEvent(message_id="x", tool_call_id="c", content="done"),
-        RunFinishedEvent(thread_id="t", run_id="r", result="hi"),
-    ])
+    stream = "".join(
+        encoder.encode(event)
+        for event in [
+            RunStartedEvent(thread_id="t", run_id="r"),
+            TextMessageStartEvent(message_id="m", role="assistant"),
+            TextMessageContentEvent(message_id="m", delta="hi"),
+            TextMessageEndEvent(message_id="m"),
+            ToolCallStartEvent(tool_call_id="c", tool_call_name="f"),
+            ToolCallArgsEvent(tool_call_id="c", delta='{"a":1}'),
+            ToolCallEndEvent(tool_call_id="c"),
+            ToolCallResultEvent(message_id="x", tool_call_id="c", content="done"),
+            RunFinishedEvent(thread_id="t", run_id="r", result="hi"),
+        ]
+    )
     events = decode("agui", stream.encode().split(b"\n"))
-    assert [e.type for e in events] == ["start", "message_delta", "message", "tool_call", "tool_result", "result"]
+    assert [e.type for e in events] == [
+        "start",
+        "message_delta",
+        "message",
+        "tool_call",
+        "tool_result",
+        "result",
+    ]
     assert one(events, p.ToolCall).arguments == {"a": 1} and one(events, p.ToolResult).output == "done"
     assert not violations(events)
 
@@ -253,7 +299,12 @@ def with_deltas(events: list[p.BaseEvent]) -> list[p.BaseEvent]:
         if isinstance(event, (p.MessageDelta, p.ReasoningDelta)):
             reasoning = isinstance(event, p.ReasoningDelta)
             seen.add((reasoning, event.reasoning_id if reasoning else event.message_id))  # type: ignore[union-attr]
-        elif isinstance(event, p.Message) and event.role != "tool" and (False, event.message_id) not in seen and event.content:
+        elif (
+            isinstance(event, p.Message)
+            and event.role != "tool"
+            and (False, event.message_id) not in seen
+            and event.content
+        ):
             out.append(p.MessageDelta(message_id=event.message_id, role=event.role, content=event.content))
         elif isinstance(event, p.Reasoning) and (True, event.reasoning_id) not in seen and event.content:
             out.append(p.ReasoningDelta(reasoning_id=event.reasoning_id, content=event.content))
@@ -268,8 +319,10 @@ def keep(event: dict[str, Any]) -> dict[str, Any] | None:
     if kind == "error" and not event["recoverable"]:
         return {key: event[key] for key in ("type", "code", "message")}
     if kind == "result":
-        return {key: event.get(key) for key in ("type", "ok", "subtype", "exit_code", "duration_ms", "turn_count",
-                                                 "usage", "result")}
+        return {
+            key: event.get(key)
+            for key in ("type", "ok", "subtype", "exit_code", "duration_ms", "turn_count", "usage", "result")
+        }
     return event
 
 
@@ -304,10 +357,28 @@ def test_every_event_we_write_validates_with_ag_ui(events: list[p.BaseEvent]) ->
 # -- robustness -------------------------------------------------------------------------------
 
 AGUI_TYPES = [
-    "RUN_STARTED", "RUN_FINISHED", "RUN_ERROR", "STEP_STARTED", "STEP_FINISHED", "TEXT_MESSAGE_START",
-    "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "TEXT_MESSAGE_CHUNK", "TOOL_CALL_START", "TOOL_CALL_ARGS",
-    "TOOL_CALL_END", "TOOL_CALL_CHUNK", "TOOL_CALL_RESULT", "REASONING_MESSAGE_CONTENT", "REASONING_MESSAGE_END",
-    "REASONING_MESSAGE_CHUNK", "THINKING_TEXT_MESSAGE_CONTENT", "STATE_SNAPSHOT", "STATE_DELTA", "CUSTOM", "RAW",
+    "RUN_STARTED",
+    "RUN_FINISHED",
+    "RUN_ERROR",
+    "STEP_STARTED",
+    "STEP_FINISHED",
+    "TEXT_MESSAGE_START",
+    "TEXT_MESSAGE_CONTENT",
+    "TEXT_MESSAGE_END",
+    "TEXT_MESSAGE_CHUNK",
+    "TOOL_CALL_START",
+    "TOOL_CALL_ARGS",
+    "TOOL_CALL_END",
+    "TOOL_CALL_CHUNK",
+    "TOOL_CALL_RESULT",
+    "REASONING_MESSAGE_CONTENT",
+    "REASONING_MESSAGE_END",
+    "REASONING_MESSAGE_CHUNK",
+    "THINKING_TEXT_MESSAGE_CONTENT",
+    "STATE_SNAPSHOT",
+    "STATE_DELTA",
+    "CUSTOM",
+    "RAW",
 ]
 
 

@@ -37,7 +37,12 @@ def test_the_documented_example_decodes() -> None:
     assert (start.cwd, start.tools, start.model) == ("/Users/mrnugget/work/amp", ["oracle", "..."], p.UNSET)
     assert isinstance(message, p.Message) and message.content == "2 + 2 equals 4."
     assert isinstance(result, p.Result)
-    assert (result.ok, result.duration_ms, result.turn_count, result.result) == (True, 2906, 1, "2 + 2 equals 4.")
+    assert (result.ok, result.duration_ms, result.turn_count, result.result) == (
+        True,
+        2906,
+        1,
+        "2 + 2 equals 4.",
+    )
 
 
 def test_the_t_session_id_tells_amp_from_claude() -> None:
@@ -55,16 +60,20 @@ def test_encoder_reproduces_the_documented_lines_field_for_field() -> None:
     assert made[0] == example[0]
     assistant = {**made[1], "message": {**made[1]["message"], "usage": {}}}  # usage is not per message here
     assert assistant == {**example[1], "session_id": made[1]["session_id"]}
-    assert {k: v for k, v in made[2].items() if k != "session_id"} == {k: v for k, v in example[2].items() if k != "session_id"}
+    assert {k: v for k, v in made[2].items() if k != "session_id"} == {
+        k: v for k, v in example[2].items() if k != "session_id"
+    }
 
 
 def test_amp_lines_carry_no_claude_only_fields() -> None:
-    events = [p.Start(command="x", cwd="/w", model="m", session_id="s1"),
-              p.MessageDelta(message_id="m1", content="a", session_id="s1"),
-              p.Message(message_id="m1", role="assistant", content="ab", session_id="s1"),
-              p.Usage(model="m", input_tokens=1, session_id="s1"),
-              p.Status(status="busy", session_id="s1"),
-              p.Result(ok=True, subtype="success", exit_code=0, session_id="s1")]
+    events = [
+        p.Start(command="x", cwd="/w", model="m", session_id="s1"),
+        p.MessageDelta(message_id="m1", content="a", session_id="s1"),
+        p.Message(message_id="m1", role="assistant", content="ab", session_id="s1"),
+        p.Usage(model="m", input_tokens=1, session_id="s1"),
+        p.Status(status="busy", session_id="s1"),
+        p.Result(ok=True, subtype="success", exit_code=0, session_id="s1"),
+    ]
     made = objects(encode("amp", events))
     assert [o["type"] for o in made] == ["system", "assistant", "result"]
     assert {o["session_id"] for o in made} == {"T-s1"} and "uuid" not in made[1]
@@ -77,15 +86,23 @@ def keep(event: dict[str, Any]) -> dict[str, Any] | None:
     if kind == "start":
         return {key: event.get(key) for key in ("type", "cwd", "tools")}
     if kind == "message":
-        return {"type": kind, "role": event["role"], "content": event["content"]} if event["role"] in ("user", "assistant") else None
+        return (
+            {"type": kind, "role": event["role"], "content": event["content"]}
+            if event["role"] in ("user", "assistant")
+            else None
+        )
     if kind == "reasoning":
         return {"type": kind, "content": event["content"]}
     if kind == "tool_call":
         return event
     if kind == "tool_result":
         ok = event["status"] == "success"
-        return {"type": kind, "call_id": event["call_id"], "ok": ok,
-                "text": event.get("output" if ok or "error" not in event else "error", "")}
+        return {
+            "type": kind,
+            "call_id": event["call_id"],
+            "ok": ok,
+            "text": event.get("output" if ok or "error" not in event else "error", ""),
+        }
     if kind == "result":
         return {key: event.get(key) for key in ("type", "ok", "duration_ms", "turn_count", "result")}
     return None

@@ -44,7 +44,11 @@ def test_init_of_cli_1_0_starts_the_session_with_its_id_model_and_tools() -> Non
     start = events[0]
     assert isinstance(start, p.Start) and len(events) == 1
     assert start.session_id == "3b71dcde-f8b5-44f4-a1f4-5ba2c58c5ea2"
-    assert (start.command, start.cwd, start.model) == ("claude", "/Users/…/local_test_claude", "claude-sonnet-4-20250514")
+    assert (start.command, start.cwd, start.model) == (
+        "claude",
+        "/Users/…/local_test_claude",
+        "claude-sonnet-4-20250514",
+    )
     assert start.tools[:3] == ["Task", "Bash", "Glob"] and len(start.tools) == 16
 
 
@@ -53,12 +57,22 @@ def test_cli_2_0_76_capture_one_line_per_block_with_usage_counted_once() -> None
     start, message, call = events[0], one(events, p.Message), one(events, p.ToolCall)
     assert isinstance(start, p.Start) and start.model == "claude-opus-4-5-20251101" and len(start.tools) == 18
     assert {e.session_id for e in events} == {SESSION}
-    assert (message.message_id, message.role, message.content) == ("msg_01QeKSonrYdZ3EKhoMRd6omG", "assistant", "Verstanden! …")
+    assert (message.message_id, message.role, message.content) == (
+        "msg_01QeKSonrYdZ3EKhoMRd6omG",
+        "assistant",
+        "Verstanden! …",
+    )
     assert (call.call_id, call.name) == ("toolu_017ZDoMzZSCcm6B4dKy3Q8HT", "Read")
-    assert call.arguments == {"file_path": "/home/aiuser01/helix-v4/adr/038-deterministic-llm-response-enforcement.md"}
+    assert call.arguments == {
+        "file_path": "/home/aiuser01/helix-v4/adr/038-deterministic-llm-response-enforcement.md"
+    }
     usage = one(events, p.Usage)  # two lines of one API message: one usage, the later (larger) figures
     assert (usage.model, usage.input_tokens, usage.cached_tokens, usage.output_tokens) == (
-        "claude-opus-4-5-20251101", 3 + 21746 + 12671, 12671, 167)
+        "claude-opus-4-5-20251101",
+        3 + 21746 + 12671,
+        12671,
+        167,
+    )
     closing = one(events, p.ToolResult)  # the capture stops before the tool's result: closed at EOF
     assert closing.call_id == call.call_id and closing.status == "cancelled" and closing.synthetic is True
 
@@ -74,7 +88,13 @@ def test_api_error_reported_as_success_with_is_error_is_a_failure() -> None:
     assert isinstance(message, p.Message) and message.content == "Your organization has disabled …"
     assert isinstance(error, p.Error) and not error.recoverable and error.code == "PERMISSION_DENIED"
     assert isinstance(result, p.Result)
-    assert (result.ok, result.subtype, result.exit_code, result.turn_count, result.duration_ms) == (False, "error", 1, 484, 1505)
+    assert (result.ok, result.subtype, result.exit_code, result.turn_count, result.duration_ms) == (
+        False,
+        "error",
+        1,
+        484,
+        1505,
+    )
     assert result.error.code == "PERMISSION_DENIED"  # type: ignore[union-attr]
     assert not only(events, p.Usage)  # the synthetic message carries no usage
 
@@ -82,7 +102,12 @@ def test_api_error_reported_as_success_with_is_error_is_a_failure() -> None:
 def test_tool_results_of_cli_2_1_205_success_and_error() -> None:
     lines = fixture_lines("claude", "tool-results-2.1.205.ndjson")
     ok, failed = (one(events, p.ToolResult) for events in decode_separately("claude", lines))
-    assert (ok.call_id, ok.status, ok.output, ok.error) == ("toolu_01M38CzXbA7gWUhWz4BCRZfM", "success", "1\thi from file\n2\t", p.UNSET)
+    assert (ok.call_id, ok.status, ok.output, ok.error) == (
+        "toolu_01M38CzXbA7gWUhWz4BCRZfM",
+        "success",
+        "1\thi from file\n2\t",
+        p.UNSET,
+    )
     assert (failed.status, failed.error, failed.output) == ("error", "File does not exist.", p.UNSET)
 
 
@@ -91,17 +116,33 @@ def test_partial_message_lines_become_deltas_closed_at_eof() -> None:
     text_delta, thinking_delta = one(events, p.MessageDelta), one(events, p.ReasoningDelta)
     assert text_delta.content == "hello" and thinking_delta.content == "pondering"
     closing = one(events, p.Message)
-    assert closing.message_id == text_delta.message_id and closing.content == "hello" and closing.synthetic is True
+    assert (
+        closing.message_id == text_delta.message_id
+        and closing.content == "hello"
+        and closing.synthetic is True
+    )
     assert one(events, p.Reasoning).synthetic is True
-    assert not violations([*events, p.Result(ok=True, subtype="success", exit_code=0, session_id=events[0].session_id,
-                                       seq=events[-1].seq + 1)])
+    assert not violations(
+        [
+            *events,
+            p.Result(
+                ok=True,
+                subtype="success",
+                exit_code=0,
+                session_id=events[0].session_id,
+                seq=events[-1].seq + 1,
+            ),
+        ]
+    )
 
 
 def test_deltas_and_the_complete_assistant_line_are_not_added_twice() -> None:
     """--include-partial-messages: the complete assistant line repeats the streamed text; it closes the run."""
     events = decode_fixture("claude", "partial-messages.ndjson")
     deltas, message = only(events, p.MessageDelta), one(events, p.Message)
-    assert [d.content for d in deltas] == ["hel", "lo"] and {d.message_id for d in deltas} == {message.message_id}
+    assert [d.content for d in deltas] == ["hel", "lo"] and {d.message_id for d in deltas} == {
+        message.message_id
+    }
     assert message.content == "hello" and message.synthetic is p.UNSET
     assert one(events, p.Reasoning).reasoning_id == one(events, p.ReasoningDelta).reasoning_id
     transcript = Transcript.from_events(events)
@@ -118,7 +159,12 @@ RESULTS = decode_separately("claude", fixture_lines("claude", "results.ndjson"))
 
 def test_success_result_capture() -> None:
     result = one(RESULTS[0], p.Result)
-    assert (result.ok, result.subtype, result.exit_code, result.result) == (True, "success", 0, "Contents: `hi from file`")
+    assert (result.ok, result.subtype, result.exit_code, result.result) == (
+        True,
+        "success",
+        0,
+        "Contents: `hi from file`",
+    )
     assert (result.duration_ms, result.turn_count, result.usage.cost_usd) == (8929, 2, 0.655998)
 
 
@@ -126,7 +172,9 @@ def test_error_during_execution_without_a_result_key_names_the_missing_session()
     error, result = RESULTS[1][-2:]
     assert isinstance(error, p.Error) and not error.recoverable and error.code == "SESSION_NOT_FOUND"
     assert isinstance(result, p.Result) and not result.ok and result.result is p.UNSET
-    assert result.error.message == "No conversation found with session ID: d56965c9-c855-4042-a8f5-f12bbb14d6f6"  # type: ignore[union-attr]
+    assert (
+        result.error.message == "No conversation found with session ID: d56965c9-c855-4042-a8f5-f12bbb14d6f6"
+    )  # type: ignore[union-attr]
 
 
 def test_spurious_second_result_after_a_background_task_is_a_plain_failure() -> None:
@@ -137,7 +185,11 @@ def test_spurious_second_result_after_a_background_task_is_a_plain_failure() -> 
 
 def test_json_format_result_usage_is_authoritative() -> None:
     result = one(RESULTS[3], p.Result)
-    assert (result.usage.input_tokens, result.usage.output_tokens, result.usage.cached_tokens) == (29 + 23106 + 112686, 656, 112686)
+    assert (result.usage.input_tokens, result.usage.output_tokens, result.usage.cached_tokens) == (
+        29 + 23106 + 112686,
+        656,
+        112686,
+    )
     assert result.usage.cost_usd == 0.1351093 and result.turn_count == 6
 
 
@@ -156,8 +208,15 @@ def test_extras_status_retries_rate_limits_and_control_frames_never_fail() -> No
 
 def test_startup_hooks_before_init_wait_so_that_start_stays_first() -> None:
     events = decode_fixture("claude", "hooks-before-init.ndjson")
-    assert isinstance(events[0], p.Start) and events[0].model == "claude-sonnet-4-5" and events[0].synthetic is p.UNSET
-    assert [e.name for e in only(events, p.GenericEvent)] == ["claude.system.hook_started", "claude.system.hook_response"]
+    assert (
+        isinstance(events[0], p.Start)
+        and events[0].model == "claude-sonnet-4-5"
+        and events[0].synthetic is p.UNSET
+    )
+    assert [e.name for e in only(events, p.GenericEvent)] == [
+        "claude.system.hook_started",
+        "claude.system.hook_response",
+    ]
     result = events[-1]  # an interrupted turn's result has no "result" key
     assert isinstance(result, p.Result) and result.ok and result.result is p.UNSET and not violations(events)
 
@@ -170,10 +229,22 @@ def test_a_cut_off_stream_read_end_to_end_is_closed_and_valid() -> None:
 
 
 def test_detection_prefers_claude_but_leaves_cursor_and_amp_inits_alone() -> None:
-    for fixture in ("init-1.0.ndjson", "session-2.0.76.ndjson", "partial-messages.ndjson", "hooks-before-init.ndjson"):
+    for fixture in (
+        "init-1.0.ndjson",
+        "session-2.0.76.ndjson",
+        "partial-messages.ndjson",
+        "hooks-before-init.ndjson",
+    ):
         assert detect_dialect(objects(fixture_lines("claude", fixture))[:1]) == "claude", fixture
-    cursor_init = {"type": "system", "subtype": "init", "apiKeySource": "env|flag|login", "cwd": "/absolute/path",
-                   "session_id": "<uuid>", "model": "<model display name>", "permissionMode": "default"}
+    cursor_init = {
+        "type": "system",
+        "subtype": "init",
+        "apiKeySource": "env|flag|login",
+        "cwd": "/absolute/path",
+        "session_id": "<uuid>",
+        "model": "<model display name>",
+        "permissionMode": "default",
+    }
     assert get_dialect("claude").sniff(cursor_init) == 0.0
     amp_init = objects(fixture_lines("amp", "stream-json.ndjson"))[0]
     assert get_dialect("claude").sniff(amp_init) == 0.0
@@ -181,8 +252,17 @@ def test_detection_prefers_claude_but_leaves_cursor_and_amp_inits_alone() -> Non
 
 # -- encoder: reproduces the examples -------------------------------------------------------
 
-LOST_INIT = {"slash_commands", "claude_code_version", "output_style", "agents", "skills", "plugins", "uuid",
-             "permissionMode", "apiKeySource"}
+LOST_INIT = {
+    "slash_commands",
+    "claude_code_version",
+    "output_style",
+    "agents",
+    "skills",
+    "plugins",
+    "uuid",
+    "permissionMode",
+    "apiKeySource",
+}
 
 
 def reencode(lines: list[bytes]) -> list[dict[str, Any]]:
@@ -224,9 +304,16 @@ def test_encoder_reproduces_tool_result_and_result_lines() -> None:
 def test_encoder_reproduces_partial_message_and_extra_lines() -> None:
     lines = fixture_lines("claude", "partial-messages.ndjson")
     made = reencode(lines)
-    deltas = [o["event"]["delta"] for o in made if o["type"] == "stream_event" and o["event"]["type"] == "content_block_delta"]
-    assert deltas == [{"type": "thinking_delta", "thinking": "pondering"}, {"type": "text_delta", "text": "hel"},
-                      {"type": "text_delta", "text": "lo"}]
+    deltas = [
+        o["event"]["delta"]
+        for o in made
+        if o["type"] == "stream_event" and o["event"]["type"] == "content_block_delta"
+    ]
+    assert deltas == [
+        {"type": "thinking_delta", "thinking": "pondering"},
+        {"type": "text_delta", "text": "hel"},
+        {"type": "text_delta", "text": "lo"},
+    ]
     extras = objects(fixture_lines("claude", "extras.ndjson"))
     made = reencode(fixture_lines("claude", "extras.ndjson"))
     by_subtype = {o.get("subtype", o["type"]): o for o in made}
@@ -254,8 +341,15 @@ def full_session() -> list[p.BaseEvent]:
         p.GenericEvent(name="deploy", data={"env": "prod"}),
         p.Error(code="RATE_LIMITED", message="slow down", recoverable=True, retry_in_ms=500),
         p.Message(message_id="m2", role="assistant", content="a.txt says hi"),
-        p.Result(ok=True, subtype="success", exit_code=0, duration_ms=1200, turn_count=2, result="a.txt says hi",
-                 usage=p.UsageTotals(input_tokens=100, output_tokens=20, cached_tokens=60, cost_usd=0.01)),
+        p.Result(
+            ok=True,
+            subtype="success",
+            exit_code=0,
+            duration_ms=1200,
+            turn_count=2,
+            result="a.txt says hi",
+            usage=p.UsageTotals(input_tokens=100, output_tokens=20, cached_tokens=60, cost_usd=0.01),
+        ),
     ]
     return stamped(events, "16c61d1b-fe47-4d2a-a97a-fdea9213ac86")
 
@@ -277,24 +371,43 @@ def test_the_claude_agent_sdk_parses_every_line_we_write() -> None:
     assert user[0].content == "read a.txt" and user[1].content[0].tool_use_id == "toolu_1"
     result = parsed[-1]
     assert isinstance(result, sdk.ResultMessage)
-    assert (result.is_error, result.num_turns, result.result, result.total_cost_usd) == (False, 2, "a.txt says hi", 0.01)
-    assert result.usage == {"input_tokens": 40, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 60,
-                            "output_tokens": 20}
+    assert (result.is_error, result.num_turns, result.result, result.total_cost_usd) == (
+        False,
+        2,
+        "a.txt says hi",
+        0.01,
+    )
+    assert result.usage == {
+        "input_tokens": 40,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 60,
+        "output_tokens": 20,
+    }
 
 
 def test_a_failed_run_reaches_the_sdk_as_an_error_result_with_its_reason() -> None:
     from claude_agent_sdk._internal.message_parser import parse_message
 
     events = full_session()[:2]
-    events += [p.Error(code="UNKNOWN", message="disk full", session_id=events[0].session_id),
-               p.Result(ok=False, subtype="max_turns", exit_code=3, session_id=events[0].session_id)]
+    events += [
+        p.Error(code="UNKNOWN", message="disk full", session_id=events[0].session_id),
+        p.Result(ok=False, subtype="max_turns", exit_code=3, session_id=events[0].session_id),
+    ]
     result = parse_message(objects(encode("claude", events))[-1])
     assert (result.subtype, result.is_error, result.errors) == ("error_max_turns", True, ["disk full"])
 
 
 # -- round trip --------------------------------------------------------------------------------
 
-_CODES = {"RATE_LIMITED", "AUTH_EXPIRED", "PERMISSION_DENIED", "PROVIDER_ERROR", "INVALID_INPUT", "CONTEXT_LIMIT", "UNKNOWN"}
+_CODES = {
+    "RATE_LIMITED",
+    "AUTH_EXPIRED",
+    "PERMISSION_DENIED",
+    "PROVIDER_ERROR",
+    "INVALID_INPUT",
+    "CONTEXT_LIMIT",
+    "UNKNOWN",
+}
 _SUBTYPES = {"success", "max_turns", "interrupted", "max_budget_usd", "max_structured_output_retries"}
 
 
@@ -309,20 +422,41 @@ def keep(event: dict[str, Any]) -> dict[str, Any] | None:
         return event if event["role"] == "assistant" else None
     if kind == "tool_result":
         ok = event["status"] == "success"
-        return {"type": kind, "call_id": event["call_id"], "ok": ok,
-                "text": event.get("output" if ok or "error" not in event else "error", "")}
+        return {
+            "type": kind,
+            "call_id": event["call_id"],
+            "ok": ok,
+            "text": event.get("output" if ok or "error" not in event else "error", ""),
+        }
     if kind == "usage":
-        return {key: event[key] for key in ("type", "model", "input_tokens", "output_tokens", "cached_tokens")}
+        return {
+            key: event[key] for key in ("type", "model", "input_tokens", "output_tokens", "cached_tokens")
+        }
     if kind == "error":
         if not event["recoverable"]:
             return None
-        return {"type": kind, "code": event["code"] if event["code"] in _CODES else "UNKNOWN",
-                "message": event["message"], "retry_in_ms": event.get("retry_in_ms")}
+        return {
+            "type": kind,
+            "code": event["code"] if event["code"] in _CODES else "UNKNOWN",
+            "message": event["message"],
+            "retry_in_ms": event.get("retry_in_ms"),
+        }
     if kind == "result":
         usage = event["usage"]
-        return {"type": kind, "ok": event["ok"], "subtype": event["subtype"] if event["subtype"] in _SUBTYPES else "error",
-                "duration_ms": event["duration_ms"], "turn_count": event["turn_count"], "result": event.get("result"),
-                "usage": (usage["input_tokens"], usage["output_tokens"], usage["cached_tokens"], usage.get("cost_usd"))}
+        return {
+            "type": kind,
+            "ok": event["ok"],
+            "subtype": event["subtype"] if event["subtype"] in _SUBTYPES else "error",
+            "duration_ms": event["duration_ms"],
+            "turn_count": event["turn_count"],
+            "result": event.get("result"),
+            "usage": (
+                usage["input_tokens"],
+                usage["output_tokens"],
+                usage["cached_tokens"],
+                usage.get("cost_usd"),
+            ),
+        }
     return event if kind in ("reasoning", "reasoning_delta", "tool_call", "status", "event") else None
 
 
@@ -344,7 +478,15 @@ def test_round_trip_keeps_what_the_claude_row_promises(events: list[p.BaseEvent]
 
 # -- robustness --------------------------------------------------------------------------------
 
-CLAUDE_TYPES = ["system", "assistant", "user", "result", "stream_event", "rate_limit_event", "control_request"]
+CLAUDE_TYPES = [
+    "system",
+    "assistant",
+    "user",
+    "result",
+    "stream_event",
+    "rate_limit_event",
+    "control_request",
+]
 
 
 @settings(max_examples=150, deadline=None)
@@ -357,9 +499,15 @@ def test_junk_lines_raise_nothing_but_malformed_event_error(obj: dict[str, Any])
     ("line", "problem"),
     [
         (b'{"type":"assistant","message":"hi"}', "field 'message' must be an object"),
-        (b'{"type":"assistant","message":{"content":[{"type":"tool_use","id":"t","name":1}]}}', "field 'name' must be a string"),
+        (
+            b'{"type":"assistant","message":{"content":[{"type":"tool_use","id":"t","name":1}]}}',
+            "field 'name' must be a string",
+        ),
         (b'{"type":"system"}', "field 'subtype' is missing"),
-        (b'{"type":"user","message":{"content":7}}', "field 'content' must be a list of content blocks or a string"),
+        (
+            b'{"type":"user","message":{"content":7}}',
+            "field 'content' must be a list of content blocks or a string",
+        ),
     ],
 )
 def test_unusable_lines_are_named_precisely(line: bytes, problem: str) -> None:

@@ -30,18 +30,28 @@ from agentstream.dialects import detect_dialect
 from agentstream.errors import MalformedEventError
 from agentstream.read import read
 
-
-
 # -- golden ---------------------------------------------------------------------------------
 
 
 def test_the_exec_doc_example_decodes_to_a_whole_valid_session() -> None:
     events = decode_fixture("codex", "exec-doc.ndjson")
-    assert [e.type for e in events] == ["start", "reasoning", "tool_call", "tool_result", "message", "usage", "result"]
+    assert [e.type for e in events] == [
+        "start",
+        "reasoning",
+        "tool_call",
+        "tool_result",
+        "message",
+        "usage",
+        "result",
+    ]
     start, reasoning, call, result_of_call, message, usage, result = events
     assert start.session_id == "0199a213-81c0-7800-8aa1-bbab2a035a53" and start.command == "codex exec"
     assert (reasoning.reasoning_id, reasoning.content) == ("item_0", "**Searching for README files**")
-    assert (call.call_id, call.name, call.arguments) == ("item_1", "command_execution", {"command": "bash -lc ls"})
+    assert (call.call_id, call.name, call.arguments) == (
+        "item_1",
+        "command_execution",
+        {"command": "bash -lc ls"},
+    )
     assert (result_of_call.status, result_of_call.output) == ("success", "2025-09-11\nAGENTS.md\n...")
     assert message.content == "Yep — there’s a `README.md` in the repository root."
     assert (usage.input_tokens, usage.cached_tokens, usage.output_tokens) == (24763, 24448, 122)
@@ -63,7 +73,10 @@ def test_every_item_type_and_non_fatal_errors() -> None:
     assert plans[-1].message == "[x] read the code\n[x] fix the bug"
     assert [e.content for e in only(events, p.ToolProgress)] == ["running 3 tests\n", "FAILED test_x\n"]
     results = {e.name: e for e in only(events, p.ToolResult)}
-    assert (results["command_execution"].status, results["command_execution"].error) == ("error", "exit code 2")
+    assert (results["command_execution"].status, results["command_execution"].error) == (
+        "error",
+        "exit code 2",
+    )
     assert results["file_change"].output == "update src/x.py\nadd tests/test_x.py"
     assert results["mcp__github__search_issues"].output == "#12 test_x is flaky"
     assert results["web_search"].status == "success"
@@ -102,7 +115,11 @@ def test_missing_turn_completed_at_eof_closes_the_open_item_and_the_reader_ends_
 def test_reconnect_notices_with_a_delay_carry_it() -> None:
     line = b'{"type":"error","message":"stream error: retrying 3/5 in 211ms..."}'
     error = one(decode("codex", [line]), p.Error)
-    assert (error.recoverable, error.retry_in_ms, error.details) == (True, 211, {"attempt": 3, "max_attempts": 5})
+    assert (error.recoverable, error.retry_in_ms, error.details) == (
+        True,
+        211,
+        {"attempt": 3, "max_attempts": 5},
+    )
 
 
 def test_detection() -> None:
@@ -142,8 +159,13 @@ def keep(event: dict[str, Any]) -> dict[str, Any] | None:
         return {"type": kind, "name": event["name"], "arguments": event["arguments"]}
     if kind == "tool_result":
         ok = event["status"] == "success"  # a failure codex gives no reason for still gets one
-        return {"type": kind, "name": event["name"], "ok": ok, "output": event.get("output") or None,
-                "error": event.get("error", None if ok else "the tool call failed")}
+        return {
+            "type": kind,
+            "name": event["name"],
+            "ok": ok,
+            "output": event.get("output") or None,
+            "error": event.get("error", None if ok else "the tool call failed"),
+        }
     if kind == "error" and event["recoverable"]:
         return {"type": kind, "message": event["message"]}
     if kind == "result":
@@ -157,8 +179,11 @@ def summed(events: list[p.BaseEvent]) -> tuple[int, int, int]:
         result = events[-1]
         assert isinstance(result, p.Result)
         return result.usage.input_tokens, result.usage.output_tokens, 0
-    return (sum(u.input_tokens for u in usages), sum(u.output_tokens for u in usages),
-            sum(u.cached_tokens for u in usages))
+    return (
+        sum(u.input_tokens for u in usages),
+        sum(u.output_tokens for u in usages),
+        sum(u.cached_tokens for u in usages),
+    )
 
 
 @settings(max_examples=60, deadline=None)
@@ -166,16 +191,20 @@ def summed(events: list[p.BaseEvent]) -> tuple[int, int, int]:
 def test_round_trip_keeps_what_the_codex_row_promises(events: list[p.BaseEvent]) -> None:
     native = [e for e in only(events, p.ToolCall) if e.name in _NATIVE]
     back = round_trip("codex", [e for e in events if e not in native])  # native tools: their own test below
-    original = [e for e in events if not (isinstance(e, p.ToolResult) and e.call_id in {n.call_id for n in native})]
+    original = [
+        e for e in events if not (isinstance(e, p.ToolResult) and e.call_id in {n.call_id for n in native})
+    ]
     assert project(back, keep) == project([e for e in original if e not in native], keep)
     result, source = back[-1], events[-1]
     assert isinstance(result, p.Result) and isinstance(source, p.Result)
     # usage rides on turn.completed only: a failed turn loses it
     assert (result.usage.input_tokens, result.usage.output_tokens, result.usage.cached_tokens) == (
-        summed(events) if source.ok else (0, 0, 0))
+        summed(events) if source.ok else (0, 0, 0)
+    )
     assert result.exit_code == (0 if source.ok else 1)
-    assert result.result == next((e.content for e in reversed(events) if isinstance(e, p.Message)
-                                  and e.role == "assistant"), p.UNSET)
+    assert result.result == next(
+        (e.content for e in reversed(events) if isinstance(e, p.Message) and e.role == "assistant"), p.UNSET
+    )
     if not source.ok:
         failure = source.error.message if source.error is not p.UNSET else "the turn failed"
         assert result.error.message == failure  # type: ignore[union-attr]
@@ -184,33 +213,64 @@ def test_round_trip_keeps_what_the_codex_row_promises(events: list[p.BaseEvent])
 
 def test_native_codex_tools_round_trip_as_their_own_items() -> None:
     calls = [
-        (p.ToolCall(call_id="a", name="command_execution", arguments={"command": "ls"}),
-         p.ToolResult(call_id="a", name="command_execution", status="error", output="boom\n", error="exit code 2")),
-        (p.ToolCall(call_id="b", name="file_change", arguments={"changes": [{"path": "x", "kind": "add"}]}),
-         p.ToolResult(call_id="b", name="file_change", status="success", output="add x")),
-        (p.ToolCall(call_id="c", name="web_search", arguments={"query": "q"}),
-         p.ToolResult(call_id="c", name="web_search", status="success")),
-        (p.ToolCall(call_id="d", name="command_execution", arguments={"command": "rm -rf /"}),
-         p.ToolResult(call_id="d", name="command_execution", status="denied", output="")),
+        (
+            p.ToolCall(call_id="a", name="command_execution", arguments={"command": "ls"}),
+            p.ToolResult(
+                call_id="a", name="command_execution", status="error", output="boom\n", error="exit code 2"
+            ),
+        ),
+        (
+            p.ToolCall(
+                call_id="b", name="file_change", arguments={"changes": [{"path": "x", "kind": "add"}]}
+            ),
+            p.ToolResult(call_id="b", name="file_change", status="success", output="add x"),
+        ),
+        (
+            p.ToolCall(call_id="c", name="web_search", arguments={"query": "q"}),
+            p.ToolResult(call_id="c", name="web_search", status="success"),
+        ),
+        (
+            p.ToolCall(call_id="d", name="command_execution", arguments={"command": "rm -rf /"}),
+            p.ToolResult(call_id="d", name="command_execution", status="denied", output=""),
+        ),
     ]
-    events = [p.Start(command="x"), *(e for pair in calls for e in pair),
-              p.ToolProgress(call_id="a", content="late"), p.Result(ok=True, subtype="success", exit_code=0)]
+    events = [
+        p.Start(command="x"),
+        *(e for pair in calls for e in pair),
+        p.ToolProgress(call_id="a", content="late"),
+        p.Result(ok=True, subtype="success", exit_code=0),
+    ]
     made = objects(encode("codex", events))
     assert [o["item"]["type"] for o in made if o["type"] == "item.completed"] == [
-        "command_execution", "file_change", "web_search", "command_execution"]
+        "command_execution",
+        "file_change",
+        "web_search",
+        "command_execution",
+    ]
     back = decode("codex", encode("codex", events))
     results = only(back, p.ToolResult)
     assert [(r.name, r.status, r.output if r.output is not p.UNSET else None) for r in results] == [
-        ("command_execution", "error", "boom\n"), ("file_change", "success", "add x"),
-        ("web_search", "success", None), ("command_execution", "denied", "")]
+        ("command_execution", "error", "boom\n"),
+        ("file_change", "success", "add x"),
+        ("web_search", "success", None),
+        ("command_execution", "denied", ""),
+    ]
     assert results[0].error == "exit code 2"
     assert [c.arguments for c in only(back, p.ToolCall)] == [c.arguments for c, _ in calls]
 
 
 # -- robustness -------------------------------------------------------------------------------
 
-CODEX_TYPES = ["thread.started", "turn.started", "turn.completed", "turn.failed", "item.started", "item.updated",
-               "item.completed", "error"]
+CODEX_TYPES = [
+    "thread.started",
+    "turn.started",
+    "turn.completed",
+    "turn.failed",
+    "item.started",
+    "item.updated",
+    "item.completed",
+    "error",
+]
 
 
 @settings(max_examples=150, deadline=None)
@@ -224,7 +284,10 @@ def test_junk_lines_raise_nothing_but_malformed_event_error(obj: dict[str, Any])
     [
         (b'{"type":"thread.started"}', "field 'thread_id' is missing"),
         (b'{"type":"item.completed","item":{"id":"item_0"}}', "field 'type' is missing"),
-        (b'{"type":"item.completed","item":{"id":"item_0","type":"agent_message","text":5}}', "field 'text' must be a string"),
+        (
+            b'{"type":"item.completed","item":{"id":"item_0","type":"agent_message","text":5}}',
+            "field 'text' must be a string",
+        ),
         (b'{"type":"item.started","item":[]}', "field 'item' must be an object"),
     ],
 )

@@ -32,21 +32,39 @@ from agentstream.dialects import detect_dialect, get_dialect
 from agentstream.dialects._common import RAW_ARGUMENTS_KEY
 
 SESSION_ID = "<uuid>"
-READ_OUTPUT = '{"content":"file contents...","isEmpty":false,"exceededLimit":false,"totalLines":54,"totalChars":1254}'
+READ_OUTPUT = (
+    '{"content":"file contents...","isEmpty":false,"exceededLimit":false,"totalLines":54,"totalChars":1254}'
+)
 WRITE_OUTPUT = '{"path":"/Users/user/project/summary.txt","linesCreated":19,"fileSize":942}'
-WRITE_ARGS = {"path": "summary.txt", "fileText": "# README Summary\n\nThis project contains...",
-              "toolCallId": "toolu_vrtx_01Q3VHVnWFSKygaRPT7WDxrv"}
+WRITE_ARGS = {
+    "path": "summary.txt",
+    "fileText": "# README Summary\n\nThis project contains...",
+    "toolCallId": "toolu_vrtx_01Q3VHVnWFSKygaRPT7WDxrv",
+}
 
 
 def _assistant(text_: str, **extra: Any) -> bytes:
-    return line({"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": text_}]},
-                 "session_id": SESSION_ID, **extra})
+    return line(
+        {
+            "type": "assistant",
+            "message": {"role": "assistant", "content": [{"type": "text", "text": text_}]},
+            "session_id": SESSION_ID,
+            **extra,
+        }
+    )
 
 
 def test_the_fixture_holds_every_documented_example() -> None:
     assert [(obj["type"], obj.get("subtype")) for obj in seed_objects("cursor")] == [
-        ("system", "init"), ("user", None), ("assistant", None), ("tool_call", "started"), ("tool_call", "completed"),
-        ("tool_call", "started"), ("tool_call", "completed"), ("result", "success")]
+        ("system", "init"),
+        ("user", None),
+        ("assistant", None),
+        ("tool_call", "started"),
+        ("tool_call", "completed"),
+        ("tool_call", "started"),
+        ("tool_call", "completed"),
+        ("result", "success"),
+    ]
 
 
 def test_the_documented_examples_decode_line_by_line() -> None:
@@ -54,9 +72,15 @@ def test_the_documented_examples_decode_line_by_line() -> None:
     init, user, assistant, read, read_done, write, write_done, result, flushed = per_line
     (start,) = init
     assert (start.session_id, start.cwd, start.model, start.command) == (
-        SESSION_ID, "/absolute/path", "<model display name>", "cursor-agent")
+        SESSION_ID,
+        "/absolute/path",
+        "<model display name>",
+        "cursor-agent",
+    )
     assert [(m.role, m.content) for m in user + assistant] == [
-        ("user", "<prompt>"), ("assistant", "<complete message text>")]
+        ("user", "<prompt>"),
+        ("assistant", "<complete message text>"),
+    ]
     assert [(c.call_id, c.name, c.arguments) for c in read + write] == [
         ("<string id>", "read", {"path": "file.txt"}),
         ("toolu_vrtx_01Q3VHVnWFSKygaRPT7WDxrv", "write", WRITE_ARGS),
@@ -67,7 +91,13 @@ def test_the_documented_examples_decode_line_by_line() -> None:
     ]
     (end,) = result
     assert (end.ok, end.subtype, end.exit_code, end.duration_ms, end.result, end.tools_used) == (
-        True, "success", 0, 1234, "<full assistant text>", ["read", "write"])
+        True,
+        "success",
+        0,
+        1234,
+        "<full assistant text>",
+        ["read", "write"],
+    )
     assert {event.session_id for chunk in per_line for event in chunk} == {SESSION_ID}
     assert flushed == []
     assert not violations([event for chunk in per_line for event in chunk])
@@ -84,8 +114,17 @@ def test_partial_output_text_appears_once() -> None:
         seed_lines("cursor")[4],
         _assistant("Done", timestamp_ms=1770823435000),
         _assistant("Let me look.Done"),
-        line({"type": "result", "subtype": "success", "duration_ms": 5, "duration_api_ms": 5, "is_error": False,
-              "result": "Let me look.Done", "session_id": SESSION_ID}),
+        line(
+            {
+                "type": "result",
+                "subtype": "success",
+                "duration_ms": 5,
+                "duration_api_ms": 5,
+                "is_error": False,
+                "result": "Let me look.Done",
+                "session_id": SESSION_ID,
+            }
+        ),
     ]
     per_line = decode_each("cursor", lines)
     assert [e.type for e in per_line[1] + per_line[2]] == ["message_delta", "message_delta"]
@@ -101,20 +140,42 @@ def test_partial_output_text_appears_once() -> None:
 
 
 def test_without_partial_output_every_assistant_form_is_a_complete_message() -> None:
-    events = decode("cursor", [seed_lines("cursor")[0], _assistant("mid", timestamp_ms=1, model_call_id="m"),
-                                   _assistant("final")])
+    events = decode(
+        "cursor",
+        [seed_lines("cursor")[0], _assistant("mid", timestamp_ms=1, model_call_id="m"), _assistant("final")],
+    )
     assert [(e.type, e.content) for e in events[1:]] == [("message", "mid"), ("message", "final")]
 
 
 def test_thinking_events_become_reasoning() -> None:
-    events = decode("cursor", [
-        line({"type": "thinking", "subtype": "delta", "text": "Let me ", "session_id": SESSION_ID,
-              "timestamp_ms": 1770823434041}),
-        line({"type": "thinking", "subtype": "delta", "text": "think", "session_id": SESSION_ID}),
-        line({"type": "thinking", "subtype": "completed", "session_id": SESSION_ID, "timestamp_ms": 1770823435070}),
-    ])
+    events = decode(
+        "cursor",
+        [
+            line(
+                {
+                    "type": "thinking",
+                    "subtype": "delta",
+                    "text": "Let me ",
+                    "session_id": SESSION_ID,
+                    "timestamp_ms": 1770823434041,
+                }
+            ),
+            line({"type": "thinking", "subtype": "delta", "text": "think", "session_id": SESSION_ID}),
+            line(
+                {
+                    "type": "thinking",
+                    "subtype": "completed",
+                    "session_id": SESSION_ID,
+                    "timestamp_ms": 1770823435070,
+                }
+            ),
+        ],
+    )
     assert [(e.type, e.content) for e in events[1:]] == [
-        ("reasoning_delta", "Let me "), ("reasoning_delta", "think"), ("reasoning", "Let me think")]
+        ("reasoning_delta", "Let me "),
+        ("reasoning_delta", "think"),
+        ("reasoning", "Let me think"),
+    ]
     assert events[1].reasoning_id == events[3].reasoning_id
 
 
@@ -123,32 +184,68 @@ def test_function_tools_errors_and_missing_ids() -> None:
         obj: dict[str, Any] = {"type": "tool_call", "subtype": subtype, "tool_call": spec}
         return line({**obj, "call_id": call_id} if call_id else obj)
 
-    events = decode("cursor", [
-        tool("started", {"function": {"name": "grep", "arguments": '{"pattern":"TODO"}'}}, "c1"),
-        tool("completed", {"function": {"name": "grep", "arguments": "{}", "result": {"error": {"message": "no"}}}}, "c1"),
-        tool("started", {"function": {"name": "grep", "arguments": "TODO"}}, "c2"),
-        tool("completed", {"function": {"name": "grep", "arguments": "TODO"}}, "c2"),
-        tool("started", {"toolCallId": "x", "shellToolCall": {"args": {"command": "ls"}}}),
-        tool("completed", {"shellToolCall": {"args": {"command": "ls"}, "result": {"success": {"stdout": "a"}}}}),
-    ])
+    events = decode(
+        "cursor",
+        [
+            tool("started", {"function": {"name": "grep", "arguments": '{"pattern":"TODO"}'}}, "c1"),
+            tool(
+                "completed",
+                {"function": {"name": "grep", "arguments": "{}", "result": {"error": {"message": "no"}}}},
+                "c1",
+            ),
+            tool("started", {"function": {"name": "grep", "arguments": "TODO"}}, "c2"),
+            tool("completed", {"function": {"name": "grep", "arguments": "TODO"}}, "c2"),
+            tool("started", {"toolCallId": "x", "shellToolCall": {"args": {"command": "ls"}}}),
+            tool(
+                "completed",
+                {"shellToolCall": {"args": {"command": "ls"}, "result": {"success": {"stdout": "a"}}}},
+            ),
+        ],
+    )
     call, failed, log, raw_call, raw_done, shell, shell_done = events[1:]
     assert (call.name, call.arguments) == ("grep", {"pattern": "TODO"})
     assert (failed.call_id, failed.status, failed.error) == ("c1", "error", "no")
     assert isinstance(log, p.Log) and "not valid JSON" in log.message
     assert raw_call.arguments == {RAW_ARGUMENTS_KEY: "TODO"} and raw_done.status == "success"
-    assert shell.name == "shell" and shell_done.call_id == shell.call_id, "paired by name when ids are missing"
+    assert shell.name == "shell" and shell_done.call_id == shell.call_id, (
+        "paired by name when ids are missing"
+    )
     assert shell_done.output == '{"stdout":"a"}'
-    assert not violations([*events, p.Result(ok=True, subtype="success", exit_code=0, seq=len(events),
-                                             session_id=events[0].session_id)])
+    assert not violations(
+        [
+            *events,
+            p.Result(
+                ok=True, subtype="success", exit_code=0, seq=len(events), session_id=events[0].session_id
+            ),
+        ]
+    )
 
 
 def test_result_usage_and_errors() -> None:
-    ok = decode("cursor", [line({"type": "result", "subtype": "success", "is_error": False, "result": "x",
-                                     "usage": {"inputTokens": 100, "outputTokens": 50, "cacheReadTokens": 10,
-                                               "cacheWriteTokens": 5}})])[-1]
+    ok = decode(
+        "cursor",
+        [
+            line(
+                {
+                    "type": "result",
+                    "subtype": "success",
+                    "is_error": False,
+                    "result": "x",
+                    "usage": {
+                        "inputTokens": 100,
+                        "outputTokens": 50,
+                        "cacheReadTokens": 10,
+                        "cacheWriteTokens": 5,
+                    },
+                }
+            )
+        ],
+    )[-1]
     assert ok.usage == p.UsageTotals(input_tokens=100, output_tokens=50, cached_tokens=10)
-    _, error, failed = decode("cursor", [line({"type": "result", "subtype": "error", "is_error": True,
-                                                   "result": "model unavailable"})])
+    _, error, failed = decode(
+        "cursor",
+        [line({"type": "result", "subtype": "error", "is_error": True, "result": "model unavailable"})],
+    )
     assert (error.recoverable, error.message) == (False, "model unavailable")
     assert (failed.ok, failed.exit_code, failed.error.message) == (False, 1, "model unavailable")
 
@@ -157,7 +254,9 @@ def test_unknown_lines_and_subtypes_pass_through() -> None:
     status = {"type": "system", "subtype": "status", "x": 1}
     mcp = {"type": "interaction_query", "id": 1}
     assert decode("cursor", [line(status), line(mcp)]) == [
-        p.UnknownEvent(type="system", raw=status), p.UnknownEvent(type="interaction_query", raw=mcp)]
+        p.UnknownEvent(type="system", raw=status),
+        p.UnknownEvent(type="interaction_query", raw=mcp),
+    ]
 
 
 # -- encoder ---------------------------------------------------------------------------------
@@ -166,16 +265,26 @@ IGNORED = frozenset({"session_id", "request_id", "apiKeySource"})
 
 
 def test_encoder_reproduces_the_documented_examples() -> None:
-    events = stamped([
-        p.Start(command="cursor-agent", cwd="/absolute/path", model="<model display name>"),
-        p.Message(message_id="u", role="user", content="<prompt>"),
-        p.Message(message_id="a", role="assistant", content="<complete message text>"),
-        p.ToolCall(call_id="<string id>", name="read", arguments={"path": "file.txt"}),
-        p.ToolResult(call_id="<string id>", name="read", status="success", output=READ_OUTPUT),
-        p.ToolCall(call_id="toolu_vrtx_01Q3VHVnWFSKygaRPT7WDxrv", name="write", arguments=WRITE_ARGS),
-        p.ToolResult(call_id="toolu_vrtx_01Q3VHVnWFSKygaRPT7WDxrv", name="write", status="success", output=WRITE_OUTPUT),
-        p.Result(ok=True, subtype="success", exit_code=0, duration_ms=1234, result="<full assistant text>"),
-    ], session_id=SESSION_ID)
+    events = stamped(
+        [
+            p.Start(command="cursor-agent", cwd="/absolute/path", model="<model display name>"),
+            p.Message(message_id="u", role="user", content="<prompt>"),
+            p.Message(message_id="a", role="assistant", content="<complete message text>"),
+            p.ToolCall(call_id="<string id>", name="read", arguments={"path": "file.txt"}),
+            p.ToolResult(call_id="<string id>", name="read", status="success", output=READ_OUTPUT),
+            p.ToolCall(call_id="toolu_vrtx_01Q3VHVnWFSKygaRPT7WDxrv", name="write", arguments=WRITE_ARGS),
+            p.ToolResult(
+                call_id="toolu_vrtx_01Q3VHVnWFSKygaRPT7WDxrv",
+                name="write",
+                status="success",
+                output=WRITE_OUTPUT,
+            ),
+            p.Result(
+                ok=True, subtype="success", exit_code=0, duration_ms=1234, result="<full assistant text>"
+            ),
+        ],
+        session_id=SESSION_ID,
+    )
     encoded = encode_objects("cursor", events)
     assert without(encoded, IGNORED) == without(seed_objects("cursor"), IGNORED)
     assert encoded[0]["apiKeySource"] in ("env", "flag", "login")
@@ -183,32 +292,48 @@ def test_encoder_reproduces_the_documented_examples() -> None:
 
 
 def test_encoder_partial_output_and_reasoning_shapes() -> None:
-    events = stamped([
-        p.Start(command="c"),
-        p.ReasoningDelta(reasoning_id="r", content="hm"),
-        p.Reasoning(reasoning_id="r", content="hm"),
-        p.MessageDelta(message_id="a", content="Hel"),
-        p.MessageDelta(message_id="a", content="lo"),
-        p.Message(message_id="a", role="assistant", content="Hello"),
-        p.Message(message_id="b", role="assistant", content="again"),
-        p.Error(code="RATE_LIMITED", message="retrying", recoverable=True),
-        p.Result(ok=True, subtype="success", exit_code=0),
-    ])
+    events = stamped(
+        [
+            p.Start(command="c"),
+            p.ReasoningDelta(reasoning_id="r", content="hm"),
+            p.Reasoning(reasoning_id="r", content="hm"),
+            p.MessageDelta(message_id="a", content="Hel"),
+            p.MessageDelta(message_id="a", content="lo"),
+            p.Message(message_id="a", role="assistant", content="Hello"),
+            p.Message(message_id="b", role="assistant", content="again"),
+            p.Error(code="RATE_LIMITED", message="retrying", recoverable=True),
+            p.Result(ok=True, subtype="success", exit_code=0),
+        ]
+    )
     encoded = encode_objects("cursor", events)
-    shapes = [(obj["type"], obj.get("subtype"), "timestamp_ms" in obj, "model_call_id" in obj) for obj in encoded]
+    shapes = [
+        (obj["type"], obj.get("subtype"), "timestamp_ms" in obj, "model_call_id" in obj) for obj in encoded
+    ]
     assert shapes == [
         ("system", "init", False, False),
-        ("thinking", "delta", True, False), ("thinking", "completed", True, False),
-        ("assistant", None, True, False), ("assistant", None, True, False), ("assistant", None, True, True),
-        ("assistant", None, True, False), ("assistant", None, True, True),
+        ("thinking", "delta", True, False),
+        ("thinking", "completed", True, False),
+        ("assistant", None, True, False),
+        ("assistant", None, True, False),
+        ("assistant", None, True, True),
+        ("assistant", None, True, False),
+        ("assistant", None, True, True),
         ("result", "success", False, False),
     ]
     assert encoded[-1]["result"] == "Helloagain", "Cursor's result is every assistant segment, concatenated"
 
 
 def test_encoder_failure_is_an_error_result() -> None:
-    encoded = encode_objects("cursor", stamped([p.Start(command="c"), p.Error(code="AUTH_EXPIRED", message="log in"),
-                                                p.Result(ok=False, subtype="error", exit_code=1)]))
+    encoded = encode_objects(
+        "cursor",
+        stamped(
+            [
+                p.Start(command="c"),
+                p.Error(code="AUTH_EXPIRED", message="log in"),
+                p.Result(ok=False, subtype="error", exit_code=1),
+            ]
+        ),
+    )
     assert [obj["type"] for obj in encoded] == ["system", "result"]
     assert (encoded[1]["is_error"], encoded[1]["subtype"], encoded[1]["result"]) == (True, "error", "log in")
     unfinished = encode_objects("cursor", stamped([p.Start(command="c")]))
@@ -230,8 +355,16 @@ def _kept(events: list[p.AnyEvent]) -> list[tuple[Any, ...]]:
         elif isinstance(event, p.ToolResult):
             ok = event.status == "success"
             problem = event.error if event.error is not p.UNSET else event.output
-            kept.append(("result", event.call_id, event.name, ok, event.output if ok else p.UNSET,
-                         p.UNSET if ok else problem))
+            kept.append(
+                (
+                    "result",
+                    event.call_id,
+                    event.name,
+                    ok,
+                    event.output if ok else p.UNSET,
+                    p.UNSET if ok else problem,
+                )
+            )
     return kept
 
 
@@ -260,18 +393,42 @@ def test_round_trip_keeps_what_cursor_carries(session: list[p.BaseEvent], final_
     assistant_text = "".join(m.content for m in only(session, p.Message) if m.role == "assistant")
     assert result.result == (final_text if final_text is not None else assistant_text)
     assert (result.ok, result.subtype, result.exit_code, result.duration_ms, result.tools_used) == (
-        original.ok, original.subtype, original.exit_code, original.duration_ms, original.tools_used)
+        original.ok,
+        original.subtype,
+        original.exit_code,
+        original.duration_ms,
+        original.tools_used,
+    )
     assert (result.usage.input_tokens, result.usage.output_tokens, result.usage.cached_tokens) == (
-        original.usage.input_tokens, original.usage.output_tokens, original.usage.cached_tokens)
+        original.usage.input_tokens,
+        original.usage.output_tokens,
+        original.usage.cached_tokens,
+    )
 
 
 def test_sniff_claims_cursor_and_not_claude_or_amp() -> None:
     cursor_init = seed_objects("cursor")[0]
     assert detect_dialect([cursor_init]) == "cursor"
-    claude_init = {"type": "system", "subtype": "init", "cwd": "/w", "session_id": "s", "tools": ["Bash"],
-                   "mcp_servers": [], "model": "claude-opus-4-5", "permissionMode": "default", "apiKeySource": "none",
-                   "uuid": "u"}
-    amp_init = {"type": "system", "subtype": "init", "cwd": "/w", "session_id": "T-1", "tools": [], "mcp_servers": []}
+    claude_init = {
+        "type": "system",
+        "subtype": "init",
+        "cwd": "/w",
+        "session_id": "s",
+        "tools": ["Bash"],
+        "mcp_servers": [],
+        "model": "claude-opus-4-5",
+        "permissionMode": "default",
+        "apiKeySource": "none",
+        "uuid": "u",
+    }
+    amp_init = {
+        "type": "system",
+        "subtype": "init",
+        "cwd": "/w",
+        "session_id": "T-1",
+        "tools": [],
+        "mcp_servers": [],
+    }
     assert get_dialect("cursor").sniff(claude_init) == 0.0
     assert get_dialect("cursor").sniff(amp_init) == 0.0
     assert get_dialect("cursor").sniff(json.loads(seed_lines("cursor")[3])) == 0.9
@@ -286,23 +443,62 @@ BASES = [
     *seed_objects("cursor"),
     json.loads(_assistant("d", timestamp_ms=1770823434041)),
     json.loads(_assistant("f", timestamp_ms=1770823434041, model_call_id="m")),
-    {"type": "thinking", "subtype": "delta", "text": "t", "session_id": SESSION_ID, "timestamp_ms": 1770823434041},
-    {"type": "tool_call", "subtype": "completed", "call_id": "c",
-     "tool_call": {"function": {"name": "g", "arguments": "{}", "result": {"error": {"message": "no"}}}}},
-    {"type": "result", "subtype": "error", "is_error": True, "result": "r", "duration_ms": 1,
-     "usage": {"inputTokens": 1, "outputTokens": 2, "cacheReadTokens": 0}},
+    {
+        "type": "thinking",
+        "subtype": "delta",
+        "text": "t",
+        "session_id": SESSION_ID,
+        "timestamp_ms": 1770823434041,
+    },
+    {
+        "type": "tool_call",
+        "subtype": "completed",
+        "call_id": "c",
+        "tool_call": {"function": {"name": "g", "arguments": "{}", "result": {"error": {"message": "no"}}}},
+    },
+    {
+        "type": "result",
+        "subtype": "error",
+        "is_error": True,
+        "result": "r",
+        "duration_ms": 1,
+        "usage": {"inputTokens": 1, "outputTokens": 2, "cacheReadTokens": 0},
+    },
 ]
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(mutants(BASES) | junk(
-    ["system", "user", "assistant", "thinking", "tool_call", "result"],
-    ["subtype", "session_id", "cwd", "model", "timestamp_ms", "model_call_id", "text", "call_id", "duration_ms",
-     "is_error", "result"],
-    nested={"message": MESSAGE, "tool_call": st.dictionaries(
-        st.sampled_from(["readToolCall", "function", "shellToolCall", "toolCallId"]), TOOL, max_size=2),
-        "usage": fields(["inputTokens", "outputTokens", "cacheReadTokens"])},
-), max_size=6))
+@given(
+    st.lists(
+        mutants(BASES)
+        | junk(
+            ["system", "user", "assistant", "thinking", "tool_call", "result"],
+            [
+                "subtype",
+                "session_id",
+                "cwd",
+                "model",
+                "timestamp_ms",
+                "model_call_id",
+                "text",
+                "call_id",
+                "duration_ms",
+                "is_error",
+                "result",
+            ],
+            nested={
+                "message": MESSAGE,
+                "tool_call": st.dictionaries(
+                    st.sampled_from(["readToolCall", "function", "shellToolCall", "toolCallId"]),
+                    TOOL,
+                    max_size=2,
+                ),
+                "usage": fields(["inputTokens", "outputTokens", "cacheReadTokens"]),
+            },
+        ),
+        max_size=6,
+    )
+)
 def test_junk_raises_only_malformed_event_errors(junk_lines: list[dict[str, Any]]) -> None:
     assert_junk_handled("cursor", junk_lines)
 

@@ -43,7 +43,17 @@ def _seed(*indexes: int) -> list[bytes]:
 
 def test_the_fixture_holds_every_seed_example() -> None:
     assert [obj["type"] for obj in seed_objects("gemini")] == [
-        "init", "message", "message", "message", "tool_use", "tool_result", "tool_result", "error", "result", "result"]
+        "init",
+        "message",
+        "message",
+        "message",
+        "tool_use",
+        "tool_result",
+        "tool_result",
+        "error",
+        "result",
+        "result",
+    ]
 
 
 def test_the_seed_session_decodes_line_by_line() -> None:
@@ -51,9 +61,14 @@ def test_the_seed_session_decodes_line_by_line() -> None:
     init, user, delta_1, delta_2, tool_use, tool_ok, warning, result, flushed = per_line
     (start,) = init
     assert (start.session_id, start.model, start.ts, start.command) == (
-        "session-123", "gemini-pro", "2023-10-27T10:00:00.000Z", "gemini")
+        "session-123",
+        "gemini-pro",
+        "2023-10-27T10:00:00.000Z",
+        "gemini",
+    )
     assert [(m.type, m.role, m.content, m.ts) for m in user] == [
-        ("message", "user", "Hello, how are you?", "2023-10-27T10:00:01.000Z")]
+        ("message", "user", "Hello, how are you?", "2023-10-27T10:00:01.000Z")
+    ]
     assert [(d.type, d.content, d.ts) for d in delta_1 + delta_2] == [
         ("message_delta", "I am ", "2023-10-27T10:00:02.000Z"),
         ("message_delta", "doing well.", "2023-10-27T10:00:02.100Z"),
@@ -61,16 +76,32 @@ def test_the_seed_session_decodes_line_by_line() -> None:
     closing, call = tool_use
     assert isinstance(closing, p.Message), "the next non-delta line closes the run with one complete message"
     assert (closing.message_id, closing.content, closing.ts) == (
-        delta_1[0].message_id, "I am doing well.", "2023-10-27T10:00:02.100Z")
+        delta_1[0].message_id,
+        "I am doing well.",
+        "2023-10-27T10:00:02.100Z",
+    )
     assert (call.call_id, call.name, call.arguments, call.ts) == (
-        "call_1", "calculator", {"expression": "2+2"}, "2023-10-27T10:00:03.000Z")
+        "call_1",
+        "calculator",
+        {"expression": "2+2"},
+        "2023-10-27T10:00:03.000Z",
+    )
     (ok,) = tool_ok
     assert (ok.call_id, ok.name, ok.status, ok.output) == ("call_1", "calculator", "success", "4")
     (error,) = warning
-    assert (error.type, error.message, error.recoverable) == ("error", "Loop detected, stopping execution", True)
+    assert (error.type, error.message, error.recoverable) == (
+        "error",
+        "Loop detected, stopping execution",
+        True,
+    )
     (end,) = result
     assert (end.ok, end.subtype, end.exit_code, end.duration_ms, end.ts) == (
-        True, "success", 0, 6000, "2023-10-27T10:00:06.000Z")
+        True,
+        "success",
+        0,
+        6000,
+        "2023-10-27T10:00:06.000Z",
+    )
     assert end.usage == p.UsageTotals(input_tokens=50, output_tokens=50, cached_tokens=0)
     assert end.tools_used == ["calculator"]
     assert flushed == []
@@ -105,30 +136,59 @@ def test_error_result_example_is_a_fatal_error_then_a_failed_result() -> None:
         ("unknown", "UNKNOWN", 1, "error"),
     ],
 )
-def test_exit_code_follows_geminis_error_class(error_type: str, code: str, exit_code: int, subtype: str) -> None:
-    obj = {"type": "result", "timestamp": "2023-10-27T10:00:06.000Z", "status": "error",
-           "error": {"type": error_type, "message": "boom"}, "stats": {"duration_ms": 0}}
+def test_exit_code_follows_geminis_error_class(
+    error_type: str, code: str, exit_code: int, subtype: str
+) -> None:
+    obj = {
+        "type": "result",
+        "timestamp": "2023-10-27T10:00:06.000Z",
+        "status": "error",
+        "error": {"type": error_type, "message": "boom"},
+        "stats": {"duration_ms": 0},
+    }
     *_, error, result = decode("gemini", [line(obj)])
-    assert (error.code, result.error.code, result.exit_code, result.subtype) == (code, code, exit_code, subtype)
+    assert (error.code, result.error.code, result.exit_code, result.subtype) == (
+        code,
+        code,
+        exit_code,
+        subtype,
+    )
 
 
 def test_invalid_stream_failure_takes_the_error_line_as_its_cause() -> None:
     lines = [
-        line({"type": "error", "timestamp": "2023-10-27T10:00:05.000Z", "severity": "error",
-              "message": "Model stream ended with an invalid chunk"}),
+        line(
+            {
+                "type": "error",
+                "timestamp": "2023-10-27T10:00:05.000Z",
+                "severity": "error",
+                "message": "Model stream ended with an invalid chunk",
+            }
+        ),
         line({"type": "result", "timestamp": "2023-10-27T10:00:06.000Z", "status": "error"}),
     ]
     _, error, result = decode("gemini", lines)
     assert (error.recoverable, error.message, error.ts) == (
-        False, "Model stream ended with an invalid chunk", "2023-10-27T10:00:05.000Z")
-    assert (result.ok, result.exit_code) == (False, 1), "Gemini itself exits 0 here; ok and exit_code must agree"
+        False,
+        "Model stream ended with an invalid chunk",
+        "2023-10-27T10:00:05.000Z",
+    )
+    assert (result.ok, result.exit_code) == (False, 1), (
+        "Gemini itself exits 0 here; ok and exit_code must agree"
+    )
     assert result.error.message == "Model stream ended with an invalid chunk"
 
 
 def test_severity_error_followed_by_a_successful_result_is_not_fatal() -> None:
     lines = [
-        line({"type": "error", "timestamp": "2023-10-27T10:00:05.000Z", "severity": "error",
-              "message": "Maximum session turns exceeded"}),
+        line(
+            {
+                "type": "error",
+                "timestamp": "2023-10-27T10:00:05.000Z",
+                "severity": "error",
+                "message": "Maximum session turns exceeded",
+            }
+        ),
         line({"type": "result", "timestamp": "2023-10-27T10:00:06.000Z", "status": "success"}),
     ]
     _, error, result = decode("gemini", lines)
@@ -140,13 +200,44 @@ def test_severity_error_followed_by_a_successful_result_is_not_fatal() -> None:
 
 
 def test_per_model_stats_become_usage_events() -> None:
-    stats = {"total_tokens": 9, "input_tokens": 7, "output_tokens": 2, "cached": 1, "input": 6, "duration_ms": 5,
-             "tool_calls": 0, "models": {"gemini-2.5-pro": {"total_tokens": 9, "input_tokens": 7, "output_tokens": 2,
-                                                            "cached": 1, "input": 6}}}
-    events = decode("gemini", [line({"type": "result", "timestamp": "2023-10-27T10:00:06.000Z",
-                                         "status": "success", "stats": stats})])
+    stats = {
+        "total_tokens": 9,
+        "input_tokens": 7,
+        "output_tokens": 2,
+        "cached": 1,
+        "input": 6,
+        "duration_ms": 5,
+        "tool_calls": 0,
+        "models": {
+            "gemini-2.5-pro": {
+                "total_tokens": 9,
+                "input_tokens": 7,
+                "output_tokens": 2,
+                "cached": 1,
+                "input": 6,
+            }
+        },
+    }
+    events = decode(
+        "gemini",
+        [
+            line(
+                {
+                    "type": "result",
+                    "timestamp": "2023-10-27T10:00:06.000Z",
+                    "status": "success",
+                    "stats": stats,
+                }
+            )
+        ],
+    )
     (usage,) = only(events, p.Usage)
-    assert (usage.model, usage.input_tokens, usage.output_tokens, usage.cached_tokens) == ("gemini-2.5-pro", 7, 2, 1)
+    assert (usage.model, usage.input_tokens, usage.output_tokens, usage.cached_tokens) == (
+        "gemini-2.5-pro",
+        7,
+        2,
+        1,
+    )
     assert events[-1].usage == p.UsageTotals(input_tokens=7, output_tokens=2, cached_tokens=1)
 
 
@@ -167,69 +258,124 @@ def _at(ts: str, event: p.BaseEvent) -> p.BaseEvent:
 def test_encoder_reproduces_the_seed_session_with_timestamps() -> None:
     objs = seed_objects("gemini")
     ts = [obj["timestamp"] for obj in objs]
-    events = stamped([
-        _at(ts[INIT], p.Start(command="gemini", model="gemini-pro")),
-        _at(ts[USER], p.Message(message_id="u", role="user", content="Hello, how are you?")),
-        _at(ts[DELTA_1], p.MessageDelta(message_id="a", content="I am ")),
-        _at(ts[DELTA_2], p.MessageDelta(message_id="a", content="doing well.")),
-        _at(ts[DELTA_2], p.Message(message_id="a", role="assistant", content="I am doing well.")),
-        _at(ts[TOOL_USE], p.ToolCall(call_id="call_1", name="calculator", arguments={"expression": "2+2"})),
-        _at(ts[TOOL_OK], p.ToolResult(call_id="call_1", name="calculator", status="success", output="4")),
-        _at(ts[WARNING], p.Error(code="UNKNOWN", message="Loop detected, stopping execution", recoverable=True)),
-        _at(ts[RESULT_OK], p.Result(ok=True, subtype="success", exit_code=0, duration_ms=6000,
-                                    usage=p.UsageTotals(input_tokens=50, output_tokens=50))),
-    ], session_id="session-123")
+    events = stamped(
+        [
+            _at(ts[INIT], p.Start(command="gemini", model="gemini-pro")),
+            _at(ts[USER], p.Message(message_id="u", role="user", content="Hello, how are you?")),
+            _at(ts[DELTA_1], p.MessageDelta(message_id="a", content="I am ")),
+            _at(ts[DELTA_2], p.MessageDelta(message_id="a", content="doing well.")),
+            _at(ts[DELTA_2], p.Message(message_id="a", role="assistant", content="I am doing well.")),
+            _at(
+                ts[TOOL_USE], p.ToolCall(call_id="call_1", name="calculator", arguments={"expression": "2+2"})
+            ),
+            _at(ts[TOOL_OK], p.ToolResult(call_id="call_1", name="calculator", status="success", output="4")),
+            _at(
+                ts[WARNING],
+                p.Error(code="UNKNOWN", message="Loop detected, stopping execution", recoverable=True),
+            ),
+            _at(
+                ts[RESULT_OK],
+                p.Result(
+                    ok=True,
+                    subtype="success",
+                    exit_code=0,
+                    duration_ms=6000,
+                    usage=p.UsageTotals(input_tokens=50, output_tokens=50),
+                ),
+            ),
+        ],
+        session_id="session-123",
+    )
     assert encode_objects("gemini", events) == [objs[index] for index in SESSION]
 
 
 def test_encoder_reproduces_the_tool_error_and_error_result_examples() -> None:
     objs = seed_objects("gemini")
-    failed_tool = p.ToolResult(call_id="call_1", name="calculator", status="error", error="ValueError: Invalid expression")
+    failed_tool = p.ToolResult(
+        call_id="call_1", name="calculator", status="error", error="ValueError: Invalid expression"
+    )
     encoded = encode_objects("gemini", stamped([p.Start(command="g"), failed_tool]))
-    assert without(encoded[1], frozenset({"timestamp"})) == without(objs[TOOL_ERROR], frozenset({"timestamp"}))
-    failure = stamped([
-        p.Start(command="g"),
-        p.Error(code="UNKNOWN", message="Something went wrong"),
-        p.Result(ok=False, subtype="error", exit_code=1, error=p.ErrorInfo(code="UNKNOWN", message="Something went wrong")),
-    ])
+    assert without(encoded[1], frozenset({"timestamp"})) == without(
+        objs[TOOL_ERROR], frozenset({"timestamp"})
+    )
+    failure = stamped(
+        [
+            p.Start(command="g"),
+            p.Error(code="UNKNOWN", message="Something went wrong"),
+            p.Result(
+                ok=False,
+                subtype="error",
+                exit_code=1,
+                error=p.ErrorInfo(code="UNKNOWN", message="Something went wrong"),
+            ),
+        ]
+    )
     encoded = encode_objects("gemini", failure)
     assert [obj["type"] for obj in encoded] == ["init", "result"], "the fatal error folds into the result"
-    assert without(encoded[1], frozenset({"timestamp"})) == without(objs[RESULT_ERROR], frozenset({"timestamp"}))
+    assert without(encoded[1], frozenset({"timestamp"})) == without(
+        objs[RESULT_ERROR], frozenset({"timestamp"})
+    )
 
 
 def test_encoder_error_types_and_dropped_events() -> None:
-    events = stamped([
-        p.Start(command="g"),
-        p.Message(message_id="s", role="system", content="sys"),
-        p.Reasoning(reasoning_id="r", content="hmm"),
-        p.Step(name="x", status="started"),
-        p.Error(code="AUTH_EXPIRED", message="log in again"),
-        p.Result(ok=False, subtype="error", exit_code=41),
-    ])
+    events = stamped(
+        [
+            p.Start(command="g"),
+            p.Message(message_id="s", role="system", content="sys"),
+            p.Reasoning(reasoning_id="r", content="hmm"),
+            p.Step(name="x", status="started"),
+            p.Error(code="AUTH_EXPIRED", message="log in again"),
+            p.Result(ok=False, subtype="error", exit_code=41),
+        ]
+    )
     encoded = encode_objects("gemini", events)
     assert [obj["type"] for obj in encoded] == ["init", "result"]
     assert encoded[1]["error"] == {"type": "FatalAuthenticationError", "message": "log in again"}
     assert "stats" not in encoded[1], "a result with nothing to count has no stats"
-    unknown_code = encode_objects("gemini", stamped([p.Start(command="g"), p.Result(
-        ok=False, subtype="error", exit_code=1, error=p.ErrorInfo(code="RATE_LIMITED", message="slow"))]))
+    unknown_code = encode_objects(
+        "gemini",
+        stamped(
+            [
+                p.Start(command="g"),
+                p.Result(
+                    ok=False,
+                    subtype="error",
+                    exit_code=1,
+                    error=p.ErrorInfo(code="RATE_LIMITED", message="slow"),
+                ),
+            ]
+        ),
+    )
     assert unknown_code[1]["error"]["type"] == "RATE_LIMITED"
     assert decode("gemini", [line(unknown_code[1])])[-1].error.code == "RATE_LIMITED"
 
 
 def test_encoder_stats_count_tools_and_sum_usage_per_model() -> None:
-    events = stamped([
-        p.Start(command="g", model="gemini-pro"),
-        p.Usage(model="gemini-pro", input_tokens=10, output_tokens=4, cached_tokens=3),
-        p.ToolCall(call_id="t", name="read_file"),
-        p.ToolResult(call_id="t", name="read_file", status="cancelled"),
-        p.Usage(model="gemini-pro", input_tokens=5, output_tokens=1),
-        p.Result(ok=True, subtype="success", exit_code=0, duration_ms=9,
-                 usage=p.UsageTotals(input_tokens=15, output_tokens=5, cached_tokens=3)),
-    ])
+    events = stamped(
+        [
+            p.Start(command="g", model="gemini-pro"),
+            p.Usage(model="gemini-pro", input_tokens=10, output_tokens=4, cached_tokens=3),
+            p.ToolCall(call_id="t", name="read_file"),
+            p.ToolResult(call_id="t", name="read_file", status="cancelled"),
+            p.Usage(model="gemini-pro", input_tokens=5, output_tokens=1),
+            p.Result(
+                ok=True,
+                subtype="success",
+                exit_code=0,
+                duration_ms=9,
+                usage=p.UsageTotals(input_tokens=15, output_tokens=5, cached_tokens=3),
+            ),
+        ]
+    )
     tool_result, result = encode_objects("gemini", events)[2:]
     assert tool_result["status"] == "error", "Gemini has only success and error"
     figures = {"total_tokens": 20, "input_tokens": 15, "output_tokens": 5, "cached": 3, "input": 12}
-    assert result["stats"] == {**figures, "duration_ms": 9, "tool_calls": 1, "models": {"gemini-pro": figures}}
+    assert result["stats"] == {
+        **figures,
+        "duration_ms": 9,
+        "tool_calls": 1,
+        "models": {"gemini-pro": figures},
+    }
 
 
 def test_encoder_ends_an_unfinished_stream_with_a_failed_result() -> None:
@@ -283,13 +429,25 @@ def test_round_trip_keeps_what_gemini_carries(session: list[p.BaseEvent]) -> Non
     decoded = round_trip("gemini", session)
     assert not violations(decoded)
     start, result, original = decoded[0], decoded[-1], session[-1]
-    assert (start.session_id, start.model, start.ts) == (session[0].session_id, session[0].model, session[0].ts)
+    assert (start.session_id, start.model, start.ts) == (
+        session[0].session_id,
+        session[0].model,
+        session[0].ts,
+    )
     assert _kept(decoded) == _kept(session)
     assert _per_model(decoded) == _per_model(session)
     assert (result.ok, result.exit_code, result.duration_ms, result.tools_used, result.ts) == (
-        original.ok, original.exit_code, original.duration_ms, original.tools_used, original.ts)
+        original.ok,
+        original.exit_code,
+        original.duration_ms,
+        original.tools_used,
+        original.ts,
+    )
     assert (result.usage.input_tokens, result.usage.output_tokens, result.usage.cached_tokens) == (
-        original.usage.input_tokens, original.usage.output_tokens, original.usage.cached_tokens)
+        original.usage.input_tokens,
+        original.usage.output_tokens,
+        original.usage.cached_tokens,
+    )
 
 
 def test_sniff_claims_gemini_init_only() -> None:
@@ -306,21 +464,62 @@ STATS = ["total_tokens", "input_tokens", "output_tokens", "cached", "input", "du
 
 BASES = [
     *seed_objects("gemini"),
-    {"type": "result", "timestamp": "2023-10-27T10:00:06.000Z", "status": "success",
-     "stats": {"total_tokens": 3, "input_tokens": 2, "output_tokens": 1, "cached": 0, "input": 2, "duration_ms": 1,
-               "tool_calls": 0, "models": {"gemini-pro": {"total_tokens": 3, "input_tokens": 2, "output_tokens": 1,
-                                                          "cached": 0, "input": 2}}}},
+    {
+        "type": "result",
+        "timestamp": "2023-10-27T10:00:06.000Z",
+        "status": "success",
+        "stats": {
+            "total_tokens": 3,
+            "input_tokens": 2,
+            "output_tokens": 1,
+            "cached": 0,
+            "input": 2,
+            "duration_ms": 1,
+            "tool_calls": 0,
+            "models": {
+                "gemini-pro": {
+                    "total_tokens": 3,
+                    "input_tokens": 2,
+                    "output_tokens": 1,
+                    "cached": 0,
+                    "input": 2,
+                }
+            },
+        },
+    },
     {"type": "error", "timestamp": "2023-10-27T10:00:05.000Z", "severity": "error", "message": "m"},
 ]
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(mutants(BASES) | junk(["init", "message", "tool_use", "tool_result", "error", "result"],
-                     ["timestamp", "session_id", "model", "role", "content", "delta", "tool_name", "tool_id",
-                      "parameters", "status", "output", "severity", "message"],
-                     nested={"error": fields(["type", "message"]),
-                             "stats": fields(STATS, nested={"models": st.dictionaries(text, fields(STATS), max_size=2)})}),
-                max_size=6))
+@given(
+    st.lists(
+        mutants(BASES)
+        | junk(
+            ["init", "message", "tool_use", "tool_result", "error", "result"],
+            [
+                "timestamp",
+                "session_id",
+                "model",
+                "role",
+                "content",
+                "delta",
+                "tool_name",
+                "tool_id",
+                "parameters",
+                "status",
+                "output",
+                "severity",
+                "message",
+            ],
+            nested={
+                "error": fields(["type", "message"]),
+                "stats": fields(STATS, nested={"models": st.dictionaries(text, fields(STATS), max_size=2)}),
+            },
+        ),
+        max_size=6,
+    )
+)
 def test_junk_raises_only_malformed_event_errors(junk_lines: list[dict[str, Any]]) -> None:
     assert_junk_handled("gemini", junk_lines)
 

@@ -46,7 +46,12 @@ def test_a_run_with_thinking_tools_and_done() -> None:
     assert (read.name, read.status, read.error) == ("read", "error", "File not found: /work/missing.txt")
     assert only(events, p.ToolCall)[0].arguments == {"command": "ls", "description": "List files"}
     first, second = only(events, p.Usage)
-    assert (first.input_tokens, first.cached_tokens, first.output_tokens, first.reasoning_tokens) == (812 + 3000 + 200, 3000, 40, 12)
+    assert (first.input_tokens, first.cached_tokens, first.output_tokens, first.reasoning_tokens) == (
+        812 + 3000 + 200,
+        3000,
+        40,
+        12,
+    )
     assert first.cost_usd == 0.0021 and second.cost_usd == 0.0009
     assert one(events, p.GenericEvent).data == ["external_directory"]  # permissions auto-rejected
     result = events[-1]
@@ -67,7 +72,11 @@ def test_a_session_error_fails_the_run() -> None:
 def test_a_prompt_error_without_done_still_ends_the_run_failed() -> None:
     events = decode_fixture("opencode", "prompt-error.ndjson")
     error, result = events[-2:]
-    assert isinstance(error, p.Error) and error.code == "AUTH_EXPIRED" and error.message == "No API key found for anthropic"
+    assert (
+        isinstance(error, p.Error)
+        and error.code == "AUTH_EXPIRED"
+        and error.message == "No API key found for anthropic"
+    )
     assert isinstance(result, p.Result) and not result.ok
 
 
@@ -104,13 +113,22 @@ def test_encoder_reproduces_the_run() -> None:
     for mine, theirs in zip(made, example):
         assert mine["sessionID"] == theirs["sessionID"]
         if theirs["type"] in ("text", "reasoning"):
-            assert {k: mine["part"][k] for k in ("id", "type", "text")} == {k: theirs["part"][k] for k in ("id", "type", "text")}
+            assert {k: mine["part"][k] for k in ("id", "type", "text")} == {
+                k: theirs["part"][k] for k in ("id", "type", "text")
+            }
         if theirs["type"] == "tool_use":
             state, original = mine["part"]["state"], theirs["part"]["state"]
-            assert (mine["part"]["callID"], mine["part"]["tool"]) == (theirs["part"]["callID"], theirs["part"]["tool"])
+            assert (mine["part"]["callID"], mine["part"]["tool"]) == (
+                theirs["part"]["callID"],
+                theirs["part"]["tool"],
+            )
             assert {k: state.get(k) for k in ("status", "input", "output", "error")} == {
-                k: original.get(k) for k in ("status", "input", "output", "error")}
-            assert state["time"]["end"] - state["time"]["start"] == original["time"]["end"] - original["time"]["start"]
+                k: original.get(k) for k in ("status", "input", "output", "error")
+            }
+            assert (
+                state["time"]["end"] - state["time"]["start"]
+                == original["time"]["end"] - original["time"]["start"]
+            )
         if theirs["type"] == "step_finish":
             tokens, original = mine["part"]["tokens"], theirs["part"]["tokens"]
             assert mine["part"]["cost"] == theirs["part"]["cost"] and tokens["output"] == original["output"]
@@ -145,11 +163,23 @@ def keep(event: dict[str, Any]) -> dict[str, Any] | None:
         return event
     if kind == "tool_result":
         ok = event["status"] == "success"
-        return {"type": kind, "call_id": event["call_id"], "ok": ok, "output": event.get("output"),
-                "error": None if ok else event.get("error", event["status"]), "duration_ms": event["duration_ms"]}
+        return {
+            "type": kind,
+            "call_id": event["call_id"],
+            "ok": ok,
+            "output": event.get("output"),
+            "error": None if ok else event.get("error", event["status"]),
+            "duration_ms": event["duration_ms"],
+        }
     if kind == "usage":
-        figures = {k: event[k] for k in ("input_tokens", "output_tokens", "cached_tokens", "reasoning_tokens")}
-        return {"type": kind, **figures, "cost": event.get("cost_usd")} if any(figures.values()) or event.get("cost_usd") else None
+        figures = {
+            k: event[k] for k in ("input_tokens", "output_tokens", "cached_tokens", "reasoning_tokens")
+        }
+        return (
+            {"type": kind, **figures, "cost": event.get("cost_usd")}
+            if any(figures.values()) or event.get("cost_usd")
+            else None
+        )
     if kind == "result":
         return {"type": kind, "ok": event["ok"]}
     return None
@@ -166,7 +196,9 @@ def test_round_trip_keeps_what_the_opencode_row_promises(events: list[p.BaseEven
     messages = [e.content for e in events if isinstance(e, p.Message) and e.role == "assistant"]
     assert result.result == (messages[-1] if messages else p.UNSET)
     if not source.ok:
-        expected = source.error.message if source.error is not p.UNSET else f"the run failed ({source.subtype})"
+        expected = (
+            source.error.message if source.error is not p.UNSET else f"the run failed ({source.subtype})"
+        )
         assert result.error.message == expected  # type: ignore[union-attr]
     assert not violations(back)
 
@@ -186,7 +218,10 @@ def test_junk_lines_raise_nothing_but_malformed_event_error(obj: dict[str, Any])
     ("line", "problem"),
     [
         (b'{"type":"text","sessionID":"s","timestamp":1}', "field 'part' is missing"),
-        (b'{"type":"tool_use","part":{"callID":"c","tool":"bash","state":{"status":"done"}}}', "field 'status' must be one of"),
+        (
+            b'{"type":"tool_use","part":{"callID":"c","tool":"bash","state":{"status":"done"}}}',
+            "field 'status' must be one of",
+        ),
         (b'{"type":"step_finish","part":{"tokens":{"input":"many"}}}', "field 'input' must be an integer"),
     ],
 )

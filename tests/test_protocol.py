@@ -24,7 +24,9 @@ def test_every_type_round_trips() -> None:
         p.Reasoning(reasoning_id="r1", content="hmm"),
         p.ToolCall(call_id="c1", name="shell", arguments={"cmd": "ls"}),
         p.ToolProgress(call_id="c1", content="a\n"),
-        p.ToolResult(call_id="c1", name="shell", status="success", output="a", duration_ms=3, truncated=False),
+        p.ToolResult(
+            call_id="c1", name="shell", status="success", output="a", duration_ms=3, truncated=False
+        ),
         p.Step(name="turn", status="completed", duration_ms=5),
         p.Progress(name="dl", percent=50.0, current=5, total=10, message="half"),
         p.Log(level="warn", message="careful"),
@@ -32,7 +34,9 @@ def test_every_type_round_trips() -> None:
         p.GenericEvent(name="video/download", data={"id": 1}),
         p.Usage(model="m", input_tokens=1, output_tokens=2, cost_usd=0.01),
         p.Error(code="RATE_LIMITED", message="slow down", recoverable=True, retry_in_ms=100),
-        p.Result(ok=True, subtype="success", exit_code=0, next_actions=[p.NextAction(command="x", description="y")]),
+        p.Result(
+            ok=True, subtype="success", exit_code=0, next_actions=[p.NextAction(command="x", description="y")]
+        ),
     ]
     assert {e.type for e in events} == p.EVENT_TYPES
     for event in events:
@@ -47,7 +51,9 @@ def test_optional_fields_are_omitted_not_null() -> None:
 
 
 def test_unknown_fields_are_ignored() -> None:
-    event = p.decode(b'{"type":"log","v":1,"session_id":"s","seq":3,"ts":"t","level":"info","message":"m","new":[1]}')
+    event = p.decode(
+        b'{"type":"log","v":1,"session_id":"s","seq":3,"ts":"t","level":"info","message":"m","new":[1]}'
+    )
     assert isinstance(event, p.Log) and event.message == "m"
 
 
@@ -79,7 +85,9 @@ def test_published_schema_matches_the_code() -> None:
     from agentstream.cli.schema_cmd import schema_text
 
     published = (DOCS / "protocol.schema.json").read_text()
-    assert published == schema_text(), "docs/protocol.schema.json drifted: run `agentstream schema > docs/protocol.schema.json`"
+    assert published == schema_text(), (
+        "docs/protocol.schema.json drifted: run `agentstream schema > docs/protocol.schema.json`"
+    )
 
 
 def test_schema_accepts_what_we_emit() -> None:

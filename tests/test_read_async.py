@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from _consumer_support import assert_valid_stream, canonical_session, strip_volatile
 from agentstream import protocol as p
 from agentstream.read import aread, read
-
-from _consumer_support import assert_valid_stream, canonical_session, strip_volatile
 
 INPUTS = {
     "valid": canonical_session(),

@@ -8,12 +8,11 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from _consumer_support import assert_valid_stream, canonical_session, is_synthetic
 from agentstream import protocol as p
 from agentstream.dialects import DIALECT_NAMES
 from agentstream.errors import ErrorCode
 from agentstream.read import read
-
-from _consumer_support import assert_valid_stream, canonical_session, is_synthetic
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -56,7 +55,9 @@ def _skip_unrecognisable(name: str, path: Path) -> None:
         except msgspec.DecodeError:
             continue
     if not any(isinstance(obj, dict) and get_dialect(name).sniff(obj) >= 0.5 for obj in objects):
-        pytest.skip(f"{name} does not recognise any of the first lines of {path.name}; read it with --from {name}")
+        pytest.skip(
+            f"{name} does not recognise any of the first lines of {path.name}; read it with --from {name}"
+        )
 
 
 def _path(case: tuple[str, Path | None], tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
@@ -65,7 +66,9 @@ def _path(case: tuple[str, Path | None], tmp_path_factory: pytest.TempPathFactor
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{n}:{p.name if p else 'generated'}" for n, p in CASES])
-def test_detects_the_dialect_of_each_fixture(case: tuple[str, Path | None], tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_detects_the_dialect_of_each_fixture(
+    case: tuple[str, Path | None], tmp_path_factory: pytest.TempPathFactory
+) -> None:
     name, path = _path(case, tmp_path_factory)
     _skip_unrecognisable(name, path)
     reader = read(path)

@@ -12,11 +12,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from _consumer_support import assert_valid_stream, canonical_session
 from agentstream import protocol as p
 from agentstream._lines import BlockSplitter, Line, LineSplitter, LineTooLong, iter_lines
 from agentstream.read import read
-
-from _consumer_support import assert_valid_stream, canonical_session
 
 
 def split_all(data: bytes, cuts: list[int], limit: int | None = None) -> list[Line | LineTooLong]:

@@ -8,10 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from _consumer_support import assert_valid_stream, canonical_session, is_synthetic
 from agentstream import protocol as p
 from agentstream.read import read
-
-from _consumer_support import assert_valid_stream, canonical_session, is_synthetic
 
 JUNK = [
     b"[SandboxDebug] seccomp filter installed",
@@ -72,7 +71,11 @@ def test_partial_last_line_is_reported_and_the_stream_is_closed() -> None:
     cut = b"".join(lines[:-1]) + lines[-1][: len(lines[-1]) // 2]
     events = assert_valid_stream(read(cut))
     *_, partial, fatal, result = events
-    assert isinstance(partial, p.Error) and partial.code == "MALFORMED_EVENT" and partial.details["partial"] is True
+    assert (
+        isinstance(partial, p.Error)
+        and partial.code == "MALFORMED_EVENT"
+        and partial.details["partial"] is True
+    )
     assert isinstance(fatal, p.Error) and fatal.code == "STREAM_TRUNCATED" and not fatal.recoverable
     assert isinstance(result, p.Result) and result.synthetic is True and result.exit_code == 1
     assert result.error.code == "STREAM_TRUNCATED"  # type: ignore[union-attr]
@@ -106,7 +109,9 @@ def test_a_fatal_error_at_the_end_is_followed_only_by_a_result() -> None:
 
 def test_invalid_utf8_is_reported_and_the_event_kept_with_replacement_characters() -> None:
     lines = lines_of(canonical_session())
-    bad = p.encode_line(p.Message(message_id="m9", role="assistant", content="caf\u00e9", session_id="x", seq=1))
+    bad = p.encode_line(
+        p.Message(message_id="m9", role="assistant", content="caf\u00e9", session_id="x", seq=1)
+    )
     bad = bad.replace("é".encode(), b"\xe9")
     events = list(read(b"".join([lines[0], bad, *lines[1:]])))
     codes = [e.code for e in events if isinstance(e, p.Error)]
@@ -119,7 +124,9 @@ def test_invalid_utf8_is_reported_and_the_event_kept_with_replacement_characters
 def test_unknown_types_pass_through_whole() -> None:
     lines = lines_of(canonical_session())
     session_id = p.decode(lines[0]).session_id
-    novel = b'{"type":"hologram","v":1,"session_id":"%s","seq":1,"ts":"","beam":[1,2]}\n' % session_id.encode()
+    novel = (
+        b'{"type":"hologram","v":1,"session_id":"%s","seq":1,"ts":"","beam":[1,2]}\n' % session_id.encode()
+    )
     shifted = [p.decode(line) for line in lines[1:]]
     for event in shifted:
         event.seq += 1
@@ -159,7 +166,9 @@ def test_a_decoder_failing_at_end_of_input_is_reported_and_what_it_queued_is_kep
     def fail(self: GeminiDecoder) -> None:
         raise RuntimeError("run table corrupted")
 
-    monkeypatch.setattr(GeminiDecoder, "close_named_runs", fail)  # runs after finish() queued the closing message
+    monkeypatch.setattr(
+        GeminiDecoder, "close_named_runs", fail
+    )  # runs after finish() queued the closing message
     lines = [
         b'{"type":"init","timestamp":"2026-01-01T00:00:00.000Z","session_id":"s1","model":"m"}',
         b'{"type":"message","timestamp":"2026-01-01T00:00:00.100Z","role":"assistant","content":"Hel","delta":true}',

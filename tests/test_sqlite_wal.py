@@ -23,7 +23,11 @@ def test_processes_switching_a_new_store_to_wal_at_once_all_succeed(tmp_path: Pa
         path = tmp_path / f"store-{round_}.sqlite3"
         start_at = time.time() + 0.5  # every process starts its switch at this instant
         procs = [
-            subprocess.Popen([sys.executable, "-c", OPENER, str(path), str(start_at)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            subprocess.Popen(
+                [sys.executable, "-c", OPENER, str(path), str(start_at)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
             for _ in range(4)
         ]
         results = [proc.communicate(timeout=30) for proc in procs]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -16,10 +15,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import python_script, start_python
 
-from agentstream import protocol as p
 from agentstream.validate import Validator, validate_stream
+from conftest import python_script, start_python
 
 HEADER = """
 import os, sys, time
@@ -41,21 +39,27 @@ def run(tmp_path: Path, body: str, *, timeout: float = 20) -> tuple[int, list[di
 
 
 def test_normal_return_ends_with_success(tmp_path: Path) -> None:
-    code, events, _ = run(tmp_path, """
+    code, events, _ = run(
+        tmp_path,
+        """
 with Stream("job") as s:
     s.message("hello")
-""")
+""",
+    )
     assert code == 0
     assert [e["type"] for e in events] == ["start", "message", "result"]
     assert events[-1]["ok"] is True and events[-1]["result"] == "hello"
 
 
 def test_exception_gives_fatal_error_then_result(tmp_path: Path) -> None:
-    code, events, err = run(tmp_path, """
+    code, events, err = run(
+        tmp_path,
+        """
 with Stream("job") as s:
     s.status("working")
     raise ValueError("boom")
-""")
+""",
+    )
     assert code == 1
     assert [e["type"] for e in events][-2:] == ["error", "result"]
     assert events[-2]["code"] == "EXCEPTION" and "boom" in events[-2]["message"]
@@ -64,30 +68,39 @@ with Stream("job") as s:
 
 
 def test_error_before_anything_else_still_starts_first(tmp_path: Path) -> None:
-    code, events, _ = run(tmp_path, """
+    code, events, _ = run(
+        tmp_path,
+        """
 with Stream("job") as s:
     raise RuntimeError("first thing")
-""")
+""",
+    )
     assert code == 1
     assert [e["type"] for e in events] == ["start", "error", "result"]
 
 
 @pytest.mark.parametrize("status", [0, 3, 42])
 def test_sys_exit_status_becomes_the_result_exit_code(tmp_path: Path, status: int) -> None:
-    code, events, _ = run(tmp_path, f"""
+    code, events, _ = run(
+        tmp_path,
+        f"""
 with Stream("job") as s:
     sys.exit({status})
-""")
+""",
+    )
     assert code == status == events[-1]["exit_code"]
     assert events[-1]["ok"] is (status == 0)
 
 
 def test_fail_exits_with_its_code(tmp_path: Path) -> None:
-    code, events, _ = run(tmp_path, """
+    code, events, _ = run(
+        tmp_path,
+        """
 with Stream("job") as s:
     s.fail("AUTH_EXPIRED", "token expired", fix="log in again", exit_code=7)
     s.message("ignored: after the result")
-""")
+""",
+    )
     assert code == 7
     assert [e["type"] for e in events] == ["start", "error", "result"]
     assert events[-1]["error"] == {"code": "AUTH_EXPIRED", "message": "token expired", "fix": "log in again"}
@@ -108,12 +121,18 @@ def read_until(proc: subprocess.Popen[bytes], marker: bytes) -> bytes:
     ("signum", "expected"), [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)]
 )
 def test_signals_end_the_stream_with_their_exit_code(tmp_path: Path, signum: int, expected: int) -> None:
-    proc = start_python(python_script(tmp_path, HEADER + """
+    proc = start_python(
+        python_script(
+            tmp_path,
+            HEADER
+            + """
 with Stream("job") as s:
     with s.tool_call("sleep", {"seconds": 30}):
         s.status("ready")
         time.sleep(30)
-"""))
+""",
+        )
+    )
     head = read_until(proc, b'"ready"')
     proc.send_signal(signum)
     rest, _ = proc.communicate(timeout=10)
@@ -124,7 +143,11 @@ with Stream("job") as s:
 
 
 def test_second_signal_does_not_wait_for_slow_cleanup(tmp_path: Path) -> None:
-    proc = start_python(python_script(tmp_path, HEADER + """
+    proc = start_python(
+        python_script(
+            tmp_path,
+            HEADER
+            + """
 with Stream("job") as s:
     try:
         s.status("ready")
@@ -132,7 +155,9 @@ with Stream("job") as s:
     finally:
         s.status("cleaning up")
         time.sleep(30)
-"""))
+""",
+        )
+    )
     head = read_until(proc, b'"ready"')
     proc.send_signal(signal.SIGTERM)
     head += read_until(proc, b"cleaning up")
@@ -146,13 +171,20 @@ with Stream("job") as s:
 
 
 def test_closed_stdout_exits_quietly_with_documented_code(tmp_path: Path) -> None:
-    script = python_script(tmp_path, HEADER + """
+    script = python_script(
+        tmp_path,
+        HEADER
+        + """
 with Stream("job") as s:
     for i in range(100000):
         s.status("tick", str(i))
-""")
+""",
+    )
     proc = subprocess.Popen(
-        f"{sys.executable} {script} | head -1", shell=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        f"{sys.executable} {script} | head -1",
+        shell=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         executable="/bin/bash",
     )
     out, err = proc.communicate(timeout=30)
@@ -160,41 +192,55 @@ with Stream("job") as s:
     assert b"Traceback" not in err and b"BrokenPipe" not in err
     status = subprocess.run(
         ["bash", "-c", f"{sys.executable} {script} | head -1 >/dev/null; echo ${{PIPESTATUS[0]}}"],
-        capture_output=True, timeout=30,
+        capture_output=True,
+        timeout=30,
     )
     assert status.stdout.strip() == b"141"
 
 
 def test_stray_prints_go_to_stderr(tmp_path: Path) -> None:
-    code, events, err = run(tmp_path, """
+    code, events, err = run(
+        tmp_path,
+        """
 import subprocess
 with Stream("job") as s:
     print("a stray print")
     os.write(1, b"a raw write to fd 1\\n")
     subprocess.run(["echo", "a child process"])
     s.message("done")
-""")
+""",
+    )
     assert code == 0
     assert [e["type"] for e in events] == ["start", "message", "result"]
     assert b"a stray print" in err and b"a raw write" in err and b"a child process" in err
 
 
 def test_unfinished_stream_outside_with_is_closed_at_exit(tmp_path: Path) -> None:
-    code, events, _ = run(tmp_path, """
+    code, events, _ = run(
+        tmp_path,
+        """
 s = Stream("job").start()
 s.message("forgot to finish")
-""")
+""",
+    )
     assert code == 1
     assert events[-2]["code"] == "NOT_FINISHED" and events[-1]["exit_code"] == 1
 
 
 def test_each_event_is_readable_before_the_producer_goes_on(tmp_path: Path) -> None:
-    proc = start_python(python_script(tmp_path, HEADER + """
+    proc = start_python(
+        python_script(
+            tmp_path,
+            HEADER
+            + """
 with Stream("job") as s:
     for i in range(3):
         s.status("waiting", str(i))
         sys.stdin.readline()
-"""), stdin=subprocess.PIPE)
+""",
+        ),
+        stdin=subprocess.PIPE,
+    )
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdout.readline()  # start
     for i in range(3):
@@ -208,12 +254,18 @@ with Stream("job") as s:
 
 @pytest.mark.parametrize("fail", [False, True])
 def test_json_format_prints_exactly_one_object(tmp_path: Path, fail: bool) -> None:
-    proc = start_python(python_script(tmp_path, HEADER + f"""
+    proc = start_python(
+        python_script(
+            tmp_path,
+            HEADER
+            + f"""
 with Stream("job", output_format="json") as s:
     s.message("the answer")
     if {fail}:
         raise RuntimeError("broken")
-"""))
+""",
+        )
+    )
     out, _ = proc.communicate(timeout=20)
     lines = out.splitlines()
     assert len(lines) == 1
@@ -223,14 +275,21 @@ with Stream("job", output_format="json") as s:
 
 
 def test_text_format_keeps_stdout_for_the_answer(tmp_path: Path) -> None:
-    proc = start_python(python_script(tmp_path, HEADER + """
+    proc = start_python(
+        python_script(
+            tmp_path,
+            HEADER
+            + """
 with Stream("job", output_format="text") as s:
     with s.tool_call("ls", {}) as call:
         call.succeed("a b")
     s.message_delta("Hel", message_id="m1")
     s.message_delta("lo", message_id="m1")
     s.message("Hello", message_id="m1")
-"""), env={"NO_COLOR": "1"})
+""",
+        ),
+        env={"NO_COLOR": "1"},
+    )
     out, err = proc.communicate(timeout=20)
     assert proc.returncode == 0
     assert out == b"Hello\n"
@@ -248,7 +307,7 @@ def test_finish_is_idempotent() -> None:
     assert [e["type"] for e in events] == ["start", "result"] and events[-1]["exit_code"] == 5
 
 
-def Stream_for(buffer: io.BytesIO):  # noqa: N802 - reads like the constructor it wraps
+def Stream_for(buffer: io.BytesIO):
     from agentstream.stream import Stream
 
     return Stream("job", out=buffer)
@@ -256,26 +315,35 @@ def Stream_for(buffer: io.BytesIO):  # noqa: N802 - reads like the constructor i
 
 def test_signal_during_the_tool_call_write_still_gets_a_result(tmp_path: Path) -> None:
     """An observer runs inside the write path, so the signal it raises is held until the line is whole."""
-    code, events, _ = run(tmp_path, """
+    code, events, _ = run(
+        tmp_path,
+        """
 import signal
 with Stream("job") as s:
     s.observe(lambda e: e.type == "tool_call" and os.kill(os.getpid(), signal.SIGTERM))
     with s.tool_call("slow", {}):
         time.sleep(30)
-""")
+""",
+    )
     assert code == 143
     assert [e["type"] for e in events] == ["start", "tool_call", "tool_result", "error", "result"]
     assert events[2]["status"] == "cancelled"
 
 
 def test_streams_one_after_another_in_one_process(tmp_path: Path) -> None:
-    proc = start_python(python_script(tmp_path, HEADER + """
+    proc = start_python(
+        python_script(
+            tmp_path,
+            HEADER
+            + """
 import signal
 for turn in range(2):
     with Stream("turn") as s:
         s.message(f"answer {turn}")
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL, "handlers are handed back between streams"
-"""))
+""",
+        )
+    )
     out, err = proc.communicate(timeout=20)
     assert proc.returncode == 0, err.decode()
     lines = out.splitlines()

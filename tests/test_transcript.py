@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+from _consumer_support import canonical_session
 from agentstream import protocol as p
 from agentstream.read import read
 from agentstream.transcript import Tally, Transcript
-
-from _consumer_support import canonical_session
 
 
 def stamped(*events: p.BaseEvent) -> list[p.BaseEvent]:
@@ -49,12 +48,18 @@ def test_interleaved_messages_keep_their_order() -> None:
             p.Message(message_id="b", role="assistant", content="B"),
         )
     )
-    assert [(m.role, m.content) for m in t.messages] == [("assistant", "A1A2"), ("user", "question"), ("assistant", "B")]
+    assert [(m.role, m.content) for m in t.messages] == [
+        ("assistant", "A1A2"),
+        ("user", "question"),
+        ("assistant", "B"),
+    ]
     assert t.text == "B"
 
 
 def test_text_falls_back_to_the_result() -> None:
-    t = Transcript.from_events(stamped(p.Result(ok=True, subtype="success", exit_code=0, result="from result")))
+    t = Transcript.from_events(
+        stamped(p.Result(ok=True, subtype="success", exit_code=0, result="from result"))
+    )
     assert t.text == "from result"
     assert Transcript().text == ""
 
@@ -81,12 +86,26 @@ def test_tool_calls_pair_with_results_and_durations() -> None:
         1250,
         ["reading"],
     )
-    assert (second.paired, second.status, second.arguments, second.duration_ms) == (False, "unpaired", {"cmd": "ls"}, None)
-    assert (third.paired, third.name, third.arguments, third.error, third.duration_ms) == (False, "grep", None, "boom", 7)
+    assert (second.paired, second.status, second.arguments, second.duration_ms) == (
+        False,
+        "unpaired",
+        {"cmd": "ls"},
+        None,
+    )
+    assert (third.paired, third.name, third.arguments, third.error, third.duration_ms) == (
+        False,
+        "grep",
+        None,
+        "boom",
+        7,
+    )
 
 
 def test_usage_sums_events_unless_the_result_carries_totals() -> None:
-    usages = [p.Usage(model="m", input_tokens=10, output_tokens=1), p.Usage(model="m", input_tokens=5, cost_usd=0.5)]
+    usages = [
+        p.Usage(model="m", input_tokens=10, output_tokens=1),
+        p.Usage(model="m", input_tokens=5, cost_usd=0.5),
+    ]
     t = Transcript.from_events(stamped(*usages))
     assert (t.usage.input_tokens, t.usage.output_tokens, t.usage.cost_usd) == (15, 1, 0.5)
     t.add(p.Result(ok=True, subtype="success", exit_code=0, usage=p.UsageTotals(input_tokens=99)))
@@ -100,7 +119,11 @@ def test_errors_and_outcome() -> None:
     assert t.outcome is None
     t.add(p.Error(code="RATE_LIMITED", message="slow down", recoverable=True, retry_in_ms=500))
     t.add(p.Error(code="AUTH_EXPIRED", message="log in"))
-    t.add(p.Result(ok=False, subtype="error", exit_code=1, error=p.ErrorInfo(code="AUTH_EXPIRED", message="log in")))
+    t.add(
+        p.Result(
+            ok=False, subtype="error", exit_code=1, error=p.ErrorInfo(code="AUTH_EXPIRED", message="log in")
+        )
+    )
     assert [e.code for e in t.errors] == ["RATE_LIMITED", "AUTH_EXPIRED"]
     assert t.outcome is not None
     assert (t.outcome.ok, t.outcome.exit_code, t.outcome.subtype, t.outcome.error.code) == (  # type: ignore[union-attr]

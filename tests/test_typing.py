@@ -17,7 +17,15 @@ PACKAGE = ROOT / "src" / "agentstream"
 def test_typing_mypy_reports_no_errors(tmp_path: Path) -> None:
     pytest.importorskip("mypy", reason="mypy is not installed; pip install -e '.[test]' brings it")
     proc = subprocess.run(
-        [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"), "--cache-dir", str(tmp_path)],
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--config-file",
+            str(ROOT / "pyproject.toml"),
+            "--cache-dir",
+            str(tmp_path),
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -55,7 +55,7 @@ BROKEN = {
     "ok-exit": stream(start(), p.Result(ok=True, subtype="success", exit_code=1)),
     "version": stream(start(), ok()).replace(b'"v":1', b'"v":2', 1),
     "seq": stream(start(), p.Status(status="x"), ok()).replace(b'"seq":1', b'"seq":7'),
-    "session": stream(start(), ok()) .replace(b'"session_id":"s1","seq":1', b'"session_id":"s2","seq":1'),
+    "session": stream(start(), ok()).replace(b'"session_id":"s1","seq":1', b'"session_id":"s2","seq":1'),
     "malformed": stream(start()) + b"[SandboxDebug] hello\n",
     "invalid-utf8": stream(start()) + b'{"type":"log","level":"info","message":"\xff"}\n',
     "truncated": stream(start(), ok())[:-1],
@@ -82,7 +82,9 @@ def test_block_and_line_paths_agree() -> None:
                 one_by_one.report(number, "malformed", "")
         one_by_one.close()
         batched = list(validate_stream(io.BytesIO(data if data.endswith(b"\n") else data + b"\n")))
-        assert {(v.line, v.rule) for v in batched} >= {(v.line, v.rule) for v in one_by_one.violations if v.rule != "malformed"}
+        assert {(v.line, v.rule) for v in batched} >= {
+            (v.line, v.rule) for v in one_by_one.violations if v.rule != "malformed"
+        }
 
 
 def test_exit_code_and_line_limit() -> None:

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from _consumer_support import PYTHON, ROOT, agent_script, assert_valid_stream, decode_output
 from agentstream import protocol as p
 from agentstream.dialects import available_dialects
-
-from _consumer_support import PYTHON, ROOT, agent_script, assert_valid_stream, decode_output
 
 FAST = ["--exit-timeout", "0.3", "--grace", "0.3"]
 
@@ -33,25 +32,36 @@ def owning_agent(tmp_path: Path, body: str) -> list[str]:
     script.write_text(
         "import os, signal, sys, time\n"
         "from agentstream.stream import Stream\n"
-        "with Stream('owning-agent') as stream:\n" + "".join(f"    {line}\n" for line in body.strip().splitlines())
+        "with Stream('owning-agent') as stream:\n"
+        + "".join(f"    {line}\n" for line in body.strip().splitlines())
     )
     return [PYTHON, str(script)]
 
 
 def test_a_good_child_is_relayed_into_the_wraps_own_session(tmp_path: Path) -> None:
-    argv = agent_script(tmp_path, "stream.message('4'); stream.record_usage('m', input_tokens=3); stream.finish()")
+    argv = agent_script(
+        tmp_path, "stream.message('4'); stream.record_usage('m', input_tokens=3); stream.finish()"
+    )
     events, code, _ = wrap("--", *argv)
     assert code == 0
     start, status = events[0], events[1]
     assert isinstance(start, p.Start) and start.command.endswith("agent.py")
-    assert isinstance(status, p.Status) and status.status == "child_session" and status.message != start.session_id
+    assert (
+        isinstance(status, p.Status)
+        and status.status == "child_session"
+        and status.message != start.session_id
+    )
     assert [e.type for e in events[2:]] == ["message", "usage", "result"]
     result = events[-1]
-    assert isinstance(result, p.Result) and result.ok and result.result == "4" and result.usage.input_tokens == 3
+    assert (
+        isinstance(result, p.Result) and result.ok and result.result == "4" and result.usage.input_tokens == 3
+    )
 
 
 def test_a_crashing_child_gives_its_exit_code(tmp_path: Path) -> None:
-    argv = agent_script(tmp_path, "stream.message('half'); sys.stderr.write('oops\\n'); sys.stderr.flush(); os._exit(3)")
+    argv = agent_script(
+        tmp_path, "stream.message('half'); sys.stderr.write('oops\\n'); sys.stderr.flush(); os._exit(3)"
+    )
     events, code, stderr = wrap("--", *argv)
     assert code == 3
     error = events[-2]
@@ -86,14 +96,18 @@ def test_a_child_that_hangs_after_closing_stdout(tmp_path: Path) -> None:
 
 
 def test_junk_on_the_childs_stdout_is_reported_not_passed_on(tmp_path: Path) -> None:
-    argv = agent_script(tmp_path, "print('[SandboxDebug] hi', flush=True); stream.message('x'); stream.finish()")
+    argv = agent_script(
+        tmp_path, "print('[SandboxDebug] hi', flush=True); stream.message('x'); stream.finish()"
+    )
     events, code, _ = wrap("--", *argv)
     assert code == 0
     assert [e.code for e in events if isinstance(e, p.Error)] == ["MALFORMED_EVENT"]
 
 
 def test_stderr_as_logs(tmp_path: Path) -> None:
-    argv = agent_script(tmp_path, "sys.stderr.write('note\\n'); sys.stderr.flush(); time.sleep(0.2); stream.finish()")
+    argv = agent_script(
+        tmp_path, "sys.stderr.write('note\\n'); sys.stderr.flush(); time.sleep(0.2); stream.finish()"
+    )
     events, code, stderr = wrap("--stderr-as-logs", "--", *argv)
     assert code == 0 and b"note" not in stderr
     assert [e.message for e in events if isinstance(e, p.Log)] == ["note"]
@@ -101,7 +115,9 @@ def test_stderr_as_logs(tmp_path: Path) -> None:
 
 def test_json_output_format(tmp_path: Path) -> None:
     argv = agent_script(tmp_path, "os._exit(5)")
-    done = subprocess.run([PYTHON, "-m", "agentstream", "wrap", "-o", "json", "--", *argv], capture_output=True, cwd=ROOT)
+    done = subprocess.run(
+        [PYTHON, "-m", "agentstream", "wrap", "-o", "json", "--", *argv], capture_output=True, cwd=ROOT
+    )
     (line,) = done.stdout.splitlines()
     result = p.decode(line)
     assert isinstance(result, p.Result) and result.exit_code == done.returncode == 5
@@ -174,7 +190,9 @@ def test_sigterm_to_the_wrap_is_passed_on_and_the_childs_last_words_kept(tmp_pat
 
 
 def test_sigterm_with_a_child_that_ignores_it(tmp_path: Path) -> None:
-    argv = agent_script(tmp_path, "signal.signal(signal.SIGTERM, signal.SIG_IGN); stream.message('deaf'); time.sleep(60)")
+    argv = agent_script(
+        tmp_path, "signal.signal(signal.SIGTERM, signal.SIG_IGN); stream.message('deaf'); time.sleep(60)"
+    )
     running = Running(argv, *FAST)
     running.wait_for("message")
     running.proc.send_signal(signal.SIGTERM)
@@ -183,7 +201,9 @@ def test_sigterm_with_a_child_that_ignores_it(tmp_path: Path) -> None:
 
 
 def test_a_second_signal_stops_at_once(tmp_path: Path) -> None:
-    argv = agent_script(tmp_path, "signal.signal(signal.SIGINT, signal.SIG_IGN); stream.message('deaf'); time.sleep(60)")
+    argv = agent_script(
+        tmp_path, "signal.signal(signal.SIGINT, signal.SIG_IGN); stream.message('deaf'); time.sleep(60)"
+    )
     running = Running(argv, "--grace", "30")
     running.wait_for("message")
     running.proc.send_signal(signal.SIGINT)
@@ -205,7 +225,10 @@ def test_sighup_to_the_wrap(tmp_path: Path) -> None:
 def test_the_child_reads_the_wraps_stdin(tmp_path: Path) -> None:
     argv = agent_script(tmp_path, "stream.message(sys.stdin.read().strip()); stream.finish()")
     done = subprocess.run(
-        [PYTHON, "-m", "agentstream", "wrap", "--", *argv], input=b"prompt from a pipe\n", capture_output=True, cwd=ROOT
+        [PYTHON, "-m", "agentstream", "wrap", "--", *argv],
+        input=b"prompt from a pipe\n",
+        capture_output=True,
+        cwd=ROOT,
     )
     events = assert_valid_stream(decode_output(done.stdout), exit_code=done.returncode)
     assert [e.content for e in events if isinstance(e, p.Message)] == ["prompt from a pipe"]

@@ -20,10 +20,14 @@ __all__ = [
 
 
 def follow_action(run_id: str, *, from_seq: int | None = None, description: str | None = None) -> NextAction:
-    seq = {"description": "first seq to print", "default": 0} if from_seq is None else {
-        "description": "first seq to print",
-        "value": from_seq,
-    }
+    seq = (
+        {"description": "first seq to print", "default": 0}
+        if from_seq is None
+        else {
+            "description": "first seq to print",
+            "value": from_seq,
+        }
+    )
     return action(
         "agentstream follow <run_id> [--from-seq <seq>]",
         description or "replay this run's events and follow it live",
@@ -41,7 +45,10 @@ def runs_action() -> NextAction:
     return action(
         "agentstream runs [--status <status>] [--limit <limit>]",
         "list runs on the bus, newest first",
-        status={"description": "only runs in this state", "enum": ["queued", "running", "succeeded", "failed", "interrupted"]},
+        status={
+            "description": "only runs in this state",
+            "enum": ["queued", "running", "succeeded", "failed", "interrupted"],
+        },
         limit={"description": "how many runs", "default": 20},
     )
 

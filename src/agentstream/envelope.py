@@ -24,7 +24,16 @@ import msgspec
 from agentstream.errors import AgentstreamError, ExitCode
 from agentstream.protocol import JSON_ENCODER, NextAction
 
-__all__ = ["Envelope", "EnvelopeError", "action", "error_envelope", "fill", "ok_envelope", "print_envelope", "print_error"]
+__all__ = [
+    "Envelope",
+    "EnvelopeError",
+    "action",
+    "error_envelope",
+    "fill",
+    "ok_envelope",
+    "print_envelope",
+    "print_error",
+]
 
 
 class EnvelopeError(msgspec.Struct, kw_only=True):
@@ -43,14 +52,18 @@ class Envelope(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 def action(command: str, description: str, **params: Mapping[str, Any]) -> NextAction:
     """A next action; each keyword is one ``<name>`` of the template (``value``, ``default``, ``description``…)."""
-    return NextAction(command=command, description=description, params=dict(params) if params else msgspec.UNSET)
+    return NextAction(
+        command=command, description=description, params=dict(params) if params else msgspec.UNSET
+    )
 
 
 def ok_envelope(command: str, result: Any, next_actions: list[NextAction]) -> Envelope:
     return Envelope(ok=True, command=command, result=result, next_actions=next_actions)
 
 
-def error_envelope(command: str, exc: AgentstreamError, next_actions: list[NextAction] | None = None) -> Envelope:
+def error_envelope(
+    command: str, exc: AgentstreamError, next_actions: list[NextAction] | None = None
+) -> Envelope:
     return Envelope(
         ok=False,
         command=command,

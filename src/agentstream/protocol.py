@@ -21,16 +21,16 @@ import msgspec
 from msgspec import UNSET, Struct, UnsetType
 
 __all__ = [
-    "AnyEvent",
     "EVENT_TYPES",
-    "PROTOCOL_VERSION",
-    "BaseEvent",
-    "ErrorInfo",
-    "Error",
-    "Event",
-    "GenericEvent",
     "JSON_DECODER",
     "JSON_ENCODER",
+    "PROTOCOL_VERSION",
+    "AnyEvent",
+    "BaseEvent",
+    "Error",
+    "ErrorInfo",
+    "Event",
+    "GenericEvent",
     "Log",
     "Message",
     "MessageDelta",
@@ -367,7 +367,9 @@ def decode_lines(data: bytes | bytearray) -> list[AnyEvent]:
         raise MalformedEventError(f"a line in the block is not a valid event: {exc}") from exc
 
 
-def _unknown_or_raise(line: bytes | bytearray | memoryview | str, exc: msgspec.ValidationError) -> UnknownEvent:
+def _unknown_or_raise(
+    line: bytes | bytearray | memoryview | str, exc: msgspec.ValidationError
+) -> UnknownEvent:
     from agentstream.errors import MalformedEventError
 
     try:

@@ -53,7 +53,9 @@ PREVIEW_CHARS: Final = 120
 CHUNK_BYTES: Final = 1 << 16
 
 Source: TypeAlias = "str | os.PathLike[str] | bytes | IO[bytes] | Iterable[bytes]"
-AsyncSource: TypeAlias = "str | os.PathLike[str] | IO[bytes] | asyncio.StreamReader | AsyncIterable[bytes] | Iterable[bytes]"
+AsyncSource: TypeAlias = (
+    "str | os.PathLike[str] | IO[bytes] | asyncio.StreamReader | AsyncIterable[bytes] | Iterable[bytes]"
+)
 
 
 class Ending(NamedTuple):
@@ -309,7 +311,9 @@ class _Pipeline:
     def _open(self, first: p.AnyEvent, out: list[p.AnyEvent]) -> None:
         """Emit the start (the input's, or one made up in front of its first event), then what waited for it."""
         self.started = True
-        self._session = first.session_id or (self._decoder.sequencer.session_id if self._decoder else p.new_id("ses"))
+        self._session = first.session_id or (
+            self._decoder.sequencer.session_id if self._decoder else p.new_id("ses")
+        )
         if isinstance(first, p.Start):
             self._pass(first, out)
             self._flush_pending(out)
@@ -383,7 +387,13 @@ class _Pipeline:
         else:
             fix = ending.fix if ending.fix is not None else p.UNSET
             out += self.synthetic(
-                p.Error(code=ending.code, message=ending.message, recoverable=False, fix=fix, details=ending.details)
+                p.Error(
+                    code=ending.code,
+                    message=ending.message,
+                    recoverable=False,
+                    fix=fix,
+                    details=ending.details,
+                )
             )
             info = p.ErrorInfo(code=ending.code, message=ending.message, fix=fix)
         tally = self.tally
@@ -506,7 +516,12 @@ class Reader(_ReaderBase):
     """Iterate canonical events from one input. Use as a context manager to close a file it opened."""
 
     def __init__(
-        self, source: Source, dialect: str = "auto", *, max_line_bytes: int | None = None, label: str | None = None
+        self,
+        source: Source,
+        dialect: str = "auto",
+        *,
+        max_line_bytes: int | None = None,
+        label: str | None = None,
     ) -> None:
         super().__init__(source, dialect, max_line_bytes, label)
         self._file, self._chunks, self._owned = _sync_source(source)
@@ -573,7 +588,9 @@ def _sync_source(source: Source) -> tuple[IO[bytes] | None, Iterable[bytes] | No
         return _binary_file(source), None, False
     if isinstance(source, Iterable):
         return None, source, False
-    raise TypeError(f"cannot read events from {type(source).__name__}: pass a path, a binary file or byte chunks")
+    raise TypeError(
+        f"cannot read events from {type(source).__name__}: pass a path, a binary file or byte chunks"
+    )
 
 
 def _binary_file(source: object) -> IO[bytes]:
@@ -585,7 +602,12 @@ class AsyncReader(_ReaderBase):
     """The async twin of :class:`Reader`: same events, same guarantees."""
 
     def __init__(
-        self, source: AsyncSource, dialect: str = "auto", *, max_line_bytes: int | None = None, label: str | None = None
+        self,
+        source: AsyncSource,
+        dialect: str = "auto",
+        *,
+        max_line_bytes: int | None = None,
+        label: str | None = None,
     ) -> None:
         super().__init__(source, dialect, max_line_bytes, label)
         self._source = source
@@ -931,11 +953,17 @@ def spawn(argv: Sequence[str], dialect: str = "auto", **options: Any) -> Spawn:
 def _launch_failure(program: str, exc: OSError) -> Ending:
     """The shell's convention: 127 for a program that is not there, 126 for one that cannot run."""
     if isinstance(exc, FileNotFoundError):
-        message, status, fix = "command not found", ExitCode.NOT_FOUND, f"install {program}, or check that it is on PATH"
+        message, status, fix = (
+            "command not found",
+            ExitCode.NOT_FOUND,
+            f"install {program}, or check that it is on PATH",
+        )
     else:
         message, status = f"cannot run it: {exc.strerror or exc}", ExitCode.CANNOT_EXECUTE
         fix = f"check that {program} is an executable file (chmod +x)"
-    return Ending(ErrorCode.CLI_NOT_FOUND, f"{program}: {message}", status, fix=fix, details={"errno": exc.errno})
+    return Ending(
+        ErrorCode.CLI_NOT_FOUND, f"{program}: {message}", status, fix=fix, details={"errno": exc.errno}
+    )
 
 
 def _signal_name(signum: int) -> str:

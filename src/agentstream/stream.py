@@ -183,8 +183,14 @@ class Stream:
             return self
         self._started_at = time.monotonic()
         writer = self._open_output()
-        self._sink = make_sink(self.output_format, writer, dialect=self._dialect, err=self._err, color=self._color)
-        if self.output_format == "stream-json" and self._dialect in (None, "canonical") and isinstance(writer, FdWriter):
+        self._sink = make_sink(
+            self.output_format, writer, dialect=self._dialect, err=self._err, color=self._color
+        )
+        if (
+            self.output_format == "stream-json"
+            and self._dialect in (None, "canonical")
+            and isinstance(writer, FdWriter)
+        ):
             self._fast_fd = writer.fd
         if self.owns_process:
             self._install_signal_handlers()
@@ -316,7 +322,9 @@ class Stream:
         self._closing = True
         with self._lock:
             # Hold the lock across both events so no other thread can slip between them.
-            self.emit(p.Error(code=code, message=message, recoverable=False, fix=fix or p.UNSET, details=details))
+            self.emit(
+                p.Error(code=code, message=message, recoverable=False, fix=fix or p.UNSET, details=details)
+            )
             return self.finish(
                 ok=False,
                 exit_code=exit_code,
@@ -336,7 +344,9 @@ class Stream:
         with self._lock:
             if self.result is None or event is self.result:
                 if not self._started_at:
-                    raise RuntimeError("Stream.start() (or `with Stream(...)`) must come before emitting events")
+                    raise RuntimeError(
+                        "Stream.start() (or `with Stream(...)`) must come before emitting events"
+                    )
                 sequencer = self._sequencer
                 event.session_id = sequencer.session_id
                 event.seq = sequencer.next_seq
@@ -402,7 +412,9 @@ class Stream:
 
     # -- helpers for every event type ---------------------------------------
 
-    def message(self, content: str, *, role: p.Role = "assistant", message_id: str | None = None) -> p.Message:
+    def message(
+        self, content: str, *, role: p.Role = "assistant", message_id: str | None = None
+    ) -> p.Message:
         return self.emit(p.Message(message_id=message_id or p.new_id("msg"), role=role, content=content))
 
     def message_delta(self, content: str, *, message_id: str, role: p.Role = "assistant") -> p.MessageDelta:
@@ -433,7 +445,13 @@ class Stream:
         return self.emit(p.Usage(model=model, **tokens))
 
     def error(
-        self, code: str, message: str, *, recoverable: bool = True, retry_in_ms: int | None = None, fix: str | None = None
+        self,
+        code: str,
+        message: str,
+        *,
+        recoverable: bool = True,
+        retry_in_ms: int | None = None,
+        fix: str | None = None,
     ) -> p.Error:
         """A non-fatal error (use :meth:`fail` for a fatal one, which also ends the run)."""
         return self.emit(
@@ -566,7 +584,13 @@ def _private_stdout(*, isolate: bool) -> int:
 _encode_into = msgspec.json.Encoder().encode_into
 _ACCOUNTED = frozenset({p.Usage, p.ToolCall, p.Message})
 _CRITICAL_CODE = frozenset(
-    {Stream.emit.__code__, Stream._write.__code__, Stream._write_rest.__code__, Stream.fail.__code__, Stream.finish.__code__}
+    {
+        Stream.emit.__code__,
+        Stream._write.__code__,
+        Stream._write_rest.__code__,
+        Stream.fail.__code__,
+        Stream.finish.__code__,
+    }
 )
 
 

@@ -26,7 +26,7 @@ __all__ = ["Outcome", "Tally", "ToolCallRecord", "Transcript", "has_usage"]
 class Tally:
     """Running totals in constant memory: what a ``result`` reports about the events before it."""
 
-    __slots__ = ("last_text", "tools_used", "turn_count", "usage", "_tools")
+    __slots__ = ("_tools", "last_text", "tools_used", "turn_count", "usage")
 
     def __init__(self) -> None:
         self.usage = p.UsageTotals()
@@ -201,7 +201,9 @@ class Transcript:
             if isinstance(block.final, p.Message):
                 out.append(block.final)
             else:
-                out.append(p.Message(message_id=block.key, role=block.role, content=block.text, synthetic=True))
+                out.append(
+                    p.Message(message_id=block.key, role=block.role, content=block.text, synthetic=True)
+                )
         return out
 
     @property

@@ -90,7 +90,10 @@ class Validator:
         self._closed_calls = RecentIds()
         # Open delta runs and closed ids, for messages and for reasoning.
         self._open_runs: dict[type, dict[str, int]] = {p.MessageDelta: {}, p.ReasoningDelta: {}}
-        self._closed_runs: dict[type, RecentIds] = {p.MessageDelta: RecentIds(), p.ReasoningDelta: RecentIds()}
+        self._closed_runs: dict[type, RecentIds] = {
+            p.MessageDelta: RecentIds(),
+            p.ReasoningDelta: RecentIds(),
+        }
 
     def report(self, line: int, rule: str, message: str) -> None:
         self.violations.append(Violation(line, rule, message))
@@ -155,7 +158,9 @@ class Validator:
         if self.result is not None:
             self.report(line, "result-last", f"'{event.type}' after the result (line {self._result_line})")
         if self._pending_fatal and not isinstance(event, p.Result):
-            self.report(self._pending_fatal, "fatal-error", f"fatal error followed by '{event.type}', not result")
+            self.report(
+                self._pending_fatal, "fatal-error", f"fatal error followed by '{event.type}', not result"
+            )
             self._pending_fatal = 0
         if first and not isinstance(event, p.Start):
             self.report(line, "start-first", f"the first event is '{event.type}', not start")
@@ -194,7 +199,9 @@ class Validator:
     def _on_tool_result(self, event: p.ToolResult, line: int) -> None:
         if self._open_calls.pop(event.call_id, None) is None:
             again = "a second" if event.call_id in self._closed_calls else "a"
-            self.report(line, "tool-pairing", f"{again} tool_result for {event.call_id!r} without an open tool_call")
+            self.report(
+                line, "tool-pairing", f"{again} tool_result for {event.call_id!r} without an open tool_call"
+            )
         self._closed_calls.add(event.call_id)
 
     def _on_delta(self, event: p.MessageDelta | p.ReasoningDelta, line: int) -> None:
@@ -227,7 +234,9 @@ class Validator:
         self._open_calls.clear()
         for runs in self._open_runs.values():
             for run_id, delta_line in runs.items():
-                self.report(delta_line, "delta-closed", f"deltas of {run_id!r} never closed by a complete event")
+                self.report(
+                    delta_line, "delta-closed", f"deltas of {run_id!r} never closed by a complete event"
+                )
             runs.clear()
 
     def close(self, *, exit_code: int | None = None) -> list[Violation]:
@@ -241,7 +250,9 @@ class Validator:
             self.report(0, "result-last", "the stream has no result (the producer died or was cut off)")
         expected = exit_code if exit_code is not None else self.expect_exit
         if expected is not None and self.result is not None and self.result.exit_code != expected:
-            self.report(0, "exit-code", f"process exited {expected} but result.exit_code is {self.result.exit_code}")
+            self.report(
+                0, "exit-code", f"process exited {expected} but result.exit_code is {self.result.exit_code}"
+            )
         return self.violations
 
 
@@ -359,7 +370,9 @@ def _check_block(checker: Validator, block: Block) -> None:
         begin = end + 1
 
 
-def _check_line(checker: Validator, number: int, data: bytes | bytearray | memoryview, terminated: bool) -> None:
+def _check_line(
+    checker: Validator, number: int, data: bytes | bytearray | memoryview, terminated: bool
+) -> None:
     """One line, given as its parts so that a block's lines can be checked as views without a copy."""
     if not terminated:
         checker.report(number, "truncated", "the last line has no newline (the stream was cut off)")
@@ -368,7 +381,9 @@ def _check_line(checker: Validator, number: int, data: bytes | bytearray | memor
     try:
         event = p.decode(data)
     except MalformedEventError as exc:
-        utf8_error = _utf8_error(bytes(data)) if not isinstance(exc.__cause__, UnicodeDecodeError) else exc.__cause__
+        utf8_error = (
+            _utf8_error(bytes(data)) if not isinstance(exc.__cause__, UnicodeDecodeError) else exc.__cause__
+        )
         if utf8_error is not None:
             checker.report(number, "invalid-utf8", str(utf8_error))
         else:

@@ -57,12 +57,15 @@ class Conversation:
             message["reasoning"] = [_reasoning_dict(block, provider) for block in turn.reasoning]
         if turn.tool_calls:
             message["tool_calls"] = [
-                {"id": call.call_id, "name": call.name, "arguments": call.arguments} for call in turn.tool_calls
+                {"id": call.call_id, "name": call.name, "arguments": call.arguments}
+                for call in turn.tool_calls
             ]
         self.messages.append(message)
 
     def add_tool_result(self, call_id: str, name: str, content: str, *, is_error: bool) -> None:
-        self.messages.append({"role": "tool", "call_id": call_id, "name": name, "content": content, "is_error": is_error})
+        self.messages.append(
+            {"role": "tool", "call_id": call_id, "name": name, "content": content, "is_error": is_error}
+        )
 
     def to_json(self) -> list[dict[str, Any]]:
         """The messages, ready for the session store (a copy, so later turns don't alias it)."""
@@ -80,7 +83,13 @@ class Conversation:
             for call in message.get("tool_calls", ()):
                 if call["id"] not in answered:
                     repaired.append(
-                        {"role": "tool", "call_id": call["id"], "name": call["name"], "content": INTERRUPTED_TOOL, "is_error": True}
+                        {
+                            "role": "tool",
+                            "call_id": call["id"],
+                            "name": call["name"],
+                            "content": INTERRUPTED_TOOL,
+                            "is_error": True,
+                        }
                     )
         self.messages = repaired
 

@@ -47,7 +47,15 @@ if TYPE_CHECKING:
     from agentstream.agent.tools import Toolbox
     from agentstream.stream import Stream, ToolCallScope
 
-__all__ = ["AgentLoop", "LoopOptions", "Outcome", "ProgressRelay", "TurnWriter", "backoff_ms", "retry_settings"]
+__all__ = [
+    "AgentLoop",
+    "LoopOptions",
+    "Outcome",
+    "ProgressRelay",
+    "TurnWriter",
+    "backoff_ms",
+    "retry_settings",
+]
 
 MAX_BACKOFF_MS = 30_000
 
@@ -169,7 +177,9 @@ class TurnWriter:
 
     def _emit_usage(self, model: str) -> None:
         u = self.usage
-        cost = cost_usd(model, input_tokens=u.input_tokens, output_tokens=u.output_tokens, cached_tokens=u.cached_tokens)
+        cost = cost_usd(
+            model, input_tokens=u.input_tokens, output_tokens=u.output_tokens, cached_tokens=u.cached_tokens
+        )
         self.stream.emit(
             p.Usage(
                 model=model,
@@ -283,8 +293,14 @@ class AgentLoop:
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _wait(self, stream: Stream, exc: ProviderError, attempt: int, attempts: int) -> None:
-        delay = exc.retry_in_ms if exc.retry_in_ms is not None else backoff_ms(attempt, self.options.retry_base_ms)
-        stream.error(exc.code, f"{exc.message} (attempt {attempt} of {attempts}, retrying)", retry_in_ms=delay)
+        delay = (
+            exc.retry_in_ms
+            if exc.retry_in_ms is not None
+            else backoff_ms(attempt, self.options.retry_base_ms)
+        )
+        stream.error(
+            exc.code, f"{exc.message} (attempt {attempt} of {attempts}, retrying)", retry_in_ms=delay
+        )
         time.sleep(delay / 1000)
 
     def _run_tool(self, stream: Stream, call: ToolCallDone) -> None:

@@ -158,7 +158,9 @@ def _step(parent: int, name: str, flags: int, file_mode: int, make_dir: bool, ta
     except OSError as exc:
         # Each open names one component, so ELOOP (EMLINK on BSD) can only mean it is a symlink;
         # a directory open of a symlink fails with ENOTDIR, which needs a look to tell apart.
-        if exc.errno in (errno.ELOOP, errno.EMLINK) or (exc.errno == errno.ENOTDIR and _is_symlink(name, parent)):
+        if exc.errno in (errno.ELOOP, errno.EMLINK) or (
+            exc.errno == errno.ENOTDIR and _is_symlink(name, parent)
+        ):
             raise PermissionDenied(
                 f"{target.display!r} changed to a symlink while it was being opened", fix=_RACE_FIX
             ) from None

@@ -35,9 +35,7 @@ _SCHEMA_VERSION: Final = 1
 _BUSY_TIMEOUT_S: Final = 30.0
 _TITLE_CHARS: Final = 80
 _MIN_PREFIX: Final = 4
-_COLUMNS: Final = (
-    "session_id, created_at, updated_at, cwd, provider, model, title, status, turn_count, usage, message_count"
-)
+_COLUMNS: Final = "session_id, created_at, updated_at, cwd, provider, model, title, status, turn_count, usage, message_count"
 
 
 def shorten_title(prompt: str, width: int = _TITLE_CHARS) -> str:
@@ -139,7 +137,9 @@ class SessionStore:
     def load(self, session_id: str) -> SessionRecord:
         """The session with this id, or with this unique id prefix (at least 4 characters)."""
         with self._db() as db:
-            rows = db.execute(f"SELECT {_COLUMNS}, messages FROM sessions WHERE session_id = ?", (session_id,))
+            rows = db.execute(
+                f"SELECT {_COLUMNS}, messages FROM sessions WHERE session_id = ?", (session_id,)
+            )
             found = rows.fetchall()
             if not found and len(session_id) >= _MIN_PREFIX:
                 found = db.execute(

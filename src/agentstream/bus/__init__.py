@@ -168,7 +168,9 @@ class Bus(abc.ABC):
         """
 
     @abc.abstractmethod
-    def read(self, run_id: str, from_seq: int = 0, *, limit: int = 1000, block: float | None = None) -> list[Record]:
+    def read(
+        self, run_id: str, from_seq: int = 0, *, limit: int = 1000, block: float | None = None
+    ) -> list[Record]:
         """Records with ``seq >= from_seq`` in order; with ``block``, wait up to that long for one."""
 
     @abc.abstractmethod
@@ -200,7 +202,9 @@ class Bus(abc.ABC):
     def enqueue(self, job: Job) -> None: ...
 
     @abc.abstractmethod
-    def claim(self, worker: str, *, idle_timeout: float, max_attempts: int, block: float = 0.0) -> Claim | None:
+    def claim(
+        self, worker: str, *, idle_timeout: float, max_attempts: int, block: float = 0.0
+    ) -> Claim | None:
         """Take a job whose owner stopped heartbeating for ``idle_timeout``, else a queued one."""
 
     @abc.abstractmethod
@@ -304,7 +308,9 @@ def _bus_options(url: str) -> dict[str, Any]:
     if "maxlen" in query:
         raw = query["maxlen"][-1]
         if not raw.isdigit() or int(raw) < 1:
-            raise UsageError(f"bad maxlen {raw!r} in the bus URL", fix="use a positive integer, e.g. ?maxlen=100000")
+            raise UsageError(
+                f"bad maxlen {raw!r} in the bus URL", fix="use a positive integer, e.g. ?maxlen=100000"
+            )
         options["maxlen"] = int(raw)
     return options
 
@@ -323,7 +329,9 @@ def parse_duration(text: str, *, what: str = "duration") -> float:
     except ValueError:
         value = -1.0
     if value <= 0:
-        raise UsageError(f"bad {what} {text!r}", fix="use seconds or a number with s/m/h/d, e.g. 7d; 0 keeps forever")
+        raise UsageError(
+            f"bad {what} {text!r}", fix="use seconds or a number with s/m/h/d, e.g. 7d; 0 keeps forever"
+        )
     return value
 
 

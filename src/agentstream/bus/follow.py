@@ -26,8 +26,8 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeVar
 
 from agentstream import protocol as p
-from agentstream.bus import BusUnavailable, FeedItem, Record
 from agentstream.actions import follow_action, resume_action, runs_action, watch_action
+from agentstream.bus import BusUnavailable, FeedItem, Record
 from agentstream.errors import AgentstreamError, ErrorCode, ExitCode, exit_code_for_signal
 
 if TYPE_CHECKING:
@@ -115,7 +115,9 @@ def follow(open_bus: Callable[[], Bus], options: FollowOptions, out: _Output | N
     try:
         return tail.run(open_bus)
     except _Stopped as stop:
-        return tail.end("follow_interrupted", _interrupted(stop.signum, "follower"), exit_code_for_signal(stop.signum))
+        return tail.end(
+            "follow_interrupted", _interrupted(stop.signum, "follower"), exit_code_for_signal(stop.signum)
+        )
     except _Ended as ended:
         return tail.end(ended.subtype, ended.error, ended.exit_code)
     except BrokenPipeError:
@@ -145,7 +147,9 @@ class _RunTail:
         self._check_known()
         block: float | None = None  # the first read does not wait: a finished run may end at once
         while True:
-            records = self._with_reconnect(lambda bus: bus.read(self.options.run_id, self.next_seq, block=block))
+            records = self._with_reconnect(
+                lambda bus: bus.read(self.options.run_id, self.next_seq, block=block)
+            )
             block = self._block()
             for record in records:
                 if self._emit(record):
@@ -253,7 +257,13 @@ class _RunTail:
         """Print the one synthetic terminal and return its exit code."""
         actions = [resume_action(self.options.run_id, self.next_seq), runs_action()]
         line = synthetic_result(
-            self.options.run_id, self.next_seq, subtype, error, exit_code, actions, command=self.options.command
+            self.options.run_id,
+            self.next_seq,
+            subtype,
+            error,
+            exit_code,
+            actions,
+            command=self.options.command,
         )
         try:
             self.out.write(line)
@@ -278,7 +288,9 @@ def synthetic_result(
         ok=error is None,
         subtype=subtype,
         exit_code=int(exit_code),
-        error=p.ErrorInfo(code=str(error.code), message=error.message, fix=error.fix or p.UNSET) if error else p.UNSET,
+        error=p.ErrorInfo(code=str(error.code), message=error.message, fix=error.fix or p.UNSET)
+        if error
+        else p.UNSET,
         result=result if result is not None else p.UNSET,
         command=command,
         next_actions=list(next_actions),
@@ -375,7 +387,11 @@ def watch(
     try:
         subtype, error, code = _watch_loop(open_bus, out, state, since, keep, timeout, count, reconnect_for)
     except _Stopped as stop:
-        subtype, error, code = "watch_interrupted", _interrupted(stop.signum, "watcher"), exit_code_for_signal(stop.signum)
+        subtype, error, code = (
+            "watch_interrupted",
+            _interrupted(stop.signum, "watcher"),
+            exit_code_for_signal(stop.signum),
+        )
     except BrokenPipeError:
         return int(ExitCode.SIGPIPE)
     finally:

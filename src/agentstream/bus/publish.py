@@ -51,7 +51,9 @@ def add_publish_options(parser: argparse.ArgumentParser, *, default: bool = True
     add_bus_option(parser)
     if default:
         parser.add_argument(
-            "--no-publish", action="store_true", help="do not record this run on the bus (follow will not see it)"
+            "--no-publish",
+            action="store_true",
+            help="do not record this run on the bus (follow will not see it)",
         )
     else:
         parser.add_argument(
@@ -102,7 +104,9 @@ class Publisher:
     ) -> None:
         self.url = url
         self.run_id = run_id
-        self.flush_timeout = flush_timeout if flush_timeout is not None else _env_seconds("FLUSH_TIMEOUT", 10.0)
+        self.flush_timeout = (
+            flush_timeout if flush_timeout is not None else _env_seconds("FLUSH_TIMEOUT", 10.0)
+        )
         self.retry_for = retry_for if retry_for is not None else _env_seconds("RETRY", 30.0)
         self.error: BaseException | None = None
         self.dropped = 0

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from agentstream import protocol as p
-from agentstream.bus import BusUnavailable, Claim, Job, Record, SeqConflict, open_bus
 from agentstream.actions import follow_action
+from agentstream.bus import BusUnavailable, Claim, Job, Record, SeqConflict, open_bus
 from agentstream.errors import AgentstreamError, ErrorCode, UsageError
 
 if TYPE_CHECKING:
@@ -182,7 +182,10 @@ class Worker:
         """One claim attempt (blocking briefly); an unreachable bus is reported once and retried."""
         try:
             claim = bus.claim(
-                self.name, idle_timeout=self.options.idle_timeout, max_attempts=self.options.max_attempts, block=0.5
+                self.name,
+                idle_timeout=self.options.idle_timeout,
+                max_attempts=self.options.max_attempts,
+                block=0.5,
             )
         except BusUnavailable as exc:
             if not self._bus_trouble:
@@ -238,7 +241,9 @@ class _JobRun:
         self.thread = threading.Thread(target=self._main, name=f"job-{claim.job.job_id}", daemon=True)
 
     def _event(self, name: str, **data: Any) -> None:
-        self.worker.stream.event(name, {"job_id": self.claim.job.job_id, "attempt": self.claim.attempt, **data})
+        self.worker.stream.event(
+            name, {"job_id": self.claim.job.job_id, "attempt": self.claim.attempt, **data}
+        )
 
     def _main(self) -> None:
         try:
@@ -276,7 +281,9 @@ class _JobRun:
         error = AgentstreamError(
             f"the worker running this job stopped heartbeating for {self.options.idle_timeout:g}s; {outcome}",
             code=ErrorCode.WORKER_LOST,
-            fix=f"follow run {retry}" if retry else "submit the prompt again, or raise the workers' --max-attempts",
+            fix=f"follow run {retry}"
+            if retry
+            else "submit the prompt again, or raise the workers' --max-attempts",
         )
         close_run(
             bus,
@@ -284,7 +291,11 @@ class _JobRun:
             error,
             subtype="worker_lost",
             command="exec",
-            details={"job_id": self.claim.job.job_id, "attempt": self.claim.attempt - 1, "retry_run_id": retry},
+            details={
+                "job_id": self.claim.job.job_id,
+                "attempt": self.claim.attempt - 1,
+                "retry_run_id": retry,
+            },
             next_actions=[follow_action(retry, description="follow the retry")] if retry else [],
         )
         self._event("job.reclaimed", lost_run_id=previous, run_id=retry)
@@ -302,7 +313,9 @@ class _JobRun:
             close_run(
                 bus,
                 run_id,
-                AgentstreamError(f"cannot start {argv[0]}: {exc}", code=ErrorCode.CLI_NOT_FOUND, fix=f"check ${EXEC_ENV}"),
+                AgentstreamError(
+                    f"cannot start {argv[0]}: {exc}", code=ErrorCode.CLI_NOT_FOUND, fix=f"check ${EXEC_ENV}"
+                ),
                 subtype="error",
                 command="exec",
             )

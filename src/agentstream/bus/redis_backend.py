@@ -121,7 +121,9 @@ class RedisBus(Bus):
     replies are cast to those where they are read.
     """
 
-    def __init__(self, url: str, *, retention: float = DEFAULT_RETENTION_S, maxlen: int = DEFAULT_MAXLEN) -> None:
+    def __init__(
+        self, url: str, *, retention: float = DEFAULT_RETENTION_S, maxlen: int = DEFAULT_MAXLEN
+    ) -> None:
         self.url = url
         self.retention = int(retention)
         self.maxlen = maxlen
@@ -170,16 +172,22 @@ class RedisBus(Bus):
             msgspec.msgpack.encode([(r.seq, r.type, r.line.decode()) for r in records]),
         ]
         with self._translated():
-            added, last = self._append(keys=[_run_key(run_id), _meta_key(run_id), RUNS_KEY, FEED_KEY], args=args)
+            added, last = self._append(
+                keys=[_run_key(run_id), _meta_key(run_id), RUNS_KEY, FEED_KEY], args=args
+            )
         if added < 0:
             raise SeqConflict(f"run {run_id} is at seq {int(last) + 1}, not {if_next_seq}")
         return int(added)
 
-    def read(self, run_id: str, from_seq: int = 0, *, limit: int = 1000, block: float | None = None) -> list[Record]:
+    def read(
+        self, run_id: str, from_seq: int = 0, *, limit: int = 1000, block: float | None = None
+    ) -> list[Record]:
         entries = self._xread(_run_key(run_id), f"0-{max(from_seq, 0)}", limit, block)
         return [_record(entry_id, fields) for entry_id, fields in entries]
 
-    def _xread(self, key: str, after: str, limit: int, block: float | None) -> list[tuple[bytes, dict[bytes, bytes]]]:
+    def _xread(
+        self, key: str, after: str, limit: int, block: float | None
+    ) -> list[tuple[bytes, dict[bytes, bytes]]]:
         """Entries after ``after`` (exclusive); with ``block``, wait up to that long (capped) for one."""
         block_ms = None if not block else max(1, int(min(block, MAX_BLOCK_S) * 1000))
         with self._translated():
@@ -253,7 +261,9 @@ class RedisBus(Bus):
         try:
             entries = self._xread(FEED_KEY, cursor, limit, block)
         except redis.ResponseError as exc:
-            raise UsageError(f"bad feed cursor {cursor!r}: {exc}", fix="pass a cursor printed by this bus, or 0") from exc
+            raise UsageError(
+                f"bad feed cursor {cursor!r}: {exc}", fix="pass a cursor printed by this bus, or 0"
+            ) from exc
         return [
             FeedItem(entry_id.decode(), f[b"r"].decode(), Record(int(f[b"s"]), f[b"t"].decode(), f[b"l"]))
             for entry_id, f in entries
@@ -293,7 +303,9 @@ class RedisBus(Bus):
             pipe.xadd(JOBS_KEY, {"job": job.job_id})
             pipe.execute()
 
-    def claim(self, worker: str, *, idle_timeout: float, max_attempts: int, block: float = 0.0) -> Claim | None:
+    def claim(
+        self, worker: str, *, idle_timeout: float, max_attempts: int, block: float = 0.0
+    ) -> Claim | None:
         self._ensure_group()
         with self._translated():
             reply = self._client.xautoclaim(JOBS_KEY, GROUP, worker, int(idle_timeout * 1000), "0-0", count=1)
@@ -301,7 +313,8 @@ class RedisBus(Bus):
             if not entries:
                 block_ms = max(1, int(min(block, MAX_BLOCK_S) * 1000)) if block else None
                 fresh = cast(
-                    "list[list[Any]]", self._client.xreadgroup(GROUP, worker, {JOBS_KEY: ">"}, count=1, block=block_ms)
+                    "list[list[Any]]",
+                    self._client.xreadgroup(GROUP, worker, {JOBS_KEY: ">"}, count=1, block=block_ms),
                 )
                 entries = list(fresh[0][1]) if fresh else []
             if not entries:
@@ -340,7 +353,8 @@ class RedisBus(Bus):
         worker, entry_id = claim.token.split("\n", 1)
         with self._translated():
             done = self._owned(
-                keys=[JOBS_KEY, _job_key(claim.job.job_id)], args=[GROUP, worker, entry_id, claim.attempt, *updates]
+                keys=[JOBS_KEY, _job_key(claim.job.job_id)],
+                args=[GROUP, worker, entry_id, claim.attempt, *updates],
             )
         return bool(done)
 

@@ -86,7 +86,9 @@ CREATE TABLE IF NOT EXISTS jobs (
 CREATE INDEX IF NOT EXISTS jobs_by_status ON jobs (status, created);
 """
 
-_RUN_COLUMNS: Final = "run_id, status, command, created, updated, last_seq, exit_code, subtype, job_id, attempt"
+_RUN_COLUMNS: Final = (
+    "run_id, status, command, created, updated, last_seq, exit_code, subtype, job_id, attempt"
+)
 _JOB_COLUMNS: Final = "job_id, run_id, prompt, args, status, attempt, worker, created, updated"
 
 
@@ -180,7 +182,9 @@ class SqliteBus(Bus):
         return added
 
     @staticmethod
-    def _upsert_run(db: sqlite3.Connection, run_id: str, exists: bool, update: RunUpdate, top: int, now: float) -> None:
+    def _upsert_run(
+        db: sqlite3.Connection, run_id: str, exists: bool, update: RunUpdate, top: int, now: float
+    ) -> None:
         status, command, exit_code, subtype = update
         if not exists:
             db.execute(
@@ -204,11 +208,15 @@ class SqliteBus(Bus):
         self._last_prune = now
         cutoff = now - self.retention
         with self._write() as db:
-            db.execute("DELETE FROM events WHERE run_id IN (SELECT run_id FROM runs WHERE updated < ?)", (cutoff,))
+            db.execute(
+                "DELETE FROM events WHERE run_id IN (SELECT run_id FROM runs WHERE updated < ?)", (cutoff,)
+            )
             db.execute("DELETE FROM runs WHERE updated < ?", (cutoff,))
             db.execute("DELETE FROM jobs WHERE status IN ('succeeded', 'failed') AND updated < ?", (cutoff,))
 
-    def read(self, run_id: str, from_seq: int = 0, *, limit: int = 1000, block: float | None = None) -> list[Record]:
+    def read(
+        self, run_id: str, from_seq: int = 0, *, limit: int = 1000, block: float | None = None
+    ) -> list[Record]:
         def fetch() -> list[Record]:
             rows = self._query(
                 "SELECT seq, type, line FROM events WHERE run_id = ? AND seq >= ? ORDER BY seq LIMIT ?",
@@ -279,7 +287,8 @@ class SqliteBus(Bus):
 
         def fetch() -> list[FeedItem]:
             rows = self._query(
-                "SELECT id, run_id, seq, type, line FROM events WHERE id > ? ORDER BY id LIMIT ?", (after, limit)
+                "SELECT id, run_id, seq, type, line FROM events WHERE id > ? ORDER BY id LIMIT ?",
+                (after, limit),
             )
             return [FeedItem(str(i), run, Record(seq, kind, bytes(line))) for i, run, seq, kind, line in rows]
 
@@ -295,7 +304,9 @@ class SqliteBus(Bus):
                 (job.job_id, job.run_id, job.prompt, msgspec.json.encode(job.args).decode(), now, now),
             )
 
-    def claim(self, worker: str, *, idle_timeout: float, max_attempts: int, block: float = 0.0) -> Claim | None:
+    def claim(
+        self, worker: str, *, idle_timeout: float, max_attempts: int, block: float = 0.0
+    ) -> Claim | None:
         def attempt() -> list[Claim]:
             found = self._claim_once(worker, idle_timeout, max_attempts)
             return [found] if found else []

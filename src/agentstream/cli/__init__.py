@@ -62,7 +62,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         near = get_close_matches(name, COMMANDS, n=1)
         hint = f" (did you mean '{near[0]}'?)" if near else ""
-        sys.stderr.write(f"agentstream: unknown command '{name}'{hint}\nRun 'agentstream --help' for the list.\n")
+        sys.stderr.write(
+            f"agentstream: unknown command '{name}'{hint}\nRun 'agentstream --help' for the list.\n"
+        )
         return 2
     module = importlib.import_module(f"agentstream.cli.{name}_cmd")
     parser = argparse.ArgumentParser(prog=f"agentstream {name}", description=COMMANDS[name])

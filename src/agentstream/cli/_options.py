@@ -26,7 +26,9 @@ def add_output_options(parser: argparse.ArgumentParser, *, default: str = "strea
 
 
 def add_input_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", nargs="?", default="-", metavar="FILE", help="a file, or - for stdin (default)")
+    parser.add_argument(
+        "file", nargs="?", default="-", metavar="FILE", help="a file, or - for stdin (default)"
+    )
     parser.add_argument(
         "--from",
         dest="from_dialect",

@@ -32,7 +32,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="report lines longer than N bytes as LINE_TOO_LONG errors instead of reading them (default: no limit)",
     )
-    parser.add_argument("--no-progress", action="store_true", help="no progress line on stderr, even on a terminal")
+    parser.add_argument(
+        "--no-progress", action="store_true", help="no progress line on stderr, even on a terminal"
+    )
 
 
 def add_to_alias(parser: argparse.ArgumentParser) -> None:
@@ -51,7 +53,8 @@ def check_dialect(name: str | None) -> None:
         get_dialect(name)
     except ModuleNotFoundError:
         raise UnknownDialectError(
-            f"dialect {name!r} is not available in this install", fix="'agentstream dialects' lists those that are"
+            f"dialect {name!r} is not available in this install",
+            fix="'agentstream dialects' lists those that are",
         ) from None
 
 
@@ -89,7 +92,9 @@ def convert(
     from agentstream.render import make_sink
 
     writer = _Output(out, flush_each=not is_regular_file(source))
-    sink = _LinesOut(writer, to_dialect) if output_format == "stream-json" else make_sink(output_format, writer)
+    sink = (
+        _LinesOut(writer, to_dialect) if output_format == "stream-json" else make_sink(output_format, writer)
+    )
     with read(source, from_dialect, max_line_bytes=max_line_bytes, label=label) as reader:
         batches: Iterable[list[AnyEvent]] = reader.batches()
         if progress is not None:

@@ -18,7 +18,7 @@ def run(args: argparse.Namespace) -> int:
     from agentstream import protocol as p
     from agentstream.stream import Stream
 
-    words = "agentstream always ends its stream with exactly one result event.".split(" ")
+    words = ["agentstream", "always", "ends", "its", "stream", "with", "exactly", "one", "result", "event."]
     with Stream("demo", output_format=args.output_format, dialect=args.dialect, tools=["count_words"]) as s:
         with s.step("turn 1"):
             s.reasoning("The user wants a demonstration; I will count some words.")

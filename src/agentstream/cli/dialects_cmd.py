@@ -7,7 +7,9 @@ import sys
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="one JSON object per dialect and line, for programs")
+    parser.add_argument(
+        "--json", action="store_true", help="one JSON object per dialect and line, for programs"
+    )
 
 
 def run(args: argparse.Namespace) -> int:

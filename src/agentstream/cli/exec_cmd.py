@@ -15,17 +15,16 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from agentstream.agent.permissions import PERMISSION_MODES
 from agentstream.agent.providers import PROVIDER_NAMES
+from agentstream.bus.publish import add_publish_options, attach_publisher
 from agentstream.cli._options import add_output_options
 from agentstream.errors import AgentstreamError, ErrorCode, UsageError
-
-from agentstream.bus.publish import add_publish_options, attach_publisher
 
 if TYPE_CHECKING:
     from agentstream.agent.conversation import Conversation
@@ -43,7 +42,9 @@ DEFAULT_SYSTEM = (
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("prompt", nargs="?", help="what to do; - reads it from stdin")
-    parser.add_argument("-p", "--prompt", dest="prompt_option", metavar="PROMPT", help="the prompt, as an option")
+    parser.add_argument(
+        "-p", "--prompt", dest="prompt_option", metavar="PROMPT", help="the prompt, as an option"
+    )
     add_output_options(parser)
     parser.add_argument(
         "--input-format",
@@ -54,26 +55,48 @@ def configure(parser: argparse.ArgumentParser) -> None:
     model = parser.add_argument_group("model")
     model.add_argument("--provider", choices=PROVIDER_NAMES, help="default: picked from the environment")
     model.add_argument("--model", help="model name (default: the provider's; or $AGENTSTREAM_MODEL)")
-    model.add_argument("--base-url", metavar="URL", help="an OpenAI-compatible server (vLLM, llama.cpp, LM Studio…)")
-    model.add_argument("--system", metavar="TEXT", help="replace the default system prompt")
-    model.add_argument("--max-tokens", type=int, default=8192, metavar="N", help="answer tokens per Anthropic call (default 8192)")
-    model.add_argument("--thinking-budget", type=int, default=0, metavar="N", help="Anthropic extended thinking tokens")
-    model.add_argument("--timeout", type=float, default=600.0, metavar="S", help="seconds per model call (default 600)")
     model.add_argument(
-        "--max-retries", type=int, default=None, metavar="N", help="retries of a failed call (default 3, $AGENTSTREAM_MAX_RETRIES)"
+        "--base-url", metavar="URL", help="an OpenAI-compatible server (vLLM, llama.cpp, LM Studio…)"
+    )
+    model.add_argument("--system", metavar="TEXT", help="replace the default system prompt")
+    model.add_argument(
+        "--max-tokens",
+        type=int,
+        default=8192,
+        metavar="N",
+        help="answer tokens per Anthropic call (default 8192)",
+    )
+    model.add_argument(
+        "--thinking-budget", type=int, default=0, metavar="N", help="Anthropic extended thinking tokens"
+    )
+    model.add_argument(
+        "--timeout", type=float, default=600.0, metavar="S", help="seconds per model call (default 600)"
+    )
+    model.add_argument(
+        "--max-retries",
+        type=int,
+        default=None,
+        metavar="N",
+        help="retries of a failed call (default 3, $AGENTSTREAM_MAX_RETRIES)",
     )
     model.add_argument("--cassette", metavar="FILE", help="replay this cassette instead of calling a model")
     model.add_argument("--record", metavar="FILE", help="also record the model's turns to this cassette")
     agent = parser.add_argument_group("agent")
     agent.add_argument("--cwd", metavar="DIR", help="the workspace the tools work in (default: here)")
-    agent.add_argument("--max-turns", type=int, default=0, metavar="N", help="model calls per prompt (default: no limit)")
+    agent.add_argument(
+        "--max-turns", type=int, default=0, metavar="N", help="model calls per prompt (default: no limit)"
+    )
     agent.add_argument("--permission-mode", choices=PERMISSION_MODES, default="workspace-write")
     agent.add_argument("--tools", metavar="LIST", help="comma-separated allow-list of tools")
-    agent.add_argument("--no-deltas", action="store_true", help="only complete messages, no message_delta events")
+    agent.add_argument(
+        "--no-deltas", action="store_true", help="only complete messages, no message_delta events"
+    )
     session = parser.add_argument_group("session")
     session.add_argument("--session-id", metavar="ID", help="the id of the new session")
     session.add_argument("--resume", metavar="ID", help="continue this stored session")
-    session.add_argument("--continue", dest="continue_", action="store_true", help="continue the latest session here")
+    session.add_argument(
+        "--continue", dest="continue_", action="store_true", help="continue the latest session here"
+    )
     add_publish_options(parser)
 
 
@@ -124,8 +147,11 @@ class _Agent:
         conversation = Conversation(previous.messages if previous else ())
         loop = _loop(args, provider, conversation, cwd)
         record = previous or SessionRecord.new(
-            session_id=args.session_id or _new_session_id(), cwd=str(cwd), provider=provider.name,
-            model=provider.model, prompt=prompt or "",
+            session_id=args.session_id or _new_session_id(),
+            cwd=str(cwd),
+            provider=provider.name,
+            model=provider.model,
+            prompt=prompt or "",
         )
         record.provider, record.model = provider.name, provider.model
         return cls(args, loop, store, record, previous is not None, prompt, cwd)
@@ -221,7 +247,9 @@ def _first_prompt(args: argparse.Namespace) -> str | None:
     prompt = args.prompt if args.prompt is not None else args.prompt_option
     if prompt == "-":
         if args.input_format == "stream-json":
-            raise UsageError("with --input-format stream-json, stdin carries the turns", fix="drop the - prompt")
+            raise UsageError(
+                "with --input-format stream-json, stdin carries the turns", fix="drop the - prompt"
+            )
         prompt = sys.stdin.read()
     if args.input_format == "text" and not (prompt or "").strip():
         raise UsageError("no prompt", fix="pass PROMPT, -p PROMPT, or - to read it from stdin")
@@ -253,7 +281,9 @@ def _previous_session(store: SessionStore, args: argparse.Namespace, cwd: Path) 
         latest = store.latest(str(cwd))
         if latest is None:
             raise AgentstreamError(
-                f"no stored session for {cwd}", code=ErrorCode.SESSION_NOT_FOUND, fix="start one without --continue"
+                f"no stored session for {cwd}",
+                code=ErrorCode.SESSION_NOT_FOUND,
+                fix="start one without --continue",
             )
         return latest
     if args.session_id:
@@ -267,7 +297,9 @@ def _require_new(store: SessionStore, session_id: str) -> None:
     except AgentstreamError:
         return
     if existing.session_id == session_id:
-        raise UsageError(f"session {session_id} already exists", fix=f"continue it with --resume {session_id}")
+        raise UsageError(
+            f"session {session_id} already exists", fix=f"continue it with --resume {session_id}"
+        )
 
 
 def _provider(args: argparse.Namespace) -> Provider:
@@ -293,7 +325,7 @@ def _provider(args: argparse.Namespace) -> Provider:
 
 def _loop(args: argparse.Namespace, provider: Provider, conversation: Conversation, cwd: Path) -> AgentLoop:
     from agentstream.agent.loop import AgentLoop, LoopOptions, ProgressRelay, retry_settings
-    from agentstream.agent.tools import ToolContext, Toolbox
+    from agentstream.agent.tools import Toolbox, ToolContext
 
     relay = ProgressRelay()
     allow = None if args.tools is None else [name.strip() for name in args.tools.split(",") if name.strip()]
@@ -356,7 +388,9 @@ def _user_text(line: bytes, number: int) -> str:
     elif obj.get("type") == "user" and isinstance(obj.get("message"), dict):
         content = obj["message"].get("content")
     else:
-        raise UsageError(f"stdin line {number} is not a user message (type {obj.get('type')!r})", fix=_TURN_FIX)
+        raise UsageError(
+            f"stdin line {number} is not a user message (type {obj.get('type')!r})", fix=_TURN_FIX
+        )
     text = _content_text(content)
     if text is None or not text.strip():
         raise UsageError(f"stdin line {number} has no text content", fix=_TURN_FIX)

@@ -18,7 +18,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def add_follow_options(parser: argparse.ArgumentParser, *, timeout_flag: str = "--timeout") -> None:
     """What every command that follows a run offers (follow, send --follow, submit --follow)."""
     parser.add_argument(
-        timeout_flag, dest="follow_timeout", type=float, default=None, metavar="S", help="stop following after S seconds"
+        timeout_flag,
+        dest="follow_timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="stop following after S seconds",
     )
     parser.add_argument(
         "--reconnect-timeout",

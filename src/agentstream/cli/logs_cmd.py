@@ -24,7 +24,9 @@ if TYPE_CHECKING:
 
 POLL_MIN_S: Final = 0.01
 POLL_MAX_S: Final = 0.25
-_LEVEL: Final = re.compile(r"\b(DEBUG|INFO|NOTICE|WARN(?:ING)?|ERROR|ERR|CRITICAL|FATAL|PANIC)\b|\[(\w+)\]|level=(\w+)")
+_LEVEL: Final = re.compile(
+    r"\b(DEBUG|INFO|NOTICE|WARN(?:ING)?|ERROR|ERR|CRITICAL|FATAL|PANIC)\b|\[(\w+)\]|level=(\w+)"
+)
 _LEVELS: Final[dict[str, LogLevel]] = {
     "debug": "debug",
     "info": "info",
@@ -41,12 +43,21 @@ _LEVELS: Final[dict[str, LogLevel]] = {
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", metavar="FILE", help="the file to read")
-    parser.add_argument("-f", "--follow", action="store_true", help="keep streaming new lines (survives rotation)")
-    parser.add_argument("--from-start", action="store_true", help="with --follow, begin with the existing lines")
     parser.add_argument(
-        "--level", choices=sorted(set(_LEVELS.values())), default=None, help="the level of every line (default: guessed)"
+        "-f", "--follow", action="store_true", help="keep streaming new lines (survives rotation)"
     )
-    parser.add_argument("--timeout", type=float, default=None, metavar="S", help="with --follow, stop after S seconds")
+    parser.add_argument(
+        "--from-start", action="store_true", help="with --follow, begin with the existing lines"
+    )
+    parser.add_argument(
+        "--level",
+        choices=sorted(set(_LEVELS.values())),
+        default=None,
+        help="the level of every line (default: guessed)",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=None, metavar="S", help="with --follow, stop after S seconds"
+    )
     add_output_options(parser)
     add_publish_options(parser, default=False)
 
@@ -62,7 +73,9 @@ def run(args: argparse.Namespace) -> int:
         with stream:
             if not args.follow:
                 if not os.path.isfile(args.file):
-                    raise UsageError(f"no such file: {args.file}", fix="check the path, or use --follow to wait for it")
+                    raise UsageError(
+                        f"no such file: {args.file}", fix="check the path, or use --follow to wait for it"
+                    )
                 with open(args.file, "rb") as source:
                     _emit_lines(stream, source.read(), args.level, final=True)
             else:

@@ -20,8 +20,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agentstream.bus import open_bus
     from agentstream.actions import follow_action, runs_action, submit_action, watch_action
+    from agentstream.bus import open_bus
     from agentstream.envelope import ok_envelope, print_envelope, print_error
     from agentstream.errors import AgentstreamError, UsageError
 

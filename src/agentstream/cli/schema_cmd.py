@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--indent", type=int, default=2, help="spaces per level (0 for one line)")
 

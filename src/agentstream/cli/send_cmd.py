@@ -15,17 +15,19 @@ from agentstream.cli.follow_cmd import add_follow_options
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", metavar="NAME", help="the event's name, e.g. deploy/finished")
-    parser.add_argument("--data", default="null", metavar="JSON", help="the event's data as JSON (default null)")
+    parser.add_argument(
+        "--data", default="null", metavar="JSON", help="the event's data as JSON (default null)"
+    )
     parser.add_argument("--follow", action="store_true", help="print the run back from the bus as NDJSON")
     add_bus_option(parser)
     add_follow_options(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    from agentstream.bus import open_bus
     from agentstream.actions import follow_action, runs_action, watch_action
-    from agentstream.envelope import ok_envelope, print_envelope, print_error
+    from agentstream.bus import open_bus
     from agentstream.cli.follow_cmd import follow_run
+    from agentstream.envelope import ok_envelope, print_envelope, print_error
     from agentstream.errors import AgentstreamError
 
     command = f"agentstream send {args.name}"
@@ -38,7 +40,9 @@ def run(args: argparse.Namespace) -> int:
     if args.follow:
         return follow_run(args, run_id, command=command, wait=False)
     result = {"run_id": run_id, "name": args.name, "events": count}
-    return print_envelope(ok_envelope(command, result, [follow_action(run_id), watch_action(), runs_action()]))
+    return print_envelope(
+        ok_envelope(command, result, [follow_action(run_id), watch_action(), runs_action()])
+    )
 
 
 def _data(text: str) -> Any:

@@ -30,11 +30,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agentstream.bus import open_bus
     from agentstream.actions import follow_action, runs_action, worker_action
-    from agentstream.envelope import ok_envelope, print_envelope, print_error
+    from agentstream.bus import open_bus
     from agentstream.bus.queue import new_job
     from agentstream.cli.follow_cmd import follow_run
+    from agentstream.envelope import ok_envelope, print_envelope, print_error
     from agentstream.errors import AgentstreamError
 
     command = "agentstream submit"
@@ -50,7 +50,9 @@ def run(args: argparse.Namespace) -> int:
     if args.follow:
         return follow_run(args, job.run_id, command=f"agentstream follow {job.run_id}", wait=True)
     result = {"job_id": job.job_id, "run_id": job.run_id, "status": "queued", "args": exec_args}
-    actions = [follow_action(job.run_id, description="follow the job's run (it starts when a worker takes it)")]
+    actions = [
+        follow_action(job.run_id, description="follow the job's run (it starts when a worker takes it)")
+    ]
     return print_envelope(ok_envelope(command, result, [*actions, worker_action(), runs_action()]))
 
 
@@ -69,7 +71,9 @@ class _Strict(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         from agentstream.errors import UsageError
 
-        raise UsageError(f"bad exec option: {message}", fix="see 'agentstream exec --help' for the options a job takes")
+        raise UsageError(
+            f"bad exec option: {message}", fix="see 'agentstream exec --help' for the options a job takes"
+        )
 
 
 def _check_exec_args(prompt: str, exec_args: Sequence[str]) -> None:
@@ -78,7 +82,9 @@ def _check_exec_args(prompt: str, exec_args: Sequence[str]) -> None:
 
     reserved = [arg for arg in exec_args if arg.split("=", 1)[0] in _RESERVED]
     if reserved:
-        raise UsageError(f"{reserved[0]} cannot be set on a job", fix="the worker sets the session and the bus itself")
+        raise UsageError(
+            f"{reserved[0]} cannot be set on a job", fix="the worker sets the session and the bus itself"
+        )
     try:
         from agentstream.cli import exec_cmd
     except ImportError:

@@ -16,7 +16,9 @@ if TYPE_CHECKING:
 def configure(parser: argparse.ArgumentParser) -> None:
     add_input_argument(parser)
     parser.add_argument("--expect-exit", type=int, metavar="N", help="also require result.exit_code == N")
-    parser.add_argument("--json", action="store_true", help="print violations as NDJSON objects, then a summary")
+    parser.add_argument(
+        "--json", action="store_true", help="print violations as NDJSON objects, then a summary"
+    )
     parser.add_argument("--max-line-bytes", type=int, metavar="N", help="report lines longer than N bytes")
     parser.add_argument("--quiet", "-q", action="store_true", help="print nothing; the exit code says it all")
 
@@ -48,24 +50,32 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(f"{violation}\n")
         sys.stdout.flush()
     if args.json and not args.quiet:
-        _write_json({"valid": count == 0, "violations": count, "events": validator.events, "dialect": dialect})
+        _write_json(
+            {"valid": count == 0, "violations": count, "events": validator.events, "dialect": dialect}
+        )
     elif not args.quiet:
         verdict = "valid" if count == 0 else f"{count} violation{'s' if count != 1 else ''}"
         sys.stderr.write(f"{args.file}: {validator.events} events ({dialect}), {verdict}\n")
     return 0 if count == 0 else 1
 
 
-def _violations(source: IO[bytes], dialect: str, validator: Validator, args: argparse.Namespace) -> Iterator[Violation]:
+def _violations(
+    source: IO[bytes], dialect: str, validator: Validator, args: argparse.Namespace
+) -> Iterator[Violation]:
     if dialect != "canonical":
         from agentstream.read import read
         from agentstream.validate import validate_decoded
 
-        return validate_decoded(read(source, dialect, max_line_bytes=args.max_line_bytes, label=args.file), validator)
+        return validate_decoded(
+            read(source, dialect, max_line_bytes=args.max_line_bytes, label=args.file), validator
+        )
     from agentstream._lines import iter_blocks, iter_lines
     from agentstream.cli._progress import with_progress
     from agentstream.validate import validate_items
 
-    framed = iter_lines(source, max_line_bytes=args.max_line_bytes) if args.max_line_bytes else iter_blocks(source)
+    framed = (
+        iter_lines(source, max_line_bytes=args.max_line_bytes) if args.max_line_bytes else iter_blocks(source)
+    )
     return validate_items(with_progress(framed, source, sys.stderr, verb="validating"), validator)
 
 

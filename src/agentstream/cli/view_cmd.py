@@ -10,7 +10,9 @@ from agentstream.cli._options import add_input_argument, open_input
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add_input_argument(parser)
-    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="colour on stderr")
+    parser.add_argument(
+        "--color", choices=("auto", "always", "never"), default="auto", help="colour on stderr"
+    )
 
 
 def run(args: argparse.Namespace) -> int:

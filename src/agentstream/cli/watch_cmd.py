@@ -9,17 +9,33 @@ from agentstream.bus.publish import add_bus_option
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add_bus_option(parser)
-    parser.add_argument("--run", action="append", default=[], metavar="ID", help="only these runs (glob; repeatable)")
-    parser.add_argument("--type", action="append", default=[], metavar="TYPE", help="only this event type (repeatable)")
     parser.add_argument(
-        "--name", action="append", default=[], metavar="GLOB", help="only event/step/progress/tool events so named"
+        "--run", action="append", default=[], metavar="ID", help="only these runs (glob; repeatable)"
+    )
+    parser.add_argument(
+        "--type", action="append", default=[], metavar="TYPE", help="only this event type (repeatable)"
+    )
+    parser.add_argument(
+        "--name",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="only event/step/progress/tool events so named",
     )
     start = parser.add_mutually_exclusive_group()
-    start.add_argument("--since", metavar="CURSOR", default=None, help="resume after a cursor from a previous watch")
+    start.add_argument(
+        "--since", metavar="CURSOR", default=None, help="resume after a cursor from a previous watch"
+    )
     start.add_argument("--from-start", action="store_true", help="begin with the oldest events the bus keeps")
     parser.add_argument("--timeout", type=float, default=None, metavar="S", help="stop after S seconds")
     parser.add_argument("--count", type=int, default=None, metavar="N", help="stop after printing N events")
-    parser.add_argument("--reconnect-timeout", type=float, default=30.0, metavar="S", help="retry an unreachable bus this long")
+    parser.add_argument(
+        "--reconnect-timeout",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="retry an unreachable bus this long",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -30,9 +30,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="reclaim a job whose worker has not heartbeaten for S seconds (default 30; use one value everywhere)",
     )
-    parser.add_argument("--max-attempts", type=int, default=3, metavar="N", help="attempts per job (default 3)")
+    parser.add_argument(
+        "--max-attempts", type=int, default=3, metavar="N", help="attempts per job (default 3)"
+    )
     parser.add_argument("--max-jobs", type=int, default=None, metavar="N", help="exit after taking N jobs")
-    parser.add_argument("--grace", type=float, default=30.0, metavar="S", help="on a signal, wait S s for jobs (default 30)")
+    parser.add_argument(
+        "--grace", type=float, default=30.0, metavar="S", help="on a signal, wait S s for jobs (default 30)"
+    )
     parser.add_argument(
         "--exec-command",
         metavar="CMD",

@@ -61,7 +61,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="between SIGTERM and SIGKILL when the child has to be stopped (default 3)",
     )
-    parser.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS ...]", help="the command to run")
+    parser.add_argument(
+        "argv", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS ...]", help="the command to run"
+    )
 
 
 def run(args: argparse.Namespace) -> int:

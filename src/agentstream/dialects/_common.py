@@ -58,10 +58,10 @@ __all__ = [
     "ToolPairs",
     "arguments_text",
     "encode_object",
+    "epoch_ms",
     "event_data",
     "event_from_data",
     "first_keys",
-    "epoch_ms",
     "iso",
     "json_or_text",
     "parse_arguments",
@@ -530,7 +530,9 @@ class EventDecoder(DialectDecoder):
         self.last_fatal = event if isinstance(event, p.Error) and not event.recoverable else None
         super().emit(event, ts)
 
-    def chunk(self, text: str, *, ts: str | None = None, role: p.Role = "assistant", reasoning: bool = False) -> None:
+    def chunk(
+        self, text: str, *, ts: str | None = None, role: p.Role = "assistant", reasoning: bool = False
+    ) -> None:
         """Emit one delta of the current run (starting a run when none of this kind is open)."""
         run = self._run
         if run is not None and (run.reasoning != reasoning or run.role != role):
@@ -553,7 +555,13 @@ class EventDecoder(DialectDecoder):
         self._stamp(run.complete(), run.ts)
 
     def delta(
-        self, run_id: str, text: str, *, ts: str | None = None, role: p.Role = "assistant", reasoning: bool = False
+        self,
+        run_id: str,
+        text: str,
+        *,
+        ts: str | None = None,
+        role: p.Role = "assistant",
+        reasoning: bool = False,
     ) -> None:
         """A delta of a run the dialect names and ends itself (several may be open at once).
 
@@ -590,7 +598,9 @@ class EventDecoder(DialectDecoder):
             event.synthetic = True
             self.emit(event, run.ts)
 
-    def close_open_calls(self, error: str, *, ts: str | None = None, status: p.ToolStatus = "cancelled") -> None:
+    def close_open_calls(
+        self, error: str, *, ts: str | None = None, status: p.ToolStatus = "cancelled"
+    ) -> None:
         """Give every call the dialect left unanswered a ``synthetic`` result, so each call has one."""
         for call_id, name in self.tools.unanswered():
             self.tools.finished(call_id, name)
@@ -605,7 +615,13 @@ class EventDecoder(DialectDecoder):
     # helpers for terminal events
 
     def emit_result(
-        self, *, ok: bool, exit_code: int, ts: str | None = None, error: p.ErrorInfo | None = None, **fields: Any
+        self,
+        *,
+        ok: bool,
+        exit_code: int,
+        ts: str | None = None,
+        error: p.ErrorInfo | None = None,
+        **fields: Any,
     ) -> None:
         """Emit the ``result``; tools used and usage come from the tally unless the dialect gave its own.
 
@@ -614,7 +630,9 @@ class EventDecoder(DialectDecoder):
         """
         if error is not None:
             if self.last_fatal is None:
-                self.emit(p.Error(code=error.code, message=error.message, recoverable=False, fix=error.fix), ts)
+                self.emit(
+                    p.Error(code=error.code, message=error.message, recoverable=False, fix=error.fix), ts
+                )
             fields["error"] = error
         fields.setdefault("subtype", "success" if ok else "error")
         fields.setdefault("tools_used", list(self.tally.tools_used))
@@ -632,8 +650,11 @@ class EventDecoder(DialectDecoder):
         """Say, in the stream, that a tool's arguments were kept as a raw string."""
         if problem is not None:
             self.emit(
-                p.Log(level="warn", message=f"{fields.where}: the arguments {problem}; kept as a string under "
-                      f"'{RAW_ARGUMENTS_KEY}'"),
+                p.Log(
+                    level="warn",
+                    message=f"{fields.where}: the arguments {problem}; kept as a string under "
+                    f"'{RAW_ARGUMENTS_KEY}'",
+                ),
                 ts,
             )
 
@@ -678,7 +699,9 @@ class EventEncoder(DialectEncoder):
         if not self.started:
             self.started = True
             if not isinstance(event, p.Start):
-                lines += self._lines(p.Start(command="", session_id=event.session_id, ts=event.ts, synthetic=True))
+                lines += self._lines(
+                    p.Start(command="", session_id=event.session_id, ts=event.ts, synthetic=True)
+                )
         if self.held_fatal is not None and not isinstance(event, p.Result):
             held, self.held_fatal = self.held_fatal, None
             lines += self._lines(held)

@@ -101,7 +101,9 @@ class AcaiEncoder(EventEncoder):
     fold_fatal = True
 
     def on_start(self, event: p.Start) -> list[dict[str, Any]]:
-        return [{"type": "init", "session_id": event.session_id, "cwd": event.cwd, "tools": list(event.tools)}]
+        return [
+            {"type": "init", "session_id": event.session_id, "cwd": event.cwd, "tools": list(event.tools)}
+        ]
 
     def on_message(self, event: p.Message) -> list[dict[str, Any]]:
         return [{"type": "message", "role": event.role, "content": event.content, "id": event.message_id}]

@@ -41,24 +41,66 @@ from agentstream.errors import ErrorCode, MalformedEventError
 
 CUSTOM_PREFIX = "agentstream."
 """``CUSTOM`` events with this name prefix carry a canonical event AG-UI has no event for."""
-_GENERIC = frozenset({
-    "STATE_SNAPSHOT", "STATE_DELTA", "MESSAGES_SNAPSHOT", "ACTIVITY_SNAPSHOT", "ACTIVITY_DELTA", "RAW",
-    "REASONING_ENCRYPTED_VALUE", "SUBAGENT_STARTED", "SUBAGENT_FINISHED", "SUBAGENT_ERROR",
-})
+_GENERIC = frozenset(
+    {
+        "STATE_SNAPSHOT",
+        "STATE_DELTA",
+        "MESSAGES_SNAPSHOT",
+        "ACTIVITY_SNAPSHOT",
+        "ACTIVITY_DELTA",
+        "RAW",
+        "REASONING_ENCRYPTED_VALUE",
+        "SUBAGENT_STARTED",
+        "SUBAGENT_FINISHED",
+        "SUBAGENT_ERROR",
+    }
+)
 """AG-UI events that become a canonical ``event`` named ``agui.<type in lower case>``."""
-_QUIET = frozenset({"REASONING_START", "REASONING_END", "REASONING_MESSAGE_START", "THINKING_START", "THINKING_END"})
+_QUIET = frozenset(
+    {"REASONING_START", "REASONING_END", "REASONING_MESSAGE_START", "THINKING_START", "THINKING_END"}
+)
 """Boundaries that carry nothing of their own (the content and end events do)."""
-_AGUI_TYPES = _GENERIC | _QUIET | frozenset({
-    "RUN_STARTED", "RUN_FINISHED", "RUN_ERROR", "STEP_STARTED", "STEP_FINISHED", "CUSTOM",
-    "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "TEXT_MESSAGE_CHUNK",
-    "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_CHUNK", "TOOL_CALL_RESULT",
-    "REASONING_MESSAGE_CONTENT", "REASONING_MESSAGE_END", "REASONING_MESSAGE_CHUNK",
-    "THINKING_TEXT_MESSAGE_START", "THINKING_TEXT_MESSAGE_CONTENT", "THINKING_TEXT_MESSAGE_END",
-})
+_AGUI_TYPES = (
+    _GENERIC
+    | _QUIET
+    | frozenset(
+        {
+            "RUN_STARTED",
+            "RUN_FINISHED",
+            "RUN_ERROR",
+            "STEP_STARTED",
+            "STEP_FINISHED",
+            "CUSTOM",
+            "TEXT_MESSAGE_START",
+            "TEXT_MESSAGE_CONTENT",
+            "TEXT_MESSAGE_END",
+            "TEXT_MESSAGE_CHUNK",
+            "TOOL_CALL_START",
+            "TOOL_CALL_ARGS",
+            "TOOL_CALL_END",
+            "TOOL_CALL_CHUNK",
+            "TOOL_CALL_RESULT",
+            "REASONING_MESSAGE_CONTENT",
+            "REASONING_MESSAGE_END",
+            "REASONING_MESSAGE_CHUNK",
+            "THINKING_TEXT_MESSAGE_START",
+            "THINKING_TEXT_MESSAGE_CONTENT",
+            "THINKING_TEXT_MESSAGE_END",
+        }
+    )
+)
 _CHUNKS = ("TEXT_MESSAGE_CHUNK", "TOOL_CALL_CHUNK", "REASONING_MESSAGE_CHUNK")
-_ROLES: dict[str, p.Role] = {"developer": "system", "system": "system", "user": "user", "assistant": "assistant"}
+_ROLES: dict[str, p.Role] = {
+    "developer": "system",
+    "system": "system",
+    "user": "user",
+    "assistant": "assistant",
+}
 _TOOL_STATUSES = frozenset({"success", "error", "denied", "cancelled"})
-_STATE_EVENTS = {"agui.state_snapshot": ("STATE_SNAPSHOT", "snapshot"), "agui.state_delta": ("STATE_DELTA", "delta")}
+_STATE_EVENTS = {
+    "agui.state_snapshot": ("STATE_SNAPSHOT", "snapshot"),
+    "agui.state_delta": ("STATE_DELTA", "delta"),
+}
 _SSE_FIELDS = (b"event", b"id", b"retry")
 
 
@@ -203,8 +245,13 @@ class AguiDecoder(EventDecoder):
             error = p.ErrorInfo(code=ErrorCode.INTERRUPTED, message="the run was cancelled")
             self.emit(p.Error(code=error.code, message=error.message, recoverable=False), ts)
         value = f.obj.get("result")
-        result = self._result(meta, entries, ok=error is None, error=error,
-                              subtype="interrupted" if error else "interrupt" if outcome_type == "interrupt" else "success")
+        result = self._result(
+            meta,
+            entries,
+            ok=error is None,
+            error=error,
+            subtype="interrupted" if error else "interrupt" if outcome_type == "interrupt" else "success",
+        )
         if value is not None:
             result.result = text_or_json(value)
         self.emit(result, ts)
@@ -266,7 +313,11 @@ class AguiDecoder(EventDecoder):
 
     def on_custom(self, f: Fields) -> None:
         name, value = f.text("name"), f.obj.get("value")
-        event = event_from_data(name.removeprefix(CUSTOM_PREFIX), value) if name.startswith(CUSTOM_PREFIX) else None
+        event = (
+            event_from_data(name.removeprefix(CUSTOM_PREFIX), value)
+            if name.startswith(CUSTOM_PREFIX)
+            else None
+        )
         if event is None or isinstance(event, (p.Start, p.Result)):
             event = p.GenericEvent(name=name, data=value)
         self.emit(event, f.ts("timestamp"))
@@ -299,7 +350,9 @@ class AguiDecoder(EventDecoder):
 
     def on_text_message_end(self, f: Fields) -> None:
         message_id, content = f.text("messageId"), _metadata(f).opt_text("content")
-        self.complete(message_id, content, ts=f.ts("timestamp"), role=self._roles.pop(message_id, "assistant"))
+        self.complete(
+            message_id, content, ts=f.ts("timestamp"), role=self._roles.pop(message_id, "assistant")
+        )
 
     def on_text_message_chunk(self, f: Fields) -> None:
         message_id, delta, role = f.opt_text("messageId"), f.opt_text("delta"), f.opt_text("role")
@@ -386,7 +439,9 @@ class AguiDecoder(EventDecoder):
         fields = Fields({"args": text}, f"agui tool call {call_id!r}")
         arguments, problem = parse_arguments(text or None, fields, "args")
         self.warn_arguments(fields, problem, ts)
-        self.emit(p.ToolCall(call_id=self.tools.called(call_id, call.name), name=call.name, arguments=arguments), ts)
+        self.emit(
+            p.ToolCall(call_id=self.tools.called(call_id, call.name), name=call.name, arguments=arguments), ts
+        )
 
     def on_tool_call_result(self, f: Fields) -> None:
         call_id, ts, meta = f.text("toolCallId"), f.ts("timestamp"), _metadata(f)
@@ -419,7 +474,9 @@ def _apply_tool_metadata(result: p.ToolResult, meta: Fields, content: str) -> No
 def _input_tools(f: Fields) -> list[str]:
     run_input = f.opt_sub("input")
     tools = run_input.opt_list("tools") if run_input is not None else None
-    return [tool["name"] for tool in tools or [] if isinstance(tool, dict) and isinstance(tool.get("name"), str)]
+    return [
+        tool["name"] for tool in tools or [] if isinstance(tool, dict) and isinstance(tool.get("name"), str)
+    ]
 
 
 def _usage_entries(f: Fields) -> list[p.Usage]:
@@ -498,8 +555,12 @@ class AguiEncoder(EventEncoder):
         return [line]
 
     def on_result(self, event: p.Result) -> list[dict[str, Any]]:
-        meta: dict[str, Any] = {"subtype": event.subtype, "duration_ms": event.duration_ms,
-                                "turn_count": event.turn_count, "usage": msgspec.to_builtins(event.usage)}
+        meta: dict[str, Any] = {
+            "subtype": event.subtype,
+            "duration_ms": event.duration_ms,
+            "turn_count": event.turn_count,
+            "usage": msgspec.to_builtins(event.usage),
+        }
         if event.ok:  # RUN_ERROR may come at any time; RUN_FINISHED only once everything is closed
             lines = self._close_all(event)
             line = self._event(event, "RUN_FINISHED", threadId=event.session_id, runId=event.session_id)
@@ -524,9 +585,13 @@ class AguiEncoder(EventEncoder):
         entries = []
         for model, usage in per_model.items():
             entry: dict[str, Any] = {"model": model} if model else {}
-            entry.update(inputTokens=usage.input_tokens, outputTokens=usage.output_tokens,
-                         totalTokens=usage.input_tokens + usage.output_tokens,
-                         reasoningTokens=usage.reasoning_tokens, cachedInputTokens=usage.cached_tokens)
+            entry.update(
+                inputTokens=usage.input_tokens,
+                outputTokens=usage.output_tokens,
+                totalTokens=usage.input_tokens + usage.output_tokens,
+                reasoningTokens=usage.reasoning_tokens,
+                cachedInputTokens=usage.cached_tokens,
+            )
             entries.append(entry)
         return entries
 
@@ -536,12 +601,19 @@ class AguiEncoder(EventEncoder):
         The closing events are made up, and say so (``metadata.synthetic``).
         """
         made_up = {"synthetic": True}
-        lines = [self._event(event, "TEXT_MESSAGE_END", messageId=message_id, metadata=made_up)
-                 for message_id in self._text]
+        lines = [
+            self._event(event, "TEXT_MESSAGE_END", messageId=message_id, metadata=made_up)
+            for message_id in self._text
+        ]
         for reasoning_id in self._reasoning:
-            lines += [self._event(event, "REASONING_MESSAGE_END", messageId=reasoning_id, metadata=made_up),
-                      self._event(event, "REASONING_END", messageId=reasoning_id)]
-        lines += [self._event(event, "STEP_FINISHED", stepName=name, metadata=made_up) for name in reversed(self._steps)]
+            lines += [
+                self._event(event, "REASONING_MESSAGE_END", messageId=reasoning_id, metadata=made_up),
+                self._event(event, "REASONING_END", messageId=reasoning_id),
+            ]
+        lines += [
+            self._event(event, "STEP_FINISHED", stepName=name, metadata=made_up)
+            for name in reversed(self._steps)
+        ]
         self._text.clear()
         self._reasoning.clear()
         self._steps.clear()
@@ -555,17 +627,22 @@ class AguiEncoder(EventEncoder):
         lines = []
         if event.message_id not in self._text:
             self._text[event.message_id] = ""
-            lines.append(self._event(event, "TEXT_MESSAGE_START", messageId=event.message_id, role=event.role))
+            lines.append(
+                self._event(event, "TEXT_MESSAGE_START", messageId=event.message_id, role=event.role)
+            )
         if event.content:
             self._text[event.message_id] += event.content
-            lines.append(self._event(event, "TEXT_MESSAGE_CONTENT", messageId=event.message_id, delta=event.content))
+            lines.append(
+                self._event(event, "TEXT_MESSAGE_CONTENT", messageId=event.message_id, delta=event.content)
+            )
         return lines
 
     def on_message(self, event: p.Message) -> list[dict[str, Any]]:
         if event.role == "tool":
             return self._custom(event)
-        start = self.on_message_delta(p.MessageDelta(message_id=event.message_id, role=event.role, content="",
-                                                     ts=event.ts))
+        start = self.on_message_delta(
+            p.MessageDelta(message_id=event.message_id, role=event.role, content="", ts=event.ts)
+        )
         sent = self._text.pop(event.message_id)
         return [*start, *self._finish_text(event, "TEXT_MESSAGE", event.message_id, sent, event.content)]
 
@@ -576,8 +653,10 @@ class AguiEncoder(EventEncoder):
         lines = []
         end = self._event(event, f"{prefix}_END", messageId=block_id)
         if content.startswith(sent):
-            if content[len(sent):]:
-                lines.append(self._event(event, f"{prefix}_CONTENT", messageId=block_id, delta=content[len(sent):]))
+            if content[len(sent) :]:
+                lines.append(
+                    self._event(event, f"{prefix}_CONTENT", messageId=block_id, delta=content[len(sent) :])
+                )
         else:
             end["metadata"] = {"content": content}
         return [*lines, end]
@@ -586,16 +665,23 @@ class AguiEncoder(EventEncoder):
         lines = []
         if event.reasoning_id not in self._reasoning:
             self._reasoning[event.reasoning_id] = ""
-            lines += [self._event(event, "REASONING_START", messageId=event.reasoning_id),
-                      self._event(event, "REASONING_MESSAGE_START", messageId=event.reasoning_id, role="reasoning")]
+            lines += [
+                self._event(event, "REASONING_START", messageId=event.reasoning_id),
+                self._event(event, "REASONING_MESSAGE_START", messageId=event.reasoning_id, role="reasoning"),
+            ]
         if event.content:
             self._reasoning[event.reasoning_id] += event.content
-            lines.append(self._event(event, "REASONING_MESSAGE_CONTENT", messageId=event.reasoning_id,
-                                     delta=event.content))
+            lines.append(
+                self._event(
+                    event, "REASONING_MESSAGE_CONTENT", messageId=event.reasoning_id, delta=event.content
+                )
+            )
         return lines
 
     def on_reasoning(self, event: p.Reasoning) -> list[dict[str, Any]]:
-        start = self.on_reasoning_delta(p.ReasoningDelta(reasoning_id=event.reasoning_id, content="", ts=event.ts))
+        start = self.on_reasoning_delta(
+            p.ReasoningDelta(reasoning_id=event.reasoning_id, content="", ts=event.ts)
+        )
         sent = self._reasoning.pop(event.reasoning_id)
         end = self._finish_text(event, "REASONING_MESSAGE", event.reasoning_id, sent, event.content)
         return [*start, *end, self._event(event, "REASONING_END", messageId=event.reasoning_id)]
@@ -605,7 +691,9 @@ class AguiEncoder(EventEncoder):
     def on_tool_call(self, event: p.ToolCall) -> list[dict[str, Any]]:
         return [
             self._event(event, "TOOL_CALL_START", toolCallId=event.call_id, toolCallName=event.name),
-            self._event(event, "TOOL_CALL_ARGS", toolCallId=event.call_id, delta=arguments_text(event.arguments)),
+            self._event(
+                event, "TOOL_CALL_ARGS", toolCallId=event.call_id, delta=arguments_text(event.arguments)
+            ),
             self._event(event, "TOOL_CALL_END", toolCallId=event.call_id),
         ]
 
@@ -626,8 +714,14 @@ class AguiEncoder(EventEncoder):
             meta["duration_ms"] = event.duration_ms
         if event.truncated is not p.UNSET:
             meta["truncated"] = event.truncated
-        line = self._event(event, "TOOL_CALL_RESULT", messageId=p.new_id("msg"), toolCallId=event.call_id,
-                           content=content, role="tool")
+        line = self._event(
+            event,
+            "TOOL_CALL_RESULT",
+            messageId=p.new_id("msg"),
+            toolCallId=event.call_id,
+            content=content,
+            role="tool",
+        )
         if meta:
             line["metadata"] = meta
         return [line]

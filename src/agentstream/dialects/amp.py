@@ -46,8 +46,14 @@ class AmpEncoder(ClaudeEncoder):
         return {"type": "message", "role": "assistant", "content": [block], "stop_reason": stop_reason}
 
     def on_start(self, event: p.Start) -> list[dict[str, Any]]:
-        line = {"type": "system", "subtype": "init", "cwd": event.cwd, "session_id": self.session(event),
-                "tools": list(event.tools), "mcp_servers": []}
+        line = {
+            "type": "system",
+            "subtype": "init",
+            "cwd": event.cwd,
+            "session_id": self.session(event),
+            "tools": list(event.tools),
+            "mcp_servers": [],
+        }
         return [line]
 
     def result_line(self, event: p.Result, failure: p.ErrorInfo | None) -> dict[str, Any]:

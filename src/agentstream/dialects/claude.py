@@ -44,9 +44,16 @@ _CATEGORY_CODES: dict[str, str] = {
 }
 _CODE_CATEGORIES = first_keys(_CATEGORY_CODES)
 _DELTA_KINDS = {"text_delta": "text", "thinking_delta": "thinking"}
-_STREAM_ERROR_CODES = {"rate_limit_error": ErrorCode.RATE_LIMITED, "overloaded_error": ErrorCode.PROVIDER_ERROR}
-_ERROR_SUBTYPES = ("error_max_turns", "error_during_execution", "error_max_budget_usd",
-                   "error_max_structured_output_retries")
+_STREAM_ERROR_CODES = {
+    "rate_limit_error": ErrorCode.RATE_LIMITED,
+    "overloaded_error": ErrorCode.PROVIDER_ERROR,
+}
+_ERROR_SUBTYPES = (
+    "error_max_turns",
+    "error_during_execution",
+    "error_max_budget_usd",
+    "error_max_structured_output_retries",
+)
 _TURN_TYPES = frozenset({"assistant", "user", "result", "stream_event"})
 """Line types that end the startup phase: anything else before ``init`` is held until it."""
 _STARTUP_LIMIT = 256
@@ -72,10 +79,14 @@ def _block(f: Fields) -> _Block:
     if kind == "thinking":
         return _Block("thinking", f.text("thinking"))
     if kind in ("tool_use", "server_tool_use"):
-        return _Block("tool_use", call_id=f.text("id"), name=f.text("name"), arguments=f.opt_mapping("input") or {})
+        return _Block(
+            "tool_use", call_id=f.text("id"), name=f.text("name"), arguments=f.opt_mapping("input") or {}
+        )
     if f.opt_text("tool_use_id") is not None and (kind == "tool_result" or kind.endswith("_tool_result")):
         text = _result_text(f, f.obj.get("content"))
-        return _Block("tool_result", text, call_id=f.text("tool_use_id"), is_error=f.opt_flag("is_error") is True)
+        return _Block(
+            "tool_result", text, call_id=f.text("tool_use_id"), is_error=f.opt_flag("is_error") is True
+        )
     return _Block("other", raw=f.obj)
 
 
@@ -294,8 +305,11 @@ class ClaudeDecoder(EventDecoder):
         if message is None:
             what = text_or_json(category) if category is not None else f"status {status}"
             message = f"API request failed ({what}); retry {attempt or '?'} of {limit or '?'}"
-        details = {key: value for key, value in (("attempt", attempt), ("max_retries", limit),
-                                                 ("error_status", status)) if value is not None}
+        details = {
+            key: value
+            for key, value in (("attempt", attempt), ("max_retries", limit), ("error_status", status))
+            if value is not None
+        }
         self.emit(
             p.Error(
                 code=code,
@@ -346,7 +360,9 @@ class ClaudeDecoder(EventDecoder):
         self._end_of_turn()
         for block in blocks:
             if block.kind == "text":
-                self.emit(p.Message(message_id=self._ids.new(user_id, "user"), role="user", content=block.text))
+                self.emit(
+                    p.Message(message_id=self._ids.new(user_id, "user"), role="user", content=block.text)
+                )
             elif block.kind == "other" and block.raw.get("type") == "image":
                 continue  # prompt images are not carried (see docs/dialects.md)
             else:
@@ -404,7 +420,9 @@ class ClaudeDecoder(EventDecoder):
         elif kind == "error":
             error = event.sub("error")
             code = _STREAM_ERROR_CODES.get(error.opt_text("type") or "", ErrorCode.PROVIDER_ERROR)
-            self.emit(p.Error(code=code, message=error.opt_text("message") or "API stream error", recoverable=True))
+            self.emit(
+                p.Error(code=code, message=error.opt_text("message") or "API stream error", recoverable=True)
+            )
 
     def _quick_delta(self, event: dict[str, Any]) -> bool:
         """The most frequent line of a partial-message stream, a well-formed text or thinking delta, read directly.
@@ -437,7 +455,9 @@ class ClaudeDecoder(EventDecoder):
 
     # -- usage -------------------------------------------------------------------------
 
-    def _note_usage(self, message_id: str, model: str | None, figures: dict[str, int], *, streamed: bool) -> None:
+    def _note_usage(
+        self, message_id: str, model: str | None, figures: dict[str, int], *, streamed: bool
+    ) -> None:
         """Keep one API message's usage until its figures are final (they grow line by line)."""
         pending = self._usage
         if pending is not None and pending.message_id == message_id:
@@ -457,7 +477,9 @@ class ClaudeDecoder(EventDecoder):
         if pending.streamed:
             self._usage_done.add(pending.message_id)
         prompt, output, cached = _totals(pending.figures)
-        self.emit(p.Usage(model=pending.model, input_tokens=prompt, output_tokens=output, cached_tokens=cached))
+        self.emit(
+            p.Usage(model=pending.model, input_tokens=prompt, output_tokens=output, cached_tokens=cached)
+        )
 
     # -- the end -------------------------------------------------------------------------
 
@@ -478,8 +500,11 @@ class ClaudeDecoder(EventDecoder):
         for call_id in denied:
             if any(call_id == open_id for open_id, _ in self.tools.unanswered()):
                 call_id, name = self.tools.finished(call_id, None)
-                self.emit(p.ToolResult(call_id=call_id, name=name, status="denied", error="permission denied",
-                                       synthetic=True))
+                self.emit(
+                    p.ToolResult(
+                        call_id=call_id, name=name, status="denied", error="permission denied", synthetic=True
+                    )
+                )
         self.close_open_calls("the run ended before the tool's result")
         canonical, exit_code, code = _outcome(subtype, ok, reason)
         error: p.ErrorInfo | None = None
@@ -671,8 +696,11 @@ class ClaudeEncoder(EventEncoder):
 
     def on_tool_result(self, event: p.ToolResult) -> list[dict[str, Any]]:
         text = event.output if event.status == "success" or event.error is p.UNSET else event.error
-        block: dict[str, Any] = {"tool_use_id": event.call_id, "type": "tool_result",
-                                 "content": text if isinstance(text, str) else ""}
+        block: dict[str, Any] = {
+            "tool_use_id": event.call_id,
+            "type": "tool_result",
+            "content": text if isinstance(text, str) else "",
+        }
         if event.status != "success":
             block["is_error"] = True
         line = {"type": "user", "message": {"role": "user", "content": [block]}}
@@ -711,14 +739,31 @@ class ClaudeEncoder(EventEncoder):
             return []
         usage = _api_usage(event.input_tokens, event.output_tokens, event.cached_tokens)
         if self._current is not None:
-            return [self._stream_line(event, {"type": "message_delta", "delta": {"stop_reason": None},
-                                              "usage": usage})]
-        message: dict[str, Any] = {"id": p.new_id("msg"), "type": "message", "role": "assistant", "content": [],
-                                   "model": event.model, "stop_reason": None, "stop_sequence": None, "usage": usage}
+            return [
+                self._stream_line(
+                    event, {"type": "message_delta", "delta": {"stop_reason": None}, "usage": usage}
+                )
+            ]
+        message: dict[str, Any] = {
+            "id": p.new_id("msg"),
+            "type": "message",
+            "role": "assistant",
+            "content": [],
+            "model": event.model,
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": usage,
+        }
         return [
             self._stream_line(event, {"type": "message_start", "message": message}),
-            self._stream_line(event, {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
-                                      "usage": {"output_tokens": event.output_tokens}}),
+            self._stream_line(
+                event,
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": "end_turn"},
+                    "usage": {"output_tokens": event.output_tokens},
+                },
+            ),
             self._stream_line(event, {"type": "message_stop"}),
         ]
 
@@ -738,8 +783,15 @@ class ClaudeEncoder(EventEncoder):
         if self._current == message_id:
             return []
         self._current = message_id
-        message: dict[str, Any] = {"id": message_id, "type": "message", "role": "assistant", "content": [],
-                                   "model": self._model, "stop_reason": None, "stop_sequence": None}
+        message: dict[str, Any] = {
+            "id": message_id,
+            "type": "message",
+            "role": "assistant",
+            "content": [],
+            "model": self._model,
+            "stop_reason": None,
+            "stop_sequence": None,
+        }
         return [self._stream_line(event, {"type": "message_start", "message": message})]
 
     def _delta(
@@ -752,11 +804,15 @@ class ClaudeEncoder(EventEncoder):
         if key not in self._runs:
             self._runs[key] = message_id
             block = {"type": "thinking" if key[0] else "text", field: ""}
-            lines.append(self._stream_line(event, {"type": "content_block_start", "index": 0, "content_block": block}))
+            lines.append(
+                self._stream_line(event, {"type": "content_block_start", "index": 0, "content_block": block})
+            )
         delta = {"type": "content_block_delta", "index": 0, "delta": {"type": kind, field: text}}
         return [*lines, self._stream_line(event, delta)]
 
-    def _complete(self, event: p.BaseEvent, key: tuple[bool, str], block: dict[str, Any]) -> list[dict[str, Any]]:
+    def _complete(
+        self, event: p.BaseEvent, key: tuple[bool, str], block: dict[str, Any]
+    ) -> list[dict[str, Any]]:
         if key not in self._runs:
             line = {"type": "assistant", "message": self.api_message(key[1], block, "end_turn")}
             return [self.envelope(event, line)]
@@ -787,10 +843,21 @@ def _claude_subtype(event: p.Result) -> tuple[str, str | None]:
 
 # -- detection ----------------------------------------------------------------------------
 
-_CLAUDE_SYSTEM_SUBTYPES = frozenset({
-    "api_retry", "status", "compact_boundary", "hook_started", "hook_progress", "hook_response",
-    "task_started", "task_progress", "task_updated", "task_notification", "plugin_install",
-})
+_CLAUDE_SYSTEM_SUBTYPES = frozenset(
+    {
+        "api_retry",
+        "status",
+        "compact_boundary",
+        "hook_started",
+        "hook_progress",
+        "hook_response",
+        "task_started",
+        "task_progress",
+        "task_updated",
+        "task_notification",
+        "plugin_install",
+    }
+)
 
 
 def amp_session(obj: dict[str, Any]) -> bool:

@@ -113,8 +113,11 @@ def _mcp_outcome(item: Fields) -> Outcome:
 
 
 def _mcp_output(result: Fields) -> str | None:
-    texts = [block["text"] for block in result.opt_list("content") or []
-             if isinstance(block, dict) and isinstance(block.get("text"), str)]
+    texts = [
+        block["text"]
+        for block in result.opt_list("content") or []
+        if isinstance(block, dict) and isinstance(block.get("text"), str)
+    ]
     if texts:
         return "\n".join(texts)
     structured = result.obj.get("structured_content")
@@ -244,7 +247,7 @@ class CodexDecoder(EventDecoder):
         if phase != "completed":
             seen = self._texts.get(item_id, "")
             if text.startswith(seen) and len(text) > len(seen):
-                self.delta(item_id, text[len(seen):], reasoning=reasoning)
+                self.delta(item_id, text[len(seen) :], reasoning=reasoning)
             self._texts[item_id] = text
             return
         self._texts.pop(item_id, None)
@@ -261,7 +264,7 @@ class CodexDecoder(EventDecoder):
             self._shown[item_id] = 0
             self.emit(p.ToolCall(call_id=self.tools.called(item_id, name), name=name, arguments=arguments))
         if phase == "updated" and output and len(output) > self._shown[item_id]:
-            self.emit(p.ToolProgress(call_id=item_id, content=output[self._shown[item_id]:]))
+            self.emit(p.ToolProgress(call_id=item_id, content=output[self._shown[item_id] :]))
             self._shown[item_id] = len(output)
         if outcome is None:
             return
@@ -281,7 +284,9 @@ class CodexDecoder(EventDecoder):
     def _todo_list(self, item: Fields) -> None:
         entries = [entry for entry in item.opt_list("items") or [] if isinstance(entry, dict)]
         done = sum(entry.get("completed") is True for entry in entries)
-        lines = [f"[{'x' if entry.get('completed') is True else ' '}] {entry.get('text', '')}" for entry in entries]
+        lines = [
+            f"[{'x' if entry.get('completed') is True else ' '}] {entry.get('text', '')}" for entry in entries
+        ]
         self.emit(p.Progress(name="todo_list", current=done, total=len(entries), message="\n".join(lines)))
 
 
@@ -370,7 +375,12 @@ class CodexEncoder(EventEncoder):
         return []
 
     def on_error(self, event: p.Error) -> list[dict[str, Any]]:
-        return [{"type": "item.completed", "item": {"id": self._item_id(), "type": "error", "message": event.message}}]
+        return [
+            {
+                "type": "item.completed",
+                "item": {"id": self._item_id(), "type": "error", "message": event.message},
+            }
+        ]
 
     def on_result(self, event: p.Result) -> list[dict[str, Any]]:
         if not event.ok:
@@ -378,8 +388,11 @@ class CodexEncoder(EventEncoder):
             message = failure.message if failure is not None else "the turn failed"
             return [{"type": "turn.failed", "error": {"message": message}}]
         usage = self._usage if self._usage_seen else event.usage
-        figures = {"input_tokens": usage.input_tokens, "cached_input_tokens": usage.cached_tokens,
-                   "output_tokens": usage.output_tokens}
+        figures = {
+            "input_tokens": usage.input_tokens,
+            "cached_input_tokens": usage.cached_tokens,
+            "output_tokens": usage.output_tokens,
+        }
         return [{"type": "turn.completed", "usage": figures}]
 
 

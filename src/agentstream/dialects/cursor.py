@@ -36,7 +36,9 @@ _SUFFIX = "ToolCall"
 _FUNCTION = "function"
 # Tools Cursor names with their own ``<name>ToolCall`` key (documented or seen in real streams);
 # any other tool is written in the generic ``function`` form.
-_NAMED_TOOLS = frozenset({"read", "write", "edit", "shell", "grep", "glob", "ls", "delete", "mcp", "webSearch"})
+_NAMED_TOOLS = frozenset(
+    {"read", "write", "edit", "shell", "grep", "glob", "ls", "delete", "mcp", "webSearch"}
+)
 _ERROR_TEXT_KEYS = ("message", "errorMessage", "error")
 
 
@@ -98,7 +100,9 @@ class CursorDecoder(EventDecoder):
         elif self._partial:
             self.close_run()
         else:
-            self.emit(p.Message(message_id=p.new_id("msg"), role="assistant", content=content), rfc3339(stamp))
+            self.emit(
+                p.Message(message_id=p.new_id("msg"), role="assistant", content=content), rfc3339(stamp)
+            )
 
     def on_thinking(self, f: Fields) -> None:
         subtype, ts = f.text("subtype"), rfc3339(f.opt_number("timestamp_ms"))
@@ -120,7 +124,9 @@ class CursorDecoder(EventDecoder):
             name, arguments, problem = key.removesuffix(_SUFFIX), tool.opt_mapping("args") or {}, None
         if subtype == "started":
             self.warn_arguments(tool, problem, ts)
-            self.emit(p.ToolCall(call_id=self.tools.called(call_id, name), name=name, arguments=arguments), ts)
+            self.emit(
+                p.ToolCall(call_id=self.tools.called(call_id, name), name=name, arguments=arguments), ts
+            )
             return
         outcome = tool.opt_mapping("result")
         call_id, name = self.tools.finished(call_id, name)
@@ -189,7 +195,11 @@ class CursorEncoder(EventEncoder):
         return [line]
 
     def _message(self, role: str, text: str) -> dict[str, Any]:
-        return {"type": role, "message": {"role": role, "content": _content(text)}, "session_id": self.session_id}
+        return {
+            "type": role,
+            "message": {"role": role, "content": _content(text)},
+            "session_id": self.session_id,
+        }
 
     def _delta(self, event: p.BaseEvent, text: str) -> dict[str, Any]:
         self._partial = True
@@ -209,8 +219,11 @@ class CursorEncoder(EventEncoder):
 
     def _flush(self, event: p.Message) -> dict[str, Any]:
         """The flush form Cursor writes after a run of deltas: readers skip it, and it ends the run."""
-        return {**self._message("assistant", event.content), "model_call_id": event.message_id,
-                "timestamp_ms": epoch_ms(event.ts)}
+        return {
+            **self._message("assistant", event.content),
+            "model_call_id": event.message_id,
+            "timestamp_ms": epoch_ms(event.ts),
+        }
 
     def on_message_delta(self, event: p.MessageDelta) -> list[dict[str, Any]]:
         if event.role != "assistant":
@@ -230,12 +243,19 @@ class CursorEncoder(EventEncoder):
         return [self._thinking(event, "delta", event.content)]
 
     def on_reasoning(self, event: p.Reasoning) -> list[dict[str, Any]]:
-        lines = [] if self.closes_deltas(event.reasoning_id) else [self._thinking(event, "delta", event.content)]
+        lines = (
+            [] if self.closes_deltas(event.reasoning_id) else [self._thinking(event, "delta", event.content)]
+        )
         return [*lines, self._thinking(event, "completed")]
 
     def _tool_line(self, subtype: str, call_id: str, tool: dict[str, Any]) -> dict[str, Any]:
-        return {"type": "tool_call", "subtype": subtype, "call_id": call_id, "tool_call": tool,
-                "session_id": self.session_id}
+        return {
+            "type": "tool_call",
+            "subtype": subtype,
+            "call_id": call_id,
+            "tool_call": tool,
+            "session_id": self.session_id,
+        }
 
     def on_tool_call(self, event: p.ToolCall) -> list[dict[str, Any]]:
         spec: dict[str, Any]
@@ -297,8 +317,10 @@ class CursorDialect(SimpleDialect):
             if obj.get("apiKeySource") in ("env", "flag", "login") or "permissionMode" in obj:
                 return 0.9
             return 0.0
-        if kind == "tool_call" and obj.get("subtype") in ("started", "completed") and isinstance(
-            obj.get("tool_call"), dict
+        if (
+            kind == "tool_call"
+            and obj.get("subtype") in ("started", "completed")
+            and isinstance(obj.get("tool_call"), dict)
         ):
             return 0.9
         if kind == "thinking" and obj.get("subtype") in ("delta", "completed") and "v" not in obj:

@@ -99,8 +99,10 @@ class GeminiDecoder(EventDecoder):
     def on_tool_use(self, f: Fields) -> None:
         name, call_id = f.text("tool_name"), f.text("tool_id")
         arguments = f.opt_mapping("parameters") or {}
-        self.emit(p.ToolCall(call_id=self.tools.called(call_id, name), name=name, arguments=arguments),
-                  f.ts("timestamp"))
+        self.emit(
+            p.ToolCall(call_id=self.tools.called(call_id, name), name=name, arguments=arguments),
+            f.ts("timestamp"),
+        )
 
     def on_tool_result(self, f: Fields) -> None:
         call_id, status = f.text("tool_id"), f.choice("status", ("success", "error"))
@@ -116,7 +118,11 @@ class GeminiDecoder(EventDecoder):
         self.emit(event, f.ts("timestamp"))
 
     def on_error(self, f: Fields) -> None:
-        severity, message, ts = f.choice("severity", ("warning", "error")), f.text("message"), f.ts("timestamp")
+        severity, message, ts = (
+            f.choice("severity", ("warning", "error")),
+            f.text("message"),
+            f.ts("timestamp"),
+        )
         if severity == "error":
             self._held = (message, ts)
         else:
@@ -140,14 +146,25 @@ class GeminiDecoder(EventDecoder):
         subtype = "success" if ok else _SUBTYPE_FOR_CODE.get(info.code if info else "", "error")
         # Without an error object a failure is Gemini's InvalidStream, which exits 0; ok and exit must agree: 1.
         exit_code = 0 if ok else exit_code or 1
-        self.emit_result(ok=ok, exit_code=exit_code, ts=ts, error=info, subtype=subtype, duration_ms=duration_ms,
-                         usage=usage)
+        self.emit_result(
+            ok=ok,
+            exit_code=exit_code,
+            ts=ts,
+            error=info,
+            subtype=subtype,
+            duration_ms=duration_ms,
+            usage=usage,
+        )
 
 
 def _stats(f: Fields) -> tuple[p.UsageTotals, int, list[p.Usage]]:
     """Totals, duration and one ``usage`` event per model from a result's ``stats``."""
     models = f.opt_sub("models")
-    per_model = [p.Usage(model=name, **_counts(models.sub(name))) for name in models.obj] if models is not None else []
+    per_model = (
+        [p.Usage(model=name, **_counts(models.sub(name))) for name in models.obj]
+        if models is not None
+        else []
+    )
     return p.UsageTotals(**_counts(f)), f.opt_integer("duration_ms") or 0, per_model
 
 
@@ -245,7 +262,9 @@ class GeminiEncoder(EventEncoder):
             message = failure.message if failure is not None else "the run failed"
             line["error"] = {"type": _TYPE_FOR_CODE.get(code, code), "message": message}
         stats: dict[str, Any] = {
-            **_figures(event.usage), "duration_ms": event.duration_ms, "tool_calls": self._tool_calls
+            **_figures(event.usage),
+            "duration_ms": event.duration_ms,
+            "tool_calls": self._tool_calls,
         }
         if self._models:
             stats["models"] = {model: _figures(totals) for model, totals in self._models.items()}

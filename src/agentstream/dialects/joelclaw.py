@@ -31,9 +31,16 @@ def _next_actions(f: Fields) -> list[p.NextAction]:
     """``next_actions`` as canonical structs (``params``, a template's parameters, kept as they are)."""
     actions = []
     for action in f.opt_subs("next_actions"):
-        command, description, params = action.text("command"), action.text("description"), action.opt_mapping("params")
-        actions.append(p.NextAction(command=command, description=description,
-                                    params=params if params is not None else p.UNSET))
+        command, description, params = (
+            action.text("command"),
+            action.text("description"),
+            action.opt_mapping("params"),
+        )
+        actions.append(
+            p.NextAction(
+                command=command, description=description, params=params if params is not None else p.UNSET
+            )
+        )
     return actions
 
 
@@ -161,14 +168,23 @@ class JoelclawEncoder(EventEncoder):
 
     def on_error(self, event: p.Error) -> list[dict[str, Any]]:
         """A non-terminal error has no line of its own in joelclaw: it becomes an error-level log."""
-        return [{"type": "log", "level": "error", "message": f"{event.code}: {event.message}", "ts": iso(event.ts)}]
+        return [
+            {
+                "type": "log",
+                "level": "error",
+                "message": f"{event.code}: {event.message}",
+                "ts": iso(event.ts),
+            }
+        ]
 
     def on_result(self, event: p.Result) -> list[dict[str, Any]]:
         command = event.command if event.command is not p.UNSET else self._command
         actions = _action_objects(event.next_actions)
         if event.ok:
             value = json_or_text(event.result) if event.result is not p.UNSET else None
-            return [{"type": "result", "ok": True, "command": command, "result": value, "next_actions": actions}]
+            return [
+                {"type": "result", "ok": True, "command": command, "result": value, "next_actions": actions}
+            ]
         failure = self.failure(event) or p.ErrorInfo(code="UNKNOWN", message="the run failed")
         fix = failure.fix if failure.fix is not p.UNSET else _NO_FIX
         return [
@@ -193,8 +209,10 @@ class JoelclawDialect(SimpleDialect):
         if any(key in obj for key in ("v", "seq", "session_id", "timestamp", "protocol")):
             return 0.0
         kind = obj.get("type")
-        if isinstance(obj.get("ok"), bool) and isinstance(obj.get("command"), str) and isinstance(
-            obj.get("next_actions"), list
+        if (
+            isinstance(obj.get("ok"), bool)
+            and isinstance(obj.get("command"), str)
+            and isinstance(obj.get("next_actions"), list)
         ):
             return 0.85 if kind in ("result", "error", None) else 0.0
         if not isinstance(obj.get("ts"), str):

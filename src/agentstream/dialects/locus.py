@@ -64,8 +64,12 @@ class LocusDecoder(EventDecoder):
         if version in (None, PROTOCOL) or self._warned_protocol:
             return
         self._warned_protocol = True
-        self.emit(p.Log(level="warn", message=f"Locus protocol {version} is not {PROTOCOL}; decoding it as {PROTOCOL}"),
-                  self._ts)
+        self.emit(
+            p.Log(
+                level="warn", message=f"Locus protocol {version} is not {PROTOCOL}; decoding it as {PROTOCOL}"
+            ),
+            self._ts,
+        )
 
     def on_start(self, f: Fields) -> None:
         command, cwd = f.text("command"), f.opt_text("cwd")
@@ -85,7 +89,9 @@ class LocusDecoder(EventDecoder):
 
     def on_tool_started(self, f: Fields) -> None:
         name, call_id, arguments = f.text("tool"), f.opt_text("toolId"), f.opt_mapping("parameters") or {}
-        self.emit(p.ToolCall(call_id=self.tools.called(call_id, name), name=name, arguments=arguments), self._ts)
+        self.emit(
+            p.ToolCall(call_id=self.tools.called(call_id, name), name=name, arguments=arguments), self._ts
+        )
 
     def on_tool_completed(self, f: Fields) -> None:
         name, success, error = f.text("tool"), f.flag("success"), f.opt_text("error")
@@ -112,7 +118,9 @@ class LocusDecoder(EventDecoder):
         if isinstance(details, dict) and isinstance(details.get(_EXTRAS), dict):
             extras = Fields(details, f"{error.where}.details").sub(_EXTRAS)
             details = details.get("details", p.UNSET)
-        fix, retry_in_ms = (extras.opt_text("fix"), extras.opt_integer("retry_in_ms")) if extras else (None, None)
+        fix, retry_in_ms = (
+            (extras.opt_text("fix"), extras.opt_integer("retry_in_ms")) if extras else (None, None)
+        )
         event = p.Error(
             code=(extras.opt_text("code") if extras else None) or code,
             message=message,
@@ -188,7 +196,11 @@ class LocusEncoder(EventEncoder):
         return self._line(event, "tool_started", payload)
 
     def on_tool_result(self, event: p.ToolResult) -> list[dict[str, Any]]:
-        payload: dict[str, Any] = {"tool": event.name, "toolId": event.call_id, "success": event.status == "success"}
+        payload: dict[str, Any] = {
+            "tool": event.name,
+            "toolId": event.call_id,
+            "success": event.status == "success",
+        }
         if event.duration_ms:
             payload["duration"] = event.duration_ms
         if event.error is not p.UNSET:
@@ -224,11 +236,19 @@ class LocusEncoder(EventEncoder):
             lines += self.on_error(self.held_fatal)
         elif not event.ok:
             failure = self.failure(event) or p.ErrorInfo(code=ErrorCode.UNKNOWN, message="the run failed")
-            fatal = p.Error(code=failure.code, message=failure.message, fix=failure.fix, session_id=event.session_id,
-                            ts=event.ts)
+            fatal = p.Error(
+                code=failure.code,
+                message=failure.message,
+                fix=failure.fix,
+                session_id=event.session_id,
+                ts=event.ts,
+            )
             lines += self.on_error(fatal)
-        payload: dict[str, Any] = {"exitCode": event.exit_code, "duration": event.duration_ms,
-                                   "toolsUsed": event.tools_used}
+        payload: dict[str, Any] = {
+            "exitCode": event.exit_code,
+            "duration": event.duration_ms,
+            "toolsUsed": event.tools_used,
+        }
         tokens = event.usage.input_tokens + event.usage.output_tokens
         if tokens:
             payload["tokensUsed"] = tokens

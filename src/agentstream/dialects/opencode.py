@@ -116,8 +116,10 @@ class OpencodeDecoder(EventDecoder):
         start, end = (timing.opt_integer("start"), timing.opt_integer("end")) if timing else (None, None)
         if call_id not in self._running:
             self._running.add(call_id)
-            self.emit(p.ToolCall(call_id=self.tools.called(call_id, name), name=name, arguments=arguments),
-                      _ts(start) or ts)
+            self.emit(
+                p.ToolCall(call_id=self.tools.called(call_id, name), name=name, arguments=arguments),
+                _ts(start) or ts,
+            )
         if status not in ("completed", "error"):
             return  # opencode prints only finished tools; one still running is closed at the end
         self._running.discard(call_id)
@@ -137,7 +139,9 @@ class OpencodeDecoder(EventDecoder):
     def on_error(self, f: Fields) -> None:
         error = f.sub("error")
         name, data = error.opt_text("name") or "UnknownError", error.opt_sub("data")
-        message = (data.opt_text("message") if data is not None else None) or error.opt_text("message") or name
+        message = (
+            (data.opt_text("message") if data is not None else None) or error.opt_text("message") or name
+        )
         code = _ERROR_NAMES.get(name, ErrorCode.UNKNOWN)
         status = data.opt_integer("statusCode") if data is not None else None
         if status == 429:
@@ -200,7 +204,13 @@ class OpencodeEncoder(EventEncoder):
 
     def _part(self, event: p.BaseEvent, part_type: str, part_id: str, **fields: Any) -> dict[str, Any]:
         assert self._step is not None
-        return {"id": part_id, "sessionID": event.session_id, "messageID": self._step, "type": part_type, **fields}
+        return {
+            "id": part_id,
+            "sessionID": event.session_id,
+            "messageID": self._step,
+            "type": part_type,
+            **fields,
+        }
 
     def _open_step(self, event: p.BaseEvent) -> list[dict[str, Any]]:
         if self._step is not None:
@@ -213,14 +223,17 @@ class OpencodeEncoder(EventEncoder):
             return []
         lines = self._open_step(event)
         moment = epoch_ms(event.ts)
-        part = self._part(event, "text", event.message_id, text=event.content, time={"start": moment, "end": moment})
+        part = self._part(
+            event, "text", event.message_id, text=event.content, time={"start": moment, "end": moment}
+        )
         return [*lines, self._line(event, "text", part=part)]
 
     def on_reasoning(self, event: p.Reasoning) -> list[dict[str, Any]]:
         lines = self._open_step(event)
         moment = epoch_ms(event.ts)
-        part = self._part(event, "reasoning", event.reasoning_id, text=event.content,
-                          time={"start": moment, "end": moment})
+        part = self._part(
+            event, "reasoning", event.reasoning_id, text=event.content, time={"start": moment, "end": moment}
+        )
         return [*lines, self._line(event, "reasoning", part=part)]
 
     def on_tool_call(self, event: p.ToolCall) -> list[dict[str, Any]]:
@@ -231,7 +244,10 @@ class OpencodeEncoder(EventEncoder):
         call = self._calls.pop(event.call_id, None)
         arguments = call.arguments if call is not None else {}
         end = epoch_ms(event.ts)
-        state: dict[str, Any] = {"status": "completed" if event.status == "success" else "error", "input": arguments}
+        state: dict[str, Any] = {
+            "status": "completed" if event.status == "success" else "error",
+            "input": arguments,
+        }
         if event.output is not p.UNSET:
             state["output"] = event.output
         if event.status != "success":
@@ -250,8 +266,12 @@ class OpencodeEncoder(EventEncoder):
             return []
         usage = usage or p.Usage(model=_UNKNOWN_MODEL)
         cached = min(usage.cached_tokens, usage.input_tokens)
-        tokens = {"input": usage.input_tokens - cached, "output": usage.output_tokens,
-                  "reasoning": usage.reasoning_tokens, "cache": {"read": cached, "write": 0}}
+        tokens = {
+            "input": usage.input_tokens - cached,
+            "output": usage.output_tokens,
+            "reasoning": usage.reasoning_tokens,
+            "cache": {"read": cached, "write": 0},
+        }
         cost = usage.cost_usd if usage.cost_usd is not p.UNSET else 0
         part = self._part(event, "step-finish", p.new_id("prt"), reason="stop", cost=cost, tokens=tokens)
         self._step = None
@@ -270,8 +290,11 @@ class OpencodeEncoder(EventEncoder):
         lines = self._close_step(event)
         if not event.ok:
             failure = self.failure(event)
-            code, message = ((failure.code, failure.message) if failure is not None
-                             else (ErrorCode.UNKNOWN, f"the run failed ({event.subtype})"))
+            code, message = (
+                (failure.code, failure.message)
+                if failure is not None
+                else (ErrorCode.UNKNOWN, f"the run failed ({event.subtype})")
+            )
             lines.append(self._error_line(event, code, message))
         return [*lines, self._line(event, "done", reason="idle", rejected=[])]
 

@@ -16,7 +16,16 @@ from typing import IO, TYPE_CHECKING, Literal, Protocol, TypeAlias
 if TYPE_CHECKING:
     from agentstream.protocol import AnyEvent
 
-__all__ = ["OUTPUT_FORMATS", "FdWriter", "FileWriter", "OutputClosed", "OutputFormat", "Sink", "Writer", "make_sink"]
+__all__ = [
+    "OUTPUT_FORMATS",
+    "FdWriter",
+    "FileWriter",
+    "OutputClosed",
+    "OutputFormat",
+    "Sink",
+    "Writer",
+    "make_sink",
+]
 
 OutputFormat: TypeAlias = Literal["stream-json", "json", "text"]
 OUTPUT_FORMATS: tuple[OutputFormat, ...] = ("stream-json", "json", "text")

@@ -123,7 +123,9 @@ class TextSink:
         if isinstance(e.percent, (int, float)):
             parts.append(f"{e.percent:g}%")
         elif isinstance(e.current, (int, float)):
-            parts.append(f"{e.current:g}/{e.total:g}" if isinstance(e.total, (int, float)) else f"{e.current:g}")
+            parts.append(
+                f"{e.current:g}/{e.total:g}" if isinstance(e.total, (int, float)) else f"{e.current:g}"
+            )
         if isinstance(e.message, str):
             parts.append(e.message)
         self._note("… " + " ".join(parts), "dim")

@@ -19,7 +19,14 @@ from typing import Final
 from agentstream.agent.providers.base import Provider, ProviderSettings
 from agentstream.errors import UsageError
 
-__all__ = ["DEMO_CASSETTE", "PROVIDER_NAMES", "ProviderSettings", "Selection", "create_provider", "select_provider"]
+__all__ = [
+    "DEMO_CASSETTE",
+    "PROVIDER_NAMES",
+    "ProviderSettings",
+    "Selection",
+    "create_provider",
+    "select_provider",
+]
 
 PROVIDER_NAMES: Final = ("openai", "anthropic", "ollama", "replay")
 DEMO_CASSETTE: Final = Path(__file__).resolve().parent.parent.parent / "data" / "demo.cassette.jsonl"
@@ -65,7 +72,10 @@ def select_provider(
 ) -> Selection:
     """Pick a provider by the documented order (module docstring)."""
     if settings.cassette and name not in (None, "replay"):
-        raise UsageError(f"--cassette replays a recording; it cannot be used with --provider {name}", fix="drop one of them")
+        raise UsageError(
+            f"--cassette replays a recording; it cannot be used with --provider {name}",
+            fix="drop one of them",
+        )
     if name:
         return Selection(create_provider(name, settings))
     if settings.cassette:

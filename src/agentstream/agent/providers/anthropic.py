@@ -50,16 +50,23 @@ class AnthropicProvider(Provider):
         if self._client is None:
             if self.credential is None:
                 raise ProviderError(
-                    "no Anthropic API key", code=ErrorCode.AUTH_EXPIRED, fix="set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN)"
+                    "no Anthropic API key",
+                    code=ErrorCode.AUTH_EXPIRED,
+                    fix="set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN)",
                 )
             import anthropic
 
             self._client = anthropic.Anthropic(
-                **self.credential, base_url=self.settings.base_url, max_retries=0, timeout=self.settings.timeout_s
+                **self.credential,
+                base_url=self.settings.base_url,
+                max_retries=0,
+                timeout=self.settings.timeout_s,
             )
         return self._client
 
-    def _turn(self, conversation: Conversation, tools: Sequence[ToolSpec], system: str) -> Iterator[TurnEvent]:
+    def _turn(
+        self, conversation: Conversation, tools: Sequence[ToolSpec], system: str
+    ) -> Iterator[TurnEvent]:
         # Plain JSON in the wire shape travels in extra_body, past the SDK's per-call typed
         # transform of every message (see the OpenAI provider for the measurement).
         budget = self.settings.thinking_budget
@@ -72,7 +79,11 @@ class AnthropicProvider(Provider):
             body["thinking"] = {"type": "enabled", "budget_tokens": budget}
         stream = self.client().messages.create(
             # max_tokens must exceed the thinking budget: the answer gets its own room on top.
-            model=self.model, max_tokens=self.settings.max_tokens + budget, messages=[], stream=True, extra_body=body
+            model=self.model,
+            max_tokens=self.settings.max_tokens + budget,
+            messages=[],
+            stream=True,
+            extra_body=body,
         )
         with stream:
             yield from _StreamReader().events(stream)
@@ -126,7 +137,9 @@ class _StreamReader:
         cached = usage.cache_read_input_tokens or 0
         written = usage.cache_creation_input_tokens or 0
         self.usage = TurnUsage(
-            input_tokens=usage.input_tokens + cached + written, output_tokens=usage.output_tokens or 0, cached_tokens=cached
+            input_tokens=usage.input_tokens + cached + written,
+            output_tokens=usage.output_tokens or 0,
+            cached_tokens=cached,
         )
         return iter(())
 
@@ -216,7 +229,10 @@ def _blocks(message: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     if role == "user":
         return "user", text
     thinking = [_thinking_block(r) for r in message.get("reasoning", ()) if r.get("provider") == "anthropic"]
-    calls = [{"type": "tool_use", "id": c["id"], "name": c["name"], "input": c["arguments"]} for c in message.get("tool_calls", ())]
+    calls = [
+        {"type": "tool_use", "id": c["id"], "name": c["name"], "input": c["arguments"]}
+        for c in message.get("tool_calls", ())
+    ]
     return "assistant", [b for b in thinking if b] + text + calls
 
 

@@ -143,7 +143,9 @@ class Provider(ABC):
     def __init__(self, model: str) -> None:
         self.model = model
 
-    def stream_turn(self, conversation: Conversation, tools: Sequence[ToolSpec], system: str) -> Iterator[TurnEvent]:
+    def stream_turn(
+        self, conversation: Conversation, tools: Sequence[ToolSpec], system: str
+    ) -> Iterator[TurnEvent]:
         """Stream one model call. Raises :class:`ProviderError` for every provider failure.
 
         A stream that ends before the model said it finished raises a recoverable
@@ -165,7 +167,9 @@ class Provider(ABC):
             raise network_error("the model's stream ended before the turn was complete")
 
     @abstractmethod
-    def _turn(self, conversation: Conversation, tools: Sequence[ToolSpec], system: str) -> Iterator[TurnEvent]:
+    def _turn(
+        self, conversation: Conversation, tools: Sequence[ToolSpec], system: str
+    ) -> Iterator[TurnEvent]:
         """Yield the events of one call; end with :class:`TurnUsage` and :class:`TurnEnd`."""
 
     def map_error(self, exc: Exception) -> ProviderError | None:
@@ -179,10 +183,15 @@ class Provider(ABC):
 # -- error mapping ------------------------------------------------------------------
 
 _CONTEXT_HINTS: Final = re.compile(
-    r"context[_ ]length|context window|prompt is too long|too many tokens|maximum context|request_too_large", re.I
+    r"context[_ ]length|context window|prompt is too long|too many tokens|maximum context|request_too_large",
+    re.I,
 )
-_RECOVERABLE_TYPES: Final = {"overloaded_error": ErrorCode.PROVIDER_ERROR, "api_error": ErrorCode.PROVIDER_ERROR,
-                             "rate_limit_error": ErrorCode.RATE_LIMITED, "server_error": ErrorCode.PROVIDER_ERROR}
+_RECOVERABLE_TYPES: Final = {
+    "overloaded_error": ErrorCode.PROVIDER_ERROR,
+    "api_error": ErrorCode.PROVIDER_ERROR,
+    "rate_limit_error": ErrorCode.RATE_LIMITED,
+    "server_error": ErrorCode.PROVIDER_ERROR,
+}
 _MAX_RETRY_AFTER_MS: Final = 300_000
 
 
@@ -222,13 +231,21 @@ def status_error(status: int, message: str, headers: Mapping[str, str], body: ob
     text = scrub(message)
     retry_in_ms = retry_after_ms(headers)
     if status in (401, 403) or kind in ("authentication_error", "permission_error"):
-        return ProviderError(text, code=ErrorCode.AUTH_EXPIRED, fix="check the provider's API key (see docs/agent.md)")
+        return ProviderError(
+            text, code=ErrorCode.AUTH_EXPIRED, fix="check the provider's API key (see docs/agent.md)"
+        )
     if code == "insufficient_quota":
-        return ProviderError(text, code=ErrorCode.RATE_LIMITED, fix="the account is out of quota; check its billing")
+        return ProviderError(
+            text, code=ErrorCode.RATE_LIMITED, fix="the account is out of quota; check its billing"
+        )
     if status == 429 or kind == "rate_limit_error":
         return ProviderError(text, code=ErrorCode.RATE_LIMITED, recoverable=True, retry_in_ms=retry_in_ms)
     if status in (400, 413) and (code == "context_length_exceeded" or _CONTEXT_HINTS.search(message)):
-        return ProviderError(text, code=ErrorCode.CONTEXT_LIMIT, fix="start a new session, or use a model with a larger context")
+        return ProviderError(
+            text,
+            code=ErrorCode.CONTEXT_LIMIT,
+            fix="start a new session, or use a model with a larger context",
+        )
     if status in (408, 409) or status >= 500 or kind in _RECOVERABLE_TYPES:
         code_for_kind = _RECOVERABLE_TYPES.get(kind or "", ErrorCode.PROVIDER_ERROR)
         return ProviderError(text, code=code_for_kind, recoverable=True, retry_in_ms=retry_in_ms)

@@ -34,7 +34,14 @@ if TYPE_CHECKING:
     from agentstream.agent.conversation import Conversation
     from agentstream.agent.tools import ToolSpec
 
-__all__ = ["OllamaProvider", "OpenAIProvider", "ollama_models", "ollama_url", "to_openai_messages", "to_openai_tools"]
+__all__ = [
+    "OllamaProvider",
+    "OpenAIProvider",
+    "ollama_models",
+    "ollama_url",
+    "to_openai_messages",
+    "to_openai_tools",
+]
 
 DEFAULT_MODEL = "gpt-4.1-mini"
 _NO_KEY = "unused"
@@ -44,7 +51,9 @@ _NO_KEY = "unused"
 class OpenAIProvider(Provider):
     name = "openai"
 
-    def __init__(self, settings: ProviderSettings, *, api_key: str | None = None, base_url: str | None = None) -> None:
+    def __init__(
+        self, settings: ProviderSettings, *, api_key: str | None = None, base_url: str | None = None
+    ) -> None:
         super().__init__(settings.model or os.environ.get("AGENTSTREAM_MODEL") or DEFAULT_MODEL)
         self.settings = settings
         self.base_url = base_url or settings.base_url or os.environ.get("OPENAI_BASE_URL")
@@ -55,7 +64,9 @@ class OpenAIProvider(Provider):
         if self._client is None:
             if self.api_key is None:
                 raise ProviderError(
-                    "no OpenAI API key", code=ErrorCode.AUTH_EXPIRED, fix="set OPENAI_API_KEY, or pass --base-url for a local server"
+                    "no OpenAI API key",
+                    code=ErrorCode.AUTH_EXPIRED,
+                    fix="set OPENAI_API_KEY, or pass --base-url for a local server",
                 )
             import openai
 
@@ -64,7 +75,9 @@ class OpenAIProvider(Provider):
             )
         return self._client
 
-    def _turn(self, conversation: Conversation, tools: Sequence[ToolSpec], system: str) -> Iterator[TurnEvent]:
+    def _turn(
+        self, conversation: Conversation, tools: Sequence[ToolSpec], system: str
+    ) -> Iterator[TurnEvent]:
         # The conversation is already plain JSON in the wire shape, so it travels in extra_body:
         # the SDK's typed transform would walk every message of every call again (about 16 ms
         # per call at 40 messages, growing with the session) only to send the same JSON.
@@ -72,7 +85,11 @@ class OpenAIProvider(Provider):
         if tools:
             body["tools"] = to_openai_tools(tools)
         stream = self.client().chat.completions.create(
-            model=self.model, messages=[], stream=True, stream_options={"include_usage": True}, extra_body=body
+            model=self.model,
+            messages=[],
+            stream=True,
+            stream_options={"include_usage": True},
+            extra_body=body,
         )
         with stream:
             yield from _events(stream)
@@ -148,7 +165,10 @@ def _usage(usage: Any) -> TurnUsage:
 
 def to_openai_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
     return [
-        {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+        {
+            "type": "function",
+            "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+        }
         for t in tools
     ]
 
@@ -163,7 +183,9 @@ def to_openai_messages(conversation: Conversation, system: str) -> list[dict[str
         elif role == "assistant":
             messages.append(_assistant_message(message))
         elif role == "tool":
-            messages.append({"role": "tool", "tool_call_id": message["call_id"], "content": message["content"]})
+            messages.append(
+                {"role": "tool", "tool_call_id": message["call_id"], "content": message["content"]}
+            )
     return messages
 
 
@@ -172,7 +194,11 @@ def _assistant_message(message: dict[str, Any]) -> dict[str, Any]:
     calls = message.get("tool_calls")
     if calls:
         out["tool_calls"] = [
-            {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])}}
+            {
+                "id": c["id"],
+                "type": "function",
+                "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])},
+            }
             for c in calls
         ]
     elif out["content"] is None:
@@ -204,7 +230,9 @@ def ollama_models(timeout_s: float) -> list[str] | None:
         if response.status != 200:
             return None
         tags = json.loads(response.read())
-        return [model["name"] for model in tags.get("models", []) if isinstance(model, dict) and "name" in model]
+        return [
+            model["name"] for model in tags.get("models", []) if isinstance(model, dict) and "name" in model
+        ]
     except (OSError, ValueError, http.client.HTTPException):
         return None
     finally:
@@ -222,10 +250,14 @@ class OllamaProvider(OpenAIProvider):
             pulled = models if models is not None else ollama_models(2.0)
             if not pulled:
                 raise UsageError(
-                    f"Ollama at {ollama_url()} has no models" if pulled is not None else f"no Ollama answers at {ollama_url()}",
+                    f"Ollama at {ollama_url()} has no models"
+                    if pulled is not None
+                    else f"no Ollama answers at {ollama_url()}",
                     fix="run 'ollama pull llama3.2' (or start Ollama), or pass --model",
                 )
             model = pulled[0]
         super().__init__(
-            replace(settings, model=model), api_key="ollama", base_url=settings.base_url or f"{ollama_url()}/v1"
+            replace(settings, model=model),
+            api_key="ollama",
+            base_url=settings.base_url or f"{ollama_url()}/v1",
         )

@@ -50,11 +50,21 @@ class CassetteError(msgspec.Struct, kw_only=True, omit_defaults=True):
 
     @classmethod
     def of(cls, exc: ProviderError) -> CassetteError:
-        return cls(code=exc.code, message=exc.message, recoverable=exc.recoverable, retry_in_ms=exc.retry_in_ms, fix=exc.fix)
+        return cls(
+            code=exc.code,
+            message=exc.message,
+            recoverable=exc.recoverable,
+            retry_in_ms=exc.retry_in_ms,
+            fix=exc.fix,
+        )
 
     def exception(self) -> ProviderError:
         return ProviderError(
-            self.message, code=self.code, fix=self.fix, recoverable=self.recoverable, retry_in_ms=self.retry_in_ms
+            self.message,
+            code=self.code,
+            fix=self.fix,
+            recoverable=self.recoverable,
+            retry_in_ms=self.retry_in_ms,
         )
 
 
@@ -80,7 +90,9 @@ class ReplayProvider(Provider):
         self.recorded_provider = header.provider
         self._next = 0
 
-    def _turn(self, conversation: Conversation, tools: Sequence[ToolSpec], system: str) -> Iterator[TurnEvent]:
+    def _turn(
+        self, conversation: Conversation, tools: Sequence[ToolSpec], system: str
+    ) -> Iterator[TurnEvent]:
         if self._next >= len(self.calls):
             raise ProviderError(
                 f"the cassette {self.path.name} has no model turn left (it holds {len(self.calls)})",
@@ -98,16 +110,24 @@ def _load(path: Path) -> tuple[CassetteHeader, list[CassetteCall]]:
     try:
         lines = [line for line in path.read_bytes().splitlines() if line.strip()]
     except OSError as exc:
-        raise UsageError(f"cannot read the cassette {path}: {exc.strerror or exc}", fix="check the --cassette path") from None
+        raise UsageError(
+            f"cannot read the cassette {path}: {exc.strerror or exc}", fix="check the --cassette path"
+        ) from None
     if not lines:
-        raise UsageError(f"the cassette {path} is empty", fix="record one with 'agentstream exec --record FILE'")
+        raise UsageError(
+            f"the cassette {path} is empty", fix="record one with 'agentstream exec --record FILE'"
+        )
     try:
         header = _header_decoder.decode(lines[0])
         calls = [_call_decoder.decode(line) for line in lines[1:]]
     except msgspec.DecodeError as exc:
-        raise UsageError(f"{path} is not a valid cassette: {exc}", fix="see the cassette format in docs/agent.md") from None
+        raise UsageError(
+            f"{path} is not a valid cassette: {exc}", fix="see the cassette format in docs/agent.md"
+        ) from None
     if header.cassette != CASSETTE_VERSION:
-        raise UsageError(f"{path} is cassette version {header.cassette}; this agentstream reads version {CASSETTE_VERSION}")
+        raise UsageError(
+            f"{path} is cassette version {header.cassette}; this agentstream reads version {CASSETTE_VERSION}"
+        )
     return header, calls
 
 
@@ -121,12 +141,18 @@ class RecordingProvider(Provider):
         try:
             self._file: IO[bytes] = open(path, "wb")  # noqa: SIM115 - closed in close()
         except OSError as exc:
-            raise UsageError(f"cannot write the cassette {path}: {exc.strerror or exc}", fix="check the --record path") from None
-        header = CassetteHeader(cassette=CASSETTE_VERSION, provider=inner.name, model=inner.model, recorded_at=now_ts())
+            raise UsageError(
+                f"cannot write the cassette {path}: {exc.strerror or exc}", fix="check the --record path"
+            ) from None
+        header = CassetteHeader(
+            cassette=CASSETTE_VERSION, provider=inner.name, model=inner.model, recorded_at=now_ts()
+        )
         self._write(header)
         self._calls = 0
 
-    def _turn(self, conversation: Conversation, tools: Sequence[ToolSpec], system: str) -> Iterator[TurnEvent]:
+    def _turn(
+        self, conversation: Conversation, tools: Sequence[ToolSpec], system: str
+    ) -> Iterator[TurnEvent]:
         events: list[TurnEvent] = []
         self._calls += 1
         try:

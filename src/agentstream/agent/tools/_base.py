@@ -104,7 +104,9 @@ def check_arguments(spec: ToolSpec, arguments: Any) -> dict[str, Any]:
     properties: dict[str, dict[str, Any]] = spec.parameters.get("properties", {})
     unknown = sorted(set(arguments) - set(properties))
     if unknown:
-        raise ToolFailure(f"{spec.name}: unknown argument(s) {', '.join(unknown)}; it takes {', '.join(properties)}")
+        raise ToolFailure(
+            f"{spec.name}: unknown argument(s) {', '.join(unknown)}; it takes {', '.join(properties)}"
+        )
     required = spec.parameters.get("required", ())
     missing = [name for name in required if arguments.get(name) is None]
     if missing:

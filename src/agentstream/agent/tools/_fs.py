@@ -104,7 +104,9 @@ def read_file(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
     first, last, chosen = _line_window(args)
     with open_checked(ctx, args["path"], os.O_RDONLY) as (fd, path), os.fdopen(fd, "rb", closefd=False) as fh:
         if is_binary(fh.read(_SNIFF_BYTES)):
-            raise ToolFailure(f"{path.display} looks like a binary file (it contains NUL bytes); read_file shows text")
+            raise ToolFailure(
+                f"{path.display} looks like a binary file (it contains NUL bytes); read_file shows text"
+            )
         fh.seek(0)
         return _numbered_lines(_bounded_lines(fh), path.display, first, last, chosen, ctx.output_cap_bytes)
 
@@ -120,7 +122,9 @@ def _bounded_lines(fh: IO[bytes]) -> Iterator[bytes]:
         yield line
 
 
-def _numbered_lines(lines: Iterator[bytes], name: str, first: int, last: int, chosen: bool, cap: int) -> ToolOutcome:
+def _numbered_lines(
+    lines: Iterator[bytes], name: str, first: int, last: int, chosen: bool, cap: int
+) -> ToolOutcome:
     out: list[str] = []
     used, number, truncated, more = 0, 0, False, False
     for number, raw in enumerate(lines, start=1):
@@ -145,7 +149,9 @@ def _numbered_lines(lines: Iterator[bytes], name: str, first: int, last: int, ch
     shown_last = first + len(out) - 1
     truncated = truncated or (more and not chosen)
     if more:
-        out.append(f"[lines {first}-{shown_last} shown; the file continues: read on with start_line={shown_last + 1}]")
+        out.append(
+            f"[lines {first}-{shown_last} shown; the file continues: read on with start_line={shown_last + 1}]"
+        )
     return ToolOutcome("success", "\n".join(out), truncated=truncated)
 
 
@@ -173,7 +179,9 @@ def edit_file(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
         raise ToolFailure("edit_file: old_string and new_string are the same; nothing to change")
     with open_checked(ctx, args["path"], os.O_RDWR) as (fd, path):
         if os.fstat(fd).st_size > MAX_EDIT_BYTES:
-            raise ToolFailure(f"{path.display} is larger than {MAX_EDIT_BYTES} bytes; edit it with shell tools")
+            raise ToolFailure(
+                f"{path.display} is larger than {MAX_EDIT_BYTES} bytes; edit it with shell tools"
+            )
         data = _read_all(fd)
         if is_binary(data[:_SNIFF_BYTES]):
             raise ToolFailure(f"{path.display} looks like a binary file; edit_file changes text files")
@@ -194,7 +202,9 @@ def edit_file(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
         _write_all(fd, updated)
         os.ftruncate(fd, len(updated))
     where = f"first at line {at_line}" if count > 1 else f"at line {at_line}"
-    return ToolOutcome("success", f"replaced {count} occurrence{'s' * (count > 1)} in {path.display} ({where})")
+    return ToolOutcome(
+        "success", f"replaced {count} occurrence{'s' * (count > 1)} in {path.display} ({where})"
+    )
 
 
 def list_dir(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
@@ -229,7 +239,11 @@ FS_TOOLS: Final = (
                 "type": "object",
                 "properties": {
                     "path": _PATH,
-                    "offset": {"type": "integer", "minimum": 1, "description": "First line to read (1-based)."},
+                    "offset": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "description": "First line to read (1-based).",
+                    },
                     "limit": {"type": "integer", "minimum": 1, "description": "How many lines to read."},
                     "start_line": {"type": "integer", "minimum": 1, "description": "First line (1-based)."},
                     "end_line": {"type": "integer", "minimum": 1, "description": "Last line, inclusive."},
@@ -288,7 +302,11 @@ FS_TOOLS: Final = (
             {
                 "type": "object",
                 "properties": {
-                    "path": {**_PATH, "default": ".", "description": "Directory; default the workspace root."},
+                    "path": {
+                        **_PATH,
+                        "default": ".",
+                        "description": "Directory; default the workspace root.",
+                    },
                 },
             },
             "read",

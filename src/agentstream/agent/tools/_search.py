@@ -19,7 +19,18 @@ from agentstream.agent.tools._fs import is_binary, open_checked
 __all__ = ["SEARCH_TOOLS", "glob_regex"]
 
 SKIPPED_DIRS: Final = frozenset(
-    {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".mypy_cache", ".pytest_cache"}
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        "node_modules",
+        "__pycache__",
+        ".venv",
+        "venv",
+        ".tox",
+        ".mypy_cache",
+        ".pytest_cache",
+    }
 )
 """Never descended into (they are still searched when passed as ``path`` themselves)."""
 
@@ -39,7 +50,9 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
     Unlike a shell, ``*`` also matches names that start with a dot.
     """
     if pattern.startswith("/") or ".." in pattern.split("/"):
-        raise ToolFailure(f"pattern {pattern!r} must be relative and without '..'; choose the directory with path")
+        raise ToolFailure(
+            f"pattern {pattern!r} must be relative and without '..'; choose the directory with path"
+        )
     pieces = pattern.split("/")
     regex = []
     for index, piece in enumerate(pieces):

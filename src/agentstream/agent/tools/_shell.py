@@ -79,7 +79,9 @@ class _ProgressPump:
         del self.pending[:cut]
         if len(chunk) >= self.budget:
             end = chunk.rfind(b"\n", 0, self.budget) + 1 or self.budget
-            text = self.decoder.decode(chunk[:end], True) + "[further output is not streamed; the result has it]"
+            text = (
+                self.decoder.decode(chunk[:end], True) + "[further output is not streamed; the result has it]"
+            )
             self.budget = 0
         else:
             text = self.decoder.decode(chunk)
@@ -177,7 +179,9 @@ def _started(command: str, ctx: ToolContext, env: dict[str, str]) -> Iterator[su
     initialising it keeps hold of its ``pid`` in that case too, so no window between
     the fork and the ``finally`` leaves a command running unobserved.
     """
-    proc = cast("subprocess.Popen[bytes]", subprocess.Popen.__new__(subprocess.Popen))  # bytes: no text= below
+    proc = cast(
+        "subprocess.Popen[bytes]", subprocess.Popen.__new__(subprocess.Popen)
+    )  # bytes: no text= below
     try:
         try:
             proc.__init__(  # type: ignore[misc]

@@ -48,7 +48,9 @@ class Toolbox:
             )
         workspace = Path(os.path.realpath(ctx.workspace))
         if not workspace.is_dir():
-            raise UsageError(f"the workspace {ctx.workspace} is not a directory", fix="pass an existing directory")
+            raise UsageError(
+                f"the workspace {ctx.workspace} is not a directory", fix="pass an existing directory"
+            )
         self._redact = Redactor()
         self.ctx = replace(ctx, workspace=workspace, progress=self._redacted_progress(ctx))
         self._allowed = self._check_allow_list(allow)
@@ -59,7 +61,8 @@ class Toolbox:
         unknown = [name for name in allow if name not in _TOOLS]
         if unknown:
             raise UsageError(
-                f"unknown tool(s) in --tools: {', '.join(unknown)}", fix=f"valid tools: {', '.join(TOOL_NAMES)}"
+                f"unknown tool(s) in --tools: {', '.join(unknown)}",
+                fix=f"valid tools: {', '.join(TOOL_NAMES)}",
             )
         forbidden = [name for name in allow if not allows(self.ctx.mode, _TOOLS[name].spec.access)]
         if forbidden:
@@ -107,7 +110,9 @@ class Toolbox:
                 if not allows(self.ctx.mode, tool.spec.access)
                 else "it is not enabled for this run"
             )
-            raise PermissionDenied(f"{name} is not available: {reason}", fix=f"use one of: {', '.join(self._allowed)}")
+            raise PermissionDenied(
+                f"{name} is not available: {reason}", fix=f"use one of: {', '.join(self._allowed)}"
+            )
         return tool.handler(self.ctx, check_arguments(tool.spec, arguments))
 
     def _finish(self, outcome: ToolOutcome) -> ToolOutcome:
