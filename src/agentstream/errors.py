@@ -82,6 +82,7 @@ class ErrorCode:
     WORKER_LOST: Final = "WORKER_LOST"
     BUS_UNAVAILABLE: Final = "BUS_UNAVAILABLE"
     TIMEOUT: Final = "TIMEOUT"
+    MISSING_DEPENDENCY: Final = "MISSING_DEPENDENCY"
 
 
 ERROR_CODES: Final[frozenset[str]] = frozenset(
