@@ -133,7 +133,7 @@ def breakdown(rounds: int, size: int, tmp: Path) -> list[tuple[str, int, list[fl
     """Where a conversion's time goes, in µs per input line: parse only, read (parse + decode), encode, all."""
     import msgspec
 
-    from agentstream.read import read
+    from agentstream.consumer import read
 
     rows = []
     parse = msgspec.json.Decoder().decode

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from agentstream.bus.publish import add_publish_options, attach_publisher
+from agentstream.cli._bus_options import add_publish_options, publish
 from agentstream.stream import Stream
 
 
@@ -26,7 +26,7 @@ def main() -> None:
     args = parser.parse_args()
     plan = dict(word.split("=", 1) if "=" in word else (word, "1") for word in args.prompt.split())
     stream = Stream("producer", session_id=args.session_id)
-    close = attach_publisher(stream, args)
+    close = publish(stream, args)
     try:
         with stream:
             if "touch" in plan:

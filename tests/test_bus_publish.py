@@ -13,7 +13,7 @@ from pathlib import Path
 
 from _bus_fixtures import CASSETTE, PRODUCER, bus_home, bus_url, cli, free_port, lines_of  # noqa: F401
 from agentstream.bus import open_bus
-from agentstream.bus.publish import add_publish_options, attach_publisher
+from agentstream.cli._bus_options import add_publish_options, publish
 from agentstream.stream import Stream
 
 
@@ -26,7 +26,7 @@ def _args(*argv: str) -> argparse.Namespace:
 def test_every_event_reaches_the_bus_as_the_stream_wrote_it(bus_url: str) -> None:
     out = io.BytesIO()
     stream = Stream("embedded", out=out)
-    close = attach_publisher(stream, _args("--bus", bus_url))
+    close = publish(stream, _args("--bus", bus_url))
     with stream:
         for n in range(500):
             stream.log(f"line {n}")
@@ -40,7 +40,7 @@ def test_every_event_reaches_the_bus_as_the_stream_wrote_it(bus_url: str) -> Non
 
 def test_no_publish_publishes_nothing(bus_home: Path) -> None:
     stream = Stream("quiet", out=io.BytesIO())
-    close = attach_publisher(stream, _args("--no-publish"))
+    close = publish(stream, _args("--no-publish"))
     with stream:
         stream.log("x")
     close()

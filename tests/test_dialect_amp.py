@@ -25,7 +25,7 @@ from _dialect_kit import (
 from _strategies import full_sessions
 from agentstream import protocol as p
 from agentstream.dialects import detect_dialect, get_dialect
-from agentstream.read import read
+from agentstream.consumer import read
 
 FIXTURE = FIXTURES / "amp" / "stream-json.ndjson"
 

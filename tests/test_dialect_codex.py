@@ -28,7 +28,7 @@ from _strategies import full_sessions
 from agentstream import protocol as p
 from agentstream.dialects import detect_dialect
 from agentstream.errors import MalformedEventError
-from agentstream.read import read
+from agentstream.consumer import read
 
 # -- golden ---------------------------------------------------------------------------------
 

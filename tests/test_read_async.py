@@ -12,7 +12,7 @@ import pytest
 
 from _consumer_support import assert_valid_stream, canonical_session, strip_volatile
 from agentstream import protocol as p
-from agentstream.read import aread, read
+from agentstream.consumer import aread, read
 
 INPUTS = {
     "valid": canonical_session(),

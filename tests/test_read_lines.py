@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from _consumer_support import assert_valid_stream, canonical_session
 from agentstream import protocol as p
 from agentstream._lines import BlockSplitter, Line, LineSplitter, LineTooLong, iter_lines
-from agentstream.read import read
+from agentstream.consumer import read
 
 
 def split_all(data: bytes, cuts: list[int], limit: int | None = None) -> list[Line | LineTooLong]:
@@ -76,7 +76,7 @@ def test_splitter_over_limit_line_reports_its_size_and_goes_on() -> None:
 _BIG_LINE_SCRIPT = """
 import json, sys
 from agentstream import protocol as p
-from agentstream.read import read
+from agentstream.consumer import read
 
 path, size = sys.argv[1], int(sys.argv[2])
 start = p.Start(command="big", session_id="ses_big", seq=0)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from _consumer_support import assert_valid_stream, canonical_session, is_synthetic
 from agentstream import protocol as p
-from agentstream.read import read
+from agentstream.consumer import read
 
 JUNK = [
     b"[SandboxDebug] seccomp filter installed",

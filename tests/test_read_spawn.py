@@ -12,7 +12,7 @@ import pytest
 
 from _consumer_support import agent_script, assert_valid_stream, is_synthetic
 from agentstream import protocol as p
-from agentstream.read import Spawn, spawn
+from agentstream.consumer import Spawn, spawn
 
 FAST = {"exit_timeout_s": 0.3, "cancel_grace_s": 0.3}
 

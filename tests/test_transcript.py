@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from _consumer_support import canonical_session
 from agentstream import protocol as p
-from agentstream.read import read
+from agentstream.consumer import read
 from agentstream.transcript import Tally, Transcript
 
 

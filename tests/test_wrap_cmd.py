@@ -130,7 +130,7 @@ def test_no_command_is_a_usage_error() -> None:
 
 @pytest.mark.parametrize("dialect", [d.name for d in available_dialects() if d.name != "canonical"])
 def test_to_another_dialect(tmp_path: Path, dialect: str) -> None:
-    from agentstream.read import read
+    from agentstream.consumer import read
 
     argv = agent_script(tmp_path, "stream.message('4'); stream.finish()")
     done = subprocess.run(

@@ -1,6 +1,12 @@
 """agentstream: one protocol, producer and consumer for agent CLIs' NDJSON streams.
 
-Public names are imported on first use, so importing the package is cheap.
+The public API is the names in ``__all__``; each is imported on first use, so
+``import agentstream`` stays cheap for a command-line tool.
+
+* produce: :class:`Stream`
+* consume: :func:`read`, :func:`aread`, :func:`spawn`, :class:`Transcript`
+* the protocol: the event classes, :func:`encode`, :func:`decode`, ``UNSET``
+* errors: :class:`AgentstreamError` and its subclasses
 """
 
 from __future__ import annotations
@@ -11,25 +17,96 @@ from typing import TYPE_CHECKING, Any
 from agentstream._version import __version__
 
 if TYPE_CHECKING:
-    from agentstream.protocol import PROTOCOL_VERSION, decode, encode, encode_line
+    from agentstream.consumer import AsyncReader, Reader, Spawn, aread, read, spawn
+    from agentstream.errors import (
+        AgentstreamError,
+        MalformedEventError,
+        ProviderError,
+        UnknownDialectError,
+        UsageError,
+    )
+    from agentstream.protocol import (
+        PROTOCOL_VERSION,
+        UNSET,
+        AnyEvent,
+        Error,
+        Event,
+        GenericEvent,
+        Log,
+        Message,
+        MessageDelta,
+        Progress,
+        Reasoning,
+        ReasoningDelta,
+        Result,
+        Start,
+        Status,
+        Step,
+        ToolCall,
+        ToolProgress,
+        ToolResult,
+        UnknownEvent,
+        Usage,
+        decode,
+        encode,
+        encode_line,
+    )
     from agentstream.stream import Stream
+    from agentstream.transcript import Transcript
 
-__all__ = ["PROTOCOL_VERSION", "Stream", "__version__", "decode", "encode", "encode_line"]
+_PROTOCOL_NAMES = (
+    "PROTOCOL_VERSION",
+    "UNSET",
+    "AnyEvent",
+    "Error",
+    "Event",
+    "GenericEvent",
+    "Log",
+    "Message",
+    "MessageDelta",
+    "Progress",
+    "Reasoning",
+    "ReasoningDelta",
+    "Result",
+    "Start",
+    "Status",
+    "Step",
+    "ToolCall",
+    "ToolProgress",
+    "ToolResult",
+    "UnknownEvent",
+    "Usage",
+    "decode",
+    "encode",
+    "encode_line",
+)
+_ERROR_NAMES = (
+    "AgentstreamError",
+    "MalformedEventError",
+    "ProviderError",
+    "UnknownDialectError",
+    "UsageError",
+)
+_CONSUMER_NAMES = ("AsyncReader", "Reader", "Spawn", "aread", "read", "spawn")
 
-_LAZY = {
-    "PROTOCOL_VERSION": "agentstream.protocol",
-    "decode": "agentstream.protocol",
-    "encode": "agentstream.protocol",
-    "encode_line": "agentstream.protocol",
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(_PROTOCOL_NAMES, "agentstream.protocol"),
+    **dict.fromkeys(_ERROR_NAMES, "agentstream.errors"),
+    **dict.fromkeys(_CONSUMER_NAMES, "agentstream.consumer"),
     "Stream": "agentstream.stream",
+    "Transcript": "agentstream.transcript",
 }
+
+__all__ = sorted([*_LAZY, "__version__"])
 
 
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'agentstream' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
 
 
 def __dir__() -> list[str]:

@@ -16,7 +16,7 @@ from agentstream._lines import Block, Line, LineTooLong, iter_blocks, iter_lines
 from agentstream.errors import ErrorCode, MalformedEventError
 
 if TYPE_CHECKING:
-    from agentstream.read import Reader
+    from agentstream.consumer import Reader
 
 __all__ = ["RULES", "Validator", "Violation", "validate_decoded", "validate_items", "validate_stream"]
 

@@ -1,7 +1,6 @@
 """Publishing a producer's run to the bus without slowing it down or breaking it.
 
-``exec`` (and ``send``, ``logs --publish``) call :func:`add_publish_options` and
-:func:`attach_publisher`. The observer registered on the :class:`Stream` only
+``exec`` (and ``send``, ``logs --publish``) call :func:`attach_publisher`. The observer registered on the :class:`Stream` only
 encodes the event and hands it to a background thread through an unbounded
 lock-free queue (a few microseconds); the thread appends in batches. On the
 ``result`` event the observer waits (bounded by ``AGENTSTREAM_BUS_FLUSH_TIMEOUT``,
@@ -13,7 +12,6 @@ warning line on stderr and never an exception in the producer.
 
 from __future__ import annotations
 
-import argparse
 import os
 import queue
 import sys
@@ -23,62 +21,29 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
 from agentstream import protocol as p
-from agentstream.bus import BUS_ENV, Record
+from agentstream.bus import Record
 
 if TYPE_CHECKING:
     from agentstream.bus import Bus
     from agentstream.stream import Stream
 
-__all__ = ["Publisher", "add_bus_option", "add_publish_options", "attach_publisher", "bus_url_of"]
+__all__ = ["Publisher", "attach_publisher"]
 
 MAX_PENDING: Final = 65536
 """Events buffered while the bus is slow or down; beyond this, events are dropped (and followers see a gap)."""
 BATCH: Final = 512
 
 
-def add_bus_option(parser: argparse.ArgumentParser) -> None:
-    """``--bus URL`` alone, for commands that only read the bus."""
-    parser.add_argument(
-        "--bus",
-        metavar="URL",
-        default=None,
-        help=f"event bus URL: sqlite:///PATH or redis[s]://… (default: ${BUS_ENV}, else the embedded SQLite bus)",
-    )
-
-
-def add_publish_options(parser: argparse.ArgumentParser, *, default: bool = True) -> None:
-    """``--bus URL`` and ``--no-publish`` (or ``--publish`` when publishing is opt-in)."""
-    add_bus_option(parser)
-    if default:
-        parser.add_argument(
-            "--no-publish",
-            action="store_true",
-            help="do not record this run on the bus (follow will not see it)",
-        )
-    else:
-        parser.add_argument(
-            "--publish",
-            dest="no_publish",
-            action="store_false",
-            default=True,
-            help="also record this run on the bus, so follow/watch can see it",
-        )
-
-
-def bus_url_of(args: argparse.Namespace) -> str | None:
-    """The ``--bus`` value, or None for the default (env, then embedded)."""
-    return getattr(args, "bus", None)
-
-
-def attach_publisher(stream: Stream, args: argparse.Namespace) -> Callable[[], None]:
+def attach_publisher(stream: Stream, bus_url: str | None, *, enabled: bool = True) -> Callable[[], None]:
     """Publish every event of ``stream`` under run id ``stream.session_id``; return the close function.
 
-    Call before ``stream.start()`` so ``start`` is published too. With
-    ``--no-publish`` this does nothing and returns a no-op.
+    Call before ``stream.start()`` so ``start`` is published too. ``bus_url`` None
+    means the default bus (environment, then embedded). Disabled, this does
+    nothing and returns a no-op.
     """
-    if getattr(args, "no_publish", False):
+    if not enabled:
         return _noop
-    publisher = Publisher(bus_url_of(args), stream.session_id)
+    publisher = Publisher(bus_url, stream.session_id)
     stream.observe(publisher.on_event)
     return publisher
 

@@ -107,3 +107,24 @@ def sniff_input(source: IO[bytes]) -> tuple[IO[bytes], str]:
             if name is not None:
                 break
     return _Replay(b"".join(head), source), name or "canonical"  # type: ignore[return-value]
+
+
+def add_to_alias(parser: argparse.ArgumentParser) -> None:
+    """``--to NAME``, the same option as ``--dialect NAME`` (reads better next to ``--from``)."""
+    parser.add_argument("--to", dest="dialect", metavar="NAME", default=None, help="alias of --dialect")
+
+
+def check_dialect(name: str | None) -> None:
+    """Fail early, with the list of names, on a dialect this install cannot use."""
+    if name is None or name == "auto":
+        return
+    from agentstream.dialects import get_dialect
+    from agentstream.errors import UnknownDialectError
+
+    try:
+        get_dialect(name)
+    except ModuleNotFoundError:
+        raise UnknownDialectError(
+            f"dialect {name!r} is not available in this install",
+            fix="'agentstream dialects' lists those that are",
+        ) from None

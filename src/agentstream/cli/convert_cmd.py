@@ -13,7 +13,13 @@ import sys
 from collections.abc import Iterable
 from typing import IO, TYPE_CHECKING
 
-from agentstream.cli._options import add_input_argument, add_output_options, open_input
+from agentstream.cli._options import (
+    add_input_argument,
+    add_output_options,
+    add_to_alias,
+    check_dialect,
+    open_input,
+)
 from agentstream.cli._progress import is_regular_file, with_progress
 
 if TYPE_CHECKING:
@@ -35,27 +41,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-progress", action="store_true", help="no progress line on stderr, even on a terminal"
     )
-
-
-def add_to_alias(parser: argparse.ArgumentParser) -> None:
-    """``--to NAME``, the same option as ``--dialect NAME`` (reads better next to ``--from``)."""
-    parser.add_argument("--to", dest="dialect", metavar="NAME", default=None, help="alias of --dialect")
-
-
-def check_dialect(name: str | None) -> None:
-    """Fail early, with the list of names, on a dialect this install cannot use."""
-    if name is None or name == "auto":
-        return
-    from agentstream.dialects import get_dialect
-    from agentstream.errors import UnknownDialectError
-
-    try:
-        get_dialect(name)
-    except ModuleNotFoundError:
-        raise UnknownDialectError(
-            f"dialect {name!r} is not available in this install",
-            fix="'agentstream dialects' lists those that are",
-        ) from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -88,7 +73,7 @@ def convert(
     progress: IO[str] | None = None,
 ) -> None:
     """Read ``source`` in one dialect and write it to ``out`` in another (the whole command, minus options)."""
-    from agentstream.read import read
+    from agentstream.consumer import read
     from agentstream.render import make_sink
 
     writer = _Output(out, flush_each=not is_regular_file(source))

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from agentstream.bus.publish import add_bus_option
+from agentstream.cli._bus_options import add_bus_option
+from agentstream.cli._follow import add_follow_options, follow_run
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -13,40 +14,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_follow_options(parser)
     parser.add_argument("--from-seq", type=int, default=0, metavar="N", help="start at this seq (default 0)")
     parser.add_argument("--wait", action="store_true", help="wait for a run that has not started yet")
-
-
-def add_follow_options(parser: argparse.ArgumentParser, *, timeout_flag: str = "--timeout") -> None:
-    """What every command that follows a run offers (follow, send --follow, submit --follow)."""
-    parser.add_argument(
-        timeout_flag,
-        dest="follow_timeout",
-        type=float,
-        default=None,
-        metavar="S",
-        help="stop following after S seconds",
-    )
-    parser.add_argument(
-        "--reconnect-timeout",
-        type=float,
-        default=30.0,
-        metavar="S",
-        help="how long to keep retrying an unreachable bus before giving up (default 30)",
-    )
-
-
-def follow_run(args: argparse.Namespace, run_id: str, *, command: str, wait: bool, from_seq: int = 0) -> int:
-    from agentstream.bus import open_bus
-    from agentstream.bus.follow import FollowOptions, follow
-
-    options = FollowOptions(
-        run_id=run_id,
-        from_seq=from_seq,
-        timeout=args.follow_timeout,
-        wait=wait,
-        reconnect_for=args.reconnect_timeout,
-        command=command,
-    )
-    return follow(lambda: open_bus(args.bus), options)
 
 
 def run(args: argparse.Namespace) -> int:

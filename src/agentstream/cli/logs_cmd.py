@@ -15,7 +15,7 @@ import re
 import time
 from typing import IO, TYPE_CHECKING, Final
 
-from agentstream.bus.publish import add_publish_options
+from agentstream.cli._bus_options import add_publish_options
 from agentstream.cli._options import add_output_options
 
 if TYPE_CHECKING:
@@ -63,12 +63,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agentstream.bus.publish import attach_publisher
+    from agentstream.cli._bus_options import publish
     from agentstream.errors import UsageError
     from agentstream.stream import Stream
 
     stream = Stream(f"logs {args.file}", output_format=args.output_format, dialect=args.dialect)
-    close = attach_publisher(stream, args)
+    close = publish(stream, args)
     try:
         with stream:
             if not args.follow:

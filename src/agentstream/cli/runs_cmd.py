@@ -6,7 +6,7 @@ import argparse
 import time
 from typing import Any
 
-from agentstream.bus.publish import add_bus_option
+from agentstream.cli._bus_options import add_bus_option
 
 STATUSES = ("queued", "running", "succeeded", "failed", "interrupted")
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from agentstream.bus.publish import add_bus_option
-from agentstream.cli.follow_cmd import add_follow_options
+from agentstream.cli._bus_options import add_bus_option
+from agentstream.cli._follow import add_follow_options
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -26,7 +26,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from agentstream.actions import follow_action, runs_action, watch_action
     from agentstream.bus import open_bus
-    from agentstream.cli.follow_cmd import follow_run
+    from agentstream.cli._follow import follow_run
     from agentstream.envelope import ok_envelope, print_envelope, print_error
     from agentstream.errors import AgentstreamError
 

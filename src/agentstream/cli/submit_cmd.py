@@ -11,8 +11,8 @@ import argparse
 from collections.abc import Sequence
 from typing import NoReturn
 
-from agentstream.bus.publish import add_bus_option
-from agentstream.cli.follow_cmd import add_follow_options
+from agentstream.cli._bus_options import add_bus_option
+from agentstream.cli._follow import add_follow_options
 
 _RESERVED = ("--session-id", "--bus", "--no-publish", "--resume", "--continue")
 
@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     from agentstream.actions import follow_action, runs_action, worker_action
     from agentstream.bus import open_bus
     from agentstream.bus.queue import new_job
-    from agentstream.cli.follow_cmd import follow_run
+    from agentstream.cli._follow import follow_run
     from agentstream.envelope import ok_envelope, print_envelope, print_error
     from agentstream.errors import AgentstreamError
 
@@ -85,10 +85,8 @@ def _check_exec_args(prompt: str, exec_args: Sequence[str]) -> None:
         raise UsageError(
             f"{reserved[0]} cannot be set on a job", fix="the worker sets the session and the bus itself"
         )
-    try:
-        from agentstream.cli import exec_cmd
-    except ImportError:
-        return
+    from agentstream.cli._exec_options import add_exec_options
+
     parser = _Strict(prog="agentstream exec", add_help=False)
-    exec_cmd.configure(parser)
+    add_exec_options(parser)
     parser.parse_args([prompt, *exec_args])

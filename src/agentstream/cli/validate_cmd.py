@@ -63,7 +63,7 @@ def _violations(
     source: IO[bytes], dialect: str, validator: Validator, args: argparse.Namespace
 ) -> Iterator[Violation]:
     if dialect != "canonical":
-        from agentstream.read import read
+        from agentstream.consumer import read
         from agentstream.validate import validate_decoded
 
         return validate_decoded(

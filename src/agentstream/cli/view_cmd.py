@@ -18,7 +18,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Exit with the stream's own exit code (a stream that never finished counts as failed)."""
     from agentstream import protocol as p
-    from agentstream.read import read
+    from agentstream.consumer import read
     from agentstream.render import FdWriter
     from agentstream.render.text import TextSink
 

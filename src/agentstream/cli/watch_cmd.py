@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from agentstream.bus.publish import add_bus_option
+from agentstream.cli._bus_options import add_bus_option
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

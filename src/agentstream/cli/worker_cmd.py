@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from agentstream.bus.publish import add_bus_option
+from agentstream.cli._bus_options import add_bus_option
 from agentstream.cli._options import add_output_options
 
 if TYPE_CHECKING:

@@ -19,14 +19,13 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
-from agentstream.cli._options import add_output_options
-from agentstream.cli.convert_cmd import add_to_alias, check_dialect
+from agentstream.cli._options import add_output_options, add_to_alias, check_dialect
 
 if TYPE_CHECKING:
     from types import FrameType
 
     from agentstream import protocol as p
-    from agentstream.read import Spawn
+    from agentstream.consumer import Spawn
     from agentstream.stream import Stream
 
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -67,7 +66,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agentstream.read import spawn
+    from agentstream.consumer import spawn
     from agentstream.stream import Stream
 
     argv = _command(args.argv)

@@ -1,0 +1,41 @@
+"""Following a run from the command line: shared by follow, send --follow and submit --follow."""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["add_follow_options", "follow_run"]
+
+
+def add_follow_options(parser: argparse.ArgumentParser, *, timeout_flag: str = "--timeout") -> None:
+    """What every command that follows a run offers (follow, send --follow, submit --follow)."""
+    parser.add_argument(
+        timeout_flag,
+        dest="follow_timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="stop following after S seconds",
+    )
+    parser.add_argument(
+        "--reconnect-timeout",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="how long to keep retrying an unreachable bus before giving up (default 30)",
+    )
+
+
+def follow_run(args: argparse.Namespace, run_id: str, *, command: str, wait: bool, from_seq: int = 0) -> int:
+    from agentstream.bus import open_bus
+    from agentstream.bus.follow import FollowOptions, follow
+
+    options = FollowOptions(
+        run_id=run_id,
+        from_seq=from_seq,
+        timeout=args.follow_timeout,
+        wait=wait,
+        reconnect_for=args.reconnect_timeout,
+        command=command,
+    )
+    return follow(lambda: open_bus(args.bus), options)

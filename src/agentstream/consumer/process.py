@@ -1,0 +1,461 @@
+"""Run a child process and read its stdout as canonical events, with bounded waits everywhere."""
+
+from __future__ import annotations
+
+import os
+import selectors
+import shlex
+import signal
+import subprocess
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from types import TracebackType
+from typing import IO, Any
+
+from agentstream import protocol as p
+from agentstream._lines import Line, LineSplitter, LineTooLong
+from agentstream.consumer.pipeline import CHUNK_BYTES, Ending, Pipeline
+from agentstream.errors import ErrorCode, ExitCode
+
+__all__ = ["Spawn", "spawn"]
+
+
+class Spawn:
+    """A child process whose stdout is read as a stream. Iterate it for canonical events.
+
+    Bounded everywhere: after the child's ``result`` (or after its stdout closes)
+    it gets ``exit_timeout_s`` to exit, then SIGTERM, then SIGKILL after
+    ``cancel_grace_s``. stderr is drained by a thread (the child can never block
+    on it); :attr:`stderr` keeps its last ``stderr_limit`` characters.
+    """
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        dialect: str = "auto",
+        *,
+        stderr_as_logs: bool = False,
+        on_stderr: Callable[[str], None] | None = None,
+        cancel_grace_s: float = 3.0,
+        exit_timeout_s: float = 5.0,
+        max_line_bytes: int | None = None,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        stdin: int | IO[Any] | None = subprocess.DEVNULL,
+        new_process_group: bool = False,
+        stderr_limit: int = 1 << 20,
+    ) -> None:
+        if not argv:
+            raise ValueError("spawn() needs a command to run")
+        self.argv = list(argv)
+        self.stderr_as_logs = stderr_as_logs
+        self.cancel_grace_s = cancel_grace_s
+        self.exit_timeout_s = exit_timeout_s
+        self.new_process_group = new_process_group
+        self._popen_kwargs: dict[str, Any] = {"cwd": cwd, "env": env, "stdin": stdin}
+        self._pipeline = Pipeline(
+            dialect, label=shlex.join(self.argv), cwd=cwd or os.getcwd(), max_line_bytes=max_line_bytes
+        )
+        self._stderr = _StderrTail(stderr_limit, on_stderr, self._on_stderr_line if stderr_as_logs else None)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._launch_error: OSError | None = None
+        self._started_at = 0.0
+        self._cancelled_with = 0
+        self._stopped_hung = False
+        self._kill_timer: threading.Timer | None = None
+        self._wake_r, self._wake_w = -1, -1
+        self._wake_lock = threading.Lock()
+        self._logs: deque[str] = deque()
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def start(self) -> Spawn:
+        """Start the child (``__enter__`` and the first iteration do it); a missing binary is not raised."""
+        if self._started_at:
+            return self
+        self._started_at = time.monotonic()
+        try:
+            self.proc = subprocess.Popen(
+                self.argv,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                process_group=0 if self.new_process_group else None,
+                **self._popen_kwargs,
+            )
+        except OSError as exc:
+            self._launch_error = exc
+            return self
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_w, False)
+        assert self.proc.stderr is not None
+        self._stderr.start(self.proc.stderr.fileno())
+        return self
+
+    def __enter__(self) -> Spawn:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    @property
+    def returncode(self) -> int | None:
+        """The child's exit status once it has exited (negative: killed by that signal)."""
+        return self.proc.poll() if self.proc is not None else None
+
+    @property
+    def stderr(self) -> str:
+        """What the child wrote on stderr so far (its last ``stderr_limit`` characters)."""
+        return self._stderr.text()
+
+    @property
+    def dialect(self) -> str | None:
+        return self._pipeline.dialect
+
+    def send_signal(self, signum: int) -> None:
+        """Signal the child (its whole process group with ``new_process_group``) if it still runs."""
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            if self.new_process_group:
+                os.killpg(proc.pid, signum)
+            else:
+                proc.send_signal(signum)
+        except ProcessLookupError:
+            pass
+
+    def cancel(self, signum: int = signal.SIGTERM) -> None:
+        """Ask the child to stop (SIGTERM by default), and SIGKILL it if it is still there after the grace period.
+
+        Safe from any thread or a signal handler. The stream then ends with the
+        child's own result if it sends one, else a synthetic ``INTERRUPTED`` one.
+        """
+        self._cancelled_with = self._cancelled_with or signum
+        self.send_signal(signum)
+        if self._kill_timer is None and self.proc is not None:
+            self._kill_timer = threading.Timer(self.cancel_grace_s, self.send_signal, (signal.SIGKILL,))
+            self._kill_timer.daemon = True
+            self._kill_timer.start()
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def close(self) -> None:
+        """Make sure the child is gone (bounded: terminate, then kill) and release the pipes."""
+        proc = self.proc
+        if proc is None:
+            return
+        if proc.poll() is None:
+            wait = self.exit_timeout_s if self._pipeline.finished else 0.0
+            self._reap(wait)
+        if self._kill_timer is not None:
+            self._kill_timer.cancel()
+        if self._stderr.join(timeout=1.0):
+            assert proc.stderr is not None
+            proc.stderr.close()  # left open while a grandchild still holds the pipe and the thread reads it
+        with self._wake_lock:
+            for fd in (self._wake_r, self._wake_w):
+                if fd >= 0:
+                    os.close(fd)
+            self._wake_r = self._wake_w = -1
+        assert proc.stdout is not None
+        proc.stdout.close()
+
+    def _reap(self, wait_s: float) -> int:
+        """Wait up to ``wait_s`` for the child to exit, then SIGTERM, then SIGKILL; return its status."""
+        assert self.proc is not None
+        for signum in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                return self.proc.wait(timeout=wait_s)
+            except subprocess.TimeoutExpired:
+                self.send_signal(signum)
+                wait_s = self.cancel_grace_s
+        return self.proc.wait()
+
+    # -- events ------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[p.AnyEvent]:
+        self.start()
+        pipeline = self._pipeline
+        try:
+            if self._launch_error is not None:
+                yield from pipeline.finish(_launch_failure(self.argv[0], self._launch_error))
+                return
+            yield from self._pump()
+            if pipeline.finished:
+                self._drain_until_exit(time.monotonic() + self.exit_timeout_s)
+                return
+            status = self._wait_after_eof()
+            self._stderr.join(timeout=1.0)
+            yield from self._logs_now()
+            yield from pipeline.finish(self._ending(status))
+        finally:
+            self.close()
+
+    def _pump(self) -> Iterator[p.AnyEvent]:
+        """Read stdout until the child's result, or EOF, or its exit with the pipe held open by a grandchild."""
+        assert self.proc is not None and self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        os.set_blocking(fd, False)
+        pipeline = self._pipeline
+        with _Watch(fd, self._wake_r, self.proc) as watch:
+            while True:
+                chunk = watch.next_chunk(self.exit_timeout_s)
+                if chunk is None:
+                    yield from self._logs_now()
+                    continue
+                yield from pipeline.feed_chunk(chunk) if chunk else pipeline.end_of_input()
+                if pipeline.finished:
+                    return
+                if not chunk:
+                    if watch.held_open:
+                        self._stop_stragglers()
+                    return
+
+    def _stop_stragglers(self) -> None:
+        """The child is gone but something it started still holds our pipe: end its process group too."""
+        if not self.new_process_group or self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def _drain_until_exit(self, deadline: float) -> None:
+        """After the result: discard further output until the child exits; stop it if it does not in time."""
+        assert self.proc is not None and self.proc.stdout is not None
+        with _Watch(self.proc.stdout.fileno(), -1, self.proc) as watch:
+            while time.monotonic() < deadline:
+                if watch.next_chunk(0.0, deadline=deadline) == b"":
+                    break
+        self._reap(max(0.0, deadline - time.monotonic()))
+
+    def _wait_after_eof(self) -> int:
+        assert self.proc is not None
+        try:
+            return self.proc.wait(timeout=self.exit_timeout_s)
+        except subprocess.TimeoutExpired:
+            self._stopped_hung = True
+            return self._reap(0.0)
+
+    def _on_stderr_line(self, text: str) -> None:
+        """From the stderr thread: queue the line as a log event and wake the reading loop."""
+        self._logs.append(text)
+        with self._wake_lock:
+            if self._wake_w < 0:
+                return
+            try:
+                os.write(self._wake_w, b"\0")
+            except BlockingIOError:
+                pass  # the pipe is full: the loop is awake already
+
+    def _logs_now(self) -> Iterator[p.AnyEvent]:
+        while self._logs:
+            yield from self._pipeline.synthetic(p.Log(level="info", message=self._logs.popleft()))
+
+    def _ending(self, status: int) -> Ending:
+        """The synthetic end for a child that stopped without a result."""
+        exit_code = 128 - status if status < 0 else status
+        died = f"killed by {_signal_name(-status)}" if status < 0 else f"exit status {status}"
+        details = {"exit_status": status, "stderr_tail": self._stderr.tail(2000)}
+        took = int((time.monotonic() - self._started_at) * 1000)
+        fix: str | None = "see the child's stderr (details.stderr_tail, or Spawn.stderr)"
+        if self._cancelled_with:
+            code, subtype, fix = ErrorCode.INTERRUPTED, "interrupted", None
+            message = f"cancelled with {_signal_name(self._cancelled_with)}: the child ended ({died}) without a result"
+            exit_code = exit_code or 128 + self._cancelled_with
+        elif self._stopped_hung:
+            code, subtype = ErrorCode.STREAM_TRUNCATED, "error"
+            message = (
+                f"the child closed its output without a result and had not exited {self.exit_timeout_s:g}s later;"
+                f" it was stopped ({died})"
+            )
+        elif status == 0:
+            code, subtype = ErrorCode.STREAM_TRUNCATED, "error"
+            message = "the child exited with status 0 without a result event (its stream was cut short)"
+            exit_code = ExitCode.ERROR
+        else:
+            code, subtype = ErrorCode.PROCESS_CRASHED, "error"
+            message = f"the child ended ({died}) before its result event"
+        return Ending(code, message, exit_code, subtype, fix, details, took)
+
+
+def spawn(argv: Sequence[str], dialect: str = "auto", **options: Any) -> Spawn:
+    """Run ``argv`` and iterate its stdout as canonical events; see :class:`Spawn` for the options.
+
+    ``with spawn(["gemini", "-p", "hi", "-o", "stream-json"]) as child: for event in child: ...``
+    """
+    return Spawn(argv, dialect, **options)
+
+
+def _launch_failure(program: str, exc: OSError) -> Ending:
+    """The shell's convention: 127 for a program that is not there, 126 for one that cannot run."""
+    if isinstance(exc, FileNotFoundError):
+        message, status, fix = (
+            "command not found",
+            ExitCode.NOT_FOUND,
+            f"install {program}, or check that it is on PATH",
+        )
+    else:
+        message, status = f"cannot run it: {exc.strerror or exc}", ExitCode.CANNOT_EXECUTE
+        fix = f"check that {program} is an executable file (chmod +x)"
+    return Ending(
+        ErrorCode.CLI_NOT_FOUND, f"{program}: {message}", status, fix=fix, details={"errno": exc.errno}
+    )
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+class _Watch:
+    """Waits on a child's stdout, a wake-up pipe and the child's exit at once.
+
+    ``next_chunk`` returns bytes read, ``b""`` at end of output (or when the
+    child has exited and its stdout stayed silent for ``linger_s``, held open by
+    a grandchild), or ``None`` when only the wake-up pipe fired.
+    """
+
+    def __init__(self, fd: int, wake_fd: int, proc: subprocess.Popen[bytes]) -> None:
+        self.fd, self.wake_fd, self.proc = fd, wake_fd, proc
+        self.exited_at = 0.0
+        self.held_open = False
+        """True when the child exited but its stdout did not close within the linger time."""
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(fd, selectors.EVENT_READ, "out")
+        if wake_fd >= 0:
+            self._selector.register(wake_fd, selectors.EVENT_READ, "wake")
+        self._pidfd = _pidfd(proc.pid)
+        if self._pidfd >= 0:
+            self._selector.register(self._pidfd, selectors.EVENT_READ, "exit")
+
+    def __enter__(self) -> _Watch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._selector.close()
+        if self._pidfd >= 0:
+            os.close(self._pidfd)
+
+    def next_chunk(self, linger_s: float, deadline: float | None = None) -> bytes | None:
+        while True:
+            timeout = self._timeout(linger_s, deadline)
+            ready = self._selector.select(timeout)
+            woken = False
+            for key, _ in ready:
+                if key.data == "out":
+                    try:
+                        return os.read(self.fd, CHUNK_BYTES)
+                    except BlockingIOError:
+                        continue
+                if key.data == "exit":
+                    self._note_exit()
+                else:
+                    os.read(self.wake_fd, 4096)
+                    woken = True
+            if woken:
+                return None
+            if not self.exited_at and self.proc.poll() is not None:
+                self._note_exit()
+            now = time.monotonic()
+            if self.exited_at and now - self.exited_at >= linger_s:
+                self.held_open = True
+                return b""
+            if deadline is not None and now >= deadline:
+                return None
+
+    def _note_exit(self) -> None:
+        if self._pidfd >= 0:
+            self._selector.unregister(self._pidfd)
+            os.close(self._pidfd)
+            self._pidfd = -1
+        self.exited_at = self.exited_at or time.monotonic()
+
+    def _timeout(self, linger_s: float, deadline: float | None) -> float | None:
+        limits = []
+        if self.exited_at:
+            limits.append(self.exited_at + linger_s)
+        elif self._pidfd < 0:
+            limits.append(time.monotonic() + 0.2)  # no pidfd on this system: poll for the exit
+        if deadline is not None:
+            limits.append(deadline)
+        return max(0.0, min(limits) - time.monotonic()) if limits else None
+
+
+def _pidfd(pid: int) -> int:
+    """A descriptor that becomes readable when ``pid`` exits (Linux), or -1."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return -1
+
+
+class _StderrTail:
+    """Drains a child's stderr in a thread: keeps the tail, echoes lines, feeds log events."""
+
+    def __init__(
+        self,
+        limit: int,
+        echo: Callable[[str], None] | None,
+        to_log: Callable[[str], None] | None,
+    ) -> None:
+        self.limit = limit
+        self._callbacks = [cb for cb in (echo, to_log) if cb is not None]
+        self._lines: deque[str] = deque()
+        self._size = 0
+        self._thread: threading.Thread | None = None
+
+    def start(self, fd: int) -> None:
+        self._thread = threading.Thread(target=self._run, args=(fd,), name="agentstream-stderr", daemon=True)
+        self._thread.start()
+
+    def join(self, timeout: float) -> bool:
+        """Wait for the draining to end; True once it has."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+            return not self._thread.is_alive()
+        return True
+
+    def _run(self, fd: int) -> None:
+        splitter = LineSplitter(max_line_bytes=self.limit)
+        while True:
+            try:
+                chunk = os.read(fd, CHUNK_BYTES)
+            except OSError:
+                break
+            for item in splitter.feed(chunk) if chunk else splitter.close():
+                self._add(item)
+            if not chunk:
+                break
+
+    def _add(self, item: Line | LineTooLong) -> None:
+        if isinstance(item, LineTooLong):
+            text = f"[a stderr line of {item.size} bytes was left out]"
+        else:
+            text = item.data.decode("utf-8", "replace")
+        self._lines.append(text)
+        self._size += len(text) + 1
+        while self._size > self.limit and len(self._lines) > 1:
+            self._size -= len(self._lines.popleft()) + 1
+        for callback in self._callbacks:
+            try:
+                callback(text)
+            except Exception:
+                pass  # a broken callback must not stop the draining, or the child would block
+
+    def text(self) -> str:
+        return "".join(line + "\n" for line in list(self._lines))
+
+    def tail(self, chars: int) -> str:
+        return self.text()[-chars:]

@@ -1,0 +1,199 @@
+"""Read a file, a pipe, a binary file object, byte chunks or an asyncio stream as canonical events."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
+from typing import IO, TYPE_CHECKING, TypeAlias, cast
+
+from agentstream import protocol as p
+from agentstream.consumer.pipeline import CHUNK_BYTES, Pipeline
+
+if TYPE_CHECKING:
+    import asyncio
+
+__all__ = ["AsyncReader", "AsyncSource", "Reader", "Source", "aread", "read"]
+
+
+Source: TypeAlias = "str | os.PathLike[str] | bytes | IO[bytes] | Iterable[bytes]"
+AsyncSource: TypeAlias = (
+    "str | os.PathLike[str] | IO[bytes] | asyncio.StreamReader | AsyncIterable[bytes] | Iterable[bytes]"
+)
+
+
+class _ReaderBase:
+    """What the sync and async readers share: the pipeline and what it has learnt."""
+
+    def __init__(self, source: object, dialect: str, max_line_bytes: int | None, label: str | None) -> None:
+        self._pipeline = Pipeline(dialect, label=label or _label(source), max_line_bytes=max_line_bytes)
+
+    @property
+    def dialect(self) -> str | None:
+        """The dialect being decoded (known after the first lines when auto-detecting)."""
+        return self._pipeline.dialect
+
+    @property
+    def line_number(self) -> int:
+        """The last input line read so far."""
+        return self._pipeline.line_number
+
+
+class Reader(_ReaderBase):
+    """Iterate canonical events from one input. Use as a context manager to close a file it opened."""
+
+    def __init__(
+        self,
+        source: Source,
+        dialect: str = "auto",
+        *,
+        max_line_bytes: int | None = None,
+        label: str | None = None,
+    ) -> None:
+        super().__init__(source, dialect, max_line_bytes, label)
+        self._file, self._chunks, self._owned = _sync_source(source)
+
+    def batches(self) -> Iterator[list[p.AnyEvent]]:
+        """The same events as iterating, in lists (one per chunk of input, maybe empty): less overhead per event."""
+        pipeline = self._pipeline
+        try:
+            for chunk in self._chunk_source():
+                yield pipeline.feed_chunk(chunk)
+                if pipeline.finished:
+                    return
+            yield pipeline.finish()
+        finally:
+            self.close()
+
+    def __iter__(self) -> Iterator[p.AnyEvent]:
+        for batch in self.batches():
+            yield from batch
+
+    def _chunk_source(self) -> Iterable[bytes]:
+        if self._file is None:
+            return self._chunks or ()
+        read_some = getattr(self._file, "read1", self._file.read)  # read1: whatever a pipe has, no waiting
+        return iter(lambda: read_some(CHUNK_BYTES), b"")
+
+    def close(self) -> None:
+        if self._owned and self._file is not None:
+            self._file.close()
+
+    def __enter__(self) -> Reader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read(
+    source: Source, dialect: str = "auto", *, max_line_bytes: int | None = None, label: str | None = None
+) -> Reader:
+    """Canonical events from a path, a binary file, ``bytes`` or an iterable of byte chunks.
+
+    ``dialect="auto"`` detects the format from the first lines; pass a name to
+    force one. ``max_line_bytes`` (off by default) turns longer lines into
+    ``LINE_TOO_LONG`` errors instead of reading them.
+    """
+    return Reader(source, dialect, max_line_bytes=max_line_bytes, label=label)
+
+
+def _label(source: object) -> str:
+    if isinstance(source, (str, os.PathLike)):
+        return os.fspath(source)
+    name = getattr(source, "name", None)
+    return name if isinstance(name, str) else "<stream>"
+
+
+def _sync_source(source: Source) -> tuple[IO[bytes] | None, Iterable[bytes] | None, bool]:
+    """(file, chunks, owned): exactly one of file and chunks is set."""
+    if isinstance(source, (str, os.PathLike)):
+        return open(source, "rb"), None, True
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return None, [bytes(source)], False
+    if hasattr(source, "readline"):
+        return _binary_file(source), None, False
+    if isinstance(source, Iterable):
+        return None, source, False
+    raise TypeError(
+        f"cannot read events from {type(source).__name__}: pass a path, a binary file or byte chunks"
+    )
+
+
+def _binary_file(source: object) -> IO[bytes]:
+    """The bytes of a file-like source: a text stream such as ``sys.stdin`` is read through its ``buffer``."""
+    return cast("IO[bytes]", getattr(source, "buffer", source))  # duck-typed: the caller saw it can read
+
+
+class AsyncReader(_ReaderBase):
+    """The async twin of :class:`Reader`: same events, same guarantees."""
+
+    def __init__(
+        self,
+        source: AsyncSource,
+        dialect: str = "auto",
+        *,
+        max_line_bytes: int | None = None,
+        label: str | None = None,
+    ) -> None:
+        super().__init__(source, dialect, max_line_bytes, label)
+        self._source = source
+
+    async def batches(self) -> AsyncIterator[list[p.AnyEvent]]:
+        pipeline = self._pipeline
+        async for chunk in _async_chunks(self._source):
+            yield pipeline.feed_chunk(chunk)
+            if pipeline.finished:
+                return
+        yield pipeline.finish()
+
+    async def __aiter__(self) -> AsyncIterator[p.AnyEvent]:
+        async for batch in self.batches():
+            for event in batch:
+                yield event
+
+
+def aread(
+    source: AsyncSource, dialect: str = "auto", *, max_line_bytes: int | None = None, label: str | None = None
+) -> AsyncReader:
+    """``async for event in aread(stream_reader)``: :func:`read` for asyncio.
+
+    Never uses ``StreamReader.readline`` (its 64 KiB limit would break on long lines).
+    """
+    return AsyncReader(source, dialect, max_line_bytes=max_line_bytes, label=label)
+
+
+async def _async_chunks(source: AsyncSource) -> AsyncIterator[bytes]:
+    import asyncio
+
+    if isinstance(source, asyncio.StreamReader):
+        while chunk := await source.read(CHUNK_BYTES):
+            yield chunk
+    elif isinstance(source, AsyncIterable):
+        async for chunk in source:
+            yield chunk
+    elif isinstance(source, (str, os.PathLike)) or hasattr(source, "read"):
+        async for chunk in _file_chunks(source):  # type: ignore[arg-type]
+            yield chunk
+    elif isinstance(source, Iterable):
+        for chunk in source:
+            yield chunk
+    else:
+        raise TypeError(f"cannot read events from {type(source).__name__}")
+
+
+async def _file_chunks(source: str | os.PathLike[str] | IO[bytes]) -> AsyncIterator[bytes]:
+    """A file (or pipe) read in a worker thread, so the event loop never blocks on it."""
+    import asyncio
+
+    file: IO[bytes]
+    if isinstance(source, (str, os.PathLike)):
+        file, owned = open(source, "rb"), True
+    else:
+        file, owned = _binary_file(source), False
+    read_some = getattr(file, "read1", file.read)
+    try:
+        while chunk := await asyncio.to_thread(read_some, CHUNK_BYTES):
+            yield chunk
+    finally:
+        if owned:
+            file.close()
