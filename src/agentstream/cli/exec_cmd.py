@@ -25,6 +25,7 @@ from agentstream.agent.providers import PROVIDER_NAMES
 from agentstream.bus.publish import add_publish_options, attach_publisher
 from agentstream.cli._options import add_output_options
 from agentstream.errors import AgentstreamError, ErrorCode, UsageError
+from agentstream.observe.otel import attach_otel
 
 if TYPE_CHECKING:
     from agentstream.agent.conversation import Conversation
@@ -160,6 +161,7 @@ class _Agent:
         """One prompt, one stream. Returns its exit code (raises SystemExit for a non-zero one it owns)."""
         stream = self._stream(first)
         close_publisher = attach_publisher(stream, self.args)
+        attach_otel(stream)
         try:
             with stream:
                 if not self.record.title:
