@@ -22,7 +22,6 @@ from agentstream.errors import AgentstreamError, UsageError
 
 if TYPE_CHECKING:
     from agentstream.observe._otel_spans import OtelSink
-    from agentstream.protocol import AnyEvent
     from agentstream.stream import Stream
 
 __all__ = [
@@ -83,12 +82,6 @@ def attach_otel(stream: Stream) -> OtelSink | None:
     if sink is not None:
         stream.observe(sink.on_event)
     return sink
-
-
-def observe_events(sink: OtelSink | None, event: AnyEvent) -> None:
-    """Feed one event to a sink that may be None (the follower's hook)."""
-    if sink is not None:
-        sink.on_event(event)
 
 
 def traceparent_env(sink: OtelSink | None) -> dict[str, str] | None:
