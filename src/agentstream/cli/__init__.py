@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "validate": "Check a stream against the protocol's invariants",
     "view": "Render a stream for a person, live",
     "convert": "Convert a stream from one dialect to another",
+    "export": "Export a recorded stream or session log as OpenTelemetry traces",
     "wrap": "Run any agent CLI and re-emit its stream with every guarantee",
     "dialects": "List the wire formats agentstream reads and writes",
     "schema": "Print the protocol's JSON Schema",

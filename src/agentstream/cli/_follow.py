@@ -29,7 +29,9 @@ def add_follow_options(parser: argparse.ArgumentParser, *, timeout_flag: str = "
 def follow_run(args: argparse.Namespace, run_id: str, *, command: str, wait: bool, from_seq: int = 0) -> int:
     from agentstream.bus import open_bus
     from agentstream.bus.follow import FollowOptions, follow
+    from agentstream.observe.otel import otel_sink_from_environ
 
+    otel = otel_sink_from_environ()
     options = FollowOptions(
         run_id=run_id,
         from_seq=from_seq,
@@ -37,5 +39,6 @@ def follow_run(args: argparse.Namespace, run_id: str, *, command: str, wait: boo
         wait=wait,
         reconnect_for=args.reconnect_timeout,
         command=command,
+        observer=otel.on_event if otel else None,
     )
     return follow(lambda: open_bus(args.bus), options)
