@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "send": "Publish an event to the bus",
     "submit": "Queue a prompt for a worker",
     "worker": "Run queued prompts",
+    "completion": "Print a shell completion script (bash, zsh or fish)",
 }
 
 
@@ -43,34 +44,44 @@ def _top_help() -> str:
         "usage: agentstream [--version] COMMAND [ARGS...]\n\n"
         "Canonical streaming output for agent-first command-line tools.\n\n"
         f"commands:\n{rows}\n\n"
-        "Run 'agentstream COMMAND --help' for a command's options.\n"
+        "Run 'agentstream help COMMAND' (or 'agentstream COMMAND --help') for a command's options.\n"
     )
+
+
+def _version() -> str:
+    from agentstream._version import PROTOCOL_VERSION, __version__
+
+    return f"agentstream {__version__} (protocol v{PROTOCOL_VERSION})\n"
+
+
+def _unknown_command(name: str) -> int:
+    from difflib import get_close_matches
+
+    near = get_close_matches(name, COMMANDS, n=1)
+    hint = f" (did you mean '{near[0]}'?)" if near else ""
+    sys.stderr.write(f"agentstream: unknown command '{name}'{hint}\nRun 'agentstream --help' for the list.\n")
+    return 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] in ("-h", "--help", "help"):
+    if not args or args[0] in ("-h", "--help") or args == ["help"]:
         (sys.stdout if args else sys.stderr).write(_top_help())
         return 0 if args else 2
     if args[0] in ("-V", "--version"):
-        from agentstream._version import __version__
-
-        sys.stdout.write(f"agentstream {__version__}\n")
+        sys.stdout.write(_version())
         return 0
+    if args[0] == "help":
+        if args[1] not in COMMANDS:
+            return _unknown_command(args[1])
+        args = [args[1], "--help"]
     name = args[0]
     if name not in COMMANDS:
-        from difflib import get_close_matches
+        return _unknown_command(name)
+    from agentstream.cli._help import build_parser
 
-        near = get_close_matches(name, COMMANDS, n=1)
-        hint = f" (did you mean '{near[0]}'?)" if near else ""
-        sys.stderr.write(
-            f"agentstream: unknown command '{name}'{hint}\nRun 'agentstream --help' for the list.\n"
-        )
-        return 2
     module = importlib.import_module(f"agentstream.cli.{name}_cmd")
-    parser = argparse.ArgumentParser(prog=f"agentstream {name}", description=COMMANDS[name])
-    module.configure(parser)
-    parsed = parser.parse_args(args[1:])
+    parsed = build_parser(name).parse_args(args[1:])
     from agentstream.errors import AgentstreamError
 
     try:
