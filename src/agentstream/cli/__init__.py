@@ -8,7 +8,6 @@ summary is in :data:`COMMANDS`.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import sys
 from collections.abc import Sequence

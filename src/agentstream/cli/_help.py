@@ -91,10 +91,7 @@ went away. A command that streams events always exits with `result.exit_code`.
 
 def reference_markdown() -> str:
     """``docs/cli.md``: every command's summary, usage, options and examples."""
-    parts = [_REFERENCE_HEAD]
-    for name in COMMANDS:
-        parts.append(_command_reference(name, build_parser(name)))
-    return "\n".join(parts)
+    return "\n".join([_REFERENCE_HEAD, *(_command_reference(name, build_parser(name)) for name in COMMANDS)])
 
 
 def _command_reference(name: str, parser: argparse.ArgumentParser) -> str:

@@ -30,11 +30,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agentstream.cli._options import open_input
-    from agentstream.cli.convert_cmd import check_dialect
+    from agentstream.cli._options import check_dialect, open_input
+    from agentstream.consumer import read
     from agentstream.errors import ExitCode, UsageError
     from agentstream.observe.otel import ENDPOINT_VARS, build_sink, endpoint_configured
-    from agentstream.consumer import read
 
     if not args.endpoint and not endpoint_configured():
         raise UsageError(
