@@ -74,3 +74,19 @@ def test_sessions_table_on_a_terminal_envelope_when_piped(env: dict[str, str]) -
     assert code == 0 and out.startswith("No sessions in ")
     out, _, code = _run(["sessions"], env, tty=False)
     assert code == 0 and json.loads(out)["result"]["sessions"] == []
+
+
+def test_exec_prints_text_for_a_person_and_stream_json_for_a_program(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    import agentstream
+
+    cassette = Path(agentstream.__file__).parent / "data" / "demo.cassette.jsonl"
+    argv = ["exec", "--cassette", str(cassette), "--cwd", str(tmp_path), "--no-publish", "list the files"]
+    out, _, code = _run(argv, env, tty=True)
+    assert code == 0 and out.strip() and not out.lstrip().startswith("{")
+    out, _, code = _run(argv, env, tty=False)
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and lines[0]["type"] == "start" and lines[-1]["type"] == "result"
+    out, _, code = _run([*argv, "--dialect", "gemini"], env, tty=True)
+    assert code == 0 and json.loads(out.splitlines()[0])["type"] == "init"
