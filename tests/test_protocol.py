@@ -103,7 +103,9 @@ def test_published_input_schema_matches_the_code() -> None:
 
 def test_input_lines_decode_and_bad_ones_say_why() -> None:
     assert p.decode_input(b'{"type":"interrupt"}') == p.Interrupt()
-    decision = p.decode_input(b'{"type":"permission_decision","call_id":"c1","decision":"deny","message":"no"}')
+    decision = p.decode_input(
+        b'{"type":"permission_decision","call_id":"c1","decision":"deny","message":"no"}'
+    )
     assert decision == p.PermissionDecision(call_id="c1", decision="deny", message="no")
     with pytest.raises(msgspec.ValidationError, match="decision"):
         p.decode_input(b'{"type":"permission_decision","call_id":"c1","decision":"maybe"}')
