@@ -17,7 +17,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from agentstream.errors import AgentstreamError, ErrorCode, UsageError
 
@@ -273,7 +273,7 @@ class AgentRunner:
             "exec",
             output_format=self.options.output_format,
             dialect=self.options.dialect,
-            out=self.output,
+            out=cast("IO[bytes] | None", self.output),  # it has the write/flush a Stream uses of a file
             owns_process=True,
             session_id=self.record.session_id if own_id else None,
             parent_session_id=None if own_id else self.record.session_id,
