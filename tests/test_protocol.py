@@ -34,6 +34,8 @@ def test_every_type_round_trips() -> None:
         p.GenericEvent(name="video/download", data={"id": 1}),
         p.Usage(model="m", input_tokens=1, output_tokens=2, cost_usd=0.01),
         p.Error(code="RATE_LIMITED", message="slow down", recoverable=True, retry_in_ms=100),
+        p.PermissionRequest(call_id="c1", name="shell", arguments={"command": "ls"}, timeout_ms=1000),
+        p.Heartbeat(waiting_on="tool"),
         p.Result(
             ok=True, subtype="success", exit_code=0, next_actions=[p.NextAction(command="x", description="y")]
         ),
@@ -88,6 +90,25 @@ def test_published_schema_matches_the_code() -> None:
     assert published == schema_text(), (
         "docs/protocol.schema.json drifted: run `agentstream schema > docs/protocol.schema.json`"
     )
+
+
+def test_published_input_schema_matches_the_code() -> None:
+    from agentstream.cli.schema_cmd import schema_text
+
+    published = (DOCS / "protocol.input.schema.json").read_text()
+    assert published == schema_text(input_side=True), (
+        "docs/protocol.input.schema.json drifted: run `agentstream schema --input > docs/protocol.input.schema.json`"
+    )
+
+
+def test_input_lines_decode_and_bad_ones_say_why() -> None:
+    assert p.decode_input(b'{"type":"interrupt"}') == p.Interrupt()
+    decision = p.decode_input(
+        b'{"type":"permission_decision","call_id":"c1","decision":"deny","message":"no"}'
+    )
+    assert decision == p.PermissionDecision(call_id="c1", decision="deny", message="no")
+    with pytest.raises(msgspec.ValidationError, match="decision"):
+        p.decode_input(b'{"type":"permission_decision","call_id":"c1","decision":"maybe"}')
 
 
 def test_schema_accepts_what_we_emit() -> None:

@@ -32,10 +32,17 @@ __all__ = [
     "ErrorInfo",
     "Event",
     "GenericEvent",
+    "Heartbeat",
+    "InputLine",
+    "InputMessage",
+    "InputSettings",
+    "Interrupt",
     "Log",
     "Message",
     "MessageDelta",
     "NextAction",
+    "PermissionDecision",
+    "PermissionRequest",
     "Progress",
     "Reasoning",
     "ReasoningDelta",
@@ -51,9 +58,11 @@ __all__ = [
     "Usage",
     "UsageTotals",
     "decode",
+    "decode_input",
     "decode_lines",
     "encode",
     "encode_line",
+    "input_json_schema",
     "json_schema",
     "new_id",
     "now_ts",
@@ -214,6 +223,30 @@ class Error(BaseEvent, tag="error", kw_only=True):
     details: Any = UNSET
 
 
+class PermissionRequest(BaseEvent, tag="permission_request", kw_only=True):
+    """The agent asks before running a tool call; the call's ``tool_result`` tells what was decided.
+
+    Answered on the input side by a ``permission_decision`` naming the same
+    ``call_id`` (or, in Claude's dialect, a ``control_response`` to ``request_id``).
+    """
+
+    call_id: str
+    name: str
+    arguments: dict[str, Any] = {}
+    choices: list[str] = msgspec.field(default_factory=lambda: ["allow", "deny"])
+    request_id: str | UnsetType = UNSET
+    reason: str | UnsetType = UNSET
+    timeout_ms: int | UnsetType = UNSET
+    """How long the agent waits before it denies the call by itself."""
+
+
+class Heartbeat(BaseEvent, tag="heartbeat", kw_only=True):
+    """A sign of life from a producer that has had nothing else to say for a while."""
+
+    waiting_on: str | UnsetType = UNSET
+    """What it waits for: ``model``, ``tool`` or ``permission``."""
+
+
 class UsageTotals(Struct, kw_only=True):
     """Token totals of a whole run, carried by ``result``."""
 
@@ -282,6 +315,8 @@ Event: TypeAlias = (
     | GenericEvent
     | Usage
     | Error
+    | PermissionRequest
+    | Heartbeat
     | Result
 )
 """Any v1 event, decoded by its ``type``."""
@@ -396,6 +431,62 @@ def json_schema() -> dict[str, Any]:
         "$id": "https://agentstream.dev/schema/v1/event.json",
         "title": f"agentstream protocol v{PROTOCOL_VERSION} event",
         "description": "One line of an agentstream NDJSON stream. Unknown fields must be ignored.",
+        **schema,
+    }
+
+
+# -- the input side (``--input-format stream-json``) ------------------------------------
+
+
+class InputMessage(Struct, tag_field="type", tag="message", kw_only=True):
+    """A user turn: the session runs it as a stream of its own once the turn before has ended."""
+
+    role: Literal["user"]
+    content: str | list[dict[str, Any]]
+    """Text, or content blocks of which the ``text`` ones are read."""
+
+
+class Interrupt(Struct, tag_field="type", tag="interrupt", kw_only=True):
+    """Stop the running turn (model call and tool); its stream ends ``interrupted``, the session stays open."""
+
+
+class PermissionDecision(Struct, tag_field="type", tag="permission_decision", kw_only=True):
+    """The answer to a ``permission_request`` with the same ``call_id``."""
+
+    call_id: str
+    decision: Literal["allow", "deny"]
+    message: str | UnsetType = UNSET
+    """Why it was denied; the model reads it."""
+    arguments: dict[str, Any] | UnsetType = UNSET
+    """With ``allow``: run the tool with these arguments instead."""
+
+
+class InputSettings(Struct, tag_field="type", tag="settings", kw_only=True):
+    """Change the session's settings; they apply from the next model call or tool call on."""
+
+    permission_mode: str | UnsetType = UNSET
+    model: str | UnsetType = UNSET
+
+
+InputLine: TypeAlias = InputMessage | Interrupt | PermissionDecision | InputSettings
+"""One line a client writes to a two-way session's stdin."""
+
+_input_decoder = msgspec.json.Decoder(InputLine)
+
+
+def decode_input(line: bytes | str) -> InputLine:
+    """Decode one input line. Raises ``msgspec.DecodeError`` / ``ValidationError`` saying what is wrong."""
+    return _input_decoder.decode(line)
+
+
+def input_json_schema() -> dict[str, Any]:
+    """The JSON Schema (2020-12) of one line of a two-way session's input."""
+    schema = msgspec.json.schema(InputLine)
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://agentstream.dev/schema/v1/input.json",
+        "title": f"agentstream protocol v{PROTOCOL_VERSION} input line",
+        "description": "One line written to the stdin of a two-way session (--input-format stream-json).",
         **schema,
     }
 

@@ -196,6 +196,15 @@ class Validator:
         if event.call_id not in self._open_calls:
             self.report(line, "tool-pairing", f"tool_progress for {event.call_id!r}, which is not running")
 
+    def _on_permission_request(self, event: p.PermissionRequest, line: int) -> None:
+        """A request asks about a call that is running; its ``tool_result`` is the answer (tool-pairing)."""
+        if event.call_id not in self._open_calls:
+            self.report(
+                line,
+                "permission-pairing",
+                f"permission_request for {event.call_id!r}, which is not an open tool_call",
+            )
+
     def _on_tool_result(self, event: p.ToolResult, line: int) -> None:
         if self._open_calls.pop(event.call_id, None) is None:
             again = "a second" if event.call_id in self._closed_calls else "a"
@@ -272,6 +281,7 @@ _CHECKS: dict[type[p.AnyEvent], Callable[[Validator, Any, int], None]] = {
     p.ToolCall: Validator._on_tool_call,
     p.ToolProgress: Validator._on_tool_progress,
     p.ToolResult: Validator._on_tool_result,
+    p.PermissionRequest: Validator._on_permission_request,
     p.MessageDelta: Validator._on_delta,
     p.ReasoningDelta: Validator._on_delta,
     p.Message: Validator._on_complete,

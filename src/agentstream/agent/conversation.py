@@ -40,7 +40,7 @@ class Conversation:
 
     def __init__(self, messages: Iterable[dict[str, Any]] = ()) -> None:
         self.messages: list[dict[str, Any]] = list(messages)
-        self._close_dangling_calls()
+        self.close_dangling_calls()
 
     def __len__(self) -> int:
         return len(self.messages)
@@ -71,8 +71,8 @@ class Conversation:
         """The messages, ready for the session store (a copy, so later turns don't alias it)."""
         return [dict(message) for message in self.messages]
 
-    def _close_dangling_calls(self) -> None:
-        """Give every tool call without a result one, so an interrupted session can be resumed.
+    def close_dangling_calls(self) -> None:
+        """Give every tool call without a result one, so an interrupted session can go on or be resumed.
 
         Both providers reject a history in which a tool call has no result.
         """

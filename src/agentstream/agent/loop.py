@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Literal
 
 from agentstream import protocol as p
 from agentstream.agent.conversation import AssistantTurn, Conversation
+from agentstream.agent.interrupt import interruptible
+from agentstream.agent.permissions import Decision
 from agentstream.agent.pricing import cost_usd
 from agentstream.agent.providers.base import (
     Provider,
@@ -44,6 +46,8 @@ from agentstream.agent.tools import ToolOutcome
 from agentstream.errors import ErrorCode, ExitCode, ProviderError
 
 if TYPE_CHECKING:
+    from agentstream.agent.interrupt import TurnControl
+    from agentstream.agent.permissions import Approvals
     from agentstream.agent.tools import Toolbox
     from agentstream.stream import Stream, ToolCallScope
 
@@ -226,12 +230,19 @@ class AgentLoop:
         conversation: Conversation,
         options: LoopOptions,
         progress: ProgressRelay,
+        *,
+        approvals: Approvals | None = None,
+        control: TurnControl | None = None,
     ) -> None:
         self.provider = provider
         self.toolbox = toolbox
         self.conversation = conversation
         self.options = options
         self.progress = progress
+        self.approvals = approvals
+        """Which tool calls must be asked about first (None: the toolbox's mode decides alone)."""
+        self.control = control
+        """Set in a two-way session: lets the client interrupt the turn."""
 
     def run(self, stream: Stream, prompt: str) -> Outcome:
         """Answer ``prompt``, writing to ``stream``; say how the run should end without ending it.
@@ -275,7 +286,11 @@ class AgentLoop:
         for attempt in range(1, attempts + 1):
             writer = TurnWriter(stream, deltas=self.options.deltas)
             try:
-                for event in self.provider.stream_turn(self.conversation, tools, self.options.system):
+                events = self.provider.stream_turn(self.conversation, tools, self.options.system)
+                if self.control is not None:
+                    self.control.waiting_on = "model"
+                    events = interruptible(events, self.control)
+                for event in events:
                     writer.feed(event)
                 return writer.finish(self.provider.model)
             except ProviderError as exc:
@@ -301,24 +316,47 @@ class AgentLoop:
         stream.error(
             exc.code, f"{exc.message} (attempt {attempt} of {attempts}, retrying)", retry_in_ms=delay
         )
-        time.sleep(delay / 1000)
+        if self.control is not None:
+            self.control.pause(delay / 1000)
+        else:
+            time.sleep(delay / 1000)
 
     def _run_tool(self, stream: Stream, call: ToolCallDone) -> None:
+        stop_after = False
         with stream.tool_call(call.name, call.arguments, call_id=call.call_id) as scope:
             self.progress.scope = scope
             try:
-                outcome = self._outcome(call)
+                outcome, stop_after = self._outcome(stream, call)
             finally:
                 self.progress.scope = None
             _report(scope, outcome)
         self.conversation.add_tool_result(
             call.call_id, call.name, _for_model(outcome), is_error=outcome.status != "success"
         )
+        if stop_after and self.control is not None:
+            self.control.cancel.set()
+            self.control.check()
 
-    def _outcome(self, call: ToolCallDone) -> ToolOutcome:
+    def _outcome(self, stream: Stream, call: ToolCallDone) -> tuple[ToolOutcome, bool]:
+        """The call's outcome, and whether the decision about it also stops the turn."""
         if call.error is not None:
-            return ToolOutcome("error", error=call.error)
-        return self.toolbox.run(call.name, call.arguments)
+            return ToolOutcome("error", error=call.error), False
+        arguments = call.arguments
+        access = self.toolbox.access(call.name)
+        if self.approvals is not None and access and self.approvals.needs_asking(call.name, access):
+            decision = (
+                self.approvals.ask(stream, call)
+                if self.approvals.ask is not None
+                else Decision(False, f"{access} tools need permission, and no one can be asked in this run")
+            )
+            if not decision.allow:
+                reason = decision.message or "the user denied it"
+                return ToolOutcome("denied", error=f"permission denied: {reason}"), decision.interrupt
+            if decision.arguments is not None:
+                arguments = dict(decision.arguments)
+        if self.control is not None:
+            self.control.waiting_on = "tool"
+        return self.toolbox.run(call.name, arguments), False
 
 
 def _report(scope: ToolCallScope, outcome: ToolOutcome) -> None:

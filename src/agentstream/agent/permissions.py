@@ -18,21 +18,31 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Literal, TypeAlias
+from typing import TYPE_CHECKING, Final, Literal, TypeAlias
 
 from agentstream.errors import AgentstreamError, ErrorCode
 
+if TYPE_CHECKING:
+    from agentstream.agent.providers.base import ToolCallDone
+    from agentstream.stream import Stream
+
 __all__ = [
+    "ALL_PERMISSION_MODES",
+    "CLAUDE_PERMISSION_MODES",
     "PERMISSION_MODES",
     "Access",
+    "Approvals",
+    "Decision",
     "PermissionDenied",
     "PermissionMode",
     "ResolvedPath",
     "allows",
     "open_path",
     "resolve",
+    "toolbox_mode",
 ]
 
 PermissionMode: TypeAlias = Literal["read-only", "workspace-write", "full"]
@@ -179,3 +189,91 @@ def _is_symlink(name: str, parent: int) -> bool:
         return stat.S_ISLNK(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode)
     except OSError:
         return False
+
+
+# -- asking before a tool runs ------------------------------------------------------
+
+CLAUDE_PERMISSION_MODES: Final[tuple[str, ...]] = (
+    "default",
+    "acceptEdits",
+    "plan",
+    "bypassPermissions",
+    "dontAsk",
+    "auto",
+)
+"""Claude Code's modes, accepted too (``exec --dialect claude`` gets them from the Claude Agent SDK)."""
+
+ALL_PERMISSION_MODES: Final[tuple[str, ...]] = PERMISSION_MODES + CLAUDE_PERMISSION_MODES
+
+_RUNS_BY_ITSELF: Final[dict[str, frozenset[str]]] = {
+    **_ALLOWED,
+    "default": frozenset({"read"}),
+    "auto": frozenset({"read"}),
+    "dontAsk": frozenset({"read"}),
+    "plan": frozenset({"read"}),
+    "acceptEdits": frozenset({"read", "write"}),
+    "bypassPermissions": frozenset({"read", "write", "execute"}),
+}
+"""Per mode, the kinds of tool call that run without asking anyone."""
+
+_TOOLBOX_MODE: Final[dict[str, PermissionMode]] = {
+    "default": "read-only",
+    "auto": "read-only",
+    "dontAsk": "read-only",
+    "plan": "read-only",
+    "acceptEdits": "workspace-write",
+    "bypassPermissions": "full",
+}
+
+
+def toolbox_mode(mode: str, *, prompts: bool) -> PermissionMode:
+    """The mode the toolbox runs in: what the model is offered and the path rule.
+
+    With permission prompts every tool a person could allow is offered (``plan``
+    stays read-only); without, only what the mode lets run or can be refused cleanly.
+    """
+    if mode in PERMISSION_MODES:
+        base: PermissionMode = mode  # type: ignore[assignment]
+    else:
+        base = _TOOLBOX_MODE[mode]
+    if prompts and base == "read-only" and mode != "plan":
+        return "workspace-write"
+    return base
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What was decided about one tool call."""
+
+    allow: bool
+    message: str = ""
+    """Why it was denied (the model reads it)."""
+    arguments: dict[str, object] | None = None
+    """Run with these arguments instead (an allow may edit the call)."""
+    interrupt: bool = False
+    """Deny and also stop the turn."""
+
+
+class Approvals:
+    """Which tool calls need a decision before they run, and who is asked.
+
+    ``ask`` is set by a two-way session (it emits a ``permission_request`` and waits
+    for the answer); without it a call that needs asking is denied, as Claude Code
+    does in print mode without a permission prompt tool.
+    """
+
+    def __init__(self, mode: str, *, always_allowed: frozenset[str] = frozenset()) -> None:
+        self.set_mode(mode)
+        self.always_allowed = always_allowed
+        self.ask: Callable[[Stream, ToolCallDone], Decision] | None = None
+
+    def set_mode(self, mode: str) -> None:
+        if mode not in _RUNS_BY_ITSELF:
+            raise PermissionDenied(
+                f"unknown permission mode {mode!r}", fix=f"use one of: {', '.join(ALL_PERMISSION_MODES)}"
+            )
+        self.mode = mode
+        self._by_itself = _RUNS_BY_ITSELF[mode]
+
+    def needs_asking(self, tool: str, access: str) -> bool:
+        return access not in self._by_itself and tool not in self.always_allowed

@@ -4,34 +4,38 @@ The command line (``cli/exec_cmd.py``) only parses options into :class:`ExecOpti
 everything that decides how a run behaves lives here, so other front ends (a
 worker, a server, another protocol) can run the agent the same way.
 
-Every run is one protocol stream. With ``input_format="stream-json"`` each user
-turn read from stdin is its own stream (its own ``session_id``, ``seq`` from 0,
-one ``result``), and all of them continue one stored session.
+Every run is one protocol stream. With ``input_format="stream-json"`` the run is
+a two-way session (:mod:`agentstream.agent.control`): stdin is read on its own
+thread, each user turn from it is its own stream (its own ``session_id``, ``seq``
+from 0, one ``result``), all of them continue one stored session, and interrupts,
+permission decisions and settings act on the turn that is running.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from agentstream.errors import AgentstreamError, ErrorCode, UsageError
 
 if TYPE_CHECKING:
-    from agentstream.agent.permissions import PermissionMode
-    from agentstream.render import OutputFormat
+    from agentstream.agent.control import OutputChannel, TwoWaySession
     from agentstream.agent.conversation import Conversation
+    from agentstream.agent.interrupt import TurnControl
     from agentstream.agent.loop import AgentLoop
     from agentstream.agent.providers.base import Provider
     from agentstream.agent.sessions import SessionRecord, SessionStore
     from agentstream.protocol import NextAction
+    from agentstream.render import OutputFormat
     from agentstream.stream import Stream
 
 __all__ = ["DEFAULT_SYSTEM", "AgentRunner", "ExecOptions", "fail_before_start"]
+
+DEFAULT_HEARTBEAT_S = 15.0
+"""Seconds of silence after which a two-way session's turn emits a ``heartbeat``."""
 
 DEFAULT_SYSTEM = (
     "You are a careful software agent working in the directory {cwd}. Use the tools to look before you act, "
@@ -59,8 +63,15 @@ class ExecOptions:
     record: str | None = None
     cwd: str | None = None
     max_turns: int = 0
-    permission_mode: PermissionMode = "workspace-write"
+    permission_mode: str = "workspace-write"
+    permission_prompt_tool: str | None = None
+    permission_timeout: float = 300.0
+    heartbeat: float | None = None
+    include_partial_messages: bool = False
+    append_system: str | None = None
     tools: str | None = None
+    allowed_tools: str | None = None
+    disallowed_tools: str | None = None
     no_deltas: bool = False
     session_id: str | None = None
     resume: str | None = None
@@ -77,7 +88,7 @@ def run(options: ExecOptions, stdin: IO[bytes] | None = None) -> int:
         return fail_before_start(options, exc)
     try:
         if options.input_format == "stream-json":
-            return agent.run_turns(stdin or sys.stdin.buffer)
+            return agent.run_session(stdin or sys.stdin.buffer)
         return agent.run_turn(options.prompt or "")
     finally:
         agent.loop.provider.close()
@@ -103,6 +114,11 @@ class AgentRunner:
     resumed: bool
     first_prompt: str | None
     cwd: Path
+    control: TurnControl
+    session: TwoWaySession | None = None
+    output: OutputChannel | None = None
+    client_interrupted: bool = False
+    """The last turn was stopped by the client (the session goes on), not by a signal."""
 
     @classmethod
     def prepare(cls, options: ExecOptions) -> AgentRunner:
@@ -114,8 +130,11 @@ class AgentRunner:
         store = SessionStore()
         previous = _previous_session(store, options, cwd)
         provider = _provider(options)
+        from agentstream.agent.interrupt import TurnControl
+
         conversation = Conversation(previous.messages if previous else ())
-        loop = _loop(options, provider, conversation, cwd)
+        control = TurnControl()
+        loop = _loop(options, provider, conversation, cwd, control)
         record = previous or SessionRecord.new(
             session_id=options.session_id or _new_session_id(),
             cwd=str(cwd),
@@ -124,7 +143,7 @@ class AgentRunner:
             prompt=prompt or "",
         )
         record.provider, record.model = provider.name, provider.model
-        return cls(options, loop, store, record, previous is not None, prompt, cwd)
+        return cls(options, loop, store, record, previous is not None, prompt, cwd, control)
 
     def run_turn(self, prompt: str, *, first: bool = True) -> int:
         """One prompt, one stream. Returns its exit code (raises SystemExit for a non-zero one it owns)."""
@@ -134,37 +153,107 @@ class AgentRunner:
         stream = self._stream(first)
         close_publisher = attach_publisher(stream, self.options.bus, enabled=not self.options.no_publish)
         attach_otel(stream)
+        self.client_interrupted = False
         try:
             with stream:
                 if not self.record.title:
                     from agentstream.agent.sessions import shorten_title
 
                     self.record.title = shorten_title(prompt)
-                try:
-                    outcome = self.loop.run(stream, prompt)
-                except BaseException as exc:
-                    self._save(stream, _status_of(exc))
-                    raise
-                self._save(stream, outcome.status)
-                outcome.finish(stream, self._next_actions())
+                self._run_loop(stream, prompt)
         finally:
             close_publisher()
+            if self.session is not None:
+                self.session.stream = None
         return stream.result.exit_code if stream.result else 1
 
-    def run_turns(self, source: IO[bytes]) -> int:
-        """User turns from NDJSON on ``source``, one stream each; the last turn's code.
+    def _run_loop(self, stream: Stream, prompt: str) -> None:
+        from agentstream.agent.interrupt import TurnInterrupted
 
-        Each turn's Stream owns the process while it runs (signals, stdout
-        isolation) and hands the signals back when it ends.
+        self.control.begin()
+        if self.session is not None:
+            self.session.stream = stream
+        try:
+            with self._heartbeats(stream):
+                outcome = self.loop.run(stream, prompt)
+        except TurnInterrupted:
+            self.loop.conversation.close_dangling_calls()
+            self._save(stream, "interrupted")
+            self._end_interrupted(stream)
+            return
+        except BaseException as exc:
+            self._save(stream, _status_of(exc))
+            raise
+        self._save(stream, outcome.status)
+        outcome.finish(stream, self._next_actions())
+
+    def _end_interrupted(self, stream: Stream) -> None:
+        """The client stopped the turn, or went away (stdout closed): end this turn's stream accordingly."""
+        from agentstream.errors import ExitCode
+
+        if self.output is not None and self.output.closed:
+            stream.finish(ok=False, exit_code=ExitCode.SIGPIPE, subtype="output_closed")
+            return
+        self.client_interrupted = True
+        stream.fail(
+            ErrorCode.INTERRUPTED,
+            "interrupted by the client",
+            exit_code=ExitCode.SIGINT,
+            subtype="interrupted",
+            next_actions=self._next_actions(),
+        )
+
+    def _heartbeats(self, stream: Stream) -> Any:
+        """Heartbeats while the turn waits (two-way sessions: on unless ``--heartbeat 0``)."""
+        from contextlib import nullcontext
+
+        from agentstream.agent.control import HeartbeatTimer
+
+        every = self.options.heartbeat
+        if every is None:
+            every = DEFAULT_HEARTBEAT_S if self.session is not None else 0.0
+        return HeartbeatTimer(stream, every, self.control) if every > 0 else nullcontext()
+
+    def run_session(self, source: IO[bytes]) -> int:
+        """A two-way session on ``source``: one stream per user turn; the last turn's code.
+
+        Each turn's Stream owns the process while it runs (signals) and hands the
+        signals back when it ends. A turn the client interrupted does not end the
+        session; a signal or a vanished reader does.
         """
+        from agentstream.agent.control import CanonicalInput, OutputChannel, TwoWaySession
+
+        claude = self.options.dialect == "claude"
+        partial = self.options.include_partial_messages or not claude
+        self.output = OutputChannel(drop=() if partial else (b'{"type":"stream_event"',))
+        reader: Any
+        if claude:
+            from agentstream.dialects.claude_control import ClaudeInput
+
+            reader = ClaudeInput()
+        else:
+            reader = CanonicalInput()
+        assert self.loop.approvals is not None, "a two-way session always has approvals"
+        self.session = TwoWaySession(
+            source,
+            reader,
+            self.output,
+            control=self.control,
+            approvals=self.loop.approvals,
+            provider=self.loop.provider,
+            permission_timeout_s=self.options.permission_timeout,
+        )
+        if not _prompts_on(self.options):
+            self.loop.approvals.ask = None
+        self.session.start(self.first_prompt)
         code = 0
         first = True  # the first real turn of a new session carries the session's id
-        for turn in _user_turns(source, self.first_prompt):
+        for turn in self.session.turns():
             try:
                 code = self._turn_or_error(turn, first)
             except SystemExit as exc:
                 code = exc.code if isinstance(exc.code, int) else 1
-                if code >= 128:  # interrupted, or the reader went away: stop reading turns
+                if code >= 128 and not self.client_interrupted:  # a signal, or the reader went away
                     raise
             first = first and not isinstance(turn, str)
         return code
@@ -186,6 +275,8 @@ class AgentRunner:
             "exec",
             output_format=self.options.output_format,
             dialect=self.options.dialect,
+            out=cast("IO[bytes] | None", self.output),  # it has the write/flush a Stream uses of a file
+            owns_process=True,
             session_id=self.record.session_id if own_id else None,
             parent_session_id=None if own_id else self.record.session_id,
             cwd=str(self.cwd),
@@ -282,24 +373,101 @@ def _provider(options: ExecOptions) -> Provider:
     return RecordingProvider(selection.provider, options.record)
 
 
-def _loop(options: ExecOptions, provider: Provider, conversation: Conversation, cwd: Path) -> AgentLoop:
+def _loop(
+    options: ExecOptions, provider: Provider, conversation: Conversation, cwd: Path, control: TurnControl
+) -> AgentLoop:
     from agentstream.agent.loop import AgentLoop, LoopOptions, ProgressRelay, retry_settings
+    from agentstream.agent.permissions import PERMISSION_MODES, Approvals, toolbox_mode
     from agentstream.agent.tools import Toolbox, ToolContext
 
     relay = ProgressRelay()
-    allow = (
-        None if options.tools is None else [name.strip() for name in options.tools.split(",") if name.strip()]
+    two_way = options.input_format == "stream-json"
+    mode = options.permission_mode
+    context = ToolContext(
+        workspace=cwd,
+        mode=toolbox_mode(mode, prompts=_prompts_on(options)),
+        progress=relay,
+        interrupt=control.cancel if two_way else None,
     )
-    toolbox = Toolbox(ToolContext(workspace=cwd, mode=options.permission_mode, progress=relay), allow)
+    toolbox = Toolbox(context, _tool_list(options))
+    approvals = None
+    if two_way or mode not in PERMISSION_MODES:
+        approvals = Approvals(mode, always_allowed=frozenset(_names(options.allowed_tools, options) or ()))
     max_retries, retry_base_ms = retry_settings()
     loop_options = LoopOptions(
-        system=options.system if options.system is not None else DEFAULT_SYSTEM.format(cwd=cwd),
+        system=_system_prompt(options, cwd),
         max_turns=max(options.max_turns, 0),
         deltas=not options.no_deltas,
         max_retries=max(options.max_retries if options.max_retries is not None else max_retries, 0),
         retry_base_ms=retry_base_ms,
     )
-    return AgentLoop(provider, toolbox, conversation, loop_options, relay)
+    return AgentLoop(
+        provider,
+        toolbox,
+        conversation,
+        loop_options,
+        relay,
+        approvals=approvals,
+        control=control if two_way else None,
+    )
+
+
+def _prompts_on(options: ExecOptions) -> bool:
+    """Permission prompts over stdio: asked on stdout, answered on stdin (two-way sessions only)."""
+    return options.permission_prompt_tool == "stdio" and options.input_format == "stream-json"
+
+
+def _system_prompt(options: ExecOptions, cwd: Path) -> str:
+    """``--system`` replaces the default (Claude's SDK sends ``--system-prompt ""`` for "the default")."""
+    system = options.system
+    if system is None or (system == "" and options.dialect == "claude"):
+        system = DEFAULT_SYSTEM.format(cwd=cwd)
+    if options.append_system:
+        system = f"{system}\n\n{options.append_system}"
+    return system
+
+
+CLAUDE_TOOL_NAMES: dict[str, str] = {
+    "Bash": "shell",
+    "Read": "read_file",
+    "Write": "write_file",
+    "Edit": "edit_file",
+    "MultiEdit": "edit_file",
+    "Glob": "glob",
+    "Grep": "grep",
+    "LS": "list_dir",
+}
+"""Claude Code's tool names for the tools agentstream has (``--tools``, ``--allowedTools`` in its dialect)."""
+
+
+def _names(text: str | None, options: ExecOptions) -> list[str] | None:
+    """A comma-separated tool list; in Claude's dialect its tool names are translated, others dropped."""
+    if text is None:
+        return None
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if options.dialect != "claude":
+        return names
+    from agentstream.agent.tools import TOOL_NAMES
+
+    kept = []
+    for name in names:
+        ours = CLAUDE_TOOL_NAMES.get(name, name)
+        if ours in TOOL_NAMES:
+            kept.append(ours)
+        else:
+            sys.stderr.write(f"agentstream exec: debug: no tool here matches {name!r}; ignored\n")
+    return kept
+
+
+def _tool_list(options: ExecOptions) -> list[str] | None:
+    """The allow-list of offered tools: ``--tools`` (``default`` is all of them) minus ``--disallowedTools``."""
+    tools = None if options.tools == "default" else _names(options.tools, options)
+    denied = set(_names(options.disallowed_tools, options) or ())
+    if not denied:
+        return tools
+    from agentstream.agent.tools import TOOL_NAMES
+
+    return [name for name in (tools if tools is not None else TOOL_NAMES) if name not in denied]
 
 
 def _status_of(exc: BaseException) -> str:
@@ -316,55 +484,3 @@ def _add_usage(totals: dict[str, Any], stream: Stream) -> dict[str, Any]:
         if isinstance(value, (int, float)):
             merged[name] = round(merged.get(name, 0) + value, 10)
     return merged
-
-
-# -- stream-json input ----------------------------------------------------------------
-
-
-def _user_turns(source: IO[bytes], first: str | None) -> Iterator[str | UsageError]:
-    """Each user turn's text, or the UsageError that says why a line is not one."""
-    if first:
-        yield first
-    for number, line in enumerate(source, 1):
-        if line.strip():
-            try:
-                yield _user_text(line, number)
-            except UsageError as exc:
-                yield exc
-
-
-_TURN_FIX = 'send one JSON object per line: {"type":"message","role":"user","content":"..."}'
-
-
-def _user_text(line: bytes, number: int) -> str:
-    """The text of a canonical ``message`` line or a Claude-style ``user`` line."""
-    try:
-        obj = json.loads(line)
-    except ValueError as exc:
-        raise UsageError(f"stdin line {number} is not JSON: {exc}", fix=_TURN_FIX) from None
-    if not isinstance(obj, dict):
-        raise UsageError(f"stdin line {number} is not a JSON object", fix=_TURN_FIX)
-    if obj.get("type") == "message" and obj.get("role") == "user":
-        content = obj.get("content")
-    elif obj.get("type") == "user" and isinstance(obj.get("message"), dict):
-        content = obj["message"].get("content")
-    else:
-        raise UsageError(
-            f"stdin line {number} is not a user message (type {obj.get('type')!r})", fix=_TURN_FIX
-        )
-    text = _content_text(content)
-    if text is None or not text.strip():
-        raise UsageError(f"stdin line {number} has no text content", fix=_TURN_FIX)
-    return text
-
-
-def _content_text(content: object) -> str | None:
-    """A string, or the text blocks of a content list joined; None for anything else."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = [b.get("text") for b in content if isinstance(b, dict) and b.get("type") == "text"]
-        texts = [part for part in parts if isinstance(part, str)]
-        if parts and len(texts) == len(parts):
-            return "\n".join(texts)
-    return None

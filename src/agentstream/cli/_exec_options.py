@@ -4,12 +4,41 @@ from __future__ import annotations
 
 import argparse
 
-from agentstream.agent.permissions import PERMISSION_MODES
+from agentstream.agent.permissions import ALL_PERMISSION_MODES
 from agentstream.agent.providers import PROVIDER_NAMES
 from agentstream.cli._bus_options import add_publish_options
 from agentstream.cli._options import add_output_options
 
-__all__ = ["add_exec_options"]
+__all__ = ["CLAUDE_IGNORED", "add_exec_options"]
+
+CLAUDE_IGNORED: dict[str, str] = {
+    # Claude Code options the Claude Agent SDK may pass that have no meaning here: option -> nargs
+    "--verbose": "0",
+    "--max-budget-usd": "1",
+    "--task-budget": "1",
+    "--fallback-model": "1",
+    "--betas": "1",
+    "--settings": "1",
+    "--add-dir": "1",
+    "--mcp-config": "1",
+    "--include-hook-events": "0",
+    "--strict-mcp-config": "0",
+    "--fork-session": "0",
+    "--resume-session-at": "1",
+    "--resume-drops-turn": "1",
+    "--session-mirror": "0",
+    "--setting-sources": "1",
+    "--plugin-dir": "1",
+    "--thinking": "1",
+    "--thinking-display": "1",
+    "--effort": "1",
+    "--json-schema": "1",
+    "--replay-user-messages": "0",
+    "--no-session-persistence": "0",
+    "--forward-subagent-text": "0",
+    "--bare": "0",
+}
+"""Accepted so the SDK can drive ``exec --dialect claude``; each one given costs a debug line on stderr."""
 
 
 def add_exec_options(parser: argparse.ArgumentParser) -> None:
@@ -31,7 +60,12 @@ def add_exec_options(parser: argparse.ArgumentParser) -> None:
     model.add_argument(
         "--base-url", metavar="URL", help="an OpenAI-compatible server (vLLM, llama.cpp, LM Studio…)"
     )
-    model.add_argument("--system", metavar="TEXT", help="replace the default system prompt")
+    model.add_argument(
+        "--system", "--system-prompt", metavar="TEXT", help="replace the default system prompt"
+    )
+    model.add_argument(
+        "--append-system-prompt", dest="append_system", metavar="TEXT", help="add to the system prompt"
+    )
     model.add_argument(
         "--max-tokens",
         type=int,
@@ -40,7 +74,12 @@ def add_exec_options(parser: argparse.ArgumentParser) -> None:
         help="answer tokens per Anthropic call (default 8192)",
     )
     model.add_argument(
-        "--thinking-budget", type=int, default=0, metavar="N", help="Anthropic extended thinking tokens"
+        "--thinking-budget",
+        "--max-thinking-tokens",
+        type=int,
+        default=0,
+        metavar="N",
+        help="Anthropic extended thinking tokens",
     )
     model.add_argument(
         "--timeout", type=float, default=600.0, metavar="S", help="seconds per model call (default 600)"
@@ -59,8 +98,58 @@ def add_exec_options(parser: argparse.ArgumentParser) -> None:
     agent.add_argument(
         "--max-turns", type=int, default=0, metavar="N", help="model calls per prompt (default: no limit)"
     )
-    agent.add_argument("--permission-mode", choices=PERMISSION_MODES, default="workspace-write")
+    agent.add_argument(
+        "--permission-mode",
+        choices=ALL_PERMISSION_MODES,
+        default="workspace-write",
+        help="what tools may do; Claude Code's modes are accepted too (see docs/agent.md)",
+    )
+    agent.add_argument(
+        "--dangerously-skip-permissions",
+        dest="permission_mode",
+        action="store_const",
+        const="bypassPermissions",
+        help="the same as --permission-mode bypassPermissions",
+    )
+    agent.add_argument(
+        "--permission-prompt-tool",
+        metavar="stdio",
+        help="stdio: ask on stdout before a tool call the mode does not allow, wait for the answer on stdin",
+    )
+    agent.add_argument(
+        "--permission-timeout",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="deny a permission request nobody answered within S seconds (default 300)",
+    )
+    agent.add_argument(
+        "--heartbeat",
+        type=float,
+        default=None,
+        metavar="S",
+        help="emit a heartbeat after S silent seconds (two-way sessions: default 15; 0 turns them off)",
+    )
     agent.add_argument("--tools", metavar="LIST", help="comma-separated allow-list of tools")
+    agent.add_argument(
+        "--allowedTools",
+        "--allowed-tools",
+        dest="allowed_tools",
+        metavar="LIST",
+        help="tools that run without asking",
+    )
+    agent.add_argument(
+        "--disallowedTools",
+        "--disallowed-tools",
+        dest="disallowed_tools",
+        metavar="LIST",
+        help="tools never offered",
+    )
+    agent.add_argument(
+        "--include-partial-messages",
+        action="store_true",
+        help="with --dialect claude: also write stream_event lines (always on for canonical deltas)",
+    )
     agent.add_argument(
         "--no-deltas", action="store_true", help="only complete messages, no message_delta events"
     )
@@ -71,3 +160,9 @@ def add_exec_options(parser: argparse.ArgumentParser) -> None:
         "--continue", dest="continue_", action="store_true", help="continue the latest session here"
     )
     add_publish_options(parser)
+    claude = parser.add_argument_group("Claude Code compatibility (accepted, no effect; see docs/agent.md)")
+    for option, nargs in CLAUDE_IGNORED.items():
+        if nargs == "0":
+            claude.add_argument(option, action="count", default=0, help=argparse.SUPPRESS)
+        else:
+            claude.add_argument(option, action="append", metavar="X", help=argparse.SUPPRESS)

@@ -29,6 +29,8 @@ def run(args: argparse.Namespace) -> int:
     from agentstream.agent.runner import run as run_agent
 
     resolve_output_format(args)
+    _say_ignored(args)
+
     names = [field.name for field in dataclasses.fields(ExecOptions) if field.name != "prompt"]
     settings = {name: getattr(args, name) for name in names}
     try:
@@ -36,6 +38,20 @@ def run(args: argparse.Namespace) -> int:
     except AgentstreamError as exc:
         return fail_before_start(ExecOptions(prompt=None, **settings), exc)
     return run_agent(ExecOptions(prompt=prompt, **settings))
+
+
+def _say_ignored(args: argparse.Namespace) -> None:
+    """One debug line per Claude Code option given that means nothing here."""
+    from agentstream.cli._exec_options import CLAUDE_IGNORED
+
+    for option in CLAUDE_IGNORED:
+        if getattr(args, option.lstrip("-").replace("-", "_"), None) and option != "--verbose":
+            sys.stderr.write(f"agentstream exec: debug: {option} has no effect here; ignored\n")
+    if args.permission_prompt_tool not in (None, "stdio"):
+        sys.stderr.write(
+            f"agentstream exec: debug: --permission-prompt-tool {args.permission_prompt_tool}: only stdio "
+            "is supported; calls that need permission are denied\n"
+        )
 
 
 def _first_prompt(args: argparse.Namespace) -> str | None:

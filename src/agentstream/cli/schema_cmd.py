@@ -8,17 +8,23 @@ import sys
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--indent", type=int, default=2, help="spaces per level (0 for one line)")
+    parser.add_argument(
+        "--input",
+        action="store_true",
+        help="the schema of a two-way session's input lines instead (docs/protocol.input.schema.json)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    sys.stdout.write(schema_text(indent=args.indent))
+    sys.stdout.write(schema_text(indent=args.indent, input_side=args.input))
     return 0
 
 
-def schema_text(indent: int = 2) -> str:
-    """The schema as written to ``docs/protocol.schema.json``."""
+def schema_text(indent: int = 2, *, input_side: bool = False) -> str:
+    """The schema as written to ``docs/protocol.schema.json`` (or ``docs/protocol.input.schema.json``)."""
     import json
 
-    from agentstream.protocol import json_schema
+    from agentstream.protocol import input_json_schema, json_schema
 
-    return json.dumps(json_schema(), indent=indent or None, ensure_ascii=False) + "\n"
+    schema = input_json_schema() if input_side else json_schema()
+    return json.dumps(schema, indent=indent or None, ensure_ascii=False) + "\n"

@@ -57,6 +57,13 @@ _ERROR_SUBTYPES = (
 _TURN_TYPES = frozenset({"assistant", "user", "result", "stream_event"})
 """Line types that end the startup phase: anything else before ``init`` is held until it."""
 _STARTUP_LIMIT = 256
+CLAUDE_CODE_LEVEL = "2.1.0"
+"""The Claude Code version whose stream-json and control protocol agentstream speaks.
+
+Written as ``claude_code_version`` in the ``init`` line (the Claude Agent SDK
+reads it there and warns below 2.0.0) and printed by ``agentstream-claude
+--version``. It names a protocol level, not a copy of Claude Code.
+"""
 _STAMP_KEYS = frozenset({"type", "subtype", "session_id", "uuid"})
 
 
@@ -594,6 +601,9 @@ class ClaudeEncoder(EventEncoder):
         self._runs: dict[tuple[bool, str], str] = {}
         """Open delta runs -> the API message they stream in (the run's own id)."""
         self._current: str | None = None
+        self._calls: dict[str, tuple[str, dict[str, Any]]] = {}
+        """Open tool calls -> (name, input), for the result's ``permission_denials``."""
+        self._denials: list[dict[str, Any]] = []
 
     # line shapes (Amp overrides these)
 
@@ -638,7 +648,12 @@ class ClaudeEncoder(EventEncoder):
         }
         if event.model is not p.UNSET:
             line["model"] = event.model
-        line.update(permissionMode="default", apiKeySource="none", uuid=self.line_uuid())
+        line.update(
+            permissionMode="default",
+            apiKeySource="none",
+            claude_code_version=CLAUDE_CODE_LEVEL,
+            uuid=self.line_uuid(),
+        )
         return [line]
 
     def result_line(self, event: p.Result, failure: p.ErrorInfo | None) -> dict[str, Any]:
@@ -661,7 +676,7 @@ class ClaudeEncoder(EventEncoder):
             line["total_cost_usd"] = event.usage.cost_usd
         usage = event.usage
         line["usage"] = _api_usage(usage.input_tokens, usage.output_tokens, usage.cached_tokens)
-        line["permission_denials"] = []
+        line["permission_denials"], self._denials = self._denials, []
         if failure is not None:
             line["errors"] = [failure.message]
         line["uuid"] = self.line_uuid()
@@ -690,11 +705,15 @@ class ClaudeEncoder(EventEncoder):
         return self._delta(event, (True, event.reasoning_id), "thinking_delta", "thinking", event.content)
 
     def on_tool_call(self, event: p.ToolCall) -> list[dict[str, Any]]:
+        self._calls[event.call_id] = (event.name, event.arguments)
         block = {"type": "tool_use", "id": event.call_id, "name": event.name, "input": event.arguments}
         line = {"type": "assistant", "message": self.api_message(p.new_id("msg"), block, "tool_use")}
         return [self.envelope(event, line)]
 
     def on_tool_result(self, event: p.ToolResult) -> list[dict[str, Any]]:
+        name, arguments = self._calls.pop(event.call_id, (event.name, {}))
+        if event.status == "denied":
+            self._denials.append({"tool_name": name, "tool_use_id": event.call_id, "tool_input": arguments})
         text = event.output if event.status == "success" or event.error is p.UNSET else event.error
         block: dict[str, Any] = {
             "tool_use_id": event.call_id,
@@ -705,6 +724,25 @@ class ClaudeEncoder(EventEncoder):
             block["is_error"] = True
         line = {"type": "user", "message": {"role": "user", "content": [block]}}
         return [self.envelope(event, line)]
+
+    def on_permission_request(self, event: p.PermissionRequest) -> list[dict[str, Any]]:
+        """Claude Code asks its SDK over the control protocol: a ``can_use_tool`` request."""
+        request: dict[str, Any] = {
+            "subtype": "can_use_tool",
+            "tool_name": event.name,
+            "input": event.arguments,
+            "permission_suggestions": None,
+            "blocked_path": None,
+            "tool_use_id": event.call_id,
+        }
+        if event.reason is not p.UNSET:
+            request["decision_reason"] = event.reason
+        request_id = event.request_id if event.request_id is not p.UNSET else f"perm_{event.call_id}"
+        return [{"type": "control_request", "request_id": request_id, "request": request}]
+
+    def on_heartbeat(self, event: p.Heartbeat) -> list[dict[str, Any]]:
+        """Claude Code's liveness line; receivers ignore it."""
+        return [{"type": "keep_alive"}]
 
     def on_status(self, event: p.Status) -> list[dict[str, Any]]:
         line: dict[str, Any] = {"type": "system", "subtype": "status", "status": event.status}

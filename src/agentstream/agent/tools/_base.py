@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -59,6 +60,8 @@ class ToolContext:
     output_cap_bytes: int = 32_000
     env: Mapping[str, str] | None = None
     """Environment for ``shell``; ``None`` means ``os.environ`` without secrets (see ``_secrets``)."""
+    interrupt: threading.Event | None = None
+    """Set when the client interrupts the turn: a running tool stops (``shell`` kills its group)."""
 
 
 class ToolFailure(AgentstreamError):

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any, Final, cast
 
+from agentstream.agent.interrupt import TurnInterrupted
 from agentstream.agent.tools._base import HeadTail, Tool, ToolContext, ToolFailure, ToolOutcome, ToolSpec
 from agentstream.agent.tools._secrets import scrubbed_environ
 
@@ -100,6 +101,7 @@ class _ShellRun:
         self.captured = HeadTail(max(ctx.output_cap_bytes - _NOTE_ROOM, 1))
         self.progress = _ProgressPump(ctx.progress, ctx.output_cap_bytes)
         self.timed_out = False
+        self.interrupt = ctx.interrupt
 
     def pump(self) -> None:
         assert self.proc.stdout is not None
@@ -109,6 +111,8 @@ class _ShellRun:
         with selectors.DefaultSelector() as selector:
             selector.register(fd, selectors.EVENT_READ)
             while True:
+                if self.interrupt is not None and self.interrupt.is_set():
+                    raise TurnInterrupted()  # the caller's ``_started`` kills the group
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     if draining:

@@ -86,6 +86,11 @@ class Toolbox:
         """Names of the offered tools (for the ``start`` event's ``tools``)."""
         return list(self._allowed)
 
+    def access(self, name: str) -> str | None:
+        """What kind of tool ``name`` is (read / write / execute); None for a tool that does not exist."""
+        tool = _TOOLS.get(name)
+        return tool.spec.access if tool is not None else None
+
     def run(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
         """Run one call. Tool-level problems come back as an outcome; only BaseException propagates."""
         try:

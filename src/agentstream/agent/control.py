@@ -1,0 +1,397 @@
+"""The two-way session: stdin is read on its own thread while the main thread runs turns.
+
+``exec --input-format stream-json`` reads NDJSON from stdin (see "Input" in
+``docs/protocol.md``). A reader thread parses every line as it arrives and
+dispatches it at once:
+
+* a user turn is queued; the main thread runs queued turns one after another,
+  each as a stream of its own;
+* an interrupt sets the running turn's :class:`~agentstream.agent.interrupt.TurnControl`;
+* a permission decision wakes the tool call waiting for it;
+* settings change the permission mode or the model for what comes next.
+
+How lines are read and answered depends on the dialect: :class:`CanonicalInput`
+here, :class:`agentstream.dialects.claude_control.ClaudeInput` for Claude Code's
+control protocol. Both write through one :class:`OutputChannel`, which the
+turn's Stream writes through too, so a control line never splits an event line.
+
+A bad line never stops the session: during a turn it becomes a recoverable
+``error`` event in the turn's stream; between turns, a short stream of its own
+that ends in the error (or, in Claude's dialect, an error ``control_response``).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import queue
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import IO, TYPE_CHECKING, Any, Final, Protocol
+
+from agentstream import protocol as p
+from agentstream.agent.interrupt import TurnControl, TurnInterrupted
+from agentstream.agent.permissions import Decision
+from agentstream.errors import AgentstreamError, UsageError
+
+if TYPE_CHECKING:
+    from agentstream.agent.permissions import Approvals
+    from agentstream.agent.providers.base import Provider, ToolCallDone
+    from agentstream.stream import Stream
+
+__all__ = [
+    "CanonicalInput",
+    "HeartbeatTimer",
+    "InputReader",
+    "OutputChannel",
+    "TwoWaySession",
+    "user_text",
+]
+
+TURN_FIX: Final = 'send one JSON object per line, e.g. {"type":"message","role":"user","content":"..."}'
+_POLL_S: Final = 0.05
+_INPUT_TYPES: Final = frozenset({"message", "interrupt", "permission_decision", "settings"})
+
+
+class OutputChannel:
+    """The real stdout, shared by the turns' Streams and the control replies, one whole write at a time.
+
+    Passed to :class:`~agentstream.stream.Stream` as ``out``; ``drop`` names line
+    prefixes that must not reach the client (Claude's ``stream_event`` lines
+    without ``--include-partial-messages``).
+    """
+
+    def __init__(self, *, drop: tuple[bytes, ...] = ()) -> None:
+        from agentstream.stream import _private_stdout
+
+        self.fd = _private_stdout(isolate=True)
+        self.drop = drop
+        self.closed = False
+        self.on_closed: Callable[[], None] = _nothing
+        """Called once when the reader goes away (the session interrupts the running turn)."""
+        self._lock = threading.Lock()
+
+    def write(self, data: bytes | bytearray) -> None:
+        """Write whole lines; raises ``BrokenPipeError`` once the reader is gone (the Stream ends quietly)."""
+        if self.drop:
+            data = b"".join(
+                line for line in bytes(data).splitlines(keepends=True) if not line.startswith(self.drop)
+            )
+        with self._lock:
+            if self.closed:
+                raise BrokenPipeError(errno.EPIPE, "the reader of stdout went away")
+            view = memoryview(data)
+            try:
+                while view:
+                    view = view[os.write(self.fd, view) :]
+            except OSError as exc:
+                if isinstance(exc, BrokenPipeError) or exc.errno in (errno.EPIPE, errno.EBADF):
+                    self.closed = True
+                    self.on_closed()
+                    raise BrokenPipeError(errno.EPIPE, "the reader of stdout went away") from None
+                raise
+
+    def flush(self) -> None:
+        """Every write is already on the descriptor."""
+
+    def send(self, obj: dict[str, Any]) -> None:
+        """One control line (not an event of any stream); dropped quietly once stdout is gone."""
+        try:
+            self.write(p.JSON_ENCODER.encode(obj) + b"\n")
+        except BrokenPipeError:
+            pass
+
+
+def _nothing() -> None:
+    pass
+
+
+class InputReader(Protocol):
+    """Parses one dialect's input lines and hands what they ask for to the session."""
+
+    def handle(self, session: TwoWaySession, line: bytes, number: int) -> None: ...
+
+    def permission_timed_out(self, session: TwoWaySession, request_id: str) -> None: ...
+
+
+@dataclass
+class _Pending:
+    """A permission request waiting for its decision."""
+
+    call_id: str
+    request_id: str
+    arguments: dict[str, Any]
+    answered: threading.Event = field(default_factory=threading.Event)
+    decision: Decision | None = None
+
+
+_END: Final = object()
+
+
+class TwoWaySession:
+    """Turns, interrupts, permission decisions and settings from one input, dispatched as they arrive."""
+
+    def __init__(
+        self,
+        source: IO[bytes],
+        reader: InputReader,
+        output: OutputChannel,
+        *,
+        control: TurnControl,
+        approvals: Approvals,
+        provider: Provider,
+        permission_timeout_s: float,
+    ) -> None:
+        self.source = source
+        self.reader = reader
+        self.output = output
+        self.control = control
+        self.approvals = approvals
+        self.provider = provider
+        self.permission_timeout_s = permission_timeout_s
+        self.stream: Stream | None = None
+        """The running turn's stream (None between turns)."""
+        self.input_closed = threading.Event()
+        self._turns: queue.Queue[object] = queue.Queue()
+        self._pending: dict[str, _Pending] = {}
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._read, name="agentstream-control", daemon=True)
+        approvals.ask = self.ask
+        output.on_closed = control.cancel.set
+
+    def start(self, first_prompt: str | None) -> None:
+        if first_prompt:
+            self._turns.put(first_prompt)
+        self._thread.start()
+
+    def turns(self) -> Iterator[str | UsageError]:
+        """Each queued turn (its text, or the error of a bad line between turns) until the input ends."""
+        while True:
+            item = self._turns.get()
+            if item is _END:
+                return
+            yield item  # type: ignore[misc]
+
+    # -- the reader thread -----------------------------------------------------------
+
+    def _read(self) -> None:
+        number = 0
+        try:
+            for number, line in enumerate(self.source, 1):
+                if line.strip():
+                    try:
+                        self.reader.handle(self, line, number)
+                    except Exception as exc:  # a reader bug must cost one line, not the session
+                        self.bad_line(UsageError(f"stdin line {number} could not be handled: {exc}"))
+        except (OSError, ValueError):
+            pass  # stdin went away: the same as its end
+        finally:
+            self.input_closed.set()
+            self._turns.put(_END)
+
+    # -- what readers call -------------------------------------------------------------
+
+    def submit_turn(self, text: str) -> None:
+        self._turns.put(text)
+
+    def bad_line(self, error: UsageError) -> None:
+        """Report a line that asks for nothing valid, in the running turn's stream or a stream of its own."""
+        stream = self.stream
+        if stream is not None and not stream.finished:
+            stream.error(error.code, error.message, fix=error.fix)
+        else:
+            self._turns.put(error)
+
+    def note(self, message: str) -> None:
+        """A harmless oddity (an interrupt with no turn running): said on stderr, not in any stream."""
+        sys.stderr.write(f"agentstream exec: {message}\n")
+        sys.stderr.flush()
+
+    @property
+    def turn_running(self) -> bool:
+        return self.stream is not None
+
+    def interrupt(self) -> bool:
+        """Stop the running turn; False when none runs."""
+        if self.stream is None:
+            return False
+        self.control.cancel.set()
+        return True
+
+    def decide(self, key: str, decision: Decision) -> bool:
+        """Answer the pending request with this call id or request id; False when none waits."""
+        with self._lock:
+            pending = self._pending.get(key) or next(
+                (item for item in self._pending.values() if item.request_id == key), None
+            )
+            if pending is None or pending.answered.is_set():
+                return False
+            pending.decision = decision
+            pending.answered.set()
+        return True
+
+    def set_permission_mode(self, mode: str) -> None:
+        """Raises AgentstreamError for an unknown mode."""
+        self.approvals.set_mode(mode)
+
+    def set_model(self, model: str) -> None:
+        self.provider.model = model
+
+    # -- what the agent loop calls (main thread) ------------------------------------------
+
+    def ask(self, stream: Stream, call: ToolCallDone) -> Decision:
+        """Emit a ``permission_request`` and wait for its decision, the timeout, an interrupt or EOF."""
+        if self.input_closed.is_set():
+            return Decision(False, "the input is closed, so no one can answer a permission request")
+        pending = _Pending(call.call_id, f"perm_{call.call_id}", call.arguments)
+        with self._lock:
+            self._pending[call.call_id] = pending
+        timeout_s = self.permission_timeout_s
+        previous, self.control.waiting_on = self.control.waiting_on, "permission"
+        try:
+            stream.emit(
+                p.PermissionRequest(
+                    call_id=call.call_id,
+                    name=call.name,
+                    arguments=call.arguments,
+                    request_id=pending.request_id,
+                    reason=f"permission mode {self.approvals.mode} does not let {call.name} run by itself",
+                    timeout_ms=int(timeout_s * 1000),
+                )
+            )
+            deadline = time.monotonic() + timeout_s
+            while not pending.answered.wait(_POLL_S):
+                if self.control.cancel.is_set():
+                    self.reader.permission_timed_out(self, pending.request_id)
+                    raise TurnInterrupted()
+                if self.input_closed.is_set():
+                    return Decision(False, "the input closed before anyone answered")
+                if time.monotonic() >= deadline:
+                    self.reader.permission_timed_out(self, pending.request_id)
+                    return Decision(False, f"no decision within {timeout_s:g}s")
+            assert pending.decision is not None
+            return pending.decision
+        finally:
+            self.control.waiting_on = previous
+            with self._lock:
+                self._pending.pop(call.call_id, None)
+
+
+# -- the canonical input -----------------------------------------------------------------
+
+
+class CanonicalInput:
+    """Input lines of the canonical protocol (``docs/protocol.input.schema.json``), plus Claude ``user`` lines."""
+
+    def handle(self, session: TwoWaySession, line: bytes, number: int) -> None:
+        import msgspec
+
+        try:
+            obj = p.JSON_DECODER.decode(line)
+        except msgspec.DecodeError as exc:
+            session.bad_line(UsageError(f"stdin line {number} is not JSON: {exc}", fix=TURN_FIX))
+            return
+        if isinstance(obj, dict) and obj.get("type") == "user":  # Claude's shape of a user turn
+            self._turn(session, obj.get("message"), number, "content")
+            return
+        try:
+            item = msgspec.convert(obj, p.InputLine)
+        except msgspec.ValidationError as exc:
+            kind = obj.get("type") if isinstance(obj, dict) else None
+            if kind in _INPUT_TYPES:
+                problem = f"is not a valid {kind!r} line: {exc}"
+            else:
+                problem = f"is not a user message or a control line (type {kind!r})"
+            session.bad_line(UsageError(f"stdin line {number} {problem}", fix=TURN_FIX))
+            return
+        if isinstance(item, p.InputMessage):
+            self._turn(session, {"content": item.content}, number, "content")
+        elif isinstance(item, p.Interrupt):
+            if not session.interrupt():
+                session.note(f"stdin line {number}: interrupt, but no turn is running")
+        elif isinstance(item, p.PermissionDecision):
+            decision = Decision(
+                item.decision == "allow",
+                item.message if isinstance(item.message, str) else "",
+                item.arguments if isinstance(item.arguments, dict) else None,
+            )
+            if not session.decide(item.call_id, decision):
+                session.bad_line(
+                    UsageError(
+                        f"stdin line {number}: no permission request is waiting for call {item.call_id!r}",
+                        fix="answer the call_id of a permission_request that has no tool_result yet",
+                    )
+                )
+        else:
+            self._settings(session, item, number)
+
+    def _turn(self, session: TwoWaySession, message: object, number: int, key: str) -> None:
+        text = user_text(message.get(key) if isinstance(message, dict) else None)
+        if text is None or not text.strip():
+            session.bad_line(UsageError(f"stdin line {number} has no text content", fix=TURN_FIX))
+        else:
+            session.submit_turn(text)
+
+    def _settings(self, session: TwoWaySession, item: p.InputSettings, number: int) -> None:
+        try:
+            if isinstance(item.permission_mode, str):
+                session.set_permission_mode(item.permission_mode)
+            if isinstance(item.model, str):
+                session.set_model(item.model)
+        except AgentstreamError as exc:
+            session.bad_line(UsageError(f"stdin line {number}: {exc.message}", fix=exc.fix))
+
+    def permission_timed_out(self, session: TwoWaySession, request_id: str) -> None:
+        """The ``tool_result`` (status ``denied``) that follows says so; nothing else to send."""
+
+
+def user_text(content: object) -> str | None:
+    """A string, or the text blocks of a content list joined; None for anything else."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [b.get("text") for b in content if isinstance(b, dict) and b.get("type") == "text"]
+        texts = [part for part in parts if isinstance(part, str)]
+        if parts and len(texts) == len(parts):
+            return "\n".join(texts)
+    return None
+
+
+# -- heartbeats --------------------------------------------------------------------------
+
+
+class HeartbeatTimer:
+    """Emits ``heartbeat`` into a turn's stream whenever it has been silent for ``every_s``."""
+
+    def __init__(self, stream: Stream, every_s: float, control: TurnControl) -> None:
+        self.stream = stream
+        self.every_s = every_s
+        self.control = control
+        self._last = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="agentstream-heartbeat", daemon=True)
+
+    def __enter__(self) -> HeartbeatTimer:
+        self.stream.observe(self._seen)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _seen(self, event: p.Event) -> None:
+        self._last = time.monotonic()
+
+    def _beat(self) -> None:
+        tick = min(self.every_s / 4, 1.0)
+        while not self._stop.wait(tick):
+            if time.monotonic() - self._last >= self.every_s:
+                waiting = self.control.waiting_on
+                try:
+                    self.stream.emit(p.Heartbeat(waiting_on=waiting or p.UNSET))
+                except BaseException:  # the reader went away (OutputClosed): the turn ends on its own
+                    return

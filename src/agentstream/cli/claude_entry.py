@@ -1,0 +1,43 @@
+"""``agentstream-claude``: ``agentstream exec --dialect claude``, usable as the Claude Agent SDK's ``cli_path``.
+
+Differences from typing the long form: ``-v``/``--version`` print the Claude
+Code protocol level it speaks (as ``claude -v`` prints its version), and an
+option it does not know (the SDK's ``extra_args`` can pass anything) costs a
+debug line on stderr instead of exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+__all__ = ["main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] in (["-v"], ["--version"]):
+        from agentstream._version import __version__
+        from agentstream.dialects.claude import CLAUDE_CODE_LEVEL
+
+        sys.stdout.write(f"{CLAUDE_CODE_LEVEL} (agentstream {__version__}, Claude Code stream-json level)\n")
+        return 0
+    from agentstream.cli import exec_cmd
+
+    parser = argparse.ArgumentParser(
+        prog="agentstream-claude", description="agentstream exec --dialect claude"
+    )
+    exec_cmd.configure(parser)
+    parser.set_defaults(dialect="claude")
+    parsed, unknown = parser.parse_known_args(args)
+    for option in unknown:
+        if option.startswith("-"):
+            sys.stderr.write(f"agentstream-claude: debug: unknown option {option} ignored\n")
+    from agentstream.errors import AgentstreamError
+
+    try:
+        return int(exec_cmd.run(parsed))
+    except AgentstreamError as exc:
+        sys.stderr.write(f"agentstream-claude: {exc.code}: {exc.message}\n")
+        return exc.exit_code

@@ -1,0 +1,169 @@
+"""Claude Code's control protocol on stdin, for ``exec --dialect claude --input-format stream-json``.
+
+What the Claude Agent SDK writes to its CLI, and what it gets back:
+
+* ``user`` lines: a turn each.
+* ``control_request`` (SDK → CLI), answered with a ``control_response`` carrying
+  the same ``request_id``: ``initialize`` (what this CLI offers), ``interrupt``
+  (stop the running turn), ``set_permission_mode``, ``set_model``; any other
+  subtype gets ``subtype: "error"`` naming it.
+* ``control_response`` (SDK → CLI): the answer to a ``can_use_tool`` request the
+  Claude encoder wrote for a canonical ``permission_request``
+  (``{"behavior": "allow", "updatedInput": …}`` or ``{"behavior": "deny",
+  "message": …, "interrupt"?: true}``).
+* ``keep_alive`` and ``control_cancel_request`` are accepted and ignored.
+
+A line that is none of these is a bad line (see :mod:`agentstream.agent.control`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from agentstream import protocol as p
+from agentstream.agent.control import TURN_FIX, user_text
+from agentstream.agent.permissions import Decision
+from agentstream.errors import AgentstreamError, UsageError
+
+if TYPE_CHECKING:
+    from agentstream.agent.control import TwoWaySession
+
+__all__ = ["ClaudeInput"]
+
+_IGNORED = frozenset({"keep_alive", "control_cancel_request"})
+_CLAUDE_FIX = (
+    'send Claude Code stream-json: {"type":"user","message":{"role":"user","content":"..."}} '
+    'or {"type":"control_request","request_id":"...","request":{"subtype":"..."}}'
+)
+
+
+class ClaudeInput:
+    """Reads Claude Code's stdin lines and answers control requests the way Claude Code does."""
+
+    def handle(self, session: TwoWaySession, line: bytes, number: int) -> None:
+        import msgspec
+
+        try:
+            obj = p.JSON_DECODER.decode(line)
+        except msgspec.DecodeError as exc:
+            session.bad_line(UsageError(f"stdin line {number} is not JSON: {exc}", fix=_CLAUDE_FIX))
+            return
+        kind = obj.get("type") if isinstance(obj, dict) else None
+        if kind == "user":
+            message = obj.get("message")
+            text = user_text(message.get("content") if isinstance(message, dict) else None)
+            if text is None or not text.strip():
+                session.bad_line(UsageError(f"stdin line {number} has no text content", fix=TURN_FIX))
+            else:
+                session.submit_turn(text)
+        elif kind == "control_request":
+            self._request(session, obj, number)
+        elif kind == "control_response":
+            self._response(session, obj, number)
+        elif kind not in _IGNORED:
+            what = f"type {kind!r}" if isinstance(kind, str) else "no string type"
+            session.bad_line(
+                UsageError(f"stdin line {number} is not a Claude Code input line ({what})", fix=_CLAUDE_FIX)
+            )
+
+    # -- requests from the client -------------------------------------------------------
+
+    def _request(self, session: TwoWaySession, obj: dict[str, Any], number: int) -> None:
+        request_id, request = obj.get("request_id"), obj.get("request")
+        if not isinstance(request_id, str):
+            session.bad_line(
+                UsageError(
+                    f"stdin line {number}: control_request without a string request_id", fix=_CLAUDE_FIX
+                )
+            )
+            return
+        if not isinstance(request, dict) or not isinstance(request.get("subtype"), str):
+            _error(session, request_id, "the control request has no 'request' object with a string 'subtype'")
+            return
+        subtype = request["subtype"]
+        try:
+            if subtype == "initialize":
+                _success(session, request_id, _server_info(session))
+            elif subtype == "interrupt":
+                session.interrupt()  # with no turn running there is nothing to stop; still a success
+                _success(session, request_id, {})
+            elif subtype == "set_permission_mode":
+                session.set_permission_mode(str(request.get("mode")))
+                _success(session, request_id, {})
+            elif subtype == "set_model":
+                model = request.get("model")
+                if isinstance(model, str) and model:
+                    session.set_model(model)
+                _success(session, request_id, {})
+            else:
+                _error(session, request_id, f"unsupported control request subtype: {subtype}")
+        except AgentstreamError as exc:
+            _error(session, request_id, exc.message)
+
+    # -- answers to our can_use_tool requests -----------------------------------------------
+
+    def _response(self, session: TwoWaySession, obj: dict[str, Any], number: int) -> None:
+        response = obj.get("response")
+        request_id = response.get("request_id") if isinstance(response, dict) else None
+        if not isinstance(response, dict) or not isinstance(request_id, str):
+            session.bad_line(
+                UsageError(
+                    f"stdin line {number}: control_response without a response.request_id", fix=_CLAUDE_FIX
+                )
+            )
+            return
+        if not session.decide(request_id, _decision(response)):
+            session.note(f"stdin line {number}: control_response for {request_id!r}, which no one waits for")
+
+    def permission_timed_out(self, session: TwoWaySession, request_id: str) -> None:
+        """Tell the client to stop asking its user: Claude Code cancels the request it gave up on."""
+        session.output.send({"type": "control_cancel_request", "request_id": request_id})
+
+
+def _decision(response: dict[str, Any]) -> Decision:
+    if response.get("subtype") != "success":
+        error = response.get("error")
+        return Decision(False, f"the client could not decide: {error if isinstance(error, str) else 'error'}")
+    inner = response.get("response")
+    inner = inner if isinstance(inner, dict) else {}
+    if inner.get("behavior") == "allow":
+        updated = inner.get("updatedInput")
+        return Decision(True, arguments=updated if isinstance(updated, dict) else None)
+    message = inner.get("message")
+    return Decision(
+        False,
+        message if isinstance(message, str) and message else "",
+        interrupt=inner.get("interrupt") is True,
+    )
+
+
+def _server_info(session: TwoWaySession) -> dict[str, Any]:
+    """The ``initialize`` answer: what this CLI offers (no slash commands, agents or output styles of its own)."""
+    model = session.provider.model
+    return {
+        "commands": [],
+        "agents": [],
+        "output_style": "default",
+        "available_output_styles": ["default"],
+        "models": [{"value": model, "displayName": model, "description": f"{session.provider.name} model"}],
+        "pid": os.getpid(),
+    }
+
+
+def _success(session: TwoWaySession, request_id: str, response: dict[str, Any]) -> None:
+    session.output.send(
+        {
+            "type": "control_response",
+            "response": {"subtype": "success", "request_id": request_id, "response": response},
+        }
+    )
+
+
+def _error(session: TwoWaySession, request_id: str, message: str) -> None:
+    session.output.send(
+        {
+            "type": "control_response",
+            "response": {"subtype": "error", "request_id": request_id, "error": message},
+        }
+    )

@@ -1,0 +1,189 @@
+"""The real Claude Agent SDK drives ``agentstream-claude`` as its CLI, against a loopback Anthropic server.
+
+No mocks in between: the SDK spawns the real console script, speaks Claude Code's
+stream-json and control protocol to it over pipes, and the agent calls the
+official ``anthropic`` SDK, which talks to :class:`FakeModelServer`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from claude_agent_sdk import (  # the test extra: pip install -e '.[test]'
+    AssistantMessage,
+    ClaudeAgentOptions,
+    ClaudeSDKClient,
+    PermissionResultDeny,
+    ResultMessage,
+    StreamEvent,
+    SystemMessage,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    UserMessage,
+    query,
+)
+
+from _agent_fakes import FakeModelServer, anthropic_env, anthropic_reply
+
+
+def cli_path() -> str:
+    found = shutil.which("agentstream-claude", path=str(Path(sys.executable).parent))
+    assert found, "the agentstream-claude console script is missing: pip install -e '.[test]'"
+    return found
+
+
+def options(tmp_path: Path, server: FakeModelServer, **more: Any) -> ClaudeAgentOptions:
+    workspace = tmp_path / "work"
+    workspace.mkdir(exist_ok=True)
+    env = anthropic_env(tmp_path / "home", server, AGENTSTREAM_RETRY_BASE_MS="5")
+    return ClaudeAgentOptions(cli_path=more.pop("cli", cli_path()), cwd=str(workspace), env=env, **more)
+
+
+def texts(messages: list[Any]) -> list[str]:
+    return [
+        b.text
+        for m in messages
+        if isinstance(m, AssistantMessage)
+        for b in m.content
+        if isinstance(b, TextBlock)
+    ]
+
+
+def tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        block
+        for message in body["messages"]
+        if message["role"] == "user" and isinstance(message["content"], list)
+        for block in message["content"]
+        if block["type"] == "tool_result"
+    ]
+
+
+async def collect(prompt: str, opts: ClaudeAgentOptions) -> list[Any]:
+    return [message async for message in query(prompt=prompt, options=opts)]
+
+
+def test_query_gets_the_text_and_one_result(tmp_path: Path) -> None:
+    with FakeModelServer([anthropic_reply("Hello from the fake model.")]) as server:
+        messages = asyncio.run(collect("say hello", options(tmp_path, server)))
+    assert texts(messages) == ["Hello from the fake model."]
+    results = [m for m in messages if isinstance(m, ResultMessage)]
+    assert len(results) == 1 and results[0].subtype == "success" and not results[0].is_error
+    assert results[0].result == "Hello from the fake model."
+    init = next(m for m in messages if isinstance(m, SystemMessage) and m.subtype == "init")
+    assert init.data["claude_code_version"] == "2.1.0"
+    assert not any(isinstance(m, StreamEvent) for m in messages), (
+        "partials only with include_partial_messages"
+    )
+    assert server.posts[0].body["messages"][0]["content"][0]["text"] == "say hello"
+
+
+def test_tool_round_trip_with_bypass_permissions(tmp_path: Path) -> None:
+    script = [
+        anthropic_reply(tool_calls=[("toolu_01", "shell", {"command": "echo made > made.txt && echo ok"})]),
+        anthropic_reply("The file is made."),
+    ]
+    with FakeModelServer(script) as server:
+        opts = options(tmp_path, server, permission_mode="bypassPermissions")
+        messages = asyncio.run(collect("make a file", opts))
+    uses = [
+        b
+        for m in messages
+        if isinstance(m, AssistantMessage)
+        for b in m.content
+        if isinstance(b, ToolUseBlock)
+    ]
+    assert [(u.name, u.id) for u in uses] == [("shell", "toolu_01")]
+    results = [
+        b for m in messages if isinstance(m, UserMessage) for b in m.content if isinstance(b, ToolResultBlock)
+    ]
+    assert (
+        results[0].tool_use_id == "toolu_01" and "ok" in str(results[0].content) and not results[0].is_error
+    )
+    assert (tmp_path / "work" / "made.txt").read_text() == "made\n"
+    final = [m for m in messages if isinstance(m, ResultMessage)]
+    assert len(final) == 1 and final[0].result == "The file is made."
+    assert tool_results(server.posts[1].body)[0]["content"].startswith("ok")
+
+
+def test_can_use_tool_is_asked_and_a_denial_is_honoured(tmp_path: Path) -> None:
+    asked: list[tuple[str, dict[str, Any], str | None]] = []
+
+    async def can_use_tool(name: str, arguments: dict[str, Any], context: Any) -> PermissionResultDeny:
+        asked.append((name, arguments, context.tool_use_id))
+        return PermissionResultDeny(message="not on my machine")
+
+    script = [
+        anthropic_reply(tool_calls=[("toolu_02", "shell", {"command": "touch forbidden.txt"})]),
+        anthropic_reply("Understood, I did not run it."),
+    ]
+
+    async def session(opts: ClaudeAgentOptions) -> list[Any]:
+        async with ClaudeSDKClient(opts) as client:
+            await client.query("please run it")
+            return [m async for m in client.receive_response()]
+
+    with FakeModelServer(script) as server:
+        opts = options(tmp_path, server, permission_mode="default", can_use_tool=can_use_tool)
+        messages = asyncio.run(session(opts))
+    assert asked == [("shell", {"command": "touch forbidden.txt"}, "toolu_02")]
+    assert not (tmp_path / "work" / "forbidden.txt").exists()
+    denied = tool_results(server.posts[1].body)[0]
+    assert denied["is_error"] and "not on my machine" in denied["content"]
+    final = [m for m in messages if isinstance(m, ResultMessage)]
+    assert len(final) == 1 and final[0].result == "Understood, I did not run it."
+    assert final[0].permission_denials == [
+        {"tool_name": "shell", "tool_use_id": "toolu_02", "tool_input": {"command": "touch forbidden.txt"}}
+    ]
+
+
+def test_interrupt_ends_a_streaming_turn_with_a_result_quickly(tmp_path: Path) -> None:
+    script = [anthropic_reply("A long answer that never finishes " * 20, stall_after=8)]
+
+    async def session(opts: ClaudeAgentOptions) -> tuple[list[Any], float]:
+        async with ClaudeSDKClient(opts) as client:
+            await client.query("talk for a long time")
+            seen: list[Any] = []
+            stream: AsyncIterator[Any] = client.receive_response()
+            async for message in stream:
+                seen.append(message)
+                if isinstance(message, StreamEvent) and message.event.get("type") == "content_block_delta":
+                    break
+            began = time.monotonic()
+            await client.interrupt()
+            seen += [m async for m in stream]
+            return seen, time.monotonic() - began
+
+    with FakeModelServer(script) as server:
+        opts = options(tmp_path, server, include_partial_messages=True)
+        messages, took = asyncio.run(session(opts))
+    final = [m for m in messages if isinstance(m, ResultMessage)]
+    assert len(final) == 1 and final[0].is_error and final[0].subtype == "error_during_execution"
+    assert took < 5, f"the interrupt took {took:.1f}s"
+
+
+def test_two_turns_on_one_client(tmp_path: Path) -> None:
+    script = [anthropic_reply("First answer."), anthropic_reply("Second answer.")]
+
+    async def session(opts: ClaudeAgentOptions) -> list[list[Any]]:
+        turns = []
+        async with ClaudeSDKClient(opts) as client:
+            for prompt in ("first question", "second question"):
+                await client.query(prompt)
+                turns.append([m async for m in client.receive_response()])
+        return turns
+
+    with FakeModelServer(script) as server:
+        turns = asyncio.run(session(options(tmp_path, server)))
+    assert [texts(turn) for turn in turns] == [["First answer."], ["Second answer."]]
+    assert [sum(isinstance(m, ResultMessage) for m in turn) for turn in turns] == [1, 1]
+    second = json.dumps(server.posts[1].body["messages"])
+    assert "first question" in second and "First answer." in second and "second question" in second

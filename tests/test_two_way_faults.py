@@ -1,0 +1,194 @@
+"""Two-way sessions (``exec --input-format stream-json``) under faults, with real processes and pipes.
+
+The real command runs against a loopback Anthropic server; the test writes
+control lines to its stdin while a turn runs and checks every turn's stream.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from _agent_fakes import (
+    FakeModelServer,
+    anthropic_env,
+    anthropic_reply,
+    assert_valid_stream,
+    exec_command,
+    split_streams,
+)
+
+
+class Session:
+    """A running two-way ``exec`` whose stdin the test writes and whose stdout it reads line by line."""
+
+    def __init__(self, args: list[str], env: dict[str, str], cwd: Path) -> None:
+        self.proc = subprocess.Popen(
+            exec_command("--input-format", "stream-json", *args),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=cwd,
+        )
+        self.lines: list[bytes] = []
+
+    def send(self, obj: dict[str, object]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(obj).encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def until(self, kind: str) -> dict[str, object]:
+        """Read lines until one of type ``kind``; return it."""
+        assert self.proc.stdout is not None
+        while True:
+            line = self.proc.stdout.readline()
+            assert line, f"stdout ended before a {kind}; read: {self.lines}"
+            self.lines.append(line)
+            obj = json.loads(line)
+            if obj["type"] == kind:
+                return obj  # type: ignore[no-any-return]
+
+    def close(self, timeout: float = 20) -> int:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.close()
+        out = self.proc.stdout.read()
+        self.proc.wait(timeout=timeout)
+        self.lines += [line for line in out.splitlines(keepends=True) if line.strip()]
+        return self.proc.returncode
+
+
+def turn(text: str) -> dict[str, object]:
+    return {"type": "message", "role": "user", "content": text}
+
+
+def test_interrupt_during_a_tool_kills_its_group_and_the_session_goes_on(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    command = "echo $$ > shell.pid; echo started; sleep 30"
+    script = [
+        anthropic_reply(tool_calls=[("toolu_1", "shell", {"command": command})]),
+        anthropic_reply("Next turn answered."),
+    ]
+    with FakeModelServer(script) as server:
+        session = Session(["--permission-mode", "full"], anthropic_env(tmp_path, server), work)
+        session.send(turn("run something long"))
+        session.until("tool_progress")
+        session.send({"type": "interrupt"})
+        result = session.until("result")
+        pid = int((work / "shell.pid").read_text())
+        session.send(turn("and now?"))
+        session.until("result")
+        code = session.close()
+    first, second = split_streams(session.lines)
+    events = assert_valid_stream(first, 130)
+    assert result["subtype"] == "interrupted" and result["exit_code"] == 130
+    assert [e.status for e in events if e.type == "tool_result"] == ["cancelled"]
+    assert_valid_stream(second, 0)
+    assert code == 0  # the last turn's
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        pass
+    else:
+        raise AssertionError(f"the tool's shell {pid} outlived the interrupt")
+    # the model was told the call did not finish before the next turn
+    assert "stopped before this tool call finished" in json.dumps(server.posts[1].body["messages"])
+
+
+def test_interrupt_during_a_model_stream(tmp_path: Path) -> None:
+    script = [anthropic_reply("words " * 50, stall_after=6), anthropic_reply("Back.")]
+    with FakeModelServer(script) as server:
+        session = Session([], anthropic_env(tmp_path, server), tmp_path)
+        session.send(turn("talk"))
+        session.until("message_delta")
+        session.send({"type": "interrupt"})
+        result = session.until("result")
+        session.send(turn("again"))
+        session.until("result")
+        code = session.close()
+    first, second = split_streams(session.lines)
+    assert_valid_stream(first, 130)
+    assert result["subtype"] == "interrupted"
+    assert json.loads(second[-1])["result"] == "Back." and code == 0
+
+
+def test_an_unanswered_permission_request_is_denied_after_the_timeout(tmp_path: Path) -> None:
+    script = [
+        anthropic_reply(tool_calls=[("toolu_2", "shell", {"command": "touch nope.txt"})]),
+        anthropic_reply("Fine, I will not."),
+    ]
+    args = [
+        "--permission-mode",
+        "read-only",
+        "--permission-prompt-tool",
+        "stdio",
+        "--permission-timeout",
+        "0.5",
+    ]
+    with FakeModelServer(script) as server:
+        session = Session(args, anthropic_env(tmp_path, server), tmp_path)
+        session.send(turn("touch it"))
+        request = session.until("permission_request")
+        session.until("result")
+        code = session.close()
+    events = assert_valid_stream(session.lines, 0)
+    assert request["call_id"] == "toolu_2" and request["name"] == "shell"
+    results = [e for e in events if e.type == "tool_result"]
+    assert results[0].status == "denied" and "no decision within 0.5s" in results[0].error
+    assert not (tmp_path / "nope.txt").exists() and code == 0
+
+
+def test_a_permission_decision_allows_the_call(tmp_path: Path) -> None:
+    script = [
+        anthropic_reply(tool_calls=[("toolu_3", "shell", {"command": "touch yes.txt"})]),
+        anthropic_reply("Done."),
+    ]
+    args = ["--permission-mode", "read-only", "--permission-prompt-tool", "stdio"]
+    with FakeModelServer(script) as server:
+        session = Session(args, anthropic_env(tmp_path, server), tmp_path)
+        session.send(turn("touch it"))
+        request = session.until("permission_request")
+        session.send({"type": "permission_decision", "call_id": "nobody", "decision": "allow"})
+        session.send({"type": "permission_decision", "call_id": request["call_id"], "decision": "allow"})
+        session.until("result")
+        code = session.close()
+    events = assert_valid_stream(session.lines, 0)
+    assert [e.status for e in events if e.type == "tool_result"] == ["success"]
+    assert (tmp_path / "yes.txt").exists() and code == 0
+    assert any(e.type == "error" and "nobody" in e.message for e in events)
+
+
+def test_stdin_closed_mid_turn_finishes_the_turn_then_exits(tmp_path: Path) -> None:
+    with FakeModelServer([anthropic_reply("All of it.", chunk=2)]) as server:
+        session = Session([], anthropic_env(tmp_path, server), tmp_path)
+        session.send(turn("hello"))
+        code = session.close()
+    events = assert_valid_stream(session.lines, code)
+    assert events[-1].result == "All of it." and code == 0
+
+
+def test_the_client_dying_ends_the_session_and_its_tool(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    command = "echo $$ > shell.pid; echo started; sleep 30"
+    with FakeModelServer(
+        [anthropic_reply(tool_calls=[("toolu_4", "shell", {"command": command})])]
+    ) as server:
+        session = Session(["--permission-mode", "full"], anthropic_env(tmp_path, server), work)
+        session.send(turn("run something long"))
+        session.until("tool_progress")
+        assert session.proc.stdout is not None and session.proc.stdin is not None
+        session.proc.stdout.close()  # the client is gone: both pipes close
+        session.proc.stdin.close()
+        code = session.proc.wait(timeout=20)
+    pid = int((work / "shell.pid").read_text())
+    assert code in (0, 141), code
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        pass
+    else:
+        raise AssertionError(f"the tool's shell {pid} outlived the client")
