@@ -56,7 +56,14 @@ def session_lines(rng: random.Random, session: str, day: int, turns: int, filler
         ]
         tool = rng.random() < 0.5
         if tool:
-            blocks.append({"type": "tool_use", "id": f"toolu_{session[:8]}{turn:05d}", "name": "Bash", "input": {"command": "ls"}})
+            blocks.append(
+                {
+                    "type": "tool_use",
+                    "id": f"toolu_{session[:8]}{turn:05d}",
+                    "name": "Bash",
+                    "input": {"command": "ls"},
+                }
+            )
         for block in blocks:
             n += 1
             uuid = f"{session[:8]}-a{n}"
@@ -70,13 +77,21 @@ def session_lines(rng: random.Random, session: str, day: int, turns: int, filler
                 "stop_sequence": None,
                 "usage": usage,
             }
-            lines.append(_record("assistant", session, ts, uuid, parent, requestId=request_id, message=message))
+            lines.append(
+                _record("assistant", session, ts, uuid, parent, requestId=request_id, message=message)
+            )
             parent = uuid
         if tool:
             n += 1
             uuid = f"{session[:8]}-r{n}"
-            result = {"tool_use_id": f"toolu_{session[:8]}{turn:05d}", "type": "tool_result", "content": "z" * filler}
-            lines.append(_record("user", session, ts, uuid, parent, message={"role": "user", "content": [result]}))
+            result = {
+                "tool_use_id": f"toolu_{session[:8]}{turn:05d}",
+                "type": "tool_result",
+                "content": "z" * filler,
+            }
+            lines.append(
+                _record("user", session, ts, uuid, parent, message={"role": "user", "content": [result]})
+            )
             parent = uuid
     return lines
 
@@ -91,7 +106,7 @@ def write_tree(root: Path, *, seed: int, sessions: int, turns: int, filler: int 
         project.mkdir(parents=True, exist_ok=True)
         lines = session_lines(rng, session, 1 + index % 5, turns, filler)
         if written and index % 10 == 9:
-            lines = written[rng.randrange(len(written))][: turns] + lines  # a resumed session's copied history
+            lines = written[rng.randrange(len(written))][:turns] + lines  # a resumed session's copied history
         written.append(lines)
         (project / f"{session}.jsonl").write_text("\n".join(lines) + "\n")
     return root

@@ -35,7 +35,9 @@ def test_a_finished_log_reads_as_a_finished_session(dialect: str) -> None:
     events, detected = events_of(LOGS[dialect])
     assert detected == dialect
     result = events[-1]
-    assert isinstance(result, p.Result) and result.ok and result.exit_code == 0 and result.synthetic is p.UNSET
+    assert (
+        isinstance(result, p.Result) and result.ok and result.exit_code == 0 and result.synthetic is p.UNSET
+    )
     assert not of_type(events, p.Error)  # no truncation, no malformed line
     assert [e.seq for e in events] == list(range(len(events)))
     calls, results = of_type(events, p.ToolCall), of_type(events, p.ToolResult)
@@ -78,7 +80,11 @@ def test_a_claude_log_cut_mid_turn_is_not_finished() -> None:
 
 def test_an_interrupted_claude_session_says_so() -> None:
     lines = _claude_lines()[:3]
-    interrupt = dict(lines[1], uuid="u-9", message={"role": "user", "content": [{"type": "text", "text": "[Request interrupted by user]"}]})
+    interrupt = dict(
+        lines[1],
+        uuid="u-9",
+        message={"role": "user", "content": [{"type": "text", "text": "[Request interrupted by user]"}]},
+    )
     events, _ = events_of(b"".join(json.dumps(line).encode() + b"\n" for line in [*lines, interrupt]))
     result = events[-1]
     assert isinstance(result, p.Result) and result.subtype == "interrupted" and result.exit_code == 130

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from tests._claude_log_gen import MODELS, write_tree
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,7 +53,10 @@ def test_claude_totals_equal_ccusage(tmp_path: Path) -> None:
     theirs = ccusage(tree)
     ours = envelope(str(tree), "--cli", "claude")["result"]
     totals, reference = ours["totals"], theirs["totals"]
-    assert (totals["input_tokens"], totals["output_tokens"]) == (reference["inputTokens"], reference["outputTokens"])
+    assert (totals["input_tokens"], totals["output_tokens"]) == (
+        reference["inputTokens"],
+        reference["outputTokens"],
+    )
     assert totals["cache_write_tokens"] == reference["cacheCreationTokens"]
     assert totals["cache_read_tokens"] == reference["cacheReadTokens"]
     # ccusage --offline prices these models from its own table, at the same list rates as ours.
@@ -73,7 +75,12 @@ def test_each_call_counts_once_whatever_the_cli() -> None:
     groups = {group["key"]: group for group in envelope(str(FIXTURES), "--by", "cli")["result"]["groups"]}
     claude, codex, gemini = groups["claude"], groups["codex"], groups["gemini"]
     # Claude: three records of msg_01A and one of msg_01B are two calls.
-    assert (claude["calls"], claude["input_tokens"], claude["cache_write_tokens"], claude["output_tokens"]) == (
+    assert (
+        claude["calls"],
+        claude["input_tokens"],
+        claude["cache_write_tokens"],
+        claude["output_tokens"],
+    ) == (
         2,
         16,
         1800,
@@ -110,7 +117,9 @@ def test_since_and_a_user_price_file(tmp_path: Path) -> None:
     late = envelope(str(FIXTURES), "--since", "2026-11-03")["result"]
     assert [group["key"] for group in late["groups"]] == ["2026-11-03", "2026-11-04"]
     prices = tmp_path / "prices.json"
-    prices.write_text(json.dumps({"version": "mine", "models": {"gpt-5-codex": {"input": 1000, "output": 0}}}))
+    prices.write_text(
+        json.dumps({"version": "mine", "models": {"gpt-5-codex": {"input": 1000, "output": 0}}})
+    )
     mine = envelope(str(FIXTURES / "codex-rollout.jsonl"), "--pricing", str(prices))["result"]
     # 3000 fresh + 8000 cached tokens, cache reads at the input rate when the file names none.
     assert mine["totals"]["cost_usd"] == pytest.approx(11.0)
@@ -146,7 +155,12 @@ def test_default_locations_are_every_cli_s(tmp_path: Path) -> None:
     chats = home / ".gemini" / "tmp" / "9f86d081" / "chats"
     chats.mkdir(parents=True)
     shutil.copy(FIXTURES / "gemini-chat.jsonl", chats / "session-2026-11-04T08-00-5b6c7d8e.jsonl")
-    env = {"HOME": str(home), "AGENTSTREAM_HOME": str(tmp_path / "state"), "CLAUDE_CONFIG_DIR": "", "CODEX_HOME": ""}
+    env = {
+        "HOME": str(home),
+        "AGENTSTREAM_HOME": str(tmp_path / "state"),
+        "CLAUDE_CONFIG_DIR": "",
+        "CODEX_HOME": "",
+    }
     env.pop("AGENTSTREAM_BUS", None)
     groups = envelope("--by", "cli", env={**env, "AGENTSTREAM_BUS": ""})["result"]["groups"]
     assert [group["key"] for group in groups] == ["claude", "codex", "gemini"]

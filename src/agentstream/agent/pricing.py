@@ -62,7 +62,9 @@ class PriceTable(NamedTuple):
         name = model.rsplit("/", 1)[-1].lower()
         best: str | None = None
         for family in self.models:
-            if (name == family or name.startswith(family + "-")) and (best is None or len(family) > len(best)):
+            if (name == family or name.startswith(family + "-")) and (
+                best is None or len(family) > len(best)
+            ):
                 best = family
         return self.models[best] if best is not None else None
 
@@ -136,5 +138,7 @@ def cost_usd(
     if rates is None:
         return None
     fresh = max(input_tokens - cached_tokens - cache_write_tokens, 0)
-    cost = rates.cost(fresh=fresh, output=output_tokens, cache_read=cached_tokens, cache_write=cache_write_tokens)
+    cost = rates.cost(
+        fresh=fresh, output=output_tokens, cache_read=cached_tokens, cache_write=cache_write_tokens
+    )
     return round(cost, 10)

@@ -24,7 +24,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--by", choices=("day", "session", "model", "cli"), default="day", help="how to group (default: day)"
     )
-    parser.add_argument("--json", action="store_true", help="print the JSON envelope (the default when piped)")
+    parser.add_argument(
+        "--json", action="store_true", help="print the JSON envelope (the default when piped)"
+    )
     parser.add_argument(
         "--pricing",
         metavar="FILE",

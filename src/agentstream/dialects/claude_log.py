@@ -132,7 +132,9 @@ class ClaudeLogDecoder(SessionLogDecoder, ClaudeDecoder):
             return
         if kind == "assistant":
             if obj.get("isApiErrorMessage") is True or message.get("model") == "<synthetic>":
-                self._last = Outcome("failed", _text(message) or "the API request failed", ErrorCode.PROVIDER_ERROR)
+                self._last = Outcome(
+                    "failed", _text(message) or "the API request failed", ErrorCode.PROVIDER_ERROR
+                )
             else:
                 self._last = Outcome("done")
         elif kind == "user":
@@ -155,7 +157,9 @@ def _text(message: dict[str, Any]) -> str:
         return content
     if isinstance(content, list):
         return "".join(
-            block["text"] for block in content if isinstance(block, dict) and isinstance(block.get("text"), str)
+            block["text"]
+            for block in content
+            if isinstance(block, dict) and isinstance(block.get("text"), str)
         )
     return ""
 

@@ -28,9 +28,16 @@ from agentstream.dialects.codex import _error_code
 
 __all__ = ["DIALECT", "Tokens", "usage_step"]
 
-_REPEATED_EVENTS = frozenset({"user_message", "agent_message", "agent_reasoning", "agent_reasoning_raw_content"})
+_REPEATED_EVENTS = frozenset(
+    {"user_message", "agent_message", "agent_reasoning", "agent_reasoning_raw_content"}
+)
 """``event_msg`` types that repeat a ``response_item`` of the same turn."""
-_ROLES: dict[str, p.Role] = {"user": "user", "assistant": "assistant", "developer": "system", "system": "system"}
+_ROLES: dict[str, p.Role] = {
+    "user": "user",
+    "assistant": "assistant",
+    "developer": "system",
+    "system": "system",
+}
 _FIELDS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_output_tokens")
 
 
@@ -138,7 +145,9 @@ class CodexLogDecoder(SessionLogDecoder):
         self.emit(p.GenericEvent(name="codex.turn_context", data=data))
 
     def on_compacted(self, f: Fields) -> None:
-        self.emit(p.GenericEvent(name="codex.compacted", data={"message": f.sub("payload").opt_text("message")}))
+        self.emit(
+            p.GenericEvent(name="codex.compacted", data={"message": f.sub("payload").opt_text("message")})
+        )
 
     # -- response items: the model's history -------------------------------------------
 
@@ -195,7 +204,9 @@ class CodexLogDecoder(SessionLogDecoder):
         text, failed = _tool_output(item.obj.get("output"))
         call_id, name = self.tools.finished(item.text("call_id"), None)
         if failed:
-            self.emit(p.ToolResult(call_id=call_id, name=name, status="error", output=text, error=text or "failed"))
+            self.emit(
+                p.ToolResult(call_id=call_id, name=name, status="error", output=text, error=text or "failed")
+            )
         else:
             self.emit(p.ToolResult(call_id=call_id, name=name, status="success", output=text))
 

@@ -197,7 +197,11 @@ class GeminiLogDecoder(SessionLogDecoder):
         if call_id not in seen.calls:
             seen.calls.add(call_id)
             self.emit(
-                p.ToolCall(call_id=self.tools.called(call_id, name), name=name, arguments=call.opt_mapping("args") or {}),
+                p.ToolCall(
+                    call_id=self.tools.called(call_id, name),
+                    name=name,
+                    arguments=call.opt_mapping("args") or {},
+                ),
                 rfc3339(call.obj.get("timestamp")),
             )
         status = _FINISHED.get(call.opt_text("status") or "")
@@ -255,7 +259,12 @@ class GeminiLogDialect(LogDialect):
         if isinstance(obj.get("sessionId"), str) and isinstance(obj.get("projectHash"), str):
             return 1.0
         kind = obj.get("type")
-        if kind in _MESSAGE_TYPES and isinstance(obj.get("id"), str) and "timestamp" in obj and "content" in obj:
+        if (
+            kind in _MESSAGE_TYPES
+            and isinstance(obj.get("id"), str)
+            and "timestamp" in obj
+            and "content" in obj
+        ):
             return 0.8 if kind == "gemini" else 0.6
         if "$rewindTo" in obj or isinstance(obj.get("$set"), dict):
             return 0.6

@@ -174,8 +174,8 @@ class _ClaudeMessage(msgspec.Struct):
 
 class _ClaudeRecord(msgspec.Struct):
     timestamp: str | None = None
-    sessionId: str | None = None  # noqa: N815 - Claude Code's own field names
-    requestId: str | None = None  # noqa: N815
+    sessionId: str | None = None
+    requestId: str | None = None
     message: _ClaudeMessage | None = None
 
 
@@ -486,7 +486,11 @@ def scan(
             elif path.is_file():
                 targets.append((None, path))
             else:
-                targets += [(None, file) for file in sorted(path.rglob("*.json*")) if file.suffix in (".jsonl", ".json")]
+                targets += [
+                    (None, file)
+                    for file in sorted(path.rglob("*.json*"))
+                    if file.suffix in (".jsonl", ".json")
+                ]
     else:
         for cli, roots in default_roots().items():
             if cli in wanted:
