@@ -232,8 +232,8 @@ class UsageTotals(Struct, kw_only=True):
         self.cached_tokens += usage.cached_tokens
         self.reasoning_tokens += usage.reasoning_tokens
         if usage.cache_write_tokens is not UNSET:
-            base = 0 if self.cache_write_tokens is UNSET else self.cache_write_tokens
-            self.cache_write_tokens = base + usage.cache_write_tokens
+            written = 0 if self.cache_write_tokens is UNSET else self.cache_write_tokens
+            self.cache_write_tokens = written + usage.cache_write_tokens
         if usage.cost_usd is not UNSET:
             base = 0.0 if self.cost_usd is UNSET else self.cost_usd
             self.cost_usd = round(base + usage.cost_usd, 10)

@@ -21,7 +21,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     width = max(len(str(row["name"])) for row in rows)
     for row in rows:
-        summary = row["summary"] if row["available"] else "(not available in this install)"
+        summary = str(row["summary"]) if row["available"] else "(not available in this install)"
         if row.get("encodes") is False:
             summary += " (read only)"
         sys.stdout.write(f"{str(row['name']).ljust(width)}  {summary}\n")

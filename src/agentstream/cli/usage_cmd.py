@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     if progress is not None:
         progress.done()
     if not args.paths and not args.cli:
-        scan_bus(found, args.bus, lambda message: sys.stderr.write(f"agentstream usage: {message}\n"))
+        scan_bus(found, args.bus, _warn)
     for problem in found.skipped:
         sys.stderr.write(f"agentstream usage: skipped {problem}\n")
     totals, groups = group_totals(found, prices, by=args.by, since=since)
@@ -90,6 +90,10 @@ def run(args: argparse.Namespace) -> int:
             "their tokens are counted, not their cost (add them with --pricing FILE)\n"
         )
     return 0
+
+
+def _warn(message: str) -> None:
+    sys.stderr.write(f"agentstream usage: {message}\n")
 
 
 def _since(text: str) -> str:

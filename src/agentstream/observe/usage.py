@@ -233,6 +233,7 @@ class _ClaudeCounter:
         for line in data.split(b"\n"):
             if b'"usage"' not in line:
                 continue  # no usage, no tool call: nothing to count on this line
+            record: _ClaudeRecord | None
             try:
                 record = _claude_record(line)
             except msgspec.ValidationError:
@@ -352,7 +353,8 @@ class _GeminiCounter:
 
         session = self.out.session("gemini", session_id)
         for message in messages:
-            ts = message.get("timestamp") if isinstance(message.get("timestamp"), str) else ""
+            stamp, model = message.get("timestamp"), message.get("model")
+            ts = stamp if isinstance(stamp, str) else ""
             session.saw(ts)
             if message.get("type") != "gemini":
                 continue
@@ -361,12 +363,11 @@ class _GeminiCounter:
             tokens = GeminiTokens.read(message.get("tokens"))
             if tokens is None:
                 continue
-            model = message.get("model") if isinstance(message.get("model"), str) else "unknown"
             self.out.calls.append(
                 Call(
                     "gemini",
                     session_id,
-                    model,
+                    model if isinstance(model, str) else "unknown",
                     ts,
                     input=max(tokens.input - tokens.cached, 0),
                     output=tokens.output,
@@ -461,7 +462,11 @@ def _bus_time(unix: float) -> str:
 
 # -- scanning and totals ------------------------------------------------------------------------
 
-_COUNTERS: Final = {"claude": _ClaudeCounter, "codex": _CodexCounter, "gemini": _GeminiCounter}
+_COUNTERS: Final[dict[str, type[_ClaudeCounter | _CodexCounter | _GeminiCounter]]] = {
+    "claude": _ClaudeCounter,
+    "codex": _CodexCounter,
+    "gemini": _GeminiCounter,
+}
 
 
 def scan(
@@ -476,7 +481,9 @@ def scan(
     """
     out = Scan()
     wanted = set(clis)
-    counters = {cli: _COUNTERS[cli](out) for cli in CLIS if cli in wanted}
+    counters: dict[str, _ClaudeCounter | _CodexCounter | _GeminiCounter] = {
+        cli: _COUNTERS[cli](out) for cli in CLIS if cli in wanted
+    }
     targets: list[tuple[str | None, Path]] = []
     given = [Path(path) for path in paths]
     if given:
@@ -492,14 +499,15 @@ def scan(
                     if file.suffix in (".jsonl", ".json")
                 ]
     else:
-        for cli, roots in default_roots().items():
-            if cli in wanted:
-                targets += [(cli, file) for root in roots for file in _log_files(root, cli)]
-    for cli, path in targets:
-        cli = cli or _sniff_cli(path)
-        if cli is None or cli not in counters:
-            if cli is None:
-                out.skipped.append(f"{path}: not a session log agentstream knows")
+        for owner, roots in default_roots().items():
+            if owner in wanted:
+                targets += [(owner, file) for root in roots for file in _log_files(root, owner)]
+    for named, path in targets:
+        cli = named or _sniff_cli(path)
+        if cli is None:
+            out.skipped.append(f"{path}: not a session log agentstream knows")
+            continue
+        if cli not in counters:
             continue
         try:
             data = path.read_bytes()
@@ -576,7 +584,7 @@ def group_totals(
             return call.model
         return call.cli
 
-    totals, groups = Totals(), {}
+    totals, groups = Totals(), dict[str, Totals]()
     session_group: dict[tuple[str, str], str] = {}
     for call in sorted(found.calls, key=lambda c: c.ts):
         if since and call.ts[:10] < since:
@@ -589,8 +597,10 @@ def group_totals(
         totals.add_call(call, prices)
         session_group.setdefault((call.cli, call.session), key)
     for session_key, session in found.sessions.items():
-        key = session_group.get(session_key)
-        if key is None:
+        found_key = session_group.get(session_key)
+        if found_key is not None:
+            key = found_key
+        else:
             if since and session.first_ts[:10] < since:
                 continue
             if not session.tool_calls:
