@@ -210,6 +210,8 @@ class Usage(BaseEvent, tag="usage", kw_only=True):
     cached_tokens: int = 0
     reasoning_tokens: int = 0
     cost_usd: float | UnsetType = UNSET
+    cache_write_tokens: int | UnsetType = UNSET
+    """Of ``input_tokens``, those written to the provider's prompt cache (billed apart), when known."""
 
 
 class Error(BaseEvent, tag="error", kw_only=True):
@@ -255,6 +257,7 @@ class UsageTotals(Struct, kw_only=True):
     cached_tokens: int = 0
     reasoning_tokens: int = 0
     cost_usd: float | UnsetType = UNSET
+    cache_write_tokens: int | UnsetType = UNSET
 
     def add(self, usage: Usage) -> None:
         """Fold one model call's usage into the totals."""
@@ -262,6 +265,9 @@ class UsageTotals(Struct, kw_only=True):
         self.output_tokens += usage.output_tokens
         self.cached_tokens += usage.cached_tokens
         self.reasoning_tokens += usage.reasoning_tokens
+        if usage.cache_write_tokens is not UNSET:
+            written = 0 if self.cache_write_tokens is UNSET else self.cache_write_tokens
+            self.cache_write_tokens = written + usage.cache_write_tokens
         if usage.cost_usd is not UNSET:
             base = 0.0 if self.cost_usd is UNSET else self.cost_usd
             self.cost_usd = round(base + usage.cost_usd, 10)

@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "schema": "Print the protocol's JSON Schema",
     "sessions": "List stored agent sessions",
     "runs": "List runs on the event bus",
+    "usage": "Tokens, tool calls and cost from the agent CLIs' session logs",
     "follow": "Stream one run's events live",
     "watch": "Stream every run's events live",
     "logs": "Stream a file's new lines as log events",

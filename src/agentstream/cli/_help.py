@@ -47,6 +47,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "submit": ('agentstream submit "summarise README.md" --follow',),
     "worker": ("agentstream worker", "agentstream worker --concurrency 2 --max-jobs 10"),
     "export": ("OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318 agentstream export otel run.ndjson",),
+    "usage": ("agentstream usage", "agentstream usage ~/.claude/projects --by model --since 2026-11-01"),
     "completion": (
         "agentstream completion bash > /etc/bash_completion.d/agentstream",
         "agentstream completion fish > ~/.config/fish/completions/agentstream.fish",

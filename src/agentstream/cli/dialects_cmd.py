@@ -21,13 +21,15 @@ def run(args: argparse.Namespace) -> int:
         return 0
     width = max(len(str(row["name"])) for row in rows)
     for row in rows:
-        summary = row["summary"] if row["available"] else "(not available in this install)"
+        summary = str(row["summary"]) if row["available"] else "(not available in this install)"
+        if row.get("encodes") is False:
+            summary += " (read only)"
         sys.stdout.write(f"{str(row['name']).ljust(width)}  {summary}\n")
     return 0
 
 
 def dialect_rows() -> list[dict[str, object]]:
-    """``{name, summary, available}`` for every registered dialect, in registry order."""
+    """``{name, summary, available, encodes}`` for every registered dialect, in registry order."""
     from agentstream.dialects import DIALECT_NAMES, get_dialect
 
     rows: list[dict[str, object]] = []
@@ -37,5 +39,7 @@ def dialect_rows() -> list[dict[str, object]]:
         except ModuleNotFoundError:
             rows.append({"name": name, "summary": "", "available": False})
             continue
-        rows.append({"name": name, "summary": dialect.summary, "available": True})
+        rows.append(
+            {"name": name, "summary": dialect.summary, "available": True, "encodes": dialect.can_encode}
+        )
     return rows

@@ -28,6 +28,9 @@ _MODULES: dict[str, str] = {
     "opencode": "agentstream.dialects.opencode",
     "amp": "agentstream.dialects.amp",
     "agui": "agentstream.dialects.agui",
+    "claude-log": "agentstream.dialects.claude_log",
+    "codex-log": "agentstream.dialects.codex_log",
+    "gemini-log": "agentstream.dialects.gemini_log",
 }
 DIALECT_NAMES: tuple[str, ...] = tuple(_MODULES)
 DETECT_LINES = 8

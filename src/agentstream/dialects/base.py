@@ -77,6 +77,8 @@ class Dialect(ABC):
 
     name: ClassVar[str]
     summary: ClassVar[str]
+    can_encode: ClassVar[bool] = True
+    """False for decode-only dialects (session logs), whose :meth:`encoder` raises a ``UsageError``."""
 
     @abstractmethod
     def sniff(self, obj: dict[str, Any]) -> float:

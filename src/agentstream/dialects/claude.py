@@ -484,8 +484,15 @@ class ClaudeDecoder(EventDecoder):
         if pending.streamed:
             self._usage_done.add(pending.message_id)
         prompt, output, cached = _totals(pending.figures)
+        written = pending.figures.get("cache_creation_input_tokens")
         self.emit(
-            p.Usage(model=pending.model, input_tokens=prompt, output_tokens=output, cached_tokens=cached)
+            p.Usage(
+                model=pending.model,
+                input_tokens=prompt,
+                output_tokens=output,
+                cached_tokens=cached,
+                cache_write_tokens=written if written is not None else p.UNSET,
+            )
         )
 
     # -- the end -------------------------------------------------------------------------

@@ -1,1 +1,2 @@
-"""Observing runs from outside the stream: telemetry built from canonical events."""
+"""Observing agents from outside their streams: usage and cost reports over session logs and the bus,
+and OpenTelemetry traces built from canonical events."""

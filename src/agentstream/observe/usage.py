@@ -1,0 +1,614 @@
+"""Token, tool and cost totals over the agent CLIs' session logs (and the bus's runs), counted as billed.
+
+Each CLI's logs are scanned by a reader made for speed: files are read whole,
+lines that cannot carry usage are skipped by a byte search, and the rest are
+decoded with typed ``msgspec`` structs that keep only the fields counted here.
+The counting rules are the dialects' own (:mod:`agentstream.dialects.claude_log`,
+:mod:`~agentstream.dialects.codex_log`, :mod:`~agentstream.dialects.gemini_log`):
+
+- Claude Code logs one API response once per content block, each record
+  repeating its ``usage``; a model call (message id + request id, across every
+  file — a resumed session copies earlier records) counts once, with the largest
+  figure seen for each kind of token. Records lacking either id count each time.
+- Codex's ``token_count`` events count by the growth of the running total.
+- Gemini's messages count once per message id, from their last copy.
+
+Token kinds are kept apart in the billing sense: ``input`` is prompt tokens
+neither read from nor written to the prompt cache, ``cache_read`` and
+``cache_write`` the cached ones, ``output`` every generated token and
+``reasoning`` the part of ``output`` spent thinking.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import msgspec
+
+from agentstream.agent.pricing import PriceTable
+
+__all__ = [
+    "CLIS",
+    "Call",
+    "Scan",
+    "Totals",
+    "default_roots",
+    "group_totals",
+    "scan",
+]
+
+CLIS: Final = ("claude", "codex", "gemini")
+GroupBy = Literal["day", "session", "model", "cli"]
+_DIALECT_CLI: Final = {"claude-log": "claude", "codex-log": "codex", "gemini-log": "gemini"}
+
+
+@dataclass
+class Call:
+    """One billed model call."""
+
+    cli: str
+    session: str
+    model: str
+    ts: str
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    reasoning: int = 0
+
+    def widen(self, other: Call) -> None:
+        """Another record of the same call: keep the largest figure of each kind."""
+        self.input = max(self.input, other.input)
+        self.output = max(self.output, other.output)
+        self.cache_read = max(self.cache_read, other.cache_read)
+        self.cache_write = max(self.cache_write, other.cache_write)
+        self.reasoning = max(self.reasoning, other.reasoning)
+
+
+@dataclass
+class Session:
+    """What is counted per session rather than per call."""
+
+    cli: str
+    session: str
+    first_ts: str = ""
+    last_ts: str = ""
+    tool_calls: int = 0
+    wall_time_ms: int = 0
+    """Given by the bus for its runs; otherwise from the first to the last timestamp of the session's records read."""
+
+    def saw(self, ts: str | None) -> None:
+        if ts:
+            if not self.first_ts or ts < self.first_ts:
+                self.first_ts = ts
+            if ts > self.last_ts:
+                self.last_ts = ts
+
+
+@dataclass
+class Scan:
+    """Everything counted: calls, sessions, and what could not be read."""
+
+    calls: list[Call] = field(default_factory=list)
+    sessions: dict[tuple[str, str], Session] = field(default_factory=dict)
+    files: int = 0
+    bytes: int = 0
+    skipped: list[str] = field(default_factory=list)
+
+    def session(self, cli: str, session: str) -> Session:
+        key = (cli, session)
+        found = self.sessions.get(key)
+        if found is None:
+            found = self.sessions[key] = Session(cli, session)
+        return found
+
+
+# -- where the logs are ------------------------------------------------------------------
+
+
+def default_roots() -> dict[str, list[Path]]:
+    """Each CLI's default log directories that exist (``$CLAUDE_CONFIG_DIR``, ``$CODEX_HOME`` honoured)."""
+    home = Path.home()
+    claude_dirs = [d.strip() for d in os.environ.get("CLAUDE_CONFIG_DIR", "").split(",") if d.strip()]
+    if not claude_dirs:
+        xdg = os.environ.get("XDG_CONFIG_HOME") or str(home / ".config")
+        claude_dirs = [str(Path(xdg) / "claude"), str(home / ".claude")]
+    codex_home = os.environ.get("CODEX_HOME") or str(home / ".codex")
+    roots = {
+        "claude": [Path(d) / "projects" for d in claude_dirs],
+        "codex": [Path(codex_home) / "sessions"],
+        "gemini": [home / ".gemini" / "tmp"],
+    }
+    return {cli: [path for path in paths if path.is_dir()] for cli, paths in roots.items()}
+
+
+def _log_files(root: Path, cli: str) -> Iterator[Path]:
+    if root.is_file():
+        yield root
+        return
+    pattern = "*.json*" if cli == "gemini" else "*.jsonl"
+    for path in sorted(root.rglob(pattern)):
+        if path.is_file() and path.suffix in (".jsonl", ".json"):
+            yield path
+
+
+def _sniff_cli(path: Path) -> str | None:
+    """Which CLI wrote a file given by the user, from its first lines."""
+    from agentstream.dialects import DETECT_LINES, detect_dialect_in_lines
+
+    try:
+        with path.open("rb") as file:
+            head = [line for line in (file.readline() for _ in range(DETECT_LINES)) if line.strip()]
+    except OSError:
+        return None
+    if path.suffix == ".json" and head and head[0].strip() == b"{":
+        return "gemini"  # the older, pretty-printed chat log
+    return _DIALECT_CLI.get(detect_dialect_in_lines(head) or "")
+
+
+# -- Claude Code --------------------------------------------------------------------------
+
+
+class _ClaudeUsage(msgspec.Struct):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int | None = None
+    cache_read_input_tokens: int | None = None
+
+
+class _ClaudeBlock(msgspec.Struct):
+    type: str = ""
+    id: str | None = None
+
+
+class _ClaudeMessage(msgspec.Struct):
+    id: str | None = None
+    model: str | None = None
+    usage: _ClaudeUsage | None = None
+    content: list[_ClaudeBlock] | str | None = None
+
+
+class _ClaudeRecord(msgspec.Struct):
+    timestamp: str | None = None
+    sessionId: str | None = None
+    requestId: str | None = None
+    message: _ClaudeMessage | None = None
+
+
+_claude_record = msgspec.json.Decoder(_ClaudeRecord).decode
+_any_json = msgspec.json.Decoder().decode
+
+
+def _claude_lenient(line: bytes) -> _ClaudeRecord | None:
+    """A record with a field of an unexpected kind: keep what is usable, drop that field."""
+    try:
+        obj = _any_json(line)
+    except msgspec.DecodeError:
+        return None
+    if not isinstance(obj, dict) or not isinstance(obj.get("message"), dict):
+        return None
+    message, usage = obj["message"], obj["message"].get("usage")
+    figures = {
+        key: value
+        for key, value in (usage.items() if isinstance(usage, dict) else ())
+        if key in _ClaudeUsage.__struct_fields__ and isinstance(value, int) and not isinstance(value, bool)
+    }
+    content = message.get("content")
+    blocks = [
+        _ClaudeBlock(type=str(b.get("type", "")), id=b.get("id") if isinstance(b.get("id"), str) else None)
+        for b in (content if isinstance(content, list) else ())
+        if isinstance(b, dict)
+    ]
+
+    def text(value: object) -> str | None:
+        return value if isinstance(value, str) else None
+
+    return _ClaudeRecord(
+        timestamp=text(obj.get("timestamp")),
+        sessionId=text(obj.get("sessionId")),
+        requestId=text(obj.get("requestId")),
+        message=_ClaudeMessage(
+            id=text(message.get("id")),
+            model=text(message.get("model")),
+            usage=_ClaudeUsage(**figures) if isinstance(usage, dict) else None,
+            content=blocks,
+        ),
+    )
+
+
+class _ClaudeCounter:
+    def __init__(self, out: Scan) -> None:
+        self.out = out
+        self.calls: dict[tuple[str, str], Call] = {}
+        self.tools: set[str] = set()
+
+    def file(self, path: Path, data: bytes) -> None:
+        from agentstream.dialects.claude_log import call_key
+
+        fallback = path.stem
+        for line in data.split(b"\n"):
+            if b'"usage"' not in line:
+                continue  # no usage, no tool call: nothing to count on this line
+            record: _ClaudeRecord | None
+            try:
+                record = _claude_record(line)
+            except msgspec.ValidationError:
+                record = _claude_lenient(line)
+            except msgspec.DecodeError:
+                continue
+            if record is None or record.message is None or record.message.usage is None:
+                continue
+            message, usage = record.message, record.message.usage
+            session = self.out.session("claude", record.sessionId or fallback)
+            session.saw(record.timestamp)
+            if isinstance(message.content, list):
+                for block in message.content:
+                    if block.type == "tool_use" and (block.id is None or block.id not in self.tools):
+                        session.tool_calls += 1
+                        if block.id is not None:
+                            self.tools.add(block.id)
+            if message.model == "<synthetic>":
+                continue  # Claude Code's own stand-in for a failed request: nothing was billed
+            call = Call(
+                "claude",
+                session.session,
+                message.model or "unknown",
+                record.timestamp or "",
+                input=usage.input_tokens,
+                output=usage.output_tokens,
+                cache_read=usage.cache_read_input_tokens or 0,
+                cache_write=usage.cache_creation_input_tokens or 0,
+            )
+            key = call_key(message.id, record.requestId)
+            if key is None:
+                self.out.calls.append(call)
+            elif key in self.calls:
+                self.calls[key].widen(call)
+            else:
+                self.calls[key] = call
+                self.out.calls.append(call)
+
+
+# -- Codex ----------------------------------------------------------------------------------
+
+_CODEX_MARKS: Final = (b'"token_count"', b'"turn_context"', b'"session_meta"', b"_call")
+_CODEX_CALLS: Final = frozenset({"function_call", "custom_tool_call", "local_shell_call", "web_search_call"})
+
+
+class _CodexCounter:
+    def __init__(self, out: Scan) -> None:
+        self.out = out
+
+    def file(self, path: Path, data: bytes) -> None:
+        from agentstream.dialects.codex_log import usage_step
+
+        model, total = "unknown", None
+        session = self.out.session("codex", path.stem.removeprefix("rollout-"))
+        for line in data.split(b"\n"):
+            if not any(mark in line for mark in _CODEX_MARKS):
+                continue
+            try:
+                obj = _any_json(line)
+            except msgspec.DecodeError:
+                continue
+            payload = obj.get("payload") if isinstance(obj, dict) else None
+            if not isinstance(payload, dict):
+                continue
+            kind, ts = obj.get("type"), obj.get("timestamp")
+            ts = ts if isinstance(ts, str) else ""
+            if kind == "session_meta" and isinstance(payload.get("id"), str):
+                if not session.first_ts and not session.tool_calls:
+                    del self.out.sessions[("codex", session.session)]
+                    session = self.out.session("codex", payload["id"])
+            elif kind == "turn_context" and isinstance(payload.get("model"), str):
+                model = payload["model"]
+            elif kind == "response_item" and payload.get("type") in _CODEX_CALLS:
+                session.tool_calls += 1
+            elif kind == "event_msg" and payload.get("type") == "token_count":
+                total, step = usage_step(total, payload.get("info"))
+                if step is not None:
+                    self.out.calls.append(
+                        Call(
+                            "codex",
+                            session.session,
+                            model,
+                            ts,
+                            input=max(step.input - step.cached, 0),
+                            output=step.output,
+                            cache_read=step.cached,
+                            reasoning=step.reasoning,
+                        )
+                    )
+            session.saw(ts)
+
+
+# -- Gemini CLI ---------------------------------------------------------------------------------
+
+
+class _GeminiCounter:
+    def __init__(self, out: Scan) -> None:
+        self.out = out
+
+    def file(self, path: Path, data: bytes) -> None:
+        messages: dict[str, dict[str, Any]] = {}
+        session_id = path.stem
+        for obj in _gemini_records(data):
+            if isinstance(obj.get("sessionId"), str):
+                session_id = obj["sessionId"]
+            nested = obj.get("messages")
+            update = obj.get("$set")
+            if isinstance(update, dict):
+                nested = update.get("messages")
+            for message in [obj, *(nested if isinstance(nested, list) else [])]:
+                if isinstance(message.get("id"), str) and isinstance(message.get("type"), str):
+                    messages[message["id"]] = message  # a message's last copy is its complete one
+        self._count(session_id, messages.values())
+
+    def _count(self, session_id: str, messages: Iterable[dict[str, Any]]) -> None:
+        from agentstream.dialects.gemini_log import GeminiTokens
+
+        session = self.out.session("gemini", session_id)
+        for message in messages:
+            stamp, model = message.get("timestamp"), message.get("model")
+            ts = stamp if isinstance(stamp, str) else ""
+            session.saw(ts)
+            if message.get("type") != "gemini":
+                continue
+            calls = message.get("toolCalls")
+            session.tool_calls += len(calls) if isinstance(calls, list) else 0
+            tokens = GeminiTokens.read(message.get("tokens"))
+            if tokens is None:
+                continue
+            self.out.calls.append(
+                Call(
+                    "gemini",
+                    session_id,
+                    model if isinstance(model, str) else "unknown",
+                    ts,
+                    input=max(tokens.input - tokens.cached, 0),
+                    output=tokens.output,
+                    cache_read=tokens.cached,
+                    reasoning=tokens.reasoning,
+                )
+            )
+
+
+def _gemini_records(data: bytes) -> Iterator[dict[str, Any]]:
+    """The records of a chat log: JSONL, or the older single JSON document (pretty-printed or not)."""
+    try:
+        whole = _any_json(data)
+    except msgspec.DecodeError:
+        whole = None
+    if isinstance(whole, dict):
+        yield whole
+        return
+    for line in data.split(b"\n"):
+        try:
+            obj = _any_json(line)
+        except msgspec.DecodeError:
+            continue
+        if isinstance(obj, dict):
+            yield obj
+
+
+# -- the bus ------------------------------------------------------------------------------------
+
+
+def scan_bus(out: Scan, url: str | None, warn: Callable[[str], None]) -> None:
+    """Count the finished runs on the bus: each run's ``result`` carries its usage totals.
+
+    Without an explicit bus (``--bus`` or ``$AGENTSTREAM_BUS``) and with no embedded bus
+    file yet, there is nothing to count and nothing is created.
+    """
+    from agentstream import protocol as p
+    from agentstream.bus import BUS_ENV, open_bus
+    from agentstream.errors import AgentstreamError
+
+    if not url and not os.environ.get(BUS_ENV, "").strip():
+        home = os.environ.get("AGENTSTREAM_HOME") or os.path.join(
+            os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state"), "agentstream"
+        )
+        if not os.path.exists(os.path.join(home, "bus.sqlite3")):
+            return
+    try:
+        with open_bus(url) as bus:
+            for run in bus.list_runs(statuses=("succeeded", "failed", "interrupted"), limit=1_000_000):
+                records = bus.read(run.run_id, from_seq=max(run.last_seq, 0), limit=1)
+                events = p.decode_lines(records[0].line + b"\n") if records else []
+                result = events[0] if events else None
+                if not isinstance(result, p.Result):
+                    continue
+                usage, stamp = result.usage, _bus_time(run.updated)
+                written = usage.cache_write_tokens if usage.cache_write_tokens is not p.UNSET else 0
+                session = out.session("agentstream", run.run_id)
+                session.saw(stamp)
+                session.tool_calls += len(result.tools_used)
+                session.wall_time_ms = result.duration_ms
+                out.calls.append(
+                    Call(
+                        "agentstream",
+                        run.run_id,
+                        _run_model(bus, run.run_id),
+                        stamp,
+                        input=max(usage.input_tokens - usage.cached_tokens - written, 0),
+                        output=usage.output_tokens,
+                        cache_read=usage.cached_tokens,
+                        cache_write=written,
+                        reasoning=usage.reasoning_tokens,
+                    )
+                )
+    except AgentstreamError as exc:
+        warn(f"the bus's runs are not counted: {exc.message}")
+
+
+def _run_model(bus: Any, run_id: str) -> str:
+    from agentstream import protocol as p
+
+    records = bus.read(run_id, 0, limit=1)
+    events = p.decode_lines(records[0].line + b"\n") if records else []
+    start = events[0] if events else None
+    return start.model if isinstance(start, p.Start) and isinstance(start.model, str) else "unknown"
+
+
+def _bus_time(unix: float) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(unix)) if unix else ""
+
+
+# -- scanning and totals ------------------------------------------------------------------------
+
+_COUNTERS: Final[dict[str, type[_ClaudeCounter | _CodexCounter | _GeminiCounter]]] = {
+    "claude": _ClaudeCounter,
+    "codex": _CodexCounter,
+    "gemini": _GeminiCounter,
+}
+
+
+def scan(
+    paths: Iterable[str | os.PathLike[str]] = (),
+    *,
+    clis: Iterable[str] = CLIS,
+    progress: Callable[[int, int], None] | None = None,
+) -> Scan:
+    """Scan ``paths`` (files and directories, recursively), or every CLI's default log locations when none.
+
+    ``progress(files_done, bytes_done)`` is called after each file.
+    """
+    out = Scan()
+    wanted = set(clis)
+    counters: dict[str, _ClaudeCounter | _CodexCounter | _GeminiCounter] = {
+        cli: _COUNTERS[cli](out) for cli in CLIS if cli in wanted
+    }
+    targets: list[tuple[str | None, Path]] = []
+    given = [Path(path) for path in paths]
+    if given:
+        for path in given:
+            if not path.exists():
+                out.skipped.append(f"{path}: no such file or directory")
+            elif path.is_file():
+                targets.append((None, path))
+            else:
+                targets += [
+                    (None, file)
+                    for file in sorted(path.rglob("*.json*"))
+                    if file.suffix in (".jsonl", ".json")
+                ]
+    else:
+        for owner, roots in default_roots().items():
+            if owner in wanted:
+                targets += [(owner, file) for root in roots for file in _log_files(root, owner)]
+    for named, path in targets:
+        cli = named or _sniff_cli(path)
+        if cli is None:
+            out.skipped.append(f"{path}: not a session log agentstream knows")
+            continue
+        if cli not in counters:
+            continue
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            out.skipped.append(f"{path}: {exc.strerror}")
+            continue
+        counters[cli].file(path, data)
+        out.files += 1
+        out.bytes += len(data)
+        if progress is not None:
+            progress(out.files, out.bytes)
+    return out
+
+
+@dataclass
+class Totals:
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+    tool_calls: int = 0
+    wall_time_ms: int = 0
+    cost_usd: float = 0.0
+    unpriced_models: list[str] = field(default_factory=list)
+    """Models with no price in the table: their tokens are counted, their cost is not."""
+
+    def add_call(self, call: Call, prices: PriceTable) -> None:
+        self.calls += 1
+        self.input_tokens += call.input
+        self.output_tokens += call.output
+        self.cache_read_tokens += call.cache_read
+        self.cache_write_tokens += call.cache_write
+        self.reasoning_tokens += call.reasoning
+        rates = prices.rates(call.model)
+        if rates is None:
+            if call.model not in self.unpriced_models:
+                self.unpriced_models.append(call.model)
+            return
+        self.cost_usd += rates.cost(
+            fresh=call.input, output=call.output, cache_read=call.cache_read, cache_write=call.cache_write
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        data = {key: getattr(self, key) for key in self.__dataclass_fields__}
+        data["cost_usd"] = round(self.cost_usd, 6)
+        data["unpriced_models"] = sorted(self.unpriced_models)
+        return data
+
+
+def _session_wall_ms(session: Session) -> int:
+    if session.wall_time_ms or not session.first_ts:
+        return session.wall_time_ms
+    from agentstream.dialects._common import epoch_ms
+
+    return max(epoch_ms(session.last_ts) - epoch_ms(session.first_ts), 0)
+
+
+def group_totals(
+    found: Scan, prices: PriceTable, *, by: GroupBy = "day", since: str | None = None
+) -> tuple[Totals, list[tuple[str, Totals]]]:
+    """The totals and the groups (sorted by key) of the calls made on or after ``since`` (``YYYY-MM-DD``, UTC).
+
+    Tool calls and wall time belong to sessions: each session's go to the group of its first call.
+    """
+
+    def key_of(call: Call) -> str:
+        if by == "day":
+            return call.ts[:10] or "unknown"
+        if by == "session":
+            return f"{call.cli}:{call.session}"
+        if by == "model":
+            return call.model
+        return call.cli
+
+    totals, groups = Totals(), dict[str, Totals]()
+    session_group: dict[tuple[str, str], str] = {}
+    for call in sorted(found.calls, key=lambda c: c.ts):
+        if since and call.ts[:10] < since:
+            continue
+        key = key_of(call)
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = Totals()
+        group.add_call(call, prices)
+        totals.add_call(call, prices)
+        session_group.setdefault((call.cli, call.session), key)
+    for session_key, session in found.sessions.items():
+        found_key = session_group.get(session_key)
+        if found_key is not None:
+            key = found_key
+        else:
+            if since and session.first_ts[:10] < since:
+                continue
+            if not session.tool_calls:
+                continue
+            key = key_of(Call(session.cli, session.session, "unknown", session.first_ts))
+            groups.setdefault(key, Totals())
+        wall = _session_wall_ms(session)
+        for target in (groups[key], totals):
+            target.tool_calls += session.tool_calls
+            target.wall_time_ms += wall
+    return totals, sorted(groups.items())

@@ -1,0 +1,124 @@
+"""Session logs as dialects: detected, decoded with the log's own times, and ended as the log shows."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agentstream import protocol as p
+from agentstream.errors import ErrorCode, UsageError
+from agentstream.consumer import read
+from agentstream.validate import validate_decoded
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "session_logs"
+LOGS = {
+    "claude-log": FIXTURES / "claude-project-log.jsonl",
+    "codex-log": FIXTURES / "codex-rollout.jsonl",
+    "gemini-log": FIXTURES / "gemini-chat.jsonl",
+}
+
+
+def events_of(source: Path | bytes) -> tuple[list[p.AnyEvent], str | None]:
+    with read(source if isinstance(source, Path) else iter([source])) as reader:
+        events = list(reader)
+        return events, reader.dialect
+
+
+def of_type(events: list[p.AnyEvent], kind: type) -> list:
+    return [event for event in events if type(event) is kind]
+
+
+@pytest.mark.parametrize("dialect", sorted(LOGS))
+def test_a_finished_log_reads_as_a_finished_session(dialect: str) -> None:
+    events, detected = events_of(LOGS[dialect])
+    assert detected == dialect
+    result = events[-1]
+    assert (
+        isinstance(result, p.Result) and result.ok and result.exit_code == 0 and result.synthetic is p.UNSET
+    )
+    assert not of_type(events, p.Error)  # no truncation, no malformed line
+    assert [e.seq for e in events] == list(range(len(events)))
+    calls, results = of_type(events, p.ToolCall), of_type(events, p.ToolResult)
+    assert len(calls) == len(results) == 1 and calls[0].call_id == results[0].call_id
+    assert all(not r.synthetic for r in results) and results[0].status == "success"
+    assert len(of_type(events, p.Usage)) == 2  # one per model call, whatever the log repeats
+    stamps = [e.ts for e in events if isinstance(e, p.BaseEvent)]
+    assert all(ts.startswith("2026-11-0") for ts in stamps)  # the log's times, not the reading's
+    assert result.duration_ms > 0
+    with read(LOGS[dialect]) as reader:
+        assert list(validate_decoded(reader)) == []
+
+
+def test_claude_log_details() -> None:
+    events, _ = events_of(LOGS["claude-log"])
+    start = events[0]
+    assert isinstance(start, p.Start) and start.cwd == "/home/dev/proj"
+    assert start.session_id == "7f1c2d3e-0000-4000-8000-00000000abcd"
+    first = of_type(events, p.Usage)[0]
+    assert (first.input_tokens, first.cached_tokens, first.cache_write_tokens) == (10512, 9000, 1500)
+    assert events[-1].usage.cache_write_tokens == 1800
+    unknown = [e.type for e in events if isinstance(e, p.UnknownEvent)]
+    assert unknown == ["file-history-snapshot", "summary"]  # kept whole, not malformed
+    assert of_type(events, p.Reasoning)[0].content == "Use ls."
+
+
+def _claude_lines() -> list[dict]:
+    return [json.loads(line) for line in LOGS["claude-log"].read_text().splitlines()]
+
+
+def test_a_claude_log_cut_mid_turn_is_not_finished() -> None:
+    lines = _claude_lines()[:5]  # up to the tool_use, before its result
+    events, _ = events_of(b"".join(json.dumps(line).encode() + b"\n" for line in lines))
+    error, result = events[-2], events[-1]
+    assert isinstance(error, p.Error) and error.code == ErrorCode.NOT_FINISHED and error.synthetic is True
+    assert isinstance(result, p.Result) and not result.ok and result.synthetic is True
+    cancelled = of_type(events, p.ToolResult)
+    assert [r.status for r in cancelled] == ["cancelled"]
+
+
+def test_an_interrupted_claude_session_says_so() -> None:
+    lines = _claude_lines()[:3]
+    interrupt = dict(
+        lines[1],
+        uuid="u-9",
+        message={"role": "user", "content": [{"type": "text", "text": "[Request interrupted by user]"}]},
+    )
+    events, _ = events_of(b"".join(json.dumps(line).encode() + b"\n" for line in [*lines, interrupt]))
+    result = events[-1]
+    assert isinstance(result, p.Result) and result.subtype == "interrupted" and result.exit_code == 130
+    assert result.synthetic is p.UNSET
+
+
+def test_codex_rollout_details() -> None:
+    events, _ = events_of(LOGS["codex-log"])
+    usages = of_type(events, p.Usage)
+    assert [(u.model, u.input_tokens, u.cached_tokens, u.reasoning_tokens) for u in usages] == [
+        ("gpt-5-codex", 5000, 3000, 256),
+        ("gpt-5-codex", 6000, 5000, 44),
+    ]
+    messages = [m.content for m in of_type(events, p.Message) if m.role == "assistant"]
+    assert messages == ["There are 2 files."]  # the agent_message event repeats it and is not decoded twice
+    assert events[-1].result == "There are 2 files."
+
+
+def test_gemini_log_details() -> None:
+    events, _ = events_of(LOGS["gemini-log"])
+    (call,) = of_type(events, p.ToolCall)
+    assert (call.name, call.arguments) == ("list_directory", {"path": "."})
+    assert of_type(events, p.ToolResult)[0].output == "README.md\nsrc"
+    assert of_type(events, p.Usage)[0].output_tokens == 160  # candidates + thoughts
+    rewind = b'{"$rewindTo": "g-3"}\n'
+    events, _ = events_of(LOGS["gemini-log"].read_bytes() + rewind)
+    assert any(isinstance(e, p.GenericEvent) and e.name == "gemini.rewind" for e in events)
+
+
+def test_session_log_dialects_are_decode_only() -> None:
+    from agentstream.dialects import get_dialect
+
+    for name in LOGS:
+        dialect = get_dialect(name)
+        assert dialect.can_encode is False
+        with pytest.raises(UsageError, match="decode-only"):
+            dialect.encoder()

@@ -1,0 +1,167 @@
+"""``agentstream usage``: totals equal ccusage's on the same Claude Code logs; every CLI's logs counted once per call."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tests._claude_log_gen import MODELS, write_tree
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures" / "session_logs"
+CCUSAGE = ROOT / "tests" / "peers" / "node_modules" / "ccusage" / "dist" / "index.js"
+
+
+def usage(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agentstream", "usage", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=120,
+    )
+
+
+def envelope(*args: str, env: dict[str, str] | None = None) -> dict:
+    done = usage(*args, "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def ccusage(config_dir: Path) -> dict:
+    node = shutil.which("node")
+    if node is None or not CCUSAGE.exists():
+        pytest.fail("ccusage is the oracle here: install node and run 'npm ci' in tests/peers")
+    done = subprocess.run(
+        [node, str(CCUSAGE), "daily", "--json", "--offline"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "CLAUDE_CONFIG_DIR": str(config_dir), "TZ": "UTC"},
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_claude_totals_equal_ccusage(tmp_path: Path) -> None:
+    tree = write_tree(tmp_path / "claude", seed=11, sessions=14, turns=12)
+    theirs = ccusage(tree)
+    ours = envelope(str(tree), "--cli", "claude")["result"]
+    totals, reference = ours["totals"], theirs["totals"]
+    assert (totals["input_tokens"], totals["output_tokens"]) == (
+        reference["inputTokens"],
+        reference["outputTokens"],
+    )
+    assert totals["cache_write_tokens"] == reference["cacheCreationTokens"]
+    assert totals["cache_read_tokens"] == reference["cacheReadTokens"]
+    # ccusage --offline prices these models from its own table, at the same list rates as ours.
+    assert totals["cost_usd"] == pytest.approx(reference["totalCost"], abs=1e-5)
+    days = {group["key"]: group for group in ours["groups"]}
+    assert sorted(days) == [day["date"] for day in theirs["daily"]]
+    for day in theirs["daily"]:
+        group = days[day["date"]]
+        assert (group["input_tokens"], group["output_tokens"]) == (day["inputTokens"], day["outputTokens"])
+        assert group["cost_usd"] == pytest.approx(day["totalCost"], abs=1e-5)
+    by_model = envelope(str(tree), "--cli", "claude", "--by", "model")["result"]["groups"]
+    assert {group["key"] for group in by_model} == set(MODELS)
+
+
+def test_each_call_counts_once_whatever_the_cli() -> None:
+    groups = {group["key"]: group for group in envelope(str(FIXTURES), "--by", "cli")["result"]["groups"]}
+    claude, codex, gemini = groups["claude"], groups["codex"], groups["gemini"]
+    # Claude: three records of msg_01A and one of msg_01B are two calls.
+    assert (
+        claude["calls"],
+        claude["input_tokens"],
+        claude["cache_write_tokens"],
+        claude["output_tokens"],
+    ) == (
+        2,
+        16,
+        1800,
+        245,
+    )
+    # Codex: the token_count written twice counts once; input excludes the cached part.
+    assert (codex["calls"], codex["input_tokens"], codex["cache_read_tokens"], codex["reasoning_tokens"]) == (
+        2,
+        3000,
+        8000,
+        300,
+    )
+    # Gemini: message g-2 appended twice counts once; thoughts are output.
+    assert (gemini["calls"], gemini["output_tokens"], gemini["reasoning_tokens"], gemini["tool_calls"]) == (
+        2,
+        172,
+        120,
+        1,
+    )
+
+
+def test_the_older_gemini_json_form_is_counted(tmp_path: Path) -> None:
+    records = [json.loads(line) for line in (FIXTURES / "gemini-chat.jsonl").read_text().splitlines()]
+    messages = [record for record in records if "id" in record]
+    legacy = {**records[0], "messages": messages}
+    path = tmp_path / "chats" / "session-2026-11-04T08-00-5b6c7d8e.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(legacy, indent=2))
+    totals = envelope(str(path))["result"]["totals"]
+    assert (totals["calls"], totals["cache_read_tokens"], totals["tool_calls"]) == (2, 14000, 1)
+
+
+def test_since_and_a_user_price_file(tmp_path: Path) -> None:
+    late = envelope(str(FIXTURES), "--since", "2026-11-03")["result"]
+    assert [group["key"] for group in late["groups"]] == ["2026-11-03", "2026-11-04"]
+    prices = tmp_path / "prices.json"
+    prices.write_text(
+        json.dumps({"version": "mine", "models": {"gpt-5-codex": {"input": 1000, "output": 0}}})
+    )
+    mine = envelope(str(FIXTURES / "codex-rollout.jsonl"), "--pricing", str(prices))["result"]
+    # 3000 fresh + 8000 cached tokens, cache reads at the input rate when the file names none.
+    assert mine["totals"]["cost_usd"] == pytest.approx(11.0)
+    assert mine["pricing"] == {"version": "2026-11-01+mine", "source": f"shipped+{prices}"}
+    env = envelope(str(FIXTURES / "codex-rollout.jsonl"), env={"AGENTSTREAM_PRICING": str(prices)})
+    assert env["result"]["totals"]["cost_usd"] == pytest.approx(11.0)
+
+
+def test_bad_input_gets_a_clear_error(tmp_path: Path) -> None:
+    broken = tmp_path / "prices.json"
+    broken.write_text('{"models": {"x": {"input": "cheap"}}}')
+    done = usage(str(FIXTURES), "--pricing", str(broken), "--json")
+    assert done.returncode == 2
+    failure = json.loads(done.stdout)
+    assert failure["ok"] is False and "'input'" in failure["error"]["message"] and failure["fix"]
+    done = usage(str(FIXTURES), "--since", "last week", "--json")
+    assert done.returncode == 2 and "--since" in json.loads(done.stdout)["error"]["message"]
+
+
+def test_unknown_files_are_skipped_and_said_so(tmp_path: Path) -> None:
+    (tmp_path / "notes.jsonl").write_text('{"hello": "world"}\n')
+    done = usage(str(tmp_path), "--json")
+    assert done.returncode == 0 and "not a session log" in done.stderr
+    assert json.loads(done.stdout)["result"]["totals"]["calls"] == 0
+
+
+def test_default_locations_are_every_cli_s(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    write_tree(home / ".claude", seed=3, sessions=2, turns=3)
+    day = home / ".codex" / "sessions" / "2026" / "11" / "03"
+    day.mkdir(parents=True)
+    shutil.copy(FIXTURES / "codex-rollout.jsonl", day / "rollout-2026-11-03T10-00-00-0199a1b2.jsonl")
+    chats = home / ".gemini" / "tmp" / "9f86d081" / "chats"
+    chats.mkdir(parents=True)
+    shutil.copy(FIXTURES / "gemini-chat.jsonl", chats / "session-2026-11-04T08-00-5b6c7d8e.jsonl")
+    env = {
+        "HOME": str(home),
+        "AGENTSTREAM_HOME": str(tmp_path / "state"),
+        "CLAUDE_CONFIG_DIR": "",
+        "CODEX_HOME": "",
+    }
+    env.pop("AGENTSTREAM_BUS", None)
+    groups = envelope("--by", "cli", env={**env, "AGENTSTREAM_BUS": ""})["result"]["groups"]
+    assert [group["key"] for group in groups] == ["claude", "codex", "gemini"]
+    assert not (tmp_path / "state").exists()  # no bus yet: nothing counted, nothing created
