@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import time
-from typing import Any
 
 from agentstream.bus.publish import add_bus_option
 
@@ -20,34 +18,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agentstream.actions import follow_action, runs_action, submit_action, watch_action
+    from agentstream.actions import runs_action
     from agentstream.bus import open_bus
-    from agentstream.envelope import ok_envelope, print_envelope, print_error
+    from agentstream.bus.summary import RUNS_COMMAND, runs_envelope
+    from agentstream.envelope import print_envelope, print_error
     from agentstream.errors import AgentstreamError, UsageError
 
-    command = "agentstream runs"
     try:
         if args.limit < 1:
             raise UsageError(f"--limit must be at least 1, not {args.limit}", fix="pass --limit 20, say")
         with open_bus(args.bus) as bus:
-            runs = bus.list_runs(statuses=args.status, limit=args.limit)
+            envelope = runs_envelope(bus, statuses=args.status, limit=args.limit)
     except AgentstreamError as exc:
-        return print_error(command, exc, [runs_action()])
-    actions = [follow_action(runs[0].run_id)] if runs else [submit_action()]
-    actions += [runs_action(), watch_action()]
-    listed = [_row(info) for info in runs]
-    return print_envelope(ok_envelope(command, {"runs": listed, "count": len(listed)}, actions))
-
-
-def _row(info: Any) -> dict[str, Any]:
-    import msgspec
-
-    row = msgspec.to_builtins(info)
-    for key in ("created", "updated"):
-        row[key] = _rfc3339(row[key]) if row.get(key) else None
-    return row
-
-
-def _rfc3339(unix: float) -> str:
-    whole = int(unix)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{int((unix - whole) * 1000):03d}Z"
+        return print_error(RUNS_COMMAND, exc, [runs_action()])
+    return print_envelope(envelope)

@@ -9,10 +9,16 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from agentstream.bus.publish import add_bus_option
 from agentstream.cli.follow_cmd import add_follow_options
+
+if TYPE_CHECKING:
+    from agentstream.bus import Bus, Job
+    from agentstream.envelope import Envelope
+
+SUBMIT_COMMAND = "agentstream submit"
 
 _RESERVED = ("--session-id", "--bus", "--no-publish", "--resume", "--continue")
 
@@ -30,30 +36,43 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agentstream.actions import follow_action, runs_action, worker_action
+    from agentstream.actions import runs_action
     from agentstream.bus import open_bus
-    from agentstream.bus.queue import new_job
     from agentstream.cli.follow_cmd import follow_run
-    from agentstream.envelope import ok_envelope, print_envelope, print_error
+    from agentstream.envelope import print_envelope, print_error
     from agentstream.errors import AgentstreamError
 
-    command = "agentstream submit"
     try:
         exec_args = _split_own(args)
-        _check_exec_args(args.prompt, exec_args)
-        job = new_job(args.prompt, exec_args)
         with open_bus(args.bus) as bus:
-            bus.register_run(job.run_id, command="exec", job_id=job.job_id, attempt=1)
-            bus.enqueue(job)
+            job = submit_job(bus, args.prompt, exec_args)
     except AgentstreamError as exc:
-        return print_error(command, exc, [runs_action()])
+        return print_error(SUBMIT_COMMAND, exc, [runs_action()])
     if args.follow:
         return follow_run(args, job.run_id, command=f"agentstream follow {job.run_id}", wait=True)
-    result = {"job_id": job.job_id, "run_id": job.run_id, "status": "queued", "args": exec_args}
+    return print_envelope(submitted_envelope(job))
+
+
+def submit_job(bus: Bus, prompt: str, exec_args: Sequence[str]) -> Job:
+    """Check the exec options, then register the job's run and queue the job (``submit``, ``POST /api/runs``)."""
+    from agentstream.bus.queue import new_job
+
+    _check_exec_args(prompt, exec_args)
+    job = new_job(prompt, exec_args)
+    bus.register_run(job.run_id, command="exec", job_id=job.job_id, attempt=1)
+    bus.enqueue(job)
+    return job
+
+
+def submitted_envelope(job: Job) -> Envelope:
+    from agentstream.actions import follow_action, runs_action, worker_action
+    from agentstream.envelope import ok_envelope
+
+    result = {"job_id": job.job_id, "run_id": job.run_id, "status": "queued", "args": job.args}
     actions = [
         follow_action(job.run_id, description="follow the job's run (it starts when a worker takes it)")
     ]
-    return print_envelope(ok_envelope(command, result, [*actions, worker_action(), runs_action()]))
+    return ok_envelope(SUBMIT_COMMAND, result, [*actions, worker_action(), runs_action()])
 
 
 def _split_own(args: argparse.Namespace) -> list[str]:
