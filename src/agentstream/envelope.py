@@ -28,6 +28,7 @@ __all__ = [
     "Envelope",
     "EnvelopeError",
     "action",
+    "envelope_json",
     "error_envelope",
     "fill",
     "ok_envelope",
@@ -73,11 +74,16 @@ def error_envelope(
     )
 
 
-def print_envelope(envelope: Envelope, exit_code: int = ExitCode.OK) -> int:
-    """Write the envelope as one JSON line on stdout (``result`` always present); return ``exit_code``."""
+def envelope_json(envelope: Envelope) -> bytes:
+    """The envelope as one JSON object (``result`` always present), without a newline."""
     fields = msgspec.to_builtins(envelope)
     data = {"ok": fields["ok"], "command": fields["command"], "result": fields.get("result"), **fields}
-    sys.stdout.buffer.write(JSON_ENCODER.encode(data) + b"\n")
+    return JSON_ENCODER.encode(data)
+
+
+def print_envelope(envelope: Envelope, exit_code: int = ExitCode.OK) -> int:
+    """Write the envelope as one JSON line on stdout; return ``exit_code``."""
+    sys.stdout.buffer.write(envelope_json(envelope) + b"\n")
     sys.stdout.buffer.flush()
     return int(exit_code)
 

@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "send": "Publish an event to the bus",
     "submit": "Queue a prompt for a worker",
     "worker": "Run queued prompts",
+    "serve": "Serve runs over HTTP/SSE and a live web page",
 }
 
 
