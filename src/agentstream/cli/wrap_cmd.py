@@ -7,7 +7,9 @@ session (the child's own session id is kept in a ``status`` event named
 process's: 0 when the child succeeded, the child's failure code otherwise, and
 128 + N when the wrap itself got signal N. The first SIGINT/SIGTERM/SIGHUP is
 passed on to the child, whose last events are still relayed (bounded by
-``--grace``); a second one stops everything at once.
+``--grace``); a second one stops everything at once. Like ``exec``, the run is
+published to the bus (``--bus``; ``--no-publish`` opts out), so ``follow``,
+``watch`` and ``serve`` see it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
+from agentstream.bus.publish import add_publish_options, attach_publisher
 from agentstream.cli._options import add_output_options
 from agentstream.cli.convert_cmd import add_to_alias, check_dialect
 
@@ -64,6 +67,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "argv", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS ...]", help="the command to run"
     )
+    add_publish_options(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -73,18 +77,23 @@ def run(args: argparse.Namespace) -> int:
     argv = _command(args.argv)
     check_dialect(args.from_dialect)
     check_dialect(args.dialect)
-    with Stream(shlex.join(argv), output_format=args.output_format, dialect=args.dialect) as stream:
-        child = spawn(
-            argv,
-            args.from_dialect,
-            stderr_as_logs=args.stderr_as_logs,
-            on_stderr=None if args.stderr_as_logs else _echo,
-            cancel_grace_s=args.grace,
-            exit_timeout_s=args.exit_timeout,
-            new_process_group=True,
-            stdin=None,  # the child reads the wrap's stdin, as it would without the wrap
-        )
-        _Relay(stream, child).run()
+    stream = Stream(shlex.join(argv), output_format=args.output_format, dialect=args.dialect)
+    close_publisher = attach_publisher(stream, args)  # the run shows up in follow, watch and serve
+    try:
+        with stream:
+            child = spawn(
+                argv,
+                args.from_dialect,
+                stderr_as_logs=args.stderr_as_logs,
+                on_stderr=None if args.stderr_as_logs else _echo,
+                cancel_grace_s=args.grace,
+                exit_timeout_s=args.exit_timeout,
+                new_process_group=True,
+                stdin=None,  # the child reads the wrap's stdin, as it would without the wrap
+            )
+            _Relay(stream, child).run()
+    finally:
+        close_publisher()
     return stream.result.exit_code if stream.result is not None else 1
 
 
