@@ -25,10 +25,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_bus import _Redis, percentiles
-
 from agentstream.bus.publish import Publisher
 from agentstream.stream import Stream
+from bench_bus import _Redis, percentiles
 
 SSE_CLIENT = r"""
 import asyncio, json, re, sys, time

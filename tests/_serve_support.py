@@ -84,7 +84,12 @@ class Reply:
 
 
 def request(
-    server: Server, method: str, path: str, *, body: bytes | None = None, headers: dict[str, str] | None = None
+    server: Server,
+    method: str,
+    path: str,
+    *,
+    body: bytes | None = None,
+    headers: dict[str, str] | None = None,
 ) -> Reply:
     connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=15)
     try:

@@ -13,12 +13,11 @@ from urllib.parse import quote
 
 import msgspec
 import pytest
+
 from _bus_fixtures import CASSETTE, PRODUCER, RedisServer, cli, redis_server  # noqa: F401
 from _serve_support import Server, SseStream, finished_run, publish, request, wait_for
-
 from agentstream import protocol as p
 from agentstream.bus import open_bus
-
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +40,11 @@ def _json(body: object) -> bytes:
 
 def test_runs_is_the_envelope_runs_prints_with_duration_tokens_and_cost(server: Server, bus_url: str) -> None:
     finished_run(bus_url, "list-done")
-    publish(bus_url, "list-live", [p.Start(command="exec live"), p.Usage(model="m", input_tokens=7, output_tokens=3)])
+    publish(
+        bus_url,
+        "list-live",
+        [p.Start(command="exec live"), p.Usage(model="m", input_tokens=7, output_tokens=3)],
+    )
     reply = request(server, "GET", "/api/runs?limit=50")
     assert reply.status == 200 and reply.headers["content-type"] == "application/json"
     assert "access-control-allow-origin" not in reply.headers
@@ -79,14 +82,18 @@ def test_one_run_unknown_run_and_odd_run_ids(server: Server, bus_url: str) -> No
     finished_run(bus_url, odd)
     reply = request(server, "GET", f"/api/runs/{quote(odd, safe='')}")
     assert reply.status == 200 and reply.json()["result"]["run"]["run_id"] == odd
-    events = request(server, "GET", f"/api/runs/{quote(odd, safe='')}/events", headers={"Accept": "application/x-ndjson"})
+    events = request(
+        server, "GET", f"/api/runs/{quote(odd, safe='')}/events", headers={"Accept": "application/x-ndjson"}
+    )
     assert [msgspec.json.decode(line)["session_id"] for line in events.body.splitlines()] == [odd] * 4
 
     missing = request(server, "GET", "/api/runs/no-such-run")
     assert missing.status == 404
     assert missing.json()["ok"] is False and missing.json()["error"]["code"] == "RUN_NOT_FOUND"
     assert request(server, "GET", "/api/runs/no-such-run/events").status == 404
-    assert request(server, "GET", "/api/runs/a%2F..%2F..%2Fetc").status == 404  # a slash never reaches a handler
+    assert (
+        request(server, "GET", "/api/runs/a%2F..%2F..%2Fetc").status == 404
+    )  # a slash never reaches a handler
     control = request(server, "GET", "/api/runs/bad%0Aid")
     assert control.status == 400 and control.json()["error"]["code"] == "INVALID_INPUT"
     assert request(server, "GET", f"/api/runs/{'x' * 300}").status == 400
@@ -139,7 +146,9 @@ def test_a_live_run_streams_as_it_is_published_with_heartbeats_and_ends_after_it
 
 def test_events_as_ndjson(server: Server, bus_url: str) -> None:
     records = finished_run(bus_url, "ndjson-done")
-    reply = request(server, "GET", "/api/runs/ndjson-done/events?from_seq=1", headers={"Accept": "application/x-ndjson"})
+    reply = request(
+        server, "GET", "/api/runs/ndjson-done/events?from_seq=1", headers={"Accept": "application/x-ndjson"}
+    )
     assert reply.status == 200 and reply.headers["content-type"].startswith("application/x-ndjson")
     assert reply.body == b"".join(r.line + b"\n" for r in records[1:])
 
@@ -163,15 +172,25 @@ def test_events_in_the_agui_dialect_validate_with_ag_ui_and_unknown_dialects_lis
     # Resuming a dialect stream sends only what follows, encoded as in the full stream.
     last_id = got[-1].id
     assert last_id is not None
-    resumed = list(SseStream(server, "/api/runs/agui-done/events?dialect=agui", headers={"Last-Event-ID": str(int(last_id) - 1)}).events())
+    resumed = list(
+        SseStream(
+            server,
+            "/api/runs/agui-done/events?dialect=agui",
+            headers={"Last-Event-ID": str(int(last_id) - 1)},
+        ).events()
+    )
     assert [e.data for e in resumed] == [e.data for e in got if e.id == last_id]
 
-    claude = request(server, "GET", "/api/runs/agui-done/events?dialect=claude", headers={"Accept": "application/x-ndjson"})
+    claude = request(
+        server, "GET", "/api/runs/agui-done/events?dialect=claude", headers={"Accept": "application/x-ndjson"}
+    )
     assert msgspec.json.decode(claude.body.splitlines()[-1])["type"] == "result"
 
     unknown = request(server, "GET", "/api/runs/agui-done/events?dialect=klingon")
     assert unknown.status == 400
-    assert unknown.json()["error"]["message"] == "unknown dialect 'klingon'" and "agui" in unknown.json()["fix"]
+    assert (
+        unknown.json()["error"]["message"] == "unknown dialect 'klingon'" and "agui" in unknown.json()["fix"]
+    )
 
 
 # -- submit and cancel ----------------------------------------------------------------------
@@ -180,7 +199,9 @@ def test_events_in_the_agui_dialect_validate_with_ag_ui_and_unknown_dialects_lis
 def test_post_runs_submits_a_job_that_a_worker_runs(server: Server, bus_url: str, tmp_path: Path) -> None:
     cassette = tmp_path / "turn.jsonl"
     cassette.write_text(CASSETTE)
-    body = _json({"prompt": "say hello", "args": ["--cassette", str(cassette), "--permission-mode", "read-only"]})
+    body = _json(
+        {"prompt": "say hello", "args": ["--cassette", str(cassette), "--permission-mode", "read-only"]}
+    )
     reply = request(server, "POST", "/api/runs", body=body, headers={"Content-Type": "application/json"})
     assert reply.status == 202, reply.body
     envelope = reply.json()
@@ -200,7 +221,9 @@ def test_post_runs_submits_a_job_that_a_worker_runs(server: Server, bus_url: str
 def test_post_runs_rejects_what_submit_rejects(server: Server) -> None:
     bad_option = request(server, "POST", "/api/runs", body=_json({"prompt": "x", "args": ["--no-such-flag"]}))
     assert bad_option.status == 400 and "bad exec option" in bad_option.json()["error"]["message"]
-    reserved = request(server, "POST", "/api/runs", body=_json({"prompt": "x", "args": ["--bus", "redis://x"]}))
+    reserved = request(
+        server, "POST", "/api/runs", body=_json({"prompt": "x", "args": ["--bus", "redis://x"]})
+    )
     assert reserved.status == 400 and "cannot be set on a job" in reserved.json()["error"]["message"]
     for body in (b"not json", b"[]", _json({"prompt": ""}), _json({"prompt": "x", "args": [1]})):
         reply = request(server, "POST", "/api/runs", body=body)
@@ -251,7 +274,18 @@ def test_cancelling_a_job_stops_the_workers_child(server: Server, bus_url: str, 
     assert reply.status == 202
     run_id = reply.json()["result"]["run_id"]
     worker = subprocess.Popen(
-        [sys.executable, "-m", "agentstream", "worker", "--max-jobs", "1", "--idle-timeout", "1", "--bus", bus_url],
+        [
+            sys.executable,
+            "-m",
+            "agentstream",
+            "worker",
+            "--max-jobs",
+            "1",
+            "--idle-timeout",
+            "1",
+            "--bus",
+            bus_url,
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env={**__import__("os").environ, **env},
@@ -296,7 +330,10 @@ def test_with_a_token_every_route_needs_it_and_the_login_cookie_is_httponly_stri
         for path in ("/api/runs", "/api/runs/x", "/api/runs/x/events"):
             for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {token}"}):
                 reply = request(server, "GET", path, headers=headers)
-                assert reply.status == 401 and reply.json()["error"]["code"] == "UNAUTHORIZED", (path, headers)
+                assert reply.status == 401 and reply.json()["error"]["code"] == "UNAUTHORIZED", (
+                    path,
+                    headers,
+                )
         assert request(server, "POST", "/api/runs", body=b"{}").status == 401
         assert request(server, "POST", "/api/runs/x/cancel").status == 401
         page = request(server, "GET", "/")
@@ -305,12 +342,28 @@ def test_with_a_token_every_route_needs_it_and_the_login_cookie_is_httponly_stri
         assert request(server, "GET", "/api/runs", headers=authorized).status == 200
         assert b"app.js" in request(server, "GET", "/runs/x", headers=authorized).body
 
-        wrong = request(server, "POST", "/login", body=b"token=nope&next=/", headers={"Content-Type": "application/x-www-form-urlencoded"})
+        wrong = request(
+            server,
+            "POST",
+            "/login",
+            body=b"token=nope&next=/",
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
         assert wrong.status == 401
-        login = request(server, "POST", "/login", body=f"token={token}&next=/runs/abc".encode(), headers={"Content-Type": "application/x-www-form-urlencoded"})
+        login = request(
+            server,
+            "POST",
+            "/login",
+            body=f"token={token}&next=/runs/abc".encode(),
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
         assert login.status == 303 and login.headers["location"] == "/runs/abc"
         cookie = login.headers["set-cookie"]
-        assert "HttpOnly" in cookie and "SameSite=strict" in cookie.replace("Strict", "strict") and token not in cookie
+        assert (
+            "HttpOnly" in cookie
+            and "SameSite=strict" in cookie.replace("Strict", "strict")
+            and token not in cookie
+        )
         pair = cookie.split(";", 1)[0]
         assert request(server, "GET", "/api/runs", headers={"Cookie": pair}).status == 200
         assert request(server, "GET", "/api/runs", headers={"Cookie": pair + "x"}).status == 401
@@ -329,8 +382,15 @@ def test_cross_site_writes_are_refused_and_no_cors_is_offered(server: Server, bu
         fetch_site = request(server, "POST", path, body=body, headers={"Sec-Fetch-Site": "cross-site"})
         assert fetch_site.status == 403
     same = {"Origin": f"http://127.0.0.1:{server.port}", "Sec-Fetch-Site": "same-origin"}
-    assert request(server, "POST", "/api/runs/csrf-target/cancel", headers=same).status == 409  # allowed, run ended
-    preflight = request(server, "OPTIONS", "/api/runs", headers={"Origin": "http://evil.example", "Access-Control-Request-Method": "POST"})
+    assert (
+        request(server, "POST", "/api/runs/csrf-target/cancel", headers=same).status == 409
+    )  # allowed, run ended
+    preflight = request(
+        server,
+        "OPTIONS",
+        "/api/runs",
+        headers={"Origin": "http://evil.example", "Access-Control-Request-Method": "POST"},
+    )
     assert preflight.status in (403, 405) and "access-control-allow-origin" not in preflight.headers
     page = request(server, "GET", "/")
     assert "script-src 'self'" in page.headers["content-security-policy"]
@@ -340,14 +400,22 @@ def test_cross_site_writes_are_refused_and_no_cors_is_offered(server: Server, bu
 # -- several servers, one Redis ------------------------------------------------------------------
 
 
-def test_two_servers_on_one_redis_serve_the_same_runs(redis_server: RedisServer) -> None:  # noqa: F811
+def test_two_servers_on_one_redis_serve_the_same_runs(redis_server: RedisServer) -> None:
     url = redis_server.url
     with Server(url) as first, Server(url) as second:
         publish(url, "shared", [p.Start(command="exec shared")])
         streams = [SseStream(first, "/api/runs/shared/events"), SseStream(second, "/api/runs/shared/events")]
         readers = [s.events() for s in streams]
         assert [next(r).id for r in readers] == ["0", "0"]
-        publish(url, "shared", [p.Message(message_id="m", role="assistant", content="hi"), p.Result(ok=True, subtype="success", exit_code=0)], first_seq=1)
+        publish(
+            url,
+            "shared",
+            [
+                p.Message(message_id="m", role="assistant", content="hi"),
+                p.Result(ok=True, subtype="success", exit_code=0),
+            ],
+            first_seq=1,
+        )
         seen = [[e.id for e in reader] for reader in readers]
         assert seen == [["1", "2"], ["1", "2"]]
 

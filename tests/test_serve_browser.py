@@ -14,8 +14,8 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from _serve_support import Server, finished_run, publish, wait_for
 
+from _serve_support import Server, finished_run, publish, wait_for
 from agentstream import protocol as p
 
 CHROMIUM = "/usr/bin/chromium"
@@ -74,18 +74,25 @@ def _js(browser: Any, script: str) -> Any:
 
 
 def _text_of(browser: Any, selector: str) -> str:
-    return str(_js(browser, f"const n = document.querySelector({selector!r}); return n ? n.textContent : '';"))
+    return str(
+        _js(browser, f"const n = document.querySelector({selector!r}); return n ? n.textContent : '';")
+    )
 
 
 def test_the_runs_page_lists_a_run(browser: Any, server: Server, bus_url: str) -> None:
     finished_run(bus_url, "listed-run")
     browser.get(f"{server.base}/")
     row = wait_for(
-        lambda: _js(browser, "const r = document.querySelector('tr[data-run-id=\"listed-run\"]'); return r && r.textContent;"),
+        lambda: _js(
+            browser,
+            "const r = document.querySelector('tr[data-run-id=\"listed-run\"]'); return r && r.textContent;",
+        ),
         what="the run's row",
     )
     assert "succeeded" in row and "exec fix the tests" in row and "120" in row and "$0.0020" in row
-    link = _js(browser, "return document.querySelector('tr[data-run-id=\"listed-run\"] a').getAttribute('href');")
+    link = _js(
+        browser, "return document.querySelector('tr[data-run-id=\"listed-run\"] a').getAttribute('href');"
+    )
     assert link == "/runs/listed-run"
 
 
@@ -93,7 +100,11 @@ def test_a_live_run_shows_its_text_while_it_runs_then_its_final_answer(
     browser: Any, server: Server, bus_url: str
 ) -> None:
     run_id = "live-run"
-    publish(bus_url, run_id, [p.Start(command="exec live"), p.MessageDelta(message_id="m1", content="Reading the ")])
+    publish(
+        bus_url,
+        run_id,
+        [p.Start(command="exec live"), p.MessageDelta(message_id="m1", content="Reading the ")],
+    )
     browser.get(f"{server.base}/runs/{run_id}")
     wait_for(lambda: "Reading the" in _text_of(browser, "#timeline"), what="the first delta")
     publish(
@@ -116,9 +127,15 @@ def test_a_live_run_shows_its_text_while_it_runs_then_its_final_answer(
         bus_url,
         run_id,
         [
-            p.ToolResult(call_id="c1", name="shell", status="success", output="ok: 12 tests", duration_ms=850),
+            p.ToolResult(
+                call_id="c1", name="shell", status="success", output="ok: 12 tests", duration_ms=850
+            ),
             p.Step(name="build", status="completed", duration_ms=900),
-            p.Message(message_id="m1", role="assistant", content="Reading the code now.\n\n- **two** fixes\n- `one` test"),
+            p.Message(
+                message_id="m1",
+                role="assistant",
+                content="Reading the code now.\n\n- **two** fixes\n- `one` test",
+            ),
             p.Error(code="TOOL_FAILED", message="lint failed", recoverable=True, fix="run ruff --fix"),
             p.Result(
                 ok=True,
@@ -135,10 +152,14 @@ def test_a_live_run_shows_its_text_while_it_runs_then_its_final_answer(
     assert _text_of(browser, "#result .final-answer strong") == "both"
     assert "agentstream follow <run_id>" in _text_of(browser, "#result .next-actions")
     assert _text_of(browser, ".message li strong") == "two"
-    assert "success · 850 ms" in _text_of(browser, ".tool-state") and "ok: 12 tests" in _text_of(browser, ".tool-output")
+    assert "success · 850 ms" in _text_of(browser, ".tool-state") and "ok: 12 tests" in _text_of(
+        browser, ".tool-output"
+    )
     assert _js(browser, "return document.querySelector('.step progress').value") == 1
     assert "fix: run ruff --fix" in _text_of(browser, ".event.error")
-    seqs = _js(browser, "return [...document.querySelectorAll('#timeline [data-seq]')].map(n => n.dataset.seq)")
+    seqs = _js(
+        browser, "return [...document.querySelectorAll('#timeline [data-seq]')].map(n => n.dataset.seq)"
+    )
     assert len(seqs) == len(set(seqs))
 
 
@@ -149,10 +170,20 @@ def test_run_content_is_shown_as_text_and_never_runs(browser: Any, server: Serve
         run_id,
         [
             p.Start(command=f"exec {XSS_SCRIPT}"),
-            p.Message(message_id="m", role="assistant", content=f"Look: {XSS_IMG} and {XSS_SCRIPT} [x](javascript:alert(1)) **{XSS_IMG}**"),
+            p.Message(
+                message_id="m",
+                role="assistant",
+                content=f"Look: {XSS_IMG} and {XSS_SCRIPT} [x](javascript:alert(1)) **{XSS_IMG}**",
+            ),
             p.ToolCall(call_id="c", name=XSS_IMG, arguments={"html": XSS_SCRIPT}),
             p.ToolResult(call_id="c", name="t", status="success", output=f"{XSS_SCRIPT}\n{XSS_IMG}"),
-            p.Result(ok=False, subtype="error", exit_code=1, result=XSS_IMG, error=p.ErrorInfo(code="X", message=XSS_SCRIPT)),
+            p.Result(
+                ok=False,
+                subtype="error",
+                exit_code=1,
+                result=XSS_IMG,
+                error=p.ErrorInfo(code="X", message=XSS_SCRIPT),
+            ),
         ],
     )
     browser.get(f"{server.base}/runs/{quote(run_id, safe='')}")
@@ -182,13 +213,23 @@ def test_the_page_resumes_after_a_dropped_connection_without_losing_or_repeating
     publish(bus_url, run_id, [p.Log(level="info", message=f"while down {n}") for n in range(3)], first_seq=2)
     server.port = port
     server.start()  # same port: the page's EventSource reconnects with Last-Event-ID
-    publish(bus_url, run_id, [p.Log(level="info", message="after"), p.Result(ok=True, subtype="success", exit_code=0)], first_seq=5)
+    publish(
+        bus_url,
+        run_id,
+        [p.Log(level="info", message="after"), p.Result(ok=True, subtype="success", exit_code=0)],
+        first_seq=5,
+    )
     wait_for(lambda: _text_of(browser, "#result"), timeout=20, what="the run's end after reconnecting")
-    seqs = _js(browser, "return [...document.querySelectorAll('#timeline [data-seq]')].map(n => Number(n.dataset.seq))")
+    seqs = _js(
+        browser,
+        "return [...document.querySelectorAll('#timeline [data-seq]')].map(n => Number(n.dataset.seq))",
+    )
     assert seqs == list(range(7))
 
 
-def test_screenshot_of_the_run_page_for_the_docs(browser: Any, server: Server, bus_url: str, tmp_path: Path) -> None:
+def test_screenshot_of_the_run_page_for_the_docs(
+    browser: Any, server: Server, bus_url: str, tmp_path: Path
+) -> None:
     """The page renders to a real image (docs/serve-run-page.png is taken the same way)."""
     browser.get(f"{server.base}/runs/live-run")
     wait_for(lambda: _text_of(browser, "#result"), what="the run page")

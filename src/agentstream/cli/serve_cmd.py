@@ -11,7 +11,9 @@ from agentstream.bus.publish import add_bus_option
 def configure(parser: argparse.ArgumentParser) -> None:
     add_bus_option(parser)
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8765, help="port to listen on (default 8765; 0 picks one)")
+    parser.add_argument(
+        "--port", type=int, default=8765, help="port to listen on (default 8765; 0 picks one)"
+    )
     parser.add_argument(
         "--token",
         default=None,

@@ -32,7 +32,6 @@ from agentstream.serve.events import Line, encoder_for, run_lines
 from agentstream.serve.hub import RunHub
 
 if TYPE_CHECKING:
-    from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import Response
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -67,7 +66,8 @@ class ApiError(AgentstreamError):
         self.status = status
 
 
-def create_app(settings: ServeSettings) -> Starlette:
+def create_app(settings: ServeSettings) -> ASGIApp:
+    """The ASGI application: Starlette's routes behind :class:`_Guard`."""
     require("starlette", "serve")
     require("sse_starlette", "serve")
     from contextlib import asynccontextmanager
@@ -98,10 +98,7 @@ def create_app(settings: ServeSettings) -> Starlette:
         Route("/api/runs/{run_id}/cancel", api.cancel, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan)
-    app.state.hub = hub
-    wrapped: Any = _Guard(app, settings.token)
-    return wrapped  # type: ignore[no-any-return]
+    return _Guard(Starlette(routes=routes, lifespan=lifespan), settings.token)
 
 
 class _Guard:

@@ -13,6 +13,7 @@ of server processes can share one bus.
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Final, TypeVar
@@ -107,8 +108,7 @@ class RunHub:
 
     async def _stored(self, run_id: str, from_seq: int) -> AsyncIterator[Record]:
         while True:
-            start = from_seq
-            page = await self.call(lambda bus: bus.read(run_id, start, limit=PAGE))
+            page = await self.call(functools.partial(_read_page, run_id=run_id, from_seq=from_seq))
             for record in page:
                 yield record
             if len(page) < PAGE:
@@ -143,6 +143,10 @@ class RunHub:
         with self._lock:
             if self._tails.get(tail.run_id) is tail:
                 del self._tails[tail.run_id]
+
+
+def _read_page(bus: Bus, *, run_id: str, from_seq: int) -> list[Record]:
+    return bus.read(run_id, from_seq, limit=PAGE)
 
 
 class _Tail(threading.Thread):
