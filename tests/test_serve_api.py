@@ -425,3 +425,24 @@ def test_two_servers_on_one_redis_serve_the_same_runs(redis_server: RedisServer)
         assert {"shared", run_id} <= {run["run_id"] for run in listed}
         assert request(second, "POST", f"/api/runs/{run_id}/cancel").status == 200
         assert request(first, "GET", f"/api/runs/{run_id}").json()["result"]["run"]["status"] == "interrupted"
+
+
+# -- wrap publishes ------------------------------------------------------------------------------
+
+
+def test_a_wrapped_cli_shows_up_in_the_api_and_no_publish_keeps_it_out(server: Server, bus_url: str) -> None:
+    child = ["--", sys.executable, "-m", "agentstream", "demo"]
+    wrapped = cli("wrap", "--bus", bus_url, *child, timeout=60)
+    assert wrapped.returncode == 0, wrapped.stderr
+    run_id = msgspec.json.decode(wrapped.stdout.splitlines()[0])["session_id"]
+    row = request(server, "GET", f"/api/runs/{run_id}").json()["result"]["run"]
+    assert row["status"] == "succeeded" and "agentstream demo" in row["command"]
+    published = request(
+        server, "GET", f"/api/runs/{run_id}/events", headers={"Accept": "application/x-ndjson"}
+    )
+    assert published.body == wrapped.stdout  # the run on the bus is what the wrap printed
+
+    quiet = cli("wrap", "--bus", bus_url, "--no-publish", *child, timeout=60)
+    assert quiet.returncode == 0, quiet.stderr
+    quiet_id = msgspec.json.decode(quiet.stdout.splitlines()[0])["session_id"]
+    assert request(server, "GET", f"/api/runs/{quiet_id}").status == 404
