@@ -24,7 +24,7 @@ from agentstream.errors import AgentstreamError, ErrorCode
 if TYPE_CHECKING:
     from agentstream.bus import Bus, RunInfo
 
-__all__ = ["RUNS_COMMAND", "RunNotFound", "run_envelope", "run_row", "runs_envelope"]
+__all__ = ["RUNS_COMMAND", "RunNotFound", "known_run", "run_envelope", "run_row", "runs_envelope"]
 
 RUNS_COMMAND = "agentstream runs"
 _PAGE = 1000
@@ -45,13 +45,19 @@ def runs_envelope(bus: Bus, *, statuses: Sequence[str] = (), limit: int = 20) ->
     return ok_envelope(RUNS_COMMAND, {"runs": listed, "count": len(listed)}, actions)
 
 
-def run_envelope(bus: Bus, run_id: str) -> Envelope:
-    """One run's row; :class:`RunNotFound` when the bus does not know it."""
+def known_run(bus: Bus, run_id: str) -> RunInfo:
+    """The run's metadata, or :class:`RunNotFound`."""
     info = bus.get_run(run_id)
     if info is None:
         raise RunNotFound(
             f"no run {run_id!r} on this bus", fix="list runs with 'agentstream runs' (same --bus)"
         )
+    return info
+
+
+def run_envelope(bus: Bus, run_id: str) -> Envelope:
+    """One run's row; :class:`RunNotFound` when the bus does not know it."""
+    info = known_run(bus, run_id)
     return ok_envelope(
         f"{RUNS_COMMAND} {run_id}", {"run": run_row(bus, info)}, [follow_action(run_id), runs_action()]
     )

@@ -21,7 +21,7 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 from urllib.parse import parse_qs
 
 from agentstream._extras import require
@@ -32,9 +32,12 @@ from agentstream.serve.events import Line, encoder_for, run_lines
 from agentstream.serve.hub import RunHub
 
 if TYPE_CHECKING:
+    from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import Response
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+    from agentstream.bus import Bus
 
 __all__ = ["ServeSettings", "create_app"]
 
@@ -245,23 +248,23 @@ class _Api:
     async def cancel(self, request: Request) -> Response:
         from agentstream.actions import follow_action, runs_action
         from agentstream.bus.queue import cancel_run
-        from agentstream.bus.summary import run_envelope
+        from agentstream.bus.summary import known_run, run_row
         from agentstream.envelope import ok_envelope
 
         run_id = request.path_params["run_id"]
         command = f"POST /api/runs/{run_id}/cancel"
 
-        def cancel(bus: Any) -> Envelope:
-            before = run_envelope(bus, run_id)  # RunNotFound (404) for an unknown run
-            if before.result["run"]["status"] in ("succeeded", "failed", "interrupted"):
+        def cancel(bus: Bus) -> Envelope:
+            info = known_run(bus, run_id)
+            if info.terminal or not cancel_run(bus, run_id, by="a request to agentstream serve"):
+                ended = known_run(bus, run_id).status
                 raise ApiError(
                     409,
-                    f"run {run_id!r} has already ended ({before.result['run']['status']})",
+                    f"run {run_id!r} has already ended ({ended})",
                     code=ErrorCode.INVALID_INPUT,
                     fix="only a queued or running run can be cancelled",
                 )
-            cancel_run(bus, run_id, by="a request to agentstream serve")
-            row = run_envelope(bus, run_id).result["run"]
+            row = run_row(bus, known_run(bus, run_id))
             return ok_envelope(command, {"run": row}, [follow_action(run_id), runs_action()])
 
         async def build() -> Envelope:
@@ -271,7 +274,7 @@ class _Api:
         return await _answer(command, build)
 
     async def events(self, request: Request) -> Response:
-        from agentstream.bus.summary import run_envelope
+        from agentstream.bus.summary import known_run
 
         run_id = request.path_params["run_id"]
         command = f"agentstream follow {run_id}"
@@ -279,7 +282,7 @@ class _Api:
             _check_run_id(run_id)
             from_seq = _resume_point(request)
             encoder = encoder_for(request.query_params.get("dialect"))
-            await self.hub.call(lambda bus: run_envelope(bus, run_id))
+            await self.hub.call(lambda bus: known_run(bus, run_id))
         except AgentstreamError as exc:
             return _error_response(command, exc)
         lines = run_lines(self.hub, run_id, from_seq, encoder)
