@@ -290,16 +290,18 @@ class _Api:
             return _ndjson(lines)
         return self._sse(lines)
 
-    def _sse(self, lines: AsyncIterator[Line]) -> Response:
+    def _sse(self, batches: AsyncIterator[list[Line]]) -> Response:
         from sse_starlette import EventSourceResponse, ServerSentEvent
 
-        async def frames() -> AsyncIterator[ServerSentEvent]:
-            first = True
-            async for line in lines:
-                yield ServerSentEvent(
-                    data=line.data.decode("utf-8", "replace"), id=str(line.seq), retry=1000 if first else None
-                )
-                first = False
+        async def frames() -> AsyncIterator[bytes]:
+            retry: int | None = 1000  # sent once: how long the browser waits before reconnecting
+            async for batch in batches:
+                chunk = []
+                for line in batch:
+                    data = line.data.decode("utf-8", "replace")
+                    chunk.append(ServerSentEvent(data=data, id=str(line.seq), retry=retry).encode())
+                    retry = None
+                yield b"".join(chunk)
 
         return EventSourceResponse(
             frames(),
@@ -308,12 +310,12 @@ class _Api:
         )
 
 
-def _ndjson(lines: AsyncIterator[Line]) -> Response:
+def _ndjson(batches: AsyncIterator[list[Line]]) -> Response:
     from starlette.responses import StreamingResponse
 
     async def body() -> AsyncIterator[bytes]:
-        async for line in lines:
-            yield line.data + b"\n"
+        async for batch in batches:
+            yield b"".join(line.data + b"\n" for line in batch)
 
     return StreamingResponse(body(), media_type=NDJSON, headers={"Cache-Control": "no-store"})
 
@@ -375,7 +377,9 @@ def _error_response(command: str, exc: AgentstreamError, headers: dict[str, str]
         status = exc.status
     else:
         status = _STATUS_OF_CODE.get(exc.code, 400 if exc.exit_code == ExitCode.USAGE else 500)
-    return _json_response(error_envelope(command, exc), status, headers)
+    from agentstream.actions import runs_action
+
+    return _json_response(error_envelope(command, exc, [runs_action()]), status, headers)
 
 
 def _json_response(envelope: Envelope, status: int, headers: dict[str, str] | None = None) -> Response:

@@ -41,20 +41,23 @@ def encoder_for(dialect: str | None) -> DialectEncoder | None:
 
 async def run_lines(
     hub: RunHub, run_id: str, from_seq: int, encoder: DialectEncoder | None
-) -> AsyncIterator[Line]:
-    """The run's lines from ``from_seq``, live, ending after its ``result``."""
+) -> AsyncIterator[list[Line]]:
+    """The run's lines from ``from_seq``, live, in batches, ending after its ``result``."""
     if encoder is None:
-        async for record in hub.records(run_id, from_seq):
-            yield Line(record.seq, record.line)
+        async for batch in hub.batches(run_id, from_seq):
+            yield [Line(record.seq, record.line) for record in batch]
         return
-    async for record in hub.records(run_id, 0):
-        try:
-            event = p.decode(record.line)
-        except AgentstreamError:
-            continue  # a stored line this version cannot read: the canonical stream still has it
-        lines = encoder.encode(event)
-        if record.type == "result":
-            lines += encoder.finish()
-        if record.seq >= from_seq:
-            for line in lines:
-                yield Line(record.seq, line)
+    async for batch in hub.batches(run_id, 0):
+        out = []
+        for record in batch:
+            try:
+                event = p.decode(record.line)
+            except AgentstreamError:
+                continue  # a stored line this version cannot read: the canonical stream still has it
+            lines = encoder.encode(event)
+            if record.type == "result":
+                lines += encoder.finish()
+            if record.seq >= from_seq:
+                out += [Line(record.seq, line) for line in lines]
+        if out:
+            yield out

@@ -70,23 +70,29 @@ class RunHub:
             except Exception:
                 pass
 
-    async def records(self, run_id: str, from_seq: int) -> AsyncIterator[Record]:
-        """The run's records from ``from_seq`` in ``seq`` order, live, ending after its ``result``."""
+    async def batches(self, run_id: str, from_seq: int) -> AsyncIterator[list[Record]]:
+        """The run's records from ``from_seq`` in ``seq`` order, live, in batches; the last one ends with the ``result``.
+
+        Batches rather than single records so that a follower that fell behind
+        (a slow client, a busy machine) catches up with one write per batch.
+        """
         next_seq = max(from_seq, 0)
-        async for record in self._stored(run_id, next_seq):
-            yield record
-            next_seq = record.seq + 1
-            if record.type == "result":
+        async for page in self._stored(run_id, next_seq):
+            page, ended = _through_result(page)
+            yield page
+            next_seq = page[-1].seq + 1
+            if ended:
                 return
         queue: asyncio.Queue[list[Record]] = asyncio.Queue()
         tail = self._subscribe(run_id, next_seq, queue)
         try:
             while True:
                 # Catch up from the bus: everything stored before the tail's batches arrive (or after a hole).
-                async for record in self._stored(run_id, next_seq):
-                    yield record
-                    next_seq = record.seq + 1
-                    if record.type == "result":
+                async for page in self._stored(run_id, next_seq):
+                    page, ended = _through_result(page)
+                    yield page
+                    next_seq = page[-1].seq + 1
+                    if ended:
                         return
                 if await self._ended_behind(run_id, next_seq):
                     return
@@ -95,22 +101,27 @@ class RunHub:
                         batch = await asyncio.wait_for(queue.get(), timeout=RECHECK_S)
                     except TimeoutError:
                         break
+                    while not queue.empty():  # everything that is already waiting, in one go
+                        batch = batch + queue.get_nowait()
                     fresh = [record for record in batch if record.seq >= next_seq]
-                    if fresh and fresh[0].seq != next_seq:
+                    if not fresh:
+                        continue
+                    if fresh[0].seq != next_seq:
                         break  # a hole: read it from the bus
-                    for record in fresh:
-                        yield record
-                        next_seq = record.seq + 1
-                        if record.type == "result":
-                            return
+                    fresh, ended = _through_result(fresh)
+                    yield fresh
+                    next_seq = fresh[-1].seq + 1
+                    if ended:
+                        return
         finally:
             self._unsubscribe(run_id, tail, queue)
 
-    async def _stored(self, run_id: str, from_seq: int) -> AsyncIterator[Record]:
+    async def _stored(self, run_id: str, from_seq: int) -> AsyncIterator[list[Record]]:
+        """Non-empty pages of what the bus has stored from ``from_seq``."""
         while True:
             page = await self.call(functools.partial(_read_page, run_id=run_id, from_seq=from_seq))
-            for record in page:
-                yield record
+            if page:
+                yield page
             if len(page) < PAGE:
                 return
             from_seq = page[-1].seq + 1
@@ -143,6 +154,14 @@ class RunHub:
         with self._lock:
             if self._tails.get(tail.run_id) is tail:
                 del self._tails[tail.run_id]
+
+
+def _through_result(records: list[Record]) -> tuple[list[Record], bool]:
+    """The records up to and including a ``result``, and whether there was one."""
+    for index, record in enumerate(records):
+        if record.type == "result":
+            return records[: index + 1], True
+    return records, False
 
 
 def _read_page(bus: Bus, *, run_id: str, from_seq: int) -> list[Record]:
