@@ -18,6 +18,7 @@ QUICK_ARGS = {
     "bench_convert.py": ["--quick"],
     "bench_agent.py": ["--rounds", "3"],
     "bench_bus.py": ["--throughput-events", "10000"],
+    "bench_serve.py": ["--events", "100"],
 }
 
 

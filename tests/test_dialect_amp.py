@@ -24,8 +24,8 @@ from _dialect_kit import (
 )
 from _strategies import full_sessions
 from agentstream import protocol as p
-from agentstream.dialects import detect_dialect, get_dialect
 from agentstream.consumer import read
+from agentstream.dialects import detect_dialect, get_dialect
 
 FIXTURE = FIXTURES / "amp" / "stream-json.ndjson"
 

@@ -26,9 +26,9 @@ from _dialect_kit import (
 )
 from _strategies import full_sessions
 from agentstream import protocol as p
+from agentstream.consumer import read
 from agentstream.dialects import detect_dialect
 from agentstream.errors import MalformedEventError
-from agentstream.consumer import read
 
 # -- golden ---------------------------------------------------------------------------------
 

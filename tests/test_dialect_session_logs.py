@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from agentstream import protocol as p
-from agentstream.errors import ErrorCode, UsageError
 from agentstream.consumer import read
+from agentstream.errors import ErrorCode, UsageError
 from agentstream.validate import validate_decoded
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "session_logs"

@@ -29,6 +29,7 @@ __all__ = [
     "Envelope",
     "EnvelopeError",
     "action",
+    "envelope_json",
     "error_envelope",
     "fill",
     "ok_envelope",
@@ -75,6 +76,13 @@ def error_envelope(
     )
 
 
+def envelope_json(envelope: Envelope) -> bytes:
+    """The envelope as one JSON object (``result`` always present), without a newline."""
+    fields = msgspec.to_builtins(envelope)
+    data = {"ok": fields["ok"], "command": fields["command"], "result": fields.get("result"), **fields}
+    return JSON_ENCODER.encode(data)
+
+
 def wants_json(json_flag: bool = False) -> bool:
     """Programs get JSON: when asked with ``--json``, or when stdout is not a terminal."""
     return json_flag or not sys.stdout.isatty()
@@ -87,7 +95,7 @@ def print_envelope(
     human: Callable[[Any], str] | None = None,
     json_flag: bool = False,
 ) -> int:
-    """Write the envelope as one JSON line on stdout (``result`` always present); return ``exit_code``.
+    """Write the envelope as one JSON line on stdout; return ``exit_code``.
 
     With ``human`` and a terminal on stdout (and no ``--json``), ``human(result)``
     is written instead: the same facts, for a person.
@@ -96,9 +104,7 @@ def print_envelope(
         sys.stdout.write(human(envelope.result))
         sys.stdout.flush()
         return int(exit_code)
-    fields = msgspec.to_builtins(envelope)
-    data = {"ok": fields["ok"], "command": fields["command"], "result": fields.get("result"), **fields}
-    sys.stdout.buffer.write(JSON_ENCODER.encode(data) + b"\n")
+    sys.stdout.buffer.write(envelope_json(envelope) + b"\n")
     sys.stdout.buffer.flush()
     return int(exit_code)
 

@@ -83,6 +83,8 @@ class ErrorCode:
     BUS_UNAVAILABLE: Final = "BUS_UNAVAILABLE"
     TIMEOUT: Final = "TIMEOUT"
     MISSING_DEPENDENCY: Final = "MISSING_DEPENDENCY"
+    UNAUTHORIZED: Final = "UNAUTHORIZED"
+    FORBIDDEN: Final = "FORBIDDEN"
 
 
 ERROR_CODES: Final[frozenset[str]] = frozenset(

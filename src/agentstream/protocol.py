@@ -18,8 +18,9 @@ import time
 from typing import Any, Final, Literal, TypeAlias, TypeVar, cast, get_args
 
 import msgspec
-from agentstream._version import PROTOCOL_VERSION as _PROTOCOL_VERSION
 from msgspec import UNSET, Struct, UnsetType
+
+from agentstream._version import PROTOCOL_VERSION as _PROTOCOL_VERSION
 
 __all__ = [
     "EVENT_TYPES",

@@ -23,7 +23,7 @@ from __future__ import annotations
 import abc
 import os
 from collections.abc import Sequence
-from typing import Any, Final, Literal, NamedTuple, TypeAlias
+from typing import Any, Final, Literal, NamedTuple, TypeAlias, get_args
 from urllib.parse import parse_qs, urlsplit
 
 import msgspec
@@ -33,6 +33,7 @@ from agentstream.errors import AgentstreamError, ErrorCode, UsageError
 __all__ = [
     "BUS_ENV",
     "DEFAULT_RETENTION_S",
+    "RUN_STATUSES",
     "TERMINAL_STATUSES",
     "Bus",
     "BusUnavailable",
@@ -55,6 +56,7 @@ BUS_ENV: Final = "AGENTSTREAM_BUS"
 """Environment variable naming the bus URL when ``--bus`` is not given."""
 
 RunStatus: TypeAlias = Literal["queued", "running", "succeeded", "failed", "interrupted"]
+RUN_STATUSES: Final[tuple[RunStatus, ...]] = get_args(RunStatus)
 TERMINAL_STATUSES: Final[frozenset[str]] = frozenset({"succeeded", "failed", "interrupted"})
 _SIGNAL_EXITS: Final = frozenset({129, 130, 143})
 

@@ -35,14 +35,16 @@ from typing import TYPE_CHECKING, Any, Final
 from agentstream import protocol as p
 from agentstream.actions import follow_action
 from agentstream.bus import BusUnavailable, Claim, Job, Record, SeqConflict, open_bus
-from agentstream.errors import AgentstreamError, ErrorCode, UsageError
+from agentstream.errors import AgentstreamError, ErrorCode, ExitCode, UsageError
 
 if TYPE_CHECKING:
     from agentstream.bus import Bus
     from agentstream.stream import Stream
 
-__all__ = ["EXEC_ENV", "Worker", "WorkerOptions", "close_run", "exec_command", "new_job"]
+__all__ = ["EXEC_ENV", "Worker", "WorkerOptions", "cancel_run", "close_run", "exec_command", "new_job"]
 
+CANCELLED: Final = "cancelled"
+"""The ``result.subtype`` of a run ended by :func:`cancel_run`."""
 EXEC_ENV: Final = "AGENTSTREAM_WORKER_EXEC"
 """A command line that replaces ``python -m agentstream exec`` for every job (e.g. another agent)."""
 
@@ -100,6 +102,22 @@ def close_run(
         except SeqConflict:
             time.sleep(0.01)
     return False
+
+
+def cancel_run(bus: Bus, run_id: str, *, by: str) -> bool:
+    """End a queued or live run as interrupted (subtype ``cancelled``); False if it had already ended.
+
+    The bus then refuses the run's producer any further event; a worker running
+    it as a job stops its child at the next heartbeat, and a job still queued is
+    dropped when a worker takes it.
+    """
+    error = AgentstreamError(
+        f"the run was cancelled by {by}",
+        code=ErrorCode.INTERRUPTED,
+        fix="submit the prompt again to run it anew",
+    )
+    error.exit_code = ExitCode.SIGINT
+    return close_run(bus, run_id, error, subtype=CANCELLED, command="exec")
 
 
 def _ending(
@@ -261,6 +279,10 @@ class _JobRun:
         if claim.run_id is None:
             self._event("job.failed", reason=f"no attempts left after {self.options.max_attempts}")
             return
+        if _cancelled(bus, claim.run_id):  # cancelled while queued
+            bus.finish_job(claim, "failed")
+            self._event("job.cancelled", run_id=claim.run_id)
+            return
         bus.register_run(claim.run_id, command="exec", job_id=claim.job.job_id, attempt=claim.attempt)
         code = self._execute(bus, claim.run_id)
         if code is None:
@@ -332,6 +354,11 @@ class _JobRun:
                 self._event("job.lost", run_id=run_id, reason="another worker took the job over")
                 self._stop_child()
                 return None
+            if _cancelled(bus, run_id):  # cancelled: the bus already refuses the child's events
+                self._stop_child()
+                bus.finish_job(self.claim, "failed")
+                self._event("job.cancelled", run_id=run_id)
+                return None
 
     def _finish(self, bus: Bus, run_id: str, code: int) -> None:
         if self.cancelled:
@@ -362,6 +389,15 @@ class _JobRun:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def _cancelled(bus: Bus, run_id: str) -> bool:
+    """True when :func:`cancel_run` ended the run; an unreachable bus says no."""
+    try:
+        info = bus.get_run(run_id)
+    except BusUnavailable:
+        return False
+    return info is not None and info.terminal and info.subtype == CANCELLED
 
 
 def _heartbeat(bus: Bus, claim: Claim) -> bool:

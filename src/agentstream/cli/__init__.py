@@ -34,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "submit": "Queue a prompt for a worker",
     "worker": "Run queued prompts",
     "completion": "Print a shell completion script (bash, zsh or fish)",
+    "serve": "Serve runs over HTTP/SSE and a live web page",
 }
 
 

@@ -47,6 +47,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "submit": ('agentstream submit "summarise README.md" --follow',),
     "worker": ("agentstream worker", "agentstream worker --concurrency 2 --max-jobs 10"),
     "export": ("OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318 agentstream export otel run.ndjson",),
+    "serve": (
+        "agentstream serve",
+        "AGENTSTREAM_TOKEN=secret agentstream serve --host 0.0.0.0 --bus redis://localhost:6379/0",
+    ),
     "usage": ("agentstream usage", "agentstream usage ~/.claude/projects --by model --since 2026-11-01"),
     "completion": (
         "agentstream completion bash > /etc/bash_completion.d/agentstream",

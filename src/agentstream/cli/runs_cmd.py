@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import time
 from typing import Any
 
+from agentstream.bus import RUN_STATUSES
 from agentstream.cli._bus_options import add_bus_option
-
-STATUSES = ("queued", "running", "succeeded", "failed", "interrupted")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--status", action="append", choices=STATUSES, default=[], help="only runs in this state (repeatable)"
+        "--status",
+        action="append",
+        choices=RUN_STATUSES,
+        default=[],
+        help="only runs in this state (repeatable)",
     )
     parser.add_argument("--limit", type=int, default=20, metavar="N", help="at most N runs (default 20)")
     parser.add_argument("--json", action="store_true", help="print the JSON envelope even on a terminal")
@@ -21,27 +23,23 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agentstream.actions import follow_action, runs_action, submit_action, watch_action
+    from agentstream.actions import runs_action
     from agentstream.bus import open_bus
-    from agentstream.envelope import ok_envelope, print_envelope, print_error
+    from agentstream.bus.summary import RUNS_COMMAND, runs_envelope
+    from agentstream.envelope import print_envelope, print_error
     from agentstream.errors import AgentstreamError, UsageError
 
-    command = "agentstream runs"
     try:
         if args.limit < 1:
             raise UsageError(f"--limit must be at least 1, not {args.limit}", fix="pass --limit 20, say")
         with open_bus(args.bus) as bus:
-            runs = bus.list_runs(statuses=args.status, limit=args.limit)
+            envelope = runs_envelope(bus, statuses=args.status, limit=args.limit)
     except AgentstreamError as exc:
-        return print_error(command, exc, [runs_action()], json_flag=args.json)
-    actions = [follow_action(runs[0].run_id)] if runs else [submit_action()]
-    actions += [runs_action(), watch_action()]
-    listed = [_row(info) for info in runs]
-    envelope = ok_envelope(command, {"runs": listed, "count": len(listed)}, actions)
+        return print_error(RUNS_COMMAND, exc, [runs_action()], json_flag=args.json)
     return print_envelope(envelope, human=_table, json_flag=args.json)
 
 
-_COLUMNS = ("RUN", "STATUS", "COMMAND", "UPDATED")
+_COLUMNS = ("RUN", "STATUS", "COMMAND", "TOKENS", "UPDATED")
 
 
 def _table(result: dict[str, Any]) -> str:
@@ -50,29 +48,17 @@ def _table(result: dict[str, Any]) -> str:
     if not runs:
         return 'No runs on the bus yet. Start one with: agentstream exec "<prompt>"\n'
     rows = [
-        (row["run_id"], row.get("status") or "", row.get("command") or "", (row.get("updated") or "")[:19])
+        (
+            row["run_id"],
+            row.get("status") or "",
+            row.get("command") or "",
+            f"{row.get('tokens') or 0:,}",
+            (row.get("updated") or "")[:19].replace("T", " "),
+        )
         for row in runs
     ]
-    widths = [max(len(_COLUMNS[i]), *(len(r[i]) for r in rows)) for i in range(3)]
-    lines = [
-        "  ".join(cell.ljust(width) for cell, width in zip(_COLUMNS, [*widths, 0], strict=True)).rstrip()
-    ]
-    lines += [
-        "  ".join(cell.ljust(width) for cell, width in zip(r, [*widths, 0], strict=True)).rstrip()
-        for r in rows
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def _row(info: Any) -> dict[str, Any]:
-    import msgspec
-
-    row = msgspec.to_builtins(info)
-    for key in ("created", "updated"):
-        row[key] = _rfc3339(row[key]) if row.get(key) else None
-    return row
-
-
-def _rfc3339(unix: float) -> str:
-    whole = int(unix)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{int((unix - whole) * 1000):03d}Z"
+    widths = [max(len(_COLUMNS[i]), *(len(r[i]) for r in rows)) for i in range(len(_COLUMNS))]
+    return "".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True)).rstrip() + "\n"
+        for cells in [_COLUMNS, *rows]
+    )

@@ -8,13 +8,10 @@ at submit time, so the job can be followed before any worker has taken it.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 from agentstream.cli._bus_options import add_bus_option
 from agentstream.cli._follow import add_follow_options
-
-_RESERVED = ("--session-id", "--bus", "--no-publish", "--resume", "--continue")
 
 
 def _own_options(parser: argparse.ArgumentParser) -> None:
@@ -31,31 +28,22 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agentstream.actions import follow_action, runs_action, worker_action
+    from agentstream.actions import runs_action
     from agentstream.bus import open_bus
-    from agentstream.bus.queue import new_job
     from agentstream.cli._follow import follow_run
-    from agentstream.envelope import ok_envelope, print_envelope, print_error
+    from agentstream.cli._submit import SUBMIT_COMMAND, submit_job, submitted_envelope
+    from agentstream.envelope import print_envelope, print_error
     from agentstream.errors import AgentstreamError
 
-    command = "agentstream submit"
     try:
         exec_args = _split_own(args)
-        _check_exec_args(args.prompt, exec_args)
-        job = new_job(args.prompt, exec_args)
         with open_bus(args.bus) as bus:
-            bus.register_run(job.run_id, command="exec", job_id=job.job_id, attempt=1)
-            bus.enqueue(job)
+            job = submit_job(bus, args.prompt, exec_args)
     except AgentstreamError as exc:
-        return print_error(command, exc, [runs_action()], json_flag=args.json)
+        return print_error(SUBMIT_COMMAND, exc, [runs_action()], json_flag=args.json)
     if args.follow:
         return follow_run(args, job.run_id, command=f"agentstream follow {job.run_id}", wait=True)
-    result = {"job_id": job.job_id, "run_id": job.run_id, "status": "queued", "args": exec_args}
-    actions = [
-        follow_action(job.run_id, description="follow the job's run (it starts when a worker takes it)")
-    ]
-    envelope = ok_envelope(command, result, [*actions, worker_action(), runs_action()])
-    return print_envelope(envelope, human=_queued, json_flag=args.json)
+    return print_envelope(submitted_envelope(job), human=_queued, json_flag=args.json)
 
 
 def _queued(result: dict[str, Any]) -> str:
@@ -75,28 +63,3 @@ def _split_own(args: argparse.Namespace) -> list[str]:
         if value != own.get_default(name):
             setattr(args, name, value)
     return rest
-
-
-class _Strict(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        from agentstream.errors import UsageError
-
-        raise UsageError(
-            f"bad exec option: {message}", fix="see 'agentstream exec --help' for the options a job takes"
-        )
-
-
-def _check_exec_args(prompt: str, exec_args: Sequence[str]) -> None:
-    """Reject what a worker could not run: options exec lacks, and the ones the worker sets itself."""
-    from agentstream.errors import UsageError
-
-    reserved = [arg for arg in exec_args if arg.split("=", 1)[0] in _RESERVED]
-    if reserved:
-        raise UsageError(
-            f"{reserved[0]} cannot be set on a job", fix="the worker sets the session and the bus itself"
-        )
-    from agentstream.cli._exec_options import add_exec_options
-
-    parser = _Strict(prog="agentstream exec", add_help=False)
-    add_exec_options(parser)
-    parser.parse_args([prompt, *exec_args])

@@ -7,7 +7,9 @@ session (the child's own session id is kept in a ``status`` event named
 process's: 0 when the child succeeded, the child's failure code otherwise, and
 128 + N when the wrap itself got signal N. The first SIGINT/SIGTERM/SIGHUP is
 passed on to the child, whose last events are still relayed (bounded by
-``--grace``); a second one stops everything at once.
+``--grace``); a second one stops everything at once. Like ``exec``, the run is
+published to the bus (``--bus``; ``--no-publish`` opts out), so ``follow``,
+``watch`` and ``serve`` see it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
+from agentstream.cli._bus_options import add_publish_options, publish
 from agentstream.cli._options import add_output_options, add_to_alias, check_dialect
 
 if TYPE_CHECKING:
@@ -63,6 +66,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "argv", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS ...]", help="the command to run"
     )
+    add_publish_options(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -75,19 +79,23 @@ def run(args: argparse.Namespace) -> int:
     check_dialect(args.dialect)
     stream = Stream(shlex.join(argv), output_format=args.output_format, dialect=args.dialect)
     otel = attach_otel(stream)
-    with stream:
-        child = spawn(
-            argv,
-            args.from_dialect,
-            stderr_as_logs=args.stderr_as_logs,
-            on_stderr=None if args.stderr_as_logs else _echo,
-            cancel_grace_s=args.grace,
-            exit_timeout_s=args.exit_timeout,
-            new_process_group=True,
-            stdin=None,  # the child reads the wrap's stdin, as it would without the wrap
-            env=traceparent_env(otel),  # a child that traces joins the wrap's trace
-        )
-        _Relay(stream, child).run()
+    close_publisher = publish(stream, args)  # the run shows up in follow, watch and serve
+    try:
+        with stream:
+            child = spawn(
+                argv,
+                args.from_dialect,
+                stderr_as_logs=args.stderr_as_logs,
+                on_stderr=None if args.stderr_as_logs else _echo,
+                cancel_grace_s=args.grace,
+                exit_timeout_s=args.exit_timeout,
+                new_process_group=True,
+                stdin=None,  # the child reads the wrap's stdin, as it would without the wrap
+                env=traceparent_env(otel),  # a child that traces joins the wrap's trace
+            )
+            _Relay(stream, child).run()
+    finally:
+        close_publisher()
     return stream.result.exit_code if stream.result is not None else 1
 
 

@@ -13,7 +13,7 @@ not read (see ``docs/consumer.md``).
 """
 
 from agentstream.consumer.pipeline import DETECT_LINES, Ending
-from agentstream.consumer.reader import AsyncReader, Reader, aread, read
 from agentstream.consumer.process import Spawn, spawn
+from agentstream.consumer.reader import AsyncReader, Reader, aread, read
 
 __all__ = ["DETECT_LINES", "AsyncReader", "Ending", "Reader", "Spawn", "aread", "read", "spawn"]

@@ -1,0 +1,68 @@
+"""Submitting a job to the bus, shared by ``agentstream submit`` and ``POST /api/runs``.
+
+A job's exec options are checked against ``exec``'s own parser when it is
+submitted, so a job that no worker could run is refused at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, NoReturn
+
+if TYPE_CHECKING:
+    from agentstream.bus import Bus, Job
+    from agentstream.envelope import Envelope
+
+__all__ = ["SUBMIT_COMMAND", "submit_job", "submitted_envelope"]
+
+SUBMIT_COMMAND = "agentstream submit"
+
+RESERVED = ("--session-id", "--bus", "--no-publish", "--resume", "--continue")
+"""exec options a job may not set: the worker sets them itself."""
+
+
+def submit_job(bus: Bus, prompt: str, exec_args: Sequence[str]) -> Job:
+    """Check the exec options, then register the job's run and queue the job."""
+    from agentstream.bus.queue import new_job
+
+    _check_exec_args(prompt, exec_args)
+    job = new_job(prompt, exec_args)
+    bus.register_run(job.run_id, command="exec", job_id=job.job_id, attempt=1)
+    bus.enqueue(job)
+    return job
+
+
+def submitted_envelope(job: Job) -> Envelope:
+    from agentstream.actions import follow_action, runs_action, worker_action
+    from agentstream.envelope import ok_envelope
+
+    result = {"job_id": job.job_id, "run_id": job.run_id, "status": "queued", "args": job.args}
+    actions = [
+        follow_action(job.run_id, description="follow the job's run (it starts when a worker takes it)")
+    ]
+    return ok_envelope(SUBMIT_COMMAND, result, [*actions, worker_action(), runs_action()])
+
+
+class _Strict(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        from agentstream.errors import UsageError
+
+        raise UsageError(
+            f"bad exec option: {message}", fix="see 'agentstream exec --help' for the options a job takes"
+        )
+
+
+def _check_exec_args(prompt: str, exec_args: Sequence[str]) -> None:
+    """Reject what a worker could not run: options exec lacks, and the ones the worker sets itself."""
+    from agentstream.cli._exec_options import add_exec_options
+    from agentstream.errors import UsageError
+
+    reserved = [arg for arg in exec_args if arg.split("=", 1)[0] in RESERVED]
+    if reserved:
+        raise UsageError(
+            f"{reserved[0]} cannot be set on a job", fix="the worker sets the session and the bus itself"
+        )
+    parser = _Strict(prog="agentstream exec", add_help=False)
+    add_exec_options(parser)
+    parser.parse_args([prompt, *exec_args])

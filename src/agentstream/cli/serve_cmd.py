@@ -1,0 +1,78 @@
+"""``agentstream serve``: the runs on the bus over HTTP and SSE, and a live web page of every run."""
+
+from __future__ import annotations
+
+import argparse
+import socket
+
+from agentstream.cli._bus_options import add_bus_option
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    add_bus_option(parser)
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument(
+        "--port", type=int, default=8765, help="port to listen on (default 8765; 0 picks one)"
+    )
+    parser.add_argument(
+        "--token",
+        default=None,
+        metavar="T",
+        help="require 'Authorization: Bearer T' (default: $AGENTSTREAM_TOKEN); needed off loopback",
+    )
+    parser.add_argument(
+        "--heartbeat",
+        type=float,
+        default=15.0,
+        metavar="S",
+        help="seconds between keep-alive comments on an idle event stream (default 15)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    import sys
+
+    from agentstream._extras import require
+    from agentstream.bus import open_bus, redact_url
+    from agentstream.serve.app import ServeSettings, create_app
+    from agentstream.serve.security import check_bind, resolve_token
+
+    token = resolve_token(args.token)
+    check_bind(args.host, token)
+    uvicorn = require("uvicorn", "serve")
+    with open_bus(args.bus) as bus:  # a bad URL fails here, before listening
+        bus_url = bus.url
+    app = create_app(ServeSettings(bus_url=args.bus, token=token, heartbeat_s=args.heartbeat))
+    listener = _listen(args.host, args.port)
+    port = listener.getsockname()[1]
+    config = uvicorn.Config(app, log_level="warning", access_log=False, server_header=False)
+    note = " (token required)" if token else ""
+    sys.stderr.write(
+        f"agentstream serve: bus {redact_url(bus_url)}; listening on http://{_url_host(args.host)}:{port}/{note}\n"
+    )
+    sys.stderr.flush()
+    uvicorn.Server(config).run(sockets=[listener])
+    return 0
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before the server starts (so ``--port 0`` can say which port it got)."""
+    from agentstream.errors import UsageError
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((host.strip("[]"), port))
+    except OSError as exc:
+        listener.close()
+        raise UsageError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+            fix="pick another --port (0 takes a free one) or --host",
+        ) from None
+    listener.listen(1024)
+    return listener
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host

@@ -1,0 +1,399 @@
+"""The Starlette application behind ``agentstream serve``: the JSON/SSE API and the page.
+
+Routes (all behind the token when one is set, see :mod:`agentstream.serve.security`):
+
+* ``GET /api/runs`` — the envelope ``agentstream runs`` prints (``?status=``, ``?limit=``).
+* ``GET /api/runs/{run_id}`` — one run's envelope.
+* ``GET /api/runs/{run_id}/events`` — SSE (``id:`` = ``seq``; ``Last-Event-ID`` or
+  ``?from_seq=`` resumes), NDJSON with ``Accept: application/x-ndjson``, any
+  dialect with ``?dialect=NAME``; ends after the run's ``result``.
+* ``POST /api/runs`` — queue a job, as ``agentstream submit`` does.
+* ``POST /api/runs/{run_id}/cancel`` — end a queued or live run as interrupted.
+* ``GET /``, ``GET /runs/{run_id}`` — the page; ``/static/…`` its files; ``/login`` the token form.
+
+Errors are the envelope every command prints on failure, with an HTTP status
+that matches its code.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+from urllib.parse import parse_qs
+
+from agentstream._extras import require
+from agentstream.envelope import Envelope, envelope_json, error_envelope
+from agentstream.errors import AgentstreamError, ErrorCode, ExitCode, UsageError
+from agentstream.serve import security
+from agentstream.serve.events import Line, encoder_for, run_lines
+from agentstream.serve.hub import RunHub
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+    from agentstream.bus import Bus
+
+__all__ = ["ServeSettings", "create_app"]
+
+STATIC: Final = Path(__file__).with_name("static")
+NDJSON: Final = "application/x-ndjson"
+MAX_RUN_ID: Final = 256
+MAX_BODY: Final = 1 << 20
+_STATUS_OF_CODE: Final = {
+    ErrorCode.RUN_NOT_FOUND: 404,
+    ErrorCode.UNAUTHORIZED: 401,
+    ErrorCode.FORBIDDEN: 403,
+    ErrorCode.BUS_UNAVAILABLE: 503,
+}
+
+
+@dataclass
+class ServeSettings:
+    bus_url: str | None = None
+    token: str | None = None
+    heartbeat_s: float = 15.0
+    """Seconds between SSE comment lines on an idle stream."""
+
+
+class ApiError(AgentstreamError):
+    """An error with an HTTP status of its own (401, 403, 409…)."""
+
+    def __init__(self, status: int, message: str, *, code: str, fix: str) -> None:
+        super().__init__(message, code=code, fix=fix)
+        self.status = status
+
+
+def create_app(settings: ServeSettings) -> ASGIApp:
+    """The ASGI application: Starlette's routes behind :class:`_Guard`."""
+    require("starlette", "serve")
+    require("sse_starlette", "serve")
+    from contextlib import asynccontextmanager
+
+    from starlette.applications import Starlette
+    from starlette.routing import Mount, Route
+    from starlette.staticfiles import StaticFiles
+
+    hub = RunHub(settings.bus_url)
+    api = _Api(hub, settings)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            hub.close()
+
+    routes = [
+        Route("/", api.page, methods=["GET"]),
+        Route("/runs/{run_id}", api.page, methods=["GET"]),
+        Route("/login", api.login_form, methods=["GET"]),
+        Route("/login", api.login, methods=["POST"]),
+        Route("/api/runs", api.list_runs, methods=["GET"]),
+        Route("/api/runs", api.submit, methods=["POST"]),
+        Route("/api/runs/{run_id}", api.get_run, methods=["GET"]),
+        Route("/api/runs/{run_id}/events", api.events, methods=["GET"]),
+        Route("/api/runs/{run_id}/cancel", api.cancel, methods=["POST"]),
+        Mount("/static", StaticFiles(directory=STATIC), name="static"),
+    ]
+    return _Guard(Starlette(routes=routes, lifespan=lifespan), settings.token)
+
+
+class _Guard:
+    """ASGI middleware: token, same-site writes, security headers on every response."""
+
+    def __init__(self, app: ASGIApp, token: str | None) -> None:
+        self.app = app
+        self.token = token
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *security.SECURITY_HEADERS]
+            await send(message)
+
+        refusal = self._refusal(scope)
+        if refusal is not None:
+            await refusal(scope, receive, send_with_headers)
+            return
+        await self.app(scope, receive, send_with_headers)
+
+    def _refusal(self, scope: Scope) -> Response | None:
+        from starlette.requests import Request
+
+        request = Request(scope)
+        path: str = scope["path"]
+        headers = request.headers
+        if security.cross_site(
+            scope["method"], headers.get("host"), headers.get("origin"), headers.get("sec-fetch-site")
+        ):
+            return _error_response(
+                "agentstream serve",
+                ApiError(
+                    403,
+                    f"refused a cross-site {scope['method']} to {path}",
+                    code=ErrorCode.FORBIDDEN,
+                    fix="send state-changing requests from this server's own page or from a program, not another site",
+                ),
+            )
+        if self.token is None or path.startswith("/static/") or path == "/login":
+            return None
+        if security.is_authorized(
+            self.token, headers.get("authorization"), request.cookies.get(security.COOKIE_NAME)
+        ):
+            return None
+        if not path.startswith("/api/"):
+            return _login_page(401)
+        return _error_response(
+            "agentstream serve",
+            ApiError(
+                401,
+                "missing or wrong token",
+                code=ErrorCode.UNAUTHORIZED,
+                fix="send 'Authorization: Bearer <token>' (the token given to 'agentstream serve')",
+            ),
+            headers={"WWW-Authenticate": 'Bearer realm="agentstream"'},
+        )
+
+
+class _Api:
+    def __init__(self, hub: RunHub, settings: ServeSettings) -> None:
+        self.hub = hub
+        self.settings = settings
+
+    # -- the page ------------------------------------------------------------------
+
+    async def page(self, request: Request) -> Response:
+        from starlette.responses import FileResponse
+
+        return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-store"})
+
+    async def login_form(self, request: Request) -> Response:
+        return _login_page(200)
+
+    async def login(self, request: Request) -> Response:
+        from starlette.responses import RedirectResponse
+
+        token = self.settings.token
+        form = parse_qs((await request.body())[:MAX_BODY].decode("utf-8", "replace"))
+        given = form.get("token", [""])[-1]
+        target = form.get("next", ["/"])[-1]
+        if not target.startswith("/") or target.startswith("//") or "\\" in target:
+            target = "/"
+        if token is None:
+            return RedirectResponse(target, status_code=303)
+        if not security.is_authorized(token, f"Bearer {given}", None):
+            return _login_page(401)
+        response = RedirectResponse(target, status_code=303)
+        response.set_cookie(
+            security.COOKIE_NAME,
+            security.cookie_value(token),
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+            path="/",
+        )
+        return response
+
+    # -- the API ---------------------------------------------------------------------
+
+    async def list_runs(self, request: Request) -> Response:
+        from agentstream.bus import RUN_STATUSES
+        from agentstream.bus.summary import RUNS_COMMAND, runs_envelope
+
+        statuses = request.query_params.getlist("status")
+        limit_text = request.query_params.get("limit", "20")
+
+        async def build() -> Envelope:
+            bad = [status for status in statuses if status not in RUN_STATUSES]
+            if bad:
+                raise UsageError(f"unknown status {bad[0]!r}", fix=f"use one of: {', '.join(RUN_STATUSES)}")
+            if not limit_text.isdigit() or not 1 <= int(limit_text) <= 1000:
+                raise UsageError(f"bad limit {limit_text!r}", fix="use a whole number from 1 to 1000")
+            limit = int(limit_text)
+            return await self.hub.call(lambda bus: runs_envelope(bus, statuses=statuses, limit=limit))
+
+        return await _answer(RUNS_COMMAND, build)
+
+    async def get_run(self, request: Request) -> Response:
+        from agentstream.bus.summary import RUNS_COMMAND, run_envelope
+
+        run_id = request.path_params["run_id"]
+
+        async def build() -> Envelope:
+            _check_run_id(run_id)
+            return await self.hub.call(lambda bus: run_envelope(bus, run_id))
+
+        return await _answer(RUNS_COMMAND, build)
+
+    async def submit(self, request: Request) -> Response:
+        from agentstream.cli._submit import SUBMIT_COMMAND, submit_job, submitted_envelope
+
+        async def build() -> Envelope:
+            prompt, args = _job_request(await request.body())
+            job = await self.hub.call(lambda bus: submit_job(bus, prompt, args))
+            return submitted_envelope(job)
+
+        return await _answer(SUBMIT_COMMAND, build, status=202)
+
+    async def cancel(self, request: Request) -> Response:
+        from agentstream.actions import follow_action, runs_action
+        from agentstream.bus.queue import cancel_run
+        from agentstream.bus.summary import known_run, run_row
+        from agentstream.envelope import ok_envelope
+
+        run_id = request.path_params["run_id"]
+        command = f"POST /api/runs/{run_id}/cancel"
+
+        def cancel(bus: Bus) -> Envelope:
+            info = known_run(bus, run_id)
+            if info.terminal or not cancel_run(bus, run_id, by="a request to agentstream serve"):
+                ended = known_run(bus, run_id).status
+                raise ApiError(
+                    409,
+                    f"run {run_id!r} has already ended ({ended})",
+                    code=ErrorCode.INVALID_INPUT,
+                    fix="only a queued or running run can be cancelled",
+                )
+            row = run_row(bus, known_run(bus, run_id))
+            return ok_envelope(command, {"run": row}, [follow_action(run_id), runs_action()])
+
+        async def build() -> Envelope:
+            _check_run_id(run_id)
+            return await self.hub.call(cancel)
+
+        return await _answer(command, build)
+
+    async def events(self, request: Request) -> Response:
+        from agentstream.bus.summary import known_run
+
+        run_id = request.path_params["run_id"]
+        command = f"agentstream follow {run_id}"
+        try:
+            _check_run_id(run_id)
+            from_seq = _resume_point(request)
+            encoder = encoder_for(request.query_params.get("dialect"))
+            await self.hub.call(lambda bus: known_run(bus, run_id))
+        except AgentstreamError as exc:
+            return _error_response(command, exc)
+        lines = run_lines(self.hub, run_id, from_seq, encoder)
+        if NDJSON in request.headers.get("accept", ""):
+            return _ndjson(lines)
+        return self._sse(lines)
+
+    def _sse(self, batches: AsyncIterator[list[Line]]) -> Response:
+        from sse_starlette import EventSourceResponse, ServerSentEvent
+
+        async def frames() -> AsyncIterator[bytes]:
+            retry: int | None = 1000  # sent once: how long the browser waits before reconnecting
+            async for batch in batches:
+                chunk = []
+                for line in batch:
+                    data = line.data.decode("utf-8", "replace")
+                    chunk.append(ServerSentEvent(data=data, id=str(line.seq), retry=retry).encode())
+                    retry = None
+                yield b"".join(chunk)
+
+        return EventSourceResponse(
+            frames(),
+            ping=self.settings.heartbeat_s,
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
+
+
+def _ndjson(batches: AsyncIterator[list[Line]]) -> Response:
+    from starlette.responses import StreamingResponse
+
+    async def body() -> AsyncIterator[bytes]:
+        async for batch in batches:
+            yield b"".join(line.data + b"\n" for line in batch)
+
+    return StreamingResponse(body(), media_type=NDJSON, headers={"Cache-Control": "no-store"})
+
+
+def _resume_point(request: Request) -> int:
+    """``Last-Event-ID: N`` resumes after N; ``?from_seq=N`` starts at N (as ``follow --from-seq``)."""
+    last_id = request.headers.get("last-event-id")
+    if last_id is not None and last_id.strip():
+        if not last_id.strip().isdigit():
+            raise UsageError(
+                f"bad Last-Event-ID {last_id!r}", fix="send the id of the last event received (its seq)"
+            )
+        return int(last_id) + 1
+    from_seq = request.query_params.get("from_seq")
+    if from_seq is None:
+        return 0
+    if not from_seq.isdigit():
+        raise UsageError(f"bad from_seq {from_seq!r}", fix="use a seq: a whole number, 0 for the start")
+    return int(from_seq)
+
+
+def _check_run_id(run_id: str) -> None:
+    if not run_id or len(run_id) > MAX_RUN_ID or not run_id.isprintable():
+        raise UsageError(
+            "bad run id (empty, too long, or with control characters)",
+            fix="use a run id from GET /api/runs",
+        )
+
+
+def _job_request(body: bytes) -> tuple[str, list[str]]:
+    """``{"prompt": "...", "args": ["--max-turns", "3"]}``: submit's PROMPT and exec options."""
+    fix = 'send JSON: {"prompt": "what to do", "args": ["--max-turns", "3"]} (args optional)'
+    if len(body) > MAX_BODY:
+        raise UsageError("request body too large", fix=fix)
+    try:
+        request = json.loads(body or b"null")
+    except ValueError as exc:
+        raise UsageError(f"the body is not JSON: {exc}", fix=fix) from None
+    if not isinstance(request, dict):
+        raise UsageError("the body is not a JSON object", fix=fix)
+    prompt, args = request.get("prompt"), request.get("args", [])
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise UsageError("no prompt", fix=fix)
+    if not isinstance(args, list) or not all(isinstance(arg, str) for arg in args):
+        raise UsageError("args must be a list of strings", fix=fix)
+    return prompt, args
+
+
+async def _answer(command: str, build: Callable[[], Awaitable[Envelope]], *, status: int = 200) -> Response:
+    try:
+        envelope = await build()
+    except AgentstreamError as exc:
+        return _error_response(command, exc)
+    return _json_response(envelope, status)
+
+
+def _error_response(command: str, exc: AgentstreamError, headers: dict[str, str] | None = None) -> Response:
+    if isinstance(exc, ApiError):
+        status = exc.status
+    else:
+        status = _STATUS_OF_CODE.get(exc.code, 400 if exc.exit_code == ExitCode.USAGE else 500)
+    from agentstream.actions import runs_action
+
+    return _json_response(error_envelope(command, exc, [runs_action()]), status, headers)
+
+
+def _json_response(envelope: Envelope, status: int, headers: dict[str, str] | None = None) -> Response:
+    from starlette.responses import Response
+
+    return Response(
+        envelope_json(envelope) + b"\n",
+        status_code=status,
+        media_type="application/json",
+        headers={"Cache-Control": "no-store", **(headers or {})},
+    )
+
+
+def _login_page(status: int) -> Response:
+    from starlette.responses import FileResponse
+
+    return FileResponse(STATIC / "login.html", status_code=status, headers={"Cache-Control": "no-store"})

@@ -1,0 +1,208 @@
+"""Bus access for the server: blocking bus calls off the event loop, and one tail per followed run.
+
+The bus API is synchronous and one :class:`~agentstream.bus.Bus` serves one
+thread, so every call runs in a worker thread with that thread's own bus. A run
+that many clients follow is tailed by a single thread (one blocking read at a
+time, however many followers), which hands each batch of new records to every
+follower's asyncio queue. The hub holds no state that matters: a follower reads
+the bus itself to catch up, takes live records from the tail, and goes back to
+the bus whenever it sees a hole, so nothing is lost or repeated and any number
+of server processes can share one bus.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import threading
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Final, TypeVar
+
+from agentstream.bus import BusUnavailable, Record, open_bus
+
+if TYPE_CHECKING:
+    from agentstream.bus import Bus
+
+__all__ = ["RunHub"]
+
+T = TypeVar("T")
+PAGE: Final = 1000
+TAIL_BLOCK_S: Final = 1.0
+"""Longest blocking read of a tail, so it notices within this long that its followers left."""
+RECHECK_S: Final = 5.0
+"""A follower that hears nothing for this long reads the bus itself (in case its tail failed)."""
+
+
+class RunHub:
+    """Opens buses per thread and shares one tail thread among the followers of a run."""
+
+    def __init__(self, bus_url: str | None) -> None:
+        self.bus_url = bus_url
+        self._local = threading.local()
+        self._opened: list[Bus] = []
+        self._lock = threading.Lock()
+        self._tails: dict[str, _Tail] = {}
+        self.closed = False
+
+    def thread_bus(self) -> Bus:
+        """This thread's bus, opened on first use."""
+        bus: Bus | None = getattr(self._local, "bus", None)
+        if bus is None:
+            bus = open_bus(self.bus_url)
+            self._local.bus = bus
+            with self._lock:
+                self._opened.append(bus)
+        return bus
+
+    async def call(self, function: Callable[[Bus], T]) -> T:
+        """``function(bus)`` in a worker thread, without blocking the event loop."""
+        import anyio.to_thread
+
+        return await anyio.to_thread.run_sync(lambda: function(self.thread_bus()))
+
+    def close(self) -> None:
+        self.closed = True
+        with self._lock:
+            opened, self._opened = self._opened, []
+        for bus in opened:
+            try:
+                bus.close()
+            except Exception:
+                pass
+
+    async def batches(self, run_id: str, from_seq: int) -> AsyncIterator[list[Record]]:
+        """The run's records from ``from_seq`` in ``seq`` order, live, in batches; the last one ends with the ``result``.
+
+        Batches rather than single records so that a follower that fell behind
+        (a slow client, a busy machine) catches up with one write per batch.
+        """
+        next_seq = max(from_seq, 0)
+        async for page in self._stored(run_id, next_seq):
+            page, ended = _through_result(page)
+            yield page
+            next_seq = page[-1].seq + 1
+            if ended:
+                return
+        queue: asyncio.Queue[list[Record]] = asyncio.Queue()
+        tail = self._subscribe(run_id, next_seq, queue)
+        try:
+            while True:
+                # Catch up from the bus: everything stored before the tail's batches arrive (or after a hole).
+                async for page in self._stored(run_id, next_seq):
+                    page, ended = _through_result(page)
+                    yield page
+                    next_seq = page[-1].seq + 1
+                    if ended:
+                        return
+                if await self._ended_behind(run_id, next_seq):
+                    return
+                while True:
+                    try:
+                        batch = await asyncio.wait_for(queue.get(), timeout=RECHECK_S)
+                    except TimeoutError:
+                        break
+                    while not queue.empty():  # everything that is already waiting, in one go
+                        batch = batch + queue.get_nowait()
+                    fresh = [record for record in batch if record.seq >= next_seq]
+                    if not fresh:
+                        continue
+                    if fresh[0].seq != next_seq:
+                        break  # a hole: read it from the bus
+                    fresh, ended = _through_result(fresh)
+                    yield fresh
+                    next_seq = fresh[-1].seq + 1
+                    if ended:
+                        return
+        finally:
+            self._unsubscribe(run_id, tail, queue)
+
+    async def _stored(self, run_id: str, from_seq: int) -> AsyncIterator[list[Record]]:
+        """Non-empty pages of what the bus has stored from ``from_seq``."""
+        while True:
+            page = await self.call(functools.partial(_read_page, run_id=run_id, from_seq=from_seq))
+            if page:
+                yield page
+            if len(page) < PAGE:
+                return
+            from_seq = page[-1].seq + 1
+
+    async def _ended_behind(self, run_id: str, next_seq: int) -> bool:
+        """True when the run has ended below ``next_seq`` (a resume point past its end)."""
+        info = await self.call(lambda bus: bus.get_run(run_id))
+        return info is None or (info.terminal and info.last_seq < next_seq)
+
+    def _subscribe(self, run_id: str, from_seq: int, queue: asyncio.Queue[list[Record]]) -> _Tail:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            tail = self._tails.get(run_id)
+            if tail is None or not tail.is_alive():
+                tail = _Tail(self, run_id, from_seq)
+                self._tails[run_id] = tail
+                tail.followers[queue] = loop
+                tail.start()
+            else:
+                tail.followers[queue] = loop
+        return tail
+
+    def _unsubscribe(self, run_id: str, tail: _Tail, queue: asyncio.Queue[list[Record]]) -> None:
+        with self._lock:
+            tail.followers.pop(queue, None)
+            if not tail.followers and self._tails.get(run_id) is tail:
+                del self._tails[run_id]
+
+    def _tail_done(self, tail: _Tail) -> None:
+        with self._lock:
+            if self._tails.get(tail.run_id) is tail:
+                del self._tails[tail.run_id]
+
+
+def _through_result(records: list[Record]) -> tuple[list[Record], bool]:
+    """The records up to and including a ``result``, and whether there was one."""
+    for index, record in enumerate(records):
+        if record.type == "result":
+            return records[: index + 1], True
+    return records, False
+
+
+def _read_page(bus: Bus, *, run_id: str, from_seq: int) -> list[Record]:
+    return bus.read(run_id, from_seq, limit=PAGE)
+
+
+class _Tail(threading.Thread):
+    """Reads one run's new records as they are stored and hands each batch to every follower."""
+
+    def __init__(self, hub: RunHub, run_id: str, from_seq: int) -> None:
+        super().__init__(name=f"tail-{run_id[:40]}", daemon=True)
+        self.hub = hub
+        self.run_id = run_id
+        self.next_seq = from_seq
+        self.followers: dict[asyncio.Queue[list[Record]], asyncio.AbstractEventLoop] = {}
+
+    def run(self) -> None:
+        import time
+
+        bus = open_bus(self.hub.bus_url)
+        try:
+            while not self.hub.closed:
+                with self.hub._lock:
+                    followers = list(self.followers.items())
+                if not followers:
+                    return
+                try:
+                    batch = bus.read(self.run_id, self.next_seq, block=TAIL_BLOCK_S)
+                except BusUnavailable:
+                    time.sleep(0.5)  # followers fall back to their own reads meanwhile
+                    continue
+                if not batch:
+                    continue
+                self.next_seq = batch[-1].seq + 1
+                for queue, loop in followers:
+                    try:
+                        loop.call_soon_threadsafe(queue.put_nowait, batch)
+                    except RuntimeError:  # that follower's loop has closed
+                        pass
+                if batch[-1].type == "result":
+                    return
+        finally:
+            self.hub._tail_done(self)
+            bus.close()

@@ -1,0 +1,448 @@
+"""``agentstream serve``: the HTTP API against real server processes on a real bus (SQLite, and Redis)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import msgspec
+import pytest
+
+from _bus_fixtures import CASSETTE, PRODUCER, RedisServer, cli, redis_server  # noqa: F401
+from _serve_support import Server, SseStream, finished_run, publish, request, wait_for
+from agentstream import protocol as p
+from agentstream.bus import open_bus
+
+
+@pytest.fixture(scope="module")
+def bus_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return f"sqlite:///{tmp_path_factory.mktemp('serve-bus') / 'bus.sqlite3'}"
+
+
+@pytest.fixture(scope="module")
+def server(bus_url: str) -> Iterator[Server]:
+    with Server(bus_url, "--heartbeat", "0.2") as running:
+        yield running
+
+
+def _json(body: object) -> bytes:
+    return json.dumps(body).encode()
+
+
+# -- listing -------------------------------------------------------------------------
+
+
+def test_runs_is_the_envelope_runs_prints_with_duration_tokens_and_cost(server: Server, bus_url: str) -> None:
+    finished_run(bus_url, "list-done")
+    publish(
+        bus_url,
+        "list-live",
+        [p.Start(command="exec live"), p.Usage(model="m", input_tokens=7, output_tokens=3)],
+    )
+    reply = request(server, "GET", "/api/runs?limit=50")
+    assert reply.status == 200 and reply.headers["content-type"] == "application/json"
+    assert "access-control-allow-origin" not in reply.headers
+    envelope = reply.json()
+    printed = msgspec.json.decode(cli("runs", "--bus", bus_url, "--limit", "50").stdout)
+    # The CLI and the API print the same envelope; only a live run's duration moves between the two calls.
+    for runs in (envelope["result"]["runs"], printed["result"]["runs"]):
+        for run in runs:
+            if run["status"] == "running":
+                run.pop("duration_ms")
+    assert envelope == printed
+    rows = {run["run_id"]: run for run in envelope["result"]["runs"]}
+    done, live = rows["list-done"], rows["list-live"]
+    assert done["status"] == "succeeded" and done["command"] == "exec fix the tests"
+    assert done["duration_ms"] == 1234 and done["tokens"] == 120 and done["cost_usd"] == 0.002
+    assert done["created"].endswith("Z")
+    assert live["status"] == "running" and live["tokens"] == 10 and live["cost_usd"] is None
+    assert envelope["next_actions"][0]["command"].startswith("agentstream follow")
+
+
+def test_runs_filters_by_status_and_limit_and_rejects_bad_values(server: Server, bus_url: str) -> None:
+    finished_run(bus_url, "filter-a")
+    finished_run(bus_url, "filter-b")
+    running = request(server, "GET", "/api/runs?status=running&limit=100").json()
+    assert running["result"]["runs"] and {r["status"] for r in running["result"]["runs"]} == {"running"}
+    one = request(server, "GET", "/api/runs?limit=1").json()
+    assert one["result"]["count"] == 1
+    bad = request(server, "GET", "/api/runs?limit=zero")
+    assert bad.status == 400 and bad.json()["error"]["code"] == "INVALID_INPUT" and bad.json()["fix"]
+    assert request(server, "GET", "/api/runs?status=done").status == 400
+
+
+def test_one_run_unknown_run_and_odd_run_ids(server: Server, bus_url: str) -> None:
+    odd = 'we ird <b>"id"<\\b> & 100% ü;?#'
+    finished_run(bus_url, odd)
+    reply = request(server, "GET", f"/api/runs/{quote(odd, safe='')}")
+    assert reply.status == 200 and reply.json()["result"]["run"]["run_id"] == odd
+    events = request(
+        server, "GET", f"/api/runs/{quote(odd, safe='')}/events", headers={"Accept": "application/x-ndjson"}
+    )
+    assert [msgspec.json.decode(line)["session_id"] for line in events.body.splitlines()] == [odd] * 4
+
+    missing = request(server, "GET", "/api/runs/no-such-run")
+    assert missing.status == 404
+    assert missing.json()["ok"] is False and missing.json()["error"]["code"] == "RUN_NOT_FOUND"
+    assert request(server, "GET", "/api/runs/no-such-run/events").status == 404
+    assert (
+        request(server, "GET", "/api/runs/a%2F..%2F..%2Fetc").status == 404
+    )  # a slash never reaches a handler
+    control = request(server, "GET", "/api/runs/bad%0Aid")
+    assert control.status == 400 and control.json()["error"]["code"] == "INVALID_INPUT"
+    assert request(server, "GET", f"/api/runs/{'x' * 300}").status == 400
+
+
+# -- events ----------------------------------------------------------------------------
+
+
+def test_events_as_sse_ids_are_seqs_data_the_stored_lines_and_resume_after_last_event_id(
+    server: Server, bus_url: str
+) -> None:
+    records = finished_run(bus_url, "sse-done")
+    stream = SseStream(server, "/api/runs/sse-done/events")
+    assert stream.status == 200 and stream.headers["content-type"].startswith("text/event-stream")
+    got = list(stream.events())  # ends by itself after the result
+    assert [(e.id, e.data.encode()) for e in got] == [(str(r.seq), r.line) for r in records]
+
+    resumed = SseStream(server, "/api/runs/sse-done/events", headers={"Last-Event-ID": "1"})
+    assert [e.id for e in resumed.events()] == ["2", "3"]
+    from_seq = SseStream(server, "/api/runs/sse-done/events?from_seq=3")
+    assert [e.id for e in from_seq.events()] == ["3"]
+    past_end = SseStream(server, "/api/runs/sse-done/events?from_seq=99")
+    assert list(past_end.events()) == []
+    bad = request(server, "GET", "/api/runs/sse-done/events", headers={"Last-Event-ID": "x"})
+    assert bad.status == 400
+
+
+def test_a_live_run_streams_as_it_is_published_with_heartbeats_and_ends_after_its_result(
+    server: Server, bus_url: str
+) -> None:
+    publish(bus_url, "sse-live", [p.Start(command="exec live")])
+    stream = SseStream(server, "/api/runs/sse-live/events")
+    events = stream.events()
+    assert next(events).id == "0"
+
+    def produce() -> None:
+        time.sleep(0.5)  # idle long enough for a heartbeat (--heartbeat 0.2)
+        publish(bus_url, "sse-live", [p.MessageDelta(message_id="m", content="Hel")], first_seq=1)
+        publish(bus_url, "sse-live", [p.MessageDelta(message_id="m", content="lo")], first_seq=2)
+        publish(bus_url, "sse-live", [p.Result(ok=True, subtype="success", exit_code=0)], first_seq=3)
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    rest = list(events)
+    producer.join()
+    assert [e.id for e in rest] == ["1", "2", "3"]
+    assert any(comment.startswith("ping") for comment in rest[0].comments)
+    assert json.loads(rest[-1].data)["type"] == "result"
+
+
+def test_events_as_ndjson(server: Server, bus_url: str) -> None:
+    records = finished_run(bus_url, "ndjson-done")
+    reply = request(
+        server, "GET", "/api/runs/ndjson-done/events?from_seq=1", headers={"Accept": "application/x-ndjson"}
+    )
+    assert reply.status == 200 and reply.headers["content-type"].startswith("application/x-ndjson")
+    assert reply.body == b"".join(r.line + b"\n" for r in records[1:])
+
+
+def test_events_in_the_agui_dialect_validate_with_ag_ui_and_unknown_dialects_list_the_names(
+    server: Server, bus_url: str
+) -> None:
+    from ag_ui.core import Event, RunFinishedEvent, RunStartedEvent, TextMessageContentEvent
+    from pydantic import TypeAdapter
+
+    finished_run(bus_url, "agui-done", answer="It is 18°C")
+    adapter = TypeAdapter(Event)
+    stream = SseStream(server, "/api/runs/agui-done/events?dialect=agui")
+    got = list(stream.events())
+    models = [adapter.validate_json(event.data) for event in got]
+    assert isinstance(models[0], RunStartedEvent) and models[0].run_id == "agui-done"
+    assert any(isinstance(m, TextMessageContentEvent) and m.delta == "Looking at the tests." for m in models)
+    assert isinstance(models[-1], RunFinishedEvent) and models[-1].result == "It is 18°C"
+    assert all(event.id is not None and event.id.isdigit() for event in got)
+
+    # Resuming a dialect stream sends only what follows, encoded as in the full stream.
+    last_id = got[-1].id
+    assert last_id is not None
+    resumed = list(
+        SseStream(
+            server,
+            "/api/runs/agui-done/events?dialect=agui",
+            headers={"Last-Event-ID": str(int(last_id) - 1)},
+        ).events()
+    )
+    assert [e.data for e in resumed] == [e.data for e in got if e.id == last_id]
+
+    claude = request(
+        server, "GET", "/api/runs/agui-done/events?dialect=claude", headers={"Accept": "application/x-ndjson"}
+    )
+    assert msgspec.json.decode(claude.body.splitlines()[-1])["type"] == "result"
+
+    unknown = request(server, "GET", "/api/runs/agui-done/events?dialect=klingon")
+    assert unknown.status == 400
+    assert (
+        unknown.json()["error"]["message"] == "unknown dialect 'klingon'" and "agui" in unknown.json()["fix"]
+    )
+
+
+# -- submit and cancel ----------------------------------------------------------------------
+
+
+def test_post_runs_submits_a_job_that_a_worker_runs(server: Server, bus_url: str, tmp_path: Path) -> None:
+    cassette = tmp_path / "turn.jsonl"
+    cassette.write_text(CASSETTE)
+    body = _json(
+        {"prompt": "say hello", "args": ["--cassette", str(cassette), "--permission-mode", "read-only"]}
+    )
+    reply = request(server, "POST", "/api/runs", body=body, headers={"Content-Type": "application/json"})
+    assert reply.status == 202, reply.body
+    envelope = reply.json()
+    assert envelope["ok"] and envelope["command"] == "agentstream submit"
+    run_id = envelope["result"]["run_id"]
+    assert request(server, "GET", f"/api/runs/{run_id}").json()["result"]["run"]["status"] == "queued"
+
+    worker = cli("worker", "--max-jobs", "1", "--bus", bus_url, timeout=60)
+    assert worker.returncode == 0, worker.stderr
+    lines = request(server, "GET", f"/api/runs/{run_id}/events", headers={"Accept": "application/x-ndjson"})
+    result = msgspec.json.decode(lines.body.splitlines()[-1])
+    assert result["type"] == "result" and result["ok"] and result["result"] == "Hello from the queue."
+    row = request(server, "GET", f"/api/runs/{run_id}").json()["result"]["run"]
+    assert row["status"] == "succeeded" and row["tokens"] == 15
+
+
+def test_post_runs_rejects_what_submit_rejects(server: Server) -> None:
+    bad_option = request(server, "POST", "/api/runs", body=_json({"prompt": "x", "args": ["--no-such-flag"]}))
+    assert bad_option.status == 400 and "bad exec option" in bad_option.json()["error"]["message"]
+    reserved = request(
+        server, "POST", "/api/runs", body=_json({"prompt": "x", "args": ["--bus", "redis://x"]})
+    )
+    assert reserved.status == 400 and "cannot be set on a job" in reserved.json()["error"]["message"]
+    for body in (b"not json", b"[]", _json({"prompt": ""}), _json({"prompt": "x", "args": [1]})):
+        reply = request(server, "POST", "/api/runs", body=body)
+        assert reply.status == 400 and reply.json()["fix"].startswith("send JSON")
+
+
+def test_cancel_ends_a_live_run_its_follower_sees_it_and_unknown_or_ended_runs_are_refused(
+    server: Server, bus_url: str
+) -> None:
+    publish(bus_url, "to-cancel", [p.Start(command="exec long job")])
+    stream = SseStream(server, "/api/runs/to-cancel/events")
+    events = stream.events()
+    assert next(events).id == "0"
+    reply = request(server, "POST", "/api/runs/to-cancel/cancel")
+    assert reply.status == 200 and reply.json()["result"]["run"]["status"] == "interrupted"
+    rest = [json.loads(event.data) for event in events]
+    assert [e["type"] for e in rest] == ["error", "result"]
+    assert rest[-1]["subtype"] == "cancelled" and rest[-1]["exit_code"] == 130 and rest[-1]["synthetic"]
+    with open_bus(bus_url) as bus:  # the producer is fenced off
+        late = [p.Log(level="info", message="late", session_id="to-cancel", seq=3, ts=p.now_ts())]
+        assert bus.append("to-cancel", [p_record(e) for e in late]) == 0
+
+    again = request(server, "POST", "/api/runs/to-cancel/cancel")
+    assert again.status == 409 and "already ended" in again.json()["error"]["message"]
+    unknown = request(server, "POST", "/api/runs/nobody/cancel")
+    assert unknown.status == 404
+    assert unknown.json() | {"next_actions": None} == {
+        "ok": False,
+        "command": "POST /api/runs/nobody/cancel",
+        "result": None,
+        "error": {"code": "RUN_NOT_FOUND", "message": "no run 'nobody' on this bus"},
+        "fix": "list runs with 'agentstream runs' (same --bus)",
+        "next_actions": None,
+    }
+
+
+def p_record(event: p.Event) -> object:
+    from agentstream.bus import Record
+
+    return Record(event.seq, event.type, p.encode(event))
+
+
+def test_cancelling_a_job_stops_the_workers_child(server: Server, bus_url: str, tmp_path: Path) -> None:
+    touch = tmp_path / "started"
+    body = _json({"prompt": f"events=1000 interval=0.05 touch={touch}"})
+    env = {"AGENTSTREAM_WORKER_EXEC": f"{sys.executable} {PRODUCER}"}
+    reply = request(server, "POST", "/api/runs", body=body)
+    assert reply.status == 202
+    run_id = reply.json()["result"]["run_id"]
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "agentstream",
+            "worker",
+            "--max-jobs",
+            "1",
+            "--idle-timeout",
+            "1",
+            "--bus",
+            bus_url,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**__import__("os").environ, **env},
+    )
+    try:
+        wait_for(touch.exists, timeout=30, what="the job's child to start")
+        assert request(server, "POST", f"/api/runs/{run_id}/cancel").status == 200
+        out, err = worker.communicate(timeout=30)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+    assert worker.returncode == 0, err
+    names = [e.get("name") for e in map(json.loads, out.splitlines()) if e["type"] == "event"]
+    assert "job.cancelled" in names
+    with open_bus(bus_url) as bus:
+        info = bus.get_run(run_id)
+        assert info is not None and info.subtype == "cancelled"
+        assert info.job_id is not None
+        job = bus.get_job(info.job_id)
+        assert job is not None and job.status == "failed"
+
+
+# -- security ---------------------------------------------------------------------------------
+
+
+def test_binding_beyond_loopback_without_a_token_is_refused() -> None:
+    done = cli("serve", "--host", "0.0.0.0", "--port", "0")
+    assert done.returncode == 2
+    assert b"refusing to listen on 0.0.0.0 without a token" in done.stderr and b"--token" in done.stderr
+
+
+def test_a_missing_extra_exits_2_with_the_install_command() -> None:
+    code = "import sys; sys.modules['starlette'] = None; from agentstream.cli import main; sys.exit(main(['serve', '--port', '0']))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=30)
+    assert done.returncode == 2 and b"pip install 'agentstream[serve]'" in done.stderr
+
+
+def test_with_a_token_every_route_needs_it_and_the_login_cookie_is_httponly_strict(bus_url: str) -> None:
+    token = "s3cret-token-value"
+    with Server(bus_url, env={"AGENTSTREAM_TOKEN": token}) as server:
+        for path in ("/api/runs", "/api/runs/x", "/api/runs/x/events"):
+            for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {token}"}):
+                reply = request(server, "GET", path, headers=headers)
+                assert reply.status == 401 and reply.json()["error"]["code"] == "UNAUTHORIZED", (
+                    path,
+                    headers,
+                )
+        assert request(server, "POST", "/api/runs", body=b"{}").status == 401
+        assert request(server, "POST", "/api/runs/x/cancel").status == 401
+        page = request(server, "GET", "/")
+        assert page.status == 401 and b'action="/login"' in page.body  # the token form, not the page
+        authorized = {"Authorization": f"Bearer {token}"}
+        assert request(server, "GET", "/api/runs", headers=authorized).status == 200
+        assert b"app.js" in request(server, "GET", "/runs/x", headers=authorized).body
+
+        wrong = request(
+            server,
+            "POST",
+            "/login",
+            body=b"token=nope&next=/",
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
+        assert wrong.status == 401
+        login = request(
+            server,
+            "POST",
+            "/login",
+            body=f"token={token}&next=/runs/abc".encode(),
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
+        assert login.status == 303 and login.headers["location"] == "/runs/abc"
+        cookie = login.headers["set-cookie"]
+        assert (
+            "HttpOnly" in cookie
+            and "SameSite=strict" in cookie.replace("Strict", "strict")
+            and token not in cookie
+        )
+        pair = cookie.split(";", 1)[0]
+        assert request(server, "GET", "/api/runs", headers={"Cookie": pair}).status == 200
+        assert request(server, "GET", "/api/runs", headers={"Cookie": pair + "x"}).status == 401
+        offsite = request(server, "POST", "/login", body=f"token={token}&next=//evil.example".encode())
+        assert offsite.headers["location"] == "/"
+    assert token.encode() not in server.stderr
+
+
+def test_cross_site_writes_are_refused_and_no_cors_is_offered(server: Server, bus_url: str) -> None:
+    finished_run(bus_url, "csrf-target")
+    evil = {"Origin": "http://evil.example", "Content-Type": "application/json"}
+    for path, body in (("/api/runs", _json({"prompt": "x"})), ("/api/runs/csrf-target/cancel", b"")):
+        reply = request(server, "POST", path, body=body, headers=evil)
+        assert reply.status == 403 and reply.json()["error"]["code"] == "FORBIDDEN"
+        assert "access-control-allow-origin" not in reply.headers
+        fetch_site = request(server, "POST", path, body=body, headers={"Sec-Fetch-Site": "cross-site"})
+        assert fetch_site.status == 403
+    same = {"Origin": f"http://127.0.0.1:{server.port}", "Sec-Fetch-Site": "same-origin"}
+    assert (
+        request(server, "POST", "/api/runs/csrf-target/cancel", headers=same).status == 409
+    )  # allowed, run ended
+    preflight = request(
+        server,
+        "OPTIONS",
+        "/api/runs",
+        headers={"Origin": "http://evil.example", "Access-Control-Request-Method": "POST"},
+    )
+    assert preflight.status in (403, 405) and "access-control-allow-origin" not in preflight.headers
+    page = request(server, "GET", "/")
+    assert "script-src 'self'" in page.headers["content-security-policy"]
+    assert page.headers["x-content-type-options"] == "nosniff"
+
+
+# -- several servers, one Redis ------------------------------------------------------------------
+
+
+def test_two_servers_on_one_redis_serve_the_same_runs(redis_server: RedisServer) -> None:
+    url = redis_server.url
+    with Server(url) as first, Server(url) as second:
+        publish(url, "shared", [p.Start(command="exec shared")])
+        streams = [SseStream(first, "/api/runs/shared/events"), SseStream(second, "/api/runs/shared/events")]
+        readers = [s.events() for s in streams]
+        assert [next(r).id for r in readers] == ["0", "0"]
+        publish(
+            url,
+            "shared",
+            [
+                p.Message(message_id="m", role="assistant", content="hi"),
+                p.Result(ok=True, subtype="success", exit_code=0),
+            ],
+            first_seq=1,
+        )
+        seen = [[e.id for e in reader] for reader in readers]
+        assert seen == [["1", "2"], ["1", "2"]]
+
+        submitted = request(first, "POST", "/api/runs", body=_json({"prompt": "later"})).json()
+        run_id = submitted["result"]["run_id"]
+        listed = request(second, "GET", "/api/runs").json()["result"]["runs"]
+        assert {"shared", run_id} <= {run["run_id"] for run in listed}
+        assert request(second, "POST", f"/api/runs/{run_id}/cancel").status == 200
+        assert request(first, "GET", f"/api/runs/{run_id}").json()["result"]["run"]["status"] == "interrupted"
+
+
+# -- wrap publishes ------------------------------------------------------------------------------
+
+
+def test_a_wrapped_cli_shows_up_in_the_api_and_no_publish_keeps_it_out(server: Server, bus_url: str) -> None:
+    child = ["--", sys.executable, "-m", "agentstream", "demo"]
+    wrapped = cli("wrap", "--bus", bus_url, *child, timeout=60)
+    assert wrapped.returncode == 0, wrapped.stderr
+    run_id = msgspec.json.decode(wrapped.stdout.splitlines()[0])["session_id"]
+    row = request(server, "GET", f"/api/runs/{run_id}").json()["result"]["run"]
+    assert row["status"] == "succeeded" and "agentstream demo" in row["command"]
+    published = request(
+        server, "GET", f"/api/runs/{run_id}/events", headers={"Accept": "application/x-ndjson"}
+    )
+    assert published.body == wrapped.stdout  # the run on the bus is what the wrap printed
+
+    quiet = cli("wrap", "--bus", bus_url, "--no-publish", *child, timeout=60)
+    assert quiet.returncode == 0, quiet.stderr
+    quiet_id = msgspec.json.decode(quiet.stdout.splitlines()[0])["session_id"]
+    assert request(server, "GET", f"/api/runs/{quiet_id}").status == 404

@@ -1,0 +1,237 @@
+"""The ``serve`` page in a real headless Chromium (Debian's ``chromium`` + ``chromium-driver``, via Selenium).
+
+One browser and one server for the module. Run content is published straight to the
+bus the server reads; the page is checked as a person would see it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+
+from _serve_support import Server, finished_run, publish, wait_for
+from agentstream import protocol as p
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+XSS_IMG = "<img src=x onerror=\"window.__pwned='img'\">"
+XSS_SCRIPT = "<script>window.__pwned='script'</script>"
+
+
+@pytest.fixture(scope="module")
+def bus_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return f"sqlite:///{tmp_path_factory.mktemp('browser-bus') / 'bus.sqlite3'}"
+
+
+@pytest.fixture(scope="module")
+def server(bus_url: str) -> Iterator[Server]:
+    with Server(bus_url) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    missing = [path for path in (CHROMIUM, CHROMEDRIVER) if not shutil.which(path)]
+    if missing:
+        pytest.fail(
+            f"the browser tests need {', '.join(missing)}: apt-get install -y chromium chromium-driver "
+            "(.ci/run installs them)"
+        )
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--window-size=1200,900",
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
+    ):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _js(browser: Any, script: str) -> Any:
+    return browser.execute_script(script)
+
+
+def _text_of(browser: Any, selector: str) -> str:
+    return str(
+        _js(browser, f"const n = document.querySelector({selector!r}); return n ? n.textContent : '';")
+    )
+
+
+def test_the_runs_page_lists_a_run(browser: Any, server: Server, bus_url: str) -> None:
+    finished_run(bus_url, "listed-run")
+    browser.get(f"{server.base}/")
+    row = wait_for(
+        lambda: _js(
+            browser,
+            "const r = document.querySelector('tr[data-run-id=\"listed-run\"]'); return r && r.textContent;",
+        ),
+        what="the run's row",
+    )
+    assert "succeeded" in row and "exec fix the tests" in row and "120" in row and "$0.0020" in row
+    link = _js(
+        browser, "return document.querySelector('tr[data-run-id=\"listed-run\"] a').getAttribute('href');"
+    )
+    assert link == "/runs/listed-run"
+
+
+def test_a_live_run_shows_its_text_while_it_runs_then_its_final_answer(
+    browser: Any, server: Server, bus_url: str
+) -> None:
+    run_id = "live-run"
+    publish(
+        bus_url,
+        run_id,
+        [p.Start(command="exec live"), p.MessageDelta(message_id="m1", content="Reading the ")],
+    )
+    browser.get(f"{server.base}/runs/{run_id}")
+    wait_for(lambda: "Reading the" in _text_of(browser, "#timeline"), what="the first delta")
+    publish(
+        bus_url,
+        run_id,
+        [
+            p.MessageDelta(message_id="m1", content="code now"),
+            p.Step(name="build", status="started"),
+            p.ToolCall(call_id="c1", name="shell", arguments={"command": "make test"}),
+            p.ToolProgress(call_id="c1", content="compiling…\n"),
+        ],
+        first_seq=2,
+    )
+    wait_for(lambda: "compiling…" in _text_of(browser, "#timeline"), what="the tool's streamed output")
+    assert "Reading the code now" in _text_of(browser, "#timeline")
+    assert "make test" in _text_of(browser, ".tool-args") and "running…" in _text_of(browser, ".tool-state")
+    assert _js(browser, "return document.querySelector('#result') === null")
+
+    publish(
+        bus_url,
+        run_id,
+        [
+            p.ToolResult(
+                call_id="c1", name="shell", status="success", output="ok: 12 tests", duration_ms=850
+            ),
+            p.Step(name="build", status="completed", duration_ms=900),
+            p.Message(
+                message_id="m1",
+                role="assistant",
+                content="Reading the code now.\n\n- **two** fixes\n- `one` test",
+            ),
+            p.Error(code="TOOL_FAILED", message="lint failed", recoverable=True, fix="run ruff --fix"),
+            p.Result(
+                ok=True,
+                subtype="success",
+                exit_code=0,
+                result="Fixed **both** bugs.",
+                next_actions=[p.NextAction(command="agentstream follow <run_id>", description="replay it")],
+            ),
+        ],
+        first_seq=6,
+    )
+    wait_for(lambda: _text_of(browser, "#result"), what="the final result")
+    assert "Fixed both bugs." in _text_of(browser, "#result .final-answer")
+    assert _text_of(browser, "#result .final-answer strong") == "both"
+    assert "agentstream follow <run_id>" in _text_of(browser, "#result .next-actions")
+    assert _text_of(browser, ".message li strong") == "two"
+    assert "success · 850 ms" in _text_of(browser, ".tool-state") and "ok: 12 tests" in _text_of(
+        browser, ".tool-output"
+    )
+    assert _js(browser, "return document.querySelector('.step progress').value") == 1
+    assert "fix: run ruff --fix" in _text_of(browser, ".event.error")
+    seqs = _js(
+        browser, "return [...document.querySelectorAll('#timeline [data-seq]')].map(n => n.dataset.seq)"
+    )
+    assert len(seqs) == len(set(seqs))
+
+
+def test_run_content_is_shown_as_text_and_never_runs(browser: Any, server: Server, bus_url: str) -> None:
+    run_id = f"xss {XSS_IMG}"  # the run id is untrusted too
+    publish(
+        bus_url,
+        run_id,
+        [
+            p.Start(command=f"exec {XSS_SCRIPT}"),
+            p.Message(
+                message_id="m",
+                role="assistant",
+                content=f"Look: {XSS_IMG} and {XSS_SCRIPT} [x](javascript:alert(1)) **{XSS_IMG}**",
+            ),
+            p.ToolCall(call_id="c", name=XSS_IMG, arguments={"html": XSS_SCRIPT}),
+            p.ToolResult(call_id="c", name="t", status="success", output=f"{XSS_SCRIPT}\n{XSS_IMG}"),
+            p.Result(
+                ok=False,
+                subtype="error",
+                exit_code=1,
+                result=XSS_IMG,
+                error=p.ErrorInfo(code="X", message=XSS_SCRIPT),
+            ),
+        ],
+    )
+    browser.get(f"{server.base}/runs/{quote(run_id, safe='')}")
+    wait_for(lambda: _text_of(browser, "#result"), what="the run to render")
+    main = _text_of(browser, "main")
+    assert main.count(XSS_IMG) >= 4 and main.count(XSS_SCRIPT) >= 3
+    assert _js(browser, "return document.querySelectorAll('main img, main script, main iframe').length") == 0
+    assert _js(browser, "return document.querySelectorAll('a[href^=\"javascript\"]').length") == 0
+    assert _js(browser, "return window.__pwned === undefined")
+    browser.get(f"{server.base}/")
+    wait_for(lambda: _js(browser, "return document.querySelectorAll('tbody tr').length > 0"), what="the list")
+    time.sleep(0.2)  # let an onerror handler fire, were one ever attached
+    assert XSS_SCRIPT in _text_of(browser, "tbody")
+    assert _js(browser, "return document.querySelectorAll('main img, main script').length") == 0
+    assert _js(browser, "return window.__pwned === undefined")
+
+
+def test_the_page_resumes_after_a_dropped_connection_without_losing_or_repeating_events(
+    browser: Any, server: Server, bus_url: str
+) -> None:
+    run_id = "dropped-run"
+    publish(bus_url, run_id, [p.Start(command="exec long"), p.Log(level="info", message="before the drop")])
+    browser.get(f"{server.base}/runs/{run_id}")
+    wait_for(lambda: "before the drop" in _text_of(browser, "#timeline"), what="the first events")
+    port = server.port
+    server.stop()  # every connection drops
+    publish(bus_url, run_id, [p.Log(level="info", message=f"while down {n}") for n in range(3)], first_seq=2)
+    server.port = port
+    server.start()  # same port: the page's EventSource reconnects with Last-Event-ID
+    publish(
+        bus_url,
+        run_id,
+        [p.Log(level="info", message="after"), p.Result(ok=True, subtype="success", exit_code=0)],
+        first_seq=5,
+    )
+    wait_for(lambda: _text_of(browser, "#result"), timeout=20, what="the run's end after reconnecting")
+    seqs = _js(
+        browser,
+        "return [...document.querySelectorAll('#timeline [data-seq]')].map(n => Number(n.dataset.seq))",
+    )
+    assert seqs == list(range(7))
+
+
+def test_screenshot_of_the_run_page_for_the_docs(
+    browser: Any, server: Server, bus_url: str, tmp_path: Path
+) -> None:
+    """The page renders to a real image (docs/serve-run-page.png is taken the same way)."""
+    browser.get(f"{server.base}/runs/live-run")
+    wait_for(lambda: _text_of(browser, "#result"), what="the run page")
+    shot = tmp_path / "run.png"
+    assert browser.save_screenshot(str(shot)) and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
