@@ -100,14 +100,14 @@ def test_scrub_leaves_ordinary_text_alone() -> None:
 
 
 def test_scrub_removes_bearer_tokens_and_environment_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
-    from agentstream.agent.providers import base
+    from agentstream.agent.tools._secrets import configured_redactor
 
     monkeypatch.setenv("MY_SERVICE_TOKEN", "plain-looking-value-42")
-    base._redactor.cache_clear()
+    configured_redactor.cache_clear()
     try:
         text = scrub("auth failed for Bearer abc.def.ghi123 using plain-looking-value-42")
     finally:
-        base._redactor.cache_clear()
+        configured_redactor.cache_clear()
     assert "abc.def.ghi123" not in text and "plain-looking-value-42" not in text
     assert "auth failed for" in text  # ordinary words survive
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -22,13 +22,14 @@ from typing import IO, TYPE_CHECKING, Any
 from agentstream.errors import AgentstreamError, ErrorCode, UsageError
 
 if TYPE_CHECKING:
-    from agentstream.agent.permissions import PermissionMode
-    from agentstream.render import OutputFormat
+    from agentstream import protocol as p
     from agentstream.agent.conversation import Conversation
     from agentstream.agent.loop import AgentLoop
+    from agentstream.agent.permissions import PermissionMode
     from agentstream.agent.providers.base import Provider
     from agentstream.agent.sessions import SessionRecord, SessionStore
     from agentstream.protocol import NextAction
+    from agentstream.render import OutputFormat
     from agentstream.stream import Stream
 
 __all__ = ["DEFAULT_SYSTEM", "AgentRunner", "ExecOptions", "fail_before_start"]
@@ -71,6 +72,9 @@ class ExecOptions:
 
 def run(options: ExecOptions, stdin: IO[bytes] | None = None) -> int:
     """Run ``exec`` to the end; the exit code (every failure is still a valid stream)."""
+    from agentstream.agent.tools._secrets import redact_stderr
+
+    redact_stderr()
     try:
         agent = AgentRunner.prepare(options)
     except AgentstreamError as exc:
@@ -87,7 +91,9 @@ def fail_before_start(options: ExecOptions, exc: AgentstreamError) -> int:
     """Setup failed (bad option, missing session…): still one valid stream, ending in the error."""
     from agentstream.stream import Stream
 
-    with Stream("exec", output_format=options.output_format, dialect=options.dialect) as stream:
+    with Stream(
+        "exec", output_format=options.output_format, dialect=options.dialect, redact=_event_redactor()
+    ) as stream:
         stream.fail(exc.code, exc.message, fix=exc.fix, exit_code=exc.exit_code)
     return exc.exit_code
 
@@ -190,6 +196,7 @@ class AgentRunner:
             model=provider.model,
             provider=provider.name,
             tools=self.loop.toolbox.names,
+            redact=_event_redactor(),
         )
 
     def _save(self, stream: Stream, status: str) -> None:
@@ -298,6 +305,14 @@ def _loop(options: ExecOptions, provider: Provider, conversation: Conversation, 
         retry_base_ms=retry_base_ms,
     )
     return AgentLoop(provider, toolbox, conversation, loop_options, relay)
+
+
+def _event_redactor() -> Callable[[p.Event], None] | None:
+    """What scrubs the configured secrets from each event of a run (None when there are none)."""
+    from agentstream.agent.tools._secrets import configured_redactor
+
+    redactor = configured_redactor()
+    return redactor.scrub_struct if redactor else None
 
 
 def _status_of(exc: BaseException) -> str:

@@ -165,7 +165,10 @@ class RecordingProvider(Provider):
         self._write(CassetteCall(call=self._calls, events=events))
 
     def _write(self, record: msgspec.Struct) -> None:
-        self._file.write(JSON_ENCODER.encode(record) + b"\n")
+        """Every line of a recording passes here, with the configured secrets redacted."""
+        from agentstream.agent.tools._secrets import configured_redactor
+
+        self._file.write(JSON_ENCODER.encode(configured_redactor().value(record)) + b"\n")
         self._file.flush()
 
     def close(self) -> None:
