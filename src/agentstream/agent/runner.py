@@ -88,14 +88,33 @@ def run(options: ExecOptions, stdin: IO[bytes] | None = None) -> int:
 
 
 def fail_before_start(options: ExecOptions, exc: AgentstreamError) -> int:
-    """Setup failed (bad option, missing session…): still one valid stream, ending in the error."""
+    """Setup failed (bad option, missing session, no provider…): still one valid stream, ending in the error.
+
+    The stream is published like any run, under ``--session-id`` when one was given
+    (a worker names its job's run that way), so a follower sees why the run failed.
+    """
+    from agentstream.bus.publish import attach_publisher
     from agentstream.stream import Stream
 
-    with Stream(
-        "exec", output_format=options.output_format, dialect=options.dialect, redact=_event_redactor()
-    ) as stream:
-        stream.fail(exc.code, exc.message, fix=exc.fix, exit_code=exc.exit_code)
+    own_id = options.session_id if not isinstance(exc, SessionExistsError) else None
+    stream = Stream(
+        "exec",
+        output_format=options.output_format,
+        dialect=options.dialect,
+        session_id=own_id,
+        redact=_event_redactor(),
+    )
+    close_publisher = attach_publisher(stream, options.bus, enabled=not options.no_publish)
+    try:
+        with stream:
+            stream.fail(exc.code, exc.message, fix=exc.fix, exit_code=exc.exit_code)
+    finally:
+        close_publisher()
     return exc.exit_code
+
+
+class SessionExistsError(UsageError):
+    """``--session-id`` names a session that already exists (so that id is not this run's)."""
 
 
 @dataclass
@@ -261,7 +280,7 @@ def _require_new(store: SessionStore, session_id: str) -> None:
     except AgentstreamError:
         return
     if existing.session_id == session_id:
-        raise UsageError(
+        raise SessionExistsError(
             f"session {session_id} already exists", fix=f"continue it with --resume {session_id}"
         )
 
@@ -277,14 +296,12 @@ def _provider(options: ExecOptions) -> Provider:
         thinking_budget=options.thinking_budget,
         cassette=options.cassette,
     )
-    selection = select_provider(options.provider, settings)
-    if selection.notice:
-        sys.stderr.write(selection.notice + "\n")
+    provider = select_provider(options.provider, settings)
     if not options.record:
-        return selection.provider
+        return provider
     from agentstream.agent.providers.replay import RecordingProvider
 
-    return RecordingProvider(selection.provider, options.record)
+    return RecordingProvider(provider, options.record)
 
 
 def _loop(options: ExecOptions, provider: Provider, conversation: Conversation, cwd: Path) -> AgentLoop:

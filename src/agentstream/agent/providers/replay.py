@@ -83,7 +83,8 @@ class ReplayProvider(Provider):
 
     name = "replay"
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, name: str = "replay") -> None:
+        self.name = name
         self.path = Path(path)
         header, self.calls = _load(self.path)
         super().__init__(header.model)
