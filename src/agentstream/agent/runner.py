@@ -368,8 +368,10 @@ _TURN_FIX = 'send one JSON object per line: {"type":"message","role":"user","con
 
 def _user_text(line: bytes, number: int) -> str:
     """The text of a canonical ``message`` line or a Claude-style ``user`` line."""
+    from agentstream._text import utf8_text
+
     try:
-        obj = json.loads(line)
+        obj = json.loads(utf8_text(line, f"stdin line {number}"))
     except ValueError as exc:
         raise UsageError(f"stdin line {number} is not JSON: {exc}", fix=_TURN_FIX) from None
     if not isinstance(obj, dict):
@@ -385,7 +387,7 @@ def _user_text(line: bytes, number: int) -> str:
     text = _content_text(content)
     if text is None or not text.strip():
         raise UsageError(f"stdin line {number} has no text content", fix=_TURN_FIX)
-    return text
+    return utf8_text(text, f"the text of stdin line {number}")  # a JSON escape can hold a lone surrogate
 
 
 def _content_text(content: object) -> str | None:

@@ -30,6 +30,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from agentstream._text import utf8_text
     from agentstream.actions import follow_action, runs_action, worker_action
     from agentstream.bus import open_bus
     from agentstream.bus.queue import new_job
@@ -39,7 +40,10 @@ def run(args: argparse.Namespace) -> int:
 
     command = "agentstream submit"
     try:
+        utf8_text(args.prompt, "the prompt")
         exec_args = _split_own(args)
+        for arg in exec_args:
+            utf8_text(arg, f"the exec option {arg!r}")
         _check_exec_args(args.prompt, exec_args)
         job = new_job(args.prompt, exec_args)
         with open_bus(args.bus) as bus:
