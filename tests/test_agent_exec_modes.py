@@ -409,3 +409,22 @@ def test_exec_help_does_not_import_the_sdks() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     assert "--input-format" in proc.stdout
     assert proc.stderr.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize(("provider", "module"), [("openai", "openai"), ("anthropic", "anthropic")])
+def test_a_missing_model_sdk_names_the_extra_to_install(
+    tmp_path: Path, workspace: Path, provider: str, module: str
+) -> None:
+    """The core install has no model SDK: a provider that needs one fails with exit 2 and the pip command."""
+    blocked = tmp_path / "blocked"
+    (blocked / module).mkdir(parents=True)
+    (blocked / module / "__init__.py").write_text(
+        f"raise ModuleNotFoundError(\"No module named '{module}'\")\n"
+    )
+    keys = {"OPENAI_API_KEY": "sk-test-00000000", "ANTHROPIC_API_KEY": "sk-ant-test-00000000"}
+    env = exec_env(tmp_path, PYTHONPATH=str(blocked), **keys)
+    run = run_exec(["go", "--provider", provider], env, cwd=workspace)
+    assert_valid_stream(run.lines, run.returncode)
+    assert (run.returncode, run.result.error.code) == (2, "MISSING_DEPENDENCY"), run.stderr
+    assert run.result.error.fix == "pip install 'agentstream[agent]'"
+    assert "Traceback" not in run.stderr

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 import msgspec
 
-from agentstream.errors import ErrorCode, ProviderError
+from agentstream.errors import AgentstreamError, ErrorCode, ProviderError
 
 if TYPE_CHECKING:
     from agentstream.agent.conversation import Conversation
@@ -163,6 +164,8 @@ class Provider(ABC):
         except ProviderError as exc:
             _scrubbed(exc)
             raise
+        except AgentstreamError:  # ours on purpose (a missing SDK): it says what to do already
+            raise
         except Exception as exc:
             mapped = self.map_error(exc)
             if mapped is None:
@@ -226,9 +229,8 @@ def map_sdk_error(exc: Exception, sdk: ModuleType) -> ProviderError | None:
 
 def transport_error(exc: Exception) -> ProviderError | None:
     """Network failures raised below the SDK (a connection dropped mid-stream, a reset socket)."""
-    import httpx2
-
-    if isinstance(exc, (httpx2.TransportError, OSError)):
+    httpx2 = sys.modules.get("httpx2")  # only an SDK that is loaded can have raised its errors
+    if isinstance(exc, OSError) or (httpx2 is not None and isinstance(exc, httpx2.TransportError)):
         return network_error(f"the connection to the model failed: {exc}")
     return None
 
