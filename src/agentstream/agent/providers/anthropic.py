@@ -14,6 +14,7 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from agentstream._extras import require
 from agentstream.agent.providers.base import (
     Provider,
     ProviderSettings,
@@ -26,7 +27,6 @@ from agentstream.agent.providers.base import (
     map_sdk_error,
     tool_call_from_json,
 )
-from agentstream._extras import require
 from agentstream.errors import ErrorCode, ProviderError
 
 if TYPE_CHECKING:

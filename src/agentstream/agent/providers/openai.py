@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from agentstream._extras import require
 from agentstream.agent.providers.base import (
     Provider,
     ProviderSettings,
@@ -28,7 +29,6 @@ from agentstream.agent.providers.base import (
     new_call_id,
     tool_call_from_json,
 )
-from agentstream._extras import require
 from agentstream.errors import ErrorCode, ProviderError, UsageError
 
 if TYPE_CHECKING:
