@@ -100,8 +100,10 @@ class Redactor:
         self._names = secrets
         longest_first = sorted(secrets, key=len, reverse=True)
         self._pattern = re.compile("|".join(map(re.escape, longest_first))) if secrets else None
-        self.prefixes = frozenset(value[:end] for value in secrets for end in range(1, len(value)))
-        """Every proper beginning of a secret: what a stream must hold back until it sees more."""
+        self.by_first_char: dict[str, list[str]] = {}
+        """The secrets by their first character: where a secret may begin in a text's end."""
+        for value in longest_first:
+            self.by_first_char.setdefault(value[0], []).append(value)
         self.longest = len(longest_first[0]) if secrets else 0
 
     def __bool__(self) -> bool:
@@ -175,11 +177,12 @@ class DeltaGuard:
         return held
 
     def _unfinished_secret(self, text: str) -> int:
-        """Length of the longest end of ``text`` that begins a secret."""
-        prefixes = self.redactor.prefixes
-        for size in range(min(len(text), self.redactor.longest - 1), 0, -1):
-            if text[-size:] in prefixes:
-                return size
+        """Length of the longest end of ``text`` that is the beginning of a secret (0 if none is)."""
+        candidates = self.redactor.by_first_char
+        for start in range(max(len(text) - self.redactor.longest + 1, 0), len(text)):
+            secrets = candidates.get(text[start])
+            if secrets and any(secret.startswith(text[start:]) for secret in secrets):
+                return len(text) - start
         return 0
 
 
