@@ -48,13 +48,11 @@ def user_texts(body: dict[str, Any]) -> list[str]:
 
 
 def test_demo_runs_from_an_empty_environment(tmp_path: Path, workspace: Path) -> None:
-    """No keys, no Ollama: the bundled cassette plays, the tools really run here, one notice on stderr."""
-    run = run_exec(["What is in this directory?"], exec_env(tmp_path), cwd=workspace)
+    """No keys, no Ollama, --provider demo: the bundled cassette plays, the tools really run here."""
+    run = run_exec(["--provider", "demo", "What is in this directory?"], exec_env(tmp_path), cwd=workspace)
     events = assert_valid_stream(run.lines, run.returncode)
-    assert run.returncode == 0
-    notices = [line for line in run.stderr.splitlines() if line.strip()]
-    assert len(notices) == 1 and "demo cassette" in notices[0]
-    assert events[0].provider == "replay"
+    assert run.returncode == 0 and run.stderr.strip() == ""
+    assert events[0].provider == "demo"
     results = {e.name: e for e in run.of_type("tool_result")}
     assert set(results) == {"list_dir", "shell", "glob"}
     assert all(r.status == "success" for r in results.values())
@@ -65,10 +63,43 @@ def test_demo_runs_from_an_empty_environment(tmp_path: Path, workspace: Path) ->
 
 
 def test_demo_in_text_and_json_formats(tmp_path: Path, workspace: Path) -> None:
-    text = run_exec(["hi", "-o", "text"], exec_env(tmp_path), cwd=workspace)
+    text = run_exec(["hi", "--provider", "demo", "-o", "text"], exec_env(tmp_path), cwd=workspace)
     assert text.returncode == 0 and b"quick tour" in text.stdout and b'"type"' not in text.stdout
     assert "list_dir" in text.stderr  # tool calls go to stderr in text mode
-    assert assert_json_object(run_exec(["hi", "-o", "json"], exec_env(tmp_path), cwd=workspace)).ok
+    demo_json = run_exec(["hi", "--provider", "demo", "-o", "json"], exec_env(tmp_path), cwd=workspace)
+    assert assert_json_object(demo_json).ok
+
+
+@pytest.mark.parametrize("output", ["stream-json", "json", "text"])
+def test_no_provider_is_a_failure_never_a_demo(tmp_path: Path, workspace: Path, output: str) -> None:
+    """Nothing configured: NO_PROVIDER, exit 2, ok false, and the fix names every way out."""
+    run = run_exec(["What is in this directory?", "-o", output], exec_env(tmp_path), cwd=workspace)
+    assert run.returncode == 2, run.stderr
+    assert b"quick tour" not in run.stdout and "quick tour" not in run.stderr
+    if output == "text":
+        assert "NO_PROVIDER" in run.stderr and "--provider demo" in run.stderr
+        return
+    result = assert_json_object(run) if output == "json" else run.result
+    if output == "stream-json":
+        assert_valid_stream(run.lines, run.returncode)
+        assert not run.of_type("tool_call")
+    assert (result.ok, result.exit_code, result.error.code) == (False, 2, "NO_PROVIDER")
+    for way in (
+        "ANTHROPIC_API_KEY",
+        "OPENAI_API_KEY",
+        "--base-url",
+        "Ollama",
+        "--cassette",
+        "--provider demo",
+    ):
+        assert way in result.error.fix
+
+
+def test_replay_without_a_cassette_is_a_usage_error(tmp_path: Path, workspace: Path) -> None:
+    run = run_exec(["go", "--provider", "replay"], exec_env(tmp_path), cwd=workspace)
+    assert_valid_stream(run.lines, run.returncode)
+    assert (run.returncode, run.result.error.code) == (2, "INVALID_INPUT")
+    assert "--provider demo" in run.result.error.fix
 
 
 # -- cassettes ---------------------------------------------------------------------------
@@ -268,7 +299,7 @@ def test_a_tool_failure_is_not_fatal(tmp_path: Path, workspace: Path) -> None:
 
 
 def test_unknown_tool_in_allow_list_is_a_usage_error(tmp_path: Path, workspace: Path) -> None:
-    run = run_exec(["go", "--tools", "teleport"], exec_env(tmp_path), cwd=workspace)
+    run = run_exec(["go", "--provider", "demo", "--tools", "teleport"], exec_env(tmp_path), cwd=workspace)
     assert_valid_stream(run.lines, run.returncode)
     assert run.returncode == 2 and "teleport" in run.result.error.message
 
@@ -378,3 +409,22 @@ def test_exec_help_does_not_import_the_sdks() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     assert "--input-format" in proc.stdout
     assert proc.stderr.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize(("provider", "module"), [("openai", "openai"), ("anthropic", "anthropic")])
+def test_a_missing_model_sdk_names_the_extra_to_install(
+    tmp_path: Path, workspace: Path, provider: str, module: str
+) -> None:
+    """The core install has no model SDK: a provider that needs one fails with exit 2 and the pip command."""
+    blocked = tmp_path / "blocked"
+    (blocked / module).mkdir(parents=True)
+    (blocked / module / "__init__.py").write_text(
+        f"raise ModuleNotFoundError(\"No module named '{module}'\")\n"
+    )
+    keys = {"OPENAI_API_KEY": "sk-test-00000000", "ANTHROPIC_API_KEY": "sk-ant-test-00000000"}
+    env = exec_env(tmp_path, PYTHONPATH=str(blocked), **keys)
+    run = run_exec(["go", "--provider", provider], env, cwd=workspace)
+    assert_valid_stream(run.lines, run.returncode)
+    assert (run.returncode, run.result.error.code) == (2, "MISSING_DEPENDENCY"), run.stderr
+    assert run.result.error.fix == "pip install 'agentstream[agent]'"
+    assert "Traceback" not in run.stderr

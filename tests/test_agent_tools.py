@@ -469,6 +469,52 @@ def test_shell_real_sigint_to_agent_kills_group(ws: Path, tmp_path: Path) -> Non
     assert gone_soon(pid)
 
 
+_PEAK_RSS_SCRIPT = """
+import json, sys
+from pathlib import Path
+from agentstream.agent.tools import Toolbox, ToolContext
+
+def peak_kib():
+    status = Path("/proc/self/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:")))
+
+progress = []
+box = Toolbox(ToolContext(Path(sys.argv[1]), progress=progress.append))
+box.run("shell", {"command": "echo warm-up"})
+before = peak_kib()
+out = box.run("shell", {"command": sys.argv[2]})
+print(json.dumps({"before": before, "after": peak_kib(), "status": out.status, "output": len(out.output),
+                  "truncated": out.truncated, "progress": sum(len(p) for p in progress), "tail": out.output[-40:]}))
+"""
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "head -c 100000000 /dev/zero | tr '\\0' a",  # one line of 100 MB
+        "head -c 100000000 /dev/zero | tr '\\0' a; echo; head -c 50000000 /dev/zero | tr '\\0' b",
+        "yes 0123456789abcdef | head -c 100000000",  # many short lines
+    ],
+    ids=["one-line", "two-long-lines", "short-lines"],
+)
+def test_shell_output_of_any_size_keeps_memory_flat(ws: Path, command: str) -> None:
+    """A command printing 100 MB: the agent's peak RSS (VmHWM, in its own process) barely moves."""
+    done = subprocess.run(
+        [sys.executable, "-c", _PEAK_RSS_SCRIPT, str(ws), command],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["status"] == "success" and report["truncated"], report
+    cap = ToolContext(ws).output_cap_bytes
+    assert report["output"] <= cap and report["progress"] <= cap + 100, report
+    assert report["tail"].strip("ab0123456789cdef\n") == "", report  # the end of the output is kept
+    grown_mib = (report["after"] - report["before"]) / 1024
+    assert grown_mib < 16, f"peak RSS grew by {grown_mib:.1f} MiB for 100 MB of output: {report}"
+
+
 # --- secrets -------------------------------------------------------------------------------------
 
 

@@ -13,7 +13,7 @@ from agentstream import protocol as p
 from agentstream.agent.conversation import AssistantTurn, Conversation
 from agentstream.agent.loop import TurnWriter, backoff_ms
 from agentstream.agent.pricing import cost_usd
-from agentstream.agent.providers import DEMO_CASSETTE, DEMO_NOTICE, ProviderSettings, select_provider
+from agentstream.agent.providers import DEMO_CASSETTE, NoProviderError, ProviderSettings, select_provider
 from agentstream.agent.providers.anthropic import to_anthropic_messages
 from agentstream.agent.providers.base import (
     ReasoningBlock,
@@ -100,14 +100,14 @@ def test_scrub_leaves_ordinary_text_alone() -> None:
 
 
 def test_scrub_removes_bearer_tokens_and_environment_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
-    from agentstream.agent.providers import base
+    from agentstream.agent.tools._secrets import configured_redactor
 
     monkeypatch.setenv("MY_SERVICE_TOKEN", "plain-looking-value-42")
-    base._redactor.cache_clear()
+    configured_redactor.cache_clear()
     try:
         text = scrub("auth failed for Bearer abc.def.ghi123 using plain-looking-value-42")
     finally:
-        base._redactor.cache_clear()
+        configured_redactor.cache_clear()
     assert "abc.def.ghi123" not in text and "plain-looking-value-42" not in text
     assert "auth failed for" in text  # ordinary words survive
 
@@ -263,23 +263,43 @@ def no_ollama(monkeypatch: pytest.MonkeyPatch) -> None:
     ("environ", "expected"),
     [
         ({"ANTHROPIC_API_KEY": "k", "OPENAI_API_KEY": "k"}, "anthropic"),
+        ({"ANTHROPIC_AUTH_TOKEN": "k"}, "anthropic"),
         ({"OPENAI_API_KEY": "k"}, "openai"),
         ({"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}, "openai"),
-        ({}, "replay"),
     ],
 )
 def test_selection_order(environ: dict[str, str], expected: str) -> None:
-    selection = select_provider(None, ProviderSettings(), environ)
-    assert selection.provider.name == expected
-    assert (selection.notice == DEMO_NOTICE) == (expected == "replay")
+    assert select_provider(None, ProviderSettings(), environ).name == expected
+
+
+@pytest.mark.usefixtures("no_ollama")
+def test_no_provider_configured_is_an_error_never_the_demo() -> None:
+    with pytest.raises(NoProviderError) as raised:
+        select_provider(None, ProviderSettings(), {})
+    error = raised.value
+    assert (error.code, error.exit_code) == ("NO_PROVIDER", 2)
+    for way in (
+        "ANTHROPIC_API_KEY",
+        "OPENAI_API_KEY",
+        "--base-url",
+        "Ollama",
+        "--cassette",
+        "--provider demo",
+    ):
+        assert way in (error.fix or "")
+
+
+def test_the_demo_plays_only_by_name() -> None:
+    demo = select_provider("demo", ProviderSettings(), {})
+    assert demo.name == "demo" and demo.path == DEMO_CASSETTE  # type: ignore[attr-defined]
+    with pytest.raises(UsageError) as raised:
+        select_provider("replay", ProviderSettings(), {})
+    assert "--cassette FILE" in (raised.value.fix or "")
 
 
 @pytest.mark.usefixtures("no_ollama")
 def test_a_base_url_option_selects_openai() -> None:
-    assert (
-        select_provider(None, ProviderSettings(base_url="http://127.0.0.1:9/v1"), {}).provider.name
-        == "openai"
-    )
+    assert select_provider(None, ProviderSettings(base_url="http://127.0.0.1:9/v1"), {}).name == "openai"
 
 
 def test_the_demo_cassette_is_bundled_and_valid() -> None:

@@ -72,6 +72,32 @@ def test_submitted_prompts_run_through_the_real_exec(bus_url: str, tmp_path: Pat
     assert [o["name"] for o in worker_events if o["type"] == "event"] == ["job.started", "job.succeeded"]
 
 
+@pytest.mark.parametrize("bus_url", ["sqlite"], indirect=True)
+def test_a_worker_without_a_model_provider_fails_its_jobs(
+    bus_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No key, no Ollama: the real exec ends NO_PROVIDER, so the job fails; nothing pretends to answer."""
+    from _agent_fakes import closed_port
+
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OLLAMA_HOST", f"127.0.0.1:{closed_port()}")
+    job = submit(bus_url, "What is in this directory?")
+    worker = cli("worker", "--bus", bus_url, "--max-jobs", "1", "--idle-timeout", "5", timeout=60)
+    assert worker.returncode == 0, worker.stderr
+    with open_bus(bus_url) as bus:
+        stored = bus.get_job(job["job_id"])
+        assert stored is not None and stored.status == "failed"
+        info = bus.get_run(job["run_id"])
+        assert info is not None and info.status == "failed"
+    evs = run_events(bus_url, job["run_id"])
+    assert_well_formed(evs)
+    result = evs[-1]
+    assert (result.ok, result.exit_code, result.error.code) == (False, 2, "NO_PROVIDER")  # type: ignore[attr-defined]
+    names = [o["name"] for o in lines_of(worker.stdout) if o["type"] == "event"]
+    assert names == ["job.started", "job.failed"]
+
+
 def _start_worker(url: str, *extra: str, own_group: bool = False) -> subprocess.Popen[bytes]:
     argv = [sys.executable, "-m", "agentstream", "worker", "--bus", url, "--idle-timeout", "1", *extra]
     return subprocess.Popen(

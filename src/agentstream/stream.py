@@ -87,6 +87,10 @@ class Stream:
         case the Stream owns the process (signals, exit code, stdout isolation).
     owns_process:
         Override that default, e.g. to write to stdout from a thread of a larger program.
+    redact:
+        Called with every event before it is stamped, written or observed, to scrub
+        secrets from it in place: one place that every event of the run passes
+        (``exec`` passes its configured secrets' redactor).
     """
 
     def __init__(
@@ -105,8 +109,10 @@ class Stream:
         tools: Sequence[str] = (),
         parent_session_id: str | None = None,
         color: bool | None = None,
+        redact: Callable[[p.Event], None] | None = None,
     ) -> None:
         self.command = command
+        self._redact = redact
         self.output_format = output_format
         self.owns_process = out is None if owns_process is None else owns_process
         self._out_spec = out
@@ -347,6 +353,8 @@ class Stream:
                     raise RuntimeError(
                         "Stream.start() (or `with Stream(...)`) must come before emitting events"
                     )
+                if self._redact is not None:
+                    self._redact(event)
                 sequencer = self._sequencer
                 event.session_id = sequencer.session_id
                 event.seq = sequencer.next_seq

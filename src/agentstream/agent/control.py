@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any, Final, Protocol
 
 from agentstream import protocol as p
+from agentstream._text import utf8_text
 from agentstream.agent.interrupt import TurnControl, TurnInterrupted
 from agentstream.agent.permissions import Decision
 from agentstream.errors import AgentstreamError, UsageError
@@ -332,8 +333,11 @@ class CanonicalInput:
         text = user_text(message.get(key) if isinstance(message, dict) else None)
         if text is None or not text.strip():
             session.bad_line(UsageError(f"stdin line {number} has no text content", fix=TURN_FIX))
-        else:
-            session.submit_turn(text)
+            return
+        try:  # a JSON escape can hold a lone surrogate, which no model or store can take
+            session.submit_turn(utf8_text(text, f"the text of stdin line {number}"))
+        except UsageError as exc:
+            session.bad_line(exc)
 
     def _settings(self, session: TwoWaySession, item: p.InputSettings, number: int) -> None:
         try:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
@@ -22,6 +23,7 @@ from typing import IO, TYPE_CHECKING, Any, cast
 from agentstream.errors import AgentstreamError, ErrorCode, UsageError
 
 if TYPE_CHECKING:
+    from agentstream import protocol as p
     from agentstream.agent.control import OutputChannel, TwoWaySession
     from agentstream.agent.conversation import Conversation
     from agentstream.agent.interrupt import TurnControl
@@ -82,6 +84,9 @@ class ExecOptions:
 
 def run(options: ExecOptions, stdin: IO[bytes] | None = None) -> int:
     """Run ``exec`` to the end; the exit code (every failure is still a valid stream)."""
+    from agentstream.agent.tools._secrets import redact_stderr
+
+    redact_stderr()
     try:
         agent = AgentRunner.prepare(options)
     except AgentstreamError as exc:
@@ -95,12 +100,33 @@ def run(options: ExecOptions, stdin: IO[bytes] | None = None) -> int:
 
 
 def fail_before_start(options: ExecOptions, exc: AgentstreamError) -> int:
-    """Setup failed (bad option, missing session…): still one valid stream, ending in the error."""
+    """Setup failed (bad option, missing session, no provider…): still one valid stream, ending in the error.
+
+    The stream is published like any run, under ``--session-id`` when one was given
+    (a worker names its job's run that way), so a follower sees why the run failed.
+    """
+    from agentstream.bus.publish import attach_publisher
     from agentstream.stream import Stream
 
-    with Stream("exec", output_format=options.output_format, dialect=options.dialect) as stream:
-        stream.fail(exc.code, exc.message, fix=exc.fix, exit_code=exc.exit_code)
+    own_id = options.session_id if not isinstance(exc, SessionExistsError) else None
+    stream = Stream(
+        "exec",
+        output_format=options.output_format,
+        dialect=options.dialect,
+        session_id=own_id,
+        redact=_event_redactor(),
+    )
+    close_publisher = attach_publisher(stream, options.bus, enabled=not options.no_publish)
+    try:
+        with stream:
+            stream.fail(exc.code, exc.message, fix=exc.fix, exit_code=exc.exit_code)
+    finally:
+        close_publisher()
     return exc.exit_code
+
+
+class SessionExistsError(UsageError):
+    """``--session-id`` names a session that already exists (so that id is not this run's)."""
 
 
 @dataclass
@@ -283,6 +309,7 @@ class AgentRunner:
             model=provider.model,
             provider=provider.name,
             tools=self.loop.toolbox.names,
+            redact=_event_redactor(),
         )
 
     def _save(self, stream: Stream, status: str) -> None:
@@ -347,7 +374,7 @@ def _require_new(store: SessionStore, session_id: str) -> None:
     except AgentstreamError:
         return
     if existing.session_id == session_id:
-        raise UsageError(
+        raise SessionExistsError(
             f"session {session_id} already exists", fix=f"continue it with --resume {session_id}"
         )
 
@@ -363,14 +390,12 @@ def _provider(options: ExecOptions) -> Provider:
         thinking_budget=options.thinking_budget,
         cassette=options.cassette,
     )
-    selection = select_provider(options.provider, settings)
-    if selection.notice:
-        sys.stderr.write(selection.notice + "\n")
+    provider = select_provider(options.provider, settings)
     if not options.record:
-        return selection.provider
+        return provider
     from agentstream.agent.providers.replay import RecordingProvider
 
-    return RecordingProvider(selection.provider, options.record)
+    return RecordingProvider(provider, options.record)
 
 
 def _loop(
@@ -468,6 +493,14 @@ def _tool_list(options: ExecOptions) -> list[str] | None:
     from agentstream.agent.tools import TOOL_NAMES
 
     return [name for name in (tools if tools is not None else TOOL_NAMES) if name not in denied]
+
+
+def _event_redactor() -> Callable[[p.Event], None] | None:
+    """What scrubs the configured secrets from each event of a run (None when there are none)."""
+    from agentstream.agent.tools._secrets import configured_redactor
+
+    redactor = configured_redactor()
+    return redactor.scrub_struct if redactor else None
 
 
 def _status_of(exc: BaseException) -> str:

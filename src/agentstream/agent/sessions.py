@@ -27,6 +27,8 @@ from agentstream.protocol import now_ts
 if TYPE_CHECKING:
     import sqlite3
 
+    from agentstream.agent.tools._secrets import Redactor
+
 __all__ = ["SessionRecord", "SessionStore", "shorten_title"]
 
 """``error.code`` when the store itself cannot be used (corrupt file, unwritable directory)."""
@@ -101,8 +103,10 @@ class SessionStore:
         record.updated_at = now_ts()
         record.created_at = record.created_at or record.updated_at
         record.message_count = len(record.messages)
+        redact = _redactor()
         try:
-            messages, usage = msgspec.json.encode(record.messages), msgspec.json.encode(record.usage)
+            messages = msgspec.json.encode(redact.value(record.messages))
+            usage = msgspec.json.encode(record.usage)
         except (TypeError, msgspec.EncodeError) as exc:
             raise AgentstreamError(f"session {record.session_id} is not JSON-serialisable: {exc}") from None
         with self._db() as db:
@@ -124,7 +128,7 @@ class SessionStore:
                     record.cwd,
                     record.provider,
                     record.model,
-                    record.title,
+                    redact(record.title),
                     record.status,
                     record.turn_count,
                     usage.decode(),
@@ -210,6 +214,13 @@ class SessionStore:
                 raise
             self._ready = True
         return db
+
+
+def _redactor() -> Redactor:
+    """Every save passes here: the configured secrets never reach the store's file."""
+    from agentstream.agent.tools._secrets import configured_redactor
+
+    return configured_redactor()
 
 
 def _store_error(path: Path, exc: Exception) -> AgentstreamError:

@@ -24,8 +24,12 @@ RESERVED = ("--session-id", "--bus", "--no-publish", "--resume", "--continue")
 
 def submit_job(bus: Bus, prompt: str, exec_args: Sequence[str]) -> Job:
     """Check the exec options, then register the job's run and queue the job."""
+    from agentstream._text import utf8_text
     from agentstream.bus.queue import new_job
 
+    utf8_text(prompt, "the prompt")
+    for arg in exec_args:
+        utf8_text(arg, f"the exec option {arg!r}")
     _check_exec_args(prompt, exec_args)
     job = new_job(prompt, exec_args)
     bus.register_run(job.run_id, command="exec", job_id=job.job_id, attempt=1)

@@ -4,46 +4,46 @@ Selection order (:func:`select_provider`): an explicit ``--provider``; else a
 cassette given with ``--cassette``; else ``ANTHROPIC_API_KEY`` (or
 ``ANTHROPIC_AUTH_TOKEN``) → anthropic;
 else ``OPENAI_API_KEY``, ``OPENAI_BASE_URL`` or ``--base-url`` → openai; else a
-local Ollama that answers within 200 ms; else the bundled demo cassette, with a
-one-line notice. SDKs are imported only when a provider makes its first call.
+local Ollama that answers within 200 ms; else no provider: ``NO_PROVIDER``
+(exit 2). The bundled demo conversation plays only when asked for by name
+(``--provider demo``), so it can never stand in for a model unnoticed. SDKs are
+imported only when a provider makes its first call.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 from agentstream.agent.providers.base import Provider, ProviderSettings
-from agentstream.errors import UsageError
+from agentstream.errors import ErrorCode, UsageError
 
 __all__ = [
     "DEMO_CASSETTE",
     "PROVIDER_NAMES",
+    "NoProviderError",
     "ProviderSettings",
-    "Selection",
     "create_provider",
     "select_provider",
 ]
 
-PROVIDER_NAMES: Final = ("openai", "anthropic", "ollama", "replay")
+PROVIDER_NAMES: Final = ("openai", "anthropic", "ollama", "replay", "demo")
 DEMO_CASSETTE: Final = Path(__file__).resolve().parent.parent.parent / "data" / "demo.cassette.jsonl"
 OLLAMA_PROBE_S: Final = 0.2
 
-DEMO_NOTICE: Final = (
-    "agentstream: no model provider configured (no ANTHROPIC_API_KEY or OPENAI_API_KEY, no Ollama); "
-    "replaying the bundled demo cassette, tools run for real. See docs/agent.md."
+NO_PROVIDER_FIX: Final = (
+    "set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) or OPENAI_API_KEY; or pass --base-url URL for an "
+    "OpenAI-compatible server; or start Ollama (ollama serve); or replay a recording with --cassette FILE; "
+    "or try the bundled demo with --provider demo"
 )
 
 
-@dataclass(frozen=True)
-class Selection:
-    """The chosen provider, and the one line to print on stderr when the choice needs explaining."""
+class NoProviderError(UsageError):
+    """No model provider is configured, and none was named: nothing may pretend to answer."""
 
-    provider: Provider
-    notice: str | None = None
+    code = ErrorCode.NO_PROVIDER
 
 
 def create_provider(name: str, settings: ProviderSettings) -> Provider:
@@ -63,30 +63,42 @@ def create_provider(name: str, settings: ProviderSettings) -> Provider:
     if name == "replay":
         from agentstream.agent.providers.replay import ReplayProvider
 
-        return ReplayProvider(settings.cassette or DEMO_CASSETTE)
+        if not settings.cassette:
+            raise UsageError(
+                "--provider replay plays a recording, and none was given",
+                fix="pass --cassette FILE (record one with --record FILE), or use --provider demo",
+            )
+        return ReplayProvider(settings.cassette)
+    if name == "demo":
+        from agentstream.agent.providers.replay import ReplayProvider
+
+        return ReplayProvider(DEMO_CASSETTE, name="demo")
     raise UsageError(f"unknown provider {name!r}", fix=f"use one of: {', '.join(PROVIDER_NAMES)}")
 
 
 def select_provider(
     name: str | None, settings: ProviderSettings, environ: Mapping[str, str] = os.environ
-) -> Selection:
-    """Pick a provider by the documented order (module docstring)."""
+) -> Provider:
+    """Pick a provider by the documented order (module docstring); raise NoProviderError when none is."""
     if settings.cassette and name not in (None, "replay"):
         raise UsageError(
             f"--cassette replays a recording; it cannot be used with --provider {name}",
             fix="drop one of them",
         )
     if name:
-        return Selection(create_provider(name, settings))
+        return create_provider(name, settings)
     if settings.cassette:
-        return Selection(create_provider("replay", settings))
+        return create_provider("replay", settings)
     if environ.get("ANTHROPIC_API_KEY") or environ.get("ANTHROPIC_AUTH_TOKEN"):
-        return Selection(create_provider("anthropic", settings))
+        return create_provider("anthropic", settings)
     if environ.get("OPENAI_API_KEY") or environ.get("OPENAI_BASE_URL") or settings.base_url:
-        return Selection(create_provider("openai", settings))
+        return create_provider("openai", settings)
     from agentstream.agent.providers.openai import OllamaProvider, ollama_models
 
     models = ollama_models(OLLAMA_PROBE_S)
     if models:
-        return Selection(OllamaProvider(settings, models))
-    return Selection(create_provider("replay", settings), DEMO_NOTICE)
+        return OllamaProvider(settings, models)
+    raise NoProviderError(
+        "no model provider is configured (no API key, no --base-url, no Ollama answering)",
+        fix=NO_PROVIDER_FIX,
+    )

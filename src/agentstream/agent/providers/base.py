@@ -5,28 +5,32 @@ specs into the events of one model call (:data:`TurnEvent`). Everything a
 provider's SDK can raise is translated here, at one edge, into a
 :class:`~agentstream.errors.ProviderError` with a protocol code, whether it is
 worth retrying, and how long to wait — with anything that looks like a key
-scrubbed from the message.
+scrubbed from the message. The same edge redacts the configured secrets from
+everything the model writes (text, reasoning, tool arguments) before the agent
+sees it, so no later step can emit, store or record them.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import sys
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 import msgspec
 
-from agentstream.errors import ErrorCode, ProviderError
+from agentstream.errors import AgentstreamError, ErrorCode, ProviderError
 
 if TYPE_CHECKING:
     from agentstream.agent.conversation import Conversation
     from agentstream.agent.tools import ToolSpec
+    from agentstream.agent.tools._secrets import Redactor
 
 __all__ = [
     "Provider",
@@ -152,17 +156,21 @@ class Provider(ABC):
         network error, so a truncated turn is never taken for a complete one.
         """
         finished = False
+        redacted = _RedactedTurn(_redactor())
         try:
             for event in self._turn(conversation, tools, system):
                 finished = finished or isinstance(event, TurnEnd)
-                yield event
-        except ProviderError:
+                yield from redacted.events(event)
+        except ProviderError as exc:
+            _scrubbed(exc)
+            raise
+        except AgentstreamError:  # ours on purpose (a missing SDK): it says what to do already
             raise
         except Exception as exc:
             mapped = self.map_error(exc)
             if mapped is None:
                 raise
-            raise mapped from exc
+            raise _scrubbed(mapped) from exc
         if not finished:
             raise network_error("the model's stream ended before the turn was complete")
 
@@ -203,15 +211,26 @@ def map_sdk_error(exc: Exception, sdk: ModuleType) -> ProviderError | None:
         cause = exc.__cause__ or exc.__context__
         return network_error(f"the connection to the model failed: {cause or exc}")
     if isinstance(exc, sdk.APIStatusError):
-        return status_error(exc.status_code, str(exc), exc.response.headers, exc.body)
+        status = exc.status_code
+        # Anthropic raises an in-stream ``event: error`` as a status error of the 200 response.
+        message = _body_message(exc.body) if status < 300 else None
+        return status_error(status, message or str(exc), exc.response.headers, exc.body)
+    if isinstance(exc, sdk.APIError):  # OpenAI: ``data: {"error": {...}}`` inside a 200 stream
+        return status_error(0, exc.message, {}, exc.body)
+    if isinstance(exc, json.JSONDecodeError):  # the SDKs decode each SSE event themselves
+        return ProviderError(
+            scrub(f"the model's stream carried an event that is not JSON ({exc.msg})"),
+            code=ErrorCode.PROVIDER_ERROR,
+            recoverable=True,
+            fix="check the provider's base URL (a proxy may be rewriting the stream)",
+        )
     return transport_error(exc)
 
 
 def transport_error(exc: Exception) -> ProviderError | None:
     """Network failures raised below the SDK (a connection dropped mid-stream, a reset socket)."""
-    import httpx2
-
-    if isinstance(exc, (httpx2.TransportError, OSError)):
+    httpx2 = sys.modules.get("httpx2")  # only an SDK that is loaded can have raised its errors
+    if isinstance(exc, OSError) or (httpx2 is not None and isinstance(exc, httpx2.TransportError)):
         return network_error(f"the connection to the model failed: {exc}")
     return None
 
@@ -226,7 +245,12 @@ def network_error(message: str) -> ProviderError:
 
 
 def status_error(status: int, message: str, headers: Mapping[str, str], body: object) -> ProviderError:
-    """Classify an HTTP error status (or an error event inside a 200 stream) from a provider."""
+    """Classify an HTTP error status from a provider; ``status`` below 300 is an error event in a stream.
+
+    An in-stream error has no telling status, so its body's error type decides:
+    the kinds the providers document as transient (overloaded, rate limited,
+    server error) are recoverable, anything else is a plain ``PROVIDER_ERROR``.
+    """
     kind, code = _error_kind(body)
     text = scrub(message)
     retry_in_ms = retry_after_ms(headers)
@@ -238,7 +262,7 @@ def status_error(status: int, message: str, headers: Mapping[str, str], body: ob
         return ProviderError(
             text, code=ErrorCode.RATE_LIMITED, fix="the account is out of quota; check its billing"
         )
-    if status == 429 or kind == "rate_limit_error":
+    if status == 429 or kind == "rate_limit_error" or code == "rate_limit_exceeded":
         return ProviderError(text, code=ErrorCode.RATE_LIMITED, recoverable=True, retry_in_ms=retry_in_ms)
     if status in (400, 413) and (code == "context_length_exceeded" or _CONTEXT_HINTS.search(message)):
         return ProviderError(
@@ -252,6 +276,13 @@ def status_error(status: int, message: str, headers: Mapping[str, str], body: ob
     if status == 404:
         return ProviderError(text, code=ErrorCode.PROVIDER_ERROR, fix="check --model and --base-url")
     return ProviderError(text, code=ErrorCode.PROVIDER_ERROR)
+
+
+def _body_message(body: object) -> str | None:
+    """The ``message`` of either provider's error body, if it has one."""
+    inner = body.get("error", body) if isinstance(body, dict) else None
+    message = inner.get("message") if isinstance(inner, dict) else None
+    return message if isinstance(message, str) else None
 
 
 def _error_kind(body: object) -> tuple[str | None, str | None]:
@@ -300,8 +331,52 @@ def scrub(text: str) -> str:
     return _KEY_PATTERNS.sub("[redacted]", _redactor()(text))
 
 
-@lru_cache(maxsize=1)
-def _redactor() -> Any:
-    from agentstream.agent.tools._secrets import Redactor
+def _scrubbed(exc: ProviderError) -> ProviderError:
+    """``exc`` with its message and fix scrubbed (a cassette or a server may have put a key in them)."""
+    exc.message = scrub(exc.message)
+    exc.args = (exc.message,)
+    exc.fix = scrub(exc.fix) if exc.fix else exc.fix
+    return exc
 
-    return Redactor(os.environ)
+
+def _redactor() -> Redactor:
+    from agentstream.agent.tools._secrets import configured_redactor
+
+    return configured_redactor()
+
+
+class _RedactedTurn:
+    """One call's events with the configured secrets redacted; text and reasoning chunk by chunk.
+
+    A run of text (or reasoning) deltas passes through one :class:`DeltaGuard`, so a
+    secret split across two deltas is still caught; what the guard holds back is
+    released as a last delta of the run before any other event.
+    """
+
+    def __init__(self, redactor: Redactor) -> None:
+        from agentstream.agent.tools._secrets import DeltaGuard
+
+        self.redactor = redactor
+        self.guard = DeltaGuard(redactor)
+        self.run: type[TextDelta] | type[ReasoningDelta] | None = None
+
+    def events(self, event: TurnEvent) -> Iterator[TurnEvent]:
+        if not self.redactor:
+            yield event
+            return
+        if isinstance(event, (TextDelta, ReasoningDelta)):
+            if type(event) is not self.run:
+                yield from self._end_run()
+                self.run = type(event)
+            text = self.guard.feed(event.text)
+            if text:
+                yield type(event)(text)
+            return
+        yield from self._end_run()
+        yield self.redactor.value(event)
+
+    def _end_run(self) -> Iterator[TurnEvent]:
+        held = self.guard.flush()
+        if held and self.run is not None:
+            yield self.run(held)
+        self.run = None

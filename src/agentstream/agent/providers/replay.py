@@ -83,7 +83,8 @@ class ReplayProvider(Provider):
 
     name = "replay"
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, name: str = "replay") -> None:
+        self.name = name
         self.path = Path(path)
         header, self.calls = _load(self.path)
         super().__init__(header.model)
@@ -165,7 +166,10 @@ class RecordingProvider(Provider):
         self._write(CassetteCall(call=self._calls, events=events))
 
     def _write(self, record: msgspec.Struct) -> None:
-        self._file.write(JSON_ENCODER.encode(record) + b"\n")
+        """Every line of a recording passes here, with the configured secrets redacted."""
+        from agentstream.agent.tools._secrets import configured_redactor
+
+        self._file.write(JSON_ENCODER.encode(configured_redactor().value(record)) + b"\n")
         self._file.flush()
 
     def close(self) -> None:

@@ -14,16 +14,37 @@ upper-cased name contains ``SECRET``, ``PASSWORD``, ``PASSWD``, ``PASSPHRASE``,
 ``TOKEN``, ``APIKEY``, ``API_KEY``, ``CREDENTIAL``, ``PRIVATE_KEY`` or
 ``ACCESS_KEY``, or has ``KEY`` or ``PAT`` as one of its ``_``-separated words,
 or when its value is a URL carrying a password (``scheme://user:pass@host``).
+
+The *configured secrets* of a process (:func:`configured_redactor`) are the values
+of those variables that are at least six characters long. The providers' keys are
+among them by that rule: ``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY`` and
+``ANTHROPIC_AUTH_TOKEN`` (the only places a provider reads a credential from).
+``exec`` redacts them at each edge where text leaves the process: the Stream's
+events (and so the bus), stderr, the session store and recorded cassettes, and
+model output as it streams (:class:`DeltaGuard` holds back a possible secret's
+beginning until the next chunk shows whether it completes one).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Mapping
-from typing import Final
+from functools import lru_cache
+from typing import Any, Final
 
-__all__ = ["Redactor", "is_secret", "scrubbed_environ"]
+import msgspec
+
+__all__ = [
+    "DeltaGuard",
+    "RedactedWriter",
+    "Redactor",
+    "configured_redactor",
+    "is_secret",
+    "redact_stderr",
+    "scrubbed_environ",
+]
 
 _SECRET_FRAGMENTS: Final = (
     "SECRET",
@@ -79,8 +100,115 @@ class Redactor:
         self._names = secrets
         longest_first = sorted(secrets, key=len, reverse=True)
         self._pattern = re.compile("|".join(map(re.escape, longest_first))) if secrets else None
+        self.by_first_char: dict[str, list[str]] = {}
+        """The secrets by their first character: where a secret may begin in a text's end."""
+        for value in longest_first:
+            self.by_first_char.setdefault(value[0], []).append(value)
+        self.longest = len(longest_first[0]) if secrets else 0
+
+    def __bool__(self) -> bool:
+        return self._pattern is not None
 
     def __call__(self, text: str) -> str:
         if self._pattern is None or not text:
             return text
         return self._pattern.sub(lambda match: f"[redacted:{self._names[match.group(0)]}]", text)
+
+    def value(self, obj: Any) -> Any:
+        """``obj`` with every string inside it redacted: JSON-like values and msgspec structs.
+
+        Returns ``obj`` itself when nothing changed, a copy otherwise (frozen structs too).
+        """
+        if self._pattern is None:
+            return obj
+        if isinstance(obj, str):
+            return self(obj)
+        if isinstance(obj, list):
+            items = [self.value(item) for item in obj]
+            return items if any(new is not old for new, old in zip(items, obj, strict=True)) else obj
+        if isinstance(obj, dict):
+            pairs = [(self.value(key), self.value(item)) for key, item in obj.items()]
+            same = all(k is key and v is item for (k, v), (key, item) in zip(pairs, obj.items(), strict=True))
+            return obj if same else dict(pairs)
+        if isinstance(obj, msgspec.Struct):
+            changes = self._struct_changes(obj)
+            return msgspec.structs.replace(obj, **changes) if changes else obj
+        return obj
+
+    def scrub_struct(self, obj: msgspec.Struct) -> None:
+        """Redact a mutable struct in place (a Stream's event keeps its identity)."""
+        if self._pattern is None:
+            return
+        for name, value in self._struct_changes(obj).items():
+            setattr(obj, name, value)
+
+    def _struct_changes(self, obj: msgspec.Struct) -> dict[str, Any]:
+        changes = {}
+        for name in obj.__struct_fields__:
+            old = getattr(obj, name)
+            new = self.value(old)
+            if new is not old:
+                changes[name] = new
+        return changes
+
+
+class DeltaGuard:
+    """Redacts a text that arrives in chunks, where a secret may be split across two of them.
+
+    :meth:`feed` returns what is safe to show now and keeps back the longest end of
+    the text that could still grow into a secret; :meth:`flush` returns that when
+    the text ends. Joined, the pieces equal the whole text redacted at once.
+    """
+
+    def __init__(self, redactor: Redactor) -> None:
+        self.redactor = redactor
+        self.held = ""
+
+    def feed(self, chunk: str) -> str:
+        if not self.redactor:
+            return chunk
+        text = self.redactor(self.held + chunk)
+        keep = self._unfinished_secret(text)
+        self.held = text[len(text) - keep :] if keep else ""
+        return text[: len(text) - keep]
+
+    def flush(self) -> str:
+        held, self.held = self.held, ""
+        return held
+
+    def _unfinished_secret(self, text: str) -> int:
+        """Length of the longest end of ``text`` that is the beginning of a secret (0 if none is)."""
+        candidates = self.redactor.by_first_char
+        for start in range(max(len(text) - self.redactor.longest + 1, 0), len(text)):
+            secrets = candidates.get(text[start])
+            if secrets and any(secret.startswith(text[start:]) for secret in secrets):
+                return len(text) - start
+        return 0
+
+
+@lru_cache(maxsize=1)
+def configured_redactor() -> Redactor:
+    """The process's configured secrets (see the module docstring), read once."""
+    return Redactor()
+
+
+class RedactedWriter:
+    """A text stream (stderr) that redacts every write; everything else is the wrapped stream's."""
+
+    def __init__(self, inner: Any, redactor: Redactor) -> None:
+        self._inner = inner
+        self._redactor = redactor
+
+    def write(self, text: str) -> int:
+        self._inner.write(self._redactor(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def redact_stderr() -> None:
+    """From now on, whatever this process writes to ``sys.stderr`` (tracebacks, warnings) is redacted."""
+    redactor = configured_redactor()
+    if redactor and not isinstance(sys.stderr, RedactedWriter):
+        sys.stderr = RedactedWriter(sys.stderr, redactor)

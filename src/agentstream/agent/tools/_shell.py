@@ -31,6 +31,8 @@ _CHUNK: Final = 1 << 16
 _FLUSH_EVERY_S: Final = 0.1
 """Progress is sent at most this often (plus when a burst fills :data:`_COALESCE_BYTES`)."""
 _COALESCE_BYTES: Final = 4096
+_LONGEST_PARTIAL: Final = 4 * _COALESCE_BYTES
+"""A partial line longer than this is streamed without waiting for its newline."""
 _NOTE_ROOM: Final = 120
 """Bytes of the output cap kept free for the ``[exit code N]`` / timeout line."""
 _DRAIN_S: Final = 2.0
@@ -55,7 +57,13 @@ def _has_exited(pid: int) -> bool:
 
 
 class _ProgressPump:
-    """Turns raw output into a modest number of ``tool_progress`` texts, at most ``cap`` bytes in all."""
+    """Turns raw output into a modest number of ``tool_progress`` texts, at most ``cap`` bytes in all.
+
+    Progress prefers whole lines, but a line longer than :data:`_LONGEST_PARTIAL`
+    is sent in pieces: what is pending stays that small, and each chunk is
+    scanned once, so a command printing gigabytes without a newline costs
+    constant memory and linear time.
+    """
 
     def __init__(self, sink: Callable[[str], None], cap: int) -> None:
         self.sink = sink
@@ -67,13 +75,15 @@ class _ProgressPump:
     def feed(self, data: bytes) -> None:
         if self.budget <= 0:
             return
-        self.pending += data
+        self.pending += data[: self.budget + 1]  # more than the budget is never sent, so never kept
         if len(self.pending) >= _COALESCE_BYTES or time.monotonic() - self.last_sent >= _FLUSH_EVERY_S:
             self.flush(whole_lines=True)
 
     def flush(self, *, whole_lines: bool = False) -> None:
-        """Send what is pending; with ``whole_lines`` keep a trailing partial line for later."""
-        cut = self.pending.rfind(b"\n") + 1 if whole_lines else len(self.pending)
+        """Send what is pending; with ``whole_lines`` keep a short trailing partial line for later."""
+        cut = len(self.pending)
+        if whole_lines and cut < _LONGEST_PARTIAL:
+            cut = self.pending.rfind(b"\n") + 1
         if cut <= 0 or self.budget <= 0:
             return
         chunk = bytes(self.pending[:cut])
@@ -84,6 +94,7 @@ class _ProgressPump:
                 self.decoder.decode(chunk[:end], True) + "[further output is not streamed; the result has it]"
             )
             self.budget = 0
+            self.pending.clear()
         else:
             text = self.decoder.decode(chunk)
             self.budget -= len(chunk)

@@ -20,7 +20,7 @@ from agentstream.agent.tools._base import (
 )
 from agentstream.agent.tools._fs import FS_TOOLS
 from agentstream.agent.tools._search import SEARCH_TOOLS
-from agentstream.agent.tools._secrets import Redactor
+from agentstream.agent.tools._secrets import DeltaGuard, configured_redactor
 from agentstream.agent.tools._shell import SHELL_TOOLS
 from agentstream.errors import UsageError
 
@@ -51,8 +51,9 @@ class Toolbox:
             raise UsageError(
                 f"the workspace {ctx.workspace} is not a directory", fix="pass an existing directory"
             )
-        self._redact = Redactor()
-        self.ctx = replace(ctx, workspace=workspace, progress=self._redacted_progress(ctx))
+        self._redact = configured_redactor()
+        self._progress = _RedactedProgress(ctx.progress, DeltaGuard(self._redact))
+        self.ctx = replace(ctx, workspace=workspace, progress=self._progress)
         self._allowed = self._check_allow_list(allow)
 
     def _check_allow_list(self, allow: Sequence[str] | None) -> tuple[str, ...]:
@@ -71,10 +72,6 @@ class Toolbox:
                 fix="drop them from --tools, or choose --permission-mode workspace-write",
             )
         return tuple(name for name in TOOL_NAMES if name in allow)
-
-    def _redacted_progress(self, ctx: ToolContext) -> Callable[[str], None]:
-        sink, redact = ctx.progress, self._redact
-        return lambda text: sink(redact(text))
 
     @property
     def specs(self) -> list[ToolSpec]:
@@ -103,6 +100,8 @@ class Toolbox:
             outcome = ToolOutcome("error", error=f"{name}: {exc.strerror or exc}")
         except Exception as exc:  # a bug in a tool must not end the run; the model sees what broke
             outcome = ToolOutcome("error", error=f"{name} failed unexpectedly: {type(exc).__name__}: {exc}")
+        finally:
+            self._progress.flush()
         return self._finish(outcome)
 
     def _run(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
@@ -125,6 +124,24 @@ class Toolbox:
         output, cut = cap_text(self._redact(outcome.output), self.ctx.output_cap_bytes)
         error = self._redact(outcome.error) if outcome.error is not None else None
         return ToolOutcome(outcome.status, output, error, outcome.truncated or cut)
+
+
+class _RedactedProgress:
+    """A tool's progress output with secrets redacted, including one split across two pieces."""
+
+    def __init__(self, sink: Callable[[str], None], guard: DeltaGuard) -> None:
+        self.sink = sink
+        self.guard = guard
+
+    def __call__(self, text: str) -> None:
+        safe = self.guard.feed(text)
+        if safe:
+            self.sink(safe)
+
+    def flush(self) -> None:
+        held = self.guard.flush()
+        if held:
+            self.sink(held)
 
 
 def _with_fix(message: str, fix: str | None) -> str:
