@@ -219,7 +219,8 @@ class Stream:
             return False
         code = self.result.exit_code
         if isinstance(exc, AgentstreamError):
-            sys.stderr.write(f"{self.command}: {exc.code}: {exc.message}\n")  # expected: no traceback
+            fix = f"\n  fix: {exc.fix}" if exc.fix else ""
+            sys.stderr.write(f"{self.command}: {exc.code}: {exc.message}{fix}\n")  # expected: no traceback
         elif exc is not None and not isinstance(exc, SystemExit):
             traceback.print_exception(exc_type, exc, tb, file=sys.stderr)
         elif isinstance(exc, SystemExit) and _exit_status(exc) == code:

@@ -3,7 +3,10 @@ imported only when it runs, so ``agentstream --version`` stays as fast as Python
 
 Command ``NAME`` lives in ``agentstream.cli.NAME_cmd``, which defines
 ``configure(parser)`` and ``run(args) -> int`` (the exit code); its one-line
-summary is in :data:`COMMANDS`.
+summary is in :data:`COMMANDS`. Commands are also found in the
+``agentstream.commands`` entry-point group (:mod:`agentstream.plugins`): a
+plugin's entry point names a module of the same shape, with a ``SUMMARY``.
+Built-in commands are dispatched without reading any entry points.
 """
 
 from __future__ import annotations
@@ -12,8 +15,13 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING
 
-__all__ = ["COMMANDS", "main"]
+if TYPE_CHECKING:
+    from agentstream.plugins import Registry
+
+__all__ = ["COMMANDS", "command_registry", "main"]
 
 COMMANDS: dict[str, str] = {
     "exec": "Run the agent on a prompt and stream what it does",
@@ -36,9 +44,38 @@ COMMANDS: dict[str, str] = {
 }
 
 
+_registry: Registry[ModuleType] | None = None
+
+
+def command_registry() -> Registry[ModuleType]:
+    """The commands, built-in and plugged in. Made on first use: the common path never needs it."""
+    global _registry
+    if _registry is None:
+        from agentstream.plugins import Registry
+
+        _registry = Registry(
+            "agentstream.commands",
+            {name: f"agentstream.cli.{name}_cmd" for name in COMMANDS},
+            kind="command",
+            accepts=lambda module: callable(getattr(module, "configure", None))
+            and callable(getattr(module, "run", None)),
+        )
+    return _registry
+
+
+def _summary(name: str, module: ModuleType | None) -> str:
+    if name in COMMANDS:
+        return COMMANDS[name]
+    summary = getattr(module, "SUMMARY", None) or (module.__doc__ or "").strip().partition("\n")[0]
+    return str(summary)
+
+
 def _top_help() -> str:
-    width = max(map(len, COMMANDS))
-    rows = "\n".join(f"  {name.ljust(width)}  {summary}" for name, summary in COMMANDS.items())
+    registry = command_registry()
+    plugins = {name: registry.get(name) for name in registry.names() if name not in COMMANDS}
+    summaries = {**COMMANDS, **{name: _summary(name, m) for name, m in plugins.items() if m is not None}}
+    width = max(map(len, summaries))
+    rows = "\n".join(f"  {name.ljust(width)}  {summary}" for name, summary in summaries.items())
     return (
         "usage: agentstream [--version] COMMAND [ARGS...]\n\n"
         "Canonical streaming output for agent-first command-line tools.\n\n"
@@ -58,17 +95,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write(f"agentstream {__version__}\n")
         return 0
     name = args[0]
-    if name not in COMMANDS:
-        from difflib import get_close_matches
+    if name in COMMANDS:  # the common path: no entry points are read
+        module = importlib.import_module(f"agentstream.cli.{name}_cmd")
+    else:
+        plugin = command_registry().get(name)
+        if plugin is None:
+            from difflib import get_close_matches
 
-        near = get_close_matches(name, COMMANDS, n=1)
-        hint = f" (did you mean '{near[0]}'?)" if near else ""
-        sys.stderr.write(
-            f"agentstream: unknown command '{name}'{hint}\nRun 'agentstream --help' for the list.\n"
-        )
-        return 2
-    module = importlib.import_module(f"agentstream.cli.{name}_cmd")
-    parser = argparse.ArgumentParser(prog=f"agentstream {name}", description=COMMANDS[name])
+            near = get_close_matches(name, command_registry().names(), n=1)
+            hint = f" (did you mean '{near[0]}'?)" if near else ""
+            sys.stderr.write(
+                f"agentstream: unknown command '{name}'{hint}\nRun 'agentstream --help' for the list.\n"
+            )
+            return 2
+        module = plugin
+    parser = argparse.ArgumentParser(prog=f"agentstream {name}", description=_summary(name, module))
     module.configure(parser)
     parsed = parser.parse_args(args[1:])
     from agentstream.errors import AgentstreamError

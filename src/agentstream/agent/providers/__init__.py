@@ -6,30 +6,51 @@ cassette given with ``--cassette``; else ``ANTHROPIC_API_KEY`` (or
 else ``OPENAI_API_KEY``, ``OPENAI_BASE_URL`` or ``--base-url`` → openai; else a
 local Ollama that answers within 200 ms; else the bundled demo cassette, with a
 one-line notice. SDKs are imported only when a provider makes its first call.
+
+A provider is found by name in the ``agentstream.providers`` entry-point group
+(:mod:`agentstream.plugins`): a callable that takes :class:`ProviderSettings` and
+returns a :class:`Provider` (a subclass's constructor is one).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Final
+from typing import Final, TypeAlias
 
 from agentstream.agent.providers.base import Provider, ProviderSettings
+from agentstream.agent.providers.replay import DEMO_CASSETTE
 from agentstream.errors import UsageError
+from agentstream.plugins import Registry
 
 __all__ = [
     "DEMO_CASSETTE",
+    "PROVIDERS",
     "PROVIDER_NAMES",
+    "ProviderFactory",
     "ProviderSettings",
     "Selection",
     "create_provider",
     "select_provider",
 ]
 
-PROVIDER_NAMES: Final = ("openai", "anthropic", "ollama", "replay")
-DEMO_CASSETTE: Final = Path(__file__).resolve().parent.parent.parent / "data" / "demo.cassette.jsonl"
+ProviderFactory: TypeAlias = Callable[[ProviderSettings], Provider]
+"""What a ``agentstream.providers`` entry point names: settings in, a ready provider out."""
+
+PROVIDERS: Registry[ProviderFactory] = Registry(
+    "agentstream.providers",
+    {
+        "openai": "agentstream.agent.providers.openai:OpenAIProvider",
+        "anthropic": "agentstream.agent.providers.anthropic:AnthropicProvider",
+        "ollama": "agentstream.agent.providers.openai:OllamaProvider",
+        "replay": "agentstream.agent.providers.replay:from_settings",
+    },
+    kind="provider",
+    accepts=callable,
+)
+PROVIDER_NAMES: Final = PROVIDERS.builtin_names
+"""The built-in providers; an installed plugin may add more."""
 OLLAMA_PROBE_S: Final = 0.2
 
 DEMO_NOTICE: Final = (
@@ -48,23 +69,10 @@ class Selection:
 
 def create_provider(name: str, settings: ProviderSettings) -> Provider:
     """The provider called ``name``; raises UsageError for an unknown one."""
-    if name == "openai":
-        from agentstream.agent.providers.openai import OpenAIProvider
-
-        return OpenAIProvider(settings)
-    if name == "anthropic":
-        from agentstream.agent.providers.anthropic import AnthropicProvider
-
-        return AnthropicProvider(settings)
-    if name == "ollama":
-        from agentstream.agent.providers.openai import OllamaProvider
-
-        return OllamaProvider(settings)
-    if name == "replay":
-        from agentstream.agent.providers.replay import ReplayProvider
-
-        return ReplayProvider(settings.cassette or DEMO_CASSETTE)
-    raise UsageError(f"unknown provider {name!r}", fix=f"use one of: {', '.join(PROVIDER_NAMES)}")
+    factory = PROVIDERS.get(name)
+    if factory is None:
+        raise UsageError(f"unknown provider {name!r}", fix=f"use one of: {', '.join(PROVIDERS.names())}")
+    return factory(settings)
 
 
 def select_provider(

@@ -14,6 +14,7 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from agentstream._extras import require
 from agentstream.agent.providers.base import (
     Provider,
     ProviderSettings,
@@ -54,8 +55,7 @@ class AnthropicProvider(Provider):
                     code=ErrorCode.AUTH_EXPIRED,
                     fix="set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN)",
                 )
-            import anthropic
-
+            anthropic = require("anthropic", "agent")
             self._client = anthropic.Anthropic(
                 **self.credential,
                 base_url=self.settings.base_url,

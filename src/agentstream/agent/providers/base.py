@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 import msgspec
 
-from agentstream.errors import ErrorCode, ProviderError
+from agentstream.errors import AgentstreamError, ErrorCode, ProviderError
 
 if TYPE_CHECKING:
     from agentstream.agent.conversation import Conversation
@@ -156,8 +157,8 @@ class Provider(ABC):
             for event in self._turn(conversation, tools, system):
                 finished = finished or isinstance(event, TurnEnd)
                 yield event
-        except ProviderError:
-            raise
+        except AgentstreamError:
+            raise  # already ours (a ProviderError, a missing extra): nothing to translate
         except Exception as exc:
             mapped = self.map_error(exc)
             if mapped is None:
@@ -208,10 +209,13 @@ def map_sdk_error(exc: Exception, sdk: ModuleType) -> ProviderError | None:
 
 
 def transport_error(exc: Exception) -> ProviderError | None:
-    """Network failures raised below the SDK (a connection dropped mid-stream, a reset socket)."""
-    import httpx2
+    """Network failures raised below the SDK (a connection dropped mid-stream, a reset socket).
 
-    if isinstance(exc, (httpx2.TransportError, OSError)):
+    The SDKs' HTTP library (``httpx2``) is not our dependency: if nothing has imported
+    it, none of its exceptions can be in flight, so it is looked up, never imported.
+    """
+    http = sys.modules.get("httpx2")
+    if isinstance(exc, OSError) or (http is not None and isinstance(exc, http.TransportError)):
         return network_error(f"the connection to the model failed: {exc}")
     return None
 

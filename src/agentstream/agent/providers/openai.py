@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from agentstream._extras import require
 from agentstream.agent.providers.base import (
     Provider,
     ProviderSettings,
@@ -68,8 +69,7 @@ class OpenAIProvider(Provider):
                     code=ErrorCode.AUTH_EXPIRED,
                     fix="set OPENAI_API_KEY, or pass --base-url for a local server",
                 )
-            import openai
-
+            openai = require("openai", "agent")
             self._client = openai.OpenAI(
                 api_key=self.api_key, base_url=self.base_url, max_retries=0, timeout=self.settings.timeout_s
             )
