@@ -30,8 +30,15 @@ def without_extras(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     stubs = tmp_path_factory.mktemp("no-extras")
     for name in BLOCKED:
         (stubs / name).mkdir()
-        (stubs / name / "__init__.py").write_text(f"raise ImportError('{name} is not installed (test stub)')\n")
-    return {**os.environ, "PYTHONPATH": str(stubs), "OPENAI_API_KEY": "sk-test", "ANTHROPIC_API_KEY": "sk-test"}
+        (stubs / name / "__init__.py").write_text(
+            f"raise ImportError('{name} is not installed (test stub)')\n"
+        )
+    return {
+        **os.environ,
+        "PYTHONPATH": str(stubs),
+        "OPENAI_API_KEY": "sk-test",
+        "ANTHROPIC_API_KEY": "sk-test",
+    }
 
 
 def agentstream(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
@@ -95,7 +102,9 @@ def _declared_distributions() -> set[str]:
     for extra, extra_requirements in project["optional-dependencies"].items():
         if extra != "test":  # the test extra is not a runtime declaration
             requirements += extra_requirements
-    names = {_normalise(re.split(r"[\s\[<>=!~;]", requirement, maxsplit=1)[0]) for requirement in requirements}
+    names = {
+        _normalise(re.split(r"[\s\[<>=!~;]", requirement, maxsplit=1)[0]) for requirement in requirements
+    }
     return names - {"agentstream"}
 
 
@@ -121,11 +130,15 @@ def test_every_third_party_import_is_a_declared_dependency() -> None:
             distributions = {_normalise(dist) for dist in providers.get(name, [])}
             if not distributions & declared:
                 where = module.relative_to(ROOT)
-                undeclared.append(f"{where}: {name} (from {', '.join(sorted(distributions)) or 'nothing installed'})")
+                undeclared.append(
+                    f"{where}: {name} (from {', '.join(sorted(distributions)) or 'nothing installed'})"
+                )
     assert not undeclared, "imports of packages not declared in pyproject.toml:\n" + "\n".join(undeclared)
 
 
 def test_the_import_walker_sees_imports_inside_functions(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
-    sample.write_text("import os\n\ndef f():\n    import httpx2.exceptions\n    from redis.retry import Retry\n")
+    sample.write_text(
+        "import os\n\ndef f():\n    import httpx2.exceptions\n    from redis.retry import Retry\n"
+    )
     assert _imported_top_levels(sample) == {"os", "httpx2", "redis"}

@@ -50,7 +50,9 @@ def test_installed_entry_points_match_pyproject() -> None:
     from importlib.metadata import entry_points
 
     for group, builtins in _registries().items():
-        ours = {ep.name: ep.value for ep in entry_points(group=group) if ep.dist and ep.dist.name == "agentstream"}
+        ours = {
+            ep.name: ep.value for ep in entry_points(group=group) if ep.dist and ep.dist.name == "agentstream"
+        }
         assert ours == dict(builtins), f"reinstall: pip install -e . ({group} is stale)"
 
 
@@ -137,7 +139,9 @@ def test_convert_reads_and_writes_the_plugin_dialect(toy_env: dict[str, str], tm
         assert events[1]["content"] == "hello" and events[2]["ok"] is True
     back = agentstream(toy_env, "convert", "--to", "toy", "-", stdin=done.stdout)
     assert back.returncode == 0, back.stderr
-    assert back.stdout == TOY_LINES.replace(b'":"', b'": "').replace(b'","', b'", "').replace(b":true", b": true")
+    assert back.stdout == TOY_LINES.replace(b'":"', b'": "').replace(b'","', b'", "').replace(
+        b":true", b": true"
+    )
 
 
 def test_exec_runs_a_turn_with_the_plugin_provider_and_tool(toy_env: dict[str, str], tmp_path: Path) -> None:
@@ -172,7 +176,9 @@ def test_a_plugin_command_runs_and_is_listed(toy_env: dict[str, str]) -> None:
 
 def test_a_plugin_bus_backend_is_chosen_by_the_url_scheme(toy_env: dict[str, str], tmp_path: Path) -> None:
     path = tmp_path / "toy-bus.sqlite3"
-    sent = agentstream(toy_env, "send", "deploy/finished", "--data", '{"ok":true}', "--bus", f"toybus://{path}")
+    sent = agentstream(
+        toy_env, "send", "deploy/finished", "--data", '{"ok":true}', "--bus", f"toybus://{path}"
+    )
     assert sent.returncode == 0, sent.stderr
     run_id = msgspec.json.decode(sent.stdout)["result"]["run_id"]
     assert path.exists()

@@ -583,7 +583,7 @@ def _private_stdout(*, isolate: bool) -> int:
 
 
 _encode_into = msgspec.json.Encoder().encode_into
-_ACCOUNTED = frozenset({p.Usage, p.ToolCall, p.Message})
+_ACCOUNTED: frozenset[type[p.BaseEvent]] = frozenset({p.Usage, p.ToolCall, p.Message})
 _CRITICAL_CODE = frozenset(
     {
         Stream.emit.__code__,

@@ -266,6 +266,7 @@ def _field(line: bytes, name: str) -> str | None:
 
 # -- choosing a backend --------------------------------------------------------
 
+
 class BusFactory(Protocol):
     """Opens a backend: the whole URL, and the options every backend is given.
 
@@ -332,7 +333,9 @@ def _maxlen(query: dict[str, list[str]]) -> int | None:
         return None
     raw = query["maxlen"][-1]
     if not raw.isdigit() or int(raw) < 1:
-        raise UsageError(f"bad maxlen {raw!r} in the bus URL", fix="use a positive integer, e.g. ?maxlen=100000")
+        raise UsageError(
+            f"bad maxlen {raw!r} in the bus URL", fix="use a positive integer, e.g. ?maxlen=100000"
+        )
     return int(raw)
 
 

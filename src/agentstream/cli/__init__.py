@@ -16,8 +16,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False  # not typing's: the command's start-up does not import typing
 if TYPE_CHECKING:
     from agentstream.plugins import Registry
 
@@ -57,8 +57,9 @@ def command_registry() -> Registry[ModuleType]:
             "agentstream.commands",
             {name: f"agentstream.cli.{name}_cmd" for name in COMMANDS},
             kind="command",
-            accepts=lambda module: callable(getattr(module, "configure", None))
-            and callable(getattr(module, "run", None)),
+            accepts=lambda module: (
+                callable(getattr(module, "configure", None)) and callable(getattr(module, "run", None))
+            ),
         )
     return _registry
 

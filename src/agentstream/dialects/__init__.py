@@ -69,7 +69,9 @@ def get_dialect(name: str) -> Dialect:
     """The dialect called ``name``, or a :class:`UnknownDialectError` that lists the valid names."""
     dialect = DIALECTS.get(name)
     if dialect is None:
-        raise UnknownDialectError(f"unknown dialect {name!r}", fix=f"use one of: {', '.join(dialect_names())}")
+        raise UnknownDialectError(
+            f"unknown dialect {name!r}", fix=f"use one of: {', '.join(dialect_names())}"
+        )
     return dialect
 
 

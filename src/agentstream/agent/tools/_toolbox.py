@@ -34,7 +34,9 @@ from agentstream.plugins import Registry, report_once
 
 __all__ = ["TOOLSETS", "TOOL_NAMES", "Toolbox", "installed_tools"]
 
-TOOL_NAMES: Final[tuple[str, ...]] = tuple(tool.spec.name for tool in (*FS_TOOLS, *SEARCH_TOOLS, *SHELL_TOOLS))
+TOOL_NAMES: Final[tuple[str, ...]] = tuple(
+    tool.spec.name for tool in (*FS_TOOLS, *SEARCH_TOOLS, *SHELL_TOOLS)
+)
 """Every built-in tool, in the order they are offered."""
 
 
@@ -95,7 +97,9 @@ class Toolbox:
 
     def _check_allow_list(self, allow: Sequence[str] | None) -> tuple[str, ...]:
         if allow is None:
-            return tuple(name for name, tool in self._tools.items() if allows(self.ctx.mode, tool.spec.access))
+            return tuple(
+                name for name, tool in self._tools.items() if allows(self.ctx.mode, tool.spec.access)
+            )
         unknown = [name for name in allow if name not in self._tools]
         if unknown:
             raise UsageError(

@@ -12,7 +12,14 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from agentstream import Message, Result
-from agentstream.agent.providers.base import Provider, ProviderSettings, TextDelta, ToolCallDone, TurnEnd, TurnEvent
+from agentstream.agent.providers.base import (
+    Provider,
+    ProviderSettings,
+    TextDelta,
+    ToolCallDone,
+    TurnEnd,
+    TurnEvent,
+)
 from agentstream.agent.tools import Tool, ToolContext, ToolOutcome, ToolSpec
 from agentstream.bus import Bus
 from agentstream.bus.sqlite import open_sqlite
@@ -22,7 +29,9 @@ from agentstream.dialects.base import Dialect, DialectDecoder, DialectEncoder
 class ToyDecoder(DialectDecoder):
     def decode_object(self, obj: dict[str, Any]) -> None:
         if obj.get("toy") == "say" and isinstance(obj.get("text"), str):
-            self.emit(Message(message_id=f"m{self.sequencer.next_seq}", role="assistant", content=obj["text"]))
+            self.emit(
+                Message(message_id=f"m{self.sequencer.next_seq}", role="assistant", content=obj["text"])
+            )
         elif obj.get("toy") == "done":
             ok = obj.get("ok") is True
             self.emit(Result(ok=ok, subtype="success" if ok else "error", exit_code=0 if ok else 1))
