@@ -187,8 +187,24 @@ def test_a_plugin_bus_backend_is_chosen_by_the_url_scheme(toy_env: dict[str, str
     assert [run["run_id"] for run in msgspec.json.decode(runs.stdout)["result"]["runs"]] == [run_id]
 
 
+def test_entry_points_are_read_as_importlib_metadata_reads_them(toy_env: dict[str, str]) -> None:
+    """agentstream's own reader of ``entry_points.txt`` finds what the standard library finds."""
+    probe = (
+        "from importlib.metadata import entry_points\n"
+        "from agentstream.plugins import GROUPS, installed_entry_points\n"
+        "ours = sorted((g, e.name, e.value, e.distribution) for g in GROUPS for e in installed_entry_points().get(g, []))\n"
+        "theirs = sorted((g, e.name, e.value, e.dist.name.replace('_', '-').lower()) for g in GROUPS for e in entry_points(group=g))\n"
+        "assert ours == theirs, (ours, theirs)\n"
+        "print(len(ours))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], env=toy_env, capture_output=True, check=False)
+    assert done.returncode == 0, done.stderr
+    toy_entries = 7
+    assert int(done.stdout) == sum(map(len, _registries().values())) + toy_entries
+
+
 def test_the_common_path_reads_no_entry_points_and_imports_one_dialect(tmp_path: Path) -> None:
-    """``--version`` and a canonical ``validate`` never import importlib.metadata or other dialects."""
+    """``--version`` and a canonical ``validate`` read no metadata and import no other dialect."""
     sample = tmp_path / "ok.ndjson"
     sample.write_bytes(
         b'{"type":"start","v":1,"session_id":"s","seq":0,"ts":"2025-01-01T00:00:00Z","command":"x"}\n'
@@ -199,13 +215,16 @@ def test_the_common_path_reads_no_entry_points_and_imports_one_dialect(tmp_path:
         "import sys\n"
         "from agentstream.cli import main\n"
         "code = main(sys.argv[1:])\n"
+        "import agentstream.plugins as plugins\n"
         "loaded = sorted(m for m in sys.modules if m == 'importlib.metadata' or m.startswith('agentstream.dialects.'))\n"
+        "loaded += ['scanned'] if plugins._installed is not None else []\n"
         "sys.stderr.write(repr(loaded))\n"
         "sys.exit(code)\n"
     )
     for args, expected in (
         (["--version"], []),
         (["validate", "-q", str(sample)], ["agentstream.dialects.base", "agentstream.dialects.canonical"]),
+        (["--help"], ["scanned"]),  # lists plugin commands: reads entry points, without importlib.metadata
     ):
         done = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, check=False)
         assert done.returncode == 0, done.stderr

@@ -3,11 +3,13 @@
 Every kind is a :class:`Registry` over one entry-point group (:data:`GROUPS`).
 The built-ins are declared in this package's ``pyproject.toml`` exactly like a
 plugin's, and each registry also knows them statically (``name → "module:attr"``),
-because reading entry points imports ``importlib.metadata`` and walks every
-installed distribution: tens of milliseconds that ``agentstream --version`` or a
-built-in dialect must not pay. ``tests/test_plugins.py`` keeps the two lists
-equal. Other distributions' entry points are read once, and only when a name is
-not built in or when every name is listed.
+so ``agentstream --version`` or a built-in dialect reads no metadata at all;
+``tests/test_plugins.py`` keeps the two lists equal. Other distributions' entry
+points are read once per process, and only when a name is not built in or when
+every name is listed. They are read straight from the ``*.dist-info`` and
+``*.egg-info`` directories on ``sys.path`` (what pip, uv and setuptools install),
+not through ``importlib.metadata``, whose import alone (``email``, ``zipfile``…)
+would triple the time of ``agentstream --help``.
 
 Names are unique per group. A plugin that reuses a built-in's name is ignored
 (the built-in wins) and, between two plugins, the one found first on
@@ -20,14 +22,12 @@ command that does not need it.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
+from typing import Any, Final, Generic, NamedTuple, TypeVar
 
-if TYPE_CHECKING:
-    from importlib.metadata import EntryPoint
-
-__all__ = ["GROUPS", "Registry", "load_reference", "report_once"]
+__all__ = ["GROUPS", "EntryPoint", "Registry", "installed_entry_points", "load_reference", "report_once"]
 
 T = TypeVar("T")
 
@@ -42,6 +42,17 @@ GROUPS: Final = (
 
 _OWN_DISTRIBUTION: Final = "agentstream"
 _reported: set[str] = set()
+
+
+class EntryPoint(NamedTuple):
+    """One declared plugin: its name in a group, the ``module:attribute`` it names, and who declared it."""
+
+    name: str
+    value: str
+    distribution: str
+
+    def load(self) -> Any:
+        return load_reference(self.value)
 
 
 def load_reference(reference: str) -> Any:
@@ -89,7 +100,7 @@ class Registry(Generic[T]):
         if name in self._builtins:
             return None
         entry = self._discover().get(name)
-        return _distribution(entry) if entry is not None else None
+        return entry.distribution if entry is not None else None
 
     def get(self, name: str) -> T | None:
         """The object called ``name``; ``None`` when nothing by that name can be loaded.
@@ -123,7 +134,7 @@ class Registry(Generic[T]):
         return found
 
     def _load_plugin(self, name: str, entry: EntryPoint) -> T | None:
-        where = f"{self.kind} {name!r} from the plugin {_distribution(entry)!r}"
+        where = f"{self.kind} {name!r} from the plugin {entry.distribution!r}"
         try:
             value: T = entry.load()
         except Exception as exc:  # any failure inside third-party code: report it, keep the command alive
@@ -137,33 +148,85 @@ class Registry(Generic[T]):
     def _discover(self) -> dict[str, EntryPoint]:
         if self._plugins is None:
             self._plugins = {}
-            for entry in _entry_points(self.group):
-                if _distribution(entry) == _OWN_DISTRIBUTION:
+            for entry in installed_entry_points().get(self.group, ()):
+                if entry.distribution == _OWN_DISTRIBUTION:
                     continue  # our own, already known statically
                 if entry.name in self._builtins:
                     report_once(
-                        f"{self.kind} {entry.name!r} from the plugin {_distribution(entry)!r} "
+                        f"{self.kind} {entry.name!r} from the plugin {entry.distribution!r} "
                         "is ignored: a built-in has that name"
                     )
                 elif entry.name in self._plugins:
                     report_once(
-                        f"{self.kind} {entry.name!r} from the plugin {_distribution(entry)!r} is ignored: "
-                        f"{_distribution(self._plugins[entry.name])!r} provides it first"
+                        f"{self.kind} {entry.name!r} from the plugin {entry.distribution!r} is ignored: "
+                        f"{self._plugins[entry.name].distribution!r} provides it first"
                     )
                 else:
                     self._plugins[entry.name] = entry
         return self._plugins
 
 
-def _entry_points(group: str) -> list[EntryPoint]:
-    from importlib.metadata import entry_points
-
-    return list(entry_points(group=group))
+_installed: dict[str, list[EntryPoint]] | None = None
 
 
-def _distribution(entry: EntryPoint) -> str:
-    dist = entry.dist
-    return dist.name.replace("_", "-").lower() if dist is not None else "?"
+def installed_entry_points() -> dict[str, list[EntryPoint]]:
+    """Every group's entry points of the distributions on ``sys.path``, read once.
+
+    A distribution found twice (in two ``sys.path`` entries) counts where it is
+    found first, as its modules would be imported from there.
+    """
+    global _installed
+    if _installed is None:
+        _installed = {}
+        seen: set[str] = set()
+        for directory in sys.path:
+            for distribution, path in _distributions_in(directory or "."):
+                if distribution not in seen:
+                    seen.add(distribution)
+                    for group, entry in _read_entry_points(path, distribution):
+                        _installed.setdefault(group, []).append(entry)
+    return _installed
+
+
+def _distributions_in(directory: str) -> list[tuple[str, str]]:
+    """``(normalised name, metadata directory)`` of each distribution installed in ``directory``, sorted."""
+    try:
+        names = os.listdir(directory)
+    except OSError:  # not a directory (a zip file), or gone
+        return []
+    found = []
+    for name in sorted(names):
+        stem, dot, suffix = name.rpartition(".")
+        if dot and suffix in ("dist-info", "egg-info"):
+            found.append((_normalise(stem.split("-", 1)[0]), os.path.join(directory, name)))
+    return found
+
+
+def _read_entry_points(metadata_dir: str, distribution: str) -> list[tuple[str, EntryPoint]]:
+    """The ``[group]`` / ``name = value`` lines of ``entry_points.txt`` (comments and extras dropped)."""
+    try:
+        with open(os.path.join(metadata_dir, "entry_points.txt"), encoding="utf-8") as file:
+            lines = file.read().splitlines()
+    except OSError:
+        return []
+    entries: list[tuple[str, EntryPoint]] = []
+    group = ""
+    for raw in lines:
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            group = line[1:-1].strip()
+        elif "=" in line and group:
+            name, _, value = line.partition("=")
+            value = value.partition("[")[0].strip()  # "module:attr [extra]": the extra is pip's business
+            entries.append((group, EntryPoint(name.strip(), value, distribution)))
+    return entries
+
+
+def _normalise(name: str) -> str:
+    """A distribution's name as PEP 503 compares them (``Agentstream_Toy`` → ``agentstream-toy``)."""
+    return "-".join(filter(None, name.replace("_", "-").replace(".", "-").lower().split("-")))
 
 
 def report_once(message: str) -> None:
