@@ -32,7 +32,7 @@ def _registries() -> dict[str, Mapping[str, str]]:
     from agentstream.dialects import DIALECTS
 
     registries = (DIALECTS, PROVIDERS, BACKENDS, TOOLSETS, command_registry())
-    return {registry.group: registry._builtins for registry in registries}
+    return {registry.group: registry.builtins for registry in registries}
 
 
 def test_built_ins_are_declared_in_pyproject_exactly_as_the_code_knows_them() -> None:
@@ -57,9 +57,9 @@ def test_installed_entry_points_match_pyproject() -> None:
 
 
 def test_every_built_in_loads() -> None:
-    for group, builtins in _registries().items():
-        from agentstream.plugins import load_reference
+    from agentstream.plugins import load_reference
 
+    for group, builtins in _registries().items():
         for name, reference in builtins.items():
             assert load_reference(reference) is not None, f"{group}:{name}"
 

@@ -91,6 +91,11 @@ class Registry(Generic[T]):
         """The built-in names, in their documented order, known without reading any metadata."""
         return tuple(self._builtins)
 
+    @property
+    def builtins(self) -> Mapping[str, str]:
+        """Built-in name → ``"module:attribute"``, as ``pyproject.toml`` declares them too."""
+        return dict(self._builtins)
+
     def names(self) -> tuple[str, ...]:
         """Every name: the built-ins, then the installed plugins' (reads entry points once)."""
         return (*self._builtins, *self._discover())
