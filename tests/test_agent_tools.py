@@ -656,8 +656,8 @@ def test_a_crashing_tool_becomes_an_error(box: Toolbox, monkeypatch: pytest.Monk
     def broken(ctx: Any, args: Any) -> Any:
         raise RuntimeError("kaboom")
 
-    tool = _toolbox._TOOLS["list_dir"]
-    monkeypatch.setitem(_toolbox._TOOLS, "list_dir", type(tool)(tool.spec, broken))
+    tool = _toolbox.installed_tools()["list_dir"]
+    monkeypatch.setitem(_toolbox.installed_tools(), "list_dir", type(tool)(tool.spec, broken))
     out = box.run("list_dir", {})
     assert out.status == "error" and out.error == "list_dir failed unexpectedly: RuntimeError: kaboom"
 

@@ -38,3 +38,18 @@ def test_import_is_cheap() -> None:
     code = "import sys, agentstream; print(sorted(m for m in ('msgspec', 'agentstream.stream', 'agentstream.consumer') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_all_is_the_lazy_names_and_the_version() -> None:
+    """``__all__`` is written out (type checkers read it); it must list exactly what resolves lazily."""
+    assert set(agentstream.__all__) == {*agentstream._LAZY, "__version__"}
+    assert len(agentstream.__all__) == len(set(agentstream.__all__))
+
+
+def test_the_async_spawn_is_exported_without_importing_asyncio() -> None:
+    code = (
+        "import sys, agentstream.consumer; assert 'asyncio' not in sys.modules; "
+        "from agentstream import aspawn, AsyncSpawn; print(aspawn.__module__, AsyncSpawn.__name__)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["agentstream.consumer.async_process", "AsyncSpawn"]

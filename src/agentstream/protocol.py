@@ -27,6 +27,7 @@ __all__ = [
     "JSON_DECODER",
     "JSON_ENCODER",
     "PROTOCOL_VERSION",
+    "UNSET",
     "AnyEvent",
     "BaseEvent",
     "Error",
@@ -56,6 +57,7 @@ __all__ = [
     "ToolProgress",
     "ToolResult",
     "UnknownEvent",
+    "UnsetType",
     "Usage",
     "UsageTotals",
     "decode",
@@ -365,7 +367,7 @@ JSON_ENCODER: Final = msgspec.json.Encoder()
 """The one shared untyped JSON encoder."""
 JSON_DECODER: Final = msgspec.json.Decoder()
 """The one shared untyped JSON decoder."""
-_decoder = msgspec.json.Decoder(Event)
+_decoder: msgspec.json.Decoder[Event] = msgspec.json.Decoder(Event)
 
 
 def encode(event: AnyEvent) -> bytes:
@@ -403,7 +405,7 @@ def decode_lines(data: bytes | bytearray) -> list[AnyEvent]:
     type; callers that must keep going fall back to :func:`decode` per line.
     """
     try:
-        return _decoder.decode_lines(data)
+        return cast("list[AnyEvent]", _decoder.decode_lines(data))  # a fresh list: widening it is safe
     except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError) as exc:
         from agentstream.errors import MalformedEventError
 

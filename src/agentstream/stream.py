@@ -225,7 +225,8 @@ class Stream:
             return False
         code = self.result.exit_code
         if isinstance(exc, AgentstreamError):
-            sys.stderr.write(f"{self.command}: {exc.code}: {exc.message}\n")  # expected: no traceback
+            fix = f"\n  fix: {exc.fix}" if exc.fix else ""
+            sys.stderr.write(f"{self.command}: {exc.code}: {exc.message}{fix}\n")  # expected: no traceback
         elif exc is not None and not isinstance(exc, SystemExit):
             traceback.print_exception(exc_type, exc, tb, file=sys.stderr)
         elif isinstance(exc, SystemExit) and _exit_status(exc) == code:
@@ -590,7 +591,7 @@ def _private_stdout(*, isolate: bool) -> int:
 
 
 _encode_into = msgspec.json.Encoder().encode_into
-_ACCOUNTED = frozenset({p.Usage, p.ToolCall, p.Message})
+_ACCOUNTED: frozenset[type[p.BaseEvent]] = frozenset({p.Usage, p.ToolCall, p.Message})
 _CRITICAL_CODE = frozenset(
     {
         Stream.emit.__code__,

@@ -1,6 +1,7 @@
 """The event bus: where runs are published, replayed, tailed and queued.
 
-One interface (:class:`Bus`), two backends chosen by URL (:func:`open_bus`):
+One interface (:class:`Bus`), backends chosen by the URL's scheme (:func:`open_bus`)
+in the ``agentstream.bus`` entry-point group (:mod:`agentstream.plugins`); built in:
 
 * ``sqlite:///path/bus.sqlite3`` (the default, in :func:`agentstream._paths.state_dir`):
   one file, WAL mode, safe for many processes on one machine.
@@ -15,7 +16,8 @@ resumes exactly from any ``seq``. A run's status is derived from its events
 ``result`` is stored, the run is closed: later appends are refused, which fences
 off a producer that was presumed dead.
 
-See ``docs/bus.md`` for the data layout of each backend.
+See ``docs/bus.md`` for the data layout of each backend. A backend's entry point
+names a :data:`BusFactory`.
 """
 
 from __future__ import annotations
@@ -23,19 +25,22 @@ from __future__ import annotations
 import abc
 import os
 from collections.abc import Sequence
-from typing import Any, Final, Literal, NamedTuple, TypeAlias, get_args
+from typing import Any, Final, Literal, NamedTuple, Protocol, TypeAlias, get_args
 from urllib.parse import parse_qs, urlsplit
 
 import msgspec
 
 from agentstream.errors import AgentstreamError, ErrorCode, UsageError
+from agentstream.plugins import Registry
 
 __all__ = [
+    "BACKENDS",
     "BUS_ENV",
     "DEFAULT_RETENTION_S",
     "RUN_STATUSES",
     "TERMINAL_STATUSES",
     "Bus",
+    "BusFactory",
     "BusUnavailable",
     "Claim",
     "FeedItem",
@@ -263,7 +268,30 @@ def _field(line: bytes, name: str) -> str | None:
 
 # -- choosing a backend --------------------------------------------------------
 
-_SCHEMES: Final = ("sqlite", "redis", "rediss", "unix")
+
+class BusFactory(Protocol):
+    """Opens a backend: the whole URL, and the options every backend is given.
+
+    ``retention`` is in seconds (0 keeps forever); ``maxlen`` is the URL's cap on a
+    run's stored events, ``None`` when the URL sets none (a backend may ignore it).
+    """
+
+    def __call__(self, url: str, *, retention: float, maxlen: int | None) -> Bus: ...
+
+
+BACKENDS: Registry[BusFactory] = Registry(
+    "agentstream.bus",
+    {
+        "sqlite": "agentstream.bus.sqlite:open_sqlite",
+        "redis": "agentstream.bus.redis_backend:open_redis",
+        "rediss": "agentstream.bus.redis_backend:open_redis",
+        "unix": "agentstream.bus.redis_backend:open_redis",
+    },
+    kind="bus backend",
+    accepts=callable,
+)
+"""Bus backends by URL scheme."""
+
 _URL_FIX: Final = (
     "use sqlite:///ABSOLUTE/PATH.sqlite3, redis://[:PASSWORD@]HOST:PORT[/DB] or rediss://… "
     f"(via --bus or ${BUS_ENV}); leave both unset for the embedded default"
@@ -289,32 +317,28 @@ def open_bus(url: str | None = None) -> Bus:
     """
     url = (url or "").strip() or default_bus_url()
     scheme = url.split(":", 1)[0].lower() if ":" in url else ""
-    if scheme not in _SCHEMES:
+    factory = BACKENDS.get(scheme) if scheme else None
+    if factory is None:
         raise UsageError(f"unsupported bus URL {redact_url(url)!r}", fix=_URL_FIX)
-    options = _bus_options(url)
-    if scheme == "sqlite":
-        from agentstream.bus.sqlite import SqliteBus
-
-        return SqliteBus(url, retention=options.get("retention", DEFAULT_RETENTION_S))
-    from agentstream.bus.redis_backend import RedisBus
-
-    return RedisBus(url, **options)
-
-
-def _bus_options(url: str) -> dict[str, Any]:
-    """Our own query parameters (``retention``, ``maxlen``); the backend strips them."""
     query = parse_qs(urlsplit(url).query)
-    options: dict[str, Any] = {}
-    if "retention" in query:
-        options["retention"] = parse_duration(query["retention"][-1], what="retention")
-    if "maxlen" in query:
-        raw = query["maxlen"][-1]
-        if not raw.isdigit() or int(raw) < 1:
-            raise UsageError(
-                f"bad maxlen {raw!r} in the bus URL", fix="use a positive integer, e.g. ?maxlen=100000"
-            )
-        options["maxlen"] = int(raw)
-    return options
+    return factory(url, retention=_retention(query), maxlen=_maxlen(query))
+
+
+def _retention(query: dict[str, list[str]]) -> float:
+    if "retention" not in query:
+        return DEFAULT_RETENTION_S
+    return parse_duration(query["retention"][-1], what="retention")
+
+
+def _maxlen(query: dict[str, list[str]]) -> int | None:
+    if "maxlen" not in query:
+        return None
+    raw = query["maxlen"][-1]
+    if not raw.isdigit() or int(raw) < 1:
+        raise UsageError(
+            f"bad maxlen {raw!r} in the bus URL", fix="use a positive integer, e.g. ?maxlen=100000"
+        )
+    return int(raw)
 
 
 _UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400}

@@ -27,6 +27,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import msgspec
 
+from agentstream._extras import require
 from agentstream.bus import (
     DEFAULT_RETENTION_S,
     Bus,
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
     import redis
     from redis.typing import EncodableT, FieldT
 
-__all__ = ["RedisBus"]
+__all__ = ["RedisBus", "open_redis"]
 
 PREFIX: Final = "agentstream:"
 FEED_KEY: Final = PREFIX + "events"
@@ -111,6 +112,11 @@ else
 end
 return 1
 """
+
+
+def open_redis(url: str, *, retention: float, maxlen: int | None) -> RedisBus:
+    """The factory of the ``redis``, ``rediss`` and ``unix`` schemes."""
+    return RedisBus(url, retention=retention, maxlen=maxlen or DEFAULT_MAXLEN)
 
 
 class RedisBus(Bus):
@@ -379,7 +385,7 @@ class RedisBus(Bus):
 
 def _client(url: str) -> redis.Redis:
     """A client for ``url`` minus our own query parameters; a malformed URL is a usage error."""
-    import redis
+    redis = require("redis", "redis")
     from redis.backoff import ExponentialBackoff
     from redis.retry import Retry
 

@@ -39,7 +39,7 @@ from agentstream.bus import (
 )
 from agentstream.errors import UsageError
 
-__all__ = ["SqliteBus", "sqlite_path"]
+__all__ = ["SqliteBus", "open_sqlite", "sqlite_path"]
 
 T = TypeVar("T")
 
@@ -106,6 +106,11 @@ def sqlite_path(url: str) -> Path:
 
         return state_dir() / "bus.sqlite3"
     return Path(os.path.expanduser(path))
+
+
+def open_sqlite(url: str, *, retention: float, maxlen: int | None) -> SqliteBus:
+    """The ``sqlite`` backend's factory. A run is kept whole, so ``maxlen`` (a Redis stream cap) is unused."""
+    return SqliteBus(url, retention=retention)
 
 
 class SqliteBus(Bus):

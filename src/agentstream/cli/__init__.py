@@ -3,7 +3,10 @@ imported only when it runs, so ``agentstream --version`` stays as fast as Python
 
 Command ``NAME`` lives in ``agentstream.cli.NAME_cmd``, which defines
 ``configure(parser)`` and ``run(args) -> int`` (the exit code); its one-line
-summary is in :data:`COMMANDS`.
+summary is in :data:`COMMANDS`. Commands are also found in the
+``agentstream.commands`` entry-point group (:mod:`agentstream.plugins`): a
+plugin's entry point names a module of the same shape, with a ``SUMMARY``.
+Built-in commands are dispatched without reading any entry points.
 """
 
 from __future__ import annotations
@@ -11,8 +14,13 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
-__all__ = ["COMMANDS", "main"]
+TYPE_CHECKING = False  # not typing's: the command's start-up does not import typing
+if TYPE_CHECKING:
+    from agentstream.plugins import Registry
+
+__all__ = ["COMMANDS", "command_registry", "command_summary", "main"]
 
 COMMANDS: dict[str, str] = {
     "exec": "Run the agent on a prompt and stream what it does",
@@ -38,9 +46,42 @@ COMMANDS: dict[str, str] = {
 }
 
 
+_registry: Registry[ModuleType] | None = None
+
+
+def command_registry() -> Registry[ModuleType]:
+    """The commands, built-in and plugged in. Made on first use: the common path never needs it."""
+    global _registry
+    if _registry is None:
+        from agentstream.plugins import Registry
+
+        _registry = Registry(
+            "agentstream.commands",
+            {name: f"agentstream.cli.{name}_cmd" for name in COMMANDS},
+            kind="command",
+            accepts=lambda module: (
+                callable(getattr(module, "configure", None)) and callable(getattr(module, "run", None))
+            ),
+        )
+    return _registry
+
+
+def command_summary(name: str, module: ModuleType | None) -> str:
+    if name in COMMANDS:
+        return COMMANDS[name]
+    summary = getattr(module, "SUMMARY", None) or (module.__doc__ or "").strip().partition("\n")[0]
+    return str(summary)
+
+
 def _top_help() -> str:
-    width = max(map(len, COMMANDS))
-    rows = "\n".join(f"  {name.ljust(width)}  {summary}" for name, summary in COMMANDS.items())
+    registry = command_registry()
+    plugins = {name: registry.get(name) for name in registry.names() if name not in COMMANDS}
+    summaries = {
+        **COMMANDS,
+        **{name: command_summary(name, m) for name, m in plugins.items() if m is not None},
+    }
+    width = max(map(len, summaries))
+    rows = "\n".join(f"  {name.ljust(width)}  {summary}" for name, summary in summaries.items())
     return (
         "usage: agentstream [--version] COMMAND [ARGS...]\n\n"
         "Canonical streaming output for agent-first command-line tools.\n\n"
@@ -55,10 +96,17 @@ def _version() -> str:
     return f"agentstream {__version__} (protocol v{PROTOCOL_VERSION})\n"
 
 
+def _command(name: str) -> ModuleType | None:
+    """The module of command ``name``; built-ins are found without reading any entry points."""
+    if name in COMMANDS:
+        return importlib.import_module(f"agentstream.cli.{name}_cmd")
+    return command_registry().get(name)
+
+
 def _unknown_command(name: str) -> int:
     from difflib import get_close_matches
 
-    near = get_close_matches(name, COMMANDS, n=1)
+    near = get_close_matches(name, command_registry().names(), n=1)
     hint = f" (did you mean '{near[0]}'?)" if near else ""
     sys.stderr.write(f"agentstream: unknown command '{name}'{hint}\nRun 'agentstream --help' for the list.\n")
     return 2
@@ -73,16 +121,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write(_version())
         return 0
     if args[0] == "help":
-        if args[1] not in COMMANDS:
-            return _unknown_command(args[1])
         args = [args[1], "--help"]
     name = args[0]
-    if name not in COMMANDS:
+    module = _command(name)
+    if module is None:
         return _unknown_command(name)
     from agentstream.cli._help import build_parser
 
-    module = importlib.import_module(f"agentstream.cli.{name}_cmd")
-    parsed = build_parser(name).parse_args(args[1:])
+    parsed = build_parser(name, module).parse_args(args[1:])
     from agentstream.errors import AgentstreamError
 
     try:

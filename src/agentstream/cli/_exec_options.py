@@ -55,7 +55,11 @@ def add_exec_options(parser: argparse.ArgumentParser) -> None:
         help="stream-json: read user turns as NDJSON from stdin, one result per turn",
     )
     model = parser.add_argument_group("model")
-    model.add_argument("--provider", choices=PROVIDER_NAMES, help="default: picked from the environment")
+    model.add_argument(
+        "--provider",
+        metavar="NAME",
+        help=f"{', '.join(PROVIDER_NAMES)} or an installed plugin's (default: picked from the environment)",
+    )
     model.add_argument("--model", help="model name (default: the provider's; or $AGENTSTREAM_MODEL)")
     model.add_argument(
         "--base-url", metavar="URL", help="an OpenAI-compatible server (vLLM, llama.cpp, LM Studio…)"

@@ -11,8 +11,9 @@ import argparse
 import importlib
 import re
 from collections.abc import Iterator
+from types import ModuleType
 
-from agentstream.cli import COMMANDS
+from agentstream.cli import COMMANDS, command_summary
 
 __all__ = ["EXAMPLES", "build_parser", "completion_script", "reference_markdown"]
 
@@ -60,14 +61,15 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
 """Two or three typical invocations per command, shown at the end of ``--help``."""
 
 
-def build_parser(name: str) -> argparse.ArgumentParser:
-    """The full parser of command ``name``, with its examples as the epilog."""
-    module = importlib.import_module(f"agentstream.cli.{name}_cmd")
-    examples = EXAMPLES.get(name, ())
+def build_parser(name: str, module: ModuleType | None = None) -> argparse.ArgumentParser:
+    """The full parser of command ``name`` (a built-in, or a plugin's ``module``), examples as the epilog."""
+    if module is None:
+        module = importlib.import_module(f"agentstream.cli.{name}_cmd")
+    examples = EXAMPLES.get(name, ()) or tuple(getattr(module, "EXAMPLES", ()))
     epilog = "examples:\n" + "\n".join(f"  {line}" for line in examples) if examples else None
     parser = argparse.ArgumentParser(
         prog=f"agentstream {name}",
-        description=COMMANDS[name],
+        description=command_summary(name, module),
         epilog=epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -21,25 +21,31 @@ def run(args: argparse.Namespace) -> int:
         return 0
     width = max(len(str(row["name"])) for row in rows)
     for row in rows:
-        summary = str(row["summary"]) if row["available"] else "(not available in this install)"
+        summary = str(row["summary"]) if row["available"] else "(failed to load; see the message above)"
         if row.get("encodes") is False:
             summary += " (read only)"
-        sys.stdout.write(f"{str(row['name']).ljust(width)}  {summary}\n")
+        source = f"  [plugin {row['plugin']}]" if row["plugin"] else ""
+        sys.stdout.write(f"{str(row['name']).ljust(width)}  {summary}{source}\n")
     return 0
 
 
 def dialect_rows() -> list[dict[str, object]]:
-    """``{name, summary, available, encodes}`` for every registered dialect, in registry order."""
-    from agentstream.dialects import DIALECT_NAMES, get_dialect
+    """``{name, summary, available, plugin, encodes}`` for every dialect: the built-ins, then the plugins'.
+
+    ``plugin`` is the distribution that provides a plugin's dialect (``None`` for a built-in).
+    """
+    from agentstream.dialects import DIALECTS
 
     rows: list[dict[str, object]] = []
-    for name in DIALECT_NAMES:
-        try:
-            dialect = get_dialect(name)
-        except ModuleNotFoundError:
-            rows.append({"name": name, "summary": "", "available": False})
-            continue
+    for name in DIALECTS.names():
+        dialect = DIALECTS.get(name)
         rows.append(
-            {"name": name, "summary": dialect.summary, "available": True, "encodes": dialect.can_encode}
+            {
+                "name": name,
+                "summary": dialect.summary if dialect is not None else "",
+                "available": dialect is not None,
+                "plugin": DIALECTS.plugin_distribution(name),
+                "encodes": dialect.can_encode if dialect is not None else False,
+            }
         )
     return rows

@@ -3,6 +3,7 @@
 * :func:`read` — a file, a pipe, a binary file object or an iterable of byte chunks.
 * :func:`aread` — the same for asyncio (``StreamReader``, async byte iterators, files).
 * :func:`spawn` — run a child process and read its stdout, with bounded waits everywhere.
+* :func:`aspawn` — the same for asyncio.
 
 Whatever the input, the output is a valid canonical stream: ``start`` first
 (made up if the input had none), exactly one ``result`` last (made up if the
@@ -12,8 +13,33 @@ reading goes on. Reading stops at the first ``result``; anything after it is
 not read (see ``docs/consumer.md``).
 """
 
+from typing import TYPE_CHECKING, Any
+
 from agentstream.consumer.pipeline import DETECT_LINES, Ending
 from agentstream.consumer.process import Spawn, spawn
 from agentstream.consumer.reader import AsyncReader, Reader, aread, read
 
-__all__ = ["DETECT_LINES", "AsyncReader", "Ending", "Reader", "Spawn", "aread", "read", "spawn"]
+if TYPE_CHECKING:
+    from agentstream.consumer.async_process import AsyncSpawn, aspawn
+
+__all__ = [
+    "DETECT_LINES",
+    "AsyncReader",
+    "AsyncSpawn",
+    "Ending",
+    "Reader",
+    "Spawn",
+    "aread",
+    "aspawn",
+    "read",
+    "spawn",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """The async spawn imports asyncio, which a sync reader (and the CLI's start-up) should not pay for."""
+    if name in ("AsyncSpawn", "aspawn"):
+        from agentstream.consumer import async_process
+
+        return getattr(async_process, name)
+    raise AttributeError(f"module 'agentstream.consumer' has no attribute {name!r}")

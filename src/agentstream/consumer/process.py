@@ -22,7 +22,88 @@ from agentstream.errors import ErrorCode, ExitCode
 __all__ = ["Spawn", "spawn"]
 
 
-class Spawn:
+class _ChildBase:
+    """What :class:`Spawn` and its async twin share: options, the pipeline, stderr, and how an end is told."""
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        dialect: str,
+        *,
+        stderr_as_logs: bool,
+        on_stderr: Callable[[str], None] | None,
+        cancel_grace_s: float,
+        exit_timeout_s: float,
+        max_line_bytes: int | None,
+        cwd: str | None,
+        new_process_group: bool,
+        stderr_limit: int,
+    ) -> None:
+        if not argv:
+            raise ValueError("spawn() needs a command to run")
+        self.argv = list(argv)
+        self.stderr_as_logs = stderr_as_logs
+        self.cancel_grace_s = cancel_grace_s
+        self.exit_timeout_s = exit_timeout_s
+        self.new_process_group = new_process_group
+        self._pipeline = Pipeline(
+            dialect, label=shlex.join(self.argv), cwd=cwd or os.getcwd(), max_line_bytes=max_line_bytes
+        )
+        self._stderr = _StderrTail(stderr_limit, on_stderr, self._on_stderr_line if stderr_as_logs else None)
+        self._started_at = 0.0
+        self._cancelled_with = 0
+        self._stopped_hung = False
+        self._logs: deque[str] = deque()
+
+    @property
+    def stderr(self) -> str:
+        """What the child wrote on stderr so far (its last ``stderr_limit`` characters)."""
+        return self._stderr.text()
+
+    @property
+    def dialect(self) -> str | None:
+        return self._pipeline.dialect
+
+    def _on_stderr_line(self, text: str) -> None:
+        """Queue a stderr line as a log event and wake the reading loop."""
+        self._logs.append(text)
+        self._wake()
+
+    def _wake(self) -> None:
+        """Interrupt the reading loop's wait so queued logs go out now."""
+
+    def _logs_now(self) -> Iterator[p.AnyEvent]:
+        while self._logs:
+            yield from self._pipeline.synthetic(p.Log(level="info", message=self._logs.popleft()))
+
+    def _ending(self, status: int) -> Ending:
+        """The synthetic end for a child that stopped without a result."""
+        exit_code = 128 - status if status < 0 else status
+        died = f"killed by {_signal_name(-status)}" if status < 0 else f"exit status {status}"
+        details = {"exit_status": status, "stderr_tail": self._stderr.tail(2000)}
+        took = int((time.monotonic() - self._started_at) * 1000)
+        fix: str | None = "see the child's stderr (details.stderr_tail, or Spawn.stderr)"
+        if self._cancelled_with:
+            code, subtype, fix = ErrorCode.INTERRUPTED, "interrupted", None
+            message = f"cancelled with {_signal_name(self._cancelled_with)}: the child ended ({died}) without a result"
+            exit_code = exit_code or 128 + self._cancelled_with
+        elif self._stopped_hung:
+            code, subtype = ErrorCode.STREAM_TRUNCATED, "error"
+            message = (
+                f"the child closed its output without a result and had not exited {self.exit_timeout_s:g}s later;"
+                f" it was stopped ({died})"
+            )
+        elif status == 0:
+            code, subtype = ErrorCode.STREAM_TRUNCATED, "error"
+            message = "the child exited with status 0 without a result event (its stream was cut short)"
+            exit_code = ExitCode.ERROR
+        else:
+            code, subtype = ErrorCode.PROCESS_CRASHED, "error"
+            message = f"the child ended ({died}) before its result event"
+        return Ending(code, message, exit_code, subtype, fix, details, took)
+
+
+class Spawn(_ChildBase):
     """A child process whose stdout is read as a stream. Iterate it for canonical events.
 
     Bounded everywhere: after the child's ``result`` (or after its stdout closes)
@@ -47,27 +128,24 @@ class Spawn:
         new_process_group: bool = False,
         stderr_limit: int = 1 << 20,
     ) -> None:
-        if not argv:
-            raise ValueError("spawn() needs a command to run")
-        self.argv = list(argv)
-        self.stderr_as_logs = stderr_as_logs
-        self.cancel_grace_s = cancel_grace_s
-        self.exit_timeout_s = exit_timeout_s
-        self.new_process_group = new_process_group
-        self._popen_kwargs: dict[str, Any] = {"cwd": cwd, "env": env, "stdin": stdin}
-        self._pipeline = Pipeline(
-            dialect, label=shlex.join(self.argv), cwd=cwd or os.getcwd(), max_line_bytes=max_line_bytes
+        super().__init__(
+            argv,
+            dialect,
+            stderr_as_logs=stderr_as_logs,
+            on_stderr=on_stderr,
+            cancel_grace_s=cancel_grace_s,
+            exit_timeout_s=exit_timeout_s,
+            max_line_bytes=max_line_bytes,
+            cwd=cwd,
+            new_process_group=new_process_group,
+            stderr_limit=stderr_limit,
         )
-        self._stderr = _StderrTail(stderr_limit, on_stderr, self._on_stderr_line if stderr_as_logs else None)
+        self._popen_kwargs: dict[str, Any] = {"cwd": cwd, "env": env, "stdin": stdin}
         self.proc: subprocess.Popen[bytes] | None = None
         self._launch_error: OSError | None = None
-        self._started_at = 0.0
-        self._cancelled_with = 0
-        self._stopped_hung = False
         self._kill_timer: threading.Timer | None = None
         self._wake_r, self._wake_w = -1, -1
         self._wake_lock = threading.Lock()
-        self._logs: deque[str] = deque()
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -109,15 +187,6 @@ class Spawn:
     def returncode(self) -> int | None:
         """The child's exit status once it has exited (negative: killed by that signal)."""
         return self.proc.poll() if self.proc is not None else None
-
-    @property
-    def stderr(self) -> str:
-        """What the child wrote on stderr so far (its last ``stderr_limit`` characters)."""
-        return self._stderr.text()
-
-    @property
-    def dialect(self) -> str | None:
-        return self._pipeline.dialect
 
     def send_signal(self, signum: int) -> None:
         """Signal the child (its whole process group with ``new_process_group``) if it still runs."""
@@ -246,9 +315,8 @@ class Spawn:
             self._stopped_hung = True
             return self._reap(0.0)
 
-    def _on_stderr_line(self, text: str) -> None:
-        """From the stderr thread: queue the line as a log event and wake the reading loop."""
-        self._logs.append(text)
+    def _wake(self) -> None:
+        """From the stderr thread: a byte on the wake-up pipe ends the reading loop's wait."""
         with self._wake_lock:
             if self._wake_w < 0:
                 return
@@ -256,36 +324,6 @@ class Spawn:
                 os.write(self._wake_w, b"\0")
             except BlockingIOError:
                 pass  # the pipe is full: the loop is awake already
-
-    def _logs_now(self) -> Iterator[p.AnyEvent]:
-        while self._logs:
-            yield from self._pipeline.synthetic(p.Log(level="info", message=self._logs.popleft()))
-
-    def _ending(self, status: int) -> Ending:
-        """The synthetic end for a child that stopped without a result."""
-        exit_code = 128 - status if status < 0 else status
-        died = f"killed by {_signal_name(-status)}" if status < 0 else f"exit status {status}"
-        details = {"exit_status": status, "stderr_tail": self._stderr.tail(2000)}
-        took = int((time.monotonic() - self._started_at) * 1000)
-        fix: str | None = "see the child's stderr (details.stderr_tail, or Spawn.stderr)"
-        if self._cancelled_with:
-            code, subtype, fix = ErrorCode.INTERRUPTED, "interrupted", None
-            message = f"cancelled with {_signal_name(self._cancelled_with)}: the child ended ({died}) without a result"
-            exit_code = exit_code or 128 + self._cancelled_with
-        elif self._stopped_hung:
-            code, subtype = ErrorCode.STREAM_TRUNCATED, "error"
-            message = (
-                f"the child closed its output without a result and had not exited {self.exit_timeout_s:g}s later;"
-                f" it was stopped ({died})"
-            )
-        elif status == 0:
-            code, subtype = ErrorCode.STREAM_TRUNCATED, "error"
-            message = "the child exited with status 0 without a result event (its stream was cut short)"
-            exit_code = ExitCode.ERROR
-        else:
-            code, subtype = ErrorCode.PROCESS_CRASHED, "error"
-            message = f"the child ended ({died}) before its result event"
-        return Ending(code, message, exit_code, subtype, fix, details, took)
 
 
 def spawn(argv: Sequence[str], dialect: str = "auto", **options: Any) -> Spawn:
@@ -415,6 +453,7 @@ class _StderrTail:
         self._lines: deque[str] = deque()
         self._size = 0
         self._thread: threading.Thread | None = None
+        self._splitter = LineSplitter(max_line_bytes=limit)
 
     def start(self, fd: int) -> None:
         self._thread = threading.Thread(target=self._run, args=(fd,), name="agentstream-stderr", daemon=True)
@@ -428,16 +467,19 @@ class _StderrTail:
         return True
 
     def _run(self, fd: int) -> None:
-        splitter = LineSplitter(max_line_bytes=self.limit)
         while True:
             try:
                 chunk = os.read(fd, CHUNK_BYTES)
             except OSError:
                 break
-            for item in splitter.feed(chunk) if chunk else splitter.close():
-                self._add(item)
+            self.feed(chunk)
             if not chunk:
                 break
+
+    def feed(self, chunk: bytes) -> None:
+        """The next chunk of stderr (``b""`` at its end), from the thread or an async reader."""
+        for item in self._splitter.feed(chunk) if chunk else self._splitter.close():
+            self._add(item)
 
     def _add(self, item: Line | LineTooLong) -> None:
         if isinstance(item, LineTooLong):

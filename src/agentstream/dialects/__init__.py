@@ -1,59 +1,86 @@
 """Registry of wire formats. Modules are imported only when their dialect is used.
 
-Each module named here defines ``DIALECT``, an instance of
-:class:`agentstream.dialects.base.Dialect`.
+A dialect is an instance of :class:`agentstream.dialects.base.Dialect`, found by
+name in the ``agentstream.dialects`` entry-point group (:mod:`agentstream.plugins`):
+the built-ins below, then any installed plugin's.
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 from agentstream.errors import UnknownDialectError
+from agentstream.plugins import Registry
 
 if TYPE_CHECKING:
     from agentstream.dialects.base import Dialect
 
-__all__ = ["DETECT_LINES", "DIALECT_NAMES", "detect_dialect", "detect_dialect_in_lines", "get_dialect"]
+__all__ = [
+    "DETECT_LINES",
+    "DIALECTS",
+    "DIALECT_NAMES",
+    "available_dialects",
+    "detect_dialect",
+    "detect_dialect_in_lines",
+    "dialect_names",
+    "get_dialect",
+]
 
-_MODULES: dict[str, str] = {
-    "canonical": "agentstream.dialects.canonical",
-    "acai": "agentstream.dialects.acai",
-    "gemini": "agentstream.dialects.gemini",
-    "locus": "agentstream.dialects.locus",
-    "cursor": "agentstream.dialects.cursor",
-    "joelclaw": "agentstream.dialects.joelclaw",
-    "claude": "agentstream.dialects.claude",
-    "codex": "agentstream.dialects.codex",
-    "opencode": "agentstream.dialects.opencode",
-    "amp": "agentstream.dialects.amp",
-    "agui": "agentstream.dialects.agui",
-    "claude-log": "agentstream.dialects.claude_log",
-    "codex-log": "agentstream.dialects.codex_log",
-    "gemini-log": "agentstream.dialects.gemini_log",
-}
-DIALECT_NAMES: tuple[str, ...] = tuple(_MODULES)
+
+def _is_dialect(value: object) -> bool:
+    from agentstream.dialects.base import Dialect
+
+    return isinstance(value, Dialect)
+
+
+DIALECTS: Registry[Dialect] = Registry(
+    "agentstream.dialects",
+    {
+        name: f"agentstream.dialects.{name.replace('-', '_')}:DIALECT"
+        for name in (
+            "canonical",
+            "acai",
+            "gemini",
+            "locus",
+            "cursor",
+            "joelclaw",
+            "claude",
+            "codex",
+            "opencode",
+            "amp",
+            "agui",
+            "claude-log",
+            "codex-log",
+            "gemini-log",
+        )
+    },
+    kind="dialect",
+    accepts=_is_dialect,
+)
+DIALECT_NAMES: tuple[str, ...] = DIALECTS.builtin_names
+"""The built-in dialects; :func:`dialect_names` adds the installed plugins'."""
 DETECT_LINES = 8
 """Non-blank lines a reader looks at, at most, to recognise the dialect."""
 
 
+def dialect_names() -> tuple[str, ...]:
+    """Every dialect this install has: the built-ins, then the plugins'."""
+    return DIALECTS.names()
+
+
 def get_dialect(name: str) -> Dialect:
     """The dialect called ``name``, or a :class:`UnknownDialectError` that lists the valid names."""
-    module = _MODULES.get(name)
-    if module is None:
-        raise UnknownDialectError(f"unknown dialect {name!r}", fix=f"use one of: {', '.join(DIALECT_NAMES)}")
-    return importlib.import_module(module).DIALECT
+    dialect = DIALECTS.get(name)
+    if dialect is None:
+        raise UnknownDialectError(
+            f"unknown dialect {name!r}", fix=f"use one of: {', '.join(dialect_names())}"
+        )
+    return dialect
 
 
 def available_dialects() -> list[Dialect]:
-    """Every dialect whose module is present (all of them, in a complete install)."""
-    found = []
-    for name in DIALECT_NAMES:
-        try:
-            found.append(get_dialect(name))
-        except ModuleNotFoundError:
-            continue
-    return found
+    """Every dialect that loads: the built-ins, then the plugins'."""
+    return list(DIALECTS.load_all().values())
 
 
 def detect_dialect(objects: list[dict[str, Any]]) -> str | None:

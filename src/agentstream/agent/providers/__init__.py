@@ -2,35 +2,57 @@
 
 Selection order (:func:`select_provider`): an explicit ``--provider``; else a
 cassette given with ``--cassette``; else ``ANTHROPIC_API_KEY`` (or
-``ANTHROPIC_AUTH_TOKEN``) → anthropic;
-else ``OPENAI_API_KEY``, ``OPENAI_BASE_URL`` or ``--base-url`` → openai; else a
-local Ollama that answers within 200 ms; else no provider: ``NO_PROVIDER``
-(exit 2). The bundled demo conversation plays only when asked for by name
-(``--provider demo``), so it can never stand in for a model unnoticed. SDKs are
-imported only when a provider makes its first call.
+``ANTHROPIC_AUTH_TOKEN``) → anthropic; else ``OPENAI_API_KEY``,
+``OPENAI_BASE_URL`` or ``--base-url`` → openai; else a local Ollama that answers
+within 200 ms; else no provider: ``NO_PROVIDER`` (exit 2). The bundled demo
+conversation plays only when asked for by name (``--provider demo``), so it can
+never stand in for a model unnoticed. SDKs are imported only when a provider
+makes its first call.
+
+A provider is found by name in the ``agentstream.providers`` entry-point group
+(:mod:`agentstream.plugins`): a callable that takes :class:`ProviderSettings` and
+returns a :class:`Provider` (a subclass's constructor is one).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Final
+from collections.abc import Callable, Mapping
+from typing import Final, TypeAlias
 
 from agentstream.agent.providers.base import Provider, ProviderSettings
+from agentstream.agent.providers.replay import DEMO_CASSETTE
 from agentstream.errors import ErrorCode, UsageError
+from agentstream.plugins import Registry
 
 __all__ = [
     "DEMO_CASSETTE",
+    "PROVIDERS",
     "PROVIDER_NAMES",
     "NoProviderError",
+    "ProviderFactory",
     "ProviderSettings",
     "create_provider",
     "select_provider",
 ]
 
-PROVIDER_NAMES: Final = ("openai", "anthropic", "ollama", "replay", "demo")
-DEMO_CASSETTE: Final = Path(__file__).resolve().parent.parent.parent / "data" / "demo.cassette.jsonl"
+ProviderFactory: TypeAlias = Callable[[ProviderSettings], Provider]
+"""What a ``agentstream.providers`` entry point names: settings in, a ready provider out."""
+
+PROVIDERS: Registry[ProviderFactory] = Registry(
+    "agentstream.providers",
+    {
+        "openai": "agentstream.agent.providers.openai:OpenAIProvider",
+        "anthropic": "agentstream.agent.providers.anthropic:AnthropicProvider",
+        "ollama": "agentstream.agent.providers.openai:OllamaProvider",
+        "replay": "agentstream.agent.providers.replay:from_settings",
+        "demo": "agentstream.agent.providers.replay:demo_from_settings",
+    },
+    kind="provider",
+    accepts=callable,
+)
+PROVIDER_NAMES: Final = PROVIDERS.builtin_names
+"""The built-in providers; an installed plugin may add more."""
 OLLAMA_PROBE_S: Final = 0.2
 
 NO_PROVIDER_FIX: Final = (
@@ -48,32 +70,10 @@ class NoProviderError(UsageError):
 
 def create_provider(name: str, settings: ProviderSettings) -> Provider:
     """The provider called ``name``; raises UsageError for an unknown one."""
-    if name == "openai":
-        from agentstream.agent.providers.openai import OpenAIProvider
-
-        return OpenAIProvider(settings)
-    if name == "anthropic":
-        from agentstream.agent.providers.anthropic import AnthropicProvider
-
-        return AnthropicProvider(settings)
-    if name == "ollama":
-        from agentstream.agent.providers.openai import OllamaProvider
-
-        return OllamaProvider(settings)
-    if name == "replay":
-        from agentstream.agent.providers.replay import ReplayProvider
-
-        if not settings.cassette:
-            raise UsageError(
-                "--provider replay plays a recording, and none was given",
-                fix="pass --cassette FILE (record one with --record FILE), or use --provider demo",
-            )
-        return ReplayProvider(settings.cassette)
-    if name == "demo":
-        from agentstream.agent.providers.replay import ReplayProvider
-
-        return ReplayProvider(DEMO_CASSETTE, name="demo")
-    raise UsageError(f"unknown provider {name!r}", fix=f"use one of: {', '.join(PROVIDER_NAMES)}")
+    factory = PROVIDERS.get(name)
+    if factory is None:
+        raise UsageError(f"unknown provider {name!r}", fix=f"use one of: {', '.join(PROVIDERS.names())}")
+    return factory(settings)
 
 
 def select_provider(

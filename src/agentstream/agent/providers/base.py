@@ -228,9 +228,13 @@ def map_sdk_error(exc: Exception, sdk: ModuleType) -> ProviderError | None:
 
 
 def transport_error(exc: Exception) -> ProviderError | None:
-    """Network failures raised below the SDK (a connection dropped mid-stream, a reset socket)."""
-    httpx2 = sys.modules.get("httpx2")  # only an SDK that is loaded can have raised its errors
-    if isinstance(exc, OSError) or (httpx2 is not None and isinstance(exc, httpx2.TransportError)):
+    """Network failures raised below the SDK (a connection dropped mid-stream, a reset socket).
+
+    The SDKs' HTTP library (``httpx2``) is not our dependency: if nothing has imported
+    it, none of its exceptions can be in flight, so it is looked up, never imported.
+    """
+    http = sys.modules.get("httpx2")
+    if isinstance(exc, OSError) or (http is not None and isinstance(exc, http.TransportError)):
         return network_error(f"the connection to the model failed: {exc}")
     return None
 

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Final
 
 import msgspec
 
-from agentstream.agent.providers.base import Provider, TurnEvent
+from agentstream.agent.providers.base import Provider, ProviderSettings, TurnEvent
 from agentstream.errors import ErrorCode, ProviderError, UsageError
 from agentstream.protocol import JSON_ENCODER, now_ts
 
@@ -76,6 +76,25 @@ class CassetteCall(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 _header_decoder = msgspec.json.Decoder(CassetteHeader)
 _call_decoder = msgspec.json.Decoder(CassetteCall)
+
+
+DEMO_CASSETTE: Final = Path(__file__).resolve().parent.parent.parent / "data" / "demo.cassette.jsonl"
+"""The recording ``exec`` replays when no model provider is configured."""
+
+
+def from_settings(settings: ProviderSettings) -> ReplayProvider:
+    """The ``replay`` provider: the ``--cassette`` recording (never a stand-in when there is none)."""
+    if not settings.cassette:
+        raise UsageError(
+            "--provider replay plays a recording, and none was given",
+            fix="pass --cassette FILE (record one with --record FILE), or use --provider demo",
+        )
+    return ReplayProvider(settings.cassette)
+
+
+def demo_from_settings(settings: ProviderSettings) -> ReplayProvider:
+    """The ``demo`` provider: the bundled demo conversation, played only when asked for by name."""
+    return ReplayProvider(DEMO_CASSETTE, name="demo")
 
 
 class ReplayProvider(Provider):

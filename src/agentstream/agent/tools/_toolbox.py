@@ -1,10 +1,17 @@
-"""The toolbox the agent loop talks to: which tools are offered, and running one safely."""
+"""The toolbox the agent loop talks to: which tools are offered, and running one safely.
+
+Tools come in toolsets found by name in the ``agentstream.tools`` entry-point group
+(:mod:`agentstream.plugins`): each names a :class:`Tool` or a sequence of them. The
+built-in toolsets come first, so a plugin's tool cannot replace a built-in one of
+the same name.
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import cache
 from pathlib import Path
 from typing import Any, Final
 
@@ -23,13 +30,45 @@ from agentstream.agent.tools._search import SEARCH_TOOLS
 from agentstream.agent.tools._secrets import DeltaGuard, configured_redactor
 from agentstream.agent.tools._shell import SHELL_TOOLS
 from agentstream.errors import UsageError
+from agentstream.plugins import Registry, report_once
 
-__all__ = ["TOOL_NAMES", "Toolbox"]
+__all__ = ["TOOLSETS", "TOOL_NAMES", "Toolbox", "installed_tools"]
 
-_TOOLS: Final[dict[str, Tool]] = {tool.spec.name: tool for tool in (*FS_TOOLS, *SEARCH_TOOLS, *SHELL_TOOLS)}
-
-TOOL_NAMES: Final[tuple[str, ...]] = tuple(_TOOLS)
+TOOL_NAMES: Final[tuple[str, ...]] = tuple(
+    tool.spec.name for tool in (*FS_TOOLS, *SEARCH_TOOLS, *SHELL_TOOLS)
+)
 """Every built-in tool, in the order they are offered."""
+
+
+def _is_toolset(value: object) -> bool:
+    return isinstance(value, Tool) or (
+        isinstance(value, (tuple, list)) and all(isinstance(tool, Tool) for tool in value)
+    )
+
+
+TOOLSETS: Registry[Tool | Sequence[Tool]] = Registry(
+    "agentstream.tools",
+    {
+        "files": "agentstream.agent.tools._fs:FS_TOOLS",
+        "search": "agentstream.agent.tools._search:SEARCH_TOOLS",
+        "shell": "agentstream.agent.tools._shell:SHELL_TOOLS",
+    },
+    kind="toolset",
+    accepts=_is_toolset,
+)
+
+
+@cache
+def installed_tools() -> dict[str, Tool]:
+    """Every tool by name: the built-ins, then the plugins' (a name already taken is reported and skipped)."""
+    tools: dict[str, Tool] = {}
+    for toolset_name, toolset in TOOLSETS.load_all().items():
+        for tool in (toolset,) if isinstance(toolset, Tool) else toolset:
+            if tool.spec.name in tools:
+                report_once(f"tool {tool.spec.name!r} of the toolset {toolset_name!r} is ignored: taken")
+                continue
+            tools[tool.spec.name] = tool
+    return tools
 
 
 class Toolbox:
@@ -52,31 +91,34 @@ class Toolbox:
                 f"the workspace {ctx.workspace} is not a directory", fix="pass an existing directory"
             )
         self._redact = configured_redactor()
+        self._tools = installed_tools()
         self._progress = _RedactedProgress(ctx.progress, DeltaGuard(self._redact))
         self.ctx = replace(ctx, workspace=workspace, progress=self._progress)
         self._allowed = self._check_allow_list(allow)
 
     def _check_allow_list(self, allow: Sequence[str] | None) -> tuple[str, ...]:
         if allow is None:
-            return tuple(name for name in TOOL_NAMES if allows(self.ctx.mode, _TOOLS[name].spec.access))
-        unknown = [name for name in allow if name not in _TOOLS]
+            return tuple(
+                name for name, tool in self._tools.items() if allows(self.ctx.mode, tool.spec.access)
+            )
+        unknown = [name for name in allow if name not in self._tools]
         if unknown:
             raise UsageError(
                 f"unknown tool(s) in --tools: {', '.join(unknown)}",
-                fix=f"valid tools: {', '.join(TOOL_NAMES)}",
+                fix=f"valid tools: {', '.join(self._tools)}",
             )
-        forbidden = [name for name in allow if not allows(self.ctx.mode, _TOOLS[name].spec.access)]
+        forbidden = [name for name in allow if not allows(self.ctx.mode, self._tools[name].spec.access)]
         if forbidden:
             raise UsageError(
                 f"--tools asks for {', '.join(forbidden)}, which permission mode {self.ctx.mode} forbids",
                 fix="drop them from --tools, or choose --permission-mode workspace-write",
             )
-        return tuple(name for name in TOOL_NAMES if name in allow)
+        return tuple(name for name in self._tools if name in allow)
 
     @property
     def specs(self) -> list[ToolSpec]:
         """The tools offered to the model for this run."""
-        return [_TOOLS[name].spec for name in self._allowed]
+        return [self._tools[name].spec for name in self._allowed]
 
     @property
     def names(self) -> list[str]:
@@ -85,7 +127,7 @@ class Toolbox:
 
     def access(self, name: str) -> str | None:
         """What kind of tool ``name`` is (read / write / execute); None for a tool that does not exist."""
-        tool = _TOOLS.get(name)
+        tool = self._tools.get(name)
         return tool.spec.access if tool is not None else None
 
     def run(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
@@ -105,7 +147,7 @@ class Toolbox:
         return self._finish(outcome)
 
     def _run(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
-        tool = _TOOLS.get(name)
+        tool = self._tools.get(name)
         if tool is None:
             raise ToolFailure(f"there is no tool named {name!r}; available: {', '.join(self._allowed)}")
         if name not in self._allowed:

@@ -1,0 +1,200 @@
+"""aspawn(): the asyncio spawn, against real child processes that crash, hang, vanish or ignore SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from _consumer_support import agent_script, assert_valid_stream, is_synthetic
+from agentstream import AsyncSpawn, aspawn
+from agentstream import protocol as p
+
+FAST = {"exit_timeout_s": 0.3, "cancel_grace_s": 0.3}
+
+
+def run_bounded(
+    child: AsyncSpawn, *, on_event: Callable[[p.AnyEvent], None] | None = None
+) -> list[p.AnyEvent]:
+    """Iterate the child in an event loop; fail (instead of hanging the suite) if it does not end within 20 s."""
+    events: list[p.AnyEvent] = []
+
+    async def consume() -> None:
+        async with child:
+            async for event in child:
+                events.append(event)
+                if on_event is not None:
+                    on_event(event)
+
+    async def bounded() -> None:
+        try:
+            await asyncio.wait_for(consume(), 20)
+        except TimeoutError:
+            child.kill()
+            pytest.fail(f"aspawn() did not finish; events so far: {[e.type for e in events]}")
+
+    asyncio.run(bounded())
+    return events
+
+
+def fatal(events: list[p.AnyEvent]) -> p.Error:
+    error = events[-2]
+    assert isinstance(error, p.Error) and not error.recoverable and error.synthetic is True
+    return error
+
+
+def test_a_well_behaved_child_streams_its_own_events(tmp_path: Path) -> None:
+    argv = agent_script(tmp_path, "stream.message('hello'); stream.finish(result='done')")
+    child = aspawn(argv)
+    events = assert_valid_stream(run_bounded(child))
+    assert [e.type for e in events] == ["start", "message", "result"]
+    assert not any(is_synthetic(e) for e in events)
+    assert child.returncode == 0 and child.dialect == "canonical"
+
+
+def test_a_child_that_crashes_mid_stream(tmp_path: Path) -> None:
+    argv = agent_script(
+        tmp_path,
+        """
+        stream.message("half of the answer")
+        sys.stderr.write("Traceback: something broke\\n"); sys.stderr.flush()
+        os._exit(3)
+        """,
+    )
+    child = aspawn(argv)
+    events = assert_valid_stream(run_bounded(child))
+    assert [e.type for e in events] == ["start", "message", "error", "result"]
+    error = fatal(events)
+    assert error.code == "PROCESS_CRASHED" and "exit status 3" in error.message
+    assert "something broke" in error.details["stderr_tail"]
+    result = events[-1]
+    assert isinstance(result, p.Result) and result.exit_code == 3 and result.synthetic is True
+    assert result.result == "half of the answer"
+    assert child.returncode == 3 and "something broke" in child.stderr
+
+
+def test_a_missing_binary(tmp_path: Path) -> None:
+    child = aspawn([str(tmp_path / "no-such-agent"), "-p", "hi"])
+    events = assert_valid_stream(run_bounded(child))
+    assert [e.type for e in events] == ["start", "error", "result"]
+    assert all(is_synthetic(e) for e in events)
+    error = fatal(events)
+    assert error.code == "CLI_NOT_FOUND" and "PATH" in str(error.fix)
+    assert events[-1].exit_code == 127  # type: ignore[union-attr]
+    assert child.returncode is None
+
+
+def test_a_child_that_hangs_after_its_result(tmp_path: Path) -> None:
+    argv = agent_script(
+        tmp_path,
+        """
+        stream.finish(result="all done")
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        print("late noise", flush=True)
+        time.sleep(60)
+        """,
+    )
+    child = aspawn(argv, **FAST)
+    events = assert_valid_stream(run_bounded(child))
+    assert events[-1].synthetic is not True and events[-1].ok  # type: ignore[union-attr]
+    assert child.returncode == -signal.SIGKILL  # ignored SIGTERM, so the grace period ended in SIGKILL
+
+
+def test_a_child_that_closes_stdout_but_never_exits(tmp_path: Path) -> None:
+    argv = agent_script(tmp_path, "stream.message('done, I think'); os.close(1); time.sleep(60)")
+    child = aspawn(argv, **FAST)
+    events = assert_valid_stream(run_bounded(child))
+    error = fatal(events)
+    assert error.code == "STREAM_TRUNCATED"
+    assert "had not exited" in error.message and "SIGTERM" in error.message
+    assert child.returncode == -signal.SIGTERM
+
+
+def test_an_exited_child_whose_grandchild_holds_stdout(tmp_path: Path) -> None:
+    argv = agent_script(
+        tmp_path,
+        """
+        import subprocess
+        helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        sys.stderr.write(f"helper {helper.pid}\\n"); sys.stderr.flush()
+        stream.message("leaving a helper behind")
+        os._exit(0)
+        """,
+    )
+    child = aspawn(argv, new_process_group=True, **FAST)
+    events = assert_valid_stream(run_bounded(child))
+    assert fatal(events).code == "STREAM_TRUNCATED"
+    helper = int(child.stderr.split()[1])
+    _assert_gone(helper)
+
+
+def test_cancel_escalates_to_sigkill_for_a_child_that_ignores_sigterm(tmp_path: Path) -> None:
+    argv = agent_script(
+        tmp_path,
+        """
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        stream.message("ready")
+        time.sleep(60)
+        """,
+    )
+    child = aspawn(argv, **FAST)
+
+    def cancel_when_ready(event: p.AnyEvent) -> None:
+        if isinstance(event, p.Message):
+            child.cancel()
+
+    events = assert_valid_stream(run_bounded(child, on_event=cancel_when_ready))
+    error = fatal(events)
+    assert error.code == "INTERRUPTED" and "SIGTERM" in error.message and "SIGKILL" in error.message
+    result = events[-1]
+    assert isinstance(result, p.Result) and result.subtype == "interrupted" and result.exit_code == 137
+
+
+def test_stderr_as_log_events_arrive_before_later_output(tmp_path: Path) -> None:
+    argv = agent_script(
+        tmp_path,
+        """
+        sys.stderr.write("warming up\\n"); sys.stderr.flush()
+        time.sleep(0.2)
+        stream.message("hi")
+        stream.finish()
+        """,
+    )
+    events = assert_valid_stream(run_bounded(aspawn(argv, stderr_as_logs=True)))
+    logs = [e for e in events if isinstance(e, p.Log)]
+    assert [(log.message, log.synthetic) for log in logs] == [("warming up", True)]
+    assert events.index(logs[0]) < [e.type for e in events].index("message")
+
+
+def test_leaving_the_loop_early_stops_the_child(tmp_path: Path) -> None:
+    argv = agent_script(tmp_path, "stream.message('one'); time.sleep(60)")
+    child = aspawn(argv, **FAST)
+
+    async def first_message() -> None:
+        async with child:
+            async for event in child:
+                if isinstance(event, p.Message):
+                    break
+
+    asyncio.run(asyncio.wait_for(first_message(), 20))
+    assert child.returncode == -signal.SIGTERM
+
+
+def _assert_gone(pid: int) -> None:
+    """Dead or a zombie (an orphan's zombie waits for whatever reaps orphans here)."""
+    for _ in range(100):
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            return
+        if state in ("Z", "X"):
+            return
+        threading.Event().wait(0.05)
+    import os
+
+    os.kill(pid, signal.SIGKILL)
+    pytest.fail(f"process {pid} was left running")
