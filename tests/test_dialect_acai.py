@@ -28,7 +28,7 @@ from _dialect_kit import (
 from _strategies import messages, sessions, stamped, tool_round_trips
 from agentstream import protocol as p
 from agentstream.dialects import detect_dialect, get_dialect
-from agentstream.dialects._common import RAW_ARGUMENTS_KEY
+from agentstream.dialects.kit import RAW_ARGUMENTS_KEY
 
 SCHEMA_EXAMPLES = slice(0, 7)
 SESSION = slice(7, 16)

@@ -24,7 +24,7 @@ from typing import Any
 import msgspec
 
 from agentstream import protocol as p
-from agentstream.dialects._common import (
+from agentstream.dialects.kit import (
     EventDecoder,
     EventEncoder,
     Fields,
@@ -106,7 +106,7 @@ _SSE_FIELDS = (b"event", b"id", b"retry")
 
 def _metadata(f: Fields) -> Fields:
     """An event's ``metadata`` (where our encoder puts what AG-UI has no field for); empty when absent."""
-    return f.opt_sub("metadata") or Fields({}, f"{f.where}.metadata")
+    return f.opt_sub("metadata") or f.child({}, "metadata")
 
 
 def _content_text(value: object) -> str:
@@ -135,6 +135,21 @@ class _ToolCall:
 class AguiDecoder(EventDecoder):
     dialect = "agui"
     command = "agui"
+    identifying = {
+        **dict.fromkeys(
+            ("TEXT_MESSAGE_START", "TEXT_MESSAGE_END", "REASONING_MESSAGE_END"), frozenset({"messageId"})
+        ),
+        # a content line's delta is the whole event
+        **dict.fromkeys(
+            ("TEXT_MESSAGE_CONTENT", "REASONING_MESSAGE_CONTENT"), frozenset({"messageId", "delta"})
+        ),
+        **dict.fromkeys(("TOOL_CALL_START", "TOOL_CALL_END", "TOOL_CALL_RESULT"), frozenset({"toolCallId"})),
+        "TOOL_CALL_ARGS": frozenset({"toolCallId", "delta"}),
+        **dict.fromkeys(
+            ("THINKING_TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_CHUNK", "REASONING_MESSAGE_CHUNK"),
+            frozenset({"delta"}),
+        ),
+    }
 
     def __init__(self, session_id: str | None = None) -> None:
         super().__init__(session_id)

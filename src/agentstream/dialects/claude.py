@@ -25,7 +25,7 @@ from typing import Any, ClassVar, NamedTuple
 import msgspec
 
 from agentstream import protocol as p
-from agentstream.dialects._common import EventDecoder, EventEncoder, Fields, first_keys, text_or_json
+from agentstream.dialects.kit import EventDecoder, EventEncoder, Fields, first_keys, text_or_json
 from agentstream.dialects.base import Dialect, DialectDecoder, DialectEncoder
 from agentstream.errors import ErrorCode, ExitCode, MalformedEventError
 
@@ -106,7 +106,8 @@ def _result_text(f: Fields, content: object) -> str:
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
-        f.fail("field 'content' must be a string or a list of blocks")
+        f.lose("content", "must be a string or a list of blocks")
+        return ""
     parts = []
     for item in content:
         if isinstance(item, dict) and isinstance(item.get("text"), str):
@@ -211,9 +212,29 @@ class _BlockIds:
         self._waiting.clear()
 
 
+_MESSAGE_IDENTITY = frozenset(
+    {"message", "message.id", "message.content", "message.content.*", "message.content.*.type"}
+    | {"message.content.*.id", "message.content.*.name", "message.content.*.tool_use_id"}
+)
+_STREAM_IDENTITY = frozenset(
+    {"event", "event.type", "event.index", "event.message", "event.message.id"}
+    | {"event.content_block", "event.content_block.type", "event.content_block.text"}
+    | {"event.content_block.thinking", "event.delta", "event.delta.type", "event.delta.text"}
+    | {"event.delta.thinking"}
+)
+
+
 class ClaudeDecoder(EventDecoder):
     dialect = "claude"
     command = "claude"
+    identifying = {
+        "system": frozenset({"subtype"}),
+        "assistant": _MESSAGE_IDENTITY,
+        "user": _MESSAGE_IDENTITY,
+        # a delta line is nothing but its block index and text
+        "stream_event": _STREAM_IDENTITY,
+        "result": frozenset({"subtype", "is_error"}),  # together they say whether the run failed
+    }
 
     def __init__(self, session_id: str | None = None) -> None:
         super().__init__(session_id)
@@ -510,7 +531,8 @@ class ClaudeDecoder(EventDecoder):
         error: p.ErrorInfo | None = None
         # On "success" with is_error the result text is the API's error; error subtypes list theirs in errors.
         message = "; ".join(errors) or (text if subtype == "success" and is_error and text else "")
-        if not ok and (message or code or status is not None or self._api_error):
+        described = message or code or status is not None or self._api_error or "errors" in f.obj
+        if not ok and described:
             code = code or _failure_code(status, self._api_error, reason, message)
             ending = f"claude ended with {subtype}" + (f" ({reason})" if reason else "")
             error = p.ErrorInfo(code=code, message=message or ending)

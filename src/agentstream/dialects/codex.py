@@ -22,7 +22,7 @@ from typing import Any
 import msgspec
 
 from agentstream import protocol as p
-from agentstream.dialects._common import EventDecoder, EventEncoder, Fields, parse_arguments, text_or_json
+from agentstream.dialects.kit import EventDecoder, EventEncoder, Fields, parse_arguments, text_or_json
 from agentstream.dialects.base import Dialect, DialectDecoder, DialectEncoder
 from agentstream.errors import ErrorCode
 
@@ -147,6 +147,10 @@ _TOOLS: dict[str, tuple[Callable[[Fields], tuple[str, dict[str, Any]]], Callable
 class CodexDecoder(EventDecoder):
     dialect = "codex"
     command = "codex exec"
+    identifying = dict.fromkeys(
+        ("item.started", "item.updated", "item.completed"),
+        frozenset({"item", "item.id", "item.type", "item.item_type"}),
+    )
 
     def __init__(self, session_id: str | None = None) -> None:
         super().__init__(session_id)
@@ -172,7 +176,7 @@ class CodexDecoder(EventDecoder):
         """Nothing to say: ``exec`` runs one turn, and its end is the run's end."""
 
     def on_turn_completed(self, f: Fields) -> None:
-        usage = f.opt_sub("usage") or Fields({}, f.where)
+        usage = f.opt_sub("usage") or f.child({}, "usage")
         event = p.Usage(
             model=_UNKNOWN_MODEL,
             input_tokens=usage.opt_integer("input_tokens") or 0,

@@ -16,7 +16,7 @@ import re
 from typing import Any, TypedDict
 
 from agentstream import protocol as p
-from agentstream.dialects._common import EventDecoder, EventEncoder, Fields, SimpleDialect, first_keys, iso
+from agentstream.dialects.kit import EventDecoder, EventEncoder, Fields, SimpleDialect, first_keys, iso
 from agentstream.errors import ERROR_CODES, ErrorCode
 
 # (Gemini error type, canonical code, Gemini's exit code). The first row for a code is
@@ -63,6 +63,13 @@ def _typed_object(text: str) -> dict[str, str]:
 class GeminiDecoder(EventDecoder):
     dialect = "gemini"
     command = "gemini"
+    identifying = {
+        "tool_use": frozenset({"tool_name", "tool_id"}),
+        "tool_result": frozenset({"tool_id"}),
+        "message": frozenset({"delta"}),
+        "error": frozenset({"severity"}),
+        "result": frozenset({"status"}),
+    }
 
     def __init__(self, session_id: str | None = None) -> None:
         super().__init__(session_id)
@@ -105,7 +112,7 @@ class GeminiDecoder(EventDecoder):
         )
 
     def on_tool_result(self, f: Fields) -> None:
-        call_id, status = f.text("tool_id"), f.choice("status", ("success", "error"))
+        call_id, status = f.text("tool_id"), f.choice("status", ("success", "error"), "error")
         output, error = f.opt_text("output"), f.opt_sub("error")
         call_id, name = self.tools.finished(call_id, None)
         event = p.ToolResult(
@@ -119,7 +126,7 @@ class GeminiDecoder(EventDecoder):
 
     def on_error(self, f: Fields) -> None:
         severity, message, ts = (
-            f.choice("severity", ("warning", "error")),
+            f.choice("severity", ("warning", "error"), "error"),
             f.text("message"),
             f.ts("timestamp"),
         )
@@ -129,7 +136,7 @@ class GeminiDecoder(EventDecoder):
             self.emit(p.Error(code=ErrorCode.UNKNOWN, message=message, recoverable=True), ts)
 
     def on_result(self, f: Fields) -> None:
-        ok = f.choice("status", ("success", "error")) == "success"
+        ok = f.choice("status", ("success", "error"), "error") == "success"
         error, stats, ts = f.opt_sub("error"), f.opt_sub("stats"), f.ts("timestamp")
         info, exit_code = None, 0
         if not ok and error is not None:
@@ -143,6 +150,8 @@ class GeminiDecoder(EventDecoder):
             self._release(recoverable=ok or info is not None)
         if info is None and not ok:
             info = self.fatal_info()
+        if info is None and not ok and "error" in f.obj:  # an error object we could not read
+            info = p.ErrorInfo(code=ErrorCode.UNKNOWN, message="gemini reported an error it did not describe")
         subtype = "success" if ok else _SUBTYPE_FOR_CODE.get(info.code if info else "", "error")
         # Without an error object a failure is Gemini's InvalidStream, which exits 0; ok and exit must agree: 1.
         exit_code = 0 if ok else exit_code or 1

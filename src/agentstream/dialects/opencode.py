@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 
 from agentstream import protocol as p
-from agentstream.dialects._common import EventDecoder, EventEncoder, Fields, epoch_ms, first_keys, rfc3339
+from agentstream.dialects.kit import EventDecoder, EventEncoder, Fields, epoch_ms, first_keys, rfc3339
 from agentstream.dialects.base import Dialect, DialectDecoder, DialectEncoder
 from agentstream.errors import ErrorCode
 
@@ -39,6 +39,12 @@ _NAME_FOR_CODE = first_keys(_ERROR_NAMES)
 class OpencodeDecoder(EventDecoder):
     dialect = "opencode"
     command = "opencode run"
+    identifying = {
+        # a tool's status tells a call still running from a finished one
+        "tool_use": frozenset({"part", "part.callID", "part.tool", "part.state", "part.state.status"}),
+        # without ``done``, a step that finished with reason ``stop`` ends the run
+        "step_finish": frozenset({"part", "part.reason"}),
+    }
 
     def __init__(self, session_id: str | None = None) -> None:
         super().__init__(session_id)
@@ -109,7 +115,7 @@ class OpencodeDecoder(EventDecoder):
     def on_tool_use(self, f: Fields) -> None:
         part, ts = f.sub("part"), f.ts("timestamp")
         call_id, name, state = part.text("callID"), part.text("tool"), part.sub("state")
-        status = state.choice("status", ("completed", "error", "running", "pending"))
+        status = state.choice("status", ("completed", "error", "running", "pending"), "")
         arguments = state.opt_mapping("input") or {}
         output, error = state.opt_text("output"), state.opt_text("error")
         timing = state.opt_sub("time")

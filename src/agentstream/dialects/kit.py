@@ -39,7 +39,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, ClassVar, NoReturn, TypeGuard, cast
+from typing import Any, ClassVar, NoReturn, cast
 
 import msgspec
 
@@ -153,118 +153,216 @@ def iso(ts: str) -> str:
 # -- typed field access ------------------------------------------------------------
 
 
-class Fields:
-    """Type-checked access to one dialect object.
+def _ignore_report(key: str, message: str) -> None:
+    """Where problems of a :class:`Fields` made outside a decoder go: nowhere (its caller checks the result)."""
 
-    Required getters raise :class:`MalformedEventError` when the field is missing
-    or has the wrong type; ``opt_*`` getters return ``None`` for a missing or null
-    field and raise only for a wrong type. Unknown fields are never looked at.
+
+@dataclass(frozen=True, slots=True)
+class LineRules:
+    """What a decoder tells :class:`Fields` about the kind of line it is reading.
+
+    ``identifying`` holds the dotted paths (``*`` for each item of a list) of
+    the fields without which the line cannot be decoded at all: a missing or
+    mistyped one makes the line malformed. Any other field of the wrong kind is
+    *lost*: the getter returns its default and ``report(key, message)`` is
+    called, which a decoder turns into one warning per field per stream.
     """
 
-    __slots__ = ("_parent", "_where", "obj")
+    identifying: frozenset[str] = frozenset()
+    report: Callable[[str, str], None] = _ignore_report
 
-    def __init__(self, obj: dict[str, Any], where: str, parent: Fields | None = None) -> None:
-        """``where`` names the object in error messages; with ``parent``, it is the key that leads to it."""
+
+_LENIENT = LineRules()
+
+
+class Fields:
+    """Liberal, typed access to one dialect object (and, through :meth:`sub`, the objects inside it).
+
+    Be liberal in what you read: any JSON number is accepted where a number is
+    meant (a number with a fraction where an integer was documented is rounded
+    to the nearest integer; a string holding a number, such as ``"12"`` or
+    ``"0.5"``, is read as that number). A field of another kind is lost, not the
+    line: the getter returns its default (``""``, ``0``, ``False``, an empty
+    object or list for the required getters, ``None`` for the ``opt_*`` ones)
+    and the problem is reported through :class:`LineRules`. Only a field listed
+    as *identifying* raises :class:`MalformedEventError` when it is missing or of
+    the wrong kind. Unknown fields are never looked at.
+
+    Required getters (``text``, ``integer`` …) are for documented fields that
+    should always be there: a missing one is reported too. ``opt_*`` getters
+    return ``None`` for a missing or null field without a word.
+    """
+
+    __slots__ = ("_parent", "_path", "_rules", "_where", "obj")
+
+    def __init__(
+        self,
+        obj: dict[str, Any],
+        where: str,
+        parent: Fields | None = None,
+        *,
+        rules: LineRules | None = None,
+        path: str | None = None,
+    ) -> None:
+        """``where`` names the object in messages; with ``parent``, it is the key that leads to it.
+
+        ``rules`` default to the parent's (or, for a root object, to lenient rules that report nowhere);
+        ``path`` is the dotted path from the line's root that identifying fields are matched against.
+        """
         self.obj = obj
         self._where = where
         self._parent = parent
+        self._rules = rules if rules is not None else parent._rules if parent is not None else _LENIENT
+        if path is None:
+            path = "" if parent is None else parent.path_of(where)
+        self._path = path
 
     @property
     def where(self) -> str:
-        """The object's name in error messages (a nested object's path is only spelt out when needed)."""
+        """The object's name in messages (a nested object's path is only spelt out when needed)."""
         parent = self._parent
         return self._where if parent is None else f"{parent.where}.{self._where}"
 
+    @property
+    def path(self) -> str:
+        """The dotted path of this object from the line's root (``""`` for the line itself)."""
+        return self._path
+
+    def path_of(self, key: str) -> str:
+        """The dotted path of field ``key`` of this object, as :attr:`LineRules.identifying` spells it."""
+        return f"{self._path}.{key}" if self._path else key
+
+    def identifies(self, key: str) -> bool:
+        """Whether field ``key`` is one the line cannot be decoded without."""
+        return self.path_of(key) in self._rules.identifying
+
     def fail(self, problem: str) -> NoReturn:
+        """Reject the whole line (only for what identifies it; everything else goes through :meth:`lose`)."""
         raise MalformedEventError(
             f"{self.where}: {problem}",
             fix="check that the input really is this dialect's output (see docs/dialects.md)",
         )
 
-    def _get(self, key: str, kind: str, accept: Any, required: bool) -> Any:
-        """The careful path, which also words the error; each getter first tries the exact type on its own."""
+    def lose(self, key: str, problem: str) -> None:
+        """Give up field ``key`` (``problem`` says why): report it, or fail the line when the field identifies it."""
+        if self.identifies(key):
+            self.fail(f"field '{key}' {problem}")
+        self._rules.report(self.path_of(key), f"{self.where}: field '{key}' {problem}; the field was ignored")
+
+    def child(self, obj: dict[str, Any], key: str) -> Fields:
+        """An object found under ``key`` by the dialect's own means, read with this line's rules."""
+        return Fields(obj, key, self)
+
+    def _get(self, key: str, kind: str, coerce: Callable[[Any], Any], default: Any, required: bool) -> Any:
+        """The careful path; each getter first tries the exact type on its own.
+
+        ``coerce`` returns the value read liberally, or :data:`_WRONG` when it cannot be read as ``kind``.
+        """
         value = self.obj.get(key)
         if value is None:
             if required:
-                self.fail(f"field '{key}' is missing (expected {kind})")
-            return None
-        if not accept(value):
-            self.fail(f"field '{key}' must be {kind}, not {_kind_of(value)}")
-        return value
+                self.lose(key, f"is missing (expected {kind})")
+            return default
+        read = coerce(value)
+        if read is _WRONG:
+            self.lose(key, f"must be {kind}, not {_kind_of(value)}")
+            return default
+        return read
 
-    def text(self, key: str) -> str:
+    def text(self, key: str, default: str = "") -> str:
         value = self.obj.get(key)
-        return value if type(value) is str else self._get(key, "a string", _is_str, True)
+        return value if type(value) is str else self._get(key, "a string", _as_str, default, True)
 
     def opt_text(self, key: str) -> str | None:
         value = self.obj.get(key)
-        return value if value is None or type(value) is str else self._get(key, "a string", _is_str, False)
+        return (
+            value if value is None or type(value) is str else self._get(key, "a string", _as_str, None, False)
+        )
 
-    def flag(self, key: str) -> bool:
+    def flag(self, key: str, default: bool = False) -> bool:
         value = self.obj.get(key)
-        return value if type(value) is bool else self._get(key, "a boolean", _is_bool, True)
+        return value if type(value) is bool else self._get(key, "a boolean", _as_bool, default, True)
 
     def opt_flag(self, key: str) -> bool | None:
         value = self.obj.get(key)
-        return value if value is None or type(value) is bool else self._get(key, "a boolean", _is_bool, False)
+        return (
+            value
+            if value is None or type(value) is bool
+            else self._get(key, "a boolean", _as_bool, None, False)
+        )
 
-    def integer(self, key: str) -> int:
+    def integer(self, key: str, default: int = 0) -> int:
         value = self.obj.get(key)
         if type(value) is int and -_INT_LIMIT <= value < _INT_LIMIT:
             return value
-        return int(self._get(key, "an integer", _is_int, True))
+        return self._get(key, "an integer", _as_int, default, True)
 
     def opt_integer(self, key: str) -> int | None:
         value = self.obj.get(key)
         if value is None or (type(value) is int and -_INT_LIMIT <= value < _INT_LIMIT):
             return value
-        return int(self._get(key, "an integer", _is_int, False))
+        return self._get(key, "an integer", _as_int, None, False)
 
     def opt_number(self, key: str) -> float | int | None:
-        return self._get(key, "a number", _is_number, False)
+        return self._get(key, "a number", _as_number, None, False)
 
     def mapping(self, key: str) -> dict[str, Any]:
         value = self.obj.get(key)
-        return value if type(value) is dict else self._get(key, "an object", _is_dict, True)
+        return value if type(value) is dict else self._get(key, "an object", _as_dict, {}, True)
 
     def opt_mapping(self, key: str) -> dict[str, Any] | None:
         value = self.obj.get(key)
-        return value if value is None or type(value) is dict else self._get(key, "an object", _is_dict, False)
+        return (
+            value
+            if value is None or type(value) is dict
+            else self._get(key, "an object", _as_dict, None, False)
+        )
 
     def opt_strings(self, key: str) -> list[str] | None:
-        return self._get(key, "a list of strings", _is_strings, False)
+        """A list of strings; items of another kind are left out (and reported), not the list."""
+        items = self.opt_list(key)
+        if items is None or all(type(item) is str for item in items):
+            return items
+        self.lose(key, "must be a list of strings, not a list with other items in it")
+        return [item for item in items if type(item) is str]
 
     def opt_list(self, key: str) -> list[Any] | None:
         value = self.obj.get(key)
-        return value if value is None or type(value) is list else self._get(key, "a list", _is_list, False)
+        return (
+            value if value is None or type(value) is list else self._get(key, "a list", _as_list, None, False)
+        )
 
     def opt_subs(self, key: str) -> list[Fields]:
-        """The objects in the list under ``key`` (none when it is missing), each named by its index."""
+        """The objects in the list under ``key`` (none when it is missing); other items are left out, reported."""
         items = self.opt_list(key) or []
+        found = []
         for index, item in enumerate(items):
-            if not isinstance(item, dict):
-                self.fail(f"{key}[{index}] must be an object, not {_kind_of(item)}")
-        return [Fields(item, f"{key}[{index}]", self) for index, item in enumerate(items)]
+            if type(item) is dict:
+                found.append(Fields(item, f"{key}[{index}]", self, path=self.path_of(key) + ".*"))
+            else:
+                self.lose(key, f"must hold objects, not {_kind_of(item)} (item {index})")
+        return found
 
     def sub(self, key: str) -> Fields:
-        """The object under ``key`` (required), with messages that name the path to it."""
+        """The object under ``key`` (documented as always there), with messages that name the path to it."""
         return Fields(self.mapping(key), key, self)
 
     def opt_sub(self, key: str) -> Fields | None:
         value = self.opt_mapping(key)
         return None if value is None else Fields(value, key, self)
 
-    def role(self, key: str) -> p.Role:
-        value = self.text(key)
-        if value not in ROLES:
-            self.fail(f"field '{key}' must be one of {', '.join(sorted(ROLES))}, not {value!r}")
-        return value  # type: ignore[return-value]
+    def role(self, key: str, default: p.Role = "assistant") -> p.Role:
+        return self.choice(key, _ROLE_NAMES, default)  # type: ignore[return-value]
 
-    def choice(self, key: str, choices: tuple[str, ...]) -> str:
-        value = self.text(key)
-        if value not in choices:
-            self.fail(f"field '{key}' must be one of {', '.join(choices)}, not {value!r}")
-        return value
+    def choice(self, key: str, choices: tuple[str, ...], default: str) -> str:
+        """One of ``choices``; any other value is lost (``default``), or fails the line when it identifies it."""
+        value = self.obj.get(key)
+        if type(value) is str and value in choices:
+            return value
+        if type(value) is str:
+            self.lose(key, f"must be one of {', '.join(choices)}, not {value!r}")
+            return default
+        return self._get(key, f"one of {', '.join(choices)}", _never, default, True)
 
     def ts(self, key: str) -> str | None:
         """A timestamp, leniently: an unreadable one is ignored rather than failing the line."""
@@ -272,39 +370,62 @@ class Fields:
         return _iso_stamp(value) if type(value) is str else rfc3339(value)
 
 
+_WRONG: Any = object()
+"""What a ``coerce`` function of :meth:`Fields._get` returns for a value it cannot read."""
+_ROLE_NAMES = tuple(sorted(ROLES))
+
+
 def _kind_of(value: object) -> str:
-    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}
-    return names.get(type(value), type(value).__name__)
+    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number"}
+    return names.get(type(value), "a number" if isinstance(value, float) else type(value).__name__)
 
 
-def _is_str(value: object) -> bool:
-    return isinstance(value, str)
+def _never(value: object) -> Any:
+    return _WRONG
 
 
-def _is_bool(value: object) -> bool:
-    return isinstance(value, bool)
+def _as_str(value: object) -> Any:
+    return value if isinstance(value, str) else _WRONG
 
 
-def _is_number(value: object) -> TypeGuard[int | float]:
+def _as_bool(value: object) -> Any:
+    return value if isinstance(value, bool) else _WRONG
+
+
+def _as_number(value: object) -> Any:
+    """Any finite JSON number in the 64-bit range, or a string that holds one."""
+    if isinstance(value, str):
+        try:
+            value = float(value.strip()) if not _looks_int(value) else int(value.strip())
+        except ValueError:
+            return _WRONG
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    return math.isfinite(value) and -_INT_LIMIT <= value < _INT_LIMIT
+        return _WRONG
+    if not math.isfinite(value) or not -_INT_LIMIT <= value < _INT_LIMIT:
+        return _WRONG
+    return value
 
 
-def _is_int(value: object) -> bool:
-    return _is_number(value) and float(value).is_integer()
+def _looks_int(text: str) -> bool:
+    digits = text.strip().removeprefix("-").removeprefix("+")
+    return digits.isascii() and digits.isdigit()
 
 
-def _is_dict(value: object) -> bool:
-    return isinstance(value, dict)
+def _as_int(value: object) -> Any:
+    """A number read liberally (see :func:`_as_number`), rounded to the nearest integer (half to even)."""
+    number = _as_number(value)
+    if number is _WRONG:
+        return _WRONG
+    rounded = number if isinstance(number, int) else round(number)
+    return rounded if -_INT_LIMIT <= rounded < _INT_LIMIT else _WRONG
 
 
-def _is_list(value: object) -> bool:
-    return isinstance(value, list)
+def _as_dict(value: object) -> Any:
+    return value if isinstance(value, dict) else _WRONG
 
 
-def _is_strings(value: object) -> bool:
-    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+def _as_list(value: object) -> Any:
+    return value if isinstance(value, list) else _WRONG
 
 
 # -- JSON carried in strings -----------------------------------------------------
@@ -322,7 +443,8 @@ def parse_arguments(value: object, fields: Fields, key: str) -> tuple[dict[str, 
     if isinstance(value, dict):
         return value, None
     if not isinstance(value, str):
-        fields.fail(f"field '{key}' must be a JSON string or an object, not {_kind_of(value)}")
+        fields.lose(key, f"must be a JSON string or an object, not {_kind_of(value)}")
+        return {}, None
     try:
         parsed = _json_decode(value)
     except msgspec.DecodeError:
@@ -469,19 +591,30 @@ class EventDecoder(DialectDecoder):
         self._run: _Run | None = None
         self._named: dict[tuple[bool, str], _Run] = {}
         self._routes: dict[str, tuple[Callable[[Fields], None], str]] = {}
+        self._rules: dict[str, LineRules] = {}
+        self._lost: list[tuple[tuple[str, str], str]] = []
+        """Fields lost while decoding the current line, reported once it decoded (see :meth:`decode_object`)."""
+        self._reported: set[tuple[str, str]] = set()
 
     # dispatch
 
     def decode_object(self, obj: dict[str, Any]) -> None:
         kind = obj.get("type")
         if not isinstance(kind, str):
-            self.decode_untyped(obj)
+            self.checked(self.decode_untyped, obj)
             return
         route = self._routes.get(kind) or self._route(kind)
         if route is None:
             self.pass_through(kind, obj)
             return
-        route[0](Fields(obj, route[1]))
+        self.checked(route[0], self.fields(obj, route[1], kind))
+
+    def checked(self, decode: Callable[[Any], None], argument: Any) -> None:
+        """Run one line's decoding, then warn about the fields it lost (nothing is said for a rejected line)."""
+        self._lost.clear()
+        decode(argument)
+        if self._lost:
+            self._report_lost()
 
     def _route(self, kind: str) -> tuple[Callable[[Fields], None], str] | None:
         """The handler for ``kind`` and the name its errors give the line, looked up once per type."""
@@ -492,13 +625,43 @@ class EventDecoder(DialectDecoder):
         route = self._routes[kind] = (handler, f"{self.dialect} '{kind}' line")
         return route
 
+    # liberal reading
+
+    identifying: ClassVar[dict[str, frozenset[str]]] = {}
+    """Per line type, the dotted field paths (``*`` for every item of a list) a line cannot be decoded
+    without; ``"*"`` applies to every line type. The line type's own discriminator (``type``) always
+    identifies it. Any other field of the wrong kind loses only that field (see :class:`Fields`)."""
+
+    def identifying_paths(self, kind: str) -> frozenset[str]:
+        """Everything that identifies a line of type ``kind`` (its ``type`` included)."""
+        return self.identifying.get(kind, frozenset()) | self.identifying.get("*", frozenset()) | {"type"}
+
+    def fields(self, obj: dict[str, Any], where: str, kind: str) -> Fields:
+        """Liberal access to a line of type ``kind`` (``where`` names it in messages), lost fields reported."""
+        rules = self._rules.get(kind)
+        if rules is None:
+            report = functools.partial(self._lose, kind)
+            rules = self._rules[kind] = LineRules(self.identifying_paths(kind), report)
+        return Fields(obj, where, rules=rules)
+
+    def _lose(self, kind: str, key: str, message: str) -> None:
+        self._lost.append(((kind, key), message))
+
+    def _report_lost(self) -> None:
+        """One ``log`` warning per field (line type and path) per stream; the first message stands for the rest."""
+        lost, self._lost = self._lost, []
+        for field_id, message in lost:
+            if field_id not in self._reported:
+                self._reported.add(field_id)
+                self._stamp(p.Log(level="warn", message=message), None)
+
     def handler_name(self, kind: str) -> str:
         """The method that decodes lines of type ``kind``; dialects whose types are not identifiers map them."""
         return "on_" + kind
 
     def decode_untyped(self, obj: dict[str, Any]) -> None:
         """An object without a string ``type``; dialects with untyped lines override this."""
-        Fields(obj, f"{self.dialect} line").text("type")
+        self.fields(obj, f"{self.dialect} line", "").text("type")
 
     def pass_through(self, kind: str, obj: dict[str, Any]) -> None:
         """Keep a line of a type this decoder does not know, whole, as an unknown event."""

@@ -1,0 +1,226 @@
+"""The contract every registered dialect keeps, checked the same way for each (a new dialect is covered by
+registering it): liberal reading of fields, junk lines, detection, round trips, error wording.
+
+Dialect-specific facts (what a given line becomes) stay in ``test_dialect_<name>.py``.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from _dialect_kit import FIXTURES, SEEDS, decode, junk_values, line, violations
+from _strategies import sessions
+from agentstream import protocol as p
+from agentstream.dialects import DIALECT_NAMES, get_dialect
+from agentstream.dialects.kit import EventDecoder
+from agentstream.errors import MalformedEventError
+
+DECODED = [name for name in DIALECT_NAMES if name != "canonical"]
+"""Every registered dialect read through the kit (canonical is the protocol itself, checked by the validator)."""
+
+
+def example_files(dialect: str) -> list[Path]:
+    """Every NDJSON example of ``dialect``: its fixtures and its seed file."""
+    files = sorted((FIXTURES / dialect).glob("*.ndjson"))
+    seed = SEEDS / f"{dialect}.ndjson"
+    return [*files, seed] if seed.exists() else files
+
+
+def _objects(path: Path) -> list[Any]:
+    return [msgspec.json.decode(raw) for raw in path.read_bytes().splitlines() if raw.strip()]
+
+
+def test_every_decoded_dialect_has_examples() -> None:
+    """The property tests below are only as good as the lines they start from."""
+    assert {name for name in DECODED if not example_files(name)} == set()
+
+
+# -- liberal reading --------------------------------------------------------------------------
+
+OTHER_KINDS: tuple[Any, ...] = (None, True, 1.5, "7", "x", [], {"x": 1})
+"""A value of each JSON kind (a number with a fraction, a numeric string, a word) to put in a field."""
+
+
+def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, inner in items:
+        yield (*prefix, key)
+        yield from _paths(inner, (*prefix, key))
+
+
+def _dotted(path: tuple[Any, ...]) -> str:
+    return ".".join("*" if isinstance(step, int) else str(step) for step in path)
+
+
+def _identifies(decoder: EventDecoder, obj: dict[str, Any], path: tuple[Any, ...]) -> bool:
+    """Whether the field at ``path`` is (or holds) a field the dialect declares identifying for this line."""
+    kind = obj.get("type") if isinstance(obj.get("type"), str) else ""
+    dotted = _dotted(path)
+    return any(ident == dotted or ident.startswith(dotted + ".") for ident in decoder.identifying_paths(kind))
+
+
+DERIVED = frozenset({"usage", "tool_progress", "event"})
+"""Events made only from figures, output or data a line carried: when that field is lost, none is made up."""
+KIT_WARNINGS = ("the field was ignored", "kept as a string under")
+
+
+def _types(events: list[p.AnyEvent]) -> list[str]:
+    """Event types, without the warnings about what was lost, :data:`DERIVED` events and a made-up start (which
+    comes with the first event, wherever that is)."""
+    return [
+        e.type
+        for e in events
+        if e.type not in DERIVED
+        and not (isinstance(e, p.Log) and e.message.endswith(KIT_WARNINGS))
+        and not (isinstance(e, p.Start) and e.synthetic)
+    ]
+
+
+def _each_line(dialect: str, objects: list[Any]) -> list[list[str]]:
+    decoder = get_dialect(dialect).decoder("s")
+    out = [_types(decoder.decode_line(line(obj)) or []) for obj in objects]
+    return [*out, _types(decoder.finish())]
+
+
+def _mutations(obj: Any) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    for path in _paths(obj):
+        for value in OTHER_KINDS:
+            mutant = copy.deepcopy(obj)
+            *parents, key = path
+            holder = mutant
+            for step in parents:
+                holder = holder[step]
+            if type(holder[key]) is type(value) and not isinstance(value, (str, dict, list)):
+                continue
+            holder[key] = value
+            yield path, mutant
+
+
+@pytest.mark.parametrize("dialect", DECODED)
+def test_a_field_of_another_kind_loses_that_field_never_the_event(dialect: str) -> None:
+    """Every field of every example line, set to a value of each other JSON kind: the events decoded for that
+    line (and the rest of the stream) keep their types, unless the field identifies the line."""
+    decoder = get_dialect(dialect).decoder()
+    assert isinstance(decoder, EventDecoder)
+    tried = 0
+    for path in example_files(dialect):
+        objects = _objects(path)
+        original = _each_line(dialect, objects)
+        for index, obj in enumerate(objects):
+            if not isinstance(obj, dict):
+                continue
+            for field, mutant in _mutations(obj):
+                if _identifies(decoder, obj, field):
+                    continue
+                tried += 1
+                mutated = [*objects[:index], mutant, *objects[index + 1 :]]
+                try:
+                    got = _each_line(dialect, mutated)
+                except MalformedEventError as exc:
+                    pytest.fail(f"{path.name}:{index + 1} {_dotted(field)}={mutant!r}: {exc.message}")
+                assert got == original, f"{path.name}:{index + 1} {_dotted(field)} set to another kind"
+    assert tried > 50
+
+
+@pytest.mark.parametrize("dialect", DECODED)
+def test_a_lost_field_is_reported_once_per_stream_as_a_warning(dialect: str) -> None:
+    """The first mutable field of the first example line, mangled on two copies of the line: one warning."""
+    for path in example_files(dialect):
+        for obj in _objects(path):
+            if not isinstance(obj, dict):
+                continue
+            decoder = get_dialect(dialect).decoder()
+            assert isinstance(decoder, EventDecoder)
+            for field, mutant in _mutations(obj):
+                if _identifies(decoder, obj, field) or mutant_value(mutant, field) is not None:
+                    continue
+                first = get_dialect(dialect).decoder()
+                try:
+                    events = [e for raw in (line(mutant), line(mutant)) for e in first.decode_line(raw) or []]
+                except MalformedEventError:
+                    continue
+                warnings = [e for e in events if isinstance(e, p.Log) and "ignored" in e.message]
+                if not warnings:
+                    continue  # a field the decoder never reads on this line
+                assert len(warnings) == 1 and warnings[0].level == "warn"
+                assert warnings[0].message.startswith(dialect)
+                return
+    pytest.fail(f"no {dialect} example has a field whose loss is reported")
+
+
+def mutant_value(obj: Any, path: tuple[Any, ...]) -> Any:
+    for step in path:
+        obj = obj[step]
+    return obj
+
+
+# -- junk ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dialect", DIALECT_NAMES)
+@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(data=st.data())
+def test_junk_lines_are_decoded_or_named_malformed_and_finish_never_fails(
+    dialect: str, data: st.DataObject
+) -> None:
+    objects = data.draw(st.lists(junk_values, min_size=1, max_size=6))
+    decoder = get_dialect(dialect).decoder()
+    out: list[p.AnyEvent] = []
+    for obj in objects:
+        assert 0.0 <= get_dialect(dialect).sniff(obj) <= 1.0 if isinstance(obj, dict) else True
+        try:
+            out += decoder.decode_line(line(obj)) or []
+        except MalformedEventError as exc:
+            assert exc.message.startswith(dialect) or dialect == "canonical", exc.message
+            assert exc.fix
+    out += decoder.finish()
+    assert all(isinstance(e, (p.BaseEvent, p.UnknownEvent)) for e in out)
+
+
+# -- detection ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dialect", DECODED)
+def test_each_example_file_is_recognised_as_its_dialect(dialect: str) -> None:
+    from agentstream.dialects import DETECT_LINES, detect_dialect_in_lines
+
+    for path in example_files(dialect):
+        lines = [raw for raw in path.read_bytes().splitlines() if raw.strip()]
+        if path.parent == SEEDS:
+            continue  # seed files are independent example lines, not streams
+        assert detect_dialect_in_lines(lines[:DETECT_LINES]) == dialect, path.name
+
+
+@pytest.mark.parametrize("dialect", DECODED)
+def test_no_dialect_claims_another_dialects_first_line_more_surely(dialect: str) -> None:
+    from agentstream.dialects import detect_dialect
+
+    for path in example_files(dialect):
+        if path.parent == SEEDS:
+            continue
+        first = _objects(path)[0]
+        assert detect_dialect([first]) in (dialect, None), path.name
+
+
+# -- round trips and our own output -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dialect", DIALECT_NAMES)
+@settings(max_examples=25, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(session=sessions())
+def test_what_a_dialect_writes_it_reads_back_as_a_valid_stream(
+    dialect: str, session: list[p.BaseEvent]
+) -> None:
+    encoder = get_dialect(dialect).encoder()
+    lines = [out for event in session for out in encoder.encode(event)] + encoder.finish()
+    events = decode(dialect, lines)
+    assert not violations(events), violations(events)
+    assert [e.type for e in events][-1] == "result"
