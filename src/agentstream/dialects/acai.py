@@ -18,6 +18,7 @@ from agentstream.dialects.kit import (
     Fields,
     SimpleDialect,
     arguments_text,
+    identify,
     parse_arguments,
 )
 from agentstream.errors import ErrorCode
@@ -30,11 +31,13 @@ _CODE_FOR_EXIT = {2: ErrorCode.PROVIDER_ERROR, 3: ErrorCode.INVALID_INPUT}
 class AcaiDecoder(EventDecoder):
     dialect = "acai"
     command = "acai instruct"
-    identifying = {
-        "function_call": frozenset({"call_id", "name"}),
-        "function_call_output": frozenset({"call_id"}),
-        "result": frozenset({"success"}),
-    }
+    identifying = identify(
+        {
+            "function_call": frozenset({"call_id", "name"}),
+            "function_call_output": frozenset({"call_id"}),
+            "result": frozenset({"success"}),
+        }
+    )
 
     def on_init(self, f: Fields) -> None:
         session_id = f.text("session_id")

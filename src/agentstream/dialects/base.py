@@ -77,6 +77,9 @@ class Dialect(ABC):
 
     name: ClassVar[str]
     summary: ClassVar[str]
+    has_start_line: ClassVar[bool] = True
+    """Whether the dialect's streams open with a line that becomes ``start``. Without one (opencode), the
+    decoder always makes ``start`` up (``synthetic``), and ``validate`` does not count that as a repair."""
 
     @abstractmethod
     def sniff(self, obj: dict[str, Any]) -> float:

@@ -25,8 +25,16 @@ from typing import Any, ClassVar, NamedTuple
 import msgspec
 
 from agentstream import protocol as p
-from agentstream.dialects.kit import EventDecoder, EventEncoder, Fields, first_keys, text_or_json
-from agentstream.dialects.base import Dialect, DialectDecoder, DialectEncoder
+from agentstream.dialects.kit import (
+    EventDecoder,
+    EventEncoder,
+    Fields,
+    SimpleDialect,
+    first_keys,
+    identify,
+    malformed,
+    text_or_json,
+)
 from agentstream.errors import ErrorCode, ExitCode, MalformedEventError
 
 # Claude's ``error`` categories (assistant lines, api_retry); the first one per code is the one we write.
@@ -67,9 +75,9 @@ class _Block(NamedTuple):
     text: str = ""
     call_id: str = ""
     name: str = ""
-    arguments: dict[str, Any] = {}
+    arguments: dict[str, Any] = {}  # noqa: RUF012 -- a NamedTuple field, never mutated
     is_error: bool = False
-    raw: dict[str, Any] = {}
+    raw: dict[str, Any] = {}  # noqa: RUF012 -- a NamedTuple field, never mutated
 
 
 def _block(f: Fields) -> _Block:
@@ -227,14 +235,16 @@ _STREAM_IDENTITY = frozenset(
 class ClaudeDecoder(EventDecoder):
     dialect = "claude"
     command = "claude"
-    identifying = {
-        "system": frozenset({"subtype"}),
-        "assistant": _MESSAGE_IDENTITY,
-        "user": _MESSAGE_IDENTITY,
-        # a delta line is nothing but its block index and text
-        "stream_event": _STREAM_IDENTITY,
-        "result": frozenset({"subtype", "is_error"}),  # together they say whether the run failed
-    }
+    identifying = identify(
+        {
+            "system": frozenset({"subtype"}),
+            "assistant": _MESSAGE_IDENTITY,
+            "user": _MESSAGE_IDENTITY,
+            # a delta line is nothing but its block index and text
+            "stream_event": _STREAM_IDENTITY,
+            "result": frozenset({"subtype", "is_error"}),  # together they say whether the run failed
+        }
+    )
 
     def __init__(self, session_id: str | None = None) -> None:
         super().__init__(session_id)
@@ -253,7 +263,7 @@ class ClaudeDecoder(EventDecoder):
         if not isinstance(items, list):
             return None
         if not all(isinstance(item, dict) for item in items):
-            raise MalformedEventError("claude JSON array: every element must be a message object")
+            raise malformed(f"{self.dialect} JSON array: every element must be a message object")
         for item in items:
             self.decode_object(item)
         return self.drain()
@@ -560,11 +570,11 @@ class ClaudeDecoder(EventDecoder):
 
 
 def _denied_calls(f: Fields) -> list[str]:
-    found = []
-    for item in f.opt_list("permission_denials") or []:
-        if isinstance(item, dict) and isinstance(item.get("tool_use_id"), str):
-            found.append(item["tool_use_id"])
-    return found
+    return [
+        item["tool_use_id"]
+        for item in f.opt_list("permission_denials") or []
+        if isinstance(item, dict) and isinstance(item.get("tool_use_id"), str)
+    ]
 
 
 def _outcome(subtype: str, ok: bool, reason: str | None) -> tuple[str, int, str]:
@@ -904,25 +914,41 @@ def claude_score(obj: dict[str, Any]) -> float:
         return 0.9
     if kind == "system" and str(obj.get("subtype")) in _CLAUDE_SYSTEM_SUBTYPES and "uuid" in obj:
         return 0.7
-    if kind in ("assistant", "user") and isinstance(obj.get("message"), dict) and "uuid" in obj:
-        return 0.7
-    if kind == "result" and "num_turns" in obj and "duration_api_ms" in obj:
-        return 0.8
+    message = obj.get("message")
+    if kind in ("assistant", "user") and isinstance(message, dict):
+        if "uuid" in obj:
+            return 0.7
+        if _CLAUDE_LINE_KEYS & obj.keys() or _API_MESSAGE_KEYS & message.keys() or _api_blocks(message):
+            return 0.6  # a line without its envelope (an API error, an SDK capture) is still Claude's shape
+        return 0.0
+    if kind == "result" and "num_turns" in obj:
+        return 0.8 if _CLAUDE_RESULT_KEYS & obj.keys() else 0.0
     return 0.0
 
 
-class ClaudeDialect(Dialect):
+_CLAUDE_LINE_KEYS = frozenset({"parent_tool_use_id", "is_api_error_message", "request_id"})
+_API_MESSAGE_KEYS = frozenset({"model", "id", "stop_reason"})
+"""Keys of an Anthropic API message (Cursor's messages have only role and content)."""
+_API_BLOCKS = frozenset({"thinking", "redacted_thinking", "tool_use", "server_tool_use", "tool_result"})
+_CLAUDE_RESULT_KEYS = frozenset({"duration_api_ms", "terminal_reason", "api_error_status", "total_cost_usd"})
+
+
+def _api_blocks(message: dict[str, Any]) -> bool:
+    """Whether a message holds content blocks only the Anthropic API writes (thinking, tool use)."""
+    content = message.get("content")
+    return isinstance(content, list) and any(
+        isinstance(block, dict) and block.get("type") in _API_BLOCKS for block in content
+    )
+
+
+class ClaudeDialect(SimpleDialect):
     name = "claude"
     summary = "Claude Code -p --output-format stream-json --verbose"
+    decoder_class = ClaudeDecoder
+    encoder_class = ClaudeEncoder
 
     def sniff(self, obj: dict[str, Any]) -> float:
         return claude_score(obj)
-
-    def decoder(self, session_id: str | None = None) -> DialectDecoder:
-        return ClaudeDecoder(session_id)
-
-    def encoder(self) -> DialectEncoder:
-        return ClaudeEncoder()
 
 
 DIALECT = ClaudeDialect()

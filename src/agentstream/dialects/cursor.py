@@ -25,6 +25,7 @@ from agentstream.dialects.kit import (
     SimpleDialect,
     arguments_text,
     epoch_ms,
+    identify,
     json_or_text,
     parse_arguments,
     rfc3339,
@@ -68,18 +69,20 @@ def _error_text(value: object) -> str:
 class CursorDecoder(EventDecoder):
     dialect = "cursor"
     command = "cursor-agent"
-    identifying = {
-        "system": frozenset({"subtype"}),
-        "assistant": frozenset(
-            {"timestamp_ms", "model_call_id"}
-        ),  # they tell a delta from a complete message
-        "thinking": frozenset({"subtype"}),
-        "tool_call": frozenset(
-            {"subtype", "call_id", "tool_call", "tool_call.function", "tool_call.function.name"}
-            | {f"tool_call.{name}{_SUFFIX}" for name in _NAMED_TOOLS}
-        ),
-        "result": frozenset({"is_error"}),
-    }
+    identifying = identify(
+        {
+            "system": frozenset({"subtype"}),
+            "assistant": frozenset(
+                {"timestamp_ms", "model_call_id"}
+            ),  # they tell a delta from a complete message
+            "thinking": frozenset({"subtype"}),
+            "tool_call": frozenset(
+                {"subtype", "call_id", "tool_call", "tool_call.function", "tool_call.function.name"}
+                | {f"tool_call.{name}{_SUFFIX}" for name in _NAMED_TOOLS}
+            ),
+            "result": frozenset({"is_error"}),
+        }
+    )
 
     def __init__(self, session_id: str | None = None) -> None:
         super().__init__(session_id)

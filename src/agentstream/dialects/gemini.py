@@ -16,7 +16,15 @@ import re
 from typing import Any, TypedDict
 
 from agentstream import protocol as p
-from agentstream.dialects.kit import EventDecoder, EventEncoder, Fields, SimpleDialect, first_keys, iso
+from agentstream.dialects.kit import (
+    EventDecoder,
+    EventEncoder,
+    Fields,
+    SimpleDialect,
+    first_keys,
+    identify,
+    iso,
+)
 from agentstream.errors import ERROR_CODES, ErrorCode
 
 # (Gemini error type, canonical code, Gemini's exit code). The first row for a code is
@@ -63,13 +71,15 @@ def _typed_object(text: str) -> dict[str, str]:
 class GeminiDecoder(EventDecoder):
     dialect = "gemini"
     command = "gemini"
-    identifying = {
-        "tool_use": frozenset({"tool_name", "tool_id"}),
-        "tool_result": frozenset({"tool_id"}),
-        "message": frozenset({"delta"}),
-        "error": frozenset({"severity"}),
-        "result": frozenset({"status"}),
-    }
+    identifying = identify(
+        {
+            "tool_use": frozenset({"tool_name", "tool_id"}),
+            "tool_result": frozenset({"tool_id"}),
+            "message": frozenset({"delta"}),
+            "error": frozenset({"severity"}),
+            "result": frozenset({"status"}),
+        }
+    )
 
     def __init__(self, session_id: str | None = None) -> None:
         super().__init__(session_id)

@@ -18,6 +18,7 @@ from agentstream.dialects.kit import (
     EventEncoder,
     Fields,
     SimpleDialect,
+    identify,
     iso,
     json_or_text,
     text_or_json,
@@ -57,10 +58,12 @@ def _action_objects(actions: list[p.NextAction]) -> list[dict[str, Any]]:
 class JoelclawDecoder(EventDecoder):
     dialect = "joelclaw"
     command = "joelclaw"
-    identifying = {
-        "": frozenset({"ok"}),
-        "result": frozenset({"ok"}),
-    }  # "": the bare envelope, which has no type
+    identifying = identify(
+        {
+            "": frozenset({"ok"}),
+            "result": frozenset({"ok"}),
+        }
+    )  # "": the bare envelope, which has no type
 
     def decode_untyped(self, obj: dict[str, Any]) -> None:
         """A non-streaming command's bare envelope."""

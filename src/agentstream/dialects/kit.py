@@ -36,9 +36,10 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any, ClassVar, NoReturn, cast
 
 import msgspec
@@ -51,9 +52,13 @@ from agentstream.transcript import Tally
 __all__ = [
     "RAW_ARGUMENTS_KEY",
     "ROLES",
+    "Dialect",
+    "DialectDecoder",
+    "DialectEncoder",
     "EventDecoder",
     "EventEncoder",
     "Fields",
+    "LineRules",
     "SimpleDialect",
     "ToolPairs",
     "arguments_text",
@@ -62,8 +67,10 @@ __all__ = [
     "event_data",
     "event_from_data",
     "first_keys",
+    "identify",
     "iso",
     "json_or_text",
+    "malformed",
     "parse_arguments",
     "rfc3339",
     "text_or_json",
@@ -153,6 +160,13 @@ def iso(ts: str) -> str:
 # -- typed field access ------------------------------------------------------------
 
 
+def malformed(message: str) -> MalformedEventError:
+    """The error for a line a dialect cannot decode at all; ``message`` starts with the dialect's name."""
+    return MalformedEventError(
+        message, fix="check that the input really is this dialect's output (see docs/dialects.md)"
+    )
+
+
 def _ignore_report(key: str, message: str) -> None:
     """Where problems of a :class:`Fields` made outside a decoder go: nowhere (its caller checks the result)."""
 
@@ -173,6 +187,15 @@ class LineRules:
 
 
 _LENIENT = LineRules()
+
+
+def identify(by_type: Mapping[str, Iterable[str]]) -> Mapping[str, frozenset[str]]:
+    """An :attr:`EventDecoder.identifying` table: line type -> the dotted paths that identify such a line.
+
+    Paths name nested fields with dots and every item of a list with ``*``
+    (``message.content.*.id``); the key ``"*"`` applies to every line type.
+    """
+    return MappingProxyType({kind: frozenset(paths) for kind, paths in by_type.items()})
 
 
 class Fields:
@@ -238,10 +261,7 @@ class Fields:
 
     def fail(self, problem: str) -> NoReturn:
         """Reject the whole line (only for what identifies it; everything else goes through :meth:`lose`)."""
-        raise MalformedEventError(
-            f"{self.where}: {problem}",
-            fix="check that the input really is this dialect's output (see docs/dialects.md)",
-        )
+        raise malformed(f"{self.where}: {problem}")
 
     def lose(self, key: str, problem: str) -> None:
         """Give up field ``key`` (``problem`` says why): report it, or fail the line when the field identifies it."""
@@ -627,8 +647,8 @@ class EventDecoder(DialectDecoder):
 
     # liberal reading
 
-    identifying: ClassVar[dict[str, frozenset[str]]] = {}
-    """Per line type, the dotted field paths (``*`` for every item of a list) a line cannot be decoded
+    identifying: ClassVar[Mapping[str, frozenset[str]]] = MappingProxyType({})
+    """Per line type (build it with :func:`identify`), the dotted field paths (``*`` for every item of a list) a line cannot be decoded
     without; ``"*"`` applies to every line type. The line type's own discriminator (``type``) always
     identifies it. Any other field of the wrong kind loses only that field (see :class:`Fields`)."""
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentstream import protocol as p
-from agentstream.dialects.kit import EventDecoder, EventEncoder, Fields, SimpleDialect, epoch_ms
+from agentstream.dialects.kit import EventDecoder, EventEncoder, Fields, SimpleDialect, epoch_ms, identify
 from agentstream.errors import ErrorCode
 
 PROTOCOL = 1
@@ -42,13 +42,15 @@ _CARRIED_EXTRAS = ("code", "fix", "retry_in_ms")
 class LocusDecoder(EventDecoder):
     dialect = "locus"
     command = "exec"
-    identifying = {
-        "*": frozenset({"payload"}),
-        "thinking": frozenset({"payload.content"}),
-        "tool_started": frozenset({"payload.tool"}),
-        "tool_completed": frozenset({"payload.tool"}),
-        "done": frozenset({"payload.success"}),
-    }
+    identifying = identify(
+        {
+            "*": frozenset({"payload"}),
+            "thinking": frozenset({"payload.content"}),
+            "tool_started": frozenset({"payload.tool"}),
+            "tool_completed": frozenset({"payload.tool"}),
+            "done": frozenset({"payload.success"}),
+        }
+    )
 
     def __init__(self, session_id: str | None = None) -> None:
         super().__init__(session_id)
