@@ -9,9 +9,9 @@ import pytest
 
 from _consumer_support import assert_valid_stream, canonical_session, is_synthetic
 from agentstream import protocol as p
+from agentstream.consumer import read
 from agentstream.dialects import DIALECT_NAMES
 from agentstream.errors import ErrorCode
-from agentstream.consumer import read
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -364,8 +364,14 @@ class Fields:
         return found
 
     def sub(self, key: str) -> Fields:
-        """The object under ``key`` (documented as always there), with messages that name the path to it."""
-        return Fields(self.mapping(key), key, self)
+        """The object under ``key`` (documented as always there), with messages that name the path to it.
+
+        When it is lost, its fields read as missing without a word (the loss was reported once, for ``key``).
+        """
+        value = self.obj.get(key)
+        if type(value) is dict:
+            return Fields(value, key, self)
+        return Fields(self.mapping(key), key, self, rules=_LENIENT, path=self.path_of(key))
 
     def opt_sub(self, key: str) -> Fields | None:
         value = self.opt_mapping(key)
@@ -615,6 +621,7 @@ class EventDecoder(DialectDecoder):
         self._lost: list[tuple[tuple[str, str], str]] = []
         """Fields lost while decoding the current line, reported once it decoded (see :meth:`decode_object`)."""
         self._reported: set[tuple[str, str]] = set()
+        self._ended = False
 
     # dispatch
 
@@ -630,11 +637,18 @@ class EventDecoder(DialectDecoder):
         self.checked(route[0], self.fields(obj, route[1], kind))
 
     def checked(self, decode: Callable[[Any], None], argument: Any) -> None:
-        """Run one line's decoding, then warn about the fields it lost (nothing is said for a rejected line)."""
+        """Run one line's decoding and warn about the fields it lost (nothing is said for a rejected line).
+
+        The warnings go out just before the line's first event (just after it, when that is ``start``),
+        so that they stay inside the stream; fields lost after the line's last event are reported at its
+        end, unless nothing may come between that event and the next (a ``result``, a fatal ``error``).
+        """
         self._lost.clear()
+        self._ended = False
         decode(argument)
-        if self._lost:
+        if self._lost and not self._ended and self.last_fatal is None:
             self._report_lost()
+        self._lost.clear()
 
     def _route(self, kind: str) -> tuple[Callable[[Fields], None], str] | None:
         """The handler for ``kind`` and the name its errors give the line, looked up once per type."""
@@ -702,6 +716,10 @@ class EventDecoder(DialectDecoder):
 
     def _stamp(self, event: p.Event, ts: str | None) -> None:
         kind = type(event)  # exact type checks: this runs for every event
+        if self._lost and kind is not p.Start and self.last_fatal is None:
+            self._report_lost()
+        if kind is p.Result:
+            self._ended = True
         if kind is p.Start:
             if self.started:
                 event = p.GenericEvent(name="start", data=event_data(event))
@@ -712,6 +730,8 @@ class EventDecoder(DialectDecoder):
         self.tally.add(event)
         self.last_fatal = event if isinstance(event, p.Error) and not event.recoverable else None
         super().emit(event, ts)
+        if self._lost and kind is p.Start:
+            self._report_lost()
 
     def chunk(
         self, text: str, *, ts: str | None = None, role: p.Role = "assistant", reasoning: bool = False
