@@ -187,7 +187,9 @@ def _junk_lines(dialect: str) -> st.SearchStrategy[Any]:
 
 
 @pytest.mark.parametrize("dialect", DIALECT_NAMES)
-@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large], deadline=None)
+@settings(
+    max_examples=60, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large], deadline=None
+)
 @given(data=st.data())
 def test_junk_lines_are_decoded_or_named_malformed_and_finish_never_fails(
     dialect: str, data: st.DataObject
@@ -302,3 +304,17 @@ def test_a_rich_stream_written_in_each_dialect_passes_validate(
     detected, problems = _validate_as_the_command_does(b"".join(out + b"\n" for out in lines))
     assert detected == dialect
     assert problems == []
+
+
+# -- exit codes -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dialect", DIALECT_NAMES)
+def test_what_an_exit_status_means_is_a_known_code_with_a_message_and_a_fix(dialect: str) -> None:
+    from agentstream.errors import ERROR_CODES
+
+    for status in range(256):
+        meaning = get_dialect(dialect).error_for_exit(status)
+        if meaning is not None:
+            assert status not in (0, 1), "0 and 1 say nothing beyond success and failure"
+            assert meaning.code in ERROR_CODES and meaning.message and meaning.fix

@@ -526,3 +526,46 @@ def test_junk_raises_only_malformed_event_errors(junk_lines: list[dict[str, Any]
 
 def test_every_single_field_breakage_is_decoded_or_malformed() -> None:
     assert_breakage_handled("gemini", BASES)
+
+
+# -- exit codes -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "subtype"),
+    [
+        (41, "AUTH_EXPIRED", "error"),
+        (42, "INVALID_INPUT", "error"),
+        (44, "UNKNOWN", "error"),
+        (52, "INVALID_INPUT", "error"),
+        (53, "MAX_TURNS", "max_turns"),
+        (54, "TOOL_FAILED", "error"),
+        (55, "PERMISSION_DENIED", "error"),
+        (130, "INTERRUPTED", "interrupted"),
+    ],
+)
+def test_a_documented_exit_code_names_the_error_even_with_nothing_on_stdout(
+    status: int, code: str, subtype: str
+) -> None:
+    """A real child that exits as Gemini CLI does at start-up (no init, no result) gets the error its code means."""
+    import sys
+
+    from agentstream.consumer import spawn
+
+    with spawn([sys.executable, "-c", f"import sys; sys.exit({status})"], dialect="gemini") as child:
+        events = list(child)
+    error, result = events[-2:]
+    assert isinstance(error, p.Error) and (error.code, error.recoverable) == (code, False)
+    assert error.fix and f"exit {status}" in error.message
+    assert isinstance(result, p.Result) and (result.exit_code, result.subtype, result.ok) == (
+        status,
+        subtype,
+        False,
+    )
+    assert not violations(events)
+
+
+def test_exit_codes_gemini_does_not_document_are_left_to_the_reader() -> None:
+    gemini = get_dialect("gemini")
+    assert gemini.error_for_exit(0) is None and gemini.error_for_exit(1) is None
+    assert gemini.error_for_exit(2) is None and gemini.error_for_exit(137) is None

@@ -151,7 +151,7 @@ class AguiDecoder(EventDecoder):
                 ("TOOL_CALL_START", "TOOL_CALL_END", "TOOL_CALL_RESULT"), frozenset({"toolCallId"})
             ),
             "TOOL_CALL_ARGS": frozenset({"toolCallId", "delta"}),
-        "RUN_FINISHED": frozenset({"outcome.type"}),  # interrupted, cancelled or done
+            "RUN_FINISHED": frozenset({"outcome.type"}),  # interrupted, cancelled or done
             **dict.fromkeys(
                 ("THINKING_TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_CHUNK", "REASONING_MESSAGE_CHUNK"),
                 frozenset({"delta"}),
@@ -254,7 +254,9 @@ class AguiDecoder(EventDecoder):
 
     def on_run_finished(self, f: Fields) -> None:
         ts, meta, outcome = f.ts("timestamp"), _metadata(f), f.opt_sub("outcome")
-        outcome_type = outcome.choice("type", ("success", "interrupt", "cancelled"), "success") if outcome else "success"
+        outcome_type = (
+            outcome.choice("type", ("success", "interrupt", "cancelled"), "success") if outcome else "success"
+        )
         entries = _usage_entries(f)
         self._close_open()
         if not self.tally.turn_count and "usage" not in meta.obj:  # our own runs carry their usage events

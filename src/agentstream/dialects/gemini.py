@@ -19,6 +19,7 @@ from agentstream import protocol as p
 from agentstream.dialects.kit import (
     EventDecoder,
     EventEncoder,
+    ExitMeaning,
     Fields,
     SimpleDialect,
     first_keys,
@@ -41,6 +42,47 @@ _FATAL: tuple[tuple[str, str, int], ...] = (
     ("FatalCancellationError", ErrorCode.INTERRUPTED, 130),
 )
 _BY_TYPE = {kind: (code, exit_code) for kind, code, exit_code in _FATAL}
+_EXIT_MEANINGS: dict[int, ExitMeaning] = {
+    41: ExitMeaning(
+        ErrorCode.AUTH_EXPIRED,
+        "gemini could not authenticate (exit 41)",
+        "sign in again (run gemini once interactively) or set GEMINI_API_KEY",
+    ),
+    42: ExitMeaning(
+        ErrorCode.INVALID_INPUT,
+        "gemini rejected its input (exit 42)",
+        "check the prompt and the command-line flags (an empty prompt on stdin is a common cause)",
+    ),
+    44: ExitMeaning(
+        ErrorCode.UNKNOWN,
+        "gemini could not start its sandbox (exit 44)",
+        "check the sandbox setup (GEMINI_SANDBOX, and that docker or podman runs), or run without --sandbox",
+    ),
+    52: ExitMeaning(
+        ErrorCode.INVALID_INPUT,
+        "gemini's configuration is invalid (exit 52)",
+        "check settings.json (user and workspace) and the environment gemini reads its settings from",
+    ),
+    53: ExitMeaning(
+        ErrorCode.MAX_TURNS,
+        "gemini reached its turn limit (exit 53)",
+        "raise the limit (model.maxSessionTurns in settings.json) or split the task",
+    ),
+    54: ExitMeaning(
+        ErrorCode.TOOL_FAILED,
+        "a tool failed fatally in gemini (exit 54)",
+        "see the child's stderr for the tool's error (no space left on the device is a common cause)",
+    ),
+    55: ExitMeaning(
+        ErrorCode.PERMISSION_DENIED,
+        "gemini does not trust this folder (exit 55)",
+        "trust the folder (run gemini interactively in it once) or run it from a trusted folder",
+    ),
+    130: ExitMeaning(
+        ErrorCode.INTERRUPTED, "gemini was cancelled (exit 130)", "nothing to fix if the cancel was intended"
+    ),
+}
+"""Gemini CLI's documented exit codes (``ExitCodes`` and the ``Fatal*Error`` classes) as canonical errors."""
 _TYPE_FOR_CODE = first_keys({kind: code for kind, code, _ in _FATAL})
 _SUBTYPE_FOR_CODE = {ErrorCode.INTERRUPTED: "interrupted", ErrorCode.MAX_TURNS: "max_turns"}
 _TYPED_TEXT = re.compile(r"([A-Za-z_][\w.]*): (.*)", re.DOTALL)
@@ -301,6 +343,10 @@ class GeminiDialect(SimpleDialect):
     summary = "Gemini CLI --output-format stream-json"
     decoder_class = GeminiDecoder
     encoder_class = GeminiEncoder
+
+    def error_for_exit(self, status: int) -> ExitMeaning | None:
+        """Gemini's start-up and fatal exit codes (41 auth … 130 cancelled; see ``_EXIT_MEANINGS``)."""
+        return _EXIT_MEANINGS.get(status)
 
     def sniff(self, obj: dict[str, Any]) -> float:
         kind = obj.get("type")

@@ -45,7 +45,7 @@ from typing import Any, ClassVar, NoReturn, cast
 import msgspec
 
 from agentstream import protocol as p
-from agentstream.dialects.base import Dialect, DialectDecoder, DialectEncoder
+from agentstream.dialects.base import Dialect, DialectDecoder, DialectEncoder, ExitMeaning
 from agentstream.errors import ErrorCode, MalformedEventError
 from agentstream.transcript import Tally
 
@@ -57,6 +57,7 @@ __all__ = [
     "DialectEncoder",
     "EventDecoder",
     "EventEncoder",
+    "ExitMeaning",
     "Fields",
     "LineRules",
     "SimpleDialect",
