@@ -221,9 +221,9 @@ def test_our_events_validate_with_ag_ui_models_and_follow_its_ordering_rules() -
     finished = models[-1]
     assert isinstance(finished, RunFinishedEvent) and finished.result == "It is 18°C"
     assert finished.usage[0].model == "gpt-5" and finished.usage[0].cached_input_tokens == 512
-    tool = [m for m in models if isinstance(m, ToolCallResultEvent)][0]
+    tool = next(m for m in models if isinstance(m, ToolCallResultEvent))
     assert tool.content == "timeout" and tool.metadata == {"status": "error", "duration_ms": 30}
-    failed_step = [m for m in models if isinstance(m, StepFinishedEvent)][0]
+    failed_step = next(m for m in models if isinstance(m, StepFinishedEvent))
     assert failed_step.metadata == {"error": "slow", "status": "failed"}
 
 

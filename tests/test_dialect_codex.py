@@ -77,7 +77,7 @@ def test_every_item_type_and_non_fatal_errors() -> None:
     assert results["file_change"].output == "update src/x.py\nadd tests/test_x.py"
     assert results["mcp__github__search_issues"].output == "#12 test_x is flaky"
     assert results["web_search"].status == "success"
-    call = [e for e in only(events, p.ToolCall) if e.name == "web_search"][0]
+    call = next(e for e in only(events, p.ToolCall) if e.name == "web_search")
     assert call.arguments == {"query": "pytest flaky rerun"}
     reconnect, lagged = only(events, p.Error)
     assert reconnect.recoverable and reconnect.code == "PROVIDER_ERROR"
@@ -131,7 +131,7 @@ def test_encoder_reproduces_the_exec_doc_example() -> None:
     example = objects(fixture_lines("codex", "exec-doc.ndjson"))
     made = objects(encode("codex", decode_fixture("codex", "exec-doc.ndjson")))
     assert [o["type"] for o in made] == [o["type"] for o in example]
-    for mine, theirs in zip(made, example):
+    for mine, theirs in zip(made, example, strict=False):
         if "item" in theirs:  # item ids are renumbered from 0 in order (codex skipped item_2)
             assert {**mine["item"], "id": theirs["item"]["id"]} == theirs["item"]
         else:

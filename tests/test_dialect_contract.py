@@ -318,3 +318,21 @@ def test_what_an_exit_status_means_is_a_known_code_with_a_message_and_a_fix(dial
         if meaning is not None:
             assert status not in (0, 1), "0 and 1 say nothing beyond success and failure"
             assert meaning.code in ERROR_CODES and meaning.message and meaning.fix
+
+
+# -- single-document outputs ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dialect", DIALECT_NAMES)
+@settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(
+    document=junk_values | st.fixed_dictionaries({}, optional={"response": junk_values, "type": junk_values})
+)
+def test_any_document_is_read_as_a_valid_run_disowned_or_named_malformed(dialect: str, document: Any) -> None:
+    try:
+        events = get_dialect(dialect).decode_document(document)
+    except MalformedEventError as exc:
+        assert exc.message.startswith(dialect) and exc.fix
+        return
+    if events is not None:
+        assert not violations(events), violations(events)

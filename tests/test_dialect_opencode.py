@@ -107,7 +107,7 @@ def test_encoder_reproduces_the_run() -> None:
     made = objects(encode("opencode", decode_fixture("opencode", "run.ndjson")))
     kinds = [o["type"] for o in made]
     assert kinds == [o["type"] for o in example]
-    for mine, theirs in zip(made, example):
+    for mine, theirs in zip(made, example, strict=False):
         assert mine["sessionID"] == theirs["sessionID"]
         if theirs["type"] in ("text", "reasoning"):
             assert {k: mine["part"][k] for k in ("id", "type", "text")} == {

@@ -101,6 +101,14 @@ class Dialect(ABC):
         """
         return None
 
+    def decode_document(self, document: Any, session_id: str | None = None) -> list[p.AnyEvent] | None:
+        """The canonical events of a CLI's single-document output (one JSON value, maybe pretty-printed, that
+        describes the whole run), or ``None`` when the dialect has no such output or this is not one.
+
+        Raises :class:`~agentstream.errors.MalformedEventError` for a document of the dialect that cannot be read.
+        """
+        return None
+
     @abstractmethod
     def decoder(self, session_id: str | None = None) -> DialectDecoder: ...
 

@@ -569,6 +569,67 @@ class ClaudeDecoder(EventDecoder):
         )
 
 
+def events_from_json_output(document: Any, session_id: str | None = None) -> list[p.AnyEvent]:
+    """The run described by ``claude -p --output-format json``: start, the final text as a message, usage, result.
+
+    The document is the ``result`` object alone (``--verbose`` makes it an array of every message, which is
+    read line by line as stream-json is). Usage comes from ``modelUsage`` (one event per model) when present,
+    else from ``usage``; the outcome and the error follow the same rules as a stream's ``result`` line.
+    """
+    decoder = ClaudeDecoder(session_id)
+    if isinstance(document, list):
+        if not document or not isinstance(document[-1], dict) or document[-1].get("type") != "result":
+            raise malformed("claude JSON array: its last element must be the run's result object")
+        return (decoder.decode_other(document) or []) + decoder.finish()
+    if not isinstance(document, dict) or document.get("type") != "result":
+        raise malformed(
+            "claude JSON output: expected the result object (type 'result') or an array of messages"
+        )
+    own_session = document.get("session_id")
+    decoder.adopt_session(own_session if isinstance(own_session, str) else None)
+    per_model = document.get("modelUsage")
+    per_model = per_model if isinstance(per_model, dict) else {}
+    usages = _document_usage(document, per_model)
+    main = max((u for u in usages if u.model != "unknown"), key=lambda u: u.output_tokens, default=None)
+    decoder.emit(p.Start(command=decoder.command, model=main.model if main is not None else p.UNSET))
+    text, is_error = document.get("result"), document.get("is_error")
+    if isinstance(text, str) and text and is_error is not True and document.get("subtype") == "success":
+        decoder.emit(p.Message(message_id=p.new_id("msg"), role="assistant", content=text))
+    for usage in usages:
+        decoder.emit(usage)
+    decoder.decode_object(document)
+    return decoder.drain() + decoder.finish()
+
+
+def _document_usage(document: dict[str, Any], per_model: dict[str, Any]) -> list[p.Usage]:
+    """One usage event per model of ``modelUsage`` (camelCase figures), else one from ``usage``."""
+    found = []
+    for model, figures in per_model.items():
+        if not isinstance(figures, dict):
+            continue
+        counts = {key: _count(figures, key) or 0 for key in _MODEL_USAGE_KEYS}
+        usage = p.Usage(
+            model=model,
+            input_tokens=counts["inputTokens"]
+            + counts["cacheReadInputTokens"]
+            + counts["cacheCreationInputTokens"],
+            output_tokens=counts["outputTokens"],
+            cached_tokens=counts["cacheReadInputTokens"],
+        )
+        cost = figures.get("costUSD")
+        if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost >= 0:
+            usage.cost_usd = float(cost)
+        found.append(usage)
+    usage_object = document.get("usage")
+    if found or not isinstance(usage_object, dict) or not _figures(usage_object):
+        return found
+    prompt, output, cached = _totals(_figures(usage_object))
+    return [p.Usage(model="unknown", input_tokens=prompt, output_tokens=output, cached_tokens=cached)]
+
+
+_MODEL_USAGE_KEYS = ("inputTokens", "outputTokens", "cacheReadInputTokens", "cacheCreationInputTokens")
+
+
 def _denied_calls(f: Fields) -> list[str]:
     return [
         item["tool_use_id"]
@@ -946,6 +1007,12 @@ class ClaudeDialect(SimpleDialect):
     summary = "Claude Code -p --output-format stream-json --verbose"
     decoder_class = ClaudeDecoder
     encoder_class = ClaudeEncoder
+
+    def decode_document(self, document: Any, session_id: str | None = None) -> list[p.AnyEvent] | None:
+        """``claude -p --output-format json`` (see :func:`events_from_json_output`)."""
+        if (isinstance(document, dict) and document.get("type") == "result") or isinstance(document, list):
+            return events_from_json_output(document, session_id)
+        return None
 
     def sniff(self, obj: dict[str, Any]) -> float:
         return claude_score(obj)

@@ -25,6 +25,7 @@ from agentstream.dialects.kit import (
     first_keys,
     identify,
     iso,
+    malformed,
 )
 from agentstream.errors import ERROR_CODES, ErrorCode
 
@@ -229,6 +230,67 @@ def _stats(f: Fields) -> tuple[p.UsageTotals, int, list[p.Usage]]:
     return p.UsageTotals(**_counts(f)), f.opt_integer("duration_ms") or 0, per_model
 
 
+def events_from_json_output(document: Any, session_id: str | None = None) -> list[p.AnyEvent]:
+    """The run described by ``gemini -p … -o json``: start, the response as a message, usage per model, result.
+
+    The document is ``{session_id?, response?, stats?, error?, warnings?}`` (``stats`` is Gemini's
+    ``SessionMetrics``). An ``error`` fails the run with the code and exit code of its type, as in stream-json;
+    Gemini's ``INVALID_STREAM`` (which exits 0) is a failure too. Warnings become ``log`` warnings.
+    """
+    if not isinstance(document, dict) or not _JSON_OUTPUT_KEYS & document.keys() or "type" in document:
+        raise malformed("gemini JSON output: expected an object with 'response', 'stats' or 'error'")
+    decoder = GeminiDecoder(session_id)
+    f = decoder.fields(document, "gemini JSON output", "")
+    decoder.adopt_session(f.opt_text("session_id"))
+    stats = f.opt_sub("stats")
+    models = stats.opt_sub("models") if stats is not None else None
+    per_model = [_model_usage(name, models.sub(name)) for name in models.obj] if models is not None else []
+    decoder.emit(p.Start(command=decoder.command, model=per_model[0].model if per_model else p.UNSET))
+    for warning in f.opt_strings("warnings") or []:
+        decoder.emit(p.Log(level="warn", message=warning))
+    response, error = f.opt_text("response"), f.opt_sub("error")
+    if response:
+        decoder.emit(p.Message(message_id=p.new_id("msg"), role="assistant", content=response))
+    totals = p.UsageTotals()
+    for usage in per_model:
+        decoder.emit(usage)
+        totals.add(usage)
+    tools = stats.opt_sub("tools") if stats is not None else None
+    by_name = tools.opt_mapping("byName") if tools is not None else None
+    info, exit_code = None, 0
+    if error is not None:
+        code, exit_code = _code_and_exit(error.opt_text("type") or "")
+        message = error.opt_text("message") or "gemini reported an error it did not describe"
+        info = p.ErrorInfo(code=code, message=message)
+    decoder.emit_result(
+        ok=info is None,
+        exit_code=0 if info is None else exit_code or 1,
+        error=info,
+        subtype="success" if info is None else _SUBTYPE_FOR_CODE.get(info.code, "error"),
+        result=response if response is not None else p.UNSET,
+        usage=totals,
+        tools_used=list(by_name or ()),
+    )
+    return decoder.drain() + decoder.finish()
+
+
+_JSON_OUTPUT_KEYS = frozenset({"response", "stats", "error"})
+
+
+def _model_usage(name: str, f: Fields) -> p.Usage:
+    """A ``SessionMetrics`` model entry: ``prompt`` counts every prompt token (``input`` leaves out cached ones)."""
+    tokens = f.opt_sub("tokens") or f.child({}, "tokens")
+    cached = tokens.opt_integer("cached") or 0
+    prompt = tokens.opt_integer("prompt")
+    return p.Usage(
+        model=name,
+        input_tokens=prompt if prompt is not None else (tokens.opt_integer("input") or 0) + cached,
+        output_tokens=tokens.opt_integer("candidates") or 0,
+        cached_tokens=cached,
+        reasoning_tokens=tokens.opt_integer("thoughts") or 0,
+    )
+
+
 class _Counts(TypedDict):
     """Keyword arguments shared by a per-model ``usage`` event and the run's totals."""
 
@@ -343,6 +405,12 @@ class GeminiDialect(SimpleDialect):
     summary = "Gemini CLI --output-format stream-json"
     decoder_class = GeminiDecoder
     encoder_class = GeminiEncoder
+
+    def decode_document(self, document: Any, session_id: str | None = None) -> list[p.AnyEvent] | None:
+        """``gemini -o json`` (see :func:`events_from_json_output`)."""
+        if isinstance(document, dict) and "type" not in document and _JSON_OUTPUT_KEYS & document.keys():
+            return events_from_json_output(document, session_id)
+        return None
 
     def error_for_exit(self, status: int) -> ExitMeaning | None:
         """Gemini's start-up and fatal exit codes (41 auth … 130 cancelled; see ``_EXIT_MEANINGS``)."""
