@@ -336,3 +336,43 @@ def test_any_document_is_read_as_a_valid_run_disowned_or_named_malformed(dialect
         return
     if events is not None:
         assert not violations(events), violations(events)
+
+
+# -- the kit a plugin builds on ----------------------------------------------------------------------------
+
+
+def test_every_name_the_kit_exports_resolves_and_every_dialect_uses_the_kit() -> None:
+    from agentstream.dialects import kit
+
+    assert all(getattr(kit, name, None) is not None for name in kit.__all__)
+    for name in DIALECT_NAMES:
+        assert isinstance(get_dialect(name), kit.SimpleDialect), name
+
+
+def test_the_kit_example_is_a_working_dialect() -> None:
+    """The minimal dialect in the kit's docstring decodes, loses a bad field, rejects a line without its id."""
+    from agentstream.dialects import kit
+
+    assert kit.__doc__ is not None
+    example = kit.__doc__.split("A minimal dialect::\n\n", 1)[1].split("\nWhat is here", 1)[0]
+    namespace: dict[str, Any] = {}
+    exec("\n".join(text[4:] for text in example.splitlines()), namespace)
+    toy = namespace["DIALECT"]
+    lines = [
+        b'{"type":"said","id":"m1","text":"hi"}',
+        b'{"type":"said","id":"m2","text":5}',
+        b'{"type":"done","ok":true}',
+    ]
+    decoder = toy.decoder()
+    events = [event for raw in lines for event in decoder.decode_line(raw) or []] + decoder.finish()
+    assert [e.type for e in events] == ["start", "message", "log", "message", "result"]
+    assert not violations(events)
+    with pytest.raises(MalformedEventError, match="toy 'said' line: field 'id' is missing"):
+        toy.decoder().decode_line(b'{"type":"said","text":"no id"}')
+    encoder = toy.encoder()
+    assert decode_with(toy, [out for e in events for out in encoder.encode(e)] + encoder.finish())[-1].ok
+
+
+def decode_with(dialect: Any, lines: list[bytes]) -> list[p.AnyEvent]:
+    decoder = dialect.decoder()
+    return [event for raw in lines for event in decoder.decode_line(raw) or []] + decoder.finish()

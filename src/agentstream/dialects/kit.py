@@ -1,35 +1,75 @@
-"""Building blocks shared by the dialect modules, so each module holds only its wire format.
+"""The dialect kit: everything a dialect module needs, built-in or from a plugin.
+
+A *dialect* turns another tool's NDJSON lines into canonical events and back.
+Every built-in dialect is written with this module alone, the same way, and a
+plugin dialect should be too: import from here, not from the package's private
+modules. A minimal dialect::
+
+    from agentstream import protocol as p
+    from agentstream.dialects.kit import EventDecoder, EventEncoder, Fields, SimpleDialect, identify
+
+    class ToyDecoder(EventDecoder):
+        dialect, command = "toy", "toy run"
+        identifying = identify({"said": ["id"]})  # a 'said' line without its id is malformed
+
+        def on_said(self, f: Fields) -> None:  # one handler per line type: {"type": "said", ...}
+            self.emit(p.Message(message_id=f.text("id"), role="assistant", content=f.text("text")))
+
+        def on_done(self, f: Fields) -> None:
+            self.emit_result(ok=f.flag("ok"), exit_code=0 if f.flag("ok") else 1)
+
+    class ToyEncoder(EventEncoder):
+        def on_message(self, event: p.Message) -> list[dict]:
+            return [{"type": "said", "id": event.message_id, "text": event.content}]
+
+        def on_result(self, event: p.Result) -> list[dict]:
+            return [{"type": "done", "ok": event.ok}]
+
+    class ToyDialect(SimpleDialect):
+        name, summary = "toy", "the toy CLI's --json output"
+        decoder_class, encoder_class = ToyDecoder, ToyEncoder
+
+        def sniff(self, obj: dict) -> float:  # how sure a first line is ours, 0.0 to 1.0
+            return 0.9 if obj.get("type") == "said" and "toy_version" in obj else 0.0
+
+    DIALECT = ToyDialect()
 
 What is here, and when to use it:
 
-- **Timestamps** — :func:`rfc3339` turns a dialect's epoch milliseconds or ISO 8601
-  string into the canonical RFC 3339 UTC form with milliseconds (``None`` when the
-  value is unusable, so the caller falls back to "now"); :func:`epoch_ms` and
-  :func:`iso` go the other way for encoders.
-- **Field access** — :class:`Fields` reads one dialect object with type checks and
-  raises :class:`~agentstream.errors.MalformedEventError` naming the dialect, the
-  line type and the field, so a structurally unusable line fails precisely.
-- **JSON in strings** — :func:`parse_arguments` / :func:`arguments_text` for tool
-  arguments sent as a JSON string (invalid JSON is kept under
-  :data:`RAW_ARGUMENTS_KEY`); :func:`text_or_json` / :func:`json_or_text` carry an
-  object or array through a canonical string field and back, exactly.
-- **Tool pairing** — :class:`ToolPairs` remembers open calls so a result line that
-  lacks the tool's name (or its id) still pairs with its call.
+- **The dialect object** — :class:`Dialect` (the interface: ``sniff``, ``decoder``,
+  ``encoder``, and optionally ``error_for_exit`` for the CLI's documented exit codes,
+  ``decode_document`` for a single-document JSON output, ``has_start_line``);
+  :class:`SimpleDialect` builds the decoder and encoder from two class attributes.
+- **Reading fields liberally** — :class:`Fields` reads one line: any JSON number where a
+  number is meant (fractions rounded, numeric strings read), and a field of the wrong kind
+  is lost (a default, and one ``log`` warning per field per stream), never the line. Only
+  the fields a decoder lists in :attr:`EventDecoder.identifying` (built with
+  :func:`identify`) make a line malformed; :func:`malformed` is that error for checks of
+  your own.
 - **Decoding** — :class:`EventDecoder` dispatches each object to ``on_<type>``,
   passes unknown types through as :class:`~agentstream.protocol.UnknownEvent`,
-  adopts the dialect's session id, synthesises ``start`` when a stream lacks one,
-  buffers delta runs (:meth:`EventDecoder.chunk`) and closes each with one complete
-  ``message``/``reasoning`` before the next non-delta event or at EOF, and keeps a
-  :class:`~agentstream.transcript.Tally` for the ``result`` a dialect leaves
-  incomplete.
+  adopts the dialect's session id (:meth:`EventDecoder.adopt_session`), synthesises
+  ``start`` when a stream lacks one, buffers delta runs (:meth:`EventDecoder.chunk`,
+  :meth:`EventDecoder.delta`) and closes each with one complete ``message``/``reasoning``,
+  and keeps a :class:`~agentstream.transcript.Tally` for the ``result`` a dialect leaves
+  incomplete (:meth:`EventDecoder.emit_result`).
 - **Encoding** — :class:`EventEncoder` dispatches each canonical event to
   ``on_<type>`` (no handler: the dialect cannot carry it, so it is dropped),
   writes a ``start`` first and a terminal event last on every path, remembers
   which messages already went out as deltas, and can hold a fatal ``error`` so
   that a dialect whose terminal event carries the error folds it in.
-- **The dialect object** — :class:`SimpleDialect` builds the decoder and encoder
-  from two class attributes, so a dialect module adds only ``name``, ``summary``
-  and ``sniff``.
+- **Tool pairing** — :class:`ToolPairs` remembers open calls so a result line that
+  lacks the tool's name (or its id) still pairs with its call.
+- **Timestamps** — :func:`rfc3339` turns a dialect's epoch milliseconds or ISO 8601
+  string into the canonical RFC 3339 UTC form with milliseconds (``None`` when the
+  value is unusable, so the caller falls back to "now"); :func:`epoch_ms` and
+  :func:`iso` go the other way for encoders.
+- **JSON in strings** — :func:`parse_arguments` / :func:`arguments_text` for tool
+  arguments sent as a JSON string (invalid JSON is kept under
+  :data:`RAW_ARGUMENTS_KEY`); :func:`text_or_json` / :func:`json_or_text` carry an
+  object or array through a canonical string field and back, exactly;
+  :func:`event_data` / :func:`event_from_data` carry a whole event in a dialect's
+  extension slot; :func:`first_keys` inverts a code table; :func:`encode_object` writes a line.
 """
 
 from __future__ import annotations
