@@ -276,7 +276,9 @@ class Fields:
         self.obj = obj
         self._where = where
         self._parent = parent
-        self._rules = rules if rules is not None else parent._rules if parent is not None else _LENIENT
+        if rules is None:
+            rules = parent.rules if parent is not None else _LENIENT
+        self._rules: LineRules = rules
         if path is None:
             path = "" if parent is None else parent.path_of(where)
         self._path = path
@@ -286,6 +288,11 @@ class Fields:
         """The object's name in messages (a nested object's path is only spelt out when needed)."""
         parent = self._parent
         return self._where if parent is None else f"{parent.where}.{self._where}"
+
+    @property
+    def rules(self) -> LineRules:
+        """What identifies the line this object belongs to, and where lost fields are reported."""
+        return self._rules
 
     @property
     def path(self) -> str:
