@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import io
+import re
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -218,6 +219,15 @@ def assert_junk_handled(dialect: str, junk_objects: Sequence[Any]) -> None:
             assert exc.message.startswith(dialect), exc.message
     out += decoder.finish()
     assert not codec_problems(out)
+
+
+def assert_field_lost(dialect: str, raw: bytes, problem: str) -> list[p.AnyEvent]:
+    """``raw`` decodes (the field of the wrong kind is lost, not the line) with one warning matching ``problem``."""
+    events = decode(dialect, [raw])
+    warnings = [e.message for e in only(events, p.Log) if "the field was ignored" in e.message]
+    assert len(warnings) == 1 and re.search(problem, warnings[0]), warnings
+    assert warnings[0].startswith(dialect)
+    return events
 
 
 # -- junk ---------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from _dialect_kit import (
 from _strategies import messages, sessions, stamped, tool_round_trips
 from agentstream import protocol as p
 from agentstream.dialects import detect_dialect, get_dialect
-from agentstream.dialects._common import RAW_ARGUMENTS_KEY
+from agentstream.dialects.kit import RAW_ARGUMENTS_KEY
 
 SCHEMA_EXAMPLES = slice(0, 7)
 SESSION = slice(7, 16)
@@ -104,7 +104,7 @@ def test_the_full_example_decodes_line_by_line() -> None:
 
 
 def test_schema_examples_decode_alone() -> None:
-    message, call, output, reasoning, init, ok, failed = seed_lines("acai")[SCHEMA_EXAMPLES]
+    message, call, output, reasoning, init, ok, _failed = seed_lines("acai")[SCHEMA_EXAMPLES]
     events = decode("acai", [message])
     assert isinstance(events[0], p.Start) and events[0].synthetic and events[0].command == "acai instruct"
     assert (events[1].message_id, events[1].role, events[1].content) == (
@@ -155,7 +155,7 @@ def test_arguments_that_are_not_json_are_kept_raw_and_reported() -> None:
         "name": "Shell",
         "arguments": "{not json",
     }
-    start, log, call = decode("acai", [line(obj)])
+    _start, log, call = decode("acai", [line(obj)])
     assert call.arguments == {RAW_ARGUMENTS_KEY: "{not json"}
     assert isinstance(log, p.Log) and log.level == "warn" and "not valid JSON" in log.message
     assert "call_1" not in log.message and RAW_ARGUMENTS_KEY in log.message

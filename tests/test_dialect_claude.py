@@ -4,20 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 
 from _dialect_kit import (
     FIXTURES,
-    assert_junk_handled,
     decode,
     decode_fixture,
     decode_separately,
     encode,
     fixture_lines,
-    fixture_objects,
-    junk,
-    mutants,
     objects,
     one,
     only,
@@ -292,11 +289,11 @@ def test_encoder_reproduces_the_2_0_76_lines() -> None:
 def test_encoder_reproduces_tool_result_and_result_lines() -> None:
     lines = fixture_lines("claude", "tool-results-2.1.205.ndjson")
     example = objects(lines)[0]
-    made = [line for line in reencode(lines[:1]) if line["type"] == "user"][0]
+    made = next(line for line in reencode(lines[:1]) if line["type"] == "user")
     assert_reproduces(made, {**example, "session_id": made["session_id"]}, {"uuid"})
     for line in fixture_lines("claude", "results.ndjson")[:3]:
         original = objects([line])[0]
-        result = [obj for obj in reencode([line]) if obj["type"] == "result"][0]
+        result = next(obj for obj in reencode([line]) if obj["type"] == "result")
         lost = {"uuid", "duration_api_ms", "session_id"}
         assert_reproduces(result, original, lost)
 
@@ -478,22 +475,6 @@ def test_round_trip_keeps_what_the_claude_row_promises(events: list[p.BaseEvent]
 
 # -- robustness --------------------------------------------------------------------------------
 
-CLAUDE_TYPES = [
-    "system",
-    "assistant",
-    "user",
-    "result",
-    "stream_event",
-    "rate_limit_event",
-    "control_request",
-]
-
-
-@settings(max_examples=150, deadline=None)
-@given(junk(CLAUDE_TYPES) | mutants(fixture_objects("claude")))
-def test_junk_lines_raise_nothing_but_malformed_event_error(obj: dict[str, Any]) -> None:
-    assert_junk_handled("claude", [obj])
-
 
 @pytest.mark.parametrize(
     ("line", "problem"),
@@ -532,3 +513,130 @@ def test_verbose_json_output_one_array_of_messages_is_read_too() -> None:
     assert events[-1].result == "Done." and not violations(events)
     with pytest.raises(MalformedEventError, match="every element must be a message object"):
         decode("claude", [b'[{"type":"result"}, 3]'])
+
+
+# -- --output-format json: one document ------------------------------------------------------------
+
+JSON_SUCCESS = {
+    "type": "result",
+    "subtype": "success",
+    "is_error": False,
+    "duration_ms": 29039,
+    "duration_api_ms": 29535,
+    "num_turns": 6,
+    "result": "Task completed successfully! …",
+    "session_id": "dc93aac8-fe7f-4d4a-83ef-2bd2c070444e",
+    "total_cost_usd": 0.1351093,
+    "usage": {
+        "input_tokens": 29,
+        "cache_creation_input_tokens": 23106,
+        "cache_read_input_tokens": 112686,
+        "output_tokens": 656,
+    },
+    "modelUsage": {
+        "claude-haiku-4-5-20251001": {
+            "inputTokens": 3774,
+            "outputTokens": 191,
+            "cacheReadInputTokens": 0,
+            "cacheCreationInputTokens": 0,
+            "costUSD": 0.004729,
+        },
+        "claude-sonnet-4-5-20250929": {
+            "inputTokens": 29,
+            "outputTokens": 656,
+            "cacheReadInputTokens": 112686,
+            "cacheCreationInputTokens": 23106,
+            "costUSD": 0.1303803,
+        },
+    },
+    "permission_denials": [],
+    "uuid": "e6cfcb90-ee51-4c2c-b73e-3c0c3e368196",
+}
+"""The reference's ``--output-format json`` capture (section 3), its ``usage`` trimmed to the token counts."""
+
+
+def test_json_output_document_is_a_whole_successful_run_with_its_final_text() -> None:
+    import json
+
+    pretty = json.dumps(JSON_SUCCESS, indent=2, ensure_ascii=False).encode()
+    events = get_dialect("claude").decode_document(msgspec.json.decode(pretty))
+    assert [e.type for e in events] == ["start", "message", "usage", "usage", "result"]
+    assert not violations(events)
+    start, message, _, main, result = events
+    assert start.session_id == JSON_SUCCESS["session_id"] and start.model == "claude-sonnet-4-5-20250929"
+    assert not start.synthetic
+    assert (message.role, message.content) == ("assistant", "Task completed successfully! …")
+    assert (main.input_tokens, main.cached_tokens, main.output_tokens) == (29 + 23106 + 112686, 112686, 656)
+    assert (result.ok, result.exit_code, result.result, result.turn_count) == (True, 0, message.content, 6)
+    assert result.usage.cost_usd == pytest.approx(0.1351093)
+
+
+@pytest.mark.parametrize(
+    ("document", "code", "subtype", "exit_code"),
+    [
+        (
+            {
+                "type": "result",
+                "subtype": "error_during_execution",
+                "duration_ms": 0,
+                "duration_api_ms": 0,
+                "is_error": True,
+                "num_turns": 0,
+                "session_id": "27934753-425a-4182-892c-6b1c15050c3f",
+                "total_cost_usd": 0,
+                "errors": ["No conversation found with session ID: d56965c9-c855-4042-a8f5-f12bbb14d6f6"],
+            },
+            "SESSION_NOT_FOUND",
+            "error",
+            1,
+        ),
+        (
+            {
+                "type": "result",
+                "subtype": "success",
+                "is_error": True,
+                "terminal_reason": "api_error",
+                "api_error_status": 403,
+                "num_turns": 484,
+                "duration_ms": 1505,
+                "result": "Your organization has disabled …",
+            },
+            "PERMISSION_DENIED",
+            "error",
+            1,
+        ),
+        (
+            {
+                "type": "result",
+                "subtype": "error_max_turns",
+                "is_error": True,
+                "num_turns": 3,
+                "duration_ms": 9,
+            },
+            "MAX_TURNS",
+            "max_turns",
+            3,
+        ),
+    ],
+)
+def test_json_output_document_of_a_failed_run_is_a_failure_with_its_reason(
+    document: dict[str, Any], code: str, subtype: str, exit_code: int
+) -> None:
+    events = get_dialect("claude").decode_document(document)
+    assert [e.type for e in events] == ["start", "error", "result"], "no final text: the result is the error"
+    assert not violations(events)
+    error, result = events[1:]
+    assert error.code == code and not error.recoverable
+    assert (result.ok, result.subtype, result.exit_code, result.error.code) == (
+        False,
+        subtype,
+        exit_code,
+        code,
+    )
+
+
+def test_json_output_array_of_verbose_mode_and_other_documents() -> None:
+    claude = get_dialect("claude")
+    array = objects(fixture_lines("claude", "verbose-json-array.json"))[0]
+    assert [e.type for e in claude.decode_document(array)][-1] == "result"
+    assert claude.decode_document({"response": "a gemini document"}) is None

@@ -29,7 +29,7 @@ from _dialect_kit import (
 from _strategies import delta_runs, messages, reasonings, sessions, stamped, text, tool_round_trips, usages
 from agentstream import protocol as p
 from agentstream.dialects import detect_dialect, get_dialect
-from agentstream.dialects._common import RAW_ARGUMENTS_KEY
+from agentstream.dialects.kit import RAW_ARGUMENTS_KEY
 
 SESSION_ID = "<uuid>"
 READ_OUTPUT = (

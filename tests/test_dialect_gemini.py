@@ -526,3 +526,155 @@ def test_junk_raises_only_malformed_event_errors(junk_lines: list[dict[str, Any]
 
 def test_every_single_field_breakage_is_decoded_or_malformed() -> None:
     assert_breakage_handled("gemini", BASES)
+
+
+# -- exit codes -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "subtype"),
+    [
+        (41, "AUTH_EXPIRED", "error"),
+        (42, "INVALID_INPUT", "error"),
+        (44, "UNKNOWN", "error"),
+        (52, "INVALID_INPUT", "error"),
+        (53, "MAX_TURNS", "max_turns"),
+        (54, "TOOL_FAILED", "error"),
+        (55, "PERMISSION_DENIED", "error"),
+        (130, "INTERRUPTED", "interrupted"),
+    ],
+)
+def test_a_documented_exit_code_names_the_error_even_with_nothing_on_stdout(
+    status: int, code: str, subtype: str
+) -> None:
+    """A real child that exits as Gemini CLI does at start-up (no init, no result) gets the error its code means."""
+    import sys
+
+    from agentstream.consumer import spawn
+
+    with spawn([sys.executable, "-c", f"import sys; sys.exit({status})"], dialect="gemini") as child:
+        events = list(child)
+    error, result = events[-2:]
+    assert isinstance(error, p.Error) and (error.code, error.recoverable) == (code, False)
+    assert error.fix and f"exit {status}" in error.message
+    assert isinstance(result, p.Result) and (result.exit_code, result.subtype, result.ok) == (
+        status,
+        subtype,
+        False,
+    )
+    assert not violations(events)
+
+
+def test_exit_codes_gemini_does_not_document_are_left_to_the_reader() -> None:
+    gemini = get_dialect("gemini")
+    assert gemini.error_for_exit(0) is None and gemini.error_for_exit(1) is None
+    assert gemini.error_for_exit(2) is None and gemini.error_for_exit(137) is None
+
+
+# -- -o json: one document --------------------------------------------------------------------------
+
+_METRICS = {
+    "models": {
+        "gemini-2.5-pro": {
+            "api": {"totalRequests": 2, "totalErrors": 0, "totalLatencyMs": 4100},
+            "tokens": {
+                "input": 7400,
+                "prompt": 9000,
+                "candidates": 310,
+                "total": 9500,
+                "cached": 1600,
+                "thoughts": 190,
+                "tool": 0,
+            },
+            "roles": {},
+        }
+    },
+    "tools": {
+        "totalCalls": 1,
+        "totalSuccess": 1,
+        "totalFail": 0,
+        "totalDurationMs": 12,
+        "totalDecisions": {"accept": 1, "reject": 0, "modify": 0, "auto_accept": 0},
+        "byName": {"read_file": {"count": 1, "success": 1, "fail": 0, "durationMs": 12}},
+    },
+    "files": {"totalLinesAdded": 0, "totalLinesRemoved": 0},
+}
+"""``SessionMetrics`` as ``uiTelemetry.ts`` defines it (reference A.6)."""
+
+
+def _document(**fields: Any) -> Any:
+    """A ``-o json`` document as Gemini prints it (``JSON.stringify(output, null, 2)``), parsed back."""
+    import json
+
+    return json.loads(json.dumps({"session_id": "9b1c-json", **fields}, indent=2))
+
+
+def test_json_output_document_is_a_whole_successful_run_with_its_response() -> None:
+    events = get_dialect("gemini").decode_document(_document(response="The file says hi.", stats=_METRICS))
+    assert [e.type for e in events] == ["start", "message", "usage", "result"]
+    assert not violations(events)
+    start, message, usage, result = events
+    assert (start.session_id, start.model, bool(start.synthetic)) == ("9b1c-json", "gemini-2.5-pro", False)
+    assert message.content == "The file says hi."
+    assert (usage.input_tokens, usage.cached_tokens, usage.output_tokens, usage.reasoning_tokens) == (
+        9000,
+        1600,
+        310,
+        190,
+    )
+    assert (result.ok, result.exit_code, result.result, result.tools_used) == (
+        True,
+        0,
+        message.content,
+        ["read_file"],
+    )
+    assert result.usage.input_tokens == 9000
+
+
+@pytest.mark.parametrize(
+    ("error", "code", "subtype", "exit_code"),
+    [
+        (
+            {"type": "FatalTurnLimitedError", "message": "Reached max session turns"},
+            "MAX_TURNS",
+            "max_turns",
+            53,
+        ),
+        (
+            {"type": "FatalInputError", "message": "No input provided", "code": 42},
+            "INVALID_INPUT",
+            "error",
+            42,
+        ),
+        (
+            {"type": "INVALID_STREAM", "message": "Model stream ended with an invalid chunk"},
+            "UNKNOWN",
+            "error",
+            1,
+        ),
+    ],
+)
+def test_json_output_document_with_an_error_is_a_failure_with_its_code(
+    error: dict[str, Any], code: str, subtype: str, exit_code: int
+) -> None:
+    document = _document(
+        response="partial", stats=_METRICS, error=error, warnings=["Skipping unreadable file"]
+    )
+    events = get_dialect("gemini").decode_document(document)
+    assert [e.type for e in events] == ["start", "log", "message", "usage", "error", "result"]
+    assert not violations(events)
+    warning, error_event, result = events[1], events[-2], events[-1]
+    assert (warning.level, warning.message) == ("warn", "Skipping unreadable file")
+    assert (error_event.code, error_event.message, error_event.recoverable) == (code, error["message"], False)
+    assert (result.ok, result.subtype, result.exit_code) == (False, subtype, exit_code)
+
+
+def test_only_gemini_documents_are_read_as_gemini_documents() -> None:
+    gemini = get_dialect("gemini")
+    assert gemini.decode_document({"type": "result", "subtype": "success"}) is None
+    assert gemini.decode_document([{"response": "x"}]) is None
+    assert [e.type for e in gemini.decode_document({"response": "just text"})] == [
+        "start",
+        "message",
+        "result",
+    ]

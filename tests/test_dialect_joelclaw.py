@@ -27,7 +27,7 @@ from _dialect_kit import (
 from _strategies import errors, json_values, logs, name, sessions, small_int, stamped, steps, text
 from agentstream import protocol as p
 from agentstream.dialects import detect_dialect, get_dialect
-from agentstream.dialects._common import rfc3339
+from agentstream.dialects.kit import rfc3339
 
 COMMAND = "joelclaw send video/download --follow"
 # The ADR's terminal line has placeholders (`"result":{...}`, `"next_actions":[...]`) that are not JSON, so the

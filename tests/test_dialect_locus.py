@@ -25,6 +25,7 @@ from _dialect_kit import (
     line,
     merged,
     mutants,
+    one,
     realistic,
     round_trip,
     seed_lines,
@@ -202,10 +203,15 @@ def test_lines_without_a_payload_are_malformed() -> None:
     decoder = get_dialect("locus").decoder()
     with pytest.raises(MalformedEventError, match=r"locus 'done' line: field 'payload' is missing"):
         decoder.decode_line(line({"protocol": 1, "type": "done", "sessionId": "s", "timestamp": 1}))
-    with pytest.raises(
-        MalformedEventError, match=r"payload: field 'exitCode' must be an integer, not a string"
-    ):
-        decoder.decode_line(_envelope("done", {"exitCode": "0", "duration": 1, "success": True}))
+
+
+def test_an_exit_code_written_as_a_string_is_read_and_an_unreadable_one_is_lost() -> None:
+    done = decode("locus", [_envelope("done", {"exitCode": "0", "duration": 1.5, "success": True})])
+    assert [e.type for e in done] == ["start", "result"] and done[-1].exit_code == 0
+    events = decode("locus", [_envelope("done", {"exitCode": "zero", "duration": 1, "success": False})])
+    warning = one(events, p.Log)
+    assert warning.level == "warn" and "field 'exitCode' must be an integer, not a string" in warning.message
+    assert events[-1].ok is False and events[-1].exit_code == 1
 
 
 # -- encoder ----------------------------------------------------------------------------

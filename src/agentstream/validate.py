@@ -342,7 +342,7 @@ def validate_decoded(reader: Reader, checker: Validator | None = None) -> Iterat
     reported = 0
     for event in reader:
         line = reader.line_number
-        if event.synthetic is True:
+        if event.synthetic is True and not _start_made_by_design(reader, event):
             _report_repair(checker, event, line)
         checker.feed(event, line)
         if len(checker.violations) > reported:
@@ -350,6 +350,15 @@ def validate_decoded(reader: Reader, checker: Validator | None = None) -> Iterat
             reported = len(checker.violations)
     checker.close()
     yield from checker.violations[reported:]
+
+
+def _start_made_by_design(reader: Reader, event: p.AnyEvent) -> bool:
+    """A made-up start in a dialect without a start line is how that dialect is read, not a repair."""
+    if not isinstance(event, p.Start) or reader.dialect is None:
+        return False
+    from agentstream.dialects import get_dialect
+
+    return not get_dialect(reader.dialect).has_start_line
 
 
 def _report_repair(checker: Validator, event: p.AnyEvent, line: int) -> None:

@@ -97,10 +97,26 @@ class _ChildBase:
             code, subtype = ErrorCode.STREAM_TRUNCATED, "error"
             message = "the child exited with status 0 without a result event (its stream was cut short)"
             exit_code = ExitCode.ERROR
+        elif (meaning := self._exit_meaning(status)) is not None:
+            code, message, fix = meaning
+            subtype = _SUBTYPES.get(code, "error")
         else:
             code, subtype = ErrorCode.PROCESS_CRASHED, "error"
             message = f"the child ended ({died}) before its result event"
         return Ending(code, message, exit_code, subtype, fix, details, took)
+
+    def _exit_meaning(self, status: int) -> tuple[str, str, str] | None:
+        """What the dialect's CLI documents ``status`` to mean (known once the dialect is: asked for, or read)."""
+        name = self._pipeline.dialect
+        if name is None or status <= 0:
+            return None
+        from agentstream.dialects import get_dialect
+
+        return get_dialect(name).error_for_exit(status)
+
+
+_SUBTYPES = {ErrorCode.INTERRUPTED: "interrupted", ErrorCode.MAX_TURNS: "max_turns"}
+"""Result subtypes of the error codes a CLI's exit status can mean (any other: ``error``)."""
 
 
 class Spawn(_ChildBase):

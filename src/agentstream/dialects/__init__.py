@@ -24,6 +24,7 @@ __all__ = [
     "detect_dialect_in_lines",
     "dialect_names",
     "get_dialect",
+    "sse_payload",
 ]
 
 
@@ -96,15 +97,21 @@ def detect_dialect(objects: list[dict[str, Any]]) -> str | None:
     return best_name if best_score >= 0.5 else None
 
 
+def sse_payload(line: bytes | bytearray) -> bytes | bytearray:
+    """A line as detection sees it: the JSON of an SSE ``data:`` line (AG-UI over SSE), else the line itself."""
+    return line[5:] if line.startswith(b"data:") else line
+
+
 def detect_dialect_in_lines(lines: list[bytes]) -> str | None:
-    """:func:`detect_dialect` over raw lines; lines that are not JSON objects (junk on stdout) are skipped."""
+    """:func:`detect_dialect` over raw lines (SSE ``data:`` lines by their payload); lines that are not JSON
+    objects (junk on stdout, SSE comments and fields) are skipped."""
     import msgspec
 
     decode = msgspec.json.Decoder().decode
     objects = []
     for line in lines:
         try:
-            obj = decode(line)
+            obj = decode(sse_payload(line))
         except (msgspec.DecodeError, UnicodeDecodeError):
             continue
         if isinstance(obj, dict):

@@ -21,8 +21,8 @@ from typing import ClassVar, Literal, NamedTuple
 import msgspec
 
 from agentstream import protocol as p
-from agentstream.dialects._common import EventDecoder, epoch_ms, rfc3339
 from agentstream.dialects.base import Dialect, DialectDecoder, DialectEncoder
+from agentstream.dialects.kit import EventDecoder, epoch_ms, rfc3339
 from agentstream.errors import ErrorCode, ExitCode, UsageError
 
 __all__ = ["LogDialect", "Outcome", "SessionLogDecoder"]

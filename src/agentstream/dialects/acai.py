@@ -12,12 +12,13 @@ from __future__ import annotations
 from typing import Any
 
 from agentstream import protocol as p
-from agentstream.dialects._common import (
+from agentstream.dialects.kit import (
     EventDecoder,
     EventEncoder,
     Fields,
     SimpleDialect,
     arguments_text,
+    identify,
     parse_arguments,
 )
 from agentstream.errors import ErrorCode
@@ -30,6 +31,13 @@ _CODE_FOR_EXIT = {2: ErrorCode.PROVIDER_ERROR, 3: ErrorCode.INVALID_INPUT}
 class AcaiDecoder(EventDecoder):
     dialect = "acai"
     command = "acai instruct"
+    identifying = identify(
+        {
+            "function_call": frozenset({"call_id", "name"}),
+            "function_call_output": frozenset({"call_id"}),
+            "result": frozenset({"success"}),
+        }
+    )
 
     def on_init(self, f: Fields) -> None:
         session_id = f.text("session_id")
@@ -42,7 +50,9 @@ class AcaiDecoder(EventDecoder):
         self.emit(p.Message(message_id=f.opt_text("id") or p.new_id("msg"), role=role, content=content))
 
     def on_reasoning(self, f: Fields) -> None:
-        segments = [_segment_text(f, item) for item in f.opt_list("summary") or []]
+        segments = [
+            text for item in f.opt_list("summary") or [] if (text := _segment_text(f, item)) is not None
+        ]
         reasoning_id = f.opt_text("id") or p.new_id("rsn")
         self.emit(p.Reasoning(reasoning_id=reasoning_id, content=_SUMMARY_SEPARATOR.join(segments)))
 
@@ -77,13 +87,17 @@ class AcaiDecoder(EventDecoder):
         )
 
 
-def _segment_text(f: Fields, item: object) -> str:
-    """A summary segment: a string, or a Responses API ``{"type": "summary_text", "text": ...}`` part."""
+def _segment_text(f: Fields, item: object) -> str | None:
+    """A summary segment: a string, or a Responses API ``{"type": "summary_text", "text": ...}`` part.
+
+    Anything else is left out (and reported).
+    """
     if isinstance(item, str):
         return item
     if isinstance(item, dict) and isinstance(item.get("text"), str):
         return item["text"]
-    f.fail("every 'summary' item must be a string or an object with a string 'text'")
+    f.lose("summary", "must hold strings or objects with a string 'text'")
+    return None
 
 
 def _usage(f: Fields) -> p.UsageTotals:

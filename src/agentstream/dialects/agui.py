@@ -24,19 +24,22 @@ from typing import Any
 import msgspec
 
 from agentstream import protocol as p
-from agentstream.dialects._common import (
+from agentstream.dialects.kit import (
+    DialectEncoder,
     EventDecoder,
     EventEncoder,
     Fields,
+    SimpleDialect,
     arguments_text,
     encode_object,
     epoch_ms,
     event_data,
     event_from_data,
+    identify,
+    malformed,
     parse_arguments,
     text_or_json,
 )
-from agentstream.dialects.base import Dialect, DialectDecoder, DialectEncoder
 from agentstream.errors import ErrorCode, MalformedEventError
 
 CUSTOM_PREFIX = "agentstream."
@@ -106,7 +109,7 @@ _SSE_FIELDS = (b"event", b"id", b"retry")
 
 def _metadata(f: Fields) -> Fields:
     """An event's ``metadata`` (where our encoder puts what AG-UI has no field for); empty when absent."""
-    return f.opt_sub("metadata") or Fields({}, f"{f.where}.metadata")
+    return f.opt_sub("metadata") or f.child({}, "metadata")
 
 
 def _content_text(value: object) -> str:
@@ -135,6 +138,26 @@ class _ToolCall:
 class AguiDecoder(EventDecoder):
     dialect = "agui"
     command = "agui"
+    identifying = identify(
+        {
+            **dict.fromkeys(
+                ("TEXT_MESSAGE_START", "TEXT_MESSAGE_END", "REASONING_MESSAGE_END"), frozenset({"messageId"})
+            ),
+            # a content line's delta is the whole event
+            **dict.fromkeys(
+                ("TEXT_MESSAGE_CONTENT", "REASONING_MESSAGE_CONTENT"), frozenset({"messageId", "delta"})
+            ),
+            **dict.fromkeys(
+                ("TOOL_CALL_START", "TOOL_CALL_END", "TOOL_CALL_RESULT"), frozenset({"toolCallId"})
+            ),
+            "TOOL_CALL_ARGS": frozenset({"toolCallId", "delta"}),
+            "RUN_FINISHED": frozenset({"outcome.type"}),  # interrupted, cancelled or done
+            **dict.fromkeys(
+                ("THINKING_TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_CHUNK", "REASONING_MESSAGE_CHUNK"),
+                frozenset({"delta"}),
+            ),
+        }
+    )
 
     def __init__(self, session_id: str | None = None) -> None:
         super().__init__(session_id)
@@ -166,7 +189,7 @@ class AguiDecoder(EventDecoder):
             return []  # a payload split over several data: lines; the rest follows
         self._data = []
         if not isinstance(obj, dict):
-            raise MalformedEventError("agui SSE frame: the data is not a JSON object")
+            raise malformed("agui SSE frame: the data is not a JSON object")
         self.decode_object(obj)
         return self.drain()
 
@@ -174,7 +197,7 @@ class AguiDecoder(EventDecoder):
         data, self._data = self._data, []
         if data:
             preview = b"\n".join(data)[:80].decode("utf-8", "replace")
-            raise MalformedEventError(f"agui SSE frame: its data is not valid JSON: {preview!r}")
+            raise malformed(f"agui SSE frame: its data is not valid JSON: {preview!r}")
         return []
 
     # -- dispatch ----------------------------------------------------------------------
@@ -231,7 +254,9 @@ class AguiDecoder(EventDecoder):
 
     def on_run_finished(self, f: Fields) -> None:
         ts, meta, outcome = f.ts("timestamp"), _metadata(f), f.opt_sub("outcome")
-        outcome_type = outcome.choice("type", ("success", "interrupt", "cancelled")) if outcome else "success"
+        outcome_type = (
+            outcome.choice("type", ("success", "interrupt", "cancelled"), "success") if outcome else "success"
+        )
         entries = _usage_entries(f)
         self._close_open()
         if not self.tally.turn_count and "usage" not in meta.obj:  # our own runs carry their usage events
@@ -275,7 +300,7 @@ class AguiDecoder(EventDecoder):
         totals = _totals(meta.opt_mapping("usage"))
         if totals is None:
             totals = p.UsageTotals()
-            for usage in entries or ([] if not self.tally.turn_count else []):
+            for usage in entries or []:
                 totals.add(usage)
             if not entries:
                 totals = msgspec.structs.replace(self.tally.usage)
@@ -762,18 +787,17 @@ class AguiEncoder(EventEncoder):
     on_error = _custom
 
 
-class AguiDialect(Dialect):
+class AguiDialect(SimpleDialect):
     name = "agui"
     summary = "AG-UI events (NDJSON; SSE data: frames are read too)"
+    decoder_class = AguiDecoder
+    encoder_class = AguiEncoder
 
     def sniff(self, obj: dict[str, Any]) -> float:
         kind = obj.get("type")
         if "v" in obj or "seq" in obj or not isinstance(kind, str) or kind not in _AGUI_TYPES:
             return 0.0
         return 1.0 if kind == "RUN_STARTED" and "runId" in obj else 0.8
-
-    def decoder(self, session_id: str | None = None) -> DialectDecoder:
-        return AguiDecoder(session_id)
 
     def encoder(self, *, sse: bool = False) -> DialectEncoder:
         """NDJSON by default (what ``agentstream convert --to agui`` writes); ``sse=True`` for SSE frames."""

@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from agentstream import protocol as p
-from agentstream.dialects.base import Dialect, DialectDecoder, DialectEncoder
 from agentstream.dialects.claude import ClaudeDecoder, ClaudeEncoder, amp_session
+from agentstream.dialects.kit import SimpleDialect
 
 _RESULT_KEYS = ("type", "subtype", "duration_ms", "is_error", "num_turns", "result", "session_id", "errors")
 
@@ -70,9 +70,11 @@ class AmpEncoder(ClaudeEncoder):
         return []
 
 
-class AmpDialect(Dialect):
+class AmpDialect(SimpleDialect):
     name = "amp"
     summary = "Amp --execute --stream-json (Claude Code compatible)"
+    decoder_class = AmpDecoder
+    encoder_class = AmpEncoder
 
     def sniff(self, obj: dict[str, Any]) -> float:
         if "v" in obj or "seq" in obj or not amp_session(obj):
@@ -80,12 +82,6 @@ class AmpDialect(Dialect):
         if obj.get("type") == "system" and obj.get("subtype") == "init":
             return 0.95
         return 0.9 if obj.get("type") in ("assistant", "user", "result") else 0.0
-
-    def decoder(self, session_id: str | None = None) -> DialectDecoder:
-        return AmpDecoder(session_id)
-
-    def encoder(self) -> DialectEncoder:
-        return AmpEncoder()
 
 
 DIALECT = AmpDialect()

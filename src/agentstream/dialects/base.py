@@ -10,11 +10,11 @@ pairs) or the other way round.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from agentstream import protocol as p
 
-__all__ = ["Dialect", "DialectDecoder", "DialectEncoder"]
+__all__ = ["Dialect", "DialectDecoder", "DialectEncoder", "ExitMeaning"]
 
 _decode_json = p.JSON_DECODER.decode  # bound once: it runs for every line
 
@@ -72,6 +72,14 @@ class DialectEncoder(ABC):
         return []
 
 
+class ExitMeaning(NamedTuple):
+    """What a CLI's own exit status means, as the canonical error of a run that ended without its result."""
+
+    code: str
+    message: str
+    fix: str
+
+
 class Dialect(ABC):
     """A named wire format: how to recognise it, decode it and encode it."""
 
@@ -79,10 +87,29 @@ class Dialect(ABC):
     summary: ClassVar[str]
     can_encode: ClassVar[bool] = True
     """False for decode-only dialects (session logs), whose :meth:`encoder` raises a ``UsageError``."""
+    has_start_line: ClassVar[bool] = True
+    """Whether the dialect's streams open with a line that becomes ``start``. Without one (opencode), the
+    decoder always makes ``start`` up (``synthetic``), and ``validate`` does not count that as a repair."""
 
     @abstractmethod
     def sniff(self, obj: dict[str, Any]) -> float:
         """How sure (0.0 to 1.0) we are that this parsed first-line object is in this dialect."""
+
+    def error_for_exit(self, status: int) -> ExitMeaning | None:
+        """The canonical error a documented exit status of the dialect's CLI stands for (``None``: nothing known).
+
+        Used when the child ended without a terminal line, even with nothing on stdout: a CLI that fails at
+        start-up (no credentials, an untrusted folder) often exits before it writes its first line.
+        """
+        return None
+
+    def decode_document(self, document: Any, session_id: str | None = None) -> list[p.AnyEvent] | None:
+        """The canonical events of a CLI's single-document output (one JSON value, maybe pretty-printed, that
+        describes the whole run), or ``None`` when the dialect has no such output or this is not one.
+
+        Raises :class:`~agentstream.errors.MalformedEventError` for a document of the dialect that cannot be read.
+        """
+        return None
 
     @abstractmethod
     def decoder(self, session_id: str | None = None) -> DialectDecoder: ...

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentstream import protocol as p
-from agentstream.dialects.base import Dialect, DialectDecoder, DialectEncoder
+from agentstream.dialects.kit import DialectDecoder, DialectEncoder, SimpleDialect
 from agentstream.errors import MalformedEventError
 
 
@@ -29,20 +29,16 @@ class CanonicalEncoder(DialectEncoder):
         return [p.encode(event)]
 
 
-class CanonicalDialect(Dialect):
+class CanonicalDialect(SimpleDialect):
     name = "canonical"
     summary = "agentstream protocol v1"
+    decoder_class = CanonicalDecoder
+    encoder_class = CanonicalEncoder
 
     def sniff(self, obj: dict[str, Any]) -> float:
         if obj.get("v") == p.PROTOCOL_VERSION and "seq" in obj and "session_id" in obj:
             return 1.0
         return 0.0
-
-    def decoder(self, session_id: str | None = None) -> DialectDecoder:
-        return CanonicalDecoder(session_id)
-
-    def encoder(self) -> DialectEncoder:
-        return CanonicalEncoder()
 
 
 DIALECT = CanonicalDialect()

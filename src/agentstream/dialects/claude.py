@@ -25,8 +25,16 @@ from typing import Any, ClassVar, NamedTuple
 import msgspec
 
 from agentstream import protocol as p
-from agentstream.dialects._common import EventDecoder, EventEncoder, Fields, first_keys, text_or_json
-from agentstream.dialects.base import Dialect, DialectDecoder, DialectEncoder
+from agentstream.dialects.kit import (
+    EventDecoder,
+    EventEncoder,
+    Fields,
+    SimpleDialect,
+    first_keys,
+    identify,
+    malformed,
+    text_or_json,
+)
 from agentstream.errors import ErrorCode, ExitCode, MalformedEventError
 
 # Claude's ``error`` categories (assistant lines, api_retry); the first one per code is the one we write.
@@ -74,9 +82,9 @@ class _Block(NamedTuple):
     text: str = ""
     call_id: str = ""
     name: str = ""
-    arguments: dict[str, Any] = {}
+    arguments: dict[str, Any] = {}  # noqa: RUF012 -- a NamedTuple field, never mutated
     is_error: bool = False
-    raw: dict[str, Any] = {}
+    raw: dict[str, Any] = {}  # noqa: RUF012 -- a NamedTuple field, never mutated
 
 
 def _block(f: Fields) -> _Block:
@@ -113,7 +121,8 @@ def _result_text(f: Fields, content: object) -> str:
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
-        f.fail("field 'content' must be a string or a list of blocks")
+        f.lose("content", "must be a string or a list of blocks")
+        return ""
     parts = []
     for item in content:
         if isinstance(item, dict) and isinstance(item.get("text"), str):
@@ -218,9 +227,31 @@ class _BlockIds:
         self._waiting.clear()
 
 
+_MESSAGE_IDENTITY = frozenset(
+    {"message", "message.id", "message.content", "message.content.*", "message.content.*.type"}
+    | {"message.content.*.id", "message.content.*.name", "message.content.*.tool_use_id"}
+)
+_STREAM_IDENTITY = frozenset(
+    {"event", "event.type", "event.index", "event.message", "event.message.id"}
+    | {"event.content_block", "event.content_block.type", "event.content_block.text"}
+    | {"event.content_block.thinking", "event.delta", "event.delta.type", "event.delta.text"}
+    | {"event.delta.thinking"}
+)
+
+
 class ClaudeDecoder(EventDecoder):
     dialect = "claude"
     command = "claude"
+    identifying = identify(
+        {
+            "system": frozenset({"subtype"}),
+            "assistant": _MESSAGE_IDENTITY,
+            "user": _MESSAGE_IDENTITY,
+            # a delta line is nothing but its block index and text
+            "stream_event": _STREAM_IDENTITY,
+            "result": frozenset({"subtype", "is_error"}),  # together they say whether the run failed
+        }
+    )
 
     def __init__(self, session_id: str | None = None) -> None:
         super().__init__(session_id)
@@ -239,7 +270,7 @@ class ClaudeDecoder(EventDecoder):
         if not isinstance(items, list):
             return None
         if not all(isinstance(item, dict) for item in items):
-            raise MalformedEventError("claude JSON array: every element must be a message object")
+            raise malformed(f"{self.dialect} JSON array: every element must be a message object")
         for item in items:
             self.decode_object(item)
         return self.drain()
@@ -524,7 +555,8 @@ class ClaudeDecoder(EventDecoder):
         error: p.ErrorInfo | None = None
         # On "success" with is_error the result text is the API's error; error subtypes list theirs in errors.
         message = "; ".join(errors) or (text if subtype == "success" and is_error and text else "")
-        if not ok and (message or code or status is not None or self._api_error):
+        described = message or code or status is not None or self._api_error or "errors" in f.obj
+        if not ok and described:
             code = code or _failure_code(status, self._api_error, reason, message)
             ending = f"claude ended with {subtype}" + (f" ({reason})" if reason else "")
             error = p.ErrorInfo(code=code, message=message or ending)
@@ -551,12 +583,73 @@ class ClaudeDecoder(EventDecoder):
         )
 
 
-def _denied_calls(f: Fields) -> list[str]:
+def events_from_json_output(document: Any, session_id: str | None = None) -> list[p.AnyEvent]:
+    """The run described by ``claude -p --output-format json``: start, the final text as a message, usage, result.
+
+    The document is the ``result`` object alone (``--verbose`` makes it an array of every message, which is
+    read line by line as stream-json is). Usage comes from ``modelUsage`` (one event per model) when present,
+    else from ``usage``; the outcome and the error follow the same rules as a stream's ``result`` line.
+    """
+    decoder = ClaudeDecoder(session_id)
+    if isinstance(document, list):
+        if not document or not isinstance(document[-1], dict) or document[-1].get("type") != "result":
+            raise malformed("claude JSON array: its last element must be the run's result object")
+        return (decoder.decode_other(document) or []) + decoder.finish()
+    if not isinstance(document, dict) or document.get("type") != "result":
+        raise malformed(
+            "claude JSON output: expected the result object (type 'result') or an array of messages"
+        )
+    own_session = document.get("session_id")
+    decoder.adopt_session(own_session if isinstance(own_session, str) else None)
+    per_model = document.get("modelUsage")
+    per_model = per_model if isinstance(per_model, dict) else {}
+    usages = _document_usage(document, per_model)
+    main = max((u for u in usages if u.model != "unknown"), key=lambda u: u.output_tokens, default=None)
+    decoder.emit(p.Start(command=decoder.command, model=main.model if main is not None else p.UNSET))
+    text, is_error = document.get("result"), document.get("is_error")
+    if isinstance(text, str) and text and is_error is not True and document.get("subtype") == "success":
+        decoder.emit(p.Message(message_id=p.new_id("msg"), role="assistant", content=text))
+    for usage in usages:
+        decoder.emit(usage)
+    decoder.decode_object(document)
+    return decoder.drain() + decoder.finish()
+
+
+def _document_usage(document: dict[str, Any], per_model: dict[str, Any]) -> list[p.Usage]:
+    """One usage event per model of ``modelUsage`` (camelCase figures), else one from ``usage``."""
     found = []
-    for item in f.opt_list("permission_denials") or []:
-        if isinstance(item, dict) and isinstance(item.get("tool_use_id"), str):
-            found.append(item["tool_use_id"])
-    return found
+    for model, figures in per_model.items():
+        if not isinstance(figures, dict):
+            continue
+        counts = {key: _count(figures, key) or 0 for key in _MODEL_USAGE_KEYS}
+        usage = p.Usage(
+            model=model,
+            input_tokens=counts["inputTokens"]
+            + counts["cacheReadInputTokens"]
+            + counts["cacheCreationInputTokens"],
+            output_tokens=counts["outputTokens"],
+            cached_tokens=counts["cacheReadInputTokens"],
+        )
+        cost = figures.get("costUSD")
+        if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost >= 0:
+            usage.cost_usd = float(cost)
+        found.append(usage)
+    usage_object = document.get("usage")
+    if found or not isinstance(usage_object, dict) or not _figures(usage_object):
+        return found
+    prompt, output, cached = _totals(_figures(usage_object))
+    return [p.Usage(model="unknown", input_tokens=prompt, output_tokens=output, cached_tokens=cached)]
+
+
+_MODEL_USAGE_KEYS = ("inputTokens", "outputTokens", "cacheReadInputTokens", "cacheCreationInputTokens")
+
+
+def _denied_calls(f: Fields) -> list[str]:
+    return [
+        item["tool_use_id"]
+        for item in f.opt_list("permission_denials") or []
+        if isinstance(item, dict) and isinstance(item.get("tool_use_id"), str)
+    ]
 
 
 def _outcome(subtype: str, ok: bool, reason: str | None) -> tuple[str, int, str]:
@@ -927,25 +1020,47 @@ def claude_score(obj: dict[str, Any]) -> float:
         return 0.9
     if kind == "system" and str(obj.get("subtype")) in _CLAUDE_SYSTEM_SUBTYPES and "uuid" in obj:
         return 0.7
-    if kind in ("assistant", "user") and isinstance(obj.get("message"), dict) and "uuid" in obj:
-        return 0.7
-    if kind == "result" and "num_turns" in obj and "duration_api_ms" in obj:
-        return 0.8
+    message = obj.get("message")
+    if kind in ("assistant", "user") and isinstance(message, dict):
+        if "uuid" in obj:
+            return 0.7
+        if _CLAUDE_LINE_KEYS & obj.keys() or _API_MESSAGE_KEYS & message.keys() or _api_blocks(message):
+            return 0.6  # a line without its envelope (an API error, an SDK capture) is still Claude's shape
+        return 0.0
+    if kind == "result" and "num_turns" in obj:
+        return 0.8 if _CLAUDE_RESULT_KEYS & obj.keys() else 0.0
     return 0.0
 
 
-class ClaudeDialect(Dialect):
+_CLAUDE_LINE_KEYS = frozenset({"parent_tool_use_id", "is_api_error_message", "request_id"})
+_API_MESSAGE_KEYS = frozenset({"model", "id", "stop_reason"})
+"""Keys of an Anthropic API message (Cursor's messages have only role and content)."""
+_API_BLOCKS = frozenset({"thinking", "redacted_thinking", "tool_use", "server_tool_use", "tool_result"})
+_CLAUDE_RESULT_KEYS = frozenset({"duration_api_ms", "terminal_reason", "api_error_status", "total_cost_usd"})
+
+
+def _api_blocks(message: dict[str, Any]) -> bool:
+    """Whether a message holds content blocks only the Anthropic API writes (thinking, tool use)."""
+    content = message.get("content")
+    return isinstance(content, list) and any(
+        isinstance(block, dict) and block.get("type") in _API_BLOCKS for block in content
+    )
+
+
+class ClaudeDialect(SimpleDialect):
     name = "claude"
     summary = "Claude Code -p --output-format stream-json --verbose"
+    decoder_class = ClaudeDecoder
+    encoder_class = ClaudeEncoder
+
+    def decode_document(self, document: Any, session_id: str | None = None) -> list[p.AnyEvent] | None:
+        """``claude -p --output-format json`` (see :func:`events_from_json_output`)."""
+        if (isinstance(document, dict) and document.get("type") == "result") or isinstance(document, list):
+            return events_from_json_output(document, session_id)
+        return None
 
     def sniff(self, obj: dict[str, Any]) -> float:
         return claude_score(obj)
-
-    def decoder(self, session_id: str | None = None) -> DialectDecoder:
-        return ClaudeDecoder(session_id)
-
-    def encoder(self) -> DialectEncoder:
-        return ClaudeEncoder()
 
 
 DIALECT = ClaudeDialect()

@@ -23,9 +23,9 @@ from __future__ import annotations
 from typing import Any
 
 from agentstream import protocol as p
-from agentstream.dialects._common import Fields
 from agentstream.dialects._session_log import LogDialect, Outcome, SessionLogDecoder
 from agentstream.dialects.claude import ClaudeDecoder
+from agentstream.dialects.kit import Fields
 from agentstream.errors import ErrorCode
 
 INTERRUPT_MARK = "[Request interrupted by user"

@@ -22,8 +22,15 @@ from typing import Any
 import msgspec
 
 from agentstream import protocol as p
-from agentstream.dialects._common import EventDecoder, EventEncoder, Fields, parse_arguments, text_or_json
-from agentstream.dialects.base import Dialect, DialectDecoder, DialectEncoder
+from agentstream.dialects.kit import (
+    EventDecoder,
+    EventEncoder,
+    Fields,
+    SimpleDialect,
+    identify,
+    parse_arguments,
+    text_or_json,
+)
 from agentstream.errors import ErrorCode
 
 _RENAMED = {"assistant_message": "agent_message"}
@@ -147,6 +154,12 @@ _TOOLS: dict[str, tuple[Callable[[Fields], tuple[str, dict[str, Any]]], Callable
 class CodexDecoder(EventDecoder):
     dialect = "codex"
     command = "codex exec"
+    identifying = identify(
+        dict.fromkeys(
+            ("item.started", "item.updated", "item.completed"),
+            frozenset({"item", "item.id", "item.type", "item.item_type"}),
+        )
+    )
 
     def __init__(self, session_id: str | None = None) -> None:
         super().__init__(session_id)
@@ -172,7 +185,7 @@ class CodexDecoder(EventDecoder):
         """Nothing to say: ``exec`` runs one turn, and its end is the run's end."""
 
     def on_turn_completed(self, f: Fields) -> None:
-        usage = f.opt_sub("usage") or Fields({}, f.where)
+        usage = f.opt_sub("usage") or f.child({}, "usage")
         event = p.Usage(
             model=_UNKNOWN_MODEL,
             input_tokens=usage.opt_integer("input_tokens") or 0,
@@ -417,9 +430,11 @@ def _command_end(event: p.ToolResult) -> dict[str, Any]:
     return {"exit_code": int(found[1]) if found else 1, "status": "failed"}
 
 
-class CodexDialect(Dialect):
+class CodexDialect(SimpleDialect):
     name = "codex"
     summary = "OpenAI Codex codex exec --json"
+    decoder_class = CodexDecoder
+    encoder_class = CodexEncoder
 
     def sniff(self, obj: dict[str, Any]) -> float:
         kind = obj.get("type")
@@ -432,12 +447,6 @@ class CodexDialect(Dialect):
         if kind in ("turn.started", "turn.completed", "turn.failed"):
             return 0.9
         return 0.0
-
-    def decoder(self, session_id: str | None = None) -> DialectDecoder:
-        return CodexDecoder(session_id)
-
-    def encoder(self) -> DialectEncoder:
-        return CodexEncoder()
 
 
 DIALECT = CodexDialect()

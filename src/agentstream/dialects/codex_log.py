@@ -22,9 +22,9 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from agentstream import protocol as p
-from agentstream.dialects._common import Fields, parse_arguments, text_or_json
 from agentstream.dialects._session_log import LogDialect, Outcome, SessionLogDecoder
 from agentstream.dialects.codex import _error_code
+from agentstream.dialects.kit import Fields, parse_arguments, text_or_json
 
 __all__ = ["DIALECT", "Tokens", "usage_step"]
 

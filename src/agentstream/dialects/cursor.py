@@ -18,13 +18,14 @@ from __future__ import annotations
 from typing import Any
 
 from agentstream import protocol as p
-from agentstream.dialects._common import (
+from agentstream.dialects.kit import (
     EventDecoder,
     EventEncoder,
     Fields,
     SimpleDialect,
     arguments_text,
     epoch_ms,
+    identify,
     json_or_text,
     parse_arguments,
     rfc3339,
@@ -45,7 +46,7 @@ _ERROR_TEXT_KEYS = ("message", "errorMessage", "error")
 def _text_of(f: Fields) -> str:
     """The text of a Cursor ``message``: its ``text`` content parts, in order."""
     if f.opt_list("content") is None:
-        f.fail("field 'content' is missing (expected a list of content parts)")
+        f.lose("content", "is missing (expected a list of content parts)")
     return "".join(part.text("text") for part in f.opt_subs("content") if part.obj.get("type") == "text")
 
 
@@ -53,7 +54,7 @@ def _tool_of(f: Fields) -> tuple[str, Fields]:
     """The tool's key inside ``tool_call`` and its object."""
     for key, value in f.obj.items():
         if isinstance(value, dict) and (key == _FUNCTION or key.endswith(_SUFFIX)):
-            return key, Fields(value, f"{f.where}.{key}")
+            return key, f.child(value, key)
     f.fail("no '<name>ToolCall' or 'function' object inside 'tool_call'")
 
 
@@ -68,6 +69,20 @@ def _error_text(value: object) -> str:
 class CursorDecoder(EventDecoder):
     dialect = "cursor"
     command = "cursor-agent"
+    identifying = identify(
+        {
+            "system": frozenset({"subtype"}),
+            "assistant": frozenset(
+                {"timestamp_ms", "model_call_id"}
+            ),  # they tell a delta from a complete message
+            "thinking": frozenset({"subtype"}),
+            "tool_call": frozenset(
+                {"subtype", "call_id", "tool_call", "tool_call.function", "tool_call.function.name"}
+                | {f"tool_call.{name}{_SUFFIX}" for name in _NAMED_TOOLS}
+            ),
+            "result": frozenset({"is_error"}),
+        }
+    )
 
     def __init__(self, session_id: str | None = None) -> None:
         super().__init__(session_id)
@@ -114,7 +129,7 @@ class CursorDecoder(EventDecoder):
             self.pass_through("thinking", f.obj)
 
     def on_tool_call(self, f: Fields) -> None:
-        subtype, call_id = f.choice("subtype", ("started", "completed")), f.opt_text("call_id")
+        subtype, call_id = f.choice("subtype", ("started", "completed"), ""), f.opt_text("call_id")
         key, tool = _tool_of(f.sub("tool_call"))
         ts = rfc3339(f.opt_number("timestamp_ms"))
         if key == _FUNCTION:

@@ -16,7 +16,17 @@ import re
 from typing import Any, TypedDict
 
 from agentstream import protocol as p
-from agentstream.dialects._common import EventDecoder, EventEncoder, Fields, SimpleDialect, first_keys, iso
+from agentstream.dialects.kit import (
+    EventDecoder,
+    EventEncoder,
+    ExitMeaning,
+    Fields,
+    SimpleDialect,
+    first_keys,
+    identify,
+    iso,
+    malformed,
+)
 from agentstream.errors import ERROR_CODES, ErrorCode
 
 # (Gemini error type, canonical code, Gemini's exit code). The first row for a code is
@@ -33,6 +43,47 @@ _FATAL: tuple[tuple[str, str, int], ...] = (
     ("FatalCancellationError", ErrorCode.INTERRUPTED, 130),
 )
 _BY_TYPE = {kind: (code, exit_code) for kind, code, exit_code in _FATAL}
+_EXIT_MEANINGS: dict[int, ExitMeaning] = {
+    41: ExitMeaning(
+        ErrorCode.AUTH_EXPIRED,
+        "gemini could not authenticate (exit 41)",
+        "sign in again (run gemini once interactively) or set GEMINI_API_KEY",
+    ),
+    42: ExitMeaning(
+        ErrorCode.INVALID_INPUT,
+        "gemini rejected its input (exit 42)",
+        "check the prompt and the command-line flags (an empty prompt on stdin is a common cause)",
+    ),
+    44: ExitMeaning(
+        ErrorCode.UNKNOWN,
+        "gemini could not start its sandbox (exit 44)",
+        "check the sandbox setup (GEMINI_SANDBOX, and that docker or podman runs), or run without --sandbox",
+    ),
+    52: ExitMeaning(
+        ErrorCode.INVALID_INPUT,
+        "gemini's configuration is invalid (exit 52)",
+        "check settings.json (user and workspace) and the environment gemini reads its settings from",
+    ),
+    53: ExitMeaning(
+        ErrorCode.MAX_TURNS,
+        "gemini reached its turn limit (exit 53)",
+        "raise the limit (model.maxSessionTurns in settings.json) or split the task",
+    ),
+    54: ExitMeaning(
+        ErrorCode.TOOL_FAILED,
+        "a tool failed fatally in gemini (exit 54)",
+        "see the child's stderr for the tool's error (no space left on the device is a common cause)",
+    ),
+    55: ExitMeaning(
+        ErrorCode.PERMISSION_DENIED,
+        "gemini does not trust this folder (exit 55)",
+        "trust the folder (run gemini interactively in it once) or run it from a trusted folder",
+    ),
+    130: ExitMeaning(
+        ErrorCode.INTERRUPTED, "gemini was cancelled (exit 130)", "nothing to fix if the cancel was intended"
+    ),
+}
+"""Gemini CLI's documented exit codes (``ExitCodes`` and the ``Fatal*Error`` classes) as canonical errors."""
 _TYPE_FOR_CODE = first_keys({kind: code for kind, code, _ in _FATAL})
 _SUBTYPE_FOR_CODE = {ErrorCode.INTERRUPTED: "interrupted", ErrorCode.MAX_TURNS: "max_turns"}
 _TYPED_TEXT = re.compile(r"([A-Za-z_][\w.]*): (.*)", re.DOTALL)
@@ -63,6 +114,15 @@ def _typed_object(text: str) -> dict[str, str]:
 class GeminiDecoder(EventDecoder):
     dialect = "gemini"
     command = "gemini"
+    identifying = identify(
+        {
+            "tool_use": frozenset({"tool_name", "tool_id"}),
+            "tool_result": frozenset({"tool_id"}),
+            "message": frozenset({"delta"}),
+            "error": frozenset({"severity"}),
+            "result": frozenset({"status"}),
+        }
+    )
 
     def __init__(self, session_id: str | None = None) -> None:
         super().__init__(session_id)
@@ -105,7 +165,7 @@ class GeminiDecoder(EventDecoder):
         )
 
     def on_tool_result(self, f: Fields) -> None:
-        call_id, status = f.text("tool_id"), f.choice("status", ("success", "error"))
+        call_id, status = f.text("tool_id"), f.choice("status", ("success", "error"), "error")
         output, error = f.opt_text("output"), f.opt_sub("error")
         call_id, name = self.tools.finished(call_id, None)
         event = p.ToolResult(
@@ -119,7 +179,7 @@ class GeminiDecoder(EventDecoder):
 
     def on_error(self, f: Fields) -> None:
         severity, message, ts = (
-            f.choice("severity", ("warning", "error")),
+            f.choice("severity", ("warning", "error"), "error"),
             f.text("message"),
             f.ts("timestamp"),
         )
@@ -129,7 +189,7 @@ class GeminiDecoder(EventDecoder):
             self.emit(p.Error(code=ErrorCode.UNKNOWN, message=message, recoverable=True), ts)
 
     def on_result(self, f: Fields) -> None:
-        ok = f.choice("status", ("success", "error")) == "success"
+        ok = f.choice("status", ("success", "error"), "error") == "success"
         error, stats, ts = f.opt_sub("error"), f.opt_sub("stats"), f.ts("timestamp")
         info, exit_code = None, 0
         if not ok and error is not None:
@@ -143,6 +203,8 @@ class GeminiDecoder(EventDecoder):
             self._release(recoverable=ok or info is not None)
         if info is None and not ok:
             info = self.fatal_info()
+        if info is None and not ok and "error" in f.obj:  # an error object we could not read
+            info = p.ErrorInfo(code=ErrorCode.UNKNOWN, message="gemini reported an error it did not describe")
         subtype = "success" if ok else _SUBTYPE_FOR_CODE.get(info.code if info else "", "error")
         # Without an error object a failure is Gemini's InvalidStream, which exits 0; ok and exit must agree: 1.
         exit_code = 0 if ok else exit_code or 1
@@ -166,6 +228,67 @@ def _stats(f: Fields) -> tuple[p.UsageTotals, int, list[p.Usage]]:
         else []
     )
     return p.UsageTotals(**_counts(f)), f.opt_integer("duration_ms") or 0, per_model
+
+
+def events_from_json_output(document: Any, session_id: str | None = None) -> list[p.AnyEvent]:
+    """The run described by ``gemini -p … -o json``: start, the response as a message, usage per model, result.
+
+    The document is ``{session_id?, response?, stats?, error?, warnings?}`` (``stats`` is Gemini's
+    ``SessionMetrics``). An ``error`` fails the run with the code and exit code of its type, as in stream-json;
+    Gemini's ``INVALID_STREAM`` (which exits 0) is a failure too. Warnings become ``log`` warnings.
+    """
+    if not isinstance(document, dict) or not _JSON_OUTPUT_KEYS & document.keys() or "type" in document:
+        raise malformed("gemini JSON output: expected an object with 'response', 'stats' or 'error'")
+    decoder = GeminiDecoder(session_id)
+    f = decoder.fields(document, "gemini JSON output", "")
+    decoder.adopt_session(f.opt_text("session_id"))
+    stats = f.opt_sub("stats")
+    models = stats.opt_sub("models") if stats is not None else None
+    per_model = [_model_usage(name, models.sub(name)) for name in models.obj] if models is not None else []
+    decoder.emit(p.Start(command=decoder.command, model=per_model[0].model if per_model else p.UNSET))
+    for warning in f.opt_strings("warnings") or []:
+        decoder.emit(p.Log(level="warn", message=warning))
+    response, error = f.opt_text("response"), f.opt_sub("error")
+    if response:
+        decoder.emit(p.Message(message_id=p.new_id("msg"), role="assistant", content=response))
+    totals = p.UsageTotals()
+    for usage in per_model:
+        decoder.emit(usage)
+        totals.add(usage)
+    tools = stats.opt_sub("tools") if stats is not None else None
+    by_name = tools.opt_mapping("byName") if tools is not None else None
+    info, exit_code = None, 0
+    if error is not None:
+        code, exit_code = _code_and_exit(error.opt_text("type") or "")
+        message = error.opt_text("message") or "gemini reported an error it did not describe"
+        info = p.ErrorInfo(code=code, message=message)
+    decoder.emit_result(
+        ok=info is None,
+        exit_code=0 if info is None else exit_code or 1,
+        error=info,
+        subtype="success" if info is None else _SUBTYPE_FOR_CODE.get(info.code, "error"),
+        result=response if response is not None else p.UNSET,
+        usage=totals,
+        tools_used=list(by_name or ()),
+    )
+    return decoder.drain() + decoder.finish()
+
+
+_JSON_OUTPUT_KEYS = frozenset({"response", "stats", "error"})
+
+
+def _model_usage(name: str, f: Fields) -> p.Usage:
+    """A ``SessionMetrics`` model entry: ``prompt`` counts every prompt token (``input`` leaves out cached ones)."""
+    tokens = f.opt_sub("tokens") or f.child({}, "tokens")
+    cached = tokens.opt_integer("cached") or 0
+    prompt = tokens.opt_integer("prompt")
+    return p.Usage(
+        model=name,
+        input_tokens=prompt if prompt is not None else (tokens.opt_integer("input") or 0) + cached,
+        output_tokens=tokens.opt_integer("candidates") or 0,
+        cached_tokens=cached,
+        reasoning_tokens=tokens.opt_integer("thoughts") or 0,
+    )
 
 
 class _Counts(TypedDict):
@@ -282,6 +405,16 @@ class GeminiDialect(SimpleDialect):
     summary = "Gemini CLI --output-format stream-json"
     decoder_class = GeminiDecoder
     encoder_class = GeminiEncoder
+
+    def decode_document(self, document: Any, session_id: str | None = None) -> list[p.AnyEvent] | None:
+        """``gemini -o json`` (see :func:`events_from_json_output`)."""
+        if isinstance(document, dict) and "type" not in document and _JSON_OUTPUT_KEYS & document.keys():
+            return events_from_json_output(document, session_id)
+        return None
+
+    def error_for_exit(self, status: int) -> ExitMeaning | None:
+        """Gemini's start-up and fatal exit codes (41 auth … 130 cancelled; see ``_EXIT_MEANINGS``)."""
+        return _EXIT_MEANINGS.get(status)
 
     def sniff(self, obj: dict[str, Any]) -> float:
         kind = obj.get("type")

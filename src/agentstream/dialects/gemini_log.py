@@ -21,8 +21,8 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from agentstream import protocol as p
-from agentstream.dialects._common import Fields, rfc3339, text_or_json
 from agentstream.dialects._session_log import LogDialect, Outcome, SessionLogDecoder
+from agentstream.dialects.kit import Fields, rfc3339, text_or_json
 from agentstream.errors import ErrorCode
 
 __all__ = ["DIALECT", "GeminiTokens", "parts_text"]

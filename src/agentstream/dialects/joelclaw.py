@@ -13,11 +13,12 @@ from __future__ import annotations
 from typing import Any
 
 from agentstream import protocol as p
-from agentstream.dialects._common import (
+from agentstream.dialects.kit import (
     EventDecoder,
     EventEncoder,
     Fields,
     SimpleDialect,
+    identify,
     iso,
     json_or_text,
     text_or_json,
@@ -57,10 +58,16 @@ def _action_objects(actions: list[p.NextAction]) -> list[dict[str, Any]]:
 class JoelclawDecoder(EventDecoder):
     dialect = "joelclaw"
     command = "joelclaw"
+    identifying = identify(
+        {
+            "": frozenset({"ok"}),
+            "result": frozenset({"ok"}),
+        }
+    )  # "": the bare envelope, which has no type
 
     def decode_untyped(self, obj: dict[str, Any]) -> None:
         """A non-streaming command's bare envelope."""
-        f = Fields(obj, "joelclaw envelope")
+        f = self.fields(obj, "joelclaw envelope", "")
         if f.flag("ok"):
             self.on_result(f)
         else:
@@ -70,7 +77,7 @@ class JoelclawDecoder(EventDecoder):
         self.emit(p.Start(command=f.text("command")), f.ts("ts"))
 
     def on_step(self, f: Fields) -> None:
-        name, status = f.text("name"), f.choice("status", ("started", "completed", "failed"))
+        name, status = f.text("name"), f.choice("status", ("started", "completed", "failed"), "completed")
         duration_ms, error = f.opt_integer("duration_ms"), f.opt_text("error")
         event = p.Step(
             name=name,
@@ -93,7 +100,7 @@ class JoelclawDecoder(EventDecoder):
         self.emit(event, f.ts("ts"))
 
     def on_log(self, f: Fields) -> None:
-        level, message = f.choice("level", _LOG_LEVELS), f.text("message")
+        level, message = f.choice("level", _LOG_LEVELS, "info"), f.text("message")
         self.emit(p.Log(level=level, message=message), f.ts("ts"))  # type: ignore[arg-type]
 
     def on_event(self, f: Fields) -> None:

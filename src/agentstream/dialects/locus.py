@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentstream import protocol as p
-from agentstream.dialects._common import EventDecoder, EventEncoder, Fields, SimpleDialect, epoch_ms
+from agentstream.dialects.kit import EventDecoder, EventEncoder, Fields, SimpleDialect, epoch_ms, identify
 from agentstream.errors import ErrorCode
 
 PROTOCOL = 1
@@ -42,6 +42,15 @@ _CARRIED_EXTRAS = ("code", "fix", "retry_in_ms")
 class LocusDecoder(EventDecoder):
     dialect = "locus"
     command = "exec"
+    identifying = identify(
+        {
+            "*": frozenset({"payload"}),
+            "thinking": frozenset({"payload.content"}),
+            "tool_started": frozenset({"payload.tool"}),
+            "tool_completed": frozenset({"payload.tool"}),
+            "done": frozenset({"payload.success"}),
+        }
+    )
 
     def __init__(self, session_id: str | None = None) -> None:
         super().__init__(session_id)
@@ -53,12 +62,14 @@ class LocusDecoder(EventDecoder):
         if not isinstance(kind, str) or kind not in LOCUS_TYPES:
             super().decode_object(obj)
             return
-        envelope = Fields(obj, f"locus '{kind}' line")
+        self.checked(self._decode_envelope, self.fields(obj, f"locus '{kind}' line", kind))
+
+    def _decode_envelope(self, envelope: Fields) -> None:
         payload = envelope.sub("payload")
         self.adopt_session(envelope.opt_text("sessionId"))
         self._ts = envelope.ts("timestamp")
         self._check_protocol(envelope.opt_integer("protocol"))
-        getattr(self, "on_" + kind)(payload)
+        getattr(self, "on_" + envelope.obj["type"])(payload)
 
     def _check_protocol(self, version: int | None) -> None:
         if version in (None, PROTOCOL) or self._warned_protocol:
@@ -116,7 +127,7 @@ class LocusDecoder(EventDecoder):
         details = error.obj.get("details", p.UNSET)
         extras = None
         if isinstance(details, dict) and isinstance(details.get(_EXTRAS), dict):
-            extras = Fields(details, f"{error.where}.details").sub(_EXTRAS)
+            extras = error.child(details, "details").sub(_EXTRAS)
             details = details.get("details", p.UNSET)
         fix, retry_in_ms = (
             (extras.opt_text("fix"), extras.opt_integer("retry_in_ms")) if extras else (None, None)

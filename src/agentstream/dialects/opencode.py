@@ -19,8 +19,16 @@ from typing import Any
 import msgspec
 
 from agentstream import protocol as p
-from agentstream.dialects._common import EventDecoder, EventEncoder, Fields, epoch_ms, first_keys, rfc3339
-from agentstream.dialects.base import Dialect, DialectDecoder, DialectEncoder
+from agentstream.dialects.kit import (
+    EventDecoder,
+    EventEncoder,
+    Fields,
+    SimpleDialect,
+    epoch_ms,
+    first_keys,
+    identify,
+    rfc3339,
+)
 from agentstream.errors import ErrorCode
 
 _TYPES = frozenset({"step_start", "step_finish", "text", "reasoning", "tool_use", "error", "done"})
@@ -39,6 +47,14 @@ _NAME_FOR_CODE = first_keys(_ERROR_NAMES)
 class OpencodeDecoder(EventDecoder):
     dialect = "opencode"
     command = "opencode run"
+    identifying = identify(
+        {
+            # a tool's status tells a call still running from a finished one
+            "tool_use": frozenset({"part", "part.callID", "part.tool", "part.state", "part.state.status"}),
+            # without ``done``, a step that finished with reason ``stop`` ends the run
+            "step_finish": frozenset({"part", "part.reason"}),
+        }
+    )
 
     def __init__(self, session_id: str | None = None) -> None:
         super().__init__(session_id)
@@ -109,7 +125,7 @@ class OpencodeDecoder(EventDecoder):
     def on_tool_use(self, f: Fields) -> None:
         part, ts = f.sub("part"), f.ts("timestamp")
         call_id, name, state = part.text("callID"), part.text("tool"), part.sub("state")
-        status = state.choice("status", ("completed", "error", "running", "pending"))
+        status = state.choice("status", ("completed", "error", "running", "pending"), "")
         arguments = state.opt_mapping("input") or {}
         output, error = state.opt_text("output"), state.opt_text("error")
         timing = state.opt_sub("time")
@@ -299,9 +315,12 @@ class OpencodeEncoder(EventEncoder):
         return [*lines, self._line(event, "done", reason="idle", rejected=[])]
 
 
-class OpencodeDialect(Dialect):
+class OpencodeDialect(SimpleDialect):
     name = "opencode"
     summary = "opencode run --format json"
+    has_start_line = False
+    decoder_class = OpencodeDecoder
+    encoder_class = OpencodeEncoder
 
     def sniff(self, obj: dict[str, Any]) -> float:
         if "v" in obj or "seq" in obj or str(obj.get("type")) not in _TYPES:
@@ -309,12 +328,6 @@ class OpencodeDialect(Dialect):
         if not isinstance(obj.get("sessionID"), str) or not isinstance(obj.get("timestamp"), int):
             return 0.0
         return 0.95 if isinstance(obj.get("part"), dict) else 0.8
-
-    def decoder(self, session_id: str | None = None) -> DialectDecoder:
-        return OpencodeDecoder(session_id)
-
-    def encoder(self) -> DialectEncoder:
-        return OpencodeEncoder()
 
 
 DIALECT = OpencodeDialect()

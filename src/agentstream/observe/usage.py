@@ -562,7 +562,7 @@ class Totals:
 def _session_wall_ms(session: Session) -> int:
     if session.wall_time_ms or not session.first_ts:
         return session.wall_time_ms
-    from agentstream.dialects._common import epoch_ms
+    from agentstream.dialects.kit import epoch_ms
 
     return max(epoch_ms(session.last_ts) - epoch_ms(session.first_ts), 0)
 

@@ -1,59 +1,105 @@
-"""Building blocks shared by the dialect modules, so each module holds only its wire format.
+"""The dialect kit: everything a dialect module needs, built-in or from a plugin.
+
+A *dialect* turns another tool's NDJSON lines into canonical events and back.
+Every built-in dialect is written with this module alone, the same way, and a
+plugin dialect should be too: import from here, not from the package's private
+modules. A minimal dialect::
+
+    from agentstream import protocol as p
+    from agentstream.dialects.kit import EventDecoder, EventEncoder, Fields, SimpleDialect, identify
+
+    class ToyDecoder(EventDecoder):
+        dialect, command = "toy", "toy run"
+        identifying = identify({"said": ["id"]})  # a 'said' line without its id is malformed
+
+        def on_said(self, f: Fields) -> None:  # one handler per line type: {"type": "said", ...}
+            self.emit(p.Message(message_id=f.text("id"), role="assistant", content=f.text("text")))
+
+        def on_done(self, f: Fields) -> None:
+            self.emit_result(ok=f.flag("ok"), exit_code=0 if f.flag("ok") else 1)
+
+    class ToyEncoder(EventEncoder):
+        def on_message(self, event: p.Message) -> list[dict]:
+            return [{"type": "said", "id": event.message_id, "text": event.content}]
+
+        def on_result(self, event: p.Result) -> list[dict]:
+            return [{"type": "done", "ok": event.ok}]
+
+    class ToyDialect(SimpleDialect):
+        name, summary = "toy", "the toy CLI's --json output"
+        decoder_class, encoder_class = ToyDecoder, ToyEncoder
+
+        def sniff(self, obj: dict) -> float:  # how sure a first line is ours, 0.0 to 1.0
+            return 0.9 if obj.get("type") == "said" and "toy_version" in obj else 0.0
+
+    DIALECT = ToyDialect()
 
 What is here, and when to use it:
 
-- **Timestamps** — :func:`rfc3339` turns a dialect's epoch milliseconds or ISO 8601
-  string into the canonical RFC 3339 UTC form with milliseconds (``None`` when the
-  value is unusable, so the caller falls back to "now"); :func:`epoch_ms` and
-  :func:`iso` go the other way for encoders.
-- **Field access** — :class:`Fields` reads one dialect object with type checks and
-  raises :class:`~agentstream.errors.MalformedEventError` naming the dialect, the
-  line type and the field, so a structurally unusable line fails precisely.
-- **JSON in strings** — :func:`parse_arguments` / :func:`arguments_text` for tool
-  arguments sent as a JSON string (invalid JSON is kept under
-  :data:`RAW_ARGUMENTS_KEY`); :func:`text_or_json` / :func:`json_or_text` carry an
-  object or array through a canonical string field and back, exactly.
-- **Tool pairing** — :class:`ToolPairs` remembers open calls so a result line that
-  lacks the tool's name (or its id) still pairs with its call.
+- **The dialect object** — :class:`Dialect` (the interface: ``sniff``, ``decoder``,
+  ``encoder``, and optionally ``error_for_exit`` for the CLI's documented exit codes,
+  ``decode_document`` for a single-document JSON output, ``has_start_line``);
+  :class:`SimpleDialect` builds the decoder and encoder from two class attributes.
+- **Reading fields liberally** — :class:`Fields` reads one line: any JSON number where a
+  number is meant (fractions rounded, numeric strings read), and a field of the wrong kind
+  is lost (a default, and one ``log`` warning per field per stream), never the line. Only
+  the fields a decoder lists in :attr:`EventDecoder.identifying` (built with
+  :func:`identify`) make a line malformed; :func:`malformed` is that error for checks of
+  your own.
 - **Decoding** — :class:`EventDecoder` dispatches each object to ``on_<type>``,
   passes unknown types through as :class:`~agentstream.protocol.UnknownEvent`,
-  adopts the dialect's session id, synthesises ``start`` when a stream lacks one,
-  buffers delta runs (:meth:`EventDecoder.chunk`) and closes each with one complete
-  ``message``/``reasoning`` before the next non-delta event or at EOF, and keeps a
-  :class:`~agentstream.transcript.Tally` for the ``result`` a dialect leaves
-  incomplete.
+  adopts the dialect's session id (:meth:`EventDecoder.adopt_session`), synthesises
+  ``start`` when a stream lacks one, buffers delta runs (:meth:`EventDecoder.chunk`,
+  :meth:`EventDecoder.delta`) and closes each with one complete ``message``/``reasoning``,
+  and keeps a :class:`~agentstream.transcript.Tally` for the ``result`` a dialect leaves
+  incomplete (:meth:`EventDecoder.emit_result`).
 - **Encoding** — :class:`EventEncoder` dispatches each canonical event to
   ``on_<type>`` (no handler: the dialect cannot carry it, so it is dropped),
   writes a ``start`` first and a terminal event last on every path, remembers
   which messages already went out as deltas, and can hold a fatal ``error`` so
   that a dialect whose terminal event carries the error folds it in.
-- **The dialect object** — :class:`SimpleDialect` builds the decoder and encoder
-  from two class attributes, so a dialect module adds only ``name``, ``summary``
-  and ``sniff``.
+- **Tool pairing** — :class:`ToolPairs` remembers open calls so a result line that
+  lacks the tool's name (or its id) still pairs with its call.
+- **Timestamps** — :func:`rfc3339` turns a dialect's epoch milliseconds or ISO 8601
+  string into the canonical RFC 3339 UTC form with milliseconds (``None`` when the
+  value is unusable, so the caller falls back to "now"); :func:`epoch_ms` and
+  :func:`iso` go the other way for encoders.
+- **JSON in strings** — :func:`parse_arguments` / :func:`arguments_text` for tool
+  arguments sent as a JSON string (invalid JSON is kept under
+  :data:`RAW_ARGUMENTS_KEY`); :func:`text_or_json` / :func:`json_or_text` carry an
+  object or array through a canonical string field and back, exactly;
+  :func:`event_data` / :func:`event_from_data` carry a whole event in a dialect's
+  extension slot; :func:`first_keys` inverts a code table; :func:`encode_object` writes a line.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, ClassVar, NoReturn, TypeGuard, cast
+from types import MappingProxyType
+from typing import Any, ClassVar, NoReturn, cast
 
 import msgspec
 
 from agentstream import protocol as p
-from agentstream.dialects.base import Dialect, DialectDecoder, DialectEncoder
+from agentstream.dialects.base import Dialect, DialectDecoder, DialectEncoder, ExitMeaning
 from agentstream.errors import ErrorCode, MalformedEventError
 from agentstream.transcript import Tally
 
 __all__ = [
     "RAW_ARGUMENTS_KEY",
     "ROLES",
+    "Dialect",
+    "DialectDecoder",
+    "DialectEncoder",
     "EventDecoder",
     "EventEncoder",
+    "ExitMeaning",
     "Fields",
+    "LineRules",
     "SimpleDialect",
     "ToolPairs",
     "arguments_text",
@@ -62,8 +108,10 @@ __all__ = [
     "event_data",
     "event_from_data",
     "first_keys",
+    "identify",
     "iso",
     "json_or_text",
+    "malformed",
     "parse_arguments",
     "rfc3339",
     "text_or_json",
@@ -153,118 +201,242 @@ def iso(ts: str) -> str:
 # -- typed field access ------------------------------------------------------------
 
 
-class Fields:
-    """Type-checked access to one dialect object.
+def malformed(message: str) -> MalformedEventError:
+    """The error for a line a dialect cannot decode at all; ``message`` starts with the dialect's name."""
+    return MalformedEventError(
+        message, fix="check that the input really is this dialect's output (see docs/dialects.md)"
+    )
 
-    Required getters raise :class:`MalformedEventError` when the field is missing
-    or has the wrong type; ``opt_*`` getters return ``None`` for a missing or null
-    field and raise only for a wrong type. Unknown fields are never looked at.
+
+def _ignore_report(key: str, message: str) -> None:
+    """Where problems of a :class:`Fields` made outside a decoder go: nowhere (its caller checks the result)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LineRules:
+    """What a decoder tells :class:`Fields` about the kind of line it is reading.
+
+    ``identifying`` holds the dotted paths (``*`` for each item of a list) of
+    the fields without which the line cannot be decoded at all: a missing or
+    mistyped one makes the line malformed. Any other field of the wrong kind is
+    *lost*: the getter returns its default and ``report(key, message)`` is
+    called, which a decoder turns into one warning per field per stream.
     """
 
-    __slots__ = ("_parent", "_where", "obj")
+    identifying: frozenset[str] = frozenset()
+    report: Callable[[str, str], None] = _ignore_report
 
-    def __init__(self, obj: dict[str, Any], where: str, parent: Fields | None = None) -> None:
-        """``where`` names the object in error messages; with ``parent``, it is the key that leads to it."""
+
+_LENIENT = LineRules()
+
+
+def identify(by_type: Mapping[str, Iterable[str]]) -> Mapping[str, frozenset[str]]:
+    """An :attr:`EventDecoder.identifying` table: line type -> the dotted paths that identify such a line.
+
+    Paths name nested fields with dots and every item of a list with ``*``
+    (``message.content.*.id``); the key ``"*"`` applies to every line type.
+    """
+    return MappingProxyType({kind: frozenset(paths) for kind, paths in by_type.items()})
+
+
+class Fields:
+    """Liberal, typed access to one dialect object (and, through :meth:`sub`, the objects inside it).
+
+    Be liberal in what you read: any JSON number is accepted where a number is
+    meant (a number with a fraction where an integer was documented is rounded
+    to the nearest integer; a string holding a number, such as ``"12"`` or
+    ``"0.5"``, is read as that number). A field of another kind is lost, not the
+    line: the getter returns its default (``""``, ``0``, ``False``, an empty
+    object or list for the required getters, ``None`` for the ``opt_*`` ones)
+    and the problem is reported through :class:`LineRules`. Only a field listed
+    as *identifying* raises :class:`MalformedEventError` when it is missing or of
+    the wrong kind. Unknown fields are never looked at.
+
+    Required getters (``text``, ``integer`` …) are for documented fields that
+    should always be there: a missing one is reported too. ``opt_*`` getters
+    return ``None`` for a missing or null field without a word.
+    """
+
+    __slots__ = ("_parent", "_path", "_rules", "_where", "obj")
+
+    def __init__(
+        self,
+        obj: dict[str, Any],
+        where: str,
+        parent: Fields | None = None,
+        *,
+        rules: LineRules | None = None,
+        path: str | None = None,
+    ) -> None:
+        """``where`` names the object in messages; with ``parent``, it is the key that leads to it.
+
+        ``rules`` default to the parent's (or, for a root object, to lenient rules that report nowhere);
+        ``path`` is the dotted path from the line's root that identifying fields are matched against.
+        """
         self.obj = obj
         self._where = where
         self._parent = parent
+        if rules is None:
+            rules = parent.rules if parent is not None else _LENIENT
+        self._rules: LineRules = rules
+        if path is None:
+            path = "" if parent is None else parent.path_of(where)
+        self._path = path
 
     @property
     def where(self) -> str:
-        """The object's name in error messages (a nested object's path is only spelt out when needed)."""
+        """The object's name in messages (a nested object's path is only spelt out when needed)."""
         parent = self._parent
         return self._where if parent is None else f"{parent.where}.{self._where}"
 
-    def fail(self, problem: str) -> NoReturn:
-        raise MalformedEventError(
-            f"{self.where}: {problem}",
-            fix="check that the input really is this dialect's output (see docs/dialects.md)",
-        )
+    @property
+    def rules(self) -> LineRules:
+        """What identifies the line this object belongs to, and where lost fields are reported."""
+        return self._rules
 
-    def _get(self, key: str, kind: str, accept: Any, required: bool) -> Any:
-        """The careful path, which also words the error; each getter first tries the exact type on its own."""
+    @property
+    def path(self) -> str:
+        """The dotted path of this object from the line's root (``""`` for the line itself)."""
+        return self._path
+
+    def path_of(self, key: str) -> str:
+        """The dotted path of field ``key`` of this object, as :attr:`LineRules.identifying` spells it."""
+        return f"{self._path}.{key}" if self._path else key
+
+    def identifies(self, key: str) -> bool:
+        """Whether field ``key`` is one the line cannot be decoded without."""
+        return self.path_of(key) in self._rules.identifying
+
+    def fail(self, problem: str) -> NoReturn:
+        """Reject the whole line (only for what identifies it; everything else goes through :meth:`lose`)."""
+        raise malformed(f"{self.where}: {problem}")
+
+    def lose(self, key: str, problem: str) -> None:
+        """Give up field ``key`` (``problem`` says why): report it, or fail the line when the field identifies it."""
+        if self.identifies(key):
+            self.fail(f"field '{key}' {problem}")
+        self._rules.report(self.path_of(key), f"{self.where}: field '{key}' {problem}; the field was ignored")
+
+    def child(self, obj: dict[str, Any], key: str) -> Fields:
+        """An object found under ``key`` by the dialect's own means, read with this line's rules."""
+        return Fields(obj, key, self)
+
+    def _get(self, key: str, kind: str, coerce: Callable[[Any], Any], default: Any, required: bool) -> Any:
+        """The careful path; each getter first tries the exact type on its own.
+
+        ``coerce`` returns the value read liberally, or :data:`_WRONG` when it cannot be read as ``kind``.
+        """
         value = self.obj.get(key)
         if value is None:
             if required:
-                self.fail(f"field '{key}' is missing (expected {kind})")
-            return None
-        if not accept(value):
-            self.fail(f"field '{key}' must be {kind}, not {_kind_of(value)}")
-        return value
+                self.lose(key, f"is missing (expected {kind})")
+            return default
+        read = coerce(value)
+        if read is _WRONG:
+            self.lose(key, f"must be {kind}, not {_kind_of(value)}")
+            return default
+        return read
 
-    def text(self, key: str) -> str:
+    def text(self, key: str, default: str = "") -> str:
         value = self.obj.get(key)
-        return value if type(value) is str else self._get(key, "a string", _is_str, True)
+        return value if type(value) is str else self._get(key, "a string", _as_str, default, True)
 
     def opt_text(self, key: str) -> str | None:
         value = self.obj.get(key)
-        return value if value is None or type(value) is str else self._get(key, "a string", _is_str, False)
+        return (
+            value if value is None or type(value) is str else self._get(key, "a string", _as_str, None, False)
+        )
 
-    def flag(self, key: str) -> bool:
+    def flag(self, key: str, default: bool = False) -> bool:
         value = self.obj.get(key)
-        return value if type(value) is bool else self._get(key, "a boolean", _is_bool, True)
+        return value if type(value) is bool else self._get(key, "a boolean", _as_bool, default, True)
 
     def opt_flag(self, key: str) -> bool | None:
         value = self.obj.get(key)
-        return value if value is None or type(value) is bool else self._get(key, "a boolean", _is_bool, False)
+        return (
+            value
+            if value is None or type(value) is bool
+            else self._get(key, "a boolean", _as_bool, None, False)
+        )
 
-    def integer(self, key: str) -> int:
+    def integer(self, key: str, default: int = 0) -> int:
         value = self.obj.get(key)
         if type(value) is int and -_INT_LIMIT <= value < _INT_LIMIT:
             return value
-        return int(self._get(key, "an integer", _is_int, True))
+        return self._get(key, "an integer", _as_int, default, True)
 
     def opt_integer(self, key: str) -> int | None:
         value = self.obj.get(key)
         if value is None or (type(value) is int and -_INT_LIMIT <= value < _INT_LIMIT):
             return value
-        return int(self._get(key, "an integer", _is_int, False))
+        return self._get(key, "an integer", _as_int, None, False)
 
     def opt_number(self, key: str) -> float | int | None:
-        return self._get(key, "a number", _is_number, False)
+        return self._get(key, "a number", _as_number, None, False)
 
     def mapping(self, key: str) -> dict[str, Any]:
         value = self.obj.get(key)
-        return value if type(value) is dict else self._get(key, "an object", _is_dict, True)
+        return value if type(value) is dict else self._get(key, "an object", _as_dict, {}, True)
 
     def opt_mapping(self, key: str) -> dict[str, Any] | None:
         value = self.obj.get(key)
-        return value if value is None or type(value) is dict else self._get(key, "an object", _is_dict, False)
+        return (
+            value
+            if value is None or type(value) is dict
+            else self._get(key, "an object", _as_dict, None, False)
+        )
 
     def opt_strings(self, key: str) -> list[str] | None:
-        return self._get(key, "a list of strings", _is_strings, False)
+        """A list of strings; items of another kind are left out (and reported), not the list."""
+        items = self.opt_list(key)
+        if items is None or all(type(item) is str for item in items):
+            return items
+        self.lose(key, "must be a list of strings, not a list with other items in it")
+        return [item for item in items if type(item) is str]
 
     def opt_list(self, key: str) -> list[Any] | None:
         value = self.obj.get(key)
-        return value if value is None or type(value) is list else self._get(key, "a list", _is_list, False)
+        return (
+            value if value is None or type(value) is list else self._get(key, "a list", _as_list, None, False)
+        )
 
     def opt_subs(self, key: str) -> list[Fields]:
-        """The objects in the list under ``key`` (none when it is missing), each named by its index."""
+        """The objects in the list under ``key`` (none when it is missing); other items are left out, reported."""
         items = self.opt_list(key) or []
+        found = []
         for index, item in enumerate(items):
-            if not isinstance(item, dict):
-                self.fail(f"{key}[{index}] must be an object, not {_kind_of(item)}")
-        return [Fields(item, f"{key}[{index}]", self) for index, item in enumerate(items)]
+            if type(item) is dict:
+                found.append(Fields(item, f"{key}[{index}]", self, path=self.path_of(key) + ".*"))
+            else:
+                self.lose(key, f"must hold objects, not {_kind_of(item)} (item {index})")
+        return found
 
     def sub(self, key: str) -> Fields:
-        """The object under ``key`` (required), with messages that name the path to it."""
-        return Fields(self.mapping(key), key, self)
+        """The object under ``key`` (documented as always there), with messages that name the path to it.
+
+        When it is lost, its fields read as missing without a word (the loss was reported once, for ``key``).
+        """
+        value = self.obj.get(key)
+        if type(value) is dict:
+            return Fields(value, key, self)
+        return Fields(self.mapping(key), key, self, rules=_LENIENT, path=self.path_of(key))
 
     def opt_sub(self, key: str) -> Fields | None:
         value = self.opt_mapping(key)
         return None if value is None else Fields(value, key, self)
 
-    def role(self, key: str) -> p.Role:
-        value = self.text(key)
-        if value not in ROLES:
-            self.fail(f"field '{key}' must be one of {', '.join(sorted(ROLES))}, not {value!r}")
-        return value  # type: ignore[return-value]
+    def role(self, key: str, default: p.Role = "assistant") -> p.Role:
+        return self.choice(key, _ROLE_NAMES, default)  # type: ignore[return-value]
 
-    def choice(self, key: str, choices: tuple[str, ...]) -> str:
-        value = self.text(key)
-        if value not in choices:
-            self.fail(f"field '{key}' must be one of {', '.join(choices)}, not {value!r}")
-        return value
+    def choice(self, key: str, choices: tuple[str, ...], default: str) -> str:
+        """One of ``choices``; any other value is lost (``default``), or fails the line when it identifies it."""
+        value = self.obj.get(key)
+        if type(value) is str and value in choices:
+            return value
+        if type(value) is str:
+            self.lose(key, f"must be one of {', '.join(choices)}, not {value!r}")
+            return default
+        return self._get(key, f"one of {', '.join(choices)}", _never, default, True)
 
     def ts(self, key: str) -> str | None:
         """A timestamp, leniently: an unreadable one is ignored rather than failing the line."""
@@ -272,39 +444,62 @@ class Fields:
         return _iso_stamp(value) if type(value) is str else rfc3339(value)
 
 
+_WRONG: Any = object()
+"""What a ``coerce`` function of :meth:`Fields._get` returns for a value it cannot read."""
+_ROLE_NAMES = tuple(sorted(ROLES))
+
+
 def _kind_of(value: object) -> str:
-    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}
-    return names.get(type(value), type(value).__name__)
+    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number"}
+    return names.get(type(value), "a number" if isinstance(value, float) else type(value).__name__)
 
 
-def _is_str(value: object) -> bool:
-    return isinstance(value, str)
+def _never(value: object) -> Any:
+    return _WRONG
 
 
-def _is_bool(value: object) -> bool:
-    return isinstance(value, bool)
+def _as_str(value: object) -> Any:
+    return value if isinstance(value, str) else _WRONG
 
 
-def _is_number(value: object) -> TypeGuard[int | float]:
+def _as_bool(value: object) -> Any:
+    return value if isinstance(value, bool) else _WRONG
+
+
+def _as_number(value: object) -> Any:
+    """Any finite JSON number in the 64-bit range, or a string that holds one."""
+    if isinstance(value, str):
+        try:
+            value = float(value.strip()) if not _looks_int(value) else int(value.strip())
+        except ValueError:
+            return _WRONG
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    return math.isfinite(value) and -_INT_LIMIT <= value < _INT_LIMIT
+        return _WRONG
+    if not math.isfinite(value) or not -_INT_LIMIT <= value < _INT_LIMIT:
+        return _WRONG
+    return value
 
 
-def _is_int(value: object) -> bool:
-    return _is_number(value) and float(value).is_integer()
+def _looks_int(text: str) -> bool:
+    digits = text.strip().removeprefix("-").removeprefix("+")
+    return digits.isascii() and digits.isdigit()
 
 
-def _is_dict(value: object) -> bool:
-    return isinstance(value, dict)
+def _as_int(value: object) -> Any:
+    """A number read liberally (see :func:`_as_number`), rounded to the nearest integer (half to even)."""
+    number = _as_number(value)
+    if number is _WRONG:
+        return _WRONG
+    rounded = number if isinstance(number, int) else round(number)
+    return rounded if -_INT_LIMIT <= rounded < _INT_LIMIT else _WRONG
 
 
-def _is_list(value: object) -> bool:
-    return isinstance(value, list)
+def _as_dict(value: object) -> Any:
+    return value if isinstance(value, dict) else _WRONG
 
 
-def _is_strings(value: object) -> bool:
-    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+def _as_list(value: object) -> Any:
+    return value if isinstance(value, list) else _WRONG
 
 
 # -- JSON carried in strings -----------------------------------------------------
@@ -322,7 +517,8 @@ def parse_arguments(value: object, fields: Fields, key: str) -> tuple[dict[str, 
     if isinstance(value, dict):
         return value, None
     if not isinstance(value, str):
-        fields.fail(f"field '{key}' must be a JSON string or an object, not {_kind_of(value)}")
+        fields.lose(key, f"must be a JSON string or an object, not {_kind_of(value)}")
+        return {}, None
     try:
         parsed = _json_decode(value)
     except msgspec.DecodeError:
@@ -469,19 +665,38 @@ class EventDecoder(DialectDecoder):
         self._run: _Run | None = None
         self._named: dict[tuple[bool, str], _Run] = {}
         self._routes: dict[str, tuple[Callable[[Fields], None], str]] = {}
+        self._rules: dict[str, LineRules] = {}
+        self._lost: list[tuple[tuple[str, str], str]] = []
+        """Fields lost while decoding the current line, reported once it decoded (see :meth:`decode_object`)."""
+        self._reported: set[tuple[str, str]] = set()
+        self._ended = False
 
     # dispatch
 
     def decode_object(self, obj: dict[str, Any]) -> None:
         kind = obj.get("type")
         if not isinstance(kind, str):
-            self.decode_untyped(obj)
+            self.checked(self.decode_untyped, obj)
             return
         route = self._routes.get(kind) or self._route(kind)
         if route is None:
             self.pass_through(kind, obj)
             return
-        route[0](Fields(obj, route[1]))
+        self.checked(route[0], self.fields(obj, route[1], kind))
+
+    def checked(self, decode: Callable[[Any], None], argument: Any) -> None:
+        """Run one line's decoding and warn about the fields it lost (nothing is said for a rejected line).
+
+        The warnings go out just before the line's first event (just after it, when that is ``start``),
+        so that they stay inside the stream; fields lost after the line's last event are reported at its
+        end, unless nothing may come between that event and the next (a ``result``, a fatal ``error``).
+        """
+        self._lost.clear()
+        self._ended = False
+        decode(argument)
+        if self._lost and not self._ended and self.last_fatal is None:
+            self._report_lost()
+        self._lost.clear()
 
     def _route(self, kind: str) -> tuple[Callable[[Fields], None], str] | None:
         """The handler for ``kind`` and the name its errors give the line, looked up once per type."""
@@ -492,13 +707,43 @@ class EventDecoder(DialectDecoder):
         route = self._routes[kind] = (handler, f"{self.dialect} '{kind}' line")
         return route
 
+    # liberal reading
+
+    identifying: ClassVar[Mapping[str, frozenset[str]]] = MappingProxyType({})
+    """Per line type (build it with :func:`identify`), the dotted field paths (``*`` for every item of a list) a line cannot be decoded
+    without; ``"*"`` applies to every line type. The line type's own discriminator (``type``) always
+    identifies it. Any other field of the wrong kind loses only that field (see :class:`Fields`)."""
+
+    def identifying_paths(self, kind: str) -> frozenset[str]:
+        """Everything that identifies a line of type ``kind`` (its ``type`` included)."""
+        return self.identifying.get(kind, frozenset()) | self.identifying.get("*", frozenset()) | {"type"}
+
+    def fields(self, obj: dict[str, Any], where: str, kind: str) -> Fields:
+        """Liberal access to a line of type ``kind`` (``where`` names it in messages), lost fields reported."""
+        rules = self._rules.get(kind)
+        if rules is None:
+            report = functools.partial(self._lose, kind)
+            rules = self._rules[kind] = LineRules(self.identifying_paths(kind), report)
+        return Fields(obj, where, rules=rules)
+
+    def _lose(self, kind: str, key: str, message: str) -> None:
+        self._lost.append(((kind, key), message))
+
+    def _report_lost(self) -> None:
+        """One ``log`` warning per field (line type and path) per stream; the first message stands for the rest."""
+        lost, self._lost = self._lost, []
+        for field_id, message in lost:
+            if field_id not in self._reported:
+                self._reported.add(field_id)
+                self._stamp(p.Log(level="warn", message=message), None)
+
     def handler_name(self, kind: str) -> str:
         """The method that decodes lines of type ``kind``; dialects whose types are not identifiers map them."""
         return "on_" + kind
 
     def decode_untyped(self, obj: dict[str, Any]) -> None:
         """An object without a string ``type``; dialects with untyped lines override this."""
-        Fields(obj, f"{self.dialect} line").text("type")
+        self.fields(obj, f"{self.dialect} line", "").text("type")
 
     def pass_through(self, kind: str, obj: dict[str, Any]) -> None:
         """Keep a line of a type this decoder does not know, whole, as an unknown event."""
@@ -519,6 +764,10 @@ class EventDecoder(DialectDecoder):
 
     def _stamp(self, event: p.Event, ts: str | None) -> None:
         kind = type(event)  # exact type checks: this runs for every event
+        if self._lost and kind is not p.Start and self.last_fatal is None:
+            self._report_lost()
+        if kind is p.Result:
+            self._ended = True
         if kind is p.Start:
             if self.started:
                 event = p.GenericEvent(name="start", data=event_data(event))
@@ -529,6 +778,8 @@ class EventDecoder(DialectDecoder):
         self.tally.add(event)
         self.last_fatal = event if isinstance(event, p.Error) and not event.recoverable else None
         super().emit(event, ts)
+        if self._lost and kind is p.Start:
+            self._report_lost()
 
     def chunk(
         self, text: str, *, ts: str | None = None, role: p.Role = "assistant", reasoning: bool = False

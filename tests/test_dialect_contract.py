@@ -1,0 +1,378 @@
+"""The contract every registered dialect keeps, checked the same way for each (a new dialect is covered by
+registering it): liberal reading of fields, junk lines, detection, round trips, error wording.
+
+Dialect-specific facts (what a given line becomes) stay in ``test_dialect_<name>.py``.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import io
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from _consumer_support import run_cli
+from _dialect_kit import FIXTURES, SEEDS, codec_problems, decode, junk, junk_values, line, mutants, violations
+from _strategies import full_sessions, sessions
+from agentstream import protocol as p
+from agentstream.dialects import DIALECT_NAMES, get_dialect
+from agentstream.dialects.kit import EventDecoder
+from agentstream.errors import MalformedEventError
+
+DECODED = [name for name in DIALECT_NAMES if name != "canonical"]
+"""Every registered dialect read through the kit (canonical is the protocol itself, checked by the validator)."""
+
+
+def example_files(dialect: str) -> list[Path]:
+    """Every NDJSON example of ``dialect``: its fixtures and its seed file."""
+    files = sorted((FIXTURES / dialect).glob("*.ndjson"))
+    seed = SEEDS / f"{dialect}.ndjson"
+    return [*files, seed] if seed.exists() else files
+
+
+def _objects(path: Path) -> list[Any]:
+    return [msgspec.json.decode(raw) for raw in path.read_bytes().splitlines() if raw.strip()]
+
+
+def test_every_decoded_dialect_has_examples() -> None:
+    """The property tests below are only as good as the lines they start from."""
+    assert {name for name in DECODED if not example_files(name)} == set()
+
+
+# -- liberal reading --------------------------------------------------------------------------
+
+OTHER_KINDS: tuple[Any, ...] = (None, True, 1.5, "7", "x", [], {"x": 1})
+"""A value of each JSON kind (a number with a fraction, a numeric string, a word) to put in a field."""
+
+
+def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, inner in items:
+        yield (*prefix, key)
+        yield from _paths(inner, (*prefix, key))
+
+
+def _dotted(path: tuple[Any, ...]) -> str:
+    return ".".join("*" if isinstance(step, int) else str(step) for step in path)
+
+
+def _identifies(decoder: EventDecoder, obj: dict[str, Any], path: tuple[Any, ...]) -> bool:
+    """Whether the field at ``path`` is (or holds) a field the dialect declares identifying for this line."""
+    kind = obj.get("type") if isinstance(obj.get("type"), str) else ""
+    dotted = _dotted(path)
+    return any(ident == dotted or ident.startswith(dotted + ".") for ident in decoder.identifying_paths(kind))
+
+
+DERIVED = frozenset({"usage", "tool_progress", "event"})
+"""Events made only from figures, output or data a line carried: when that field is lost, none is made up."""
+KIT_WARNINGS = ("the field was ignored", "kept as a string under")
+
+
+def _types(events: list[p.AnyEvent]) -> list[str]:
+    """Event types, without the warnings about what was lost, :data:`DERIVED` events and a made-up start (which
+    comes with the first event, wherever that is)."""
+    return [
+        e.type
+        for e in events
+        if e.type not in DERIVED
+        and not (isinstance(e, p.Log) and any(warning in e.message for warning in KIT_WARNINGS))
+        and not (isinstance(e, p.Start) and e.synthetic)
+    ]
+
+
+def _each_line(dialect: str, objects: list[Any]) -> list[list[str]]:
+    decoder = get_dialect(dialect).decoder("s")
+    out = [_types(decoder.decode_line(line(obj)) or []) for obj in objects]
+    return [*out, _types(decoder.finish())]
+
+
+def _mutations(obj: Any) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    for path in _paths(obj):
+        for value in OTHER_KINDS:
+            mutant = copy.deepcopy(obj)
+            *parents, key = path
+            holder = mutant
+            for step in parents:
+                holder = holder[step]
+            if type(holder[key]) is type(value) and not isinstance(value, (str, dict, list)):
+                continue
+            holder[key] = value
+            yield path, mutant
+
+
+@pytest.mark.parametrize("dialect", DECODED)
+def test_a_field_of_another_kind_loses_that_field_never_the_event(dialect: str) -> None:
+    """Every field of every example line, set to a value of each other JSON kind: the events decoded for that
+    line (and the rest of the stream) keep their types, unless the field identifies the line."""
+    decoder = get_dialect(dialect).decoder()
+    assert isinstance(decoder, EventDecoder)
+    tried = 0
+    for path in example_files(dialect):
+        objects = _objects(path)
+        original = _each_line(dialect, objects)
+        for index, obj in enumerate(objects):
+            if not isinstance(obj, dict):
+                continue
+            for field, mutant in _mutations(obj):
+                if _identifies(decoder, obj, field):
+                    continue
+                tried += 1
+                mutated = [*objects[:index], mutant, *objects[index + 1 :]]
+                try:
+                    got = _each_line(dialect, mutated)
+                except MalformedEventError as exc:
+                    pytest.fail(f"{path.name}:{index + 1} {_dotted(field)}={mutant!r}: {exc.message}")
+                assert got == original, f"{path.name}:{index + 1} {_dotted(field)} set to another kind"
+    assert tried > 50
+
+
+@pytest.mark.parametrize("dialect", DECODED)
+def test_a_lost_field_is_reported_once_per_stream_as_a_warning(dialect: str) -> None:
+    """A line with a field nulled, read twice: warnings the first time, none the second."""
+    reported = 0
+    for path in example_files(dialect):
+        for obj in _objects(path):
+            if not isinstance(obj, dict):
+                continue
+            for field, mutant in _mutations(obj):
+                if mutant_value(mutant, field) is not None:
+                    continue
+                decoder = get_dialect(dialect).decoder()
+                try:
+                    first = decoder.decode_line(line(mutant)) or []
+                except MalformedEventError:
+                    continue
+                second = decoder.decode_line(line(mutant)) or []
+                warnings = [e for e in first if isinstance(e, p.Log) and "the field was ignored" in e.message]
+                assert all(w.level == "warn" and w.message.startswith(dialect) for w in warnings)
+                assert not [
+                    e for e in second if isinstance(e, p.Log) and "the field was ignored" in e.message
+                ]
+                reported += len(warnings)
+    assert reported > 0, f"no {dialect} example has a field whose loss is reported"
+
+
+def mutant_value(obj: Any, path: tuple[Any, ...]) -> Any:
+    for step in path:
+        obj = obj[step]
+    return obj
+
+
+# -- junk ---------------------------------------------------------------------------------------
+
+
+def _vocabulary(dialect: str) -> tuple[list[str], list[str], list[dict[str, Any]]]:
+    """The line types, the keys (at any depth) and the lines of a dialect's examples, to aim junk at it."""
+    if dialect == "canonical":
+        return sorted(p.EVENT_TYPES), [], []
+    bases = [obj for path in example_files(dialect) for obj in _objects(path) if isinstance(obj, dict)]
+    kinds = sorted({obj["type"] for obj in bases if isinstance(obj.get("type"), str)})
+    keys = sorted({str(path[-1]) for obj in bases for path in _paths(obj) if isinstance(path[-1], str)})
+    return kinds, keys, bases
+
+
+@functools.cache
+def _junk_lines(dialect: str) -> st.SearchStrategy[Any]:
+    kinds, keys, bases = _vocabulary(dialect)
+    aimed = junk(kinds, keys) | mutants(bases) if bases else junk(kinds, keys)
+    return aimed | junk_values
+
+
+@pytest.mark.parametrize("dialect", DIALECT_NAMES)
+@settings(
+    max_examples=60, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large], deadline=None
+)
+@given(data=st.data())
+def test_junk_lines_are_decoded_or_named_malformed_and_finish_never_fails(
+    dialect: str, data: st.DataObject
+) -> None:
+    """Lines of the dialect's own types with junk in its own keys, mutated example lines and any JSON: a line
+    may be rejected, but only as a MalformedEventError that names the dialect and says how to fix it; what comes
+    out are events the canonical codec accepts, and ``finish()`` never fails."""
+    objects = data.draw(st.lists(_junk_lines(dialect), min_size=1, max_size=4))
+    decoder = get_dialect(dialect).decoder()
+    out: list[p.AnyEvent] = []
+    for obj in objects:
+        if isinstance(obj, dict):
+            assert 0.0 <= get_dialect(dialect).sniff(obj) <= 1.0
+        try:
+            out += decoder.decode_line(line(obj)) or []
+        except MalformedEventError as exc:
+            assert exc.message.startswith(dialect), exc.message
+            assert exc.fix
+    out += decoder.finish()
+    assert not codec_problems(out)
+
+
+# -- detection ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dialect", DECODED)
+def test_each_example_file_is_recognised_as_its_dialect(dialect: str) -> None:
+    from agentstream.dialects import DETECT_LINES, detect_dialect_in_lines
+
+    for path in example_files(dialect):
+        lines = [raw for raw in path.read_bytes().splitlines() if raw.strip()]
+        if path.parent == SEEDS:
+            continue  # seed files are independent example lines, not streams
+        assert detect_dialect_in_lines(lines[:DETECT_LINES]) == dialect, path.name
+
+
+@pytest.mark.parametrize("dialect", DECODED)
+def test_no_dialect_claims_another_dialects_first_line_more_surely(dialect: str) -> None:
+    from agentstream.dialects import detect_dialect
+
+    for path in example_files(dialect):
+        if path.parent == SEEDS:
+            continue
+        first = _objects(path)[0]
+        assert detect_dialect([first]) in (dialect, None), path.name
+
+
+# -- round trips and our own output -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dialect", DIALECT_NAMES)
+@settings(max_examples=25, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(session=sessions())
+def test_what_a_dialect_writes_it_reads_back_as_a_valid_stream(
+    dialect: str, session: list[p.BaseEvent]
+) -> None:
+    encoder = get_dialect(dialect).encoder()
+    lines = [out for event in session for out in encoder.encode(event)] + encoder.finish()
+    events = decode(dialect, lines)
+    assert not violations(events), violations(events)
+    assert [e.type for e in events][-1] == "result"
+
+
+# -- validate: no false positives on our own output ------------------------------------------
+
+
+def _validate_cli(stdin: bytes, capfd: pytest.CaptureFixture[bytes], monkeypatch: pytest.MonkeyPatch):
+    """``agentstream validate -`` in process, reading ``stdin``: (exit code, stdout, stderr)."""
+    from agentstream.cli import main
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin)))
+    code = main(["validate", "-"])
+    out, err = capfd.readouterr()
+    return code, out, err
+
+
+ENCODED = [name for name in DIALECT_NAMES if name != "canonical"]
+
+
+@pytest.mark.parametrize("dialect", ENCODED)
+def test_demo_in_each_dialect_passes_validate(
+    dialect: str, capfdbinary: pytest.CaptureFixture[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``agentstream demo --dialect X | agentstream validate -``, detection included (demo owns its process)."""
+    demo = run_cli("demo", "--dialect", dialect)
+    assert demo.returncode == 0 and demo.stdout, demo.stderr.decode()
+    code, out, err = _validate_cli(demo.stdout, capfdbinary, monkeypatch)
+    assert (code, out) == (0, b""), out.decode()
+    assert f"({dialect}), valid".encode() in err
+
+
+def _validate_as_the_command_does(data: bytes) -> tuple[str, list[str]]:
+    """What ``agentstream validate -`` does with ``data``: detect the dialect, read, check."""
+    from agentstream.cli._options import sniff_input
+    from agentstream.consumer import read
+    from agentstream.validate import Validator, validate_decoded
+
+    source, dialect = sniff_input(io.BytesIO(data))
+    checker = Validator(check_stamps=False)
+    return dialect, [str(v) for v in validate_decoded(read(source, dialect), checker)]
+
+
+@pytest.mark.parametrize("dialect", ENCODED)
+@settings(max_examples=20, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(session=full_sessions())
+def test_a_rich_stream_written_in_each_dialect_passes_validate(
+    dialect: str, session: list[p.BaseEvent]
+) -> None:
+    """Tool calls, reasoning, deltas, errors and usage, encoded to the dialect, then validated as a user would."""
+    encoder = get_dialect(dialect).encoder()
+    lines = [out for event in session for out in encoder.encode(event)] + encoder.finish()
+    detected, problems = _validate_as_the_command_does(b"".join(out + b"\n" for out in lines))
+    assert detected == dialect
+    assert problems == []
+
+
+# -- exit codes -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dialect", DIALECT_NAMES)
+def test_what_an_exit_status_means_is_a_known_code_with_a_message_and_a_fix(dialect: str) -> None:
+    from agentstream.errors import ERROR_CODES
+
+    for status in range(256):
+        meaning = get_dialect(dialect).error_for_exit(status)
+        if meaning is not None:
+            assert status not in (0, 1), "0 and 1 say nothing beyond success and failure"
+            assert meaning.code in ERROR_CODES and meaning.message and meaning.fix
+
+
+# -- single-document outputs ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dialect", DIALECT_NAMES)
+@settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(
+    document=junk_values | st.fixed_dictionaries({}, optional={"response": junk_values, "type": junk_values})
+)
+def test_any_document_is_read_as_a_valid_run_disowned_or_named_malformed(dialect: str, document: Any) -> None:
+    try:
+        events = get_dialect(dialect).decode_document(document)
+    except MalformedEventError as exc:
+        assert exc.message.startswith(dialect) and exc.fix
+        return
+    if events is not None:
+        assert not violations(events), violations(events)
+
+
+# -- the kit a plugin builds on ----------------------------------------------------------------------------
+
+
+def test_every_name_the_kit_exports_resolves_and_every_dialect_uses_the_kit() -> None:
+    from agentstream.dialects import kit
+
+    assert all(getattr(kit, name, None) is not None for name in kit.__all__)
+    for name in DIALECT_NAMES:
+        assert isinstance(get_dialect(name), kit.SimpleDialect), name
+
+
+def test_the_kit_example_is_a_working_dialect() -> None:
+    """The minimal dialect in the kit's docstring decodes, loses a bad field, rejects a line without its id."""
+    from agentstream.dialects import kit
+
+    assert kit.__doc__ is not None
+    example = kit.__doc__.split("A minimal dialect::\n\n", 1)[1].split("\nWhat is here", 1)[0]
+    namespace: dict[str, Any] = {}
+    exec("\n".join(text[4:] for text in example.splitlines()), namespace)
+    toy = namespace["DIALECT"]
+    lines = [
+        b'{"type":"said","id":"m1","text":"hi"}',
+        b'{"type":"said","id":"m2","text":5}',
+        b'{"type":"done","ok":true}',
+    ]
+    decoder = toy.decoder()
+    events = [event for raw in lines for event in decoder.decode_line(raw) or []] + decoder.finish()
+    assert [e.type for e in events] == ["start", "message", "log", "message", "result"]
+    assert not violations(events)
+    with pytest.raises(MalformedEventError, match="toy 'said' line: field 'id' is missing"):
+        toy.decoder().decode_line(b'{"type":"said","text":"no id"}')
+    encoder = toy.encoder()
+    assert decode_with(toy, [out for e in events for out in encoder.encode(e)] + encoder.finish())[-1].ok
+
+
+def decode_with(dialect: Any, lines: list[bytes]) -> list[p.AnyEvent]:
+    decoder = dialect.decoder()
+    return [event for raw in lines for event in decoder.decode_line(raw) or []] + decoder.finish()
