@@ -8,7 +8,6 @@ live conversion works, and buffered for regular files.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Iterable
 from typing import IO, TYPE_CHECKING
