@@ -12,9 +12,12 @@ The public API is the names in ``__all__``; each is imported on first use, so
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
 from agentstream._version import __version__
+
+TYPE_CHECKING = False  # not ``typing``: the command line imports this package first, and must start fast
+if TYPE_CHECKING:
+    from typing import Any
 
 if TYPE_CHECKING:
     from agentstream.consumer import AsyncReader, Reader, Spawn, aread, read, spawn

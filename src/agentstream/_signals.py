@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
-from collections.abc import Callable
-from types import FrameType
-from typing import Any, Final, TypeAlias
+
+TYPE_CHECKING = False  # not ``typing``: this module is imported before anything else, and must be quick
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import FrameType
+    from typing import Any, Final, TypeAlias
 
 __all__ = [
     "HANDLED_SIGNALS",
@@ -29,6 +31,7 @@ __all__ = [
     "Interrupted",
     "SignalHandlers",
     "deliver_held",
+    "ignore_late_signals",
     "inside",
     "inside_import",
     "install_cli_handlers",
@@ -59,10 +62,11 @@ class SignalHandlers:
 
     def install(self) -> bool:
         """Only the main thread can set handlers; elsewhere this does nothing and returns False."""
-        if threading.current_thread() is not threading.main_thread():
-            return False
         for signum in self.signals:
-            self.previous[signum] = signal.signal(signum, self.handler)
+            try:
+                self.previous[signum] = signal.signal(signum, self.handler)
+            except ValueError:  # not the main thread
+                return False
         return True
 
     def restore(self) -> None:
@@ -91,6 +95,8 @@ class HeldSignal:
         """Keep ``signum`` (the first one wins); inside an import, look at it again shortly."""
         self.pending = self.pending or signum
         if inside_import(frame):
+            import threading
+
             timer = threading.Timer(REDELIVER_S, self._redeliver)
             timer.daemon = True
             timer.start()
@@ -130,7 +136,7 @@ _parsing = True
 _final_exit: int | None = None
 
 
-def install_cli_handlers() -> None:
+def install_cli_handlers() -> SignalHandlers:
     """First thing the command does: from here on, no signal can cut a run short unreported.
 
     Until :func:`deliver_held` (the command line parsed) a signal is only held.
@@ -138,7 +144,18 @@ def install_cli_handlers() -> None:
     turns it into its ``INTERRUPTED`` ending); once a stream's ``result`` is
     written (:func:`note_final_exit`), a signal exits with that result's code.
     """
-    SignalHandlers(_on_cli_signal).install()
+    global _parsing, _final_exit
+    _parsing, _final_exit = True, None
+    _held.take()
+    handlers = SignalHandlers(_on_cli_signal)
+    handlers.install()
+    return handlers
+
+
+def ignore_late_signals() -> None:
+    """The command is over and its exit code decided: from here to the process's end, signals change nothing."""
+    for signum in HANDLED_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
 
 
 def deliver_held() -> None:

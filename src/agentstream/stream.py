@@ -140,6 +140,8 @@ class Stream:
         self._observers: list[Observer] = []
         self._started_at = 0.0
         self._output_closed = False
+        self._open_runs: dict[str, p.MessageDelta | p.ReasoningDelta] = {}
+        """Delta runs without their complete event yet (content accumulated), closed on a fatal ending."""
         self._output_failure: OutputFailed | None = None
         """Set when the output could not be written before the ``result`` was: the process exits with it."""
         self.result: p.Result | None = None
@@ -208,21 +210,33 @@ class Stream:
             and isinstance(writer, FdWriter)
         ):
             self._fast_fd = writer.fd
-        if self.owns_process:
-            global _process_stream_started
-            _process_stream_started = True
-            self._handlers.install()
-            atexit.register(self._at_exit)
         try:
+            if self.owns_process:
+                global _process_stream_started
+                _process_stream_started = True
+                self._handlers.install()
+                atexit.register(self._at_exit)
             if self._output_failure is not None:
                 raise self._output_failure
             self.emit(self._start)
-        except OutputFailed as failure:
-            # No reader, or no stdout, before the first line: the run has nowhere to go.
-            self._finish_for_exception(failure)
-            self._leave(failure)
-            raise SystemExit(self.exit_code) from None
+        except BaseException as exc:
+            # A signal, or no reader / no stdout, right at the start: still start … result.
+            self._end_at_start(exc)
         return self
+
+    def _end_at_start(self, exc: BaseException) -> None:
+        """``start()`` was cut short (``__exit__`` will not run): end the stream here and leave."""
+        if self._start.seq < 0 and not self._output_closed:
+            try:
+                self.emit(self._start)
+            except OutputFailed:
+                pass
+        if not self.finished:
+            self._finish_for_exception(exc)
+        self._leave(exc)
+        if self.owns_process or isinstance(exc, OutputFailed):
+            raise SystemExit(self.exit_code) from None
+        raise exc
 
     def _open_output(self) -> Writer:
         out = self._out_spec
@@ -251,6 +265,8 @@ class Stream:
             sys.stderr.write(f"{self.command}: {exc.code}: {exc.message}\n")  # expected: no traceback
         elif exc is not None and not isinstance(exc, SystemExit):
             traceback.print_exception(exc_type, exc, tb, file=sys.stderr)
+        elif isinstance(exc, OutputFailed):
+            pass  # reported by _leave; a plain SystemExit below, so no one reports it again
         elif isinstance(exc, SystemExit) and _exit_status(exc) == code:
             return False
         if code != 0 or exc is not None:
@@ -319,6 +335,8 @@ class Stream:
         if not self.started:
             self.start()
         self._closing = True
+        if self._open_runs:
+            self._close_delta_runs()
         code = exit_code if exit_code is not None else (ExitCode.OK if ok else ExitCode.ERROR)
         final_text = result if result is not None else self.tally.last_text
         event = p.Result(
@@ -362,7 +380,9 @@ class Stream:
             self.start()
         self._closing = True
         with self._lock:
-            # Hold the lock across both events so no other thread can slip between them.
+            # Hold the lock across these events so no other thread can slip between them.
+            if self._open_runs:
+                self._close_delta_runs()
             self.emit(
                 p.Error(code=code, message=message, recoverable=False, fix=fix or p.UNSET, details=details)
             )
@@ -396,6 +416,8 @@ class Stream:
                     event.ts = p.now_ts()
                 if type(event) in _ACCOUNTED:
                     self.tally.add(event)
+                if type(event) in _DELTA_RUNS:
+                    self._track_delta_run(event)
                 failed: OutputFailed | None = None
                 if self._fast_fd >= 0:
                     # Canonical lines to a descriptor: encode into one reused buffer, one write.
@@ -420,6 +442,31 @@ class Stream:
         if self._held.pending:
             self._raise_pending_signal()
         return event
+
+    def _track_delta_run(self, event: p.Event) -> None:
+        if isinstance(event, p.MessageDelta):
+            key = event.message_id
+        elif isinstance(event, p.ReasoningDelta):
+            key = event.reasoning_id
+        else:
+            self._open_runs.pop(
+                event.message_id if isinstance(event, p.Message) else event.reasoning_id, None
+            )  # type: ignore[attr-defined]
+            return
+        run = self._open_runs.get(key)
+        if run is None:
+            self._open_runs[key] = msgspec.structs.replace(event)  # type: ignore[type-var]
+        else:
+            run.content += event.content  # type: ignore[attr-defined]
+
+    def _close_delta_runs(self) -> None:
+        """An ending cut a message short: emit what its deltas said as the complete event (never left open)."""
+        for run in list(self._open_runs.values()):
+            if isinstance(run, p.MessageDelta):
+                self.emit(p.Message(message_id=run.message_id, role=run.role, content=run.content))
+            else:
+                self.emit(p.Reasoning(reasoning_id=run.reasoning_id, content=run.content))
+        self._open_runs.clear()
 
     def _write_failed(self, failure: OutputFailed) -> None:
         """The output is gone (reader left, disk full…): stop writing; the run ends with that failure."""
@@ -676,6 +723,7 @@ def _private_stdout(*, isolate: bool) -> int:
 
 _encode_into = msgspec.json.Encoder().encode_into
 _ACCOUNTED = frozenset({p.Usage, p.ToolCall, p.Message})
+_DELTA_RUNS = frozenset({p.MessageDelta, p.ReasoningDelta, p.Message, p.Reasoning})
 _CRITICAL_CODE = frozenset(
     {
         Stream.emit.__code__,

@@ -8,18 +8,20 @@ summary is in :data:`COMMANDS`.
 
 from __future__ import annotations
 
-import argparse
 import errno
 import importlib
 import sys
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
 
+TYPE_CHECKING = False  # not ``typing``: signal handlers go in before any heavy import
 if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+    from typing import Any, NoReturn
+
     from agentstream.errors import AgentstreamError
     from agentstream.render import OutputFailed
 
-__all__ = ["COMMANDS", "FOLLOW_COMMANDS", "STREAM_COMMANDS", "main"]
+__all__ = ["COMMANDS", "FOLLOW_COMMANDS", "STREAM_COMMANDS", "entry", "main"]
 
 COMMANDS: dict[str, str] = {
     "exec": "Run the agent on a prompt and stream what it does",
@@ -58,23 +60,34 @@ FOLLOW_COMMANDS: frozenset[str] = frozenset({"follow", "watch"})
 """Commands that print other runs' events: they always end with their one synthetic terminal line."""
 
 
-class _Parser(argparse.ArgumentParser):
-    """An argument parser whose errors are :class:`UsageError`, so every command reports them the same way."""
-
-    def error(self, message: str) -> NoReturn:
-        from agentstream.errors import UsageError
-
-        raise UsageError(message, fix=f"see '{self.prog} --help'")
-
-
-def main(argv: Sequence[str] | None = None) -> int:
+def entry() -> NoReturn:
+    """The ``agentstream`` executable: :func:`main`, then an exit no late signal can change."""
     from agentstream import _signals
 
     _signals.install_cli_handlers()  # before anything heavy: no signal may go unreported
+    try:
+        code = _run(sys.argv[1:])
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    _signals.ignore_late_signals()
+    sys.exit(code)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command and return its exit code (signal handlers are put back afterwards)."""
+    from agentstream import _signals
+
+    handlers = _signals.install_cli_handlers()
+    try:
+        return _run(list(sys.argv[1:] if argv is None else argv))
+    finally:
+        handlers.restore()
+
+
+def _run(args: list[str]) -> int:
     if sys.stdout is None:  # started with fd 1 closed (``>&-``)
         sys.stderr.write("agentstream: OUTPUT_ERROR: stdout is not open (was it closed with >&-?)\n")
         return 1
-    args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help", "help"):
         (sys.stdout if args else sys.stderr).write(_top_help())
         return _flushed(0 if args else 2)
@@ -96,10 +109,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     from agentstream.errors import AgentstreamError
     from agentstream.render import OutputFailed
 
+    from agentstream import _signals
+
     parsed: argparse.Namespace | None = None
     try:
         module = importlib.import_module(f"agentstream.cli.{name}_cmd")
-        parser = _Parser(prog=f"agentstream {name}", description=COMMANDS[name])
+        parser = _parser(name)
         module.configure(parser)
         parsed = parser.parse_args(args[1:])
         _signals.deliver_held()
@@ -120,6 +135,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         from agentstream.render import output_failure
 
         return _output_failed(name, output_failure(exc))
+
+
+def _parser(name: str) -> argparse.ArgumentParser:
+    """The command's parser; its errors are :class:`UsageError`, so every command reports them alike."""
+    import argparse
+
+    from agentstream.errors import UsageError
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message: str) -> NoReturn:
+            raise UsageError(message, fix=f"see '{self.prog} --help'")
+
+    return Parser(prog=f"agentstream {name}", description=COMMANDS[name])
 
 
 _OUTPUT_ERRNOS = frozenset({errno.EPIPE, errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EBADF})

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from agentstream.cli._options import seconds
+
 __all__ = ["add_follow_options", "follow_run"]
 
 
@@ -12,14 +14,14 @@ def add_follow_options(parser: argparse.ArgumentParser, *, timeout_flag: str = "
     parser.add_argument(
         timeout_flag,
         dest="follow_timeout",
-        type=float,
+        type=seconds,
         default=None,
         metavar="S",
         help="stop following after S seconds",
     )
     parser.add_argument(
         "--reconnect-timeout",
-        type=float,
+        type=seconds,
         default=30.0,
         metavar="S",
         help="how long to keep retrying an unreachable bus before giving up (default 30)",

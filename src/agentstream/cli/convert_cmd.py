@@ -18,6 +18,7 @@ from agentstream.cli._options import (
     add_to_alias,
     check_dialect,
     open_input,
+    positive_int,
 )
 from agentstream.cli._progress import is_regular_file, with_progress
 
@@ -32,7 +33,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_to_alias(parser)
     parser.add_argument(
         "--max-line-bytes",
-        type=int,
+        type=positive_int,
         default=None,
         metavar="N",
         help="report lines longer than N bytes as LINE_TOO_LONG errors instead of reading them (default: no limit)",

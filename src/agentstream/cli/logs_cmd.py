@@ -16,7 +16,7 @@ import time
 from typing import IO, TYPE_CHECKING, Final
 
 from agentstream.cli._bus_options import add_publish_options
-from agentstream.cli._options import add_output_options
+from agentstream.cli._options import add_output_options, seconds
 
 if TYPE_CHECKING:
     from agentstream.protocol import LogLevel
@@ -56,7 +56,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="the level of every line (default: guessed)",
     )
     parser.add_argument(
-        "--timeout", type=float, default=None, metavar="S", help="with --follow, stop after S seconds"
+        "--timeout", type=seconds, default=None, metavar="S", help="with --follow, stop after S seconds"
     )
     add_output_options(parser)
     add_publish_options(parser, default=False)

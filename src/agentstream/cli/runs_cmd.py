@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from agentstream.cli._bus_options import add_bus_option
+from agentstream.cli._options import positive_int
 
 STATUSES = ("queued", "running", "succeeded", "failed", "interrupted")
 
@@ -15,7 +16,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--status", action="append", choices=STATUSES, default=[], help="only runs in this state (repeatable)"
     )
-    parser.add_argument("--limit", type=int, default=20, metavar="N", help="at most N runs (default 20)")
+    parser.add_argument(
+        "--limit", type=positive_int, default=20, metavar="N", help="at most N runs (default 20)"
+    )
     add_bus_option(parser)
 
 

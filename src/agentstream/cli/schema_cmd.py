@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+
+from agentstream.cli._options import non_negative_int
 import sys
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--indent", type=int, default=2, help="spaces per level (0 for one line)")
+    parser.add_argument(
+        "--indent", type=non_negative_int, default=2, help="spaces per level (0 for one line)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -19,7 +19,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
-from agentstream.cli._options import add_output_options, add_to_alias, check_dialect
+from agentstream.cli._options import add_output_options, add_to_alias, check_dialect, seconds
 
 if TYPE_CHECKING:
     from types import FrameType
@@ -48,14 +48,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--exit-timeout",
-        type=float,
+        type=seconds,
         default=5.0,
         metavar="SECONDS",
         help="how long the child may linger after its result or after closing stdout (default 5)",
     )
     parser.add_argument(
         "--grace",
-        type=float,
+        type=seconds,
         default=3.0,
         metavar="SECONDS",
         help="between SIGTERM and SIGKILL when the child has to be stopped (default 3)",
