@@ -133,7 +133,7 @@ def test_a_signal_inside_an_import_is_delivered_when_the_import_is_done(tmp_path
     events = _events(done.stdout)
     assert b"import finished" in done.stderr
     assert done.returncode == 143
-    assert [e["type"] for e in events][0] == "start"
+    assert events[0]["type"] == "start"
     assert events[-1]["error"]["code"] == "INTERRUPTED"  # type: ignore[index]
     assert b"Traceback" not in done.stderr
 

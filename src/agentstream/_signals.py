@@ -16,8 +16,10 @@ Cheap to import: the command line imports it first thing.
 
 from __future__ import annotations
 
+import _thread
 import os
 import signal
+import time
 
 TYPE_CHECKING = False  # not ``typing``: this module is imported before anything else, and must be quick
 if TYPE_CHECKING:
@@ -95,14 +97,12 @@ class HeldSignal:
         """Keep ``signum`` (the first one wins); inside an import, look at it again shortly."""
         self.pending = self.pending or signum
         if inside_import(frame):
-            import threading
-
-            timer = threading.Timer(REDELIVER_S, self._redeliver)
-            timer.daemon = True
-            timer.start()
+            # ``_thread``, not ``threading``: the import being interrupted may be threading's own.
+            _thread.start_new_thread(self._redeliver, ())
 
     def _redeliver(self) -> None:
-        """Send the held signal to this process again, unless it was delivered meanwhile."""
+        """In a moment, send the held signal to this process again, unless it was delivered meanwhile."""
+        time.sleep(REDELIVER_S)
         if self.pending:
             os.kill(os.getpid(), self.pending)
 

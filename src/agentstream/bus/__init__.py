@@ -32,7 +32,11 @@ from agentstream.errors import AgentstreamError, ErrorCode, UsageError
 
 __all__ = [
     "BUS_ENV",
+    "CONNECT_TIMEOUT_ENV",
+    "DEFAULT_CONNECT_TIMEOUT_S",
     "DEFAULT_RETENTION_S",
+    "DEFAULT_RETRY_S",
+    "RETRY_ENV",
     "TERMINAL_STATUSES",
     "Bus",
     "BusUnavailable",
@@ -44,6 +48,9 @@ __all__ = [
     "RunStatus",
     "RunUpdate",
     "SeqConflict",
+    "bus_seconds",
+    "check_bus_url",
+    "connect_timeout",
     "default_bus_url",
     "open_bus",
     "parse_duration",
@@ -60,6 +67,17 @@ _SIGNAL_EXITS: Final = frozenset({129, 130, 143})
 
 DEFAULT_RETENTION_S: Final = 7 * 24 * 3600.0
 """A run is deleted this long after its last event, unless the URL says otherwise."""
+
+CONNECT_TIMEOUT_ENV: Final = "AGENTSTREAM_BUS_CONNECT_TIMEOUT"
+DEFAULT_CONNECT_TIMEOUT_S: Final = 2.0
+"""How long reaching a bus may take (``?connect_timeout=S`` in the URL, else ``$AGENTSTREAM_BUS_CONNECT_TIMEOUT``).
+
+One connection attempt waits at most this long, and a bus that was never reached
+is given up after this long, so a dead bus costs seconds, not minutes.
+"""
+RETRY_ENV: Final = "AGENTSTREAM_BUS_RETRY"
+DEFAULT_RETRY_S: Final = 30.0
+"""How long an outage of a bus that was reached before is retried (publisher, worker)."""
 
 
 class BusUnavailable(AgentstreamError):
@@ -278,19 +296,42 @@ def default_bus_url() -> str:
     return f"sqlite:///{state_dir() / 'bus.sqlite3'}"
 
 
-def open_bus(url: str | None = None) -> Bus:
-    """Open the bus at ``url`` (default: :func:`default_bus_url`), importing only that backend.
+def check_bus_url(url: str | None) -> str:
+    """The URL to use (``url``, else the default), after checking its form without connecting.
 
-    Raises :class:`UsageError` (code INVALID_INPUT) for a malformed URL and
-    :class:`BusUnavailable` when a local bus file cannot be opened. Redis
-    connects on first use, so an unreachable server surfaces on the first call.
+    Raises :class:`UsageError` (INVALID_INPUT, exit 2) for a malformed URL, so a
+    command can refuse it before anything runs.
     """
     url = (url or "").strip() or default_bus_url()
     scheme = url.split(":", 1)[0].lower() if ":" in url else ""
     if scheme not in _SCHEMES:
         raise UsageError(f"unsupported bus URL {redact_url(url)!r}", fix=_URL_FIX)
+    parts = urlsplit(url)
+    try:
+        port = parts.port  # raises ValueError for a port that is not a number in range
+    except ValueError:
+        port = -1
+    if scheme in ("redis", "rediss"):
+        db = parts.path.strip("/")
+        if port == -1 or not parts.hostname or (db and not db.isdigit()):
+            raise UsageError(f"malformed Redis URL {redact_url(url)!r}", fix=_URL_FIX)
+    elif not parts.path or parts.path == "/":
+        raise UsageError(f"the bus URL {redact_url(url)!r} names no path", fix=_URL_FIX)
+    _bus_options(url)
+    return url
+
+
+def open_bus(url: str | None = None) -> Bus:
+    """Open the bus at ``url`` (default: :func:`default_bus_url`), importing only that backend.
+
+    Raises :class:`UsageError` (code INVALID_INPUT) for a malformed URL and
+    :class:`BusUnavailable` when a local bus file cannot be opened. Redis
+    connects on first use, so an unreachable server surfaces on the first call
+    (after at most :func:`connect_timeout` seconds).
+    """
+    url = check_bus_url(url)
     options = _bus_options(url)
-    if scheme == "sqlite":
+    if url.split(":", 1)[0].lower() == "sqlite":
         from agentstream.bus.sqlite import SqliteBus
 
         return SqliteBus(url, retention=options.get("retention", DEFAULT_RETENTION_S))
@@ -299,10 +340,36 @@ def open_bus(url: str | None = None) -> Bus:
     return RedisBus(url, **options)
 
 
+def connect_timeout(url: str | None) -> float:
+    """The connect timeout for ``url``: its ``?connect_timeout=``, else the environment, else 2 s."""
+    raw = parse_qs(urlsplit((url or "").strip() or default_bus_url()).query).get("connect_timeout")
+    if raw:
+        return _positive_seconds(raw[-1], "connect_timeout in the bus URL")
+    return bus_seconds(CONNECT_TIMEOUT_ENV, DEFAULT_CONNECT_TIMEOUT_S)
+
+
+def bus_seconds(env: str, default: float) -> float:
+    """A duration from the environment; a value that is not a positive number is a usage error."""
+    raw = os.environ.get(env, "").strip()
+    return _positive_seconds(raw, f"${env}") if raw else default
+
+
+def _positive_seconds(raw: str, what: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value == float("inf"):
+        raise UsageError(f"bad {what}: {raw!r}", fix="give a positive number of seconds, e.g. 2")
+    return value
+
+
 def _bus_options(url: str) -> dict[str, Any]:
-    """Our own query parameters (``retention``, ``maxlen``); the backend strips them."""
+    """Our own query parameters (``retention``, ``maxlen``, ``connect_timeout``); the backend strips them."""
     query = parse_qs(urlsplit(url).query)
     options: dict[str, Any] = {}
+    if urlsplit(url).scheme.lower() != "sqlite":
+        options["connect_timeout"] = connect_timeout(url)
     if "retention" in query:
         options["retention"] = parse_duration(query["retention"][-1], what="retention")
     if "maxlen" in query:

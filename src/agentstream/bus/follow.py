@@ -19,6 +19,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import signal
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -94,8 +95,11 @@ class FollowOptions:
     from_seq: int = 0
     timeout: float | None = None
     wait: bool = False
-    """Wait for a run that does not exist yet instead of failing with RUN_NOT_FOUND."""
+    """Wait for a run that does not exist yet (and for a bus not reachable yet) instead of failing."""
     reconnect_for: float = 30.0
+    """How long an outage of a bus that was reached is retried."""
+    connect_for: float = 2.0
+    """How long a bus never reached is tried before giving up (unless ``wait``)."""
     command: str = "agentstream follow"
 
 
@@ -135,6 +139,8 @@ class _RunTail:
     deadline: float = field(default=float("inf"))
     exit_code: int = 0
     """The run's own exit code, once its ``result`` is printed."""
+    reached: bool = False
+    """Whether the bus answered once: from then on an outage is retried for ``reconnect_for``."""
 
     def run(self, open_bus: Callable[[], Bus]) -> int:
         self.next_seq = max(self.options.from_seq, 0)
@@ -185,19 +191,31 @@ class _RunTail:
             raise _Ended("follow_timeout", error, ExitCode.TIMEOUT)
 
     def _with_reconnect(self, call: Callable[[Bus], T]) -> T:
-        """Run ``call`` on the bus; through an outage, retry with backoff for ``reconnect_for`` seconds."""
+        """Run ``call`` on the bus, retrying with backoff through an outage.
+
+        A bus that answered before is retried for ``reconnect_for``; one never
+        reached is given up after ``connect_for`` — unless ``wait``, which keeps
+        trying (until ``--timeout``) with a line on stderr per attempt.
+        """
         assert self.bus is not None
         started = time.monotonic()
         delay = 0.05
         while True:
             try:
-                return call(self.bus)
+                answer = call(self.bus)
             except BusUnavailable as exc:
-                given_up = time.monotonic() - started + delay > self.options.reconnect_for
+                waiting = self.options.wait and not self.reached
+                limit = self.options.reconnect_for if self.reached else self.options.connect_for
+                if waiting:
+                    _say(f"{self.options.command}: {exc.message}; --wait: trying again in {delay:g}s")
+                given_up = not waiting and time.monotonic() - started + delay > limit
                 if given_up or time.monotonic() + delay >= self.deadline:
                     raise _Ended("bus_unavailable", exc, ExitCode.ERROR) from exc
                 time.sleep(delay)
-                delay = min(delay * 2, 1.0)
+                delay = min(delay * 2, 5.0 if waiting else 1.0)
+            else:
+                self.reached = True
+                return answer
 
     def _result_behind(self) -> Record | None:
         """The run's ``result`` when it is stored below ``next_seq`` (``--from-seq`` past the end)."""
@@ -300,6 +318,14 @@ def synthetic_result(
         synthetic=True,
     )
     return p.encode_line(event)
+
+
+def _say(line: str) -> None:
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def _gap_line(run_id: str, first: int, last: int) -> bytes:

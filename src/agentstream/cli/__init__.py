@@ -106,10 +106,9 @@ def _run(args: list[str]) -> int:
             f"agentstream: unknown command '{name}'{hint}\nRun 'agentstream --help' for the list.\n"
         )
         return 2
+    from agentstream import _signals
     from agentstream.errors import AgentstreamError
     from agentstream.render import OutputFailed
-
-    from agentstream import _signals
 
     parsed: argparse.Namespace | None = None
     try:

@@ -24,12 +24,13 @@ def add_follow_options(parser: argparse.ArgumentParser, *, timeout_flag: str = "
         type=seconds,
         default=30.0,
         metavar="S",
-        help="how long to keep retrying an unreachable bus before giving up (default 30)",
+        help="how long to keep retrying a bus that went away (default 30); one never reached is"
+        " given up after its connect timeout (default 2 s) unless --wait",
     )
 
 
 def follow_run(args: argparse.Namespace, run_id: str, *, command: str, wait: bool, from_seq: int = 0) -> int:
-    from agentstream.bus import open_bus
+    from agentstream.bus import connect_timeout, open_bus
     from agentstream.bus.follow import FollowOptions, follow
 
     options = FollowOptions(
@@ -38,6 +39,7 @@ def follow_run(args: argparse.Namespace, run_id: str, *, command: str, wait: boo
         timeout=args.follow_timeout,
         wait=wait,
         reconnect_for=args.reconnect_timeout,
+        connect_for=connect_timeout(args.bus),
         command=command,
     )
     return follow(lambda: open_bus(args.bus), options)

@@ -50,9 +50,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from agentstream.bus import check_bus_url
     from agentstream.bus.queue import Worker, WorkerOptions, exec_command
     from agentstream.stream import Interrupted, Stream
 
+    check_bus_url(args.bus)  # a malformed URL is a usage error before anything runs
     options = WorkerOptions(
         bus_url=args.bus,
         concurrency=args.concurrency,
