@@ -16,8 +16,7 @@ import argparse
 import shlex
 import signal
 import sys
-import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from agentstream.cli._options import add_output_options, add_to_alias, check_dialect, seconds
 
@@ -27,8 +26,6 @@ if TYPE_CHECKING:
     from agentstream import protocol as p
     from agentstream.consumer import Spawn
     from agentstream.stream import Stream
-
-_FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -106,15 +103,11 @@ class _Forwarder:
     """First signal: pass it to the child and let its stream end (bounded). Second: the Stream's own handler."""
 
     def __init__(self, child: Spawn) -> None:
+        from agentstream._signals import SignalHandlers
+
         self.child = child
         self.signum = 0
-        self._previous: dict[int, Any] = {}
-
-    def install(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return
-        for signum in _FORWARDED:
-            self._previous[signum] = signal.signal(signum, self._on_signal)
+        self.handlers = SignalHandlers(self._on_signal)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if not self.signum:
@@ -122,9 +115,7 @@ class _Forwarder:
             self.child.cancel(signum)
             return
         self.child.kill()
-        previous = self._previous.get(signum)
-        if callable(previous):
-            previous(signum, frame)
+        self.handlers.call_previous(signum, frame)
 
 
 class _Relay:
@@ -142,7 +133,7 @@ class _Relay:
 
         final: p.Result | None = None
         with self.child:
-            self.forwarder.install()
+            self.forwarder.handlers.install()
             for event in self.child:
                 if isinstance(event, p.Result):
                     final = event

@@ -15,6 +15,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from agentstream import protocol as p
+from agentstream._children import Foreground, GroupWatchdog, stop_process
 from agentstream._lines import Line, LineSplitter, LineTooLong
 from agentstream.consumer.pipeline import CHUNK_BYTES, Ending, Pipeline
 from agentstream.errors import ErrorCode, ExitCode
@@ -29,6 +30,13 @@ class Spawn:
     it gets ``exit_timeout_s`` to exit, then SIGTERM, then SIGKILL after
     ``cancel_grace_s``. stderr is drained by a thread (the child can never block
     on it); :attr:`stderr` keeps its last ``stderr_limit`` characters.
+
+    With ``new_process_group`` the child leads a process group of its own, which
+    a watchdog process ends if this process dies without closing the Spawn (even
+    by SIGKILL), so neither the child nor its children are left running; and,
+    when this process has the terminal, that group gets the terminal while the
+    child runs, so a CLI that reads its TTY or sets raw mode works as it would
+    without the wrapper.
     """
 
     def __init__(
@@ -68,6 +76,8 @@ class Spawn:
         self._wake_r, self._wake_w = -1, -1
         self._wake_lock = threading.Lock()
         self._logs: deque[str] = deque()
+        self._watchdog: GroupWatchdog | None = None
+        self._foreground = Foreground()
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -87,6 +97,9 @@ class Spawn:
         except OSError as exc:
             self._launch_error = exc
             return self
+        if self.new_process_group:
+            self._watchdog = GroupWatchdog(self.proc.pid, grace=self.cancel_grace_s)
+            self._foreground.give(self.proc.pid)
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
         assert self.proc.stderr is not None
@@ -156,6 +169,10 @@ class Spawn:
         if proc.poll() is None:
             wait = self.exit_timeout_s if self._pipeline.finished else 0.0
             self._reap(wait)
+        self._foreground.take_back()
+        if self._watchdog is not None:
+            self._watchdog.release()
+            self._watchdog = None
         if self._kill_timer is not None:
             self._kill_timer.cancel()
         if self._stderr.join(timeout=1.0):
@@ -172,13 +189,7 @@ class Spawn:
     def _reap(self, wait_s: float) -> int:
         """Wait up to ``wait_s`` for the child to exit, then SIGTERM, then SIGKILL; return its status."""
         assert self.proc is not None
-        for signum in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                return self.proc.wait(timeout=wait_s)
-            except subprocess.TimeoutExpired:
-                self.send_signal(signum)
-                wait_s = self.cancel_grace_s
-        return self.proc.wait()
+        return stop_process(self.proc, wait_first=wait_s, grace=self.cancel_grace_s, send=self.send_signal)
 
     # -- events ------------------------------------------------------------------
 
