@@ -200,8 +200,11 @@ def test_two_processes_write_at_once(tmp_path: Path) -> None:
 # --- agentstream sessions ------------------------------------------------------------------------
 
 
-def _run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(["sessions", *argv])
+def _run_cli(capsys: pytest.CaptureFixture[str], *argv: str, tty: bool = True) -> tuple[int, str, str]:
+    """``sessions`` in process; ``tty`` makes stdout look like a terminal (the table), else a pipe."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys.stdout, "isatty", lambda: tty)
+        code = main(["sessions", *argv])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 

@@ -23,7 +23,7 @@ def agentstream(*args: str, **kwargs: object) -> subprocess.CompletedProcess[byt
 def test_version_and_top_help() -> None:
     from agentstream import __version__
 
-    assert agentstream("--version").stdout.decode() == f"agentstream {__version__}\n"
+    assert agentstream("--version").stdout.decode() == f"agentstream {__version__} (protocol v1)\n"
     helped = agentstream("--help")
     assert helped.returncode == 0 and all(name in helped.stdout.decode() for name in COMMANDS)
     bare = agentstream()

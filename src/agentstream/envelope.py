@@ -1,7 +1,8 @@
 """The envelope of point-in-time commands and the ``next_actions`` templates.
 
-A point-in-time command (``runs``, ``send``, ``submit``) prints exactly one JSON
-object: ``{ok, command, result, next_actions}`` on success, ``{ok: false,
+A point-in-time command (``runs``, ``sessions``, ``send``, ``submit``) prints, when
+piped or given ``--json``, exactly one JSON object (on a terminal it prints a short
+table or line for a person instead): ``{ok, command, result, next_actions}`` on success, ``{ok: false,
 command, result: null, error: {code, message}, fix, next_actions}`` on failure.
 Temporal commands (``follow``, ``watch``, ``logs --follow``) print events
 instead and carry the same fields on their final ``result`` line.
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
@@ -33,6 +34,7 @@ __all__ = [
     "ok_envelope",
     "print_envelope",
     "print_error",
+    "wants_json",
 ]
 
 
@@ -73,8 +75,27 @@ def error_envelope(
     )
 
 
-def print_envelope(envelope: Envelope, exit_code: int = ExitCode.OK) -> int:
-    """Write the envelope as one JSON line on stdout (``result`` always present); return ``exit_code``."""
+def wants_json(json_flag: bool = False) -> bool:
+    """Programs get JSON: when asked with ``--json``, or when stdout is not a terminal."""
+    return json_flag or not sys.stdout.isatty()
+
+
+def print_envelope(
+    envelope: Envelope,
+    exit_code: int = ExitCode.OK,
+    *,
+    human: Callable[[Any], str] | None = None,
+    json_flag: bool = False,
+) -> int:
+    """Write the envelope as one JSON line on stdout (``result`` always present); return ``exit_code``.
+
+    With ``human`` and a terminal on stdout (and no ``--json``), ``human(result)``
+    is written instead: the same facts, for a person.
+    """
+    if human is not None and not wants_json(json_flag):
+        sys.stdout.write(human(envelope.result))
+        sys.stdout.flush()
+        return int(exit_code)
     fields = msgspec.to_builtins(envelope)
     data = {"ok": fields["ok"], "command": fields["command"], "result": fields.get("result"), **fields}
     sys.stdout.buffer.write(JSON_ENCODER.encode(data) + b"\n")
@@ -82,8 +103,21 @@ def print_envelope(envelope: Envelope, exit_code: int = ExitCode.OK) -> int:
     return int(exit_code)
 
 
-def print_error(command: str, exc: AgentstreamError, next_actions: list[NextAction] | None = None) -> int:
-    """Print the failure envelope for ``exc``; return its exit code (2 for bad usage, else 1)."""
+def print_error(
+    command: str,
+    exc: AgentstreamError,
+    next_actions: list[NextAction] | None = None,
+    *,
+    json_flag: bool = False,
+) -> int:
+    """Report ``exc``: one human line on stderr always, the failure envelope on stdout for programs.
+
+    Returns the exit code (2 for bad usage, else 1).
+    """
+    fix = f" (fix: {exc.fix})" if exc.fix else ""
+    sys.stderr.write(f"{command}: {exc.code}: {exc.message}{fix}\n")
+    if not wants_json(json_flag):
+        return int(exc.exit_code)
     return print_envelope(error_envelope(command, exc, next_actions), exc.exit_code)
 
 

@@ -18,6 +18,7 @@ import time
 from typing import Any, Final, Literal, TypeAlias, TypeVar, cast, get_args
 
 import msgspec
+from agentstream._version import PROTOCOL_VERSION as _PROTOCOL_VERSION
 from msgspec import UNSET, Struct, UnsetType
 
 __all__ = [
@@ -58,7 +59,7 @@ __all__ = [
     "now_ts",
 ]
 
-PROTOCOL_VERSION: Final = 1
+PROTOCOL_VERSION: Final = _PROTOCOL_VERSION
 """Bumped only by a change that an existing v1 consumer would misread (see docs/protocol.md)."""
 
 Role: TypeAlias = Literal["system", "user", "assistant", "tool"]

@@ -129,9 +129,11 @@ class AgentRunner:
     def run_turn(self, prompt: str, *, first: bool = True) -> int:
         """One prompt, one stream. Returns its exit code (raises SystemExit for a non-zero one it owns)."""
         from agentstream.bus.publish import attach_publisher
+        from agentstream.observe.otel import attach_otel
 
         stream = self._stream(first)
         close_publisher = attach_publisher(stream, self.options.bus, enabled=not self.options.no_publish)
+        attach_otel(stream)
         try:
             with stream:
                 if not self.record.title:

@@ -101,6 +101,8 @@ class FollowOptions:
     connect_for: float = 2.0
     """How long a bus never reached is tried before giving up (unless ``wait``)."""
     command: str = "agentstream follow"
+    observer: Callable[[p.AnyEvent], None] | None = None
+    """Also gets every event printed (e.g. the OpenTelemetry sink)."""
 
 
 class _Ended(Exception):
@@ -229,11 +231,11 @@ class _RunTail:
     def _emit(self, record: Record) -> bool:
         """Print one record; True when it was the run's terminal ``result``."""
         if record.seq > self.next_seq:
-            self.out.write(_gap_line(self.options.run_id, self.next_seq, record.seq - 1))
+            self._write(_gap_line(self.options.run_id, self.next_seq, record.seq - 1))
         if record.type == "result":
-            self.out.write(self._enriched(record.line) + b"\n")
+            self._write(self._enriched(record.line) + b"\n")
             return True
-        self.out.write(record.line + b"\n")
+        self._write(record.line + b"\n")
         self.next_seq = max(self.next_seq, record.seq + 1)
         return False
 
@@ -284,10 +286,20 @@ class _RunTail:
             command=self.options.command,
         )
         try:
-            self.out.write(line)
+            self._write(line)
         except (_Stopped, BrokenPipeError):
             pass
         return exit_code
+
+    def _write(self, line: bytes) -> None:
+        """Print one line, then show its event to the observer, if any."""
+        self.out.write(line)
+        if self.options.observer is not None:
+            try:
+                event = p.decode(line)
+            except AgentstreamError:
+                return
+            self.options.observer(event)
 
 
 def synthetic_result(

@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "validate": "Check a stream against the protocol's invariants",
     "view": "Render a stream for a person, live",
     "convert": "Convert a stream from one dialect to another",
+    "export": "Export a recorded stream or session log as OpenTelemetry traces",
     "wrap": "Run any agent CLI and re-emit its stream with every guarantee",
     "dialects": "List the wire formats agentstream reads and writes",
     "schema": "Print the protocol's JSON Schema",
@@ -40,6 +41,7 @@ COMMANDS: dict[str, str] = {
     "send": "Publish an event to the bus",
     "submit": "Queue a prompt for a worker",
     "worker": "Run queued prompts",
+    "completion": "Print a shell completion script (bash, zsh or fish)",
 }
 
 
@@ -50,8 +52,23 @@ def _top_help() -> str:
         "usage: agentstream [--version] COMMAND [ARGS...]\n\n"
         "Canonical streaming output for agent-first command-line tools.\n\n"
         f"commands:\n{rows}\n\n"
-        "Run 'agentstream COMMAND --help' for a command's options.\n"
+        "Run 'agentstream help COMMAND' (or 'agentstream COMMAND --help') for a command's options.\n"
     )
+
+
+def _version() -> str:
+    from agentstream._version import PROTOCOL_VERSION, __version__
+
+    return f"agentstream {__version__} (protocol v{PROTOCOL_VERSION})\n"
+
+
+def _unknown_command(name: str) -> int:
+    from difflib import get_close_matches
+
+    near = get_close_matches(name, COMMANDS, n=1)
+    hint = f" (did you mean '{near[0]}'?)" if near else ""
+    sys.stderr.write(f"agentstream: unknown command '{name}'{hint}\nRun 'agentstream --help' for the list.\n")
+    return 2
 
 
 STREAM_COMMANDS: frozenset[str] = frozenset({"exec", "demo", "wrap", "logs", "worker"})
@@ -88,24 +105,19 @@ def _run(args: list[str]) -> int:
     if sys.stdout is None:  # started with fd 1 closed (``>&-``)
         sys.stderr.write("agentstream: OUTPUT_ERROR: stdout is not open (was it closed with >&-?)\n")
         return 1
-    if not args or args[0] in ("-h", "--help", "help"):
+    if not args or args[0] in ("-h", "--help") or args == ["help"]:
         (sys.stdout if args else sys.stderr).write(_top_help())
         return _flushed(0 if args else 2)
     if args[0] in ("-V", "--version"):
-        from agentstream._version import __version__
-
-        sys.stdout.write(f"agentstream {__version__}\n")
+        sys.stdout.write(_version())
         return _flushed(0)
+    if args[0] == "help":
+        if args[1] not in COMMANDS:
+            return _unknown_command(args[1])
+        args = [args[1], "--help"]
     name = args[0]
     if name not in COMMANDS:
-        from difflib import get_close_matches
-
-        near = get_close_matches(name, COMMANDS, n=1)
-        hint = f" (did you mean '{near[0]}'?)" if near else ""
-        sys.stderr.write(
-            f"agentstream: unknown command '{name}'{hint}\nRun 'agentstream --help' for the list.\n"
-        )
-        return 2
+        return _unknown_command(name)
     from agentstream import _signals
     from agentstream.errors import AgentstreamError
     from agentstream.render import OutputFailed
@@ -113,9 +125,7 @@ def _run(args: list[str]) -> int:
     parsed: argparse.Namespace | None = None
     try:
         module = importlib.import_module(f"agentstream.cli.{name}_cmd")
-        parser = _parser(name)
-        module.configure(parser)
-        parsed = parser.parse_args(args[1:])
+        parsed = _parser(name).parse_args(args[1:])
         _signals.deliver_held()
         return _flushed(int(module.run(parsed)))
     except AgentstreamError as exc:
@@ -138,15 +148,16 @@ def _run(args: list[str]) -> int:
 
 def _parser(name: str) -> argparse.ArgumentParser:
     """The command's parser; its errors are :class:`UsageError`, so every command reports them alike."""
-    import argparse
-
+    from agentstream.cli._help import build_parser
     from agentstream.errors import UsageError
 
-    class Parser(argparse.ArgumentParser):
-        def error(self, message: str) -> NoReturn:
-            raise UsageError(message, fix=f"see '{self.prog} --help'")
+    parser = build_parser(name)
 
-    return Parser(prog=f"agentstream {name}", description=COMMANDS[name])
+    def usage_error(message: str) -> NoReturn:
+        raise UsageError(message, fix=f"see '{parser.prog} --help'")
+
+    parser.error = usage_error  # type: ignore[method-assign]
+    return parser
 
 
 _OUTPUT_ERRNOS = frozenset({errno.EPIPE, errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EBADF})

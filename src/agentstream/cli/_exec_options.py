@@ -23,7 +23,7 @@ def add_exec_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-p", "--prompt", dest="prompt_option", metavar="PROMPT", help="the prompt, as an option"
     )
-    add_output_options(parser)
+    add_output_options(parser, default=None)
     parser.add_argument(
         "--input-format",
         choices=("text", "stream-json"),

@@ -32,7 +32,9 @@ def add_follow_options(parser: argparse.ArgumentParser, *, timeout_flag: str = "
 def follow_run(args: argparse.Namespace, run_id: str, *, command: str, wait: bool, from_seq: int = 0) -> int:
     from agentstream.bus import connect_timeout, open_bus
     from agentstream.bus.follow import FollowOptions, follow
+    from agentstream.observe.otel import otel_sink_from_environ
 
+    otel = otel_sink_from_environ()
     options = FollowOptions(
         run_id=run_id,
         from_seq=from_seq,
@@ -41,5 +43,6 @@ def follow_run(args: argparse.Namespace, run_id: str, *, command: str, wait: boo
         reconnect_for=args.reconnect_timeout,
         connect_for=connect_timeout(args.bus),
         command=command,
+        observer=otel.on_event if otel else None,
     )
     return follow(lambda: open_bus(args.bus), options)

@@ -51,13 +51,15 @@ def positive_seconds(text: str) -> float:
     return value
 
 
-def add_output_options(parser: argparse.ArgumentParser, *, default: str = "stream-json") -> None:
+def add_output_options(parser: argparse.ArgumentParser, *, default: str | None = "stream-json") -> None:
+    """``-o/--output-format`` and ``--dialect``; ``default=None`` means text on a terminal, else stream-json."""
+    shown = default or "text on a terminal, stream-json when piped"
     parser.add_argument(
         "--output-format",
         "-o",
         choices=OUTPUT_FORMATS,
         default=default,
-        help=f"what stdout carries (default: {default})",
+        help=f"what stdout carries (default: {shown})",
     )
     parser.add_argument(
         "--dialect",
@@ -65,6 +67,16 @@ def add_output_options(parser: argparse.ArgumentParser, *, default: str = "strea
         default=None,
         help="with stream-json, write this tool's wire format instead of the canonical one",
     )
+
+
+def resolve_output_format(args: argparse.Namespace) -> None:
+    """Fill in an unset ``--output-format``: people get text, programs get stream-json.
+
+    ``--dialect`` names a wire format, so it also means stream-json.
+    """
+    if args.output_format is None:
+        for_person = sys.stdout.isatty() and not args.dialect
+        args.output_format = "text" if for_person else "stream-json"
 
 
 def add_input_argument(parser: argparse.ArgumentParser) -> None:

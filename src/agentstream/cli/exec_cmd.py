@@ -16,6 +16,7 @@ import dataclasses
 import sys
 
 from agentstream.cli._exec_options import add_exec_options
+from agentstream.cli._options import resolve_output_format
 from agentstream.errors import AgentstreamError, UsageError
 
 
@@ -27,6 +28,7 @@ def run(args: argparse.Namespace) -> int:
     from agentstream.agent.runner import ExecOptions, fail_before_start
     from agentstream.agent.runner import run as run_agent
 
+    resolve_output_format(args)
     names = [field.name for field in dataclasses.fields(ExecOptions) if field.name != "prompt"]
     settings = {name: getattr(args, name) for name in names}
     try:

@@ -1,4 +1,4 @@
-"""``agentstream runs``: the runs on the bus, newest first, as one JSON envelope."""
+"""``agentstream runs``: the runs on the bus, newest first: a table on a terminal, one JSON envelope when piped."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--limit", type=positive_int, default=20, metavar="N", help="at most N runs (default 20)"
     )
+    parser.add_argument("--json", action="store_true", help="print the JSON envelope even on a terminal")
     add_bus_option(parser)
 
 
@@ -35,11 +36,35 @@ def run(args: argparse.Namespace) -> int:
         with open_bus(args.bus) as bus:
             runs = bus.list_runs(statuses=args.status, limit=args.limit)
     except AgentstreamError as exc:
-        return print_error(command, exc, [runs_action()])
+        return print_error(command, exc, [runs_action()], json_flag=args.json)
     actions = [follow_action(runs[0].run_id)] if runs else [submit_action()]
     actions += [runs_action(), watch_action()]
     listed = [_row(info) for info in runs]
-    return print_envelope(ok_envelope(command, {"runs": listed, "count": len(listed)}, actions))
+    envelope = ok_envelope(command, {"runs": listed, "count": len(listed)}, actions)
+    return print_envelope(envelope, human=_table, json_flag=args.json)
+
+
+_COLUMNS = ("RUN", "STATUS", "COMMAND", "UPDATED")
+
+
+def _table(result: dict[str, Any]) -> str:
+    """The runs for a person: one row each, ids never cut (people paste them into follow)."""
+    runs = result["runs"]
+    if not runs:
+        return 'No runs on the bus yet. Start one with: agentstream exec "<prompt>"\n'
+    rows = [
+        (row["run_id"], row.get("status") or "", row.get("command") or "", (row.get("updated") or "")[:19])
+        for row in runs
+    ]
+    widths = [max(len(_COLUMNS[i]), *(len(r[i]) for r in rows)) for i in range(3)]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(_COLUMNS, [*widths, 0], strict=True)).rstrip()
+    ]
+    lines += [
+        "  ".join(cell.ljust(width) for cell, width in zip(r, [*widths, 0], strict=True)).rstrip()
+        for r in rows
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def _row(info: Any) -> dict[str, Any]:

@@ -19,6 +19,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--data", default="null", metavar="JSON", help="the event's data as JSON (default null)"
     )
     parser.add_argument("--follow", action="store_true", help="print the run back from the bus as NDJSON")
+    parser.add_argument("--json", action="store_true", help="print the JSON envelope even on a terminal")
     add_bus_option(parser)
     add_follow_options(parser)
 
@@ -36,13 +37,16 @@ def run(args: argparse.Namespace) -> int:
         with open_bus(args.bus) as bus:
             run_id, count = _publish(bus, args.name, data)
     except AgentstreamError as exc:
-        return print_error(command, exc, [watch_action()])
+        return print_error(command, exc, [watch_action()], json_flag=args.json)
     if args.follow:
         return follow_run(args, run_id, command=command, wait=False)
     result = {"run_id": run_id, "name": args.name, "events": count}
-    return print_envelope(
-        ok_envelope(command, result, [follow_action(run_id), watch_action(), runs_action()])
-    )
+    envelope = ok_envelope(command, result, [follow_action(run_id), watch_action(), runs_action()])
+    return print_envelope(envelope, human=_sent, json_flag=args.json)
+
+
+def _sent(result: dict[str, Any]) -> str:
+    return f"sent {result['name']} as run {result['run_id']}\n  follow it: agentstream follow {result['run_id']}\n"
 
 
 def _data(text: str) -> Any:

@@ -1,6 +1,6 @@
 """``agentstream sessions``: the stored agent sessions, newest first.
 
-A table for people; with ``--json`` one envelope ``{ok, command, result, next_actions}``
+A table on a terminal; piped or with ``--json``, one envelope ``{ok, command, result, next_actions}``
 whose ``next_actions`` are templates for resuming a session.
 """
 
@@ -29,12 +29,12 @@ def _positive(text: str) -> int:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", "-n", type=_positive, default=20, help="how many to show (default 20)")
-    parser.add_argument("--json", action="store_true", help="print one JSON envelope instead of a table")
+    parser.add_argument("--json", action="store_true", help="print the JSON envelope even on a terminal")
 
 
 def run(args: argparse.Namespace) -> int:
     from agentstream.agent.sessions import SessionStore
-    from agentstream.envelope import ok_envelope, print_envelope, print_error
+    from agentstream.envelope import ok_envelope, print_envelope, print_error, wants_json
     from agentstream.errors import AgentstreamError
 
     command = f"agentstream sessions --limit {args.limit}" + (" --json" if args.json else "")
@@ -42,10 +42,8 @@ def run(args: argparse.Namespace) -> int:
         store = SessionStore()
         sessions = store.list(args.limit, with_messages=False)
     except AgentstreamError as exc:
-        if not args.json:
-            raise
-        return print_error(command, exc)
-    if not args.json:
+        return print_error(command, exc, json_flag=args.json)
+    if not wants_json(args.json):
         _write_table(sessions, str(store.path))
         return 0
     result = {"sessions": [record.summary() for record in sessions], "store": str(store.path)}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from agentstream.cli._bus_options import add_bus_option
 from agentstream.cli._follow import add_follow_options
@@ -18,6 +18,7 @@ _RESERVED = ("--session-id", "--bus", "--no-publish", "--resume", "--continue")
 
 
 def _own_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print the JSON envelope even on a terminal")
     add_bus_option(parser)
     parser.add_argument("--follow", action="store_true", help="stream the run's events until it ends")
     add_follow_options(parser, timeout_flag="--follow-timeout")
@@ -46,14 +47,23 @@ def run(args: argparse.Namespace) -> int:
             bus.register_run(job.run_id, command="exec", job_id=job.job_id, attempt=1)
             bus.enqueue(job)
     except AgentstreamError as exc:
-        return print_error(command, exc, [runs_action()])
+        return print_error(command, exc, [runs_action()], json_flag=args.json)
     if args.follow:
         return follow_run(args, job.run_id, command=f"agentstream follow {job.run_id}", wait=True)
     result = {"job_id": job.job_id, "run_id": job.run_id, "status": "queued", "args": exec_args}
     actions = [
         follow_action(job.run_id, description="follow the job's run (it starts when a worker takes it)")
     ]
-    return print_envelope(ok_envelope(command, result, [*actions, worker_action(), runs_action()]))
+    envelope = ok_envelope(command, result, [*actions, worker_action(), runs_action()])
+    return print_envelope(envelope, human=_queued, json_flag=args.json)
+
+
+def _queued(result: dict[str, Any]) -> str:
+    run_id = result["run_id"]
+    return (
+        f"queued job {result['job_id']} as run {run_id}\n"
+        f"  follow it: agentstream follow {run_id}\n  run it:    agentstream worker\n"
+    )
 
 
 def _split_own(args: argparse.Namespace) -> list[str]:

@@ -64,12 +64,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from agentstream.consumer import spawn
+    from agentstream.observe.otel import attach_otel, traceparent_env
     from agentstream.stream import Stream
 
     argv = _command(args.argv)
     check_dialect(args.from_dialect)
     check_dialect(args.dialect)
-    with Stream(shlex.join(argv), output_format=args.output_format, dialect=args.dialect) as stream:
+    stream = Stream(shlex.join(argv), output_format=args.output_format, dialect=args.dialect)
+    otel = attach_otel(stream)
+    with stream:
         child = spawn(
             argv,
             args.from_dialect,
@@ -79,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
             exit_timeout_s=args.exit_timeout,
             new_process_group=True,
             stdin=None,  # the child reads the wrap's stdin, as it would without the wrap
+            env=traceparent_env(otel),  # a child that traces joins the wrap's trace
         )
         _Relay(stream, child).run()
     return stream.result.exit_code if stream.result is not None else 1

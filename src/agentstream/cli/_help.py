@@ -1,0 +1,189 @@
+"""Help for people: each command's parser with examples, ``agentstream help``, the CLI
+reference in ``docs/cli.md`` and shell completion, all built from the same argparse
+definitions so they cannot drift apart.
+
+Imported only when a command runs or help is asked for; ``--version`` never loads it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import re
+from collections.abc import Iterator
+
+from agentstream.cli import COMMANDS
+
+__all__ = ["EXAMPLES", "build_parser", "completion_script", "reference_markdown"]
+
+EXAMPLES: dict[str, tuple[str, ...]] = {
+    "exec": (
+        'agentstream exec --provider demo "What is in this directory?"',
+        'agentstream exec -p "fix the failing test" -o json',
+        'agentstream exec --dialect claude -p "hello" | jq .type',
+    ),
+    "demo": ("agentstream demo", "agentstream demo -o text", "agentstream demo --dialect gemini --fail"),
+    "validate": (
+        "agentstream validate run.ndjson --expect-exit 0",
+        "claude -p hi --output-format stream-json --verbose | agentstream validate -",
+    ),
+    "view": ("agentstream view run.ndjson", "agentstream exec -p hi | agentstream view"),
+    "convert": (
+        "agentstream convert session.ndjson --to gemini",
+        "agentstream convert --from codex -o json < events.jsonl",
+    ),
+    "wrap": (
+        "agentstream wrap -- gemini -p hi --output-format stream-json",
+        "agentstream wrap --to claude -- codex exec --json 'list files'",
+    ),
+    "dialects": ("agentstream dialects", "agentstream dialects --json"),
+    "schema": ("agentstream schema > protocol.schema.json",),
+    "sessions": ("agentstream sessions", "agentstream sessions --json --limit 5"),
+    "runs": ("agentstream runs", "agentstream runs --status running --limit 5"),
+    "follow": ("agentstream follow RUN_ID", "agentstream follow RUN_ID --from-seq 120"),
+    "watch": ("agentstream watch", "agentstream watch --bus redis://localhost:6379/0"),
+    "logs": ("agentstream logs --follow app.log", "agentstream logs --follow app.log --publish"),
+    "send": ('agentstream send deploy --data \'{"version": "1.2"}\'',),
+    "submit": ('agentstream submit "summarise README.md" --follow',),
+    "worker": ("agentstream worker", "agentstream worker --concurrency 2 --max-jobs 10"),
+    "export": ("OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318 agentstream export otel run.ndjson",),
+    "completion": (
+        "agentstream completion bash > /etc/bash_completion.d/agentstream",
+        "agentstream completion fish > ~/.config/fish/completions/agentstream.fish",
+    ),
+}
+"""Two or three typical invocations per command, shown at the end of ``--help``."""
+
+
+def build_parser(name: str) -> argparse.ArgumentParser:
+    """The full parser of command ``name``, with its examples as the epilog."""
+    module = importlib.import_module(f"agentstream.cli.{name}_cmd")
+    examples = EXAMPLES.get(name, ())
+    epilog = "examples:\n" + "\n".join(f"  {line}" for line in examples) if examples else None
+    parser = argparse.ArgumentParser(
+        prog=f"agentstream {name}",
+        description=COMMANDS[name],
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    module.configure(parser)
+    return parser
+
+
+# -- the reference in docs/cli.md ------------------------------------------------------
+
+_REFERENCE_HEAD = """\
+# Command reference
+
+Generated from the commands' own definitions (`agentstream help COMMAND` prints the
+same); a test fails when this file and the code disagree. What the commands do is
+explained in the other documents: [agent](agent.md), [consumer](consumer.md),
+[dialects](dialects.md), [bus](bus.md), [protocol](protocol.md).
+
+On a terminal, commands print for people; piped (or with `--json` / `-o`), they print
+for programs. Everything but the chosen output goes to stderr.
+
+Exit codes: 0 success, 1 error, 2 bad usage or input, 3 max turns, 124 timeout,
+127 command not found, 129/130/143 SIGHUP/SIGINT/SIGTERM, 141 the reader of stdout
+went away. A command that streams events always exits with `result.exit_code`.
+"""
+
+
+def reference_markdown() -> str:
+    """``docs/cli.md``: every command's summary, usage, options and examples."""
+    return "\n".join([_REFERENCE_HEAD, *(_command_reference(name, build_parser(name)) for name in COMMANDS)])
+
+
+def _command_reference(name: str, parser: argparse.ArgumentParser) -> str:
+    usage = " ".join(parser.format_usage().split())[len("usage: ") :]
+    lines = [f"## {name}", "", COMMANDS[name] + ".", "", "```", usage, "```", ""]
+    rows = list(_option_rows(parser))
+    if rows:
+        lines += ["| option | meaning |", "|---|---|", *rows, ""]
+    examples = EXAMPLES.get(name, ())
+    if examples:
+        lines += ["Examples:", "", "```sh", *examples, "```", ""]
+    return "\n".join(lines)
+
+
+def _option_rows(parser: argparse.ArgumentParser) -> Iterator[str]:
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction) or action.help == argparse.SUPPRESS:
+            continue
+        yield f"| {_escape(_invocation(action))} | {_escape(_meaning(action))} |"
+
+
+def _invocation(action: argparse.Action) -> str:
+    if not action.option_strings:
+        return f"`{action.metavar or action.dest}`"
+    value = ""
+    if action.nargs != 0:
+        if action.choices:
+            value = " " + "|".join(str(choice) for choice in action.choices)
+        else:
+            value = f" {action.metavar or action.dest.upper()}"
+    return ", ".join(f"`{flag}{value}`" for flag in action.option_strings)
+
+
+def _meaning(action: argparse.Action) -> str:
+    text = (action.help or "").replace("%(default)s", str(action.default))
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def _escape(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+# -- shell completion --------------------------------------------------------------------
+
+
+def completion_script(shell: str) -> str:
+    """A completion script for bash, zsh or fish: command names, then each command's options."""
+    options = {name: sorted(_flags(build_parser(name))) for name in COMMANDS}
+    if shell == "fish":
+        return _fish(options)
+    script = _bash(options)
+    if shell == "zsh":
+        return "autoload -U +X bashcompinit && bashcompinit\n" + script
+    return script
+
+
+def _flags(parser: argparse.ArgumentParser) -> Iterator[str]:
+    for action in parser._actions:
+        yield from action.option_strings
+
+
+def _bash(options: dict[str, list[str]]) -> str:
+    cases = "\n".join(f'    {name}) opts="{" ".join(flags)}" ;;' for name, flags in options.items())
+    return f"""# agentstream completion for bash (and zsh through bashcompinit)
+_agentstream() {{
+  local cur="${{COMP_WORDS[COMP_CWORD]}}" cmd="${{COMP_WORDS[1]}}" opts
+  if [ "$COMP_CWORD" -eq 1 ]; then
+    COMPREPLY=($(compgen -W "{" ".join(options)} help --help --version" -- "$cur"))
+    return
+  fi
+  case "$cmd" in
+{cases}
+    help) opts="{" ".join(options)}" ;;
+    *) opts="" ;;
+  esac
+  if [[ "$cur" == -* || "$cmd" == help ]]; then
+    COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+  else
+    COMPREPLY=($(compgen -f -- "$cur"))
+  fi
+}}
+complete -F _agentstream agentstream
+"""
+
+
+def _fish(options: dict[str, list[str]]) -> str:
+    lines = ["# agentstream completion for fish", "complete -c agentstream -f"]
+    for name in options:
+        summary = COMMANDS[name].replace("'", "\\'")
+        lines.append(f"complete -c agentstream -n __fish_use_subcommand -a {name} -d '{summary}'")
+    for name, flags in options.items():
+        for flag in flags:
+            kind = "-l " + flag[2:] if flag.startswith("--") else "-s " + flag[1:]
+            lines.append(f"complete -c agentstream -n '__fish_seen_subcommand_from {name}' {kind}")
+    return "\n".join(lines) + "\n"

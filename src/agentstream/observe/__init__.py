@@ -1,0 +1,1 @@
+"""Observing runs from outside the stream: telemetry built from canonical events."""
