@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -282,3 +283,42 @@ def test_a_usage_error_of_a_follower_is_its_one_terminal_line(command: str, tmp_
     assert done.returncode == 2
     (line,) = _events(done.stdout)
     assert line["type"] == "result" and line["synthetic"] is True and line["subtype"] == "invalid_input"
+
+
+# -- logs --follow ----------------------------------------------------------------------------------
+
+
+def test_logs_follow_never_yields_a_torn_line_while_the_file_is_truncated_and_rewritten(
+    tmp_path: Path,
+) -> None:
+    """A fault test: a writer truncates and rewrites the file in a tight loop (often past the
+    reader's offset before it polls again); every line read must be one the writer wrote whole."""
+    log = tmp_path / "churn.log"
+    log.write_text("")
+    tail = subprocess.Popen(
+        [*CLI, "logs", "--follow", str(log), "--from-start", "--timeout", "4"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+    )
+    assert tail.stdout is not None
+    while b'"following"' not in tail.stdout.readline():
+        pass
+    rewrites = 0
+    until = time.monotonic() + 2.5
+    while time.monotonic() < until:
+        # Each generation is longer than the last few, so the size alone rarely shows the truncation.
+        lines = "".join(
+            f"gen{rewrites:05d} line{i:03d} {'x' * (rewrites % 7 * 9)}end\n" for i in range(rewrites % 40 + 5)
+        )
+        with open(log, "w") as f:
+            f.write(lines[: len(lines) // 2])
+            f.flush()
+            f.write(lines[len(lines) // 2 :])
+        rewrites += 1
+    stdout, stderr = tail.communicate(timeout=30)
+    messages = [e["message"] for e in _events(stdout) if e["type"] == "log"]
+    torn = [m for m in messages if not re.fullmatch(r"gen\d{5} line\d{3} x*end", m)]
+    print(f"{rewrites} rewrites, {len(messages)} lines read, {len(torn)} torn")
+    assert tail.returncode == 0, stderr.decode()
+    assert messages and not torn, torn[:5]
