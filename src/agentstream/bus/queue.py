@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from agentstream import protocol as p
+from agentstream._children import orphan_guard, stop_process
 from agentstream.actions import follow_action
 from agentstream.bus import (
     DEFAULT_RETRY_S,
@@ -55,16 +56,6 @@ __all__ = ["EXEC_ENV", "Worker", "WorkerOptions", "close_run", "exec_command", "
 
 EXEC_ENV: Final = "AGENTSTREAM_WORKER_EXEC"
 """A command line that replaces ``python -m agentstream exec`` for every job (e.g. another agent)."""
-
-# Runs before the job's command in the child: ask Linux to SIGTERM it when the worker dies,
-# so no orphan keeps working (and publishing) on a job that is about to be retried elsewhere.
-_ORPHAN_GUARD: Final = (
-    "import ctypes, os, signal, sys\n"
-    "ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))\n"
-    "if os.getppid() != int(sys.argv[1]): sys.exit(1)\n"
-    "os.execvp(sys.argv[2], sys.argv[2:])\n"
-)
-
 
 BUS_RETRY_FIRST_S: Final = 0.5
 BUS_RETRY_MAX_S: Final = 8.0
@@ -385,12 +376,7 @@ class _JobRun:
         proc = self.proc
         if proc is None or proc.poll() is not None:
             return
-        proc.terminate()
-        try:
-            proc.wait(timeout=5.0)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, grace=5.0)
 
 
 def _heartbeat(bus: Bus, claim: Claim) -> bool:
@@ -402,7 +388,9 @@ def _heartbeat(bus: Bus, claim: Claim) -> bool:
 
 
 def _spawn(argv: list[str]) -> subprocess.Popen[bytes]:
-    """Start a job's child: stdout discarded (it publishes to the bus), stderr shared, no stdin."""
-    if sys.platform.startswith("linux"):
-        argv = [sys.executable, "-S", "-c", _ORPHAN_GUARD, str(os.getpid()), *argv]
-    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    """Start a job's child: stdout discarded (it publishes to the bus), stderr shared, no stdin.
+
+    The child gets SIGTERM if the worker dies, so no orphan keeps working (and
+    publishing) on a job that is about to be retried elsewhere.
+    """
+    return subprocess.Popen(orphan_guard(argv), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
