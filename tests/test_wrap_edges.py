@@ -133,3 +133,47 @@ def test_sigkill_of_wrap_leaves_neither_child_nor_grandchild_running(tmp_path: P
     for pid in left:
         os.kill(pid, 9)
     assert not left, f"still running after wrap was SIGKILLed: {left}"
+
+
+# -- the exit-code policy: the child's own exit status, passed through ---------------------------
+
+CHILDREN = {
+    "ok, exits 0": ("s.finish()", 0, 0),
+    "ok, exits 3": ("s.finish()", 3, 3),
+    "fails with 5, exits 5": ("s.fail('TOOL_FAILED', 'no', exit_code=5)", 5, 5),
+    "fails with 5, exits 0": ("s.fail('TOOL_FAILED', 'no', exit_code=5)", 0, 5),
+    "no result, exits 4": ("pass", 4, 4),
+    "no result, exits 0": ("pass", 0, 1),
+    "killed by SIGKILL": ("os.kill(os.getpid(), 9)", None, 137),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CHILDREN))
+@pytest.mark.parametrize(
+    "output", [["-o", "stream-json"], ["-o", "json"], ["--to", "claude"], ["--to", "gemini"]]
+)
+def test_wraps_exit_code_is_the_childs_own_exit_status(tmp_path: Path, case: str, output: list[str]) -> None:
+    ending, status, expected = CHILDREN[case]
+    child = _script(
+        tmp_path,
+        "child.py",
+        f"""
+        import os, sys
+        from agentstream import Stream
+        s = Stream("child", out=sys.stdout.buffer, owns_process=False).start()
+        s.message("hello")
+        {ending}
+        sys.stdout.flush()
+        os._exit({status if status is not None else 0})
+        """,
+    )
+    done = subprocess.run(
+        [*CLI, "wrap", *output, "--", sys.executable, str(child)],
+        capture_output=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert done.returncode == expected, done.stderr.decode()
+    if output[0] == "-o":
+        result = _events(done.stdout)[-1]
+        assert result["exit_code"] == expected and result["ok"] is (expected == 0)

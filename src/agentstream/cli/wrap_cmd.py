@@ -4,8 +4,8 @@ The wrap is a producer in its own right (a :class:`~agentstream.stream.Stream`):
 its ``start`` comes first, the child's events follow re-stamped into the wrap's
 session (the child's own session id is kept in a ``status`` event named
 ``child_session``), and exactly one ``result`` ends it, whose exit code is the
-process's: 0 when the child succeeded, the child's failure code otherwise, and
-128 + N when the wrap itself got signal N. The first SIGINT/SIGTERM/SIGHUP is
+process's: the child's own exit status, passed through (see :func:`exit_code_of`),
+and 128 + N when the wrap itself got signal N. The first SIGINT/SIGTERM/SIGHUP is
 passed on to the child, whose last events are still relayed (bounded by
 ``--grace``); a second one stops everything at once.
 """
@@ -163,7 +163,7 @@ class _Relay:
 
     def _finish(self, final: p.Result | None) -> None:
         from agentstream import protocol as p
-        from agentstream.errors import ErrorCode, ExitCode, exit_code_for_signal
+        from agentstream.errors import ErrorCode, exit_code_for_signal
         from agentstream.transcript import has_usage
 
         stream, held = self.stream, self.held
@@ -182,11 +182,33 @@ class _Relay:
             stream.usage = final.usage
         if held is not None:
             stream.emit(held)
+        code = exit_code_of(final, self.child)
+        if code != 0 and final.ok:
+            message = f"the child reported success but exited with status {code}"
+            stream.fail(ErrorCode.PROCESS_CRASHED, message, exit_code=code, next_actions=final.next_actions)
+            return
         stream.finish(
-            ok=final.ok,
-            exit_code=0 if final.ok else (final.exit_code or ExitCode.ERROR),
+            ok=code == 0,
+            exit_code=code,
             subtype=final.subtype,
             result=final.result if isinstance(final.result, str) else None,
             error=final.error if isinstance(final.error, p.ErrorInfo) else None,
             next_actions=final.next_actions,
         )
+
+
+def exit_code_of(final: p.Result, child: Spawn) -> int:
+    """wrap's one exit-code policy (docs/consumer.md): the child's own exit status, passed through.
+
+    Exceptions, so that wrap never reports a success that did not happen and
+    never blames the child for what wrap did: a child that exits 0 after a
+    failed ``result`` gives that result's code (or 1); a child wrap had to stop
+    (it lingered after its result), or that never ran, gives its stream's outcome.
+    """
+    from agentstream.errors import ExitCode
+
+    stream_code = 0 if final.ok else (final.exit_code or ExitCode.ERROR)
+    status = child.exit_status
+    if status is None or child.stopped:
+        return stream_code
+    return status if status != 0 else stream_code

@@ -18,7 +18,7 @@ from agentstream import protocol as p
 from agentstream._children import Foreground, GroupWatchdog, stop_process
 from agentstream._lines import Line, LineSplitter, LineTooLong
 from agentstream.consumer.pipeline import CHUNK_BYTES, Ending, Pipeline
-from agentstream.errors import ErrorCode, ExitCode
+from agentstream.errors import AgentstreamError, ErrorCode, ExitCode
 
 __all__ = ["Spawn", "spawn"]
 
@@ -72,6 +72,8 @@ class Spawn:
         self._started_at = 0.0
         self._cancelled_with = 0
         self._stopped_hung = False
+        self.stopped = False
+        """Whether the Spawn had to stop the child itself (cancel, or it lingered): then its status is ours."""
         self._kill_timer: threading.Timer | None = None
         self._wake_r, self._wake_w = -1, -1
         self._wake_lock = threading.Lock()
@@ -124,6 +126,14 @@ class Spawn:
         return self.proc.poll() if self.proc is not None else None
 
     @property
+    def exit_status(self) -> int | None:
+        """The child's exit status as a shell reports it (128 + N when killed by signal N); None before."""
+        code = self.returncode
+        if code is None:
+            return None
+        return 128 - code if code < 0 else code
+
+    @property
     def stderr(self) -> str:
         """What the child wrote on stderr so far (its last ``stderr_limit`` characters)."""
         return self._stderr.text()
@@ -137,6 +147,7 @@ class Spawn:
         proc = self.proc
         if proc is None or proc.poll() is not None:
             return
+        self.stopped = True
         try:
             if self.new_process_group:
                 os.killpg(proc.pid, signum)
@@ -296,6 +307,9 @@ class Spawn:
         else:
             code, subtype = ErrorCode.PROCESS_CRASHED, "error"
             message = f"the child ended ({died}) before its result event"
+            known = exit_error_for(self.dialect, status)
+            if known is not None:  # an exit status the CLI documents (auth, untrusted folder…)
+                code, message, fix = known.code, f"{known.message} ({died})", known.fix or fix
         return Ending(code, message, exit_code, subtype, fix, details, took)
 
 
@@ -305,6 +319,23 @@ def spawn(argv: Sequence[str], dialect: str = "auto", **options: Any) -> Spawn:
     ``with spawn(["gemini", "-p", "hi", "-o", "stream-json"]) as child: for event in child: ...``
     """
     return Spawn(argv, dialect, **options)
+
+
+def exit_error_for(dialect: str | None, status: int) -> AgentstreamError | None:
+    """What a CLI's exit status means, when its dialect documents it (``Dialect.error_for_exit``).
+
+    The one place where a dialect's meaningful exit codes (Gemini CLI's start-up
+    codes, say) become error codes, for output the child never wrote.
+    """
+    if dialect is None or status <= 0:
+        return None
+    from agentstream.dialects import get_dialect
+
+    try:
+        mapper = getattr(get_dialect(dialect), "error_for_exit", None)
+    except (AgentstreamError, ModuleNotFoundError):
+        return None
+    return mapper(status) if mapper is not None else None
 
 
 def _launch_failure(program: str, exc: OSError) -> Ending:
