@@ -85,11 +85,9 @@ def run(options: ExecOptions, stdin: IO[bytes] | None = None) -> int:
 
 def fail_before_start(options: ExecOptions, exc: AgentstreamError) -> int:
     """Setup failed (bad option, missing session…): still one valid stream, ending in the error."""
-    from agentstream.stream import Stream
+    from agentstream import stream
 
-    with Stream("exec", output_format=options.output_format, dialect=options.dialect) as stream:
-        stream.fail(exc.code, exc.message, fix=exc.fix, exit_code=exc.exit_code)
-    return exc.exit_code
+    return stream.fail_before_start("exec", exc, output_format=options.output_format, dialect=options.dialect)
 
 
 @dataclass

@@ -24,9 +24,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from agentstream import protocol as p
+from agentstream._signals import HeldSignal, SignalHandlers, inside_import
 from agentstream.actions import follow_action, resume_action, runs_action, watch_action
 from agentstream.bus import BusUnavailable, FeedItem, Record
 from agentstream.errors import AgentstreamError, ErrorCode, ExitCode, exit_code_for_signal
@@ -40,9 +41,6 @@ T = TypeVar("T")
 
 POLL_S: Final = 1.0
 """Longest single blocking read, so deadlines are checked at least this often."""
-_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-_Handler: TypeAlias = "Callable[[int, FrameType | None], Any] | int | signal.Handlers | None"
-"""What ``signal.signal`` takes and returns: a function, SIG_DFL / SIG_IGN, or None (set outside Python)."""
 
 
 class _Stopped(BaseException):
@@ -54,26 +52,25 @@ class _Stopped(BaseException):
 
 
 class _Output:
-    """Whole lines to fd 1; a signal that arrives mid-line is delivered right after the line."""
+    """Whole lines to fd 1; a signal that arrives mid-line (or mid-import) is delivered right after it."""
 
     def __init__(self, fd: int = 1) -> None:
         self.fd = fd
         self.writing = False
-        self.pending = 0
-        self.previous: dict[int, _Handler] = {}
+        self.held = HeldSignal()
+        self.handlers = SignalHandlers(self._on_signal)
 
     def install(self) -> None:
-        for signum in _SIGNALS:
-            self.previous[signum] = signal.signal(signum, self._on_signal)
+        self.handlers.install()
 
     def restore(self) -> None:
-        for signum, handler in self.previous.items():
-            signal.signal(signum, handler)
+        self.handlers.restore()
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        if self.writing:
-            self.pending = self.pending or signum
+        if self.writing or inside_import(frame):
+            self.held.hold(signum, frame)
             return
+        self.held.take()
         raise _Stopped(signum)
 
     def write(self, data: bytes) -> None:
@@ -84,9 +81,8 @@ class _Output:
                 view = view[os.write(self.fd, view) :]
         finally:
             self.writing = False
-        if self.pending:
-            signum, self.pending = self.pending, 0
-            raise _Stopped(signum)
+        if self.held.pending:
+            raise _Stopped(self.held.take())
 
 
 @dataclass
