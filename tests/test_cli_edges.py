@@ -322,3 +322,21 @@ def test_logs_follow_never_yields_a_torn_line_while_the_file_is_truncated_and_re
     print(f"{rewrites} rewrites, {len(messages)} lines read, {len(torn)} torn")
     assert tail.returncode == 0, stderr.decode()
     assert messages and not torn, torn[:5]
+
+
+def test_an_ending_closes_the_delta_runs_it_cut_short() -> None:
+    from agentstream import Stream
+
+    out = io.BytesIO()
+    with Stream("job", out=out, owns_process=False) as s:
+        s.reasoning_delta("thinking ", reasoning_id="rsn_1")
+        s.message_delta("Half an ", message_id="msg_1")
+        s.message_delta("answer", message_id="msg_1")
+        s.message_delta("closed", message_id="msg_2")
+        s.message("closed", message_id="msg_2")
+        s.fail("PROVIDER_ERROR", "the connection dropped")
+    events = _events(out.getvalue())
+    assert not list(validate_stream(io.BytesIO(out.getvalue()), expect_exit=1))
+    closing = [(e["type"], e["content"]) for e in events[-4:-2]]
+    assert sorted(closing) == [("message", "Half an answer"), ("reasoning", "thinking ")]
+    assert [e["type"] for e in events[-2:]] == ["error", "result"]

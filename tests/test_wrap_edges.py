@@ -148,11 +148,23 @@ CHILDREN = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(CHILDREN))
-@pytest.mark.parametrize(
-    "output", [["-o", "stream-json"], ["-o", "json"], ["--to", "claude"], ["--to", "gemini"]]
-)
-def test_wraps_exit_code_is_the_childs_own_exit_status(tmp_path: Path, case: str, output: list[str]) -> None:
+OUTPUTS = {
+    "stream-json": ["-o", "stream-json"],
+    "json": ["-o", "json"],
+    "claude": ["--to", "claude"],
+    "gemini": ["--to", "gemini"],
+}
+CASES = [(case, "stream-json") for case in sorted(CHILDREN)] + [
+    (case, output)
+    for case in ("ok, exits 3", "fails with 5, exits 0")
+    for output in ("json", "claude", "gemini")
+]
+"""Every kind of ending in the canonical form; the two that differ from the stream's outcome in every other."""
+
+
+@pytest.mark.parametrize(("case", "output_name"), CASES)
+def test_wraps_exit_code_is_the_childs_own_exit_status(tmp_path: Path, case: str, output_name: str) -> None:
+    output = OUTPUTS[output_name]
     ending, status, expected = CHILDREN[case]
     child = _script(
         tmp_path,

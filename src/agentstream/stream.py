@@ -140,8 +140,8 @@ class Stream:
         self._observers: list[Observer] = []
         self._started_at = 0.0
         self._output_closed = False
-        self._open_runs: dict[str, p.MessageDelta | p.ReasoningDelta] = {}
-        """Delta runs without their complete event yet (content accumulated), closed on a fatal ending."""
+        self._open_runs: dict[str, tuple[p.Role | None, list[str]]] = {}
+        """Delta runs without their complete event yet: id → (role, None for reasoning; the contents so far)."""
         self._output_failure: OutputFailed | None = None
         """Set when the output could not be written before the ``result`` was: the process exits with it."""
         self.result: p.Result | None = None
@@ -445,27 +445,20 @@ class Stream:
 
     def _track_delta_run(self, event: p.Event) -> None:
         if isinstance(event, p.MessageDelta):
-            key = event.message_id
+            self._open_runs.setdefault(event.message_id, (event.role, []))[1].append(event.content)
         elif isinstance(event, p.ReasoningDelta):
-            key = event.reasoning_id
-        else:
-            self._open_runs.pop(
-                event.message_id if isinstance(event, p.Message) else event.reasoning_id, None
-            )  # type: ignore[attr-defined]
-            return
-        run = self._open_runs.get(key)
-        if run is None:
-            self._open_runs[key] = msgspec.structs.replace(event)  # type: ignore[type-var]
-        else:
-            run.content += event.content  # type: ignore[attr-defined]
+            self._open_runs.setdefault(event.reasoning_id, (None, []))[1].append(event.content)
+        else:  # the complete event closes its run
+            key = event.message_id if isinstance(event, p.Message) else event.reasoning_id  # type: ignore[attr-defined]
+            self._open_runs.pop(key, None)
 
     def _close_delta_runs(self) -> None:
         """An ending cut a message short: emit what its deltas said as the complete event (never left open)."""
-        for run in list(self._open_runs.values()):
-            if isinstance(run, p.MessageDelta):
-                self.emit(p.Message(message_id=run.message_id, role=run.role, content=run.content))
+        for key, (role, parts) in list(self._open_runs.items()):
+            if role is None:
+                self.emit(p.Reasoning(reasoning_id=key, content="".join(parts)))
             else:
-                self.emit(p.Reasoning(reasoning_id=run.reasoning_id, content=run.content))
+                self.emit(p.Message(message_id=key, role=role, content="".join(parts)))
         self._open_runs.clear()
 
     def _write_failed(self, failure: OutputFailed) -> None:
