@@ -448,9 +448,10 @@ class Stream:
             self._open_runs.setdefault(event.message_id, (event.role, []))[1].append(event.content)
         elif isinstance(event, p.ReasoningDelta):
             self._open_runs.setdefault(event.reasoning_id, (None, []))[1].append(event.content)
-        else:  # the complete event closes its run
-            key = event.message_id if isinstance(event, p.Message) else event.reasoning_id  # type: ignore[attr-defined]
-            self._open_runs.pop(key, None)
+        elif isinstance(event, p.Message):  # a complete event closes its run
+            self._open_runs.pop(event.message_id, None)
+        elif isinstance(event, p.Reasoning):
+            self._open_runs.pop(event.reasoning_id, None)
 
     def _close_delta_runs(self) -> None:
         """An ending cut a message short: emit what its deltas said as the complete event (never left open)."""

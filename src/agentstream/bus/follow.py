@@ -231,8 +231,10 @@ class _RunTail:
         if record.type == "result":
             self._write(self._enriched(record.line) + b"\n")
             return True
-        self._write(record.line + b"\n")
+        # Advanced first: a signal held during the write ends the output right after this line,
+        # and the terminal's seq must then name the next line, not this one again.
         self.next_seq = max(self.next_seq, record.seq + 1)
+        self._write(record.line + b"\n")
         return False
 
     def _enriched(self, line: bytes) -> bytes:

@@ -122,7 +122,8 @@ class Publisher:
     def close(self) -> None:
         if self._closed:
             return
-        self.flush()
+        if not self.flush() and self._thread.is_alive():
+            self._warn(f"the bus did not take the run's events within {self.flush_timeout:g}s; not published")
         self._closed = True
         self._queue.put(None)
         self._thread.join(timeout=1.0)

@@ -222,8 +222,11 @@ def _output_choice(args: list[str], parsed: argparse.Namespace | None) -> tuple[
     """The output format and dialect asked for, read from the raw arguments when parsing failed."""
     from agentstream.render import OUTPUT_FORMATS
 
-    if parsed is not None:
-        return getattr(parsed, "output_format", "stream-json"), getattr(parsed, "dialect", None)
+    if parsed is not None and hasattr(parsed, "output_format"):
+        from agentstream.cli._options import resolve_output_format
+
+        resolve_output_format(parsed)  # unset: text for a person, stream-json for a program
+        return parsed.output_format, getattr(parsed, "dialect", None)
     output_format = "stream-json"
     for i, arg in enumerate(args):
         value = None
