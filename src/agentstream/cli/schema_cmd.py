@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from agentstream.cli._options import non_negative_int
-import sys
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
