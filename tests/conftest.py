@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -20,6 +21,12 @@ settings.register_profile(
     "agentstream", deadline=None, print_blob=True, derandomize=bool(os.environ.get("CI"))
 )
 settings.load_profile("agentstream")
+
+# A shell starts background jobs (``pytest … &``) with SIGINT ignored, and an ignored signal
+# is inherited by every child: the producers these tests start would then never see the
+# SIGINT a test sends them. Give this process, and so its children, the default disposition.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)

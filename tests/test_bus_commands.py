@@ -193,7 +193,9 @@ def test_logs_follow_survives_rotation_and_truncation(tmp_path: Path, bus_home: 
     log = tmp_path / "app.log"
     log.write_text("old line\n")
     tail = spawn_cli("logs", "--follow", str(log), "--publish", "--timeout", "20")
-    time.sleep(0.5)
+    assert tail.stdout is not None
+    while b'"following"' not in tail.stdout.readline():  # the file is open: what comes next is new
+        pass
     with log.open("a") as f:
         f.write("one\ntw")
         f.flush()

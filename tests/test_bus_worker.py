@@ -201,9 +201,11 @@ def test_sigterm_stops_the_worker_cleanly_and_leaves_the_job_for_another(
     bus_home: Path, tmp_path: Path, producer_jobs: None
 ) -> None:
     url = f"sqlite:///{tmp_path / 'bus.sqlite3'}"
-    job = submit(url, "events=200 interval=0.05")
+    running = tmp_path / "running"
+    job = submit(url, f"events=200 interval=0.05 touch={running}")
     worker = _start_worker(url, "--grace", "0.3")
     _job_pid(worker)
+    wait_for(running)  # the job's run has started (a signal before that is the job's own start-up)
     worker.send_signal(signal.SIGTERM)
     rest, err = worker.communicate(timeout=30)
     assert worker.returncode == 143, err

@@ -123,9 +123,12 @@ def test_json_output_format(tmp_path: Path) -> None:
     assert isinstance(result, p.Result) and result.exit_code == done.returncode == 5
 
 
-def test_no_command_is_a_usage_error() -> None:
+def test_no_command_is_a_usage_error_and_still_a_stream() -> None:
     done = subprocess.run([PYTHON, "-m", "agentstream", "wrap"], capture_output=True, cwd=ROOT)
-    assert done.returncode == 2 and done.stdout == b"" and b"fix:" in done.stderr
+    assert done.returncode == 2 and b"fix:" in done.stderr
+    events = [p.decode(line) for line in done.stdout.splitlines()]
+    assert [e.type for e in events] == ["start", "error", "result"]
+    assert isinstance(events[-1], p.Result) and events[-1].exit_code == 2
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,10 @@ import importlib
 
 from agentstream._version import __version__
 
-TYPE_CHECKING = False  # not typing's: importing typing costs ``agentstream --version`` about 10 ms
+TYPE_CHECKING = False  # not ``typing``: the command line imports this package first, and must start fast
+if TYPE_CHECKING:
+    from typing import Any
+
 if TYPE_CHECKING:
     from typing import Any
 

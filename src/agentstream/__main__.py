@@ -1,5 +1,3 @@
-import sys
+from agentstream.cli import entry
 
-from agentstream.cli import main
-
-sys.exit(main())
+entry()

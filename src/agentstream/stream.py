@@ -3,7 +3,9 @@
 ``with Stream("my-tool") as s:`` emits ``start`` on entry and exactly one
 ``result`` on every way out — normal return, exception, ``sys.exit(n)``,
 SIGINT/SIGTERM/SIGHUP, or the reader closing the pipe — and makes the process
-exit with ``result.exit_code``. Every event is written and flushed when it is
+exit with ``result.exit_code`` (141 or 1 instead when the output itself could
+not be written: see :class:`~agentstream.render.OutputFailed`). A signal that
+arrives after the ``result`` is written does not change the exit code. Every event is written and flushed when it is
 emitted, through one write per line, under a lock, so threads and asyncio tasks
 may emit concurrently without torn lines or gaps in ``seq``.
 
@@ -29,25 +31,26 @@ from typing import IO, Any, Literal, TypeVar
 
 import msgspec
 
+from agentstream import _signals
 from agentstream import protocol as p
+from agentstream._signals import HeldSignal, Interrupted, SignalHandlers
 from agentstream.errors import AgentstreamError, ErrorCode, ExitCode, exit_code_for_signal
-from agentstream.render import FdWriter, FileWriter, OutputClosed, OutputFormat, Writer, make_sink
+from agentstream.render import (
+    FdWriter,
+    FileWriter,
+    OutputError,
+    OutputFailed,
+    OutputFormat,
+    Writer,
+    make_sink,
+    output_failure,
+)
 from agentstream.transcript import Tally
 
-__all__ = ["Interrupted", "Stream", "ToolCallScope"]
+__all__ = ["Interrupted", "Stream", "ToolCallScope", "fail_before_start", "stream_was_written"]
 
 E = TypeVar("E", bound=p.Event)
 Observer = Callable[[p.Event], None]
-
-_HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-class Interrupted(SystemExit):
-    """Raised in the main thread when a handled signal arrives; exits with 128 + signum."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(exit_code_for_signal(signum))
-        self.signum = signum
 
 
 class ToolCallScope:
@@ -137,12 +140,16 @@ class Stream:
         self._fast_fd = -1
         self._buffer = bytearray()
         self._main_thread = threading.main_thread().ident or 0
-        self._pending_signal = 0
+        self._held = HeldSignal()
         self._signal_seen = 0
-        self._previous_handlers: dict[int, Any] = {}
+        self._handlers = SignalHandlers(self._on_signal)
         self._observers: list[Observer] = []
         self._started_at = 0.0
         self._output_closed = False
+        self._open_runs: dict[str, tuple[p.Role | None, list[str]]] = {}
+        """Delta runs without their complete event yet: id → (role, None for reasoning; the contents so far)."""
+        self._output_failure: OutputFailed | None = None
+        """Set when the output could not be written before the ``result`` was: the process exits with it."""
         self.result: p.Result | None = None
         self.tally = Tally()
         self._last_fatal: p.Error | None = None
@@ -179,6 +186,13 @@ class Stream:
     def finished(self) -> bool:
         return self.result is not None
 
+    @property
+    def exit_code(self) -> int:
+        """The process's exit code: the result's, unless the output failed before the result reached it."""
+        if self._output_failure is not None:
+            return self._output_failure.status
+        return self.result.exit_code if self.result is not None else int(ExitCode.ERROR)
+
     def observe(self, observer: Observer) -> None:
         """Call ``observer`` with every event after it is written (e.g. to publish it to a bus)."""
         self._observers.append(observer)
@@ -188,7 +202,11 @@ class Stream:
         if self.started:
             return self
         self._started_at = time.monotonic()
-        writer = self._open_output()
+        try:
+            writer = self._open_output()
+        except OutputFailed as failure:
+            writer = _NoOutput()
+            self._output_closed, self._output_failure = True, failure
         self._sink = make_sink(
             self.output_format, writer, dialect=self._dialect, err=self._err, color=self._color
         )
@@ -198,16 +216,41 @@ class Stream:
             and isinstance(writer, FdWriter)
         ):
             self._fast_fd = writer.fd
-        if self.owns_process:
-            self._install_signal_handlers()
-            atexit.register(self._at_exit)
-        self.emit(self._start)
+        try:
+            if self.owns_process:
+                global _process_stream_started
+                _process_stream_started = True
+                self._handlers.install()
+                atexit.register(self._at_exit)
+            if self._output_failure is not None:
+                raise self._output_failure
+            self.emit(self._start)
+        except BaseException as exc:
+            # A signal, or no reader / no stdout, right at the start: still start … result.
+            self._end_at_start(exc)
         return self
+
+    def _end_at_start(self, exc: BaseException) -> None:
+        """``start()`` was cut short (``__exit__`` will not run): end the stream here and leave."""
+        if self._start.seq < 0 and not self._output_closed:
+            try:
+                self.emit(self._start)
+            except OutputFailed:
+                pass
+        if not self.finished:
+            self._finish_for_exception(exc)
+        self._leave(exc)
+        if self.owns_process or isinstance(exc, OutputFailed):
+            raise SystemExit(self.exit_code) from None
+        raise exc
 
     def _open_output(self) -> Writer:
         out = self._out_spec
         if out is None:
-            return FdWriter(_private_stdout(isolate=self.owns_process))
+            try:
+                return FdWriter(_private_stdout(isolate=self.owns_process))
+            except OSError as exc:
+                raise output_failure(exc) from None
         if isinstance(out, int):
             return FdWriter(out)
         return FileWriter(out)
@@ -220,28 +263,41 @@ class Stream:
     ) -> Literal[False]:
         if not self.finished:
             self._finish_for_exception(exc)
-        self._restore_signal_handlers()
+        self._leave(exc)
         if not self.owns_process or self.result is None:
             return False
-        code = self.result.exit_code
+        code = self.exit_code
         if isinstance(exc, AgentstreamError):
             fix = f"\n  fix: {exc.fix}" if exc.fix else ""
             sys.stderr.write(f"{self.command}: {exc.code}: {exc.message}{fix}\n")  # expected: no traceback
         elif exc is not None and not isinstance(exc, SystemExit):
             traceback.print_exception(exc_type, exc, tb, file=sys.stderr)
+        elif isinstance(exc, OutputFailed):
+            pass  # reported by _leave; a plain SystemExit below, so no one reports it again
         elif isinstance(exc, SystemExit) and _exit_status(exc) == code:
             return False
         if code != 0 or exc is not None:
             raise SystemExit(code) from None
         return False
 
+    def _leave(self, exc: BaseException | None) -> None:
+        """Hand the signals back; say once why the output failed; fix the process's exit code."""
+        self._handlers.restore()
+        failure = self._output_failure
+        if failure is not None and self.owns_process:
+            if isinstance(failure, OutputError):
+                _say(f"agentstream {self.command}: {failure.error_code}: {failure.reason}")
+            _silence_private_stdout()
+        if self.owns_process and self.result is not None:
+            _signals.note_final_exit(self.exit_code)
+
     def _finish_for_exception(self, exc: BaseException | None) -> None:
         """Turn however the body ended into the matching fatal error and result."""
         if exc is None:
             self.finish()
-        elif isinstance(exc, OutputClosed):
-            self._output_closed = True
-            self.finish(ok=False, exit_code=ExitCode.SIGPIPE, subtype="output_closed")
+        elif isinstance(exc, OutputFailed):
+            self._output_closed, self._output_failure = True, self._output_failure or exc
+            self.fail(exc.error_code, exc.reason, exit_code=exc.status, subtype=exc.subtype)
         elif isinstance(exc, Interrupted):
             self._interrupt_result(exc.signum)
         elif isinstance(exc, KeyboardInterrupt):
@@ -286,6 +342,8 @@ class Stream:
         if not self.started:
             self.start()
         self._closing = True
+        if self._open_runs:
+            self._close_delta_runs()
         code = exit_code if exit_code is not None else (ExitCode.OK if ok else ExitCode.ERROR)
         final_text = result if result is not None else self.tally.last_text
         event = p.Result(
@@ -306,8 +364,9 @@ class Stream:
             self.emit(event)
             if not self._output_closed:
                 self._sink.close()
-        except OutputClosed:
+        except OutputFailed as failure:
             self._output_closed = True
+            self._output_failure = self._output_failure or failure
         return event
 
     def fail(
@@ -328,7 +387,9 @@ class Stream:
             self.start()
         self._closing = True
         with self._lock:
-            # Hold the lock across both events so no other thread can slip between them.
+            # Hold the lock across these events so no other thread can slip between them.
+            if self._open_runs:
+                self._close_delta_runs()
             self.emit(
                 p.Error(code=code, message=message, recoverable=False, fix=fix or p.UNSET, details=details)
             )
@@ -364,6 +425,9 @@ class Stream:
                     event.ts = p.now_ts()
                 if type(event) in _ACCOUNTED:
                     self.tally.add(event)
+                if type(event) in _DELTA_RUNS:
+                    self._track_delta_run(event)
+                failed: OutputFailed | None = None
                 if self._fast_fd >= 0:
                     # Canonical lines to a descriptor: encode into one reused buffer, one write.
                     buffer = self._buffer
@@ -372,50 +436,67 @@ class Stream:
                     try:
                         written = os.write(self._fast_fd, buffer)
                     except OSError as exc:
-                        self._write_failed(exc, event)
+                        failed = output_failure(exc)
                     else:
                         if written < len(buffer):
-                            self._write_rest(buffer, written, event)
+                            failed = self._write_rest(buffer, written)
                 elif not self._output_closed:
-                    self._write(event)
+                    failed = self._write(event)
+                if failed is not None:
+                    self._write_failed(failed)
                 for observer in self._observers:
-                    observer(event)
-        if self._pending_signal:
+                    observer(event)  # the bus still gets the run, whatever happened to stdout
+                if failed is not None and event is not self.result:
+                    raise failed
+        if self._held.pending:
             self._raise_pending_signal()
         return event
 
-    def _write_failed(self, exc: OSError, event: p.Event) -> None:
-        """The fast path's error: a vanished reader closes the output; anything else is a real error."""
-        if not isinstance(exc, BrokenPipeError) and exc.errno != errno.EBADF:
-            raise exc
+    def _track_delta_run(self, event: p.Event) -> None:
+        if isinstance(event, p.MessageDelta):
+            self._open_runs.setdefault(event.message_id, (event.role, []))[1].append(event.content)
+        elif isinstance(event, p.ReasoningDelta):
+            self._open_runs.setdefault(event.reasoning_id, (None, []))[1].append(event.content)
+        elif isinstance(event, p.Message):  # a complete event closes its run
+            self._open_runs.pop(event.message_id, None)
+        elif isinstance(event, p.Reasoning):
+            self._open_runs.pop(event.reasoning_id, None)
+
+    def _close_delta_runs(self) -> None:
+        """An ending cut a message short: emit what its deltas said as the complete event (never left open)."""
+        for key, (role, parts) in list(self._open_runs.items()):
+            if role is None:
+                self.emit(p.Reasoning(reasoning_id=key, content="".join(parts)))
+            else:
+                self.emit(p.Message(message_id=key, role=role, content="".join(parts)))
+        self._open_runs.clear()
+
+    def _write_failed(self, failure: OutputFailed) -> None:
+        """The output is gone (reader left, disk full…): stop writing; the run ends with that failure."""
         self._fast_fd = -1
         self._output_closed = True
-        if event is not self.result:
-            raise OutputClosed() from None
+        self._output_failure = self._output_failure or failure
 
-    def _write_rest(self, buffer: bytearray, written: int, event: p.Event) -> None:
+    def _write_rest(self, buffer: bytearray, written: int) -> OutputFailed | None:
         """A pipe took only part of a long line: finish it before anything else is written."""
         try:
             FdWriter(self._fast_fd).write(bytes(buffer[written:]))
-        except OutputClosed:
-            self._fast_fd = -1
-            self._output_closed = True
-            if event is not self.result:
-                raise
+        except OutputFailed as failure:
+            return failure
+        return None
 
-    def _write(self, event: p.Event) -> None:
+    def _write(self, event: p.Event) -> OutputFailed | None:
         try:
             self._sink.emit(event)
-        except OutputClosed:
-            self._output_closed = True
-            if event is not self.result:
-                raise
+        except OutputFailed as failure:
+            return failure
+        return None
 
     def _raise_pending_signal(self) -> None:
         """Deliver a signal that arrived mid-write, now that the line is whole."""
         if threading.get_ident() != self._main_thread or self._closing:
             return
-        signum, self._pending_signal = self._pending_signal, 0
+        signum = self._held.take()
         if self.result is None:
             self._deliver_signal(signum)
 
@@ -523,29 +604,18 @@ class Stream:
 
     # -- signals and exit -------------------------------------------------
 
-    def _install_signal_handlers(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return
-        for signum in _HANDLED_SIGNALS:
-            self._previous_handlers[signum] = signal.signal(signum, self._on_signal)
-
-    def _restore_signal_handlers(self) -> None:
-        """Hand signals back, so a later Stream in the same process (one per turn) gets its own."""
-        for signum, handler in self._previous_handlers.items():
-            signal.signal(signum, handler)
-        self._previous_handlers.clear()
-
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        if _inside_write(frame):
-            # The main thread is mid-write: let the line finish, deliver right after it.
-            self._pending_signal = self._pending_signal or signum
+        if self.result is None and (_signals.inside(frame, _CRITICAL_CODE) or _signals.inside_import(frame)):
+            # Mid-line, or mid-import (unwinding there breaks the module): deliver right after.
+            self._held.hold(signum, frame)
             return
+        self._held.take()
         self._deliver_signal(signum)
 
     def _deliver_signal(self, signum: int) -> None:
         """Unwind the main thread; a second signal while unwinding stops waiting for cleanup code."""
         if self.result is not None:
-            raise SystemExit(self.result.exit_code)
+            raise SystemExit(self.exit_code)  # the result is written: its code stands
         if self._signal_seen:
             self._interrupt_result(self._signal_seen)
             _hard_exit(self.result.exit_code if self.result else exit_code_for_signal(signum))
@@ -556,7 +626,10 @@ class Stream:
         """Last resort when the program exits without finishing its stream."""
         if self.result is not None or not self.started:
             return
-        self.fail(ErrorCode.NOT_FINISHED, "the program exited without finishing its stream")
+        try:
+            self.fail(ErrorCode.NOT_FINISHED, "the program exited without finishing its stream")
+        except OutputFailed:
+            pass  # nowhere to write it: the exit code says it
         _hard_exit(ExitCode.ERROR)
 
     def run(self, main: Callable[[Stream], object]) -> int:
@@ -566,11 +639,79 @@ class Stream:
                 main(self)
         except SystemExit as exc:
             return _exit_status(exc)
-        return self.result.exit_code if self.result else 0
+        return self.exit_code if self.result else 0
+
+
+def fail_before_start(
+    command: str,
+    exc: AgentstreamError,
+    *,
+    output_format: OutputFormat = "stream-json",
+    dialect: str | None = None,
+    session_id: str | None = None,
+    redact: Callable[[p.Event], None] | None = None,
+    attach: Callable[[Stream], Callable[[], None]] | None = None,
+) -> int:
+    """A run that failed before it could begin (bad option, interrupted while starting) as one whole stream.
+
+    Written in the canonical form when the dialect itself is what was wrong.
+    ``attach`` hooks the stream up before it starts (a bus publisher) and returns
+    what closes it. Returns the exit code (``exc.exit_code``, or what the output allowed).
+    """
+    try:
+        stream = Stream(
+            command, output_format=output_format, dialect=dialect, session_id=session_id, redact=redact
+        )
+    except AgentstreamError:
+        stream = Stream(command, output_format=output_format, session_id=session_id, redact=redact)
+    close = attach(stream) if attach is not None else None
+    subtype = "interrupted" if exc.code == ErrorCode.INTERRUPTED else "error"
+    try:
+        with stream:
+            stream.fail(exc.code, exc.message, fix=exc.fix, exit_code=exc.exit_code, subtype=subtype)
+    except SystemExit as exit_:
+        return _exit_status(exit_)
+    finally:
+        if close is not None:
+            close()
+    return stream.exit_code
+
+
+class _NoOutput:
+    """The writer of a Stream whose stdout could not be opened: nothing is ever written."""
+
+    def write(self, data: bytes | bytearray) -> None:
+        return None
+
+
+def _say(line: str) -> None:
+    """One line on stderr, whatever state stderr is in."""
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _silence_private_stdout() -> None:
+    """After a failed output, point the real stdout at /dev/null so no later flush complains."""
+    from agentstream.render import silence_stdout
+
+    if _stdout_fd >= 0:
+        try:
+            silence_stdout(_stdout_fd)
+        except OSError:
+            pass
 
 
 _stdout_fd = -1
 _stdout_isolated = False
+_process_stream_started = False
+
+
+def stream_was_written() -> bool:
+    """Has a Stream that owns this process started (so its stdout already carries a stream)?"""
+    return _process_stream_started
 
 
 def _private_stdout(*, isolate: bool) -> int:
@@ -581,10 +722,13 @@ def _private_stdout(*, isolate: bool) -> int:
     """
     global _stdout_fd, _stdout_isolated
     if _stdout_fd < 0:
+        if sys.stdout is None:  # Python found no fd 1 at start-up (``>&-``)
+            raise OSError(errno.EBADF, "stdout is not open")
         sys.stdout.flush()
         _stdout_fd = os.dup(1)
     if isolate and not _stdout_isolated:
-        sys.stdout.flush()
+        if sys.stdout is not None:
+            sys.stdout.flush()
         os.dup2(2, 1)
         _stdout_isolated = True
     return _stdout_fd
@@ -592,6 +736,9 @@ def _private_stdout(*, isolate: bool) -> int:
 
 _encode_into = msgspec.json.Encoder().encode_into
 _ACCOUNTED: frozenset[type[p.BaseEvent]] = frozenset({p.Usage, p.ToolCall, p.Message})
+_DELTA_RUNS: frozenset[type[p.BaseEvent]] = frozenset(
+    {p.MessageDelta, p.ReasoningDelta, p.Message, p.Reasoning}
+)
 _CRITICAL_CODE = frozenset(
     {
         Stream.emit.__code__,
@@ -601,18 +748,7 @@ _CRITICAL_CODE = frozenset(
         Stream.finish.__code__,
     }
 )
-
-
-def _inside_write(frame: FrameType | None) -> bool:
-    """Is the interrupted main thread inside the Stream's write path (where a raise would tear a line)?
-
-    Checked on the signal path only, so that emitting costs nothing extra.
-    """
-    while frame is not None:
-        if frame.f_code in _CRITICAL_CODE:
-            return True
-        frame = frame.f_back
-    return False
+"""The Stream's write path, where a raise would tear a line (checked on the signal path only)."""
 
 
 def _exit_status(exc: SystemExit) -> int:

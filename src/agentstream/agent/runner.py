@@ -105,24 +105,18 @@ def fail_before_start(options: ExecOptions, exc: AgentstreamError) -> int:
     The stream is published like any run, under ``--session-id`` when one was given
     (a worker names its job's run that way), so a follower sees why the run failed.
     """
+    from agentstream import stream
     from agentstream.bus.publish import attach_publisher
-    from agentstream.stream import Stream
 
-    own_id = options.session_id if not isinstance(exc, SessionExistsError) else None
-    stream = Stream(
+    return stream.fail_before_start(
         "exec",
+        exc,
         output_format=options.output_format,
         dialect=options.dialect,
-        session_id=own_id,
+        session_id=options.session_id if not isinstance(exc, SessionExistsError) else None,
         redact=_event_redactor(),
+        attach=lambda started: attach_publisher(started, options.bus, enabled=not options.no_publish),
     )
-    close_publisher = attach_publisher(stream, options.bus, enabled=not options.no_publish)
-    try:
-        with stream:
-            stream.fail(exc.code, exc.message, fix=exc.fix, exit_code=exc.exit_code)
-    finally:
-        close_publisher()
-    return exc.exit_code
 
 
 class SessionExistsError(UsageError):

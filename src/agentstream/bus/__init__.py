@@ -36,7 +36,11 @@ from agentstream.plugins import Registry
 __all__ = [
     "BACKENDS",
     "BUS_ENV",
+    "CONNECT_TIMEOUT_ENV",
+    "DEFAULT_CONNECT_TIMEOUT_S",
     "DEFAULT_RETENTION_S",
+    "DEFAULT_RETRY_S",
+    "RETRY_ENV",
     "RUN_STATUSES",
     "TERMINAL_STATUSES",
     "Bus",
@@ -50,6 +54,9 @@ __all__ = [
     "RunStatus",
     "RunUpdate",
     "SeqConflict",
+    "bus_seconds",
+    "check_bus_url",
+    "connect_timeout",
     "default_bus_url",
     "open_bus",
     "parse_duration",
@@ -67,6 +74,17 @@ _SIGNAL_EXITS: Final = frozenset({129, 130, 143})
 
 DEFAULT_RETENTION_S: Final = 7 * 24 * 3600.0
 """A run is deleted this long after its last event, unless the URL says otherwise."""
+
+CONNECT_TIMEOUT_ENV: Final = "AGENTSTREAM_BUS_CONNECT_TIMEOUT"
+DEFAULT_CONNECT_TIMEOUT_S: Final = 2.0
+"""How long reaching a bus may take (``?connect_timeout=S`` in the URL, else ``$AGENTSTREAM_BUS_CONNECT_TIMEOUT``).
+
+One connection attempt waits at most this long, and a bus that was never reached
+is given up after this long, so a dead bus costs seconds, not minutes.
+"""
+RETRY_ENV: Final = "AGENTSTREAM_BUS_RETRY"
+DEFAULT_RETRY_S: Final = 30.0
+"""How long an outage of a bus that was reached before is retried (publisher, worker)."""
 
 
 class BusUnavailable(AgentstreamError):
@@ -273,10 +291,11 @@ class BusFactory(Protocol):
     """Opens a backend: the whole URL, and the options every backend is given.
 
     ``retention`` is in seconds (0 keeps forever); ``maxlen`` is the URL's cap on a
-    run's stored events, ``None`` when the URL sets none (a backend may ignore it).
+    run's stored events, ``None`` when the URL sets none (a backend may ignore it);
+    ``connect_timeout`` is how long a networked backend may wait to connect.
     """
 
-    def __call__(self, url: str, *, retention: float, maxlen: int | None) -> Bus: ...
+    def __call__(self, url: str, *, retention: float, maxlen: int | None, connect_timeout: float) -> Bus: ...
 
 
 BACKENDS: Registry[BusFactory] = Registry(
@@ -308,37 +327,91 @@ def default_bus_url() -> str:
     return f"sqlite:///{state_dir() / 'bus.sqlite3'}"
 
 
+def check_bus_url(url: str | None) -> str:
+    """The URL to use (``url``, else the default), after checking its form without connecting.
+
+    Raises :class:`UsageError` (INVALID_INPUT, exit 2) for a malformed URL or a scheme
+    no backend (built-in or plugin) serves, so a command can refuse it before anything runs.
+    """
+    url = (url or "").strip() or default_bus_url()
+    scheme = url.split(":", 1)[0].lower() if ":" in url else ""
+    if not scheme or BACKENDS.get(scheme) is None:
+        raise UsageError(f"unsupported bus URL {redact_url(url)!r}", fix=_URL_FIX)
+    parts = urlsplit(url)
+    try:
+        port = parts.port  # raises ValueError for a port that is not a number in range
+    except ValueError:
+        port = -1
+    if scheme in ("redis", "rediss"):
+        db = parts.path.strip("/")
+        if port == -1 or not parts.hostname or (db and not db.isdigit()):
+            raise UsageError(f"malformed Redis URL {redact_url(url)!r}", fix=_URL_FIX)
+    elif scheme in ("sqlite", "unix") and (not parts.path or parts.path == "/"):
+        raise UsageError(f"the bus URL {redact_url(url)!r} names no path", fix=_URL_FIX)
+    _bus_options(url)
+    return url
+
+
 def open_bus(url: str | None = None) -> Bus:
     """Open the bus at ``url`` (default: :func:`default_bus_url`), importing only that backend.
 
     Raises :class:`UsageError` (code INVALID_INPUT) for a malformed URL and
     :class:`BusUnavailable` when a local bus file cannot be opened. Redis
-    connects on first use, so an unreachable server surfaces on the first call.
+    connects on first use, so an unreachable server surfaces on the first call
+    (after at most :func:`connect_timeout` seconds).
     """
-    url = (url or "").strip() or default_bus_url()
-    scheme = url.split(":", 1)[0].lower() if ":" in url else ""
-    factory = BACKENDS.get(scheme) if scheme else None
-    if factory is None:
-        raise UsageError(f"unsupported bus URL {redact_url(url)!r}", fix=_URL_FIX)
+    url = check_bus_url(url)
+    factory = BACKENDS.get(url.split(":", 1)[0].lower())
+    assert factory is not None  # check_bus_url found it
+    options = _bus_options(url)
+    return factory(
+        url,
+        retention=options.get("retention", DEFAULT_RETENTION_S),
+        maxlen=options.get("maxlen"),
+        connect_timeout=connect_timeout(url),
+    )
+
+
+def connect_timeout(url: str | None) -> float:
+    """The connect timeout for ``url``: its ``?connect_timeout=``, else the environment, else 2 s."""
+    raw = parse_qs(urlsplit((url or "").strip() or default_bus_url()).query).get("connect_timeout")
+    if raw:
+        return _positive_seconds(raw[-1], "connect_timeout in the bus URL")
+    return bus_seconds(CONNECT_TIMEOUT_ENV, DEFAULT_CONNECT_TIMEOUT_S)
+
+
+def bus_seconds(env: str, default: float) -> float:
+    """A duration from the environment; a value that is not a positive number is a usage error."""
+    raw = os.environ.get(env, "").strip()
+    return _positive_seconds(raw, f"${env}") if raw else default
+
+
+def _positive_seconds(raw: str, what: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value == float("inf"):
+        raise UsageError(f"bad {what}: {raw!r}", fix="give a positive number of seconds, e.g. 2")
+    return value
+
+
+def _bus_options(url: str) -> dict[str, Any]:
+    """Our own query parameters (``retention``, ``maxlen``, ``connect_timeout``), checked."""
     query = parse_qs(urlsplit(url).query)
-    return factory(url, retention=_retention(query), maxlen=_maxlen(query))
-
-
-def _retention(query: dict[str, list[str]]) -> float:
-    if "retention" not in query:
-        return DEFAULT_RETENTION_S
-    return parse_duration(query["retention"][-1], what="retention")
-
-
-def _maxlen(query: dict[str, list[str]]) -> int | None:
-    if "maxlen" not in query:
-        return None
-    raw = query["maxlen"][-1]
-    if not raw.isdigit() or int(raw) < 1:
-        raise UsageError(
-            f"bad maxlen {raw!r} in the bus URL", fix="use a positive integer, e.g. ?maxlen=100000"
-        )
-    return int(raw)
+    options: dict[str, Any] = {}
+    if "connect_timeout" in query:
+        options["connect_timeout"] = connect_timeout(url)
+    if "retention" in query:
+        options["retention"] = parse_duration(query["retention"][-1], what="retention")
+    if "maxlen" in query:
+        raw = query["maxlen"][-1]
+        if not raw.isdigit() or int(raw) < 1:
+            raise UsageError(
+                f"bad maxlen {raw!r} in the bus URL", fix="use a positive integer, e.g. ?maxlen=100000"
+            )
+        options["maxlen"] = int(raw)
+    return options
 
 
 _UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400}

@@ -19,13 +19,15 @@ from __future__ import annotations
 import fnmatch
 import os
 import signal
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from agentstream import protocol as p
+from agentstream._signals import HeldSignal, SignalHandlers, inside_import
 from agentstream.actions import follow_action, resume_action, runs_action, watch_action
 from agentstream.bus import BusUnavailable, FeedItem, Record
 from agentstream.errors import AgentstreamError, ErrorCode, ExitCode, exit_code_for_signal
@@ -39,9 +41,6 @@ T = TypeVar("T")
 
 POLL_S: Final = 1.0
 """Longest single blocking read, so deadlines are checked at least this often."""
-_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-_Handler: TypeAlias = "Callable[[int, FrameType | None], Any] | int | signal.Handlers | None"
-"""What ``signal.signal`` takes and returns: a function, SIG_DFL / SIG_IGN, or None (set outside Python)."""
 
 
 class _Stopped(BaseException):
@@ -53,26 +52,25 @@ class _Stopped(BaseException):
 
 
 class _Output:
-    """Whole lines to fd 1; a signal that arrives mid-line is delivered right after the line."""
+    """Whole lines to fd 1; a signal that arrives mid-line (or mid-import) is delivered right after it."""
 
     def __init__(self, fd: int = 1) -> None:
         self.fd = fd
         self.writing = False
-        self.pending = 0
-        self.previous: dict[int, _Handler] = {}
+        self.held = HeldSignal()
+        self.handlers = SignalHandlers(self._on_signal)
 
     def install(self) -> None:
-        for signum in _SIGNALS:
-            self.previous[signum] = signal.signal(signum, self._on_signal)
+        self.handlers.install()
 
     def restore(self) -> None:
-        for signum, handler in self.previous.items():
-            signal.signal(signum, handler)
+        self.handlers.restore()
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        if self.writing:
-            self.pending = self.pending or signum
+        if self.writing or inside_import(frame):
+            self.held.hold(signum, frame)
             return
+        self.held.take()
         raise _Stopped(signum)
 
     def write(self, data: bytes) -> None:
@@ -83,9 +81,8 @@ class _Output:
                 view = view[os.write(self.fd, view) :]
         finally:
             self.writing = False
-        if self.pending:
-            signum, self.pending = self.pending, 0
-            raise _Stopped(signum)
+        if self.held.pending:
+            raise _Stopped(self.held.take())
 
 
 @dataclass
@@ -94,8 +91,11 @@ class FollowOptions:
     from_seq: int = 0
     timeout: float | None = None
     wait: bool = False
-    """Wait for a run that does not exist yet instead of failing with RUN_NOT_FOUND."""
+    """Wait for a run that does not exist yet (and for a bus not reachable yet) instead of failing."""
     reconnect_for: float = 30.0
+    """How long an outage of a bus that was reached is retried."""
+    connect_for: float = 2.0
+    """How long a bus never reached is tried before giving up (unless ``wait``)."""
     command: str = "agentstream follow"
     observer: Callable[[p.AnyEvent], None] | None = None
     """Also gets every event printed (e.g. the OpenTelemetry sink)."""
@@ -137,6 +137,8 @@ class _RunTail:
     deadline: float = field(default=float("inf"))
     exit_code: int = 0
     """The run's own exit code, once its ``result`` is printed."""
+    reached: bool = False
+    """Whether the bus answered once: from then on an outage is retried for ``reconnect_for``."""
 
     def run(self, open_bus: Callable[[], Bus]) -> int:
         self.next_seq = max(self.options.from_seq, 0)
@@ -187,19 +189,31 @@ class _RunTail:
             raise _Ended("follow_timeout", error, ExitCode.TIMEOUT)
 
     def _with_reconnect(self, call: Callable[[Bus], T]) -> T:
-        """Run ``call`` on the bus; through an outage, retry with backoff for ``reconnect_for`` seconds."""
+        """Run ``call`` on the bus, retrying with backoff through an outage.
+
+        A bus that answered before is retried for ``reconnect_for``; one never
+        reached is given up after ``connect_for`` — unless ``wait``, which keeps
+        trying (until ``--timeout``) with a line on stderr per attempt.
+        """
         assert self.bus is not None
         started = time.monotonic()
         delay = 0.05
         while True:
             try:
-                return call(self.bus)
+                answer = call(self.bus)
             except BusUnavailable as exc:
-                given_up = time.monotonic() - started + delay > self.options.reconnect_for
+                waiting = self.options.wait and not self.reached
+                limit = self.options.reconnect_for if self.reached else self.options.connect_for
+                if waiting:
+                    _say(f"{self.options.command}: {exc.message}; --wait: trying again in {delay:g}s")
+                given_up = not waiting and time.monotonic() - started + delay > limit
                 if given_up or time.monotonic() + delay >= self.deadline:
                     raise _Ended("bus_unavailable", exc, ExitCode.ERROR) from exc
                 time.sleep(delay)
-                delay = min(delay * 2, 1.0)
+                delay = min(delay * 2, 5.0 if waiting else 1.0)
+            else:
+                self.reached = True
+                return answer
 
     def _result_behind(self) -> Record | None:
         """The run's ``result`` when it is stored below ``next_seq`` (``--from-seq`` past the end)."""
@@ -217,8 +231,10 @@ class _RunTail:
         if record.type == "result":
             self._write(self._enriched(record.line) + b"\n")
             return True
-        self._write(record.line + b"\n")
+        # Advanced first: a signal held during the write ends the output right after this line,
+        # and the terminal's seq must then name the next line, not this one again.
         self.next_seq = max(self.next_seq, record.seq + 1)
+        self._write(record.line + b"\n")
         return False
 
     def _enriched(self, line: bytes) -> bytes:
@@ -312,6 +328,14 @@ def synthetic_result(
         synthetic=True,
     )
     return p.encode_line(event)
+
+
+def _say(line: str) -> None:
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def _gap_line(run_id: str, first: int, last: int) -> bytes:

@@ -5,9 +5,13 @@ encodes the event and hands it to a background thread through an unbounded
 lock-free queue (a few microseconds); the thread appends in batches. On the
 ``result`` event the observer waits (bounded by ``AGENTSTREAM_BUS_FLUSH_TIMEOUT``,
 default 10 s) until everything up to it is stored, so the end of a run is never
-lost to an early exit. A bus failure is retried in the background with backoff
-for up to ``AGENTSTREAM_BUS_RETRY`` seconds (default 30) per outage; it costs one
-warning line on stderr and never an exception in the producer.
+lost to an early exit. A bus that cannot be reached at all is given up after its
+connect timeout (``AGENTSTREAM_BUS_CONNECT_TIMEOUT``, default 2 s); an outage of a
+bus that was reached is retried in the background with backoff for up to
+``AGENTSTREAM_BUS_RETRY`` seconds (default 30). Either costs one warning line on
+stderr and never an exception in the producer; once given up, the rest of the
+run is not published (and costs nothing more). A malformed URL is refused up
+front (:class:`~agentstream.errors.UsageError`, exit 2).
 """
 
 from __future__ import annotations
@@ -43,6 +47,9 @@ def attach_publisher(stream: Stream, bus_url: str | None, *, enabled: bool = Tru
     """
     if not enabled:
         return _noop
+    from agentstream.bus import check_bus_url
+
+    check_bus_url(bus_url)  # a malformed URL is a usage error before anything runs
     publisher = Publisher(bus_url, stream.session_id)
     stream.observe(publisher.on_event)
     return publisher
@@ -67,12 +74,18 @@ class Publisher:
         flush_timeout: float | None = None,
         retry_for: float | None = None,
     ) -> None:
+        from agentstream.bus import DEFAULT_RETRY_S, RETRY_ENV, bus_seconds, connect_timeout
+
         self.url = url
         self.run_id = run_id
         self.flush_timeout = (
             flush_timeout if flush_timeout is not None else _env_seconds("FLUSH_TIMEOUT", 10.0)
         )
-        self.retry_for = retry_for if retry_for is not None else _env_seconds("RETRY", 30.0)
+        self.retry_for = retry_for if retry_for is not None else bus_seconds(RETRY_ENV, DEFAULT_RETRY_S)
+        self.connect_for = connect_timeout(url)
+        self._reached = False
+        """Whether the bus ever took a batch: an outage is retried, a bus never reached is not waited for."""
+        self._given_up = False
         self.error: BaseException | None = None
         self.dropped = 0
         self.stored = 0
@@ -109,7 +122,8 @@ class Publisher:
     def close(self) -> None:
         if self._closed:
             return
-        self.flush()
+        if not self.flush() and self._thread.is_alive():
+            self._warn(f"the bus did not take the run's events within {self.flush_timeout:g}s; not published")
         self._closed = True
         self._queue.put(None)
         self._thread.join(timeout=1.0)
@@ -153,21 +167,29 @@ class Publisher:
                 return batch, markers, False
 
     def _store(self, bus: Bus | None, batch: list[Record]) -> Bus | None:
-        """Append one batch, reopening and retrying with backoff through an outage of up to ``retry_for``."""
+        """Append one batch, reopening and retrying with backoff through an outage of up to ``retry_for``.
+
+        A bus never reached is given up after ``connect_for``; once given up, batches are dropped at once.
+        """
         from agentstream.bus import open_bus
         from agentstream.errors import AgentstreamError
 
-        deadline = time.monotonic() + self.retry_for
+        if self._given_up:
+            self._drop(len(batch), "the bus was given up earlier in this run")
+            return bus
+        deadline = time.monotonic() + (self.retry_for if self._reached else self.connect_for)
         delay = 0.05
         while True:
             try:
                 if bus is None:
                     bus = open_bus(self.url)
                 self.stored += bus.append(self.run_id, batch)
+                self._reached = True
                 return bus
             except AgentstreamError as exc:
                 self.error = exc
                 if exc.code != "BUS_UNAVAILABLE" or time.monotonic() + delay > deadline:
+                    self._given_up = True
                     self._drop(len(batch), exc.message)
                     return bus
                 self._warn(f"{exc.message}; retrying in the background (--no-publish skips the bus)")

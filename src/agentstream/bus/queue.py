@@ -33,8 +33,19 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from agentstream import protocol as p
+from agentstream._children import orphan_guard, stop_process
 from agentstream.actions import follow_action
-from agentstream.bus import BusUnavailable, Claim, Job, Record, SeqConflict, open_bus
+from agentstream.bus import (
+    DEFAULT_RETRY_S,
+    RETRY_ENV,
+    BusUnavailable,
+    Claim,
+    Job,
+    Record,
+    SeqConflict,
+    bus_seconds,
+    open_bus,
+)
 from agentstream.errors import AgentstreamError, ErrorCode, ExitCode, UsageError
 
 if TYPE_CHECKING:
@@ -48,14 +59,9 @@ CANCELLED: Final = "cancelled"
 EXEC_ENV: Final = "AGENTSTREAM_WORKER_EXEC"
 """A command line that replaces ``python -m agentstream exec`` for every job (e.g. another agent)."""
 
-# Runs before the job's command in the child: ask Linux to SIGTERM it when the worker dies,
-# so no orphan keeps working (and publishing) on a job that is about to be retried elsewhere.
-_ORPHAN_GUARD: Final = (
-    "import ctypes, os, signal, sys\n"
-    "ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))\n"
-    "if os.getppid() != int(sys.argv[1]): sys.exit(1)\n"
-    "os.execvp(sys.argv[2], sys.argv[2:])\n"
-)
+BUS_RETRY_FIRST_S: Final = 0.5
+BUS_RETRY_MAX_S: Final = 8.0
+"""The worker's backoff while the bus is unreachable: 0.5 s, doubling, at most this."""
 
 
 def exec_command(text: str | None = None) -> list[str]:
@@ -157,6 +163,8 @@ class WorkerOptions:
     max_jobs: int | None = None
     grace: float = 30.0
     command: list[str] = field(default_factory=exec_command)
+    bus_retry: float = field(default_factory=lambda: bus_seconds(RETRY_ENV, DEFAULT_RETRY_S))
+    """How long an unreachable bus is retried before the worker gives up."""
 
     @property
     def heartbeat_every(self) -> float:
@@ -173,7 +181,8 @@ class Worker:
         self.started = 0
         self._active: dict[str, _JobRun] = {}
         self._lock = threading.Condition()
-        self._bus_trouble = False
+        self._outage_since = 0.0
+        self._retry_in = BUS_RETRY_FIRST_S
 
     def serve(self) -> None:
         """Run jobs until ``max_jobs`` have been taken (forever by default)."""
@@ -197,7 +206,12 @@ class Worker:
             return len(self._active) < self.options.concurrency
 
     def _claim(self, bus: Bus) -> Claim | None:
-        """One claim attempt (blocking briefly); an unreachable bus is reported once and retried."""
+        """One claim attempt (blocking briefly).
+
+        An unreachable bus is retried with backoff, one recoverable ``error`` per
+        attempt (with ``retry_in_ms``), and given up — :class:`BusUnavailable`
+        ends the worker — once it has been unreachable for ``bus_retry`` seconds.
+        """
         try:
             claim = bus.claim(
                 self.name,
@@ -206,14 +220,20 @@ class Worker:
                 block=0.5,
             )
         except BusUnavailable as exc:
-            if not self._bus_trouble:
-                self.stream.error(exc.code, exc.message, fix=exc.fix, retry_in_ms=1000)
-                self._bus_trouble = True
-            time.sleep(1.0)
+            now = time.monotonic()
+            self._outage_since = self._outage_since or now
+            if now - self._outage_since + self._retry_in > self.options.bus_retry:
+                raise BusUnavailable(
+                    f"{exc.message}; gave up after {now - self._outage_since:.0f}s of retries",
+                    fix=f"start the bus, then the worker again (${RETRY_ENV} sets how long it retries)",
+                ) from exc
+            self.stream.error(exc.code, exc.message, fix=exc.fix, retry_in_ms=int(self._retry_in * 1000))
+            time.sleep(self._retry_in)
+            self._retry_in = min(self._retry_in * 2, BUS_RETRY_MAX_S)
             return None
-        if self._bus_trouble:
+        if self._outage_since:
             self.stream.status("bus_available", "the bus is reachable again")
-            self._bus_trouble = False
+            self._outage_since, self._retry_in = 0.0, BUS_RETRY_FIRST_S
         return claim
 
     def _start(self, claim: Claim) -> None:
@@ -383,12 +403,7 @@ class _JobRun:
         proc = self.proc
         if proc is None or proc.poll() is not None:
             return
-        proc.terminate()
-        try:
-            proc.wait(timeout=5.0)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, grace=5.0)
 
 
 def _cancelled(bus: Bus, run_id: str) -> bool:
@@ -409,7 +424,9 @@ def _heartbeat(bus: Bus, claim: Claim) -> bool:
 
 
 def _spawn(argv: list[str]) -> subprocess.Popen[bytes]:
-    """Start a job's child: stdout discarded (it publishes to the bus), stderr shared, no stdin."""
-    if sys.platform.startswith("linux"):
-        argv = [sys.executable, "-S", "-c", _ORPHAN_GUARD, str(os.getpid()), *argv]
-    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    """Start a job's child: stdout discarded (it publishes to the bus), stderr shared, no stdin.
+
+    The child gets SIGTERM if the worker dies, so no orphan keeps working (and
+    publishing) on a job that is about to be retried elsewhere.
+    """
+    return subprocess.Popen(orphan_guard(argv), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)

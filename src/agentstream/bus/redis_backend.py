@@ -29,6 +29,7 @@ import msgspec
 
 from agentstream._extras import require
 from agentstream.bus import (
+    DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_RETENTION_S,
     Bus,
     BusUnavailable,
@@ -58,7 +59,7 @@ DEFAULT_MAXLEN: Final = 100_000
 MAX_BLOCK_S: Final = 5.0
 """Longest single blocking read; callers loop. Kept well under the socket timeout."""
 SOCKET_TIMEOUT_S: Final = MAX_BLOCK_S + 5.0
-_OUR_QUERY: Final = frozenset({"retention", "maxlen"})
+_OUR_QUERY: Final = frozenset({"retention", "maxlen", "connect_timeout"})
 
 # KEYS: run stream, run meta, runs index, feed
 # ARGV: run_id, now, maxlen, retention, if_next_seq (-1: none), status, command, exit_code, subtype,
@@ -114,9 +115,11 @@ return 1
 """
 
 
-def open_redis(url: str, *, retention: float, maxlen: int | None) -> RedisBus:
+def open_redis(url: str, *, retention: float, maxlen: int | None, connect_timeout: float) -> RedisBus:
     """The factory of the ``redis``, ``rediss`` and ``unix`` schemes."""
-    return RedisBus(url, retention=retention, maxlen=maxlen or DEFAULT_MAXLEN)
+    return RedisBus(
+        url, retention=retention, maxlen=maxlen or DEFAULT_MAXLEN, connect_timeout=connect_timeout
+    )
 
 
 class RedisBus(Bus):
@@ -128,12 +131,17 @@ class RedisBus(Bus):
     """
 
     def __init__(
-        self, url: str, *, retention: float = DEFAULT_RETENTION_S, maxlen: int = DEFAULT_MAXLEN
+        self,
+        url: str,
+        *,
+        retention: float = DEFAULT_RETENTION_S,
+        maxlen: int = DEFAULT_MAXLEN,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S,
     ) -> None:
         self.url = url
         self.retention = int(retention)
         self.maxlen = maxlen
-        self._client = _client(url)
+        self._client = _client(url, connect_timeout)
         self._append = self._client.register_script(_APPEND)
         self._owned = self._client.register_script(_OWNED)
         self._group_ready = False
@@ -383,7 +391,7 @@ class RedisBus(Bus):
         )
 
 
-def _client(url: str) -> redis.Redis:
+def _client(url: str, connect_timeout: float) -> redis.Redis:
     """A client for ``url`` minus our own query parameters; a malformed URL is a usage error."""
     redis = require("redis", "redis")
     from redis.backoff import ExponentialBackoff
@@ -394,7 +402,7 @@ def _client(url: str) -> redis.Redis:
     try:
         return redis.Redis.from_url(
             urlunsplit(parts._replace(query=query)),
-            socket_connect_timeout=2.0,
+            socket_connect_timeout=connect_timeout,
             socket_timeout=SOCKET_TIMEOUT_S,
             retry=Retry(ExponentialBackoff(cap=0.2, base=0.05), 1),
             health_check_interval=0,

@@ -108,8 +108,9 @@ def sqlite_path(url: str) -> Path:
     return Path(os.path.expanduser(path))
 
 
-def open_sqlite(url: str, *, retention: float, maxlen: int | None) -> SqliteBus:
-    """The ``sqlite`` backend's factory. A run is kept whole, so ``maxlen`` (a Redis stream cap) is unused."""
+def open_sqlite(url: str, *, retention: float, maxlen: int | None, connect_timeout: float) -> SqliteBus:
+    """The ``sqlite`` backend's factory. A run is kept whole, so ``maxlen`` (a Redis stream cap) is unused,
+    and a local file has no connection to time out."""
     return SqliteBus(url, retention=retention)
 
 

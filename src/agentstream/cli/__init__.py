@@ -11,16 +11,30 @@ Built-in commands are dispatched without reading any entry points.
 
 from __future__ import annotations
 
+import errno
 import importlib
 import sys
-from collections.abc import Sequence
-from types import ModuleType
 
-TYPE_CHECKING = False  # not typing's: the command's start-up does not import typing
+TYPE_CHECKING = False  # not ``typing``: signal handlers go in before any heavy import
 if TYPE_CHECKING:
-    from agentstream.plugins import Registry
+    import argparse
+    from collections.abc import Sequence
+    from types import ModuleType
+    from typing import Any, NoReturn
 
-__all__ = ["COMMANDS", "command_registry", "command_summary", "main"]
+    from agentstream.errors import AgentstreamError
+    from agentstream.plugins import Registry
+    from agentstream.render import OutputFailed
+
+__all__ = [
+    "COMMANDS",
+    "FOLLOW_COMMANDS",
+    "STREAM_COMMANDS",
+    "command_registry",
+    "command_summary",
+    "entry",
+    "main",
+]
 
 COMMANDS: dict[str, str] = {
     "exec": "Run the agent on a prompt and stream what it does",
@@ -96,11 +110,13 @@ def _version() -> str:
     return f"agentstream {__version__} (protocol v{PROTOCOL_VERSION})\n"
 
 
-def _command(name: str) -> ModuleType | None:
-    """The module of command ``name``; built-ins are found without reading any entry points."""
+def _command(name: str) -> ModuleType:
+    """The module of command ``name`` (known to exist); built-ins are found without reading any entry points."""
     if name in COMMANDS:
         return importlib.import_module(f"agentstream.cli.{name}_cmd")
-    return command_registry().get(name)
+    module = command_registry().get(name)
+    assert module is not None
+    return module
 
 
 def _unknown_command(name: str) -> int:
@@ -112,32 +128,167 @@ def _unknown_command(name: str) -> int:
     return 2
 
 
+STREAM_COMMANDS: frozenset[str] = frozenset({"exec", "demo", "wrap", "logs", "worker"})
+"""Commands whose stdout is a stream of their own: even a usage error or an early signal is one."""
+FOLLOW_COMMANDS: frozenset[str] = frozenset({"follow", "watch"})
+"""Commands that print other runs' events: they always end with their one synthetic terminal line."""
+
+
+def entry() -> NoReturn:
+    """The ``agentstream`` executable: :func:`main`, then an exit no late signal can change."""
+    from agentstream import _signals
+
+    _signals.install_cli_handlers()  # before anything heavy: no signal may go unreported
+    try:
+        code = _run(sys.argv[1:])
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    _signals.ignore_late_signals()
+    sys.exit(code)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
+    """Run one command and return its exit code (signal handlers are put back afterwards)."""
+    from agentstream import _signals
+
+    handlers = _signals.install_cli_handlers()
+    try:
+        return _run(list(sys.argv[1:] if argv is None else argv))
+    finally:
+        handlers.restore()
+
+
+def _run(args: list[str]) -> int:
+    if sys.stdout is None:  # started with fd 1 closed (``>&-``)
+        sys.stderr.write("agentstream: OUTPUT_ERROR: stdout is not open (was it closed with >&-?)\n")
+        return 1
     if not args or args[0] in ("-h", "--help") or args == ["help"]:
         (sys.stdout if args else sys.stderr).write(_top_help())
-        return 0 if args else 2
+        return _flushed(0 if args else 2)
     if args[0] in ("-V", "--version"):
         sys.stdout.write(_version())
-        return 0
+        return _flushed(0)
     if args[0] == "help":
         args = [args[1], "--help"]
     name = args[0]
-    module = _command(name)
-    if module is None:
+    if name not in COMMANDS and command_registry().get(name) is None:
         return _unknown_command(name)
-    from agentstream.cli._help import build_parser
-
-    parsed = build_parser(name, module).parse_args(args[1:])
+    from agentstream import _signals
     from agentstream.errors import AgentstreamError
+    from agentstream.render import OutputFailed
 
+    parsed: argparse.Namespace | None = None
     try:
-        return int(module.run(parsed))
+        module = _command(name)  # inside the guard: a signal during its imports still ends well
+        parsed = _parser(name, module).parse_args(args[1:])
+        _signals.deliver_held()
+        return _flushed(int(module.run(parsed)))
     except AgentstreamError as exc:
         fix = f"\n  fix: {exc.fix}" if exc.fix else ""
         sys.stderr.write(f"agentstream {name}: {exc.code}: {exc.message}{fix}\n")
-        return exc.exit_code
+        return _failed_before_start(name, exc, args, parsed)
+    except _signals.Interrupted as stop:
+        return _failed_before_start(name, _interrupted(stop.signum), args, parsed)
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:
-        return 141
+    except OutputFailed as failure:
+        return _output_failed(name, failure)
+    except OSError as exc:
+        if exc.filename is not None or exc.errno not in _OUTPUT_ERRNOS:
+            raise
+        from agentstream.render import output_failure
+
+        return _output_failed(name, output_failure(exc))
+
+
+def _parser(name: str, module: ModuleType) -> argparse.ArgumentParser:
+    """The command's parser; its errors are :class:`UsageError`, so every command reports them alike."""
+    from agentstream.cli._help import build_parser
+    from agentstream.errors import UsageError
+
+    parser = build_parser(name, module)
+
+    def usage_error(message: str) -> NoReturn:
+        raise UsageError(message, fix=f"see '{parser.prog} --help'")
+
+    parser.error = usage_error  # type: ignore[method-assign]
+    return parser
+
+
+_OUTPUT_ERRNOS = frozenset({errno.EPIPE, errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EBADF})
+"""Write errors on stdout (an error naming a file is about that file, not stdout)."""
+
+
+def _flushed(code: int) -> int:
+    """Flush stdout now, so a write error is ours to report and not the interpreter's at exit."""
+    if sys.stdout is not None:
+        sys.stdout.flush()
+    return code
+
+
+def _output_failed(name: str, failure: OutputFailed) -> int:
+    """stdout could not be written: 141 quietly for a reader that left, else one line and exit 1."""
+    from agentstream.render import OutputClosed, silence_stdout
+
+    if not isinstance(failure, OutputClosed):
+        sys.stderr.write(f"agentstream {name}: {failure.error_code}: {failure.reason}\n")
+    try:
+        silence_stdout()
+    except OSError:
+        pass
+    return failure.status
+
+
+def _interrupted(signum: int) -> AgentstreamError:
+    import signal
+
+    from agentstream.errors import AgentstreamError, ErrorCode, exit_code_for_signal
+
+    error = AgentstreamError(f"interrupted by {signal.Signals(signum).name}", code=ErrorCode.INTERRUPTED)
+    error.exit_code = exit_code_for_signal(signum)
+    return error
+
+
+def _failed_before_start(
+    name: str, exc: AgentstreamError, args: list[str], parsed: argparse.Namespace | None
+) -> int:
+    """The stdout a command owes when it stops before its own stream began (see docs/cli.md)."""
+    from agentstream.errors import ErrorCode
+
+    code = exc.exit_code
+    if name in STREAM_COMMANDS:
+        from agentstream.stream import fail_before_start, stream_was_written
+
+        if not stream_was_written():
+            output_format, dialect = _output_choice(args, parsed)
+            return fail_before_start(f"{name}", exc, output_format=output_format, dialect=dialect)
+    elif name in FOLLOW_COMMANDS:
+        from agentstream.bus.follow import synthetic_result
+        from agentstream.protocol import new_id
+
+        subtype = "interrupted" if exc.code == ErrorCode.INTERRUPTED else "invalid_input"
+        line = synthetic_result(new_id(name), 0, subtype, exc, code, [], command=f"agentstream {name}")
+        sys.stdout.buffer.write(line)
+        return _flushed(code)
+    return code
+
+
+def _output_choice(args: list[str], parsed: argparse.Namespace | None) -> tuple[Any, str | None]:
+    """The output format and dialect asked for, read from the raw arguments when parsing failed."""
+    from agentstream.render import OUTPUT_FORMATS
+
+    if parsed is not None and hasattr(parsed, "output_format"):
+        from agentstream.cli._options import resolve_output_format
+
+        resolve_output_format(parsed)  # unset: text for a person, stream-json for a program
+        return parsed.output_format, getattr(parsed, "dialect", None)
+    output_format = "stream-json"
+    for i, arg in enumerate(args):
+        value = None
+        if arg in ("-o", "--output-format") and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith("--output-format="):
+            value = arg.split("=", 1)[1]
+        if value in OUTPUT_FORMATS:
+            output_format = value
+    return output_format, None

@@ -7,7 +7,12 @@ import argparse
 from agentstream.agent.permissions import ALL_PERMISSION_MODES
 from agentstream.agent.providers import PROVIDER_NAMES
 from agentstream.cli._bus_options import add_publish_options
-from agentstream.cli._options import add_output_options
+from agentstream.cli._options import (
+    add_output_options,
+    non_negative_int,
+    positive_int,
+    positive_seconds,
+)
 
 __all__ = ["CLAUDE_IGNORED", "add_exec_options"]
 
@@ -72,7 +77,7 @@ def add_exec_options(parser: argparse.ArgumentParser) -> None:
     )
     model.add_argument(
         "--max-tokens",
-        type=int,
+        type=positive_int,
         default=8192,
         metavar="N",
         help="answer tokens per Anthropic call (default 8192)",
@@ -80,17 +85,21 @@ def add_exec_options(parser: argparse.ArgumentParser) -> None:
     model.add_argument(
         "--thinking-budget",
         "--max-thinking-tokens",
-        type=int,
+        type=non_negative_int,
         default=0,
         metavar="N",
         help="Anthropic extended thinking tokens",
     )
     model.add_argument(
-        "--timeout", type=float, default=600.0, metavar="S", help="seconds per model call (default 600)"
+        "--timeout",
+        type=positive_seconds,
+        default=600.0,
+        metavar="S",
+        help="seconds per model call (default 600)",
     )
     model.add_argument(
         "--max-retries",
-        type=int,
+        type=non_negative_int,
         default=None,
         metavar="N",
         help="retries of a failed call (default 3, $AGENTSTREAM_MAX_RETRIES)",
@@ -100,7 +109,11 @@ def add_exec_options(parser: argparse.ArgumentParser) -> None:
     agent = parser.add_argument_group("agent")
     agent.add_argument("--cwd", metavar="DIR", help="the workspace the tools work in (default: here)")
     agent.add_argument(
-        "--max-turns", type=int, default=0, metavar="N", help="model calls per prompt (default: no limit)"
+        "--max-turns",
+        type=non_negative_int,
+        default=0,
+        metavar="N",
+        help="model calls per prompt (default: no limit)",
     )
     agent.add_argument(
         "--permission-mode",

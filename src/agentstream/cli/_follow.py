@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from agentstream.cli._options import seconds
+
 __all__ = ["add_follow_options", "follow_run"]
 
 
@@ -12,22 +14,23 @@ def add_follow_options(parser: argparse.ArgumentParser, *, timeout_flag: str = "
     parser.add_argument(
         timeout_flag,
         dest="follow_timeout",
-        type=float,
+        type=seconds,
         default=None,
         metavar="S",
         help="stop following after S seconds",
     )
     parser.add_argument(
         "--reconnect-timeout",
-        type=float,
+        type=seconds,
         default=30.0,
         metavar="S",
-        help="how long to keep retrying an unreachable bus before giving up (default 30)",
+        help="how long to keep retrying a bus that went away (default 30); one never reached is"
+        " given up after its connect timeout (default 2 s) unless --wait",
     )
 
 
 def follow_run(args: argparse.Namespace, run_id: str, *, command: str, wait: bool, from_seq: int = 0) -> int:
-    from agentstream.bus import open_bus
+    from agentstream.bus import connect_timeout, open_bus
     from agentstream.bus.follow import FollowOptions, follow
     from agentstream.observe.otel import otel_sink_from_environ
 
@@ -38,6 +41,7 @@ def follow_run(args: argparse.Namespace, run_id: str, *, command: str, wait: boo
         timeout=args.follow_timeout,
         wait=wait,
         reconnect_for=args.reconnect_timeout,
+        connect_for=connect_timeout(args.bus),
         command=command,
         observer=otel.on_event if otel else None,
     )

@@ -92,7 +92,17 @@ for programs. Everything but the chosen output goes to stderr.
 
 Exit codes: 0 success, 1 error, 2 bad usage or input, 3 max turns, 124 timeout,
 127 command not found, 129/130/143 SIGHUP/SIGINT/SIGTERM, 141 the reader of stdout
-went away. A command that streams events always exits with `result.exit_code`.
+went away. A command that streams events always exits with `result.exit_code`; a
+signal after its `result` does not change it. Any other failure to write stdout
+(a full disk, stdout closed) is exit 1 with one `OUTPUT_ERROR` line on stderr.
+
+A usage error (an unknown flag, a value that is not a number where one is meant, a
+negative count, an unknown dialect, a malformed `--bus` URL) is exit 2 before
+anything runs, with the message and its fix on stderr. `exec`, `demo`, `wrap`,
+`logs` and `worker` still write a whole stream on stdout (`start`, `error`
+`INVALID_INPUT`, `result`); `follow` and `watch` their one synthetic terminal line;
+the other commands nothing. The bus's connect timeout is
+`$AGENTSTREAM_BUS_CONNECT_TIMEOUT` (default 2 s; see [bus](bus.md)).
 """
 
 

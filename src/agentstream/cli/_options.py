@@ -3,10 +3,52 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from typing import IO
 
 from agentstream.render import OUTPUT_FORMATS
+
+# -- numeric option types: every number on the command line is checked the same way ------------
+
+
+def _number(text: str, kind: type[int] | type[float], *, minimum: float, what: str) -> float:
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+    if not math.isfinite(value) or value < minimum:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """A count where 0 means none (or "no limit", as the option's help says)."""
+    return int(_number(text, int, minimum=0, what="a whole number of 0 or more"))
+
+
+def positive_int(text: str) -> int:
+    return int(_number(text, int, minimum=1, what="a whole number of 1 or more"))
+
+
+def exit_status(text: str) -> int:
+    value = non_negative_int(text)
+    if value > 255:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an exit status (0 to 255)")
+    return value
+
+
+def seconds(text: str) -> float:
+    """A duration in seconds, 0 or more."""
+    return float(_number(text, float, minimum=0.0, what="a number of seconds (0 or more)"))
+
+
+def positive_seconds(text: str) -> float:
+    """A duration that must be longer than zero (a timeout that could never be met otherwise)."""
+    value = seconds(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
 
 
 def add_output_options(parser: argparse.ArgumentParser, *, default: str | None = "stream-json") -> None:

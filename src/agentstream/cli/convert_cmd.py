@@ -8,7 +8,6 @@ live conversion works, and buffered for regular files.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Iterable
 from typing import IO, TYPE_CHECKING
@@ -19,6 +18,7 @@ from agentstream.cli._options import (
     add_to_alias,
     check_dialect,
     open_input,
+    positive_int,
 )
 from agentstream.cli._progress import is_regular_file, with_progress
 
@@ -33,7 +33,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_to_alias(parser)
     parser.add_argument(
         "--max-line-bytes",
-        type=int,
+        type=positive_int,
         default=None,
         metavar="N",
         help="report lines longer than N bytes as LINE_TOO_LONG errors instead of reading them (default: no limit)",
@@ -135,7 +135,7 @@ class _LinesOut:
 
 
 class _Output:
-    """Buffered writes to stdout, flushed per line for live input; a closed reader exits 141 quietly."""
+    """Buffered writes to stdout, flushed per line for live input; a failed write ends the command (see render)."""
 
     def __init__(self, file: IO[bytes], *, flush_each: bool) -> None:
         self.file, self.flush_each = file, flush_each
@@ -145,21 +145,18 @@ class _Output:
             self.file.write(data)
             if self.flush_each:
                 self.file.flush()
-        except BrokenPipeError:
-            self._closed()
+        except OSError as exc:
+            self._failed(exc)
 
     def flush(self) -> None:
         try:
             self.file.flush()
-        except BrokenPipeError:
-            self._closed()
+        except OSError as exc:
+            self._failed(exc)
 
-    def _closed(self) -> None:
-        from agentstream.render import OutputClosed
+    def _failed(self, exc: OSError) -> None:
+        from agentstream.render import output_failure, silence_stdout
 
         if self.file is sys.stdout.buffer:
-            # Point stdout at /dev/null so the interpreter's final flush does not complain again.
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            os.close(devnull)
-        raise OutputClosed()
+            silence_stdout(sys.stdout.fileno())  # so the interpreter's final flush does not complain again
+        raise output_failure(exc) from None

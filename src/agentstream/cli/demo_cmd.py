@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import time
 
-from agentstream.cli._options import add_output_options
+from agentstream.cli._options import add_output_options, seconds
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add_output_options(parser)
-    parser.add_argument("--delay", type=float, default=0.05, help="seconds between chunks (default 0.05)")
+    parser.add_argument("--delay", type=seconds, default=0.05, help="seconds between chunks (default 0.05)")
     parser.add_argument("--fail", action="store_true", help="end with a fatal error, to see the failure path")
 
 

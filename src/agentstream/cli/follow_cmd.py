@@ -6,13 +6,16 @@ import argparse
 
 from agentstream.cli._bus_options import add_bus_option
 from agentstream.cli._follow import add_follow_options, follow_run
+from agentstream.cli._options import non_negative_int
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_id", metavar="RUN", help="the run id (its session id); see 'agentstream runs'")
     add_bus_option(parser)
     add_follow_options(parser)
-    parser.add_argument("--from-seq", type=int, default=0, metavar="N", help="start at this seq (default 0)")
+    parser.add_argument(
+        "--from-seq", type=non_negative_int, default=0, metavar="N", help="start at this seq (default 0)"
+    )
     parser.add_argument("--wait", action="store_true", help="wait for a run that has not started yet")
 
 

@@ -13,10 +13,10 @@ import argparse
 import os
 import re
 import time
-from typing import IO, TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final
 
 from agentstream.cli._bus_options import add_publish_options
-from agentstream.cli._options import add_output_options
+from agentstream.cli._options import add_output_options, seconds
 
 if TYPE_CHECKING:
     from agentstream.protocol import LogLevel
@@ -56,7 +56,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="the level of every line (default: guessed)",
     )
     parser.add_argument(
-        "--timeout", type=float, default=None, metavar="S", help="with --follow, stop after S seconds"
+        "--timeout", type=seconds, default=None, metavar="S", help="with --follow, stop after S seconds"
     )
     add_output_options(parser)
     add_publish_options(parser, default=False)
@@ -106,12 +106,25 @@ def _emit_lines(stream: Stream, data: bytes, level: LogLevel | None, *, final: b
     return rest
 
 
+ANCHOR_BYTES: Final = 256
+"""How much of what was read last is compared with the file before reading on (see ``_Tail``)."""
+
+
 class _Tail:
-    """Follows one path across rotation and truncation."""
+    """Follows one path across rotation and truncation.
+
+    Truncation is found even when the file was truncated and written past our
+    offset again between two polls (its size alone would not tell): the last
+    ``ANCHOR_BYTES`` bytes read are compared with what the file holds there now,
+    before and after each read. If they differ, the file was rewritten and is
+    read again from its start, so a line is never cut at a stale offset.
+    """
 
     def __init__(self, stream: Stream, path: str, level: LogLevel | None, from_start: bool) -> None:
         self.stream, self.path, self.level = stream, path, level
-        self.file: IO[bytes] | None = None
+        self.fd = -1
+        self.offset = 0
+        self.anchor = b""
         self.inode: tuple[int, int] | None = None
         self.partial = b""
         self.from_start = from_start
@@ -119,38 +132,64 @@ class _Tail:
 
     def run(self, timeout: float | None) -> None:
         deadline = time.monotonic() + timeout if timeout is not None else None
-        if not self._open(at_end=not self.from_start):
+        if self._open(at_end=not self.from_start):
+            self.stream.status("following", f"reading new lines of {self.path}")
+        else:
             self.stream.status("waiting", f"{self.path} does not exist yet")
-        while deadline is None or time.monotonic() < deadline:
-            if self._read_new() or self._reopen_if_replaced():
-                self.poll = POLL_MIN_S
-                continue
-            time.sleep(self.poll)
-            self.poll = min(self.poll * 2, POLL_MAX_S)
-        self._read_new()
+        try:
+            while deadline is None or time.monotonic() < deadline:
+                if self._read_new() or self._reopen_if_replaced():
+                    self.poll = POLL_MIN_S
+                    continue
+                time.sleep(self.poll)
+                self.poll = min(self.poll * 2, POLL_MAX_S)
+            self._read_new()
+        finally:
+            self._close()
         self.stream.finish(ok=True, subtype="timeout")
 
     def _open(self, *, at_end: bool) -> bool:
         try:
-            self.file = open(self.path, "rb")
+            self.fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
             return False
-        info = os.fstat(self.file.fileno())
+        info = os.fstat(self.fd)
         self.inode = (info.st_dev, info.st_ino)
-        if at_end:
-            self.file.seek(0, os.SEEK_END)
+        self.offset = info.st_size if at_end else 0
+        self.anchor = os.pread(
+            self.fd, min(ANCHOR_BYTES, self.offset), self.offset - min(ANCHOR_BYTES, self.offset)
+        )
         return True
 
-    def _read_new(self) -> bool:
-        if self.file is None:
+    def _close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def _unchanged(self) -> bool:
+        """Does the file still hold, just before our offset, what we read there?"""
+        if os.fstat(self.fd).st_size < self.offset:
             return False
-        if os.fstat(self.file.fileno()).st_size < self.file.tell():  # truncated in place
-            self.stream.status("truncated", f"{self.path} was truncated; reading from its start")
-            self.file.seek(0)
-            self.partial = b""
-        data = self.file.read()
+        start = self.offset - len(self.anchor)
+        return not self.anchor or os.pread(self.fd, len(self.anchor), start) == self.anchor
+
+    def _restart(self) -> None:
+        self.stream.status("truncated", f"{self.path} was truncated; reading from its start")
+        self.offset, self.anchor, self.partial = 0, b"", b""
+
+    def _read_new(self) -> bool:
+        if self.fd < 0:
+            return False
+        if not self._unchanged():
+            self._restart()
+        data = os.pread(self.fd, 1 << 20, self.offset)
         if not data:
             return False
+        if not self._unchanged():  # rewritten while we read: what we read may start mid-line
+            self._restart()
+            return True
+        self.offset += len(data)
+        self.anchor = (self.anchor + data)[-ANCHOR_BYTES:]
         self.partial = _emit_lines(self.stream, self.partial + data, self.level, final=False)
         return True
 
@@ -162,9 +201,10 @@ class _Tail:
             return False
         if (info.st_dev, info.st_ino) == self.inode:
             return False
-        if self.file is not None:
-            self._read_new()
+        if self.fd >= 0:
+            while self._read_new():
+                pass
             self.partial = _emit_lines(self.stream, self.partial, self.level, final=True)
-            self.file.close()
+            self._close()
             self.stream.status("rotated", f"{self.path} was replaced; reading the new file")
         return self._open(at_end=False)

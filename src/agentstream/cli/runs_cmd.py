@@ -7,6 +7,7 @@ from typing import Any
 
 from agentstream.bus import RUN_STATUSES
 from agentstream.cli._bus_options import add_bus_option
+from agentstream.cli._options import positive_int
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -17,7 +18,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=[],
         help="only runs in this state (repeatable)",
     )
-    parser.add_argument("--limit", type=int, default=20, metavar="N", help="at most N runs (default 20)")
+    parser.add_argument(
+        "--limit", type=positive_int, default=20, metavar="N", help="at most N runs (default 20)"
+    )
     parser.add_argument("--json", action="store_true", help="print the JSON envelope even on a terminal")
     add_bus_option(parser)
 

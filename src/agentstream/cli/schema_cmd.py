@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
+from agentstream.cli._options import non_negative_int
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--indent", type=int, default=2, help="spaces per level (0 for one line)")
+    parser.add_argument(
+        "--indent", type=non_negative_int, default=2, help="spaces per level (0 for one line)"
+    )
     parser.add_argument(
         "--input",
         action="store_true",

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING
 
-from agentstream.cli._options import add_input_argument, open_input, sniff_input
+from agentstream.cli._options import add_input_argument, exit_status, open_input, positive_int, sniff_input
 
 if TYPE_CHECKING:
     from agentstream.validate import Validator, Violation
@@ -15,11 +15,15 @@ if TYPE_CHECKING:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add_input_argument(parser)
-    parser.add_argument("--expect-exit", type=int, metavar="N", help="also require result.exit_code == N")
+    parser.add_argument(
+        "--expect-exit", type=exit_status, metavar="N", help="also require result.exit_code == N"
+    )
     parser.add_argument(
         "--json", action="store_true", help="print violations as NDJSON objects, then a summary"
     )
-    parser.add_argument("--max-line-bytes", type=int, metavar="N", help="report lines longer than N bytes")
+    parser.add_argument(
+        "--max-line-bytes", type=positive_int, metavar="N", help="report lines longer than N bytes"
+    )
     parser.add_argument("--quiet", "-q", action="store_true", help="print nothing; the exit code says it all")
 
 

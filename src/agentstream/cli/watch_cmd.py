@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from agentstream.cli._bus_options import add_bus_option
+from agentstream.cli._options import positive_int, seconds
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -27,11 +28,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--since", metavar="CURSOR", default=None, help="resume after a cursor from a previous watch"
     )
     start.add_argument("--from-start", action="store_true", help="begin with the oldest events the bus keeps")
-    parser.add_argument("--timeout", type=float, default=None, metavar="S", help="stop after S seconds")
-    parser.add_argument("--count", type=int, default=None, metavar="N", help="stop after printing N events")
+    parser.add_argument("--timeout", type=seconds, default=None, metavar="S", help="stop after S seconds")
+    parser.add_argument(
+        "--count", type=positive_int, default=None, metavar="N", help="stop after printing N events"
+    )
     parser.add_argument(
         "--reconnect-timeout",
-        type=float,
+        type=seconds,
         default=30.0,
         metavar="S",
         help="retry an unreachable bus this long",

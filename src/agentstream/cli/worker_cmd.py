@@ -12,7 +12,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from agentstream.cli._bus_options import add_bus_option
-from agentstream.cli._options import add_output_options
+from agentstream.cli._options import add_output_options, positive_int, positive_seconds, seconds
 
 if TYPE_CHECKING:
     from agentstream.bus.queue import Worker
@@ -22,20 +22,24 @@ if TYPE_CHECKING:
 def configure(parser: argparse.ArgumentParser) -> None:
     add_bus_option(parser)
     add_output_options(parser)
-    parser.add_argument("--concurrency", type=int, default=1, metavar="N", help="jobs at once (default 1)")
+    parser.add_argument(
+        "--concurrency", type=positive_int, default=1, metavar="N", help="jobs at once (default 1)"
+    )
     parser.add_argument(
         "--idle-timeout",
-        type=float,
+        type=positive_seconds,
         default=30.0,
         metavar="S",
         help="reclaim a job whose worker has not heartbeaten for S seconds (default 30; use one value everywhere)",
     )
     parser.add_argument(
-        "--max-attempts", type=int, default=3, metavar="N", help="attempts per job (default 3)"
+        "--max-attempts", type=positive_int, default=3, metavar="N", help="attempts per job (default 3)"
     )
-    parser.add_argument("--max-jobs", type=int, default=None, metavar="N", help="exit after taking N jobs")
     parser.add_argument(
-        "--grace", type=float, default=30.0, metavar="S", help="on a signal, wait S s for jobs (default 30)"
+        "--max-jobs", type=positive_int, default=None, metavar="N", help="exit after taking N jobs"
+    )
+    parser.add_argument(
+        "--grace", type=seconds, default=30.0, metavar="S", help="on a signal, wait S s for jobs (default 30)"
     )
     parser.add_argument(
         "--exec-command",
@@ -46,15 +50,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from agentstream.bus import check_bus_url
     from agentstream.bus.queue import Worker, WorkerOptions, exec_command
-    from agentstream.errors import UsageError
     from agentstream.stream import Interrupted, Stream
 
-    for flag, value in (("--concurrency", args.concurrency), ("--max-attempts", args.max_attempts)):
-        if value < 1:
-            raise UsageError(f"{flag} must be at least 1, not {value}", fix=f"pass {flag} 1 or more")
-    if args.idle_timeout <= 0:
-        raise UsageError("--idle-timeout must be positive", fix="pass --idle-timeout 30, say")
+    check_bus_url(args.bus)  # a malformed URL is a usage error before anything runs
     options = WorkerOptions(
         bus_url=args.bus,
         concurrency=args.concurrency,

@@ -4,8 +4,8 @@ The wrap is a producer in its own right (a :class:`~agentstream.stream.Stream`):
 its ``start`` comes first, the child's events follow re-stamped into the wrap's
 session (the child's own session id is kept in a ``status`` event named
 ``child_session``), and exactly one ``result`` ends it, whose exit code is the
-process's: 0 when the child succeeded, the child's failure code otherwise, and
-128 + N when the wrap itself got signal N. The first SIGINT/SIGTERM/SIGHUP is
+process's: the child's own exit status, passed through (see :func:`exit_code_of`),
+and 128 + N when the wrap itself got signal N. The first SIGINT/SIGTERM/SIGHUP is
 passed on to the child, whose last events are still relayed (bounded by
 ``--grace``); a second one stops everything at once. Like ``exec``, the run is
 published to the bus (``--bus``; ``--no-publish`` opts out), so ``follow``,
@@ -18,11 +18,10 @@ import argparse
 import shlex
 import signal
 import sys
-import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from agentstream.cli._bus_options import add_publish_options, publish
-from agentstream.cli._options import add_output_options, add_to_alias, check_dialect
+from agentstream.cli._options import add_output_options, add_to_alias, check_dialect, seconds
 
 if TYPE_CHECKING:
     from types import FrameType
@@ -30,8 +29,6 @@ if TYPE_CHECKING:
     from agentstream import protocol as p
     from agentstream.consumer import Spawn
     from agentstream.stream import Stream
-
-_FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -51,14 +48,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--exit-timeout",
-        type=float,
+        type=seconds,
         default=5.0,
         metavar="SECONDS",
         help="how long the child may linger after its result or after closing stdout (default 5)",
     )
     parser.add_argument(
         "--grace",
-        type=float,
+        type=seconds,
         default=3.0,
         metavar="SECONDS",
         help="between SIGTERM and SIGKILL when the child has to be stopped (default 3)",
@@ -118,15 +115,11 @@ class _Forwarder:
     """First signal: pass it to the child and let its stream end (bounded). Second: the Stream's own handler."""
 
     def __init__(self, child: Spawn) -> None:
+        from agentstream._signals import SignalHandlers
+
         self.child = child
         self.signum = 0
-        self._previous: dict[int, Any] = {}
-
-    def install(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return
-        for signum in _FORWARDED:
-            self._previous[signum] = signal.signal(signum, self._on_signal)
+        self.handlers = SignalHandlers(self._on_signal)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if not self.signum:
@@ -134,9 +127,7 @@ class _Forwarder:
             self.child.cancel(signum)
             return
         self.child.kill()
-        previous = self._previous.get(signum)
-        if callable(previous):
-            previous(signum, frame)
+        self.handlers.call_previous(signum, frame)
 
 
 class _Relay:
@@ -154,7 +145,7 @@ class _Relay:
 
         final: p.Result | None = None
         with self.child:
-            self.forwarder.install()
+            self.forwarder.handlers.install()
             for event in self.child:
                 if isinstance(event, p.Result):
                     final = event
@@ -180,7 +171,7 @@ class _Relay:
 
     def _finish(self, final: p.Result | None) -> None:
         from agentstream import protocol as p
-        from agentstream.errors import ErrorCode, ExitCode, exit_code_for_signal
+        from agentstream.errors import ErrorCode, exit_code_for_signal
         from agentstream.transcript import has_usage
 
         stream, held = self.stream, self.held
@@ -199,11 +190,33 @@ class _Relay:
             stream.usage = final.usage
         if held is not None:
             stream.emit(held)
+        code = exit_code_of(final, self.child)
+        if code != 0 and final.ok:
+            message = f"the child reported success but exited with status {code}"
+            stream.fail(ErrorCode.PROCESS_CRASHED, message, exit_code=code, next_actions=final.next_actions)
+            return
         stream.finish(
-            ok=final.ok,
-            exit_code=0 if final.ok else (final.exit_code or ExitCode.ERROR),
+            ok=code == 0,
+            exit_code=code,
             subtype=final.subtype,
             result=final.result if isinstance(final.result, str) else None,
             error=final.error if isinstance(final.error, p.ErrorInfo) else None,
             next_actions=final.next_actions,
         )
+
+
+def exit_code_of(final: p.Result, child: Spawn) -> int:
+    """wrap's one exit-code policy (docs/consumer.md): the child's own exit status, passed through.
+
+    Exceptions, so that wrap never reports a success that did not happen and
+    never blames the child for what wrap did: a child that exits 0 after a
+    failed ``result`` gives that result's code (or 1); a child wrap had to stop
+    (it lingered after its result), or that never ran, gives its stream's outcome.
+    """
+    from agentstream.errors import ExitCode
+
+    stream_code = 0 if final.ok else (final.exit_code or ExitCode.ERROR)
+    status = child.exit_status
+    if status is None or child.stopped:
+        return stream_code
+    return status if status != 0 else stream_code

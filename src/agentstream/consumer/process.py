@@ -15,6 +15,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from agentstream import protocol as p
+from agentstream._children import Foreground, GroupWatchdog, stop_process
 from agentstream._lines import Line, LineSplitter, LineTooLong
 from agentstream.consumer.pipeline import CHUNK_BYTES, Ending, Pipeline
 from agentstream.errors import ErrorCode, ExitCode
@@ -126,6 +127,13 @@ class Spawn(_ChildBase):
     it gets ``exit_timeout_s`` to exit, then SIGTERM, then SIGKILL after
     ``cancel_grace_s``. stderr is drained by a thread (the child can never block
     on it); :attr:`stderr` keeps its last ``stderr_limit`` characters.
+
+    With ``new_process_group`` the child leads a process group of its own, which
+    a watchdog process ends if this process dies without closing the Spawn (even
+    by SIGKILL), so neither the child nor its children are left running; and,
+    when this process has the terminal, that group gets the terminal while the
+    child runs, so a CLI that reads its TTY or sets raw mode works as it would
+    without the wrapper.
     """
 
     def __init__(
@@ -159,9 +167,13 @@ class Spawn(_ChildBase):
         self._popen_kwargs: dict[str, Any] = {"cwd": cwd, "env": env, "stdin": stdin}
         self.proc: subprocess.Popen[bytes] | None = None
         self._launch_error: OSError | None = None
+        self.stopped = False
+        """Whether the Spawn had to stop the child itself (cancel, or it lingered): then its status is ours."""
         self._kill_timer: threading.Timer | None = None
         self._wake_r, self._wake_w = -1, -1
         self._wake_lock = threading.Lock()
+        self._watchdog: GroupWatchdog | None = None
+        self._foreground = Foreground()
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -181,6 +193,9 @@ class Spawn(_ChildBase):
         except OSError as exc:
             self._launch_error = exc
             return self
+        if self.new_process_group:
+            self._watchdog = GroupWatchdog(self.proc.pid, grace=self.cancel_grace_s)
+            self._foreground.give(self.proc.pid)
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
         assert self.proc.stderr is not None
@@ -204,11 +219,20 @@ class Spawn(_ChildBase):
         """The child's exit status once it has exited (negative: killed by that signal)."""
         return self.proc.poll() if self.proc is not None else None
 
+    @property
+    def exit_status(self) -> int | None:
+        """The child's exit status as a shell reports it (128 + N when killed by signal N); None before."""
+        code = self.returncode
+        if code is None:
+            return None
+        return 128 - code if code < 0 else code
+
     def send_signal(self, signum: int) -> None:
         """Signal the child (its whole process group with ``new_process_group``) if it still runs."""
         proc = self.proc
         if proc is None or proc.poll() is not None:
             return
+        self.stopped = True
         try:
             if self.new_process_group:
                 os.killpg(proc.pid, signum)
@@ -241,6 +265,10 @@ class Spawn(_ChildBase):
         if proc.poll() is None:
             wait = self.exit_timeout_s if self._pipeline.finished else 0.0
             self._reap(wait)
+        self._foreground.take_back()
+        if self._watchdog is not None:
+            self._watchdog.release()
+            self._watchdog = None
         if self._kill_timer is not None:
             self._kill_timer.cancel()
         if self._stderr.join(timeout=1.0):
@@ -257,13 +285,7 @@ class Spawn(_ChildBase):
     def _reap(self, wait_s: float) -> int:
         """Wait up to ``wait_s`` for the child to exit, then SIGTERM, then SIGKILL; return its status."""
         assert self.proc is not None
-        for signum in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                return self.proc.wait(timeout=wait_s)
-            except subprocess.TimeoutExpired:
-                self.send_signal(signum)
-                wait_s = self.cancel_grace_s
-        return self.proc.wait()
+        return stop_process(self.proc, wait_first=wait_s, grace=self.cancel_grace_s, send=self.send_signal)
 
     # -- events ------------------------------------------------------------------
 

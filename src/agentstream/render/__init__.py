@@ -2,9 +2,10 @@
 
 A sink receives every stamped event in order and writes the chosen format:
 ``stream-json`` (a line per event, canonical or a dialect's), ``json`` (one
-object when the run ends) or ``text`` (for a person). Sinks never raise on a
-closed reader except :class:`OutputClosed`, which the Stream turns into a quiet
-exit.
+object when the run ends) or ``text`` (for a person). A failed write raises
+:class:`OutputClosed` (the reader went away: a quiet exit 141) or
+:class:`OutputError` (anything else — a full disk, a closed descriptor: one
+line on stderr, exit 1), never a bare ``OSError``.
 """
 
 from __future__ import annotations
@@ -21,23 +22,69 @@ __all__ = [
     "FdWriter",
     "FileWriter",
     "OutputClosed",
+    "OutputError",
+    "OutputFailed",
     "OutputFormat",
     "Sink",
     "Writer",
     "make_sink",
+    "output_failure",
+    "silence_stdout",
 ]
 
 OutputFormat: TypeAlias = Literal["stream-json", "json", "text"]
 OUTPUT_FORMATS: tuple[OutputFormat, ...] = ("stream-json", "json", "text")
 
 
-class OutputClosed(SystemExit):
-    """The reader of our output went away (EPIPE). A SystemExit so ``except Exception`` can't swallow it."""
+class OutputFailed(SystemExit):
+    """The output cannot be written. A SystemExit so ``except Exception`` can't swallow it."""
+
+    error_code = "OUTPUT_ERROR"
+    subtype = "output_error"
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(status)
+        self.status = status
+        self.reason = reason
+
+
+class OutputClosed(OutputFailed):
+    """The reader of our output went away (EPIPE): exit 141, nothing said (the shell's convention)."""
+
+    error_code = "OUTPUT_CLOSED"
+    subtype = "output_closed"
 
     def __init__(self) -> None:
         from agentstream.errors import ExitCode
 
-        super().__init__(int(ExitCode.SIGPIPE))
+        super().__init__(int(ExitCode.SIGPIPE), "the reader of stdout went away")
+
+
+class OutputError(OutputFailed):
+    """Any other write failure (full disk, I/O error, stdout not open): exit 1, reported once on stderr."""
+
+    def __init__(self, reason: str) -> None:
+        from agentstream.errors import ExitCode
+
+        super().__init__(int(ExitCode.ERROR), reason)
+
+
+def output_failure(exc: OSError) -> OutputFailed:
+    """What a failed write to the output means: the reader left (EPIPE), or a real error."""
+    if isinstance(exc, BrokenPipeError) or exc.errno == errno.EPIPE:
+        return OutputClosed()
+    if exc.errno == errno.EBADF:
+        return OutputError("stdout is not open (was it closed with >&-?)")
+    return OutputError(f"cannot write to stdout: {exc.strerror or exc}")
+
+
+def silence_stdout(fd: int = 1) -> None:
+    """Point ``fd`` at /dev/null, so the interpreter's last flush of a dead stdout stays quiet."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
 
 
 class Writer(Protocol):
@@ -59,12 +106,8 @@ class FdWriter:
                 view = memoryview(data)
                 while written < len(data):
                     written += os.write(self.fd, view[written:])
-        except BrokenPipeError:
-            raise OutputClosed() from None
         except OSError as exc:
-            if exc.errno in (errno.EPIPE, errno.EBADF):
-                raise OutputClosed() from None
-            raise
+            raise output_failure(exc) from None
 
 
 class FileWriter:
@@ -79,8 +122,8 @@ class FileWriter:
         try:
             self.file.write(data)
             self.file.flush()
-        except BrokenPipeError:
-            raise OutputClosed() from None
+        except OSError as exc:
+            raise output_failure(exc) from None
 
 
 class Sink(Protocol):

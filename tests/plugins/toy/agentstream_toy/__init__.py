@@ -100,6 +100,8 @@ class ToyProvider(Provider):
         yield TurnEnd("stop")
 
 
-def open_toy_bus(url: str, *, retention: float, maxlen: int | None) -> Bus:
+def open_toy_bus(url: str, *, retention: float, maxlen: int | None, connect_timeout: float) -> Bus:
     """``toybus:///path`` is the SQLite bus under another name."""
-    return open_sqlite("sqlite:" + url.partition(":")[2], retention=retention, maxlen=maxlen)
+    return open_sqlite(
+        "sqlite:" + url.partition(":")[2], retention=retention, maxlen=maxlen, connect_timeout=connect_timeout
+    )

@@ -1,0 +1,181 @@
+"""Child processes: stopping them, keeping them from outliving us, and sharing the terminal.
+
+* :func:`stop_process` — wait a little, then SIGTERM, then SIGKILL: the one
+  terminate-then-kill sequence every part of agentstream uses;
+* :func:`orphan_guard` — the argv prefix that makes Linux SIGTERM a child when its
+  parent dies, even by SIGKILL (``PR_SET_PDEATHSIG``, set by a tiny shim before the
+  real program is executed);
+* :class:`GroupWatchdog` — a small process of its own that ends a child's whole
+  process group (grandchildren included) if we die without saying goodbye;
+* :class:`Foreground` — hands the controlling terminal to a child's process group
+  while it runs, so a CLI that reads its TTY or sets raw mode is not stopped by
+  job control (SIGTTIN/SIGTTOU), and takes it back afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from typing import Final
+
+__all__ = ["Foreground", "GroupWatchdog", "orphan_guard", "stop_process"]
+
+
+def stop_process(
+    proc: subprocess.Popen[bytes],
+    *,
+    wait_first: float = 0.0,
+    grace: float = 3.0,
+    send: Callable[[int], None] | None = None,
+) -> int:
+    """Wait ``wait_first`` for ``proc`` to exit, then SIGTERM, then SIGKILL after ``grace``; its status.
+
+    ``send`` delivers a signal (e.g. to the whole process group); default: to ``proc``.
+    """
+    deliver = send or _sender(proc)
+    wait = wait_first
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            return proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            deliver(signum)
+            wait = grace
+    return proc.wait()
+
+
+def _sender(proc: subprocess.Popen[bytes]) -> Callable[[int], None]:
+    def send(signum: int) -> None:
+        try:
+            proc.send_signal(signum)
+        except ProcessLookupError:
+            pass
+
+    return send
+
+
+# Runs before the real program in the child: ask Linux to send SIGTERM when the parent dies;
+# if the parent is already gone (it died between fork and prctl), do not start at all.
+_GUARD: Final = (
+    "import ctypes, os, sys\n"
+    "ctypes.CDLL(None, use_errno=True).prctl(1, 15)\n"
+    "if os.getppid() != int(sys.argv[1]): sys.exit(1)\n"
+    "os.execvp(sys.argv[2], sys.argv[2:])\n"
+)
+
+
+def orphan_guard(argv: Sequence[str]) -> list[str]:
+    """``argv`` started so that the child gets SIGTERM when this process dies (Linux; elsewhere as is)."""
+    if not sys.platform.startswith("linux"):
+        return list(argv)
+    return [sys.executable, "-S", "-c", _GUARD, str(os.getpid()), *argv]
+
+
+_WATCHDOG: Final = (
+    "import os, signal, sys, time\n"
+    "pgid, grace = int(sys.argv[1]), float(sys.argv[2])\n"
+    "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+    "said = os.read(0, 1)\n"  # b'' when the parent died; a byte when it finished normally
+    "if said: sys.exit(0)\n"
+    "def alive():\n"
+    "    try: os.killpg(pgid, 0)\n"
+    "    except OSError: return False\n"
+    "    return True\n"
+    "for sig in (signal.SIGTERM, signal.SIGKILL):\n"
+    "    if not alive(): break\n"
+    "    os.killpg(pgid, sig)\n"
+    "    end = time.monotonic() + grace\n"
+    "    while alive() and time.monotonic() < end: time.sleep(0.05)\n"
+)
+
+
+class GroupWatchdog:
+    """A process that ends process group ``pgid`` (SIGTERM, then SIGKILL) if this process dies first.
+
+    It runs in its own session, so killing our process group does not kill it,
+    and waits on a pipe: end of file means we died; :meth:`release` (one byte)
+    means we finished and the group is ours to deal with.
+    """
+
+    def __init__(self, pgid: int, *, grace: float = 3.0) -> None:
+        read_end, self._write_end = os.pipe()
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-S", "-c", _WATCHDOG, str(pgid), str(grace)],
+                stdin=read_end,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        finally:
+            os.close(read_end)
+        os.set_inheritable(self._write_end, False)
+
+    def release(self) -> None:
+        """We are done with the group: the watchdog exits without touching it."""
+        if self._write_end < 0:
+            return
+        try:
+            os.write(self._write_end, b".")
+        except OSError:
+            pass
+        os.close(self._write_end)
+        self._write_end = -1
+        try:
+            self._proc.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+
+
+class Foreground:
+    """While a child runs, its process group is the terminal's foreground group (if we had the terminal).
+
+    A child in its own process group is otherwise a background job: the first
+    time it reads its TTY or changes its modes, job control stops it, and whoever
+    waits for it waits forever. Off a terminal (pipes, a supervisor) this does nothing.
+    """
+
+    def __init__(self) -> None:
+        self._tty = -1
+        self._ours = -1
+
+    def give(self, pgid: int) -> None:
+        """Make ``pgid`` the foreground group of our controlling terminal, if we are in the foreground now."""
+        try:
+            tty = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
+        except OSError:
+            return  # no controlling terminal
+        try:
+            if os.tcgetpgrp(tty) != os.getpgrp():
+                os.close(tty)
+                return  # we are a background job ourselves: the terminal is not ours to give
+            _set_foreground(tty, pgid)
+        except OSError:
+            os.close(tty)
+            return
+        self._tty, self._ours = tty, os.getpgrp()
+        try:
+            os.killpg(pgid, signal.SIGCONT)  # in case it touched the terminal before it was its own
+        except OSError:
+            pass
+
+    def take_back(self) -> None:
+        if self._tty < 0:
+            return
+        try:
+            _set_foreground(self._tty, self._ours)
+        except OSError:
+            pass
+        os.close(self._tty)
+        self._tty = -1
+
+
+def _set_foreground(tty: int, pgid: int) -> None:
+    """``tcsetpgrp`` with SIGTTOU blocked (in this thread): a background process may then still call it."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTTOU})
+    try:
+        os.tcsetpgrp(tty, pgid)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)

@@ -1,0 +1,154 @@
+"""A dead, unreachable or malformed bus costs seconds, never a hang, and never the run.
+
+Every test uses loopback only: a port nothing listens on (connection refused), and
+a listening socket whose accept queue is full (a connect that is never answered).
+The generous retry settings in the environment make a regression hang the test
+into its subprocess timeout instead of passing slowly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+CASSETTE = Path(__file__).resolve().parent.parent / "src" / "agentstream" / "data" / "demo.cassette.jsonl"
+CLI = [str(Path(sys.executable).with_name("agentstream"))]
+HANG = 90
+"""Subprocess timeout: far above what a dead bus may cost, far below the old retry times × runs."""
+SLOW_RETRIES = {"AGENTSTREAM_BUS_RETRY": "600", "AGENTSTREAM_BUS_FLUSH_TIMEOUT": "600"}
+"""Retries of an outage (a bus reached before) stretched, so only the connect timeout can end the wait."""
+
+
+def _refused_url() -> str:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"redis://127.0.0.1:{port}/0"
+
+
+@pytest.fixture
+def blackhole() -> Iterator[str]:
+    """A loopback port whose connects are never answered: it listens, its accept queue is full."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(0)
+    port = server.getsockname()[1]
+    fillers = []
+    for _ in range(4):
+        filler = socket.socket()
+        filler.setblocking(False)
+        try:
+            filler.connect(("127.0.0.1", port))
+        except BlockingIOError:
+            pass
+        fillers.append(filler)
+    probe = socket.socket()
+    probe.settimeout(0.5)
+    with pytest.raises(TimeoutError):  # the premise: a connect here hangs
+        probe.connect(("127.0.0.1", port))
+    probe.close()
+    yield f"redis://127.0.0.1:{port}/0?connect_timeout=0.5"
+    for sock in [*fillers, server]:
+        sock.close()
+
+
+def _run(argv: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [*CLI, *argv],
+        capture_output=True,
+        cwd=tmp_path,
+        env={**os.environ, **SLOW_RETRIES, **env},
+        timeout=HANG,
+    )
+
+
+def _lines(stdout: bytes) -> list[dict[str, object]]:
+    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+EXEC = ["exec", "--provider", "replay", "--cassette", str(CASSETTE), "--permission-mode", "read-only", "hi"]
+
+
+@pytest.mark.parametrize("kind", ["refused", "blackholed"])
+def test_exec_on_a_dead_bus_finishes_its_run_with_one_warning(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    url = _refused_url() if kind == "refused" else request.getfixturevalue("blackhole")
+    done = _run([*EXEC, "--bus", url], tmp_path)
+    events = _lines(done.stdout)
+    assert done.returncode == 0 and events[-1]["ok"] is True
+    assert done.stderr.decode().count("warning: bus") == 1, done.stderr.decode()
+
+
+@pytest.mark.parametrize("kind", ["refused", "blackholed"])
+def test_follow_on_a_dead_bus_gives_up_with_its_terminal_line(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    url = _refused_url() if kind == "refused" else request.getfixturevalue("blackhole")
+    done = _run(["follow", "some-run", "--bus", url, "--reconnect-timeout", "600"], tmp_path)
+    (line,) = _lines(done.stdout)
+    assert done.returncode == 1
+    assert line["synthetic"] is True and line["subtype"] == "bus_unavailable"
+    assert line["error"]["code"] == "BUS_UNAVAILABLE"  # type: ignore[index]
+
+
+def test_follow_wait_keeps_trying_visibly_until_its_timeout(tmp_path: Path) -> None:
+    done = _run(["follow", "some-run", "--bus", _refused_url(), "--wait", "--timeout", "5"], tmp_path)
+    (line,) = _lines(done.stdout)
+    assert line["subtype"] == "bus_unavailable" and done.returncode == 1
+    tries = done.stderr.decode().count("--wait: trying again")
+    assert tries >= 2, done.stderr.decode()
+
+
+def test_worker_retries_with_backoff_then_gives_up(tmp_path: Path) -> None:
+    done = _run(["worker", "--bus", _refused_url()], tmp_path, AGENTSTREAM_BUS_RETRY="2")
+    events = _lines(done.stdout)
+    attempts = [e for e in events if e["type"] == "error" and e.get("recoverable")]
+    assert len(attempts) >= 2
+    waits = [e["retry_in_ms"] for e in attempts]
+    assert waits == sorted(waits) and waits[0] < waits[-1]  # backoff
+    assert done.returncode == 1 and events[-1]["error"]["code"] == "BUS_UNAVAILABLE"  # type: ignore[index]
+    assert "gave up after" in events[-1]["error"]["message"]  # type: ignore[index]
+
+
+BAD_URLS = ["redis://127.0.0.1:notaport/0", "redis://127.0.0.1:6379/zero", "ftp://example/bus", "sqlite://"]
+COMMANDS = {
+    "exec": EXEC,
+    "follow": ["follow", "some-run"],
+    "watch": ["watch", "--count", "1"],
+    "worker": ["worker"],
+    "runs": ["runs"],
+    "submit": ["submit", "a prompt"],
+    "send": ["send", "greeting", '{"hello": 1}'],
+    "logs": ["logs", "--publish", str(CASSETTE)],
+}
+
+
+CASES = [("exec", url) for url in BAD_URLS] + [
+    (command, BAD_URLS[0]) for command in sorted(COMMANDS) if command != "exec"
+]
+"""Every kind of malformed URL once, and every command that takes ``--bus`` once."""
+
+
+@pytest.mark.parametrize(("command", "url"), CASES)
+def test_a_malformed_bus_url_is_exit_2_before_anything_runs(command: str, url: str, tmp_path: Path) -> None:
+    done = _run([*COMMANDS[command], "--bus", url], tmp_path)
+    assert done.returncode == 2, done.stderr.decode()
+    assert b"INVALID_INPUT" in done.stdout + done.stderr
+    if command == "exec":  # nothing ran: no model turn, no tool call
+        assert [e["type"] for e in _lines(done.stdout)] == ["start", "error", "result"]
+
+
+def test_the_connect_timeout_from_the_environment_must_be_a_positive_number(tmp_path: Path) -> None:
+    done = _run(
+        ["follow", "some-run", "--bus", _refused_url()], tmp_path, AGENTSTREAM_BUS_CONNECT_TIMEOUT="soon"
+    )
+    assert done.returncode == 2
+    assert b"AGENTSTREAM_BUS_CONNECT_TIMEOUT" in done.stdout
