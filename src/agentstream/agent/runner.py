@@ -108,6 +108,10 @@ def fail_before_start(options: ExecOptions, exc: AgentstreamError) -> int:
     from agentstream import stream
     from agentstream.bus.publish import attach_publisher
 
+    fix = f"\n  fix: {exc.fix}" if exc.fix else ""
+    sys.stderr.write(
+        f"agentstream exec: {exc.code}: {exc.message}{fix}\n"
+    )  # for the person; stdout has the stream
     return stream.fail_before_start(
         "exec",
         exc,
@@ -145,6 +149,10 @@ class AgentRunner:
         from agentstream.agent.conversation import Conversation
         from agentstream.agent.sessions import SessionRecord, SessionStore
 
+        if options.dialect:  # the command line's own mistakes first, before the environment's
+            from agentstream.dialects import get_dialect
+
+            get_dialect(options.dialect)
         prompt = options.prompt
         cwd = _workspace(options.cwd)
         store = SessionStore()
