@@ -16,7 +16,7 @@ from typing import IO, Any
 
 from agentstream import protocol as p
 from agentstream._lines import Line, LineSplitter, LineTooLong
-from agentstream.consumer.pipeline import CHUNK_BYTES, Ending, Pipeline
+from agentstream.consumer.pipeline import CHUNK_BYTES, Ending, Pipeline, Turns
 from agentstream.errors import ErrorCode, ExitCode
 
 __all__ = ["Spawn", "spawn"]
@@ -27,7 +27,10 @@ class Spawn:
 
     Bounded everywhere: after the child's ``result`` (or after its stdout closes)
     it gets ``exit_timeout_s`` to exit, then SIGTERM, then SIGKILL after
-    ``cancel_grace_s``. stderr is drained by a thread (the child can never block
+    ``cancel_grace_s``. With ``turns="many"`` (a two-way session that the
+    caller feeds through ``stdin``) a ``result`` ends only its turn: reading goes
+    on until the child closes its stdout or exits, and the caller ends the
+    session by closing the child's stdin or calling :meth:`close`. stderr is drained by a thread (the child can never block
     on it); :attr:`stderr` keeps its last ``stderr_limit`` characters.
     """
 
@@ -46,6 +49,7 @@ class Spawn:
         stdin: int | IO[Any] | None = subprocess.DEVNULL,
         new_process_group: bool = False,
         stderr_limit: int = 1 << 20,
+        turns: Turns = "one",
     ) -> None:
         if not argv:
             raise ValueError("spawn() needs a command to run")
@@ -56,7 +60,11 @@ class Spawn:
         self.new_process_group = new_process_group
         self._popen_kwargs: dict[str, Any] = {"cwd": cwd, "env": env, "stdin": stdin}
         self._pipeline = Pipeline(
-            dialect, label=shlex.join(self.argv), cwd=cwd or os.getcwd(), max_line_bytes=max_line_bytes
+            dialect,
+            label=shlex.join(self.argv),
+            cwd=cwd or os.getcwd(),
+            max_line_bytes=max_line_bytes,
+            turns=turns,
         )
         self._stderr = _StderrTail(stderr_limit, on_stderr, self._on_stderr_line if stderr_as_logs else None)
         self.proc: subprocess.Popen[bytes] | None = None

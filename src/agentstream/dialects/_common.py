@@ -462,6 +462,8 @@ class EventDecoder(DialectDecoder):
         super().__init__(session_id)
         self._session_fixed = session_id is not None
         self.started = False
+        self.turn_ended = False
+        """Whether the last event emitted was a ``result`` (a ``start`` may open another turn)."""
         self.tally = Tally()
         self.tools = ToolPairs()
         self.last_fatal: p.Error | None = None
@@ -520,7 +522,7 @@ class EventDecoder(DialectDecoder):
     def _stamp(self, event: p.Event, ts: str | None) -> None:
         kind = type(event)  # exact type checks: this runs for every event
         if kind is p.Start:
-            if self.started:
+            if self.started and not self.turn_ended:  # a start after a result opens the next turn
                 event = p.GenericEvent(name="start", data=event_data(event))
             self.started = True
         elif not self.started:
@@ -528,6 +530,7 @@ class EventDecoder(DialectDecoder):
             super().emit(p.Start(command=self.command, synthetic=True), ts)
         self.tally.add(event)
         self.last_fatal = event if isinstance(event, p.Error) and not event.recoverable else None
+        self.turn_ended = kind is p.Result
         super().emit(event, ts)
 
     def chunk(

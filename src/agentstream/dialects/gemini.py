@@ -157,6 +157,56 @@ class GeminiDecoder(EventDecoder):
         )
 
 
+    def decode_document(self, document: Any) -> list[p.AnyEvent] | None:
+        """Gemini CLI's ``--output-format json``: one object ``{session_id, response, stats, error, warnings}``.
+
+        Read into the same events as the stream-json run would give: a start,
+        the warnings as logs, the response as the assistant's message, usage
+        per model, then the result (failed when the document carries ``error``).
+        """
+        if not isinstance(document, dict) or "type" in document:
+            return super().decode_document(document)
+        f = Fields(document, "gemini json document")
+        self.adopt_session(f.opt_text("session_id"))
+        self.emit(p.Start(command=self.command))
+        for warning in f.opt_list("warnings") or []:
+            if isinstance(warning, str):
+                self.emit(p.Log(level="warn", message=warning))
+        response = f.opt_text("response")
+        if response:
+            self.emit(p.Message(message_id=p.new_id("msg"), role="assistant", content=response))
+        models = stats.opt_sub("models") if (stats := f.opt_sub("stats")) is not None else None
+        for name in models.obj if models is not None else ():
+            tokens = models.sub(name).opt_sub("tokens")
+            if tokens is not None:
+                self.emit(_document_usage(name, tokens))
+        error = f.opt_sub("error")
+        if error is None:
+            self.emit_result(ok=True, exit_code=0, result=response if response is not None else p.UNSET)
+            return self.drain()
+        code, exit_code = _code_and_exit(error.opt_text("type") or "")
+        info = p.ErrorInfo(code=code, message=error.opt_text("message") or "gemini reported an error")
+        self.emit_result(
+            ok=False,
+            exit_code=exit_code or 1,  # INVALID_STREAM exits 0; a failure must not
+            error=info,
+            subtype=_SUBTYPE_FOR_CODE.get(code, "error"),
+            result=response if response is not None else p.UNSET,
+        )
+        return self.drain()
+
+
+def _document_usage(model: str, tokens: Fields) -> p.Usage:
+    """One model's ``tokens`` of a json-mode ``stats`` (``prompt``/``candidates``/``cached``/``thoughts``)."""
+    return p.Usage(
+        model=model,
+        input_tokens=tokens.opt_integer("prompt") or tokens.opt_integer("input") or 0,
+        output_tokens=tokens.opt_integer("candidates") or 0,
+        cached_tokens=tokens.opt_integer("cached") or 0,
+        reasoning_tokens=tokens.opt_integer("thoughts") or 0,
+    )
+
+
 def _stats(f: Fields) -> tuple[p.UsageTotals, int, list[p.Usage]]:
     """Totals, duration and one ``usage`` event per model from a result's ``stats``."""
     models = f.opt_sub("models")
@@ -282,6 +332,16 @@ class GeminiDialect(SimpleDialect):
     summary = "Gemini CLI --output-format stream-json"
     decoder_class = GeminiDecoder
     encoder_class = GeminiEncoder
+
+    def sniff_document(self, document: dict[str, Any]) -> float:
+        """Gemini CLI's json mode: no ``type``; ``response`` and ``stats`` (or ``error``) at the top."""
+        if "type" in document or "v" in document:
+            return 0.0
+        if isinstance(document.get("stats"), dict) and ("response" in document or "error" in document):
+            return 0.9
+        if isinstance(document.get("response"), str) and "session_id" in document:
+            return 0.7
+        return 0.0
 
     def sniff(self, obj: dict[str, Any]) -> float:
         kind = obj.get("type")
