@@ -14,9 +14,24 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from agentstream import protocol as p
+from agentstream.errors import MalformedEventError
 from agentstream.transcript import Tally
 
-__all__ = ["closing_events", "ending_events", "process_exit_code", "tally_of"]
+__all__ = ["add_line", "closing_events", "ending_events", "process_exit_code", "tally_of"]
+
+_TALLIED = frozenset(
+    {"tool_call", "tool_result", "message_delta", "message", "reasoning_delta", "reasoning", "usage"}
+)
+"""The event types a tally counts: stored lines of other types need not be decoded."""
+
+
+def add_line(tally: Tally, kind: str, line: bytes) -> None:
+    """Fold one stored canonical line (of type ``kind``) into a tally; lines it does not count are not decoded."""
+    if kind in _TALLIED:
+        try:
+            tally.add(p.decode(line))
+        except MalformedEventError:
+            pass  # a bad stored line counts for nothing
 
 
 def closing_events(tally: Tally, reason: str, *, status: p.ToolStatus = "cancelled") -> list[p.Event]:
@@ -45,6 +60,7 @@ def ending_events(
     duration_ms: int = 0,
     next_actions: Sequence[p.NextAction] = (),
     error_sent: bool = False,
+    tool_status: p.ToolStatus = "cancelled",
 ) -> list[p.Event]:
     """The whole made-up ending: closing events, the fatal ``error`` (unless ``error_sent``), the ``result``.
 
@@ -52,7 +68,8 @@ def ending_events(
     this ending reports: nothing may come between it and the result, so the
     caller must have closed open work before that error.
     """
-    out = [] if error_sent else closing_events(tally, f"the run ended before this tool's result: {error.message}")
+    reason = f"the run ended before this tool's result: {error.message}"
+    out = [] if error_sent else closing_events(tally, reason, status=tool_status)
     if not error_sent:
         out.append(
             p.Error(
@@ -90,9 +107,9 @@ def process_exit_code(exit_code: int, *, ok: bool) -> int:
     return exit_code if 0 < exit_code <= 255 else 1
 
 
-def tally_of(events: Iterable[p.AnyEvent]) -> Tally:
-    """A tally of events already written (to end a stream read back from storage)."""
+def tally_of(lines: Iterable[tuple[str, bytes]]) -> Tally:
+    """A tally of stored lines, given as (type, line) pairs (to end a stream read back from storage)."""
     tally = Tally()
-    for event in events:
-        tally.add(event)
+    for kind, line in lines:
+        add_line(tally, kind, line)
     return tally

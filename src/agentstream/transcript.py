@@ -201,7 +201,12 @@ class _Blocks:
 
 
 class Transcript:
-    """Everything a stream said, folded as it arrives: call :meth:`add` per event."""
+    """Everything a stream said, folded as it arrives: call :meth:`add` per event.
+
+    A session of many turns (a ``start`` after a ``result`` opens the next) is
+    folded whole here, and turn by turn in :attr:`turns`: ``start`` is the
+    first turn's, ``result`` and ``outcome`` the last one's.
+    """
 
     def __init__(self) -> None:
         self.start: p.Start | None = None
@@ -212,6 +217,13 @@ class Transcript:
         self._messages = _Blocks()
         self._reasoning = _Blocks()
         self._calls: dict[str, ToolCallRecord] = {}
+        self._turns: list[Transcript] | None = []
+        """Per-turn transcripts (``None`` in a transcript that is itself one turn)."""
+
+    @property
+    def turns(self) -> list[Transcript]:
+        """One transcript per turn, in order (a single-turn stream has one: itself folded alone)."""
+        return list(self._turns) if self._turns is not None else [self]
 
     @classmethod
     def from_events(cls, events: Iterable[p.AnyEvent]) -> Transcript:
@@ -221,6 +233,12 @@ class Transcript:
         return transcript
 
     def add(self, event: p.AnyEvent) -> None:
+        if self._turns is not None:
+            if not self._turns or (type(event) is p.Start and self._turns[-1].result is not None):
+                turn = Transcript()
+                turn._turns = None
+                self._turns.append(turn)
+            self._turns[-1].add(event)
         self.events += 1
         self.tally.add(event)
         if isinstance(event, p.MessageDelta):
@@ -236,7 +254,7 @@ class Transcript:
         elif isinstance(event, p.Error):
             self.errors.append(event)
         elif isinstance(event, p.Start):
-            self.start = event
+            self.start = self.start or event
         elif isinstance(event, p.Result):
             self.result = event
 

@@ -45,7 +45,8 @@ import msgspec
 
 from agentstream import protocol as p
 from agentstream.dialects.base import Dialect, DialectDecoder, DialectEncoder
-from agentstream.errors import ErrorCode, MalformedEventError
+from agentstream.errors import ErrorCode, ExitCode, MalformedEventError
+from agentstream.ending import ending_events
 from agentstream.transcript import Tally
 
 __all__ = [
@@ -733,25 +734,15 @@ class EventEncoder(DialectEncoder):
         return handler
 
     def finish(self) -> list[bytes]:
-        """A failed terminal line when the stream ended without a ``result`` (nothing if it never began)."""
+        """A whole failed ending when the stream ended without a ``result`` (nothing if it never began)."""
         if self.closed or not self.started:
             return []
-        message = "the stream ended without a result"
-        lines = self.encode(
-            p.Error(code=ErrorCode.NOT_FINISHED, message=message, session_id=self.session_id, synthetic=True)
-        )
-        return lines + self.encode(
-            p.Result(
-                ok=False,
-                subtype="error",
-                exit_code=1,
-                tools_used=list(self.tally.tools_used),
-                usage=self.tally.usage,
-                error=p.ErrorInfo(code=ErrorCode.NOT_FINISHED, message=message),
-                session_id=self.session_id,
-                synthetic=True,
-            )
-        )
+        info = p.ErrorInfo(code=ErrorCode.NOT_FINISHED, message="the stream ended without a result")
+        lines: list[bytes] = []
+        for event in ending_events(self.tally, info, exit_code=ExitCode.ERROR):
+            event.session_id = self.session_id
+            lines += self.encode(event)
+        return lines
 
     def failure(self, result: p.Result) -> p.ErrorInfo | None:
         """Why a failed run failed: the result's own error, else the fatal error held for it."""
