@@ -32,6 +32,7 @@ import msgspec
 from agentstream import protocol as p
 from agentstream.errors import AgentstreamError, ErrorCode, ExitCode, exit_code_for_signal
 from agentstream.render import FdWriter, FileWriter, OutputClosed, OutputFormat, Writer, make_sink
+from agentstream.ending import closing_events
 from agentstream.transcript import Tally
 
 __all__ = ["Interrupted", "Stream", "ToolCallScope"]
@@ -279,6 +280,7 @@ class Stream:
         if not self.started:
             self.start()
         self._closing = True
+        self._close_open_work("the run ended before this tool's result")
         code = exit_code if exit_code is not None else (ExitCode.OK if ok else ExitCode.ERROR)
         final_text = result if result is not None else self.tally.last_text
         event = p.Result(
@@ -322,6 +324,7 @@ class Stream:
         self._closing = True
         with self._lock:
             # Hold the lock across both events so no other thread can slip between them.
+            self._close_open_work(f"the run ended before this tool's result: {message}")
             self.emit(
                 p.Error(code=code, message=message, recoverable=False, fix=fix or p.UNSET, details=details)
             )
@@ -332,6 +335,12 @@ class Stream:
                 error=p.ErrorInfo(code=code, message=message, fix=fix or p.UNSET),
                 next_actions=next_actions,
             )
+
+    def _close_open_work(self, reason: str) -> None:
+        """Before the ending: a result for each tool call still open, a complete event for each delta run."""
+        if self.tally.has_open_work:
+            for event in closing_events(self.tally, reason):
+                self.emit(event)
 
     # -- emitting ----------------------------------------------------------
 
@@ -582,7 +591,9 @@ def _private_stdout(*, isolate: bool) -> int:
 
 
 _encode_into = msgspec.json.Encoder().encode_into
-_ACCOUNTED = frozenset({p.Usage, p.ToolCall, p.Message})
+_ACCOUNTED = frozenset(
+    {p.Usage, p.ToolCall, p.ToolResult, p.Message, p.MessageDelta, p.Reasoning, p.ReasoningDelta}
+)
 _CRITICAL_CODE = frozenset(
     {
         Stream.emit.__code__,
