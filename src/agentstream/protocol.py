@@ -404,9 +404,16 @@ def _unknown_or_raise(
     return UnknownEvent(type=kind, raw=raw)
 
 
+_STAMPS: Final = frozenset({"type", "v", "session_id", "seq", "ts"})
+
+
 def json_schema() -> dict[str, Any]:
     """The JSON Schema (2020-12) of one v1 event line."""
     schema = msgspec.json.schema(Event)
+    for definition in schema.get("$defs", {}).values():
+        # The stamps have defaults in code (a producer fills them), but every line on the wire carries them.
+        if definition.get("properties", {}).keys() >= _STAMPS:
+            definition["required"] = sorted({*definition.get("required", ()), *_STAMPS})
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": "https://agentstream.dev/schema/v1/event.json",

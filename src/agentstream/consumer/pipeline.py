@@ -263,7 +263,7 @@ class Pipeline:
         return self._accept(events)
 
     def _detect(self, item: Line | LineTooLong) -> list[p.AnyEvent]:
-        from agentstream.dialects import detect_dialect
+        from agentstream.dialects import detect_dialect, detect_document
 
         if isinstance(item, Line) and not item.data.strip():
             return []
@@ -272,7 +272,7 @@ class Pipeline:
         obj = _parse_object(_sse_payload(item.data)) if isinstance(item, Line) else None
         if obj is not None:
             self._objects.append(obj)
-            name = detect_dialect(self._objects)
+            name = detect_dialect(self._objects) or (detect_document(obj) if len(self._objects) == 1 else None)
             if name is not None:
                 return self._settle(name)
         return self._settle(None) if self._probed >= DETECT_LINES else []

@@ -157,43 +157,47 @@ class GeminiDecoder(EventDecoder):
         )
 
 
-    def decode_document(self, document: Any) -> list[p.AnyEvent] | None:
+    def decode_untyped(self, obj: dict[str, Any]) -> None:
         """Gemini CLI's ``--output-format json``: one object ``{session_id, response, stats, error, warnings}``.
 
+        It has no ``type`` (compact on one line, or pretty-printed: the reader
+        hands a whole document to :meth:`decode_document`, which comes here).
         Read into the same events as the stream-json run would give: a start,
         the warnings as logs, the response as the assistant's message, usage
         per model, then the result (failed when the document carries ``error``).
         """
-        if not isinstance(document, dict) or "type" in document:
-            return super().decode_document(document)
-        f = Fields(document, "gemini json document")
-        self.adopt_session(f.opt_text("session_id"))
+        f = Fields(obj, "gemini json document")
+        if not ({"response", "stats", "error"} & obj.keys()):
+            f.text("type")  # neither a stream line nor the json document: malformed
+        # Every field is read before anything is emitted: a bad one leaves no half-decoded run behind.
+        session_id, response = f.opt_text("session_id"), f.opt_text("response")
+        warnings = [w for w in f.opt_list("warnings") or [] if isinstance(w, str)]
+        models = stats.opt_sub("models") if (stats := f.opt_sub("stats")) is not None else None
+        usages = [
+            _document_usage(name, tokens)
+            for name in (models.obj if models is not None else ())
+            if (tokens := models.sub(name).opt_sub("tokens")) is not None  # type: ignore[union-attr]
+        ]
+        error = f.opt_sub("error")
+        info, exit_code = None, 0
+        if error is not None:
+            code, exit_code = _code_and_exit(error.opt_text("type") or "")
+            info = p.ErrorInfo(code=code, message=error.opt_text("message") or "gemini reported an error")
+        self.adopt_session(session_id)
         self.emit(p.Start(command=self.command))
-        for warning in f.opt_list("warnings") or []:
-            if isinstance(warning, str):
-                self.emit(p.Log(level="warn", message=warning))
-        response = f.opt_text("response")
+        for warning in warnings:
+            self.emit(p.Log(level="warn", message=warning))
         if response:
             self.emit(p.Message(message_id=p.new_id("msg"), role="assistant", content=response))
-        models = stats.opt_sub("models") if (stats := f.opt_sub("stats")) is not None else None
-        for name in models.obj if models is not None else ():
-            tokens = models.sub(name).opt_sub("tokens")
-            if tokens is not None:
-                self.emit(_document_usage(name, tokens))
-        error = f.opt_sub("error")
-        if error is None:
-            self.emit_result(ok=True, exit_code=0, result=response if response is not None else p.UNSET)
-            return self.drain()
-        code, exit_code = _code_and_exit(error.opt_text("type") or "")
-        info = p.ErrorInfo(code=code, message=error.opt_text("message") or "gemini reported an error")
+        for usage in usages:
+            self.emit(usage)
         self.emit_result(
-            ok=False,
-            exit_code=exit_code or 1,  # INVALID_STREAM exits 0; a failure must not
+            ok=info is None,
+            exit_code=0 if info is None else exit_code or 1,  # INVALID_STREAM exits 0; a failure must not
             error=info,
-            subtype=_SUBTYPE_FOR_CODE.get(code, "error"),
+            subtype="success" if info is None else _SUBTYPE_FOR_CODE.get(info.code, "error"),
             result=response if response is not None else p.UNSET,
         )
-        return self.drain()
 
 
 def _document_usage(model: str, tokens: Fields) -> p.Usage:
