@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Callable, Iterable
+from itertools import pairwise
 from pathlib import Path
 
 import msgspec
@@ -37,14 +38,14 @@ def assert_valid_stream(
     if turns is not None:
         assert results == turns, f"{results} results, not {turns}"
     assert starts == results, f"{starts} starts for {results} results"
-    for before, after in zip(events, events[1:]):
+    for before, after in pairwise(events):
         assert isinstance(after, p.Start) == isinstance(before, p.Result), "a start not right after a result"
     assert [e.seq for e in events] == list(range(len(events))), "seq not contiguous from 0"
     assert {e.session_id for e in events} == {events[0].session_id}, "several session ids"
     result = events[-1]
     assert isinstance(result, p.Result)
     assert result.ok == (result.exit_code == 0)
-    for before, after in zip(events, events[1:]):
+    for before, after in pairwise(events):
         if isinstance(before, p.Error) and not before.recoverable:
             assert isinstance(after, p.Result), "a fatal error not immediately followed by the result"
     if exit_code is not None:

@@ -15,9 +15,9 @@ import pytest
 
 from _bus_fixtures import CASSETTE, PRODUCER, bus_home, bus_url, cli, lines_of, spawn_cli  # noqa: F401
 from agentstream import protocol as p
-from agentstream.validate import validate_stream
 from agentstream.bus import open_bus
 from agentstream.bus.queue import EXEC_ENV
+from agentstream.validate import validate_stream
 
 
 @pytest.fixture

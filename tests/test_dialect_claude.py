@@ -28,9 +28,9 @@ from _dialect_kit import (
 )
 from _strategies import full_sessions, stamped
 from agentstream import protocol as p
+from agentstream.consumer import read
 from agentstream.dialects import detect_dialect, get_dialect
 from agentstream.errors import MalformedEventError
-from agentstream.consumer import read
 from agentstream.transcript import Transcript
 
 SESSION = "96eb14cb-384e-45e5-9916-4d9ebbd73602"

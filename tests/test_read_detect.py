@@ -10,9 +10,9 @@ import pytest
 
 from _consumer_support import assert_valid_stream, canonical_session, is_synthetic
 from agentstream import protocol as p
+from agentstream.consumer import read
 from agentstream.dialects import DIALECT_NAMES
 from agentstream.errors import ErrorCode
-from agentstream.consumer import read
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -45,8 +45,8 @@ CASES = [("canonical", None), *dialect_fixtures()]
 
 def _skip_unrecognisable(name: str, path: Path) -> None:
     """Some fixtures are fragments (no init line): their own dialect does not claim any of their first lines."""
-    from agentstream.dialects import get_dialect
     from agentstream.consumer import DETECT_LINES
+    from agentstream.dialects import get_dialect
 
     objects = []
     for line in [line for line in path.read_bytes().splitlines() if line.strip()][:DETECT_LINES]:

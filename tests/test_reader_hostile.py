@@ -19,13 +19,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from _consumer_support import assert_valid_stream, canonical_session
+from _consumer_support import canonical_session
 from _dialect_kit import FIXTURES, SEEDS, junk_values
 from _strategies import full_sessions, json_values, text
 from agentstream import protocol as p
 from agentstream.cli.convert_cmd import convert
 from agentstream.consumer import read
-from agentstream.dialects import DIALECT_NAMES, get_dialect
+from agentstream.dialects import DIALECT_NAMES
 from agentstream.render import OUTPUT_FORMATS, make_sink
 from agentstream.validate import validate_stream
 
@@ -81,7 +81,9 @@ def hostile_inputs(draw: st.DrawFn, dialect: str) -> bytes:
         st.sampled_from(own),
         st.sampled_from(other),
         st.sampled_from(HOSTILE_LINES),
-        st.builds(msgspec.json.encode, st.dictionaries(st.sampled_from(["type", "v", "seq", "ts"]), junk_values)),
+        st.builds(
+            msgspec.json.encode, st.dictionaries(st.sampled_from(["type", "v", "seq", "ts"]), junk_values)
+        ),
         st.builds(msgspec.json.encode, json_values),
         text.map(str.encode),
     )

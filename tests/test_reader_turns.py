@@ -62,7 +62,9 @@ def test_a_session_of_many_turns_reads_and_converts_completely(name: str, data: 
         transcript = Transcript.from_events(events)
         assert len(transcript.turns) == turns
         assert [t.result is not None for t in transcript.turns] == [True] * turns
-        assert transcript.result is transcript.turns[-1].result and transcript.start is transcript.turns[0].start
+        assert (
+            transcript.result is transcript.turns[-1].result and transcript.start is transcript.turns[0].start
+        )
         _valid(_convert(data, chosen))
     one = assert_valid_stream(read(data, dialect, turns="one"), turns=1)
     assert one[-1].synthetic is not True
@@ -107,7 +109,15 @@ GEMINI_OK = {
         "models": {
             "gemini-2.5-pro": {
                 "api": {"totalRequests": 1, "totalErrors": 0, "totalLatencyMs": 1200},
-                "tokens": {"input": 10, "prompt": 12, "candidates": 7, "total": 19, "cached": 2, "thoughts": 0, "tool": 0},
+                "tokens": {
+                    "input": 10,
+                    "prompt": 12,
+                    "candidates": 7,
+                    "total": 19,
+                    "cached": 2,
+                    "thoughts": 0,
+                    "tool": 0,
+                },
             }
         },
         "tools": {"totalCalls": 0, "totalSuccess": 0, "totalFail": 0, "totalDurationMs": 0, "byName": {}},
@@ -189,7 +199,9 @@ def test_a_child_sigkilled_mid_tool_call_ends_whole_in_spawn_and_wrap(tmp_path: 
 
 
 @pytest.mark.parametrize(("exit_code", "ok"), [(256, False), (-1, False), (256, True), (0, False), (3, True)])
-def test_an_incoherent_result_is_made_coherent_by_every_reader(exit_code: int, ok: bool, tmp_path: Path) -> None:
+def test_an_incoherent_result_is_made_coherent_by_every_reader(
+    exit_code: int, ok: bool, tmp_path: Path
+) -> None:
     """Out of 0–255, or ok disagreeing with exit_code: readers report a failure with exit status 1..255."""
     sequencer = p.Sequencer("s")
     lines = [
@@ -246,5 +258,7 @@ def test_schema_requires_the_stamps() -> None:
     for name, definition in schema["$defs"].items():
         if "type" in definition.get("properties", {}):
             assert {"v", "session_id", "seq", "ts"} <= set(definition["required"]), name
-    shipped = json.loads((Path(__file__).resolve().parent.parent / "docs" / "protocol.schema.json").read_text())
+    shipped = json.loads(
+        (Path(__file__).resolve().parent.parent / "docs" / "protocol.schema.json").read_text()
+    )
     assert shipped == json.loads(json.dumps(schema))

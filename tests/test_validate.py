@@ -135,7 +135,9 @@ def test_cli_survives_a_100_mb_line_with_flat_memory(tmp_path: Path) -> None:
     big = tmp_path / "big.ndjson"
     with big.open("wb") as f:
         f.write(stream(start()))
-        f.write(b'{"type":"log","v":1,"session_id":"s1","seq":1,"ts":"2026-01-01T00:00:00Z","level":"info","message":"')
+        f.write(
+            b'{"type":"log","v":1,"session_id":"s1","seq":1,"ts":"2026-01-01T00:00:00Z","level":"info","message":"'
+        )
         chunk = b"x" * (1 << 20)
         for _ in range(100):
             f.write(chunk)

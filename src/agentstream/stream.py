@@ -30,9 +30,9 @@ from typing import IO, Any, Literal, TypeVar
 import msgspec
 
 from agentstream import protocol as p
+from agentstream.ending import closing_events
 from agentstream.errors import AgentstreamError, ErrorCode, ExitCode, exit_code_for_signal
 from agentstream.render import FdWriter, FileWriter, OutputClosed, OutputFormat, Writer, make_sink
-from agentstream.ending import closing_events
 from agentstream.transcript import Tally
 
 __all__ = ["Interrupted", "Stream", "ToolCallScope"]
@@ -282,6 +282,8 @@ class Stream:
         self._closing = True
         self._close_open_work("the run ended before this tool's result")
         code = exit_code if exit_code is not None else (ExitCode.OK if ok else ExitCode.ERROR)
+        if not 0 <= code <= 255:  # not an exit status (256 would wrap to 0, a false success)
+            ok, code = False, ExitCode.ERROR
         final_text = result if result is not None else self.tally.last_text
         event = p.Result(
             ok=ok,

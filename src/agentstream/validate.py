@@ -374,8 +374,14 @@ def validate_decoded(reader: Reader, checker: Validator | None = None) -> Iterat
             yield from checker.take()
     after, count = reader.after_end
     for event in after:
-        where = event.details.get("line", 0) if isinstance(event, p.Error) and isinstance(event.details, dict) else 0
-        checker.report(where, "result-last", f"after the last result: {getattr(event, 'message', event.type)}")
+        where = (
+            event.details.get("line", 0)
+            if isinstance(event, p.Error) and isinstance(event.details, dict)
+            else 0
+        )
+        checker.report(
+            where, "result-last", f"after the last result: {getattr(event, 'message', event.type)}"
+        )
     if count > len(after):
         checker.report(0, "result-last", f"{count - len(after)} more bad lines after the last result")
     checker.close()
@@ -389,7 +395,9 @@ def _report_repair(checker: Validator, event: p.AnyEvent, line: int) -> None:
     elif isinstance(event, p.Result):
         checker.report(line, "result-last", "the stream has no terminal event (the reader made one up)")
     elif isinstance(event, p.ToolResult):
-        checker.report(line, "tool-pairing", f"tool_call {event.call_id!r} got no result (the reader closed it)")
+        checker.report(
+            line, "tool-pairing", f"tool_call {event.call_id!r} got no result (the reader closed it)"
+        )
     elif isinstance(event, (p.Message, p.Reasoning)):
         checker.report(line, "delta-closed", "a delta run was never closed (the reader closed it)")
     elif isinstance(event, p.Error) and event.code in _READER_CODES:

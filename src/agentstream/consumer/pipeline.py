@@ -272,7 +272,9 @@ class Pipeline:
         obj = _parse_object(_sse_payload(item.data)) if isinstance(item, Line) else None
         if obj is not None:
             self._objects.append(obj)
-            name = detect_dialect(self._objects) or (detect_document(obj) if len(self._objects) == 1 else None)
+            name = detect_dialect(self._objects) or (
+                detect_document(obj) if len(self._objects) == 1 else None
+            )
             if name is not None:
                 return self._settle(name)
         return self._settle(None) if self._probed >= DETECT_LINES else []
@@ -314,7 +316,12 @@ class Pipeline:
         """Decoded events into the output: plain runs in one go, the rest one by one."""
         if not events:
             return events
-        if self.turn_open and self._held_fatal is None and set(map(type, events)) <= _PLAIN and self._fresh(events):
+        if (
+            self.turn_open
+            and self._held_fatal is None
+            and set(map(type, events)) <= _PLAIN
+            and self._fresh(events)
+        ):
             return self._accept_plain(events)  # type: ignore[arg-type]
         out: list[p.AnyEvent] = []
         for event in events:
@@ -538,13 +545,17 @@ class Pipeline:
         out: list[p.AnyEvent] = []
         held, self._held_fatal = self._held_fatal, None
         if held is not None:  # the input's own fatal error is the reason
-            for event in closing_events(self.tally, f"the run ended before this tool's result: {held.message}"):
+            for event in closing_events(
+                self.tally, f"the run ended before this tool's result: {held.message}"
+            ):
                 self._emit(event, out)
             self._emit(held, out)
             info = p.ErrorInfo(code=held.code, message=held.message, fix=held.fix)
         else:
             info = p.ErrorInfo(
-                code=ending.code, message=ending.message, fix=ending.fix if ending.fix is not None else p.UNSET
+                code=ending.code,
+                message=ending.message,
+                fix=ending.fix if ending.fix is not None else p.UNSET,
             )
         for event in ending_events(
             self.tally,

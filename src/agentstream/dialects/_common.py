@@ -45,8 +45,8 @@ import msgspec
 
 from agentstream import protocol as p
 from agentstream.dialects.base import Dialect, DialectDecoder, DialectEncoder
-from agentstream.errors import ErrorCode, ExitCode, MalformedEventError
 from agentstream.ending import ending_events
+from agentstream.errors import ErrorCode, ExitCode, MalformedEventError
 from agentstream.transcript import Tally
 
 __all__ = [

@@ -156,7 +156,6 @@ class GeminiDecoder(EventDecoder):
             usage=usage,
         )
 
-
     def decode_untyped(self, obj: dict[str, Any]) -> None:
         """Gemini CLI's ``--output-format json``: one object ``{session_id, response, stats, error, warnings}``.
 
