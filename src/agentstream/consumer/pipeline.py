@@ -368,6 +368,14 @@ class Pipeline:
                 self._open(event, out)
                 return
             event = p.GenericEvent(name="start", data=_event_data(event))  # a second start inside one turn
+        if not self.turn_open and self.turn_count:
+            if type(event) is p.Result:
+                self._stray_result(event)  # nothing between two results: no turn happened
+                return
+            if type(event) is p.Error and not event.recoverable and len(self._held) < HELD_LIMIT:
+                event.recoverable = True  # a turn it opens went on after it; a result right after it: stray
+                self._held.append(event)
+                return
         if not self.turn_open:
             self._open(None, out, session_id=event.session_id)
         if type(event) is p.Result:
@@ -380,6 +388,24 @@ class Pipeline:
             self._held_fatal = event  # only a result may follow it: wait to see what comes
             return
         self._emit(event, out)
+
+    def _stray_result(self, result: p.Result) -> None:
+        """A result right after a result (Claude Code's spurious one after a background task) opens no turn.
+
+        What waited for the next turn (its fatal error, reports of bad lines) goes aside with it.
+        """
+        held, self._held = self._held, []
+        self.after_end += held[: max(0, HELD_LIMIT - len(self.after_end))]
+        self.after_end_count += len(held) + 1
+        if len(self.after_end) < HELD_LIMIT:
+            report = p.Error(
+                code=ErrorCode.MALFORMED_EVENT,
+                message=f"a second result ({result.subtype}) right after the turn's result was not read as a turn",
+                recoverable=True,
+                details={"line": self.line_number},
+                synthetic=True,
+            )
+            self.after_end.append(report)
 
     def _paired(self, event: p.Event, out: list[p.AnyEvent]) -> p.Event:
         """Tool and delta events the pairing rules cannot place are kept as ``foreign.<type>`` events.
