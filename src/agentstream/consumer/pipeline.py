@@ -383,7 +383,7 @@ class Pipeline:
             return
         self._release_fatal(out)
         if type(event) in _PAIRED:
-            event = self._paired(event, out)  # type: ignore[arg-type]
+            event = self._paired(event, out)  # type: ignore[arg-type]  # _PAIRED holds only Event classes
         if type(event) is p.Error and not event.recoverable:
             self._held_fatal = event  # only a result may follow it: wait to see what comes
             return
@@ -413,27 +413,25 @@ class Pipeline:
         A result whose call was never seen (a stream that lost its beginning)
         gets a made-up call instead, so the call and its outcome stay together.
         """
-        tally, kind = self.tally, type(event)
-        if kind is p.ToolCall:
-            if event.call_id in tally.open_calls or event.call_id in self._closed_calls:  # type: ignore[attr-defined]
+        tally = self.tally
+        if isinstance(event, p.ToolCall):
+            if event.call_id in tally.open_calls or event.call_id in self._closed_calls:
                 return _foreign_event(event)
-        elif kind is p.ToolResult:
-            call_id = event.call_id  # type: ignore[attr-defined]
-            if call_id in self._closed_calls:
+        elif isinstance(event, p.ToolResult):
+            if event.call_id in self._closed_calls:
                 return _foreign_event(event)
-            self._closed_calls.add(call_id)
-            if call_id not in tally.open_calls:
-                self._emit(p.ToolCall(call_id=call_id, name=event.name, synthetic=True), out)  # type: ignore[attr-defined]
-        elif kind is p.ToolProgress:
-            if event.call_id not in tally.open_calls:  # type: ignore[attr-defined]
+            self._closed_calls.add(event.call_id)
+            if event.call_id not in tally.open_calls:
+                self._emit(p.ToolCall(call_id=event.call_id, name=event.name, synthetic=True), out)
+        elif isinstance(event, p.ToolProgress):
+            if event.call_id not in tally.open_calls:
                 return _foreign_event(event)
-        else:
+        elif isinstance(event, (p.MessageDelta, p.ReasoningDelta)):
             key = _run_key(event)
-            if kind is p.MessageDelta or kind is p.ReasoningDelta:
-                if key not in tally.open_runs and key in self._closed_runs:
-                    return _foreign_event(event)
-            else:
-                self._closed_runs.add(key)
+            if key not in tally.open_runs and key in self._closed_runs:
+                return _foreign_event(event)
+        elif isinstance(event, (p.Message, p.Reasoning)):
+            self._closed_runs.add(_run_key(event))
         return event
 
     def _foreign(self, event: p.UnknownEvent) -> p.AnyEvent:
@@ -458,7 +456,7 @@ class Pipeline:
         """Into this session, at the next seq; the input's own timestamp kept when it is one."""
         seq = self._next_seq
         self._next_seq = seq + 1
-        if type(event) is p.UnknownEvent:
+        if isinstance(event, p.UnknownEvent):
             raw = event.raw
             ts = raw.get("ts")
             event.raw = {
@@ -632,10 +630,10 @@ def _event_data(event: p.Event) -> dict[str, Any]:
     return data
 
 
-def _run_key(event: p.Event) -> tuple[bool, str]:
+def _run_key(event: p.MessageDelta | p.Message | p.ReasoningDelta | p.Reasoning) -> tuple[bool, str]:
     if isinstance(event, (p.MessageDelta, p.Message)):
         return (False, event.message_id)
-    return (True, event.reasoning_id)  # type: ignore[attr-defined]
+    return (True, event.reasoning_id)
 
 
 def _foreign_event(event: p.Event) -> p.GenericEvent:
