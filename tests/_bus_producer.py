@@ -3,7 +3,8 @@
 Usage: ``python _bus_producer.py PROMPT [--session-id ID] [--bus URL] [--no-publish]``.
 The prompt says what to do, as space-separated words:
 ``events=N`` (log events, default 3), ``interval=S`` (seconds between them),
-``fail`` (end with a fatal error), ``touch=PATH`` (create PATH once running, so a
+``fail`` (end with a fatal error), ``tool`` (open a tool call and a delta run first,
+left open while the events go out), ``touch=PATH`` (create PATH once running, so a
 test knows the run has started).
 """
 
@@ -14,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+from agentstream import protocol as p
 from agentstream.cli._bus_options import add_publish_options, publish
 from agentstream.stream import Stream
 
@@ -29,6 +31,9 @@ def main() -> None:
     close = publish(stream, args)
     try:
         with stream:
+            if "tool" in plan:
+                stream.message_delta("working on it", message_id="m1")
+                stream.emit(p.ToolCall(call_id="call_1", name="shell", arguments={"cmd": "sleep"}))
             if "touch" in plan:
                 Path(plan["touch"]).write_text(stream.session_id)
             for n in range(int(plan.get("events", 3))):

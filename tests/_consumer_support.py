@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Callable, Iterable
+from itertools import pairwise
 from pathlib import Path
 
 import msgspec
@@ -18,27 +19,43 @@ PYTHON = sys.executable
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def assert_valid_stream(events: Iterable[p.AnyEvent], *, exit_code: int | None = None) -> list[p.AnyEvent]:
-    """Check the protocol's stream invariants ourselves: start first, one result last, contiguous seq, one session."""
+def assert_valid_stream(
+    events: Iterable[p.AnyEvent], *, exit_code: int | None = None, turns: int | None = 1
+) -> list[p.AnyEvent]:
+    """Check the protocol's stream invariants ourselves, then with the validator.
+
+    Each turn is start first, one result last; seq contiguous from 0 and one
+    session id throughout. ``turns`` is how many turns there must be (``None``: any).
+    """
+    from agentstream.validate import Validator
+
     events = list(events)
     assert events, "empty stream"
     assert isinstance(events[0], p.Start), f"first event is {events[0].type}"
     assert isinstance(events[-1], p.Result), f"last event is {events[-1].type}"
-    assert sum(isinstance(e, p.Result) for e in events) == 1, "more than one result"
-    assert sum(isinstance(e, p.Start) for e in events) == 1, "more than one start"
-    first = events[0].seq
-    assert [e.seq for e in events] == list(range(first, first + len(events))), "seq not contiguous"
+    results = sum(isinstance(e, p.Result) for e in events)
+    starts = sum(isinstance(e, p.Start) for e in events)
+    if turns is not None:
+        assert results == turns, f"{results} results, not {turns}"
+    assert starts == results, f"{starts} starts for {results} results"
+    for before, after in pairwise(events):
+        assert isinstance(after, p.Start) == isinstance(before, p.Result), "a start not right after a result"
+    assert [e.seq for e in events] == list(range(len(events))), "seq not contiguous from 0"
     assert {e.session_id for e in events} == {events[0].session_id}, "several session ids"
     result = events[-1]
     assert isinstance(result, p.Result)
     assert result.ok == (result.exit_code == 0)
-    for before, after in zip(events, events[1:]):
+    for before, after in pairwise(events):
         if isinstance(before, p.Error) and not before.recoverable:
             assert isinstance(after, p.Result), "a fatal error not immediately followed by the result"
     if exit_code is not None:
         assert result.exit_code == exit_code, (
             f"result.exit_code {result.exit_code} != process exit {exit_code}"
         )
+    validator = Validator()
+    for number, event in enumerate(events, start=1):
+        validator.feed(event, number)
+    assert validator.close() == [], "the validator rejects the stream"
     return events
 
 

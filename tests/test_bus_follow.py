@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import subprocess
@@ -16,6 +17,7 @@ from agentstream import protocol as p
 from agentstream.bus import Record, open_bus
 from agentstream.envelope import fill
 from agentstream.errors import ExitCode
+from agentstream.validate import validate_stream
 
 
 def produce(bus_url: str, plan: str, run_id: str) -> subprocess.CompletedProcess[bytes]:
@@ -94,7 +96,7 @@ def test_timeout_ends_with_a_synthetic_terminal_that_says_how_to_resume(bus_url:
         False,
         "follow_timeout",
         124,
-        3,
+        4,  # the synthetic fatal error takes seq 3, the next one not printed
     )
     assert end.session_id == "slow" and end.error.code == "TIMEOUT"
     with open_bus(bus_url) as bus:
@@ -103,6 +105,26 @@ def test_timeout_ends_with_a_synthetic_terminal_that_says_how_to_resume(bus_url:
     assert resume == ["agentstream", "follow", "slow", "--from-seq", "3"]
     rest = cli(*resume[1:], "--bus", bus_url)
     assert [o["seq"] for o in lines_of(rest.stdout)] == [3, 4] and rest.returncode == 0
+
+
+def test_a_dead_run_followed_mid_tool_call_ends_whole(bus_url: str) -> None:
+    """The follower gives up on a run whose producer died with a tool call and a delta run open."""
+    open_work: list[p.BaseEvent] = [
+        p.Start(command="test"),
+        p.MessageDelta(message_id="m", content="half a thou"),
+        p.ToolCall(call_id="c", name="shell"),
+        p.ToolProgress(call_id="c", content="working"),
+    ]
+    sequencer = p.Sequencer("dead")
+    records = [Record(e.seq, e.type, p.encode(e)) for e in map(sequencer.stamp, open_work)]
+    with open_bus(bus_url) as bus:
+        bus.append("dead", records)
+    followed = cli("follow", "dead", "--timeout", "0.5", "--bus", bus_url)
+    assert followed.returncode == ExitCode.TIMEOUT
+    assert [str(v) for v in validate_stream(io.BytesIO(followed.stdout))] == []
+    made_up = [o for o in lines_of(followed.stdout) if o.get("synthetic")]
+    assert [o["type"] for o in made_up] == ["tool_result", "message", "error", "result"]
+    assert made_up[0]["status"] == "error" and made_up[1]["content"] == "half a thou"
 
 
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
@@ -119,7 +141,7 @@ def test_a_signal_ends_the_follower_with_exactly_one_terminal(bus_url: str, sig:
     assert follower.returncode == code, err
     assert_one_terminal_last(output)
     end = terminal(output)
-    assert (end.subtype, end.exit_code, end.seq, end.synthetic) == ("follow_interrupted", code, 2, True)
+    assert (end.subtype, end.exit_code, end.seq, end.synthetic) == ("follow_interrupted", code, 3, True)
     assert b"Traceback" not in err
 
 
@@ -142,7 +164,8 @@ def test_unreachable_bus_gives_up_after_the_reconnect_timeout(bus_home: object) 
     assert (
         followed.returncode == 1 and end.subtype == "bus_unavailable" and end.error.code == "BUS_UNAVAILABLE"
     )
-    assert len(followed.stdout.splitlines()) == 1
+    # nothing of the run was printed: the whole made-up stream, start, error, result
+    assert [o["type"] for o in lines_of(followed.stdout)] == ["start", "error", "result"]
 
 
 def test_a_hole_in_seq_is_reported_not_skipped_silently(bus_url: str) -> None:

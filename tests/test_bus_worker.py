@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import subprocess
@@ -16,6 +17,7 @@ from _bus_fixtures import CASSETTE, PRODUCER, bus_home, bus_url, cli, lines_of, 
 from agentstream import protocol as p
 from agentstream.bus import open_bus
 from agentstream.bus.queue import EXEC_ENV
+from agentstream.validate import validate_stream
 
 
 @pytest.fixture
@@ -170,6 +172,42 @@ def test_a_job_whose_worker_is_killed_is_reclaimed_and_retried(
     followed = cli("follow", job["run_id"], "--bus", bus_url)  # the lost run now points at its retry
     last = p.decode(followed.stdout.splitlines()[-1])
     assert any(a.params["run_id"]["value"] == job["run_id"] + ".2" for a in last.next_actions if a.params)  # type: ignore[union-attr]
+
+
+def test_a_run_lost_mid_tool_call_gets_a_whole_ending_in_the_bus_and_in_follow(
+    bus_home: Path, tmp_path: Path, producer_jobs: None
+) -> None:
+    """The machine dies while a tool call and a delta run are open: WORKER_LOST closes both, then ends."""
+    from agentstream.validate import Validator
+
+    url = f"sqlite:///{tmp_path / 'bus.sqlite3'}"
+    started = tmp_path / "started"
+    job = submit(url, f"tool events=200 interval=0.05 touch={started}")
+    first = _start_worker(url, own_group=True)
+    _job_pid(first)
+    wait_for(started)
+    deadline = time.monotonic() + 20
+    while "tool_call" not in [e.type for e in run_events(url, job["run_id"])]:  # published: now it is open
+        assert time.monotonic() < deadline, "the tool call never reached the bus"
+        time.sleep(0.05)
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait(timeout=10)
+    second = cli(
+        "worker", "--bus", url, "--idle-timeout", "1", "--max-attempts", "1", "--max-jobs", "1", timeout=60
+    )
+    assert second.returncode == 0, second.stderr
+    lost = run_events(url, job["run_id"])
+    assert_well_formed(lost)
+    validator = Validator()
+    for number, event in enumerate(lost, start=1):
+        validator.feed(event, number)
+    assert validator.close() == []
+    closing = [e for e in lost if e.synthetic is True]
+    assert [e.type for e in closing] == ["tool_result", "message", "error", "result"]
+    assert closing[0].status == "cancelled" and closing[1].content == "working on it"  # type: ignore[attr-defined]
+    assert closing[2].code == "WORKER_LOST"  # type: ignore[attr-defined]
+    followed = cli("follow", job["run_id"], "--bus", url)
+    assert [v.rule for v in validate_stream(io.BytesIO(followed.stdout))] == []
 
 
 def test_a_job_out_of_attempts_fails_with_a_terminal_event(

@@ -249,7 +249,9 @@ def test_encoder_drops_what_acai_cannot_carry_and_always_ends_with_a_result() ->
         ]
     )
     encoded = encode_objects("acai", events)
-    assert [obj["type"] for obj in encoded] == ["init", "message", "result"]
+    # the open delta run is closed (acai carries it as a complete message), then the result
+    assert [obj["type"] for obj in encoded] == ["init", "message", "message", "result"]
+    assert encoded[2]["content"] == "par"
     assert encoded[-1]["success"] is False and encoded[-1]["error"] == "the stream ended without a result"
 
 

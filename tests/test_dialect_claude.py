@@ -128,6 +128,7 @@ def test_partial_message_lines_become_deltas_closed_at_eof() -> None:
                 exit_code=0,
                 session_id=events[0].session_id,
                 seq=events[-1].seq + 1,
+                ts=p.now_ts(),
             ),
         ]
     )

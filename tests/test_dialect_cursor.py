@@ -215,7 +215,12 @@ def test_function_tools_errors_and_missing_ids() -> None:
         [
             *events,
             p.Result(
-                ok=True, subtype="success", exit_code=0, seq=len(events), session_id=events[0].session_id
+                ok=True,
+                subtype="success",
+                exit_code=0,
+                seq=len(events),
+                session_id=events[0].session_id,
+                ts=p.now_ts(),
             ),
         ]
     )

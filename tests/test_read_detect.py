@@ -53,7 +53,7 @@ def test_detects_the_dialect_of_each_fixture(
 ) -> None:
     name, path = _path(case, tmp_path_factory)
     reader = read(path)
-    events = assert_valid_stream(reader)
+    events = assert_valid_stream(reader, turns=None)
     assert reader.dialect == name
     assert not any(isinstance(e, p.Error) and e.code == ErrorCode.UNKNOWN_DIALECT for e in events)
 
@@ -65,7 +65,7 @@ def test_junk_before_the_first_event_does_not_break_detection(
     name, path = _path(case, tmp_path_factory)
     junk = b"[SandboxDebug] seccomp ready\nMCP issues detected. Run /mcp list for status.\n\n"
     reader = read(junk + path.read_bytes())
-    events = assert_valid_stream(reader)
+    events = assert_valid_stream(reader, turns=None)
     assert reader.dialect == name
     reports = [e for e in events if isinstance(e, p.Error) and e.code == "MALFORMED_EVENT"]
     assert [e.details["line"] for e in reports[:2]] == [1, 2]
@@ -80,14 +80,14 @@ def test_each_fixture_reads_as_a_whole_stream_with_its_dialect_forced(
 ) -> None:
     name, path = _path(case, tmp_path_factory)
     reader = read(path, dialect=name)
-    events = assert_valid_stream(reader)
+    events = assert_valid_stream(reader, turns=None)
     assert reader.dialect == name and len(events) >= 2
 
 
 def test_nothing_recognisable_falls_back_to_canonical_and_says_so() -> None:
     data = b"".join(b'{"kind":"tick","n":%d}\n' % i for i in range(12))
     reader = read(data)
-    events = assert_valid_stream(reader)
+    events = assert_valid_stream(reader, turns=None)
     assert reader.dialect == "canonical"
     codes = [e.code for e in events if isinstance(e, p.Error)]
     assert codes[0] == ErrorCode.UNKNOWN_DIALECT
@@ -100,7 +100,7 @@ def test_nothing_recognisable_falls_back_to_canonical_and_says_so() -> None:
 def test_ag_ui_over_sse_is_recognised_through_its_data_lines() -> None:
     """SSE puts each event after ``data:``, with comments and ``event:`` lines around it."""
     reader = read(FIXTURES / "dialects" / "agui" / "run.sse")
-    events = assert_valid_stream(reader)
+    events = assert_valid_stream(reader, turns=None)
     assert reader.dialect == "agui"
     assert [e.type for e in events] == ["start", "message_delta", "message", "error", "result"]
     assert not any(is_synthetic(e) for e in events)
@@ -111,7 +111,7 @@ def test_ag_ui_over_sse_is_recognised_through_its_data_lines() -> None:
 def test_forcing_a_dialect_skips_detection() -> None:
     reader = read(canonical_session(), dialect="canonical")
     assert reader.dialect == "canonical"
-    assert_valid_stream(reader)
+    assert_valid_stream(reader, turns=None)
 
 
 def test_unknown_forced_dialect_is_a_usage_error() -> None:

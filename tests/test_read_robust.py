@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -136,20 +137,34 @@ def test_unknown_types_pass_through_whole() -> None:
     assert not any(isinstance(e, p.Error) for e in events)
 
 
-def test_a_stream_that_lost_its_beginning_gets_a_start_below_its_first_seq() -> None:
+def test_a_stream_that_lost_its_beginning_gets_a_start_and_counts_from_0() -> None:
     lines = lines_of(canonical_session())
     events = assert_valid_stream(read(b"".join(lines[3:])))
     assert isinstance(events[0], p.Start) and events[0].synthetic is True
-    assert events[0].seq == 2 and events[1].seq == 3
-    assert [p.encode(e) for e in events[1:]] == [line.rstrip(b"\n") for line in lines[3:]]
+    kept = [msgspec.structs.replace(e, seq=-1) for e in events[1:]]  # type: ignore[type-var]
+    assert kept == [msgspec.structs.replace(p.decode(line), seq=-1) for line in lines[3:]]  # type: ignore[type-var]
 
 
-def test_reading_stops_at_the_result() -> None:
+def test_with_turns_one_reading_stops_at_the_result() -> None:
     data = canonical_session()
     trailing = p.encode_line(p.Message(message_id="late", role="assistant", content="late", seq=99))
     source = io.BytesIO(data + trailing + b"garbage\n")
-    events = assert_valid_stream(read(source))
+    events = assert_valid_stream(read(source, turns="one"))
     assert events[-1].synthetic is not True and not any(isinstance(e, p.Error) for e in events)
+
+
+def test_an_event_after_the_result_opens_the_next_turn_and_junk_alone_does_not() -> None:
+    data = canonical_session()
+    late = p.encode_line(p.Message(message_id="late", role="assistant", content="late", seq=99))
+    events = assert_valid_stream(read(data + late + b"garbage\n"), turns=2)
+    second = events[events.index(next(e for e in events if isinstance(e, p.Result))) + 1 :]
+    assert isinstance(second[0], p.Start) and second[0].synthetic is True
+    assert [e.content for e in second if isinstance(e, p.Message)] == ["late"]
+    assert any(isinstance(e, p.Error) and e.code == "MALFORMED_EVENT" for e in second)
+    reader = read(data + b"garbage\n")
+    assert_valid_stream(reader, turns=1)
+    reports, count = reader.after_end
+    assert count == 1 and reports[0].code == "MALFORMED_EVENT"  # type: ignore[attr-defined]
 
 
 def test_blank_lines_are_ignored() -> None:

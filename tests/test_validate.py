@@ -59,6 +59,8 @@ BROKEN = {
     "malformed": stream(start()) + b"[SandboxDebug] hello\n",
     "invalid-utf8": stream(start()) + b'{"type":"log","level":"info","message":"\xff"}\n',
     "truncated": stream(start(), ok())[:-1],
+    "timestamp": stream(start(), ok()).replace(b'"ts":"', b'"ts":"yesterday ', 1),
+    "exit-code": stream(start(), p.Result(ok=False, subtype="error", exit_code=256)),
 }
 
 
@@ -68,7 +70,7 @@ def test_each_rule_catches_its_break(rule: str) -> None:
 
 
 def test_every_rule_is_exercised() -> None:
-    assert set(RULES) - {rule.split("/")[0] for rule in BROKEN} == {"exit-code", "too-long"}
+    assert set(RULES) - {rule.split("/")[0] for rule in BROKEN} == {"too-long"}
 
 
 def test_block_and_line_paths_agree() -> None:
@@ -133,7 +135,9 @@ def test_cli_survives_a_100_mb_line_with_flat_memory(tmp_path: Path) -> None:
     big = tmp_path / "big.ndjson"
     with big.open("wb") as f:
         f.write(stream(start()))
-        f.write(b'{"type":"log","v":1,"session_id":"s1","seq":1,"ts":"t","level":"info","message":"')
+        f.write(
+            b'{"type":"log","v":1,"session_id":"s1","seq":1,"ts":"2026-01-01T00:00:00Z","level":"info","message":"'
+        )
         chunk = b"x" * (1 << 20)
         for _ in range(100):
             f.write(chunk)

@@ -14,6 +14,7 @@ unknown fields are ignored, and an unknown ``type`` decodes to
 from __future__ import annotations
 
 import os
+import re
 import time
 from typing import Any, Final, Literal, TypeAlias, TypeVar, cast, get_args
 
@@ -66,6 +67,7 @@ __all__ = [
     "encode",
     "encode_line",
     "input_json_schema",
+    "is_timestamp",
     "json_schema",
     "new_id",
     "now_ts",
@@ -355,6 +357,11 @@ class UnknownEvent(Struct, kw_only=True):
         return self.raw.get("synthetic") is True
 
     @property
+    def ts(self) -> str:
+        value = self.raw.get("ts")
+        return value if isinstance(value, str) else ""
+
+    @property
     def v(self) -> int:
         value = self.raw.get("v")
         return value if isinstance(value, int) else PROTOCOL_VERSION
@@ -396,6 +403,8 @@ def decode(line: bytes | bytearray | memoryview | str) -> AnyEvent:
         from agentstream.errors import MalformedEventError
 
         raise MalformedEventError(f"not valid JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise _too_deep(exc) from exc
 
 
 def decode_lines(data: bytes | bytearray) -> list[AnyEvent]:
@@ -406,10 +415,16 @@ def decode_lines(data: bytes | bytearray) -> list[AnyEvent]:
     """
     try:
         return cast("list[AnyEvent]", _decoder.decode_lines(data))  # a fresh list: widening it is safe
-    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError) as exc:
+    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError, RecursionError) as exc:
         from agentstream.errors import MalformedEventError
 
         raise MalformedEventError(f"a line in the block is not a valid event: {exc}") from exc
+
+
+def _too_deep(exc: RecursionError) -> Exception:
+    from agentstream.errors import MalformedEventError
+
+    return MalformedEventError(f"not valid JSON: nested too deeply to read ({exc})")
 
 
 def _unknown_or_raise(
@@ -419,6 +434,8 @@ def _unknown_or_raise(
 
     try:
         raw = JSON_DECODER.decode(line)
+    except RecursionError as too_deep:
+        raise _too_deep(too_deep) from too_deep
     except (msgspec.DecodeError, UnicodeDecodeError) as syntax_error:
         # The typed decoder can reject a line's shape before reaching its syntax error.
         raise MalformedEventError(f"not valid JSON: {syntax_error}") from syntax_error
@@ -432,9 +449,16 @@ def _unknown_or_raise(
     return UnknownEvent(type=kind, raw=raw)
 
 
+_STAMPS: Final = frozenset({"type", "v", "session_id", "seq", "ts"})
+
+
 def json_schema() -> dict[str, Any]:
     """The JSON Schema (2020-12) of one v1 event line."""
     schema = msgspec.json.schema(Event)
+    for definition in schema.get("$defs", {}).values():
+        # The stamps have defaults in code (a producer fills them), but every line on the wire carries them.
+        if definition.get("properties", {}).keys() >= _STAMPS:
+            definition["required"] = sorted({*definition.get("required", ()), *_STAMPS})
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": "https://agentstream.dev/schema/v1/event.json",
@@ -498,6 +522,17 @@ def input_json_schema() -> dict[str, Any]:
         "description": "One line written to the stdin of a two-way session (--input-format stream-json).",
         **schema,
     }
+
+
+_TIMESTAMP = re.compile(
+    r"\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])T(?:[01]\d|2[0-3]):[0-5]\d:(?:[0-5]\d|60)"
+    r"(?:\.\d{1,9})?(?:[Zz]|[+-](?:[01]\d|2[0-3]):[0-5]\d)"
+)
+
+
+def is_timestamp(value: object) -> bool:
+    """Whether ``value`` is an RFC 3339 date-time, as ``ts`` must be."""
+    return isinstance(value, str) and _TIMESTAMP.fullmatch(value) is not None
 
 
 def new_id(prefix: str) -> str:

@@ -34,6 +34,7 @@ import msgspec
 from agentstream import _signals
 from agentstream import protocol as p
 from agentstream._signals import HeldSignal, Interrupted, SignalHandlers
+from agentstream.ending import closing_events
 from agentstream.errors import AgentstreamError, ErrorCode, ExitCode, exit_code_for_signal
 from agentstream.render import (
     FdWriter,
@@ -146,7 +147,6 @@ class Stream:
         self._observers: list[Observer] = []
         self._started_at = 0.0
         self._output_closed = False
-        self._open_runs: dict[str, tuple[p.Role | None, list[str]]] = {}
         """Delta runs without their complete event yet: id → (role, None for reasoning; the contents so far)."""
         self._output_failure: OutputFailed | None = None
         """Set when the output could not be written before the ``result`` was: the process exits with it."""
@@ -342,9 +342,10 @@ class Stream:
         if not self.started:
             self.start()
         self._closing = True
-        if self._open_runs:
-            self._close_delta_runs()
+        self._close_open_work("the run ended before this tool's result")
         code = exit_code if exit_code is not None else (ExitCode.OK if ok else ExitCode.ERROR)
+        if not 0 <= code <= 255:  # not an exit status (256 would wrap to 0, a false success)
+            ok, code = False, ExitCode.ERROR
         final_text = result if result is not None else self.tally.last_text
         event = p.Result(
             ok=ok,
@@ -387,9 +388,8 @@ class Stream:
             self.start()
         self._closing = True
         with self._lock:
-            # Hold the lock across these events so no other thread can slip between them.
-            if self._open_runs:
-                self._close_delta_runs()
+            # Hold the lock across both events so no other thread can slip between them.
+            self._close_open_work(f"the run ended before this tool's result: {message}")
             self.emit(
                 p.Error(code=code, message=message, recoverable=False, fix=fix or p.UNSET, details=details)
             )
@@ -400,6 +400,12 @@ class Stream:
                 error=p.ErrorInfo(code=code, message=message, fix=fix or p.UNSET),
                 next_actions=next_actions,
             )
+
+    def _close_open_work(self, reason: str) -> None:
+        """Before the ending: a result for each tool call still open, a complete event for each delta run."""
+        if self.tally.has_open_work:
+            for event in closing_events(self.tally, reason):
+                self.emit(event)
 
     # -- emitting ----------------------------------------------------------
 
@@ -425,8 +431,6 @@ class Stream:
                     event.ts = p.now_ts()
                 if type(event) in _ACCOUNTED:
                     self.tally.add(event)
-                if type(event) in _DELTA_RUNS:
-                    self._track_delta_run(event)
                 failed: OutputFailed | None = None
                 if self._fast_fd >= 0:
                     # Canonical lines to a descriptor: encode into one reused buffer, one write.
@@ -451,25 +455,6 @@ class Stream:
         if self._held.pending:
             self._raise_pending_signal()
         return event
-
-    def _track_delta_run(self, event: p.Event) -> None:
-        if isinstance(event, p.MessageDelta):
-            self._open_runs.setdefault(event.message_id, (event.role, []))[1].append(event.content)
-        elif isinstance(event, p.ReasoningDelta):
-            self._open_runs.setdefault(event.reasoning_id, (None, []))[1].append(event.content)
-        elif isinstance(event, p.Message):  # a complete event closes its run
-            self._open_runs.pop(event.message_id, None)
-        elif isinstance(event, p.Reasoning):
-            self._open_runs.pop(event.reasoning_id, None)
-
-    def _close_delta_runs(self) -> None:
-        """An ending cut a message short: emit what its deltas said as the complete event (never left open)."""
-        for key, (role, parts) in list(self._open_runs.items()):
-            if role is None:
-                self.emit(p.Reasoning(reasoning_id=key, content="".join(parts)))
-            else:
-                self.emit(p.Message(message_id=key, role=role, content="".join(parts)))
-        self._open_runs.clear()
 
     def _write_failed(self, failure: OutputFailed) -> None:
         """The output is gone (reader left, disk full…): stop writing; the run ends with that failure."""
@@ -735,9 +720,8 @@ def _private_stdout(*, isolate: bool) -> int:
 
 
 _encode_into = msgspec.json.Encoder().encode_into
-_ACCOUNTED: frozenset[type[p.BaseEvent]] = frozenset({p.Usage, p.ToolCall, p.Message})
-_DELTA_RUNS: frozenset[type[p.BaseEvent]] = frozenset(
-    {p.MessageDelta, p.ReasoningDelta, p.Message, p.Reasoning}
+_ACCOUNTED: frozenset[type[p.BaseEvent]] = frozenset(
+    {p.Usage, p.ToolCall, p.ToolResult, p.Message, p.MessageDelta, p.Reasoning, p.ReasoningDelta}
 )
 _CRITICAL_CODE = frozenset(
     {

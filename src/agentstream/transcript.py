@@ -23,10 +23,40 @@ from agentstream import protocol as p
 __all__ = ["Outcome", "Tally", "ToolCallRecord", "Transcript", "has_usage"]
 
 
-class Tally:
-    """Running totals in constant memory: what a ``result`` reports about the events before it."""
+OPEN_TEXT_LIMIT = 1 << 20
+"""Characters of an open delta run kept for the complete event an ending makes up (beyond: cut, marked)."""
 
-    __slots__ = ("_tools", "last_text", "tools_used", "turn_count", "usage")
+
+class _OpenRun:
+    """A delta run with no complete event yet: enough to close it truthfully."""
+
+    __slots__ = ("parts", "role", "size")
+
+    def __init__(self, role: p.Role) -> None:
+        self.role = role
+        self.parts: list[str] = []
+        self.size = 0
+
+    def add(self, text: str) -> None:
+        if self.size < OPEN_TEXT_LIMIT:
+            self.parts.append(text[: OPEN_TEXT_LIMIT - self.size])
+            self.size += len(text)
+
+    @property
+    def text(self) -> str:
+        joined = "".join(self.parts)
+        return joined if self.size <= OPEN_TEXT_LIMIT else joined + "…"
+
+
+class Tally:
+    """Running totals of a stream, and the work still open in it: what an ending (made up or not) reports.
+
+    Totals (usage, turns, tools used, the last assistant text) take constant
+    memory; the open tool calls and delta runs are held until they close, so a
+    made-up ending can close each of them (see :mod:`agentstream.ending`).
+    """
+
+    __slots__ = ("_tools", "last_text", "open_calls", "open_runs", "tools_used", "turn_count", "usage")
 
     def __init__(self) -> None:
         self.usage = p.UsageTotals()
@@ -34,19 +64,47 @@ class Tally:
         self.tools_used: list[str] = []
         self.last_text: str | None = None
         self._tools: set[str] = set()
+        self.open_calls: dict[str, str] = {}
+        """call_id -> tool name, for calls without a result yet."""
+        self.open_runs: dict[tuple[bool, str], _OpenRun] = {}
+        """(is reasoning, id) -> the run's text so far, for delta runs without their complete event."""
 
     def add(self, event: p.AnyEvent) -> None:
         kind = type(event)  # exact type checks: this runs for every event the reader passes on
-        if kind is p.Usage:
+        if kind is p.MessageDelta:
+            key = (False, event.message_id)  # type: ignore[union-attr]
+            run = self.open_runs.get(key)
+            if run is None:
+                run = self.open_runs[key] = _OpenRun(event.role)  # type: ignore[union-attr]
+            run.add(event.content)  # type: ignore[union-attr]
+        elif kind is p.Usage:
             self.usage.add(event)  # type: ignore[arg-type]
             self.turn_count += 1
         elif kind is p.ToolCall:
             name = event.name  # type: ignore[union-attr]
+            self.open_calls[event.call_id] = name  # type: ignore[union-attr]
             if name not in self._tools:
                 self._tools.add(name)
                 self.tools_used.append(name)
-        elif kind is p.Message and event.role == "assistant" and event.content:  # type: ignore[union-attr]
-            self.last_text = event.content  # type: ignore[union-attr]  # an empty one is a discarded partial turn
+        elif kind is p.ToolResult:
+            self.open_calls.pop(event.call_id, None)  # type: ignore[union-attr]
+        elif kind is p.Message:
+            if self.open_runs:
+                self.open_runs.pop((False, event.message_id), None)  # type: ignore[union-attr]
+            if event.role == "assistant" and event.content:  # type: ignore[union-attr]
+                self.last_text = event.content  # type: ignore[union-attr]  # an empty one is a discarded partial turn
+        elif kind is p.ReasoningDelta:
+            key = (True, event.reasoning_id)  # type: ignore[union-attr]
+            run = self.open_runs.get(key)
+            if run is None:
+                run = self.open_runs[key] = _OpenRun("assistant")
+            run.add(event.content)  # type: ignore[union-attr]
+        elif kind is p.Reasoning:
+            self.open_runs.pop((True, event.reasoning_id), None)  # type: ignore[union-attr]
+
+    @property
+    def has_open_work(self) -> bool:
+        return bool(self.open_calls or self.open_runs)
 
 
 class Outcome(NamedTuple):
@@ -143,7 +201,12 @@ class _Blocks:
 
 
 class Transcript:
-    """Everything a stream said, folded as it arrives: call :meth:`add` per event."""
+    """Everything a stream said, folded as it arrives: call :meth:`add` per event.
+
+    A session of many turns (a ``start`` after a ``result`` opens the next) is
+    folded whole here, and turn by turn in :attr:`turns`: ``start`` is the
+    first turn's, ``result`` and ``outcome`` the last one's.
+    """
 
     def __init__(self) -> None:
         self.start: p.Start | None = None
@@ -154,6 +217,13 @@ class Transcript:
         self._messages = _Blocks()
         self._reasoning = _Blocks()
         self._calls: dict[str, ToolCallRecord] = {}
+        self._turns: list[Transcript] | None = []
+        """Per-turn transcripts (``None`` in a transcript that is itself one turn)."""
+
+    @property
+    def turns(self) -> list[Transcript]:
+        """One transcript per turn, in order (a single-turn stream has one: itself folded alone)."""
+        return list(self._turns) if self._turns is not None else [self]
 
     @classmethod
     def from_events(cls, events: Iterable[p.AnyEvent]) -> Transcript:
@@ -163,6 +233,12 @@ class Transcript:
         return transcript
 
     def add(self, event: p.AnyEvent) -> None:
+        if self._turns is not None:
+            if not self._turns or (type(event) is p.Start and self._turns[-1].result is not None):
+                turn = Transcript()
+                turn._turns = None
+                self._turns.append(turn)
+            self._turns[-1].add(event)
         self.events += 1
         self.tally.add(event)
         if isinstance(event, p.MessageDelta):
@@ -178,7 +254,7 @@ class Transcript:
         elif isinstance(event, p.Error):
             self.errors.append(event)
         elif isinstance(event, p.Start):
-            self.start = event
+            self.start = self.start or event
         elif isinstance(event, p.Result):
             self.result = event
 

@@ -7,9 +7,9 @@ however long the stream is.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from operator import attrgetter
-from typing import IO, TYPE_CHECKING, Any, NamedTuple
+from typing import IO, TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 from agentstream import protocol as p
 from agentstream._lines import Block, Line, LineTooLong, iter_blocks, iter_lines
@@ -26,15 +26,16 @@ RULES: dict[str, str] = {
     "truncated": "the last line ends with a newline",
     "too-long": "lines fit the configured limit (off by default)",
     "version": "v is a protocol version this reader knows",
-    "start-first": "start is the first event, exactly once",
-    "result-last": "exactly one result, and nothing after it",
-    "seq": "seq counts 0, 1, 2 … with no gap or repeat",
+    "timestamp": "ts is an RFC 3339 date-time",
+    "start-first": "start is the first event, exactly once per turn",
+    "result-last": "exactly one result per turn; after it only the next turn's start",
+    "seq": "seq counts 0, 1, 2 … with no gap or repeat (a skipped bad line may take one)",
     "session": "one session_id throughout",
     "tool-pairing": "every tool_call has exactly one later tool_result with its call_id",
     "delta-closed": "a message (or reasoning) with the same id closes each delta run",
     "fatal-error": "a fatal error is immediately followed by result",
     "ok-exit": "result.ok is true exactly when result.exit_code is 0",
-    "exit-code": "the process exit code equals result.exit_code",
+    "exit-code": "result.exit_code is an exit status (0–255) and equals the process exit code",
 }
 
 
@@ -49,21 +50,24 @@ class Violation(NamedTuple):
         return f"{where}: {self.rule}: {self.message}"
 
 
-class RecentIds:
+K = TypeVar("K", bound=Hashable)
+
+
+class RecentIds(Generic[K]):
     """The last ``limit`` ids seen, so "used twice" checks stay exact for recent ids and memory stays flat."""
 
     __slots__ = ("ids", "limit")
 
     def __init__(self, limit: int = 10_000) -> None:
-        self.ids: dict[str, None] = {}
+        self.ids: dict[K, None] = {}
         self.limit = limit
 
-    def add(self, key: str) -> None:
+    def add(self, key: K) -> None:
         self.ids[key] = None
         if len(self.ids) > self.limit:
             del self.ids[next(iter(self.ids))]
 
-    def __contains__(self, key: str) -> bool:
+    def __contains__(self, key: object) -> bool:
         return key in self.ids
 
 
@@ -72,14 +76,24 @@ class Validator:
 
     ``check_stamps`` is off for streams decoded from another dialect, whose
     ``seq`` and ``session_id`` were made up by the decoder. Memory holds the
-    open tool calls and delta runs, plus the last 10,000 closed ids of each kind.
+    open tool calls and delta runs, plus the last 10,000 closed ids of each kind;
+    :attr:`violations` grows until a caller takes them (:meth:`take`), as the
+    streaming functions here do, so a long bad stream costs no memory either.
+
+    A session of many turns is several start … result runs in a row, with one
+    session id and ``seq`` going on across them (see docs/protocol.md).
     """
 
     def __init__(self, *, expect_exit: int | None = None, check_stamps: bool = True) -> None:
         self.expect_exit = expect_exit
         self.check_stamps = check_stamps
         self.violations: list[Violation] = []
+        self.count = 0
+        """Violations found so far, including those already taken."""
+        self.turns = 0
         self.events = 0
+        self._skipped = 0
+        """Bad lines since the last event: each may have carried the seq the next event skips."""
         self.result: p.Result | None = None
         self._result_line = 0
         self._next_seq = 0
@@ -87,16 +101,26 @@ class Validator:
         self._pending_fatal = 0
         self._seen_start = False
         self._open_calls: dict[str, int] = {}
-        self._closed_calls = RecentIds()
+        self._closed_calls: RecentIds[str] = RecentIds()
         # Open delta runs and closed ids, for messages and for reasoning.
         self._open_runs: dict[type, dict[str, int]] = {p.MessageDelta: {}, p.ReasoningDelta: {}}
-        self._closed_runs: dict[type, RecentIds] = {
+        self._closed_runs: dict[type, RecentIds[str]] = {
             p.MessageDelta: RecentIds(),
             p.ReasoningDelta: RecentIds(),
         }
 
     def report(self, line: int, rule: str, message: str) -> None:
         self.violations.append(Violation(line, rule, message))
+        self.count += 1
+
+    def take(self) -> list[Violation]:
+        """The violations found since the last call (and forget them)."""
+        taken, self.violations = self.violations, []
+        return taken
+
+    def skip_line(self) -> None:
+        """A line that is not an event was reported: its seq, if it had one, is not a second violation."""
+        self._skipped += 1
 
     def feed(self, event: p.AnyEvent, line: int) -> None:
         if self.check_stamps:
@@ -150,12 +174,18 @@ class Validator:
             list(map(_seq_of, events)) == list(range(start, start + len(events)))
             and set(map(_session_of, events)) == {self._session_id}
             and set(map(_version_of, events)) == {p.PROTOCOL_VERSION}
+            and all(map(p.is_timestamp, map(_ts_of, events)))
         )
 
     def _check_rules(self, event: p.AnyEvent, line: int) -> None:
         first = self.events == 0
         self.events += 1
-        if self.result is not None:
+        if self.result is not None and type(event) is p.Start:
+            self.result = None  # the next turn of a session: ids are the turn's own
+            self._seen_start = False
+            self._closed_calls = RecentIds()
+            self._closed_runs = {p.MessageDelta: RecentIds(), p.ReasoningDelta: RecentIds()}
+        elif self.result is not None:
             self.report(line, "result-last", f"'{event.type}' after the result (line {self._result_line})")
         if self._pending_fatal and not isinstance(event, p.Result):
             self.report(
@@ -169,10 +199,13 @@ class Validator:
             check(self, event, line)
 
     def _check_stamps(self, event: p.AnyEvent, line: int) -> None:
-        seq = event.seq
-        if seq != self._next_seq:
-            self.report(line, "seq", f"seq {seq}, expected {self._next_seq}")
-        self._next_seq = seq + 1 if seq >= 0 else self._next_seq + 1
+        seq, expected = event.seq, self._next_seq
+        if seq != expected and not (expected < seq <= expected + self._skipped):
+            self.report(line, "seq", f"seq {seq}, expected {expected}")
+        self._skipped = 0
+        self._next_seq = seq + 1 if seq >= 0 else expected + 1
+        if not p.is_timestamp(event.ts):
+            self.report(line, "timestamp", f"ts {event.ts!r} is not an RFC 3339 date-time")
         if self._session_id is None:
             self._session_id = event.session_id
             if not event.session_id:
@@ -235,7 +268,10 @@ class Validator:
             self.report(line, "result-last", "a second result")
             return
         self.result, self._result_line = event, line
+        self.turns += 1
         self._pending_fatal = 0
+        if not 0 <= event.exit_code <= 255:
+            self.report(line, "exit-code", f"exit_code {event.exit_code} is not an exit status (0–255)")
         if event.ok != (event.exit_code == 0):
             self.report(line, "ok-exit", f"ok is {str(event.ok).lower()} but exit_code is {event.exit_code}")
         for call_id, call_line in self._open_calls.items():
@@ -272,6 +308,7 @@ def _run_id(event: p.MessageDelta | p.ReasoningDelta | p.Message | p.Reasoning) 
 
 
 _seq_of = attrgetter("seq")
+_ts_of = attrgetter("ts")
 _session_of = attrgetter("session_id")
 _version_of = attrgetter("v")
 
@@ -309,19 +346,18 @@ def validate_stream(
 
 def validate_items(items: Iterable[Block | Line | LineTooLong], checker: Validator) -> Iterator[Violation]:
     """:func:`validate_stream` over already framed input (so a caller can wrap the framing, e.g. for progress)."""
-    reported = 0
     for item in items:
         if isinstance(item, Block):
             _check_block(checker, item)
         elif isinstance(item, LineTooLong):
             checker.report(item.number, "too-long", str(item))
+            checker.skip_line()
         else:
             _check_line(checker, item.number, item.data, item.terminated)
-        if len(checker.violations) > reported:
-            yield from checker.violations[reported:]
-            reported = len(checker.violations)
+        if checker.violations:
+            yield from checker.take()
     checker.close()
-    yield from checker.violations[reported:]
+    yield from checker.take()
 
 
 _READER_CODES = {
@@ -339,17 +375,27 @@ def validate_decoded(reader: Reader, checker: Validator | None = None) -> Iterat
     the violation it stands for.
     """
     checker = checker or Validator(check_stamps=False)
-    reported = 0
     for event in reader:
         line = reader.line_number
         if event.synthetic is True and not _start_made_by_design(reader, event):
             _report_repair(checker, event, line)
         checker.feed(event, line)
-        if len(checker.violations) > reported:
-            yield from checker.violations[reported:]
-            reported = len(checker.violations)
+        if checker.violations:
+            yield from checker.take()
+    after, count = reader.after_end
+    for event in after:
+        where = (
+            event.details.get("line", 0)
+            if isinstance(event, p.Error) and isinstance(event.details, dict)
+            else 0
+        )
+        checker.report(
+            where, "result-last", f"after the last result: {getattr(event, 'message', event.type)}"
+        )
+    if count > len(after):
+        checker.report(0, "result-last", f"{count - len(after)} more bad lines after the last result")
     checker.close()
-    yield from checker.violations[reported:]
+    yield from checker.take()
 
 
 def _start_made_by_design(reader: Reader, event: p.AnyEvent) -> bool:
@@ -363,9 +409,16 @@ def _start_made_by_design(reader: Reader, event: p.AnyEvent) -> bool:
 
 def _report_repair(checker: Validator, event: p.AnyEvent, line: int) -> None:
     if isinstance(event, p.Start):
-        checker.report(line, "start-first", "the stream has no start event (the reader made one up)")
+        if not checker.turns:  # later turns of a dialect without a start per turn are not missing one
+            checker.report(line, "start-first", "the stream has no start event (the reader made one up)")
     elif isinstance(event, p.Result):
         checker.report(line, "result-last", "the stream has no terminal event (the reader made one up)")
+    elif isinstance(event, p.ToolResult):
+        checker.report(
+            line, "tool-pairing", f"tool_call {event.call_id!r} got no result (the reader closed it)"
+        )
+    elif isinstance(event, (p.Message, p.Reasoning)):
+        checker.report(line, "delta-closed", "a delta run was never closed (the reader closed it)")
     elif isinstance(event, p.Error) and event.code in _READER_CODES:
         where = event.details.get("line", line) if isinstance(event.details, dict) else line
         checker.report(where, _READER_CODES[event.code], event.message)
@@ -407,6 +460,7 @@ def _check_line(
             checker.report(number, "invalid-utf8", str(utf8_error))
         else:
             checker.report(number, "malformed", f"{exc.message}: {_preview(data)}")
+        checker.skip_line()
         return
     checker.feed(event, number)
 

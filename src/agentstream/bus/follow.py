@@ -9,9 +9,12 @@ missing ``seq``.
 
 Exactly one terminal line ends the output: the run's own ``result`` with
 ``next_actions`` added, or — when the follower stops first — a synthetic
-``result`` (``synthetic: true``, ``ok: false``) whose ``subtype`` says why and
-whose ``seq`` is the next one not printed, so ``--from-seq`` resumes from it.
-The process exits with that line's ``exit_code``.
+ending (``synthetic: true``): a ``tool_result`` (status ``error``) for each
+tool call printed without its result and the complete event of each delta run
+left open, so the output is whole; then a fatal ``error`` and a ``result``
+(``ok: false``) whose ``subtype`` says why. The ending is stamped from the next
+``seq`` not printed, and its ``next_actions`` resume from there. The process
+exits with the ``result``'s ``exit_code``.
 """
 
 from __future__ import annotations
@@ -30,7 +33,9 @@ from agentstream import protocol as p
 from agentstream._signals import HeldSignal, SignalHandlers, inside_import
 from agentstream.actions import follow_action, resume_action, runs_action, watch_action
 from agentstream.bus import BusUnavailable, FeedItem, Record
+from agentstream.ending import add_line, ending_events
 from agentstream.errors import AgentstreamError, ErrorCode, ExitCode, exit_code_for_signal
+from agentstream.transcript import Tally
 
 if TYPE_CHECKING:
     from agentstream.bus import Bus
@@ -139,6 +144,8 @@ class _RunTail:
     """The run's own exit code, once its ``result`` is printed."""
     reached: bool = False
     """Whether the bus answered once: from then on an outage is retried for ``reconnect_for``."""
+    tally: Tally = field(default_factory=Tally)
+    """What was printed still open, for a whole ending if the follower stops first."""
 
     def run(self, open_bus: Callable[[], Bus]) -> int:
         self.next_seq = max(self.options.from_seq, 0)
@@ -234,6 +241,7 @@ class _RunTail:
         # Advanced first: a signal held during the write ends the output right after this line,
         # and the terminal's seq must then name the next line, not this one again.
         self.next_seq = max(self.next_seq, record.seq + 1)
+        add_line(self.tally, record.type, record.line)
         self._write(record.line + b"\n")
         return False
 
@@ -274,20 +282,26 @@ class _RunTail:
     def end(self, subtype: str, error: AgentstreamError, exit_code: int) -> int:
         """Print the one synthetic terminal and return its exit code."""
         actions = [resume_action(self.options.run_id, self.next_seq), runs_action()]
-        line = synthetic_result(
-            self.options.run_id,
-            self.next_seq,
-            subtype,
-            error,
-            exit_code,
-            actions,
+        info = p.ErrorInfo(code=str(error.code), message=error.message, fix=error.fix or p.UNSET)
+        ending = ending_events(
+            self.tally,
+            info,
+            exit_code=exit_code,
+            subtype=subtype,
             command=self.options.command,
+            next_actions=actions,
+            tool_status="error",
         )
+        if self.next_seq == 0:  # nothing of the run was printed: the output still opens with a start
+            ending.insert(0, p.Start(command=self.options.command, synthetic=True))
+        sequencer = p.Sequencer(self.options.run_id, self.next_seq)
+        line = b"".join(p.encode_line(sequencer.stamp(event)) for event in ending)
         try:
             self._write(line)
         except (_Stopped, BrokenPipeError):
             pass
-        return exit_code
+        result = ending[-1]
+        return result.exit_code if isinstance(result, p.Result) else exit_code
 
     def _write(self, line: bytes) -> None:
         """Print one line, then show its event to the observer, if any."""

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
@@ -46,6 +46,7 @@ from agentstream.bus import (
     bus_seconds,
     open_bus,
 )
+from agentstream.ending import ending_events, tally_of
 from agentstream.errors import AgentstreamError, ErrorCode, ExitCode, UsageError
 
 if TYPE_CHECKING:
@@ -99,7 +100,7 @@ def close_run(
         if info is not None and info.terminal:
             return False
         next_seq = info.last_seq + 1 if info is not None else 0
-        ending = _ending(error, subtype, command, details, next_actions)
+        ending = _ending(bus, run_id, next_seq, error, subtype, command, details, next_actions)
         if next_seq == 0:
             ending.insert(0, p.Start(command=command))
         try:
@@ -127,20 +128,38 @@ def cancel_run(bus: Bus, run_id: str, *, by: str) -> bool:
 
 
 def _ending(
-    error: AgentstreamError, subtype: str, command: str, details: Any, next_actions: Sequence[p.NextAction]
+    bus: Bus,
+    run_id: str,
+    next_seq: int,
+    error: AgentstreamError,
+    subtype: str,
+    command: str,
+    details: Any,
+    next_actions: Sequence[p.NextAction],
 ) -> list[p.Event]:
+    """The whole ending of the stored run: its open tool calls and delta runs closed, then error and result."""
+    tally = tally_of((record.type, record.line) for record in _stored(bus, run_id, next_seq))
     info = p.ErrorInfo(code=str(error.code), message=error.message, fix=error.fix or p.UNSET)
-    return [
-        p.Error(code=info.code, message=info.message, fix=info.fix, details=details),
-        p.Result(
-            ok=False,
-            subtype=subtype,
-            exit_code=int(error.exit_code),
-            error=info,
-            command=command,
-            next_actions=list(next_actions),
-        ),
-    ]
+    return ending_events(
+        tally,
+        info,
+        exit_code=int(error.exit_code),
+        subtype=subtype,
+        details=details,
+        command=command,
+        next_actions=next_actions,
+    )
+
+
+def _stored(bus: Bus, run_id: str, end: int) -> Iterator[Record]:
+    """The run's stored records below ``end``, a page at a time."""
+    seq = 0
+    while seq < end:
+        page = bus.read(run_id, seq, limit=1000)
+        if not page:
+            return
+        yield from (record for record in page if record.seq < end)
+        seq = page[-1].seq + 1
 
 
 def _stamped(run_id: str, next_seq: int, made_up: list[p.Event]) -> list[Record]:

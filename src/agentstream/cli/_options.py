@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from agentstream.render import OUTPUT_FORMATS
+
+if TYPE_CHECKING:
+    from agentstream.consumer import Reader
+
 
 # -- numeric option types: every number on the command line is checked the same way ------------
 
@@ -182,3 +186,12 @@ def check_dialect(name: str | None) -> None:
             f"dialect {name!r} is not available in this install",
             fix="'agentstream dialects' lists those that are",
         ) from None
+
+
+def note_after_end(reader: Reader) -> None:
+    """Say on stderr what the input held after its last result that no later turn took (bad lines)."""
+    reports, count = reader.after_end
+    if not count:
+        return
+    first = getattr(reports[0], "message", "") if reports else ""
+    sys.stderr.write(f"agentstream: {count} line(s) after the last result were not read: {first}\n")

@@ -17,6 +17,7 @@ from agentstream.cli._options import (
     add_output_options,
     add_to_alias,
     check_dialect,
+    note_after_end,
     open_input,
     positive_int,
 )
@@ -92,6 +93,8 @@ def convert(
                 sink.emit(event)
     sink.close()
     writer.flush()
+    if progress is not None:
+        note_after_end(reader)
 
 
 class _LinesOut:

@@ -7,10 +7,19 @@ import sys
 from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING
 
-from agentstream.cli._options import add_input_argument, exit_status, open_input, positive_int, sniff_input
+from agentstream.cli._options import (
+    add_input_argument,
+    exit_status,
+    non_negative_int,
+    open_input,
+    positive_int,
+    sniff_input,
+)
 
 if TYPE_CHECKING:
     from agentstream.validate import Validator, Violation
+
+DEFAULT_MAX_VIOLATIONS = 100
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -23,6 +32,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--max-line-bytes", type=positive_int, metavar="N", help="report lines longer than N bytes"
+    )
+    parser.add_argument(
+        "--max-violations",
+        type=non_negative_int,
+        default=DEFAULT_MAX_VIOLATIONS,
+        metavar="N",
+        help=f"print at most N violations, then only count them (default {DEFAULT_MAX_VIOLATIONS}; 0: no limit)",
     )
     parser.add_argument("--quiet", "-q", action="store_true", help="print nothing; the exit code says it all")
 
@@ -43,21 +59,31 @@ def run(args: argparse.Namespace) -> int:
         source, dialect = sniff_input(source)
     get_dialect(dialect)  # an unknown name is a usage error before anything is read
     validator = Validator(expect_exit=args.expect_exit, check_stamps=dialect == "canonical")
+    limit = args.max_violations or None
     count = 0
     for violation in _violations(source, dialect, validator, args):
         count += 1
-        if args.quiet:
+        if args.quiet or (limit is not None and count > limit):
             continue
         if args.json:
             _write_json({"line": violation.line, "rule": violation.rule, "message": violation.message})
         else:
             sys.stdout.write(f"{violation}\n")
         sys.stdout.flush()
+    unprinted = count - limit if limit is not None and count > limit else 0
     if args.json and not args.quiet:
         _write_json(
-            {"valid": count == 0, "violations": count, "events": validator.events, "dialect": dialect}
+            {
+                "valid": count == 0,
+                "violations": count,
+                "not_printed": unprinted,
+                "events": validator.events,
+                "dialect": dialect,
+            }
         )
     elif not args.quiet:
+        if unprinted:
+            sys.stdout.write(f"… {unprinted} more violations not printed (--max-violations {limit})\n")
         verdict = "valid" if count == 0 else f"{count} violation{'s' if count != 1 else ''}"
         sys.stderr.write(f"{args.file}: {validator.events} events ({dialect}), {verdict}\n")
     return 0 if count == 0 else 1

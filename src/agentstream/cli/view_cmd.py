@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from agentstream.cli._options import add_input_argument, open_input
+from agentstream.cli._options import add_input_argument, note_after_end, open_input
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -26,9 +26,11 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     sink = TextSink(FdWriter(sys.stdout.fileno()), color=color)
     exit_code = 1
-    for event in read(open_input(args.file), args.from_dialect, label=args.file):
+    reader = read(open_input(args.file), args.from_dialect, label=args.file)
+    for event in reader:
         sink.emit(event)
         if isinstance(event, p.Result):
-            exit_code = event.exit_code
+            exit_code = event.exit_code  # a session of many turns: the last turn's
     sink.close()
+    note_after_end(reader)
     return exit_code

@@ -1,26 +1,41 @@
 """Lines in, canonical events out: dialect detection, decoding, bad-line reports, made-up start and end.
 
 Shared by every reader: :mod:`.reader` (files, pipes, asyncio) and :mod:`.spawn` (child processes).
+
+Whatever comes in, what goes out is a valid protocol v1 session (``agentstream
+validate`` accepts it): one session id, ``seq`` 0, 1, 2 … with no gap, every
+turn opened by a ``start`` and closed by a ``result``, every tool call and delta
+run closed before that result, a fatal error only right before it. Memory holds
+one line, the work still open and a bounded number of held events.
 """
 
 from __future__ import annotations
 
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, Literal, NamedTuple, TypeAlias
 
 import msgspec
 
 from agentstream import protocol as p
 from agentstream._lines import BlockSplitter, Line, LineSplitter, LineTooLong
 from agentstream.dialects.base import DialectDecoder
+from agentstream.ending import closing_events, ending_events, process_exit_code
 from agentstream.errors import ErrorCode, ExitCode, MalformedEventError
 from agentstream.transcript import Tally
+from agentstream.validate import RecentIds
 
-__all__ = ["CHUNK_BYTES", "DETECT_LINES", "Ending", "Pipeline"]
+__all__ = ["CHUNK_BYTES", "DETECT_LINES", "Ending", "Pipeline", "Turns"]
 
 DETECT_LINES: Final = 8
 """Non-blank lines buffered at most to recognise the dialect."""
 PREVIEW_CHARS: Final = 120
 CHUNK_BYTES: Final = 1 << 16
+HELD_LIMIT: Final = 64
+"""Events made up before a turn's ``start`` held for it at most; past that, the start is made up."""
+DOCUMENT_LIMIT: Final = 64 << 20
+"""Bytes a multi-line JSON document (a CLI's ``--output-format json``) may take before it is given up on."""
+
+Turns: TypeAlias = Literal["one", "many"]
+"""Whether reading stops at the first ``result`` (one run) or goes on to later turns until the input ends."""
 
 
 class Ending(NamedTuple):
@@ -48,14 +63,24 @@ def _truncated(lines: int, partial: bool) -> Ending:
 class Pipeline:
     """Lines in, canonical events out: detection, decoding, bad-line reports, made-up start and end.
 
-    Shared by every reader (sync, async, child process). Decoded events keep the
-    input's session and ``seq``; each event made up here takes the next ``seq``
-    and moves the later decoded ones up by one (unless it took the place of a
-    skipped line's seq), so the output stays contiguous.
+    Shared by every reader (sync, async, child process). Output events are
+    stamped into one session (the input's own id when it has one) with a
+    contiguous ``seq``; the input's stamps are kept when they already fit.
+    With ``turns="many"`` a ``result`` ends one turn and the next event opens
+    another (its own ``start``, or one made up), in the same session with ``seq``
+    going on; with ``turns="one"`` the first ``result`` ends the reading.
     """
 
-    def __init__(self, dialect: str, *, label: str, cwd: str = "", max_line_bytes: int | None = None) -> None:
-        self.label, self.cwd = label, cwd
+    def __init__(
+        self,
+        dialect: str,
+        *,
+        label: str,
+        cwd: str = "",
+        max_line_bytes: int | None = None,
+        turns: Turns = "many",
+    ) -> None:
+        self.label, self.cwd, self.turns = label, cwd, turns
         self.dialect: str | None = None
         self._decoder: DialectDecoder | None = None
         self._blocks = BlockSplitter() if max_line_bytes is None else None
@@ -68,14 +93,31 @@ class Pipeline:
         self._probe: list[Line | LineTooLong] = []
         self._objects: list[dict[str, Any]] = []
         self._probed = 0
-        self._pending: list[p.Event] = []
+        self._document: bytearray | None = None
+        """The lines of a multi-line JSON document being gathered (before anything else was read)."""
+        self._document_first = 0
+        self._seen_content = False
+        self._held: list[p.Event] = []
+        self._held_fatal: p.Error | None = None
         self._session = ""
         self._next_seq = 0
-        self._shift = 0
-        self._last: p.AnyEvent | None = None
-        self.started = False
+        self.turn_open = False
+        self.turn_count = 0
+        """Turns closed by a ``result`` so far."""
         self.finished = False
+        """True once nothing more will be read: the first result with ``turns="one"``, or the end of input."""
         self.tally = Tally()
+        """The current turn's totals and open work."""
+        self._closed_calls: RecentIds[str] = RecentIds()
+        self._closed_runs: RecentIds[tuple[bool, str]] = RecentIds()
+        self.after_end: list[p.Event] = []
+        """Reports about input after the last result that no turn followed (at most HELD_LIMIT of them)."""
+        self.after_end_count = 0
+
+    @property
+    def started(self) -> bool:
+        """Whether a ``start`` has been written."""
+        return bool(self._session)
 
     def _use(self, name: str) -> None:
         from agentstream.dialects import get_dialect
@@ -101,22 +143,23 @@ class Pipeline:
             out: list[p.AnyEvent] = []
             for item in self._lines.close():
                 out += self.feed(item)
-            return out
-        tail = self._blocks.close()
-        return self.feed(Line(self.line_number + 1, tail, False)) if tail else []
+        else:
+            tail = self._blocks.close()
+            out = self.feed(Line(self.line_number + 1, tail, False)) if tail else []
+        if self._document is not None:
+            out += self._end_document()
+        return out
 
     def _feed_block(self, block: bytes | bytearray) -> list[p.AnyEvent]:
         """Whole lines: decoded in one call when the stream is plain, healthy canonical, else line by line."""
-        if self.dialect == "canonical" and self.started and not self._shift and not self.finished:
+        if self.dialect == "canonical" and self.turn_open and self._held_fatal is None and not self.finished:
             try:
                 events = p.decode_lines(block)
             except MalformedEventError:
                 pass  # a bad or unknown line in this block: the careful path below reports it
             else:
                 self.line_number += block.count(b"\n")
-                if events and events[0].seq == self._next_seq == events[-1].seq - len(events) + 1:
-                    return self._accept_batch(events)
-                return self._accept(events)  # gaps or missing seqs: take the careful path for these events
+                return self._accept(events)
         out: list[p.AnyEvent] = []
         number = self.line_number
         parts = block.split(b"\n")
@@ -124,7 +167,7 @@ class Pipeline:
         for part in parts:
             number += 1
             data = part[:-1] if part.endswith(b"\r") else part
-            if self._decoder is None:
+            if self._decoder is None or self._document is not None or not self._seen_content:
                 out += self.feed(Line(number, data, True))
             else:  # what feed() would do with this line, minus the checks that cannot apply to it
                 out += self._decode(data, number, True)
@@ -134,30 +177,79 @@ class Pipeline:
         self.partial = False
         return out
 
-    def _accept_batch(self, events: list[p.AnyEvent]) -> list[p.AnyEvent]:
-        """The fast path of :meth:`_accept`: a started, unshifted stream, and every event has its seq."""
-        add = self.tally.add
-        for index, event in enumerate(events):
-            add(event)
-            if type(event) is p.Result:
-                del events[index + 1 :]
-                self.finished = True
-                break
-        last = self._last = events[-1]
-        self._next_seq = last.seq + 1
-        return events
-
     def feed(self, item: Line | LineTooLong) -> list[p.AnyEvent]:
         """Events from one framed line."""
         self.line_number = item.number
         self.partial = isinstance(item, Line) and not item.terminated
         if self.finished:
             return []
+        if self._document is not None:
+            return self._gather_document(item)
+        if not self._seen_content and isinstance(item, Line):
+            if not item.data.strip():
+                return []
+            self._seen_content = True
+            if _opens_document(item.data):
+                self._document, self._document_first = bytearray(item.data), item.number
+                return []
+        self._seen_content = True
         if self._decoder is None:
             return self._detect(item)
         if isinstance(item, LineTooLong):
             return self.synthetic(_too_long(item))
         return self._decode(item.data, item.number, item.terminated)
+
+    # -- a whole JSON document (a CLI's --output-format json, pretty-printed) ------------
+
+    def _gather_document(self, item: Line | LineTooLong) -> list[p.AnyEvent]:
+        document = self._document
+        assert document is not None
+        if isinstance(item, LineTooLong) or len(document) + len(item.data) > DOCUMENT_LIMIT:
+            return self._give_up_document(item)
+        document += b"\n"
+        document += item.data
+        if item.data[:1] in (b"}", b"]"):  # a top-level closer sits at column 0 in pretty-printed JSON
+            obj = _parse_document(document)
+            if obj is not None:
+                return self._decode_document(obj)
+        return []
+
+    def _end_document(self) -> list[p.AnyEvent]:
+        document = self._document
+        assert document is not None
+        obj = _parse_document(document)
+        if obj is not None:
+            return self._decode_document(obj)
+        return self._give_up_document(None)
+
+    def _decode_document(self, obj: Any) -> list[p.AnyEvent]:
+        """Hand a whole document to the dialect (detected from it when not given)."""
+        self._document = None
+        if self._decoder is None:
+            from agentstream.dialects import detect_document
+
+            self._use(detect_document(obj) or "canonical")
+        assert self._decoder is not None
+        number = self._document_first
+        try:
+            events = self._decoder.decode_document(obj)
+        except Exception as exc:  # the dialect failing on the document is the document's problem
+            return self._bad_line(Line(number, p.JSON_ENCODER.encode(obj), True), exc)
+        if events is None:
+            return self._bad_line(Line(number, p.JSON_ENCODER.encode(obj), True), None)
+        return self._accept(events)
+
+    def _give_up_document(self, item: Line | LineTooLong | None) -> list[p.AnyEvent]:
+        """Not one JSON document after all: read what was gathered line by line."""
+        document, self._document = self._document or bytearray(), None
+        out: list[p.AnyEvent] = []
+        for offset, data in enumerate(bytes(document).split(b"\n")):
+            out += self.feed(Line(self._document_first + offset, data, True))
+        if item is not None:
+            out += self.feed(item)
+        return out
+
+    # -- lines -----------------------------------------------------------------
 
     def _decode(self, data: bytes | bytearray, number: int, terminated: bool) -> list[p.AnyEvent]:
         """The events of one line, or the error that says why it was skipped."""
@@ -171,7 +263,7 @@ class Pipeline:
         return self._accept(events)
 
     def _detect(self, item: Line | LineTooLong) -> list[p.AnyEvent]:
-        from agentstream.dialects import detect_dialect
+        from agentstream.dialects import detect_dialect, detect_document
 
         if isinstance(item, Line) and not item.data.strip():
             return []
@@ -180,7 +272,9 @@ class Pipeline:
         obj = _parse_object(_sse_payload(item.data)) if isinstance(item, Line) else None
         if obj is not None:
             self._objects.append(obj)
-            name = detect_dialect(self._objects)
+            name = detect_dialect(self._objects) or (
+                detect_document(obj) if len(self._objects) == 1 else None
+            )
             if name is not None:
                 return self._settle(name)
         return self._settle(None) if self._probed >= DETECT_LINES else []
@@ -219,97 +313,222 @@ class Pipeline:
     # -- output --------------------------------------------------------------
 
     def _accept(self, events: list[p.AnyEvent]) -> list[p.AnyEvent]:
-        if self.started and not self._shift:
-            for event in events:
-                if event.seq < 0:
-                    break
-            else:
-                return self._accept_batch(events) if events else events  # nothing to renumber
+        """Decoded events into the output: plain runs in one go, the rest one by one."""
+        if not events:
+            return events
+        if (
+            self.turn_open
+            and self._held_fatal is None
+            and set(map(type, events)) <= _PLAIN
+            and self._fresh(events)
+        ):
+            return self._accept_plain(events)  # type: ignore[arg-type]
         out: list[p.AnyEvent] = []
         for event in events:
-            if not self.started:
-                self._open(event, out)
-                if isinstance(event, p.Start):
-                    continue
-                _shift_seq(event, self._shift)
-            elif self._shift:
-                self._restamp(event)
-            if event.seq < 0:
-                self._stamp_loose(event)
-            self._pass(event, out)
             if self.finished:
                 break
+            self._take(event, out)
         return out
 
-    def _stamp_loose(self, event: p.AnyEvent) -> None:
-        """Give an event that came without a seq (a foreign line read as canonical) the next one."""
-        if isinstance(event, p.UnknownEvent):
-            event.raw["seq"] = self._next_seq
-            if not event.raw.get("session_id"):
-                event.raw["session_id"] = self._session
+    def _fresh(self, events: list[p.AnyEvent]) -> bool:
+        """No delta in ``events`` reopens a run that its complete event already closed."""
+        open_runs, closed = self.tally.open_runs, self._closed_runs
+        return not any(
+            type(event) is p.MessageDelta
+            and (False, event.message_id) not in open_runs
+            and (False, event.message_id) in closed
+            for event in events
+        )
+
+    def _accept_plain(self, events: list[p.Event]) -> list[p.AnyEvent]:
+        """Events inside an open turn that neither open nor end it: stamped only where their stamps do not fit."""
+        first = self._next_seq
+        count = len(events)
+        if not (
+            list(map(_seq_of, events)) == list(range(first, first + count))
+            and set(map(_session_of, events)) == {self._session}
+            and set(map(_version_of, events)) == _V1
+            and all(map(p.is_timestamp, map(_ts_of, events)))
+        ):
+            for event in events:
+                self._stamp(event)
         else:
-            event.seq = self._next_seq
-            event.session_id = event.session_id or self._session
-        self._shift += 1
+            self._next_seq = first + count
+        add = self.tally.add
+        for event in events:
+            add(event)
+        return events  # type: ignore[return-value]
 
-    def _restamp(self, event: p.AnyEvent) -> None:
-        """Move a decoded event up past the events made up before it, unless they filled a gap.
-
-        A made-up error often stands in for a skipped line that had its own seq;
-        when the input's next seq shows that gap, no shift is needed and the
-        input's numbering is kept.
-        """
-        if event.seq < 0:
+    def _take(self, event: p.AnyEvent, out: list[p.AnyEvent]) -> None:
+        """One decoded event: opens a turn, ends one, waits (a fatal error) or passes."""
+        if type(event) is p.UnknownEvent:
+            event = self._foreign(event)
+        if type(event) is p.Start:
+            if not self.turn_open:
+                self._open(event, out)
+                return
+            event = p.GenericEvent(name="start", data=_event_data(event))  # a second start inside one turn
+        if not self.turn_open and self.turn_count:
+            if type(event) is p.Result:
+                self._stray_result(event)  # nothing between two results: no turn happened
+                return
+            if type(event) is p.Error and not event.recoverable and len(self._held) < HELD_LIMIT:
+                event.recoverable = True  # a turn it opens went on after it; a result right after it: stray
+                self._held.append(event)
+                return
+        if not self.turn_open:
+            self._open(None, out, session_id=event.session_id)
+        if type(event) is p.Result:
+            self._close(event, out)
             return
-        self._shift = min(self._shift, max(0, self._next_seq - event.seq))
-        if self._shift:
-            _shift_seq(event, self._shift)
+        self._release_fatal(out)
+        if type(event) in _PAIRED:
+            event = self._paired(event, out)  # type: ignore[arg-type]  # _PAIRED holds only Event classes
+        if type(event) is p.Error and not event.recoverable:
+            self._held_fatal = event  # only a result may follow it: wait to see what comes
+            return
+        self._emit(event, out)
 
-    def _pass(self, event: p.AnyEvent, out: list[p.AnyEvent]) -> None:
-        self._next_seq = event.seq + 1
-        self._last = event
+    def _stray_result(self, result: p.Result) -> None:
+        """A result right after a result (Claude Code's spurious one after a background task) opens no turn.
+
+        What waited for the next turn (its fatal error, reports of bad lines) goes aside with it.
+        """
+        held, self._held = self._held, []
+        self.after_end += held[: max(0, HELD_LIMIT - len(self.after_end))]
+        self.after_end_count += len(held) + 1
+        if len(self.after_end) < HELD_LIMIT:
+            report = p.Error(
+                code=ErrorCode.MALFORMED_EVENT,
+                message=f"a second result ({result.subtype}) right after the turn's result was not read as a turn",
+                recoverable=True,
+                details={"line": self.line_number},
+                synthetic=True,
+            )
+            self.after_end.append(report)
+
+    def _paired(self, event: p.Event, out: list[p.AnyEvent]) -> p.Event:
+        """Tool and delta events the pairing rules cannot place are kept as ``foreign.<type>`` events.
+
+        A result whose call was never seen (a stream that lost its beginning)
+        gets a made-up call instead, so the call and its outcome stay together.
+        """
+        tally = self.tally
+        if isinstance(event, p.ToolCall):
+            if event.call_id in tally.open_calls or event.call_id in self._closed_calls:
+                return _foreign_event(event)
+        elif isinstance(event, p.ToolResult):
+            if event.call_id in self._closed_calls:
+                return _foreign_event(event)
+            self._closed_calls.add(event.call_id)
+            if event.call_id not in tally.open_calls:
+                self._emit(p.ToolCall(call_id=event.call_id, name=event.name, synthetic=True), out)
+        elif isinstance(event, p.ToolProgress):
+            if event.call_id not in tally.open_calls:
+                return _foreign_event(event)
+        elif isinstance(event, (p.MessageDelta, p.ReasoningDelta)):
+            key = _run_key(event)
+            if key not in tally.open_runs and key in self._closed_runs:
+                return _foreign_event(event)
+        elif isinstance(event, (p.Message, p.Reasoning)):
+            self._closed_runs.add(_run_key(event))
+        return event
+
+    def _foreign(self, event: p.UnknownEvent) -> p.AnyEvent:
+        """An unknown line whose ``type`` is a canonical name cannot pass as is: it is kept as an ``event``."""
+        if event.type in p.EVENT_TYPES:
+            return p.GenericEvent(name=f"foreign.{event.type}", data=event.raw)
+        return event
+
+    def _release_fatal(self, out: list[p.AnyEvent]) -> None:
+        """A "fatal" error the stream went on after was not fatal: it goes out as recoverable."""
+        held, self._held_fatal = self._held_fatal, None
+        if held is not None:
+            held.recoverable = True
+            self._emit(held, out)
+
+    def _emit(self, event: p.AnyEvent, out: list[p.AnyEvent]) -> None:
+        self._stamp(event)
         self.tally.add(event)
         out.append(event)
-        if isinstance(event, p.Result):
+
+    def _stamp(self, event: p.AnyEvent) -> None:
+        """Into this session, at the next seq; the input's own timestamp kept when it is one."""
+        seq = self._next_seq
+        self._next_seq = seq + 1
+        if isinstance(event, p.UnknownEvent):
+            raw = event.raw
+            ts = raw.get("ts")
+            event.raw = {
+                **raw,
+                "v": p.PROTOCOL_VERSION,
+                "session_id": self._session,
+                "seq": seq,
+                "ts": ts if isinstance(ts, str) and p.is_timestamp(ts) else p.now_ts(),
+            }
+            return
+        event.v = p.PROTOCOL_VERSION
+        event.session_id = self._session
+        event.seq = seq
+        if not p.is_timestamp(event.ts):
+            event.ts = p.now_ts()
+
+    def _open(self, start: p.Start | None, out: list[p.AnyEvent], session_id: str = "") -> None:
+        """Open a turn with the input's start (or one made up), then what was held for it.
+
+        The session id is the first one the input gives (its start's, else its first event's).
+        """
+        if not self._session:
+            self._session = (start.session_id if start is not None else session_id) or (
+                self._decoder.sequencer.session_id if self._decoder else p.new_id("ses")
+            )
+        if start is None:
+            start = p.Start(command=self.label, cwd=self.cwd, synthetic=True)
+        self.turn_open = True
+        self.tally = Tally()
+        self._closed_calls, self._closed_runs = RecentIds(), RecentIds()
+        self._emit(start, out)
+        held, self._held = self._held, []
+        for event in held:
+            self._emit(event, out)
+
+    def _close(self, result: p.Result, out: list[p.AnyEvent]) -> None:
+        """End the turn: close its open work, then its fatal error, then the result (exit code made coherent)."""
+        if self.tally.has_open_work:
+            for event in closing_events(self.tally, "the turn ended before this tool's result"):
+                self._emit(event, out)
+        held, self._held_fatal = self._held_fatal, None
+        if held is not None:
+            self._emit(held, out)
+        _coherent_outcome(result)
+        self._emit(result, out)
+        self.turn_open = False
+        self.turn_count += 1
+        if self.turns == "one":
             self.finished = True
 
-    def _open(self, first: p.AnyEvent, out: list[p.AnyEvent]) -> None:
-        """Emit the start (the input's, or one made up in front of its first event), then what waited for it."""
-        self.started = True
-        self._session = first.session_id or (
-            self._decoder.sequencer.session_id if self._decoder else p.new_id("ses")
-        )
-        if isinstance(first, p.Start):
-            self._pass(first, out)
-            self._flush_pending(out)
-            return
-        # A stream that lost its beginning: the made-up start takes the seq just below the
-        # first event when there is room (so input seqs stay as they were), else it shifts them.
-        room = first.seq - 1 - len(self._pending) if first.seq >= 0 else -1
-        self._next_seq = room if room >= 0 else max(first.seq, 0)
-        out += self.synthetic(p.Start(command=self.label, cwd=self.cwd))
-        self._flush_pending(out)
-        if room >= 0:
-            self._shift = 0
-
-    def _flush_pending(self, out: list[p.AnyEvent]) -> None:
-        pending, self._pending = self._pending, []
-        for event in pending:
-            out += self.synthetic(event)
-
     def synthetic(self, event: p.Event) -> list[p.AnyEvent]:
-        """Stamp an event the reader made up into the output sequence (held back until the start)."""
+        """Stamp an event the reader made up into the output (held back, a bounded number, until a turn opens)."""
         event.synthetic = True
         if self.finished:
             return []
-        if not self.started:
-            self._pending.append(event)
+        if self.turn_open:
+            out: list[p.AnyEvent] = []
+            self._release_fatal(out)
+            self._emit(event, out)
+            return out
+        if self.turn_count:  # after a result: kept aside unless another turn comes
+            if len(self._held) >= HELD_LIMIT:
+                self.after_end_count += 1
+                return []
+            self._held.append(event)
             return []
-        p.Sequencer(self._session, self._next_seq).stamp(event, p.now_ts())
-        self._next_seq += 1
-        self._shift += 1
-        self._last = event
-        return [event]
+        self._held.append(event)
+        if len(self._held) < HELD_LIMIT:
+            return []
+        out = []
+        self._open(None, out)  # the input's start is not coming soon: make one up rather than hold more
+        return out
 
     def finish(self, ending: Ending | None = None) -> list[p.AnyEvent]:
         """At end of input: read a last unterminated line, flush the decoder, then make up what the input lacked.
@@ -324,10 +543,16 @@ class Pipeline:
             out += self._flush_decoder()
         if self.finished:
             return out
-        if not self.started:
-            self._session = self._decoder.sequencer.session_id if self._decoder else p.new_id("ses")
-            self._open_empty(out)
-        return out + self._end(ending)
+        self.finished = True
+        if not self.turn_open:
+            if self.turn_count:
+                self.after_end += self._held
+                self.after_end_count += len(self._held)
+                self._held = []
+                return out
+            self._open(None, out)
+        out += self._end(ending)
+        return out
 
     def _flush_decoder(self) -> list[p.AnyEvent]:
         """What the decoder still held at end of input; a decoder failing there is reported, not raised."""
@@ -339,52 +564,100 @@ class Pipeline:
             return self._accept(decoder.drain()) + self.synthetic(_unfinished(self.dialect, exc))
         return self._accept(events)
 
-    def _open_empty(self, out: list[p.AnyEvent]) -> None:
-        self.started = True
-        out += self.synthetic(p.Start(command=self.label, cwd=self.cwd))
-        self._flush_pending(out)
-
     def _end(self, ending: Ending) -> list[p.AnyEvent]:
+        """The made-up end of the open turn: its open work closed, the fatal error, the result."""
         out: list[p.AnyEvent] = []
-        last = self._last
-        if isinstance(last, p.Error) and not last.recoverable:
-            info = p.ErrorInfo(code=last.code, message=last.message, fix=last.fix)
+        held, self._held_fatal = self._held_fatal, None
+        if held is not None:  # the input's own fatal error is the reason
+            for event in closing_events(
+                self.tally, f"the run ended before this tool's result: {held.message}"
+            ):
+                self._emit(event, out)
+            self._emit(held, out)
+            info = p.ErrorInfo(code=held.code, message=held.message, fix=held.fix)
         else:
-            fix = ending.fix if ending.fix is not None else p.UNSET
-            out += self.synthetic(
-                p.Error(
-                    code=ending.code,
-                    message=ending.message,
-                    recoverable=False,
-                    fix=fix,
-                    details=ending.details,
-                )
+            info = p.ErrorInfo(
+                code=ending.code,
+                message=ending.message,
+                fix=ending.fix if ending.fix is not None else p.UNSET,
             )
-            info = p.ErrorInfo(code=ending.code, message=ending.message, fix=fix)
-        tally = self.tally
-        result = p.Result(
-            ok=False,
-            subtype=ending.subtype,
+        for event in ending_events(
+            self.tally,
+            info,
             exit_code=ending.exit_code,
-            duration_ms=ending.duration_ms,
-            turn_count=tally.turn_count,
-            tools_used=list(tally.tools_used),
-            usage=tally.usage,
-            result=tally.last_text if tally.last_text is not None else p.UNSET,
-            error=info,
+            subtype=ending.subtype,
+            details=ending.details,
             command=self.label,
-        )
-        out += self.synthetic(result)
-        self.finished = True
+            duration_ms=ending.duration_ms,
+            error_sent=held is not None,
+        ):
+            self._emit(event, out)
+        self.turn_open = False
+        self.turn_count += 1
         return out
 
 
-def _shift_seq(event: p.AnyEvent, shift: int) -> None:
-    if isinstance(event, p.UnknownEvent):
-        if isinstance(event.raw.get("seq"), int):
-            event.raw["seq"] += shift
-    elif event.seq >= 0:
-        event.seq += shift
+_PAIRED: Final = frozenset(
+    {p.ToolCall, p.ToolResult, p.ToolProgress, p.MessageDelta, p.ReasoningDelta, p.Message, p.Reasoning}
+)
+"""Event classes whose pairing the reader checks (one by one)."""
+_PLAIN: Final = frozenset({p.MessageDelta, p.Usage, p.Log, p.Status, p.Step, p.Progress, p.GenericEvent})
+"""Event classes a batch may pass in one go (deltas after a check that none reopens a closed run)."""
+_V1: Final = {p.PROTOCOL_VERSION}
+
+
+def _seq_of(event: p.Event) -> int:
+    return event.seq
+
+
+def _session_of(event: p.Event) -> str:
+    return event.session_id
+
+
+def _version_of(event: p.Event) -> int:
+    return event.v
+
+
+def _ts_of(event: p.Event) -> str:
+    return event.ts
+
+
+def _event_data(event: p.Event) -> dict[str, Any]:
+    """An event's own fields without its stamps, to carry it inside an ``event``."""
+    data = msgspec.to_builtins(event)
+    for key in ("type", "v", "session_id", "seq", "ts", "synthetic"):
+        data.pop(key, None)
+    return data
+
+
+def _run_key(event: p.MessageDelta | p.Message | p.ReasoningDelta | p.Reasoning) -> tuple[bool, str]:
+    if isinstance(event, (p.MessageDelta, p.Message)):
+        return (False, event.message_id)
+    return (True, event.reasoning_id)
+
+
+def _foreign_event(event: p.Event) -> p.GenericEvent:
+    """An event kept whole as data, where its own type would break the stream's rules."""
+    return p.GenericEvent(name=f"foreign.{event.type}", data=_event_data(event))
+
+
+def _coherent_outcome(result: p.Result) -> None:
+    """``ok`` exactly when ``exit_code`` is 0, and an exit code a process can have (0–255)."""
+    failed = not result.ok or result.exit_code != 0
+    result.ok = not failed
+    result.exit_code = process_exit_code(result.exit_code, ok=not failed)
+
+
+def _opens_document(data: bytes | bytearray) -> bool:
+    """A first line that is only ``{`` or ``[``: the start of a pretty-printed JSON document."""
+    return data.strip() in (b"{", b"[")
+
+
+def _parse_document(data: bytes | bytearray) -> Any:
+    try:
+        return p.JSON_DECODER.decode(data)
+    except Exception:
+        return None
 
 
 def _sse_payload(data: bytes | bytearray) -> bytes | bytearray:
@@ -422,7 +695,7 @@ def _malformed(line: Line, reason: BaseException | None, dialect: str | None) ->
 def _why_not_event(data: bytes | bytearray, dialect: str | None) -> str:
     try:
         obj = p.JSON_DECODER.decode(data)
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, RecursionError) as exc:
         return f"not JSON ({exc})"
     if not isinstance(obj, dict):
         return f"a JSON {type(obj).__name__}, not an object"

@@ -17,7 +17,7 @@ from typing import IO, Any
 from agentstream import protocol as p
 from agentstream._children import Foreground, GroupWatchdog, stop_process
 from agentstream._lines import Line, LineSplitter, LineTooLong
-from agentstream.consumer.pipeline import CHUNK_BYTES, Ending, Pipeline
+from agentstream.consumer.pipeline import CHUNK_BYTES, Ending, Pipeline, Turns
 from agentstream.errors import ErrorCode, ExitCode
 
 __all__ = ["Spawn", "spawn"]
@@ -39,6 +39,7 @@ class _ChildBase:
         cwd: str | None,
         new_process_group: bool,
         stderr_limit: int,
+        turns: Turns = "one",
     ) -> None:
         if not argv:
             raise ValueError("spawn() needs a command to run")
@@ -48,7 +49,11 @@ class _ChildBase:
         self.exit_timeout_s = exit_timeout_s
         self.new_process_group = new_process_group
         self._pipeline = Pipeline(
-            dialect, label=shlex.join(self.argv), cwd=cwd or os.getcwd(), max_line_bytes=max_line_bytes
+            dialect,
+            label=shlex.join(self.argv),
+            cwd=cwd or os.getcwd(),
+            max_line_bytes=max_line_bytes,
+            turns=turns,
         )
         self._stderr = _StderrTail(stderr_limit, on_stderr, self._on_stderr_line if stderr_as_logs else None)
         self._started_at = 0.0
@@ -125,7 +130,10 @@ class Spawn(_ChildBase):
 
     Bounded everywhere: after the child's ``result`` (or after its stdout closes)
     it gets ``exit_timeout_s`` to exit, then SIGTERM, then SIGKILL after
-    ``cancel_grace_s``. stderr is drained by a thread (the child can never block
+    ``cancel_grace_s``. With ``turns="many"`` (a two-way session that the
+    caller feeds through ``stdin``) a ``result`` ends only its turn: reading goes
+    on until the child closes its stdout or exits, and the caller ends the
+    session by closing the child's stdin or calling :meth:`close`. stderr is drained by a thread (the child can never block
     on it); :attr:`stderr` keeps its last ``stderr_limit`` characters.
 
     With ``new_process_group`` the child leads a process group of its own, which
@@ -151,6 +159,7 @@ class Spawn(_ChildBase):
         stdin: int | IO[Any] | None = subprocess.DEVNULL,
         new_process_group: bool = False,
         stderr_limit: int = 1 << 20,
+        turns: Turns = "one",
     ) -> None:
         super().__init__(
             argv,
@@ -163,6 +172,7 @@ class Spawn(_ChildBase):
             cwd=cwd,
             new_process_group=new_process_group,
             stderr_limit=stderr_limit,
+            turns=turns,
         )
         self._popen_kwargs: dict[str, Any] = {"cwd": cwd, "env": env, "stdin": stdin}
         self.proc: subprocess.Popen[bytes] | None = None

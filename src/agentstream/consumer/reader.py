@@ -7,7 +7,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from typing import IO, TYPE_CHECKING, TypeAlias, cast
 
 from agentstream import protocol as p
-from agentstream.consumer.pipeline import CHUNK_BYTES, Pipeline
+from agentstream.consumer.pipeline import CHUNK_BYTES, Pipeline, Turns
 
 if TYPE_CHECKING:
     import asyncio
@@ -24,8 +24,12 @@ AsyncSource: TypeAlias = (
 class _ReaderBase:
     """What the sync and async readers share: the pipeline and what it has learnt."""
 
-    def __init__(self, source: object, dialect: str, max_line_bytes: int | None, label: str | None) -> None:
-        self._pipeline = Pipeline(dialect, label=label or _label(source), max_line_bytes=max_line_bytes)
+    def __init__(
+        self, source: object, dialect: str, max_line_bytes: int | None, label: str | None, turns: Turns
+    ) -> None:
+        self._pipeline = Pipeline(
+            dialect, label=label or _label(source), max_line_bytes=max_line_bytes, turns=turns
+        )
 
     @property
     def dialect(self) -> str | None:
@@ -36,6 +40,16 @@ class _ReaderBase:
     def line_number(self) -> int:
         """The last input line read so far."""
         return self._pipeline.line_number
+
+    @property
+    def turn_count(self) -> int:
+        """Turns ended by a ``result`` so far (made-up results included)."""
+        return self._pipeline.turn_count
+
+    @property
+    def after_end(self) -> tuple[list[p.Event], int]:
+        """Reports about input after the last result that no later turn took (the first ones), and their count."""
+        return self._pipeline.after_end, self._pipeline.after_end_count
 
 
 class Reader(_ReaderBase):
@@ -48,8 +62,9 @@ class Reader(_ReaderBase):
         *,
         max_line_bytes: int | None = None,
         label: str | None = None,
+        turns: Turns = "many",
     ) -> None:
-        super().__init__(source, dialect, max_line_bytes, label)
+        super().__init__(source, dialect, max_line_bytes, label, turns)
         self._file, self._chunks, self._owned = _sync_source(source)
 
     def batches(self) -> Iterator[list[p.AnyEvent]]:
@@ -86,15 +101,22 @@ class Reader(_ReaderBase):
 
 
 def read(
-    source: Source, dialect: str = "auto", *, max_line_bytes: int | None = None, label: str | None = None
+    source: Source,
+    dialect: str = "auto",
+    *,
+    max_line_bytes: int | None = None,
+    label: str | None = None,
+    turns: Turns = "many",
 ) -> Reader:
     """Canonical events from a path, a binary file, ``bytes`` or an iterable of byte chunks.
 
     ``dialect="auto"`` detects the format from the first lines; pass a name to
     force one. ``max_line_bytes`` (off by default) turns longer lines into
-    ``LINE_TOO_LONG`` errors instead of reading them.
+    ``LINE_TOO_LONG`` errors instead of reading them. The input is read to its
+    end: a ``result`` ends a turn, and later lines are the next turns
+    (``turns="one"`` stops at the first ``result`` instead).
     """
-    return Reader(source, dialect, max_line_bytes=max_line_bytes, label=label)
+    return Reader(source, dialect, max_line_bytes=max_line_bytes, label=label, turns=turns)
 
 
 def _label(source: object) -> str:
@@ -134,8 +156,9 @@ class AsyncReader(_ReaderBase):
         *,
         max_line_bytes: int | None = None,
         label: str | None = None,
+        turns: Turns = "many",
     ) -> None:
-        super().__init__(source, dialect, max_line_bytes, label)
+        super().__init__(source, dialect, max_line_bytes, label, turns)
         self._source = source
 
     async def batches(self) -> AsyncIterator[list[p.AnyEvent]]:
@@ -153,13 +176,18 @@ class AsyncReader(_ReaderBase):
 
 
 def aread(
-    source: AsyncSource, dialect: str = "auto", *, max_line_bytes: int | None = None, label: str | None = None
+    source: AsyncSource,
+    dialect: str = "auto",
+    *,
+    max_line_bytes: int | None = None,
+    label: str | None = None,
+    turns: Turns = "many",
 ) -> AsyncReader:
     """``async for event in aread(stream_reader)``: :func:`read` for asyncio.
 
     Never uses ``StreamReader.readline`` (its 64 KiB limit would break on long lines).
     """
-    return AsyncReader(source, dialect, max_line_bytes=max_line_bytes, label=label)
+    return AsyncReader(source, dialect, max_line_bytes=max_line_bytes, label=label, turns=turns)
 
 
 async def _async_chunks(source: AsyncSource) -> AsyncIterator[bytes]:

@@ -22,6 +22,7 @@ __all__ = [
     "available_dialects",
     "detect_dialect",
     "detect_dialect_in_lines",
+    "detect_document",
     "dialect_names",
     "get_dialect",
     "sse_payload",
@@ -112,8 +113,29 @@ def detect_dialect_in_lines(lines: list[bytes]) -> str | None:
     for line in lines:
         try:
             obj = decode(sse_payload(line))
-        except (msgspec.DecodeError, UnicodeDecodeError):
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
             continue
         if isinstance(obj, dict):
             objects.append(obj)
     return detect_dialect(objects)
+
+
+def detect_document(document: object) -> str | None:
+    """The dialect of a whole JSON document (a CLI's single-object ``json`` output), or ``None``.
+
+    An array is judged by its elements; an object by the dialects' line sniffers,
+    then by the document shapes only some dialects have (see ``sniff_document``).
+    """
+    if isinstance(document, list):
+        return detect_dialect([item for item in document[:DETECT_LINES] if isinstance(item, dict)])
+    if not isinstance(document, dict):
+        return None
+    name = detect_dialect([document])
+    if name is not None:
+        return name
+    best_name, best_score = None, 0.0
+    for dialect in available_dialects():
+        score = dialect.sniff_document(document)
+        if score > best_score:
+            best_name, best_score = dialect.name, score
+    return best_name if best_score >= 0.5 else None

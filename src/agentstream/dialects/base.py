@@ -55,6 +55,24 @@ class DialectDecoder(ABC):
     def decode_object(self, obj: dict[str, Any]) -> None:
         """Decode one parsed JSON object, calling :meth:`emit` for each canonical event."""
 
+    def decode_document(self, document: Any) -> list[p.AnyEvent] | None:
+        """Decode a whole JSON document that spans many lines (a CLI's ``--output-format json``, pretty-printed).
+
+        The reader parses the document whole (it is one value, so its size is
+        bounded) and hands it here. By default an object is read as one line
+        and an array as its elements in order; dialects whose single-document
+        output has another shape (Gemini CLI's ``json`` mode) override this.
+        ``None`` means "not mine: report it as malformed".
+        """
+        if isinstance(document, dict):
+            self.decode_object(document)
+            return self.drain()
+        if isinstance(document, list) and all(isinstance(item, dict) for item in document):
+            for item in document:
+                self.decode_object(item)
+            return self.drain()
+        return self.decode_other(document)
+
     def finish(self) -> list[p.AnyEvent]:
         """Called at end of input: flush buffered state (e.g. deltas never closed by a message)."""
         return self.drain()
@@ -110,6 +128,10 @@ class Dialect(ABC):
         Raises :class:`~agentstream.errors.MalformedEventError` for a document of the dialect that cannot be read.
         """
         return None
+
+    def sniff_document(self, document: dict[str, Any]) -> float:
+        """How sure we are that a whole JSON document (not a stream line) is this dialect's single-object output."""
+        return 0.0
 
     @abstractmethod
     def decoder(self, session_id: str | None = None) -> DialectDecoder: ...

@@ -218,6 +218,59 @@ class GeminiDecoder(EventDecoder):
             usage=usage,
         )
 
+    def decode_untyped(self, obj: dict[str, Any]) -> None:
+        """Gemini CLI's ``--output-format json``: one object ``{session_id, response, stats, error, warnings}``.
+
+        It has no ``type`` (compact on one line, or pretty-printed: the reader
+        hands a whole document to :meth:`decode_document`, which comes here).
+        Read into the same events as the stream-json run would give: a start,
+        the warnings as logs, the response as the assistant's message, usage
+        per model, then the result (failed when the document carries ``error``).
+        """
+        f = Fields(obj, "gemini json document")
+        if not ({"response", "stats", "error"} & obj.keys()):
+            f.text("type")  # neither a stream line nor the json document: malformed
+        # Every field is read before anything is emitted: a bad one leaves no half-decoded run behind.
+        session_id, response = f.opt_text("session_id"), f.opt_text("response")
+        warnings = [w for w in f.opt_list("warnings") or [] if isinstance(w, str)]
+        models = stats.opt_sub("models") if (stats := f.opt_sub("stats")) is not None else None
+        usages = [
+            _document_usage(name, tokens)
+            for name in (models.obj if models is not None else ())
+            if (tokens := models.sub(name).opt_sub("tokens")) is not None  # type: ignore[union-attr]
+        ]
+        error = f.opt_sub("error")
+        info, exit_code = None, 0
+        if error is not None:
+            code, exit_code = _code_and_exit(error.opt_text("type") or "")
+            info = p.ErrorInfo(code=code, message=error.opt_text("message") or "gemini reported an error")
+        self.adopt_session(session_id)
+        self.emit(p.Start(command=self.command))
+        for warning in warnings:
+            self.emit(p.Log(level="warn", message=warning))
+        if response:
+            self.emit(p.Message(message_id=p.new_id("msg"), role="assistant", content=response))
+        for usage in usages:
+            self.emit(usage)
+        self.emit_result(
+            ok=info is None,
+            exit_code=0 if info is None else exit_code or 1,  # INVALID_STREAM exits 0; a failure must not
+            error=info,
+            subtype="success" if info is None else _SUBTYPE_FOR_CODE.get(info.code, "error"),
+            result=response if response is not None else p.UNSET,
+        )
+
+
+def _document_usage(model: str, tokens: Fields) -> p.Usage:
+    """One model's ``tokens`` of a json-mode ``stats`` (``prompt``/``candidates``/``cached``/``thoughts``)."""
+    return p.Usage(
+        model=model,
+        input_tokens=tokens.opt_integer("prompt") or tokens.opt_integer("input") or 0,
+        output_tokens=tokens.opt_integer("candidates") or 0,
+        cached_tokens=tokens.opt_integer("cached") or 0,
+        reasoning_tokens=tokens.opt_integer("thoughts") or 0,
+    )
+
 
 def _stats(f: Fields) -> tuple[p.UsageTotals, int, list[p.Usage]]:
     """Totals, duration and one ``usage`` event per model from a result's ``stats``."""
@@ -415,6 +468,16 @@ class GeminiDialect(SimpleDialect):
     def error_for_exit(self, status: int) -> ExitMeaning | None:
         """Gemini's start-up and fatal exit codes (41 auth … 130 cancelled; see ``_EXIT_MEANINGS``)."""
         return _EXIT_MEANINGS.get(status)
+
+    def sniff_document(self, document: dict[str, Any]) -> float:
+        """Gemini CLI's json mode: no ``type``; ``response`` and ``stats`` (or ``error``) at the top."""
+        if "type" in document or "v" in document:
+            return 0.0
+        if isinstance(document.get("stats"), dict) and ("response" in document or "error" in document):
+            return 0.9
+        if isinstance(document.get("response"), str) and "session_id" in document:
+            return 0.7
+        return 0.0
 
     def sniff(self, obj: dict[str, Any]) -> float:
         kind = obj.get("type")

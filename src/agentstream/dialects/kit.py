@@ -86,7 +86,8 @@ import msgspec
 
 from agentstream import protocol as p
 from agentstream.dialects.base import Dialect, DialectDecoder, DialectEncoder, ExitMeaning
-from agentstream.errors import ErrorCode, MalformedEventError
+from agentstream.ending import ending_events
+from agentstream.errors import ErrorCode, ExitCode, MalformedEventError
 from agentstream.transcript import Tally
 
 __all__ = [
@@ -658,6 +659,8 @@ class EventDecoder(DialectDecoder):
         super().__init__(session_id)
         self._session_fixed = session_id is not None
         self.started = False
+        self.turn_ended = False
+        """Whether the last event emitted was a ``result`` (a ``start`` may open another turn)."""
         self.tally = Tally()
         self.tools = ToolPairs()
         self.last_fatal: p.Error | None = None
@@ -769,7 +772,7 @@ class EventDecoder(DialectDecoder):
         if kind is p.Result:
             self._ended = True
         if kind is p.Start:
-            if self.started:
+            if self.started and not self.turn_ended:  # a start after a result opens the next turn
                 event = p.GenericEvent(name="start", data=event_data(event))
             self.started = True
         elif not self.started:
@@ -777,6 +780,7 @@ class EventDecoder(DialectDecoder):
             super().emit(p.Start(command=self.command, synthetic=True), ts)
         self.tally.add(event)
         self.last_fatal = event if isinstance(event, p.Error) and not event.recoverable else None
+        self.turn_ended = kind is p.Result
         super().emit(event, ts)
         if self._lost and kind is p.Start:
             self._report_lost()
@@ -981,25 +985,15 @@ class EventEncoder(DialectEncoder):
         return handler
 
     def finish(self) -> list[bytes]:
-        """A failed terminal line when the stream ended without a ``result`` (nothing if it never began)."""
+        """A whole failed ending when the stream ended without a ``result`` (nothing if it never began)."""
         if self.closed or not self.started:
             return []
-        message = "the stream ended without a result"
-        lines = self.encode(
-            p.Error(code=ErrorCode.NOT_FINISHED, message=message, session_id=self.session_id, synthetic=True)
-        )
-        return lines + self.encode(
-            p.Result(
-                ok=False,
-                subtype="error",
-                exit_code=1,
-                tools_used=list(self.tally.tools_used),
-                usage=self.tally.usage,
-                error=p.ErrorInfo(code=ErrorCode.NOT_FINISHED, message=message),
-                session_id=self.session_id,
-                synthetic=True,
-            )
-        )
+        info = p.ErrorInfo(code=ErrorCode.NOT_FINISHED, message="the stream ended without a result")
+        lines: list[bytes] = []
+        for event in ending_events(self.tally, info, exit_code=ExitCode.ERROR):
+            event.session_id = self.session_id
+            lines += self.encode(event)
+        return lines
 
     def failure(self, result: p.Result) -> p.ErrorInfo | None:
         """Why a failed run failed: the result's own error, else the fatal error held for it."""

@@ -16,12 +16,17 @@ if TYPE_CHECKING:
 
 
 class JsonSink:
+    """Keeps the last ``result`` (a session of many turns has one per turn) and writes it at the close."""
+
     def __init__(self, out: Writer) -> None:
         self._out = out
+        self._result: Result | None = None
 
     def emit(self, event: AnyEvent) -> None:
-        if isinstance(event, Result):
-            self._out.write(encode_line(event))
+        if type(event) is Result:
+            self._result = event
 
     def close(self) -> None:
-        return None
+        result, self._result = self._result, None
+        if result is not None:
+            self._out.write(encode_line(result))

@@ -61,11 +61,13 @@ class TextSink:
             self._say("\n")
 
     def emit(self, event: p.AnyEvent) -> None:
-        handler = getattr(self, f"_on_{event.type}", None)
+        # By class, never by the ``type`` string: an unknown event may carry a known type name.
+        if type(event) is p.UnknownEvent:
+            self._note(f"· {preview(event.type, 60)}", "dim")
+            return
+        handler = getattr(self, f"_on_{event.__struct_config__.tag}", None)
         if handler is not None:
             handler(event)
-        elif isinstance(event, p.UnknownEvent):
-            self._note(f"· {event.type}", "dim")
 
     def close(self) -> None:
         self._end_message()
@@ -141,7 +143,10 @@ class TextSink:
         self._note(f"⚑ {e.name}", "dim")
 
     def _on_error(self, e: p.Error) -> None:
-        kind = "retrying" if e.recoverable else "error"
+        if isinstance(e.retry_in_ms, int):
+            kind = f"retrying in {e.retry_in_ms / 1000:g}s"
+        else:
+            kind = "warning" if e.recoverable else "error"
         fix = f" — fix: {e.fix}" if isinstance(e.fix, str) else ""
         self._end_message()
         self._note(f"✗ {kind} {e.code}: {e.message}{fix}", "yellow" if e.recoverable else "red")
