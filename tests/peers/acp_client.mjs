@@ -2,7 +2,7 @@
 //
 // usage: node acp_client.mjs PLAN_JSON -- AGENT_CMD [ARGS...]
 // PLAN_JSON: {"cwd": "/abs", "load": "ses_..."?, "permission": "allow"|"reject"|"cancel"?,
-//             "prompts": ["..."], "cancelOn": "tool_call"|"permission"?}
+//             "prompts": ["..."], "cancelOn": "tool_call"|"tool_start"|"message"|"permission"?}
 // Prints one JSON object per line on stdout: what the SDK delivered, in order.
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
@@ -41,7 +41,10 @@ const app = acp
   })
   .onNotification(acp.methods.client.session.update, async ({ params }) => {
     out({ kind: "update", sessionId: params.sessionId, update: params.update });
-    if (plan.cancelOn === "tool_call" && params.update.sessionUpdate === "tool_call_update") cancel();
+    const kind = params.update.sessionUpdate;
+    if (plan.cancelOn === "tool_call" && kind === "tool_call_update") cancel();
+    if (plan.cancelOn === "message" && kind === "agent_message_chunk") cancel();
+    if (plan.cancelOn === "tool_start" && kind === "tool_call") setTimeout(cancel, 300);
   });
 
 try {

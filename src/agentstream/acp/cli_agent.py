@@ -271,11 +271,13 @@ class CliAgent(AcpAgent):
 def _find(name: str, path: str | None) -> str:
     binary = path or shutil.which(name)
     if not binary or not os.access(binary, os.X_OK):
-        raise AgentstreamError(
+        error = AgentstreamError(
             f"{path or name}: no such executable" if path else f"{name} is not on PATH",
             code=ErrorCode.CLI_NOT_FOUND,
             fix=f"install {name}, or point --cli-path at its binary",
         )
+        error.exit_code = ExitCode.NOT_FOUND  # the shell's code for a command that is not there
+        raise error
     return binary
 
 
