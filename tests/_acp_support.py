@@ -26,7 +26,9 @@ def agentstream(*args: str) -> list[str]:
     return [sys.executable, "-m", "agentstream", *args]
 
 
-def acp_client(plan: dict[str, Any], agent: Sequence[str], env: Mapping[str, str], *, cwd: Path, timeout: float = 30) -> list[dict[str, Any]]:
+def acp_client(
+    plan: dict[str, Any], agent: Sequence[str], env: Mapping[str, str], *, cwd: Path, timeout: float = 30
+) -> list[dict[str, Any]]:
     """Drive ``agent`` with the SDK's client through ``plan``; what the client received, in order."""
     proc = subprocess.run(
         [node(), str(PEERS / "acp_client.mjs"), json.dumps(plan), "--", *agent],
@@ -36,7 +38,11 @@ def acp_client(plan: dict[str, Any], agent: Sequence[str], env: Mapping[str, str
         timeout=timeout,
     )
     lines = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
-    assert proc.returncode == 0 and lines and lines[-1]["kind"] == "exit", (proc.returncode, lines, proc.stderr.decode())
+    assert proc.returncode == 0 and lines and lines[-1]["kind"] == "exit", (
+        proc.returncode,
+        lines,
+        proc.stderr.decode(),
+    )
     return lines
 
 
@@ -60,8 +66,21 @@ def agent_text(received: list[dict[str, Any]]) -> str:
 
 def write_cassette(path: Path, calls: list[list[dict[str, Any]]]) -> Path:
     """A replay cassette (docs/agent.md): one line per model call."""
-    lines = [{"cassette": 1, "provider": "openai", "model": "gpt-4.1-mini", "recorded_at": "2025-06-01T10:00:00.000Z"}]
-    usage = {"type": "usage", "input_tokens": 10, "output_tokens": 5, "cached_tokens": 0, "reasoning_tokens": 0}
+    lines = [
+        {
+            "cassette": 1,
+            "provider": "openai",
+            "model": "gpt-4.1-mini",
+            "recorded_at": "2025-06-01T10:00:00.000Z",
+        }
+    ]
+    usage = {
+        "type": "usage",
+        "input_tokens": 10,
+        "output_tokens": 5,
+        "cached_tokens": 0,
+        "reasoning_tokens": 0,
+    }
     for number, events in enumerate(calls, 1):
         if events and "error" in events[-1]:
             lines.append({"call": number, "events": events[:-1], "error": events[-1]["error"]})

@@ -33,17 +33,49 @@ def gemini(args: list[str]) -> None:
     prompt = args[args.index("-p") + 1]
     assert args[args.index("--output-format") + 1] == "stream-json"
     ts = "2025-10-10T12:00:00.000Z"
-    say({"type": "init", "timestamp": ts, "session_id": resume or "gemini-session-1", "model": "gemini-2.5-pro"})
+    say(
+        {
+            "type": "init",
+            "timestamp": ts,
+            "session_id": resume or "gemini-session-1",
+            "model": "gemini-2.5-pro",
+        }
+    )
     say({"type": "message", "timestamp": ts, "role": "user", "content": prompt})
     if "sleep" in prompt:
         say({"type": "message", "timestamp": ts, "role": "assistant", "content": "sleeping", "delta": True})
         wait_for_sigint()
     if "tool" in prompt:
-        say({"type": "tool_use", "timestamp": ts, "tool_name": "read_file", "tool_id": "rf-1", "parameters": {"absolute_path": "/w/notes.txt"}})
-        say({"type": "tool_result", "timestamp": ts, "tool_id": "rf-1", "status": "success", "output": "notes"})
+        say(
+            {
+                "type": "tool_use",
+                "timestamp": ts,
+                "tool_name": "read_file",
+                "tool_id": "rf-1",
+                "parameters": {"absolute_path": "/w/notes.txt"},
+            }
+        )
+        say(
+            {
+                "type": "tool_result",
+                "timestamp": ts,
+                "tool_id": "rf-1",
+                "status": "success",
+                "output": "notes",
+            }
+        )
     answer = f"resumed {resume}" if resume else "fresh session"
     say({"type": "message", "timestamp": ts, "role": "assistant", "content": answer, "delta": True})
-    stats = {"total_tokens": 30, "input_tokens": 20, "output_tokens": 10, "cached": 0, "input": 20, "duration_ms": 5, "tool_calls": 0, "models": {}}
+    stats = {
+        "total_tokens": 30,
+        "input_tokens": 20,
+        "output_tokens": 10,
+        "cached": 0,
+        "input": 20,
+        "duration_ms": 5,
+        "tool_calls": 0,
+        "models": {},
+    }
     say({"type": "result", "timestamp": ts, "status": "success", "stats": stats})
 
 
@@ -61,7 +93,12 @@ def codex(args: list[str]) -> None:
         wait_for_sigint()
     answer = f"resumed {resume}" if resume else "fresh session"
     say({"type": "item.completed", "item": {"id": "item_1", "type": "agent_message", "text": answer}})
-    say({"type": "turn.completed", "usage": {"input_tokens": 20, "cached_input_tokens": 0, "output_tokens": 10}})
+    say(
+        {
+            "type": "turn.completed",
+            "usage": {"input_tokens": 20, "cached_input_tokens": 0, "output_tokens": 10},
+        }
+    )
 
 
 if __name__ == "__main__":

@@ -50,16 +50,25 @@ def test_text_turn_and_honest_capabilities(tmp_path: Path, work: Path, env: dict
     init = of_kind(got, "initialize")[0]["result"]
     assert init["protocolVersion"] == 1
     assert init["agentCapabilities"]["loadSession"] is True
-    assert init["agentCapabilities"]["promptCapabilities"] == {"image": False, "audio": False, "embeddedContext": True}
+    assert init["agentCapabilities"]["promptCapabilities"] == {
+        "image": False,
+        "audio": False,
+        "embeddedContext": True,
+    }
     assert agent_text(got) == "Hello from agentstream."
     assert of_kind(got, "stop") == [{"kind": "stop", "stopReason": "end_turn"}]
     assert of_kind(got, "permission") == []
 
 
 def test_an_allowed_shell_call_runs_and_reports(tmp_path: Path, work: Path, env: dict[str, str]) -> None:
-    calls = [[text("Running it."), tool("call_1", "shell", command="echo ran > ran.txt && echo done")], [text("It ran.")]]
+    calls = [
+        [text("Running it."), tool("call_1", "shell", command="echo ran > ran.txt && echo done")],
+        [text("It ran.")],
+    ]
     cassette = write_cassette(tmp_path / "c.ndjson", calls)
-    got = acp_client({"cwd": str(work), "prompts": ["run"], "permission": "allow"}, own_agent(cassette), env, cwd=work)
+    got = acp_client(
+        {"cwd": str(work), "prompts": ["run"], "permission": "allow"}, own_agent(cassette), env, cwd=work
+    )
     (asked,) = of_kind(got, "permission")
     assert asked["params"]["toolCall"]["toolCallId"] == "call_1"
     assert {o["kind"] for o in asked["params"]["options"]} == {"allow_once", "allow_always", "reject_once"}
@@ -74,11 +83,18 @@ def test_an_allowed_shell_call_runs_and_reports(tmp_path: Path, work: Path, env:
     assert of_kind(got, "stop")[0]["stopReason"] == "end_turn"
 
 
-def test_a_rejected_edit_does_not_run_and_shows_its_diff(tmp_path: Path, work: Path, env: dict[str, str]) -> None:
+def test_a_rejected_edit_does_not_run_and_shows_its_diff(
+    tmp_path: Path, work: Path, env: dict[str, str]
+) -> None:
     (work / "app.py").write_text("x = 1\n")
-    calls = [[tool("call_e", "edit_file", path="app.py", old_string="x = 1", new_string="x = 2")], [text("Left it.")]]
+    calls = [
+        [tool("call_e", "edit_file", path="app.py", old_string="x = 1", new_string="x = 2")],
+        [text("Left it.")],
+    ]
     cassette = write_cassette(tmp_path / "c.ndjson", calls)
-    got = acp_client({"cwd": str(work), "prompts": ["edit"], "permission": "reject"}, own_agent(cassette), env, cwd=work)
+    got = acp_client(
+        {"cwd": str(work), "prompts": ["edit"], "permission": "reject"}, own_agent(cassette), env, cwd=work
+    )
     (announced,) = updates(got, "tool_call")
     diff = {"type": "diff", "path": str(work / "app.py"), "oldText": "x = 1", "newText": "x = 2"}
     assert announced["kind"] == "edit" and announced["content"] == [diff]
@@ -92,7 +108,12 @@ def test_a_rejected_edit_does_not_run_and_shows_its_diff(tmp_path: Path, work: P
 def test_full_mode_asks_nothing(tmp_path: Path, work: Path, env: dict[str, str]) -> None:
     calls = [[tool("call_w", "write_file", path="new.txt", content="hello\n")], [text("Written.")]]
     cassette = write_cassette(tmp_path / "c.ndjson", calls)
-    got = acp_client({"cwd": str(work), "prompts": ["write"]}, own_agent(cassette, "--permission-mode", "full"), env, cwd=work)
+    got = acp_client(
+        {"cwd": str(work), "prompts": ["write"]},
+        own_agent(cassette, "--permission-mode", "full"),
+        env,
+        cwd=work,
+    )
     assert of_kind(got, "permission") == []
     assert (work / "new.txt").read_text() == "hello\n"
     assert updates(got, "tool_call")[0]["content"] == [
@@ -101,7 +122,10 @@ def test_full_mode_asks_nothing(tmp_path: Path, work: Path, env: dict[str, str])
 
 
 def test_cancel_mid_tool_ends_the_turn_cancelled(tmp_path: Path, work: Path, env: dict[str, str]) -> None:
-    calls = [[tool("call_s", "shell", command="echo started; sleep 30; echo never > never.txt")], [text("unused")]]
+    calls = [
+        [tool("call_s", "shell", command="echo started; sleep 30; echo never > never.txt")],
+        [text("unused")],
+    ]
     cassette = write_cassette(tmp_path / "c.ndjson", calls)
     plan = {"cwd": str(work), "prompts": ["wait"], "cancelOn": "tool_call"}
     got = acp_client(plan, own_agent(cassette, "--permission-mode", "full"), env, cwd=work, timeout=20)
@@ -121,7 +145,11 @@ def test_cancel_while_asking_permission(tmp_path: Path, work: Path, env: dict[st
 
 
 def test_two_prompts_then_load_replays_the_session(tmp_path: Path, work: Path, env: dict[str, str]) -> None:
-    calls = [[text("First answer.")], [tool("call_r", "read_file", path="notes.txt")], [text("Second answer.")]]
+    calls = [
+        [text("First answer.")],
+        [tool("call_r", "read_file", path="notes.txt")],
+        [text("Second answer.")],
+    ]
     cassette = write_cassette(tmp_path / "c.ndjson", calls)
     (work / "notes.txt").write_text("remember me\n")
     got = acp_client({"cwd": str(work), "prompts": ["one", "two"]}, own_agent(cassette), env, cwd=work)
@@ -133,11 +161,23 @@ def test_two_prompts_then_load_replays_the_session(tmp_path: Path, work: Path, e
     later = write_cassette(tmp_path / "later.ndjson", [[text("Third answer.")]])
     plan = {"cwd": str(work), "load": session_id, "prompts": ["three"]}
     loaded = acp_client(plan, own_agent(later), env, cwd=work)
-    replay = [item for item in loaded[: loaded.index(of_kind(loaded, "loaded")[0])] if item["kind"] == "update"]
+    replay = [
+        item for item in loaded[: loaded.index(of_kind(loaded, "loaded")[0])] if item["kind"] == "update"
+    ]
     kinds = [item["update"]["sessionUpdate"] for item in replay]
-    assert kinds == ["user_message_chunk", "agent_message_chunk", "user_message_chunk", "tool_call", "tool_call_update", "agent_message_chunk"]
+    assert kinds == [
+        "user_message_chunk",
+        "agent_message_chunk",
+        "user_message_chunk",
+        "tool_call",
+        "tool_call_update",
+        "agent_message_chunk",
+    ]
     assert replay[0]["update"]["content"]["text"] == "one"
-    assert replay[4]["update"]["status"] == "completed" and "remember me" in replay[4]["update"]["content"][0]["content"]["text"]
+    assert (
+        replay[4]["update"]["status"] == "completed"
+        and "remember me" in replay[4]["update"]["content"][0]["content"]["text"]
+    )
     assert all(item["sessionId"] == session_id for item in replay)
     assert of_kind(loaded, "stop")[0]["stopReason"] == "end_turn"
 
@@ -149,7 +189,9 @@ def test_load_of_an_unknown_session_is_a_clear_error(tmp_path: Path, work: Path,
     assert "no session" in failure["message"]
 
 
-def test_a_provider_error_is_a_jsonrpc_error_with_the_canonical_code(tmp_path: Path, work: Path, env: dict[str, str]) -> None:
+def test_a_provider_error_is_a_jsonrpc_error_with_the_canonical_code(
+    tmp_path: Path, work: Path, env: dict[str, str]
+) -> None:
     error = {"error": {"code": "AUTH_EXPIRED", "message": "the key was revoked", "recoverable": False}}
     cassette = write_cassette(tmp_path / "c.ndjson", [[error]])
     got = acp_client({"cwd": str(work), "prompts": ["hi"]}, own_agent(cassette), env, cwd=work)
@@ -163,7 +205,7 @@ def test_the_session_is_published_to_the_bus(tmp_path: Path, work: Path, env: di
     session_id = of_kind(got, "session")[0]["sessionId"]
     follow = subprocess.run(agentstream("follow", session_id), capture_output=True, env=env, timeout=20)
     events = [json.loads(line) for line in follow.stdout.splitlines()]
-    assert [e["type"] for e in events][0] == "start" and events[-1]["type"] == "result"
+    assert events[0]["type"] == "start" and events[-1]["type"] == "result"
     assert any(e["type"] == "message" and e["content"] == "On the bus." for e in events)
 
 
@@ -178,7 +220,9 @@ def fake_cli(tmp_path: Path, kind: str) -> Path:
 
 
 @pytest.mark.parametrize(("kind", "first_id"), [("gemini", "gemini-session-1"), ("codex", "codex-thread-1")])
-def test_a_cli_continues_its_own_session(tmp_path: Path, work: Path, env: dict[str, str], kind: str, first_id: str) -> None:
+def test_a_cli_continues_its_own_session(
+    tmp_path: Path, work: Path, env: dict[str, str], kind: str, first_id: str
+) -> None:
     agent = agentstream("acp", "--cli", kind, "--cli-path", str(fake_cli(tmp_path, kind)))
     got = acp_client({"cwd": str(work), "prompts": ["hello", "again"]}, agent, env, cwd=work)
     assert [s["stopReason"] for s in of_kind(got, "stop")] == ["end_turn", "end_turn"]
@@ -195,7 +239,9 @@ def test_a_cli_tool_call_maps_with_kind_and_location(tmp_path: Path, work: Path,
 
 
 @pytest.mark.parametrize("kind", ["gemini", "codex"])
-def test_cancel_interrupts_a_cli_with_sigint(tmp_path: Path, work: Path, env: dict[str, str], kind: str) -> None:
+def test_cancel_interrupts_a_cli_with_sigint(
+    tmp_path: Path, work: Path, env: dict[str, str], kind: str
+) -> None:
     agent = agentstream("acp", "--cli", kind, "--cli-path", str(fake_cli(tmp_path, kind)))
     plan = {"cwd": str(work), "prompts": ["sleep now"], "cancelOn": "message"}
     got = acp_client(plan, agent, env, cwd=work, timeout=20)
@@ -203,7 +249,12 @@ def test_cancel_interrupts_a_cli_with_sigint(tmp_path: Path, work: Path, env: di
 
 
 def test_a_missing_cli_fails_with_a_fix(tmp_path: Path, env: dict[str, str]) -> None:
-    proc = subprocess.run(agentstream("acp", "--cli", "gemini", "--cli-path", str(tmp_path / "nope")), capture_output=True, env=env, timeout=20)
+    proc = subprocess.run(
+        agentstream("acp", "--cli", "gemini", "--cli-path", str(tmp_path / "nope")),
+        capture_output=True,
+        env=env,
+        timeout=20,
+    )
     assert proc.returncode == 127 and proc.stdout == b""
     assert b"CLI_NOT_FOUND" in proc.stderr and b"--cli-path" in proc.stderr
 
@@ -242,6 +293,14 @@ def test_claude_cancel_uses_the_control_protocol(tmp_path: Path, work: Path) -> 
     script = [anthropic_reply(tool_calls=[("toolu_02", "shell", {"command": "echo started; sleep 30"})])]
     with FakeModelServer(script) as server:
         env = anthropic_env(tmp_path / "home", server, AGENTSTREAM_RETRY_BASE_MS="5")
-        agent = agentstream("acp", "--cli", "claude", "--cli-path", claude_cli(), "--permission-mode", "full", "--no-publish")
-        got = acp_client({"cwd": str(work), "prompts": ["wait"], "cancelOn": "tool_start"}, agent, env, cwd=work, timeout=20)
+        agent = agentstream(
+            "acp", "--cli", "claude", "--cli-path", claude_cli(), "--permission-mode", "full", "--no-publish"
+        )
+        got = acp_client(
+            {"cwd": str(work), "prompts": ["wait"], "cancelOn": "tool_start"},
+            agent,
+            env,
+            cwd=work,
+            timeout=20,
+        )
     assert of_kind(got, "stop") == [{"kind": "stop", "stopReason": "cancelled"}]

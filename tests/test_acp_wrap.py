@@ -21,7 +21,9 @@ from agentstream.consumer import spawn
 
 def wrap(tmp_path: Path, mode: str, *options: str) -> ExecRun:
     env = exec_env(tmp_path / "home")
-    command = agentstream("wrap", "--no-publish", "--from", "acp", "-p", "hello there", *options, "--", *acp_agent(mode))
+    command = agentstream(
+        "wrap", "--no-publish", "--from", "acp", "-p", "hello there", *options, "--", *acp_agent(mode)
+    )
     proc = subprocess.run(command, capture_output=True, env=env, cwd=tmp_path, timeout=30)
     run = ExecRun(proc.returncode, proc.stdout, proc.stderr.decode("utf-8", "replace"))
     assert_valid_stream(run.lines, run.returncode)
@@ -46,8 +48,13 @@ def test_a_turn_becomes_the_canonical_stream(tmp_path: Path) -> None:
     assert run.result.result == "All done."
 
 
-@pytest.mark.parametrize(("mode", "status", "says"), [("full", "success", "Removed it."), ("default", "error", "I did not remove it.")])
-def test_permission_requests_are_answered_by_the_mode(tmp_path: Path, mode: str, status: str, says: str) -> None:
+@pytest.mark.parametrize(
+    ("mode", "status", "says"),
+    [("full", "success", "Removed it."), ("default", "error", "I did not remove it.")],
+)
+def test_permission_requests_are_answered_by_the_mode(
+    tmp_path: Path, mode: str, status: str, says: str
+) -> None:
     run = wrap(tmp_path, "permission", "--permission-mode", mode)
     (request,) = run.of_type("permission_request")
     assert request.call_id == "tc-2" and request.arguments == {"command": "rm -rf build"}
@@ -65,7 +72,9 @@ def test_permission_requests_are_answered_by_the_mode(tmp_path: Path, mode: str,
         ("crash", "PROCESS_CRASHED", "error", 3),
     ],
 )
-def test_failures_end_the_stream_well_formed(tmp_path: Path, mode: str, code: str, error: str, exit_code: int) -> None:
+def test_failures_end_the_stream_well_formed(
+    tmp_path: Path, mode: str, code: str, error: str, exit_code: int
+) -> None:
     run = wrap(tmp_path, mode)
     assert run.returncode == exit_code and not run.result.ok and run.result.subtype == error
     assert isinstance(run.result.error, p.ErrorInfo) and run.result.error.code == code
@@ -81,7 +90,11 @@ def test_garbage_lines_are_reported_and_lose_nothing(tmp_path: Path) -> None:
 
 def test_a_hung_agent_is_stopped_after_the_idle_timeout(tmp_path: Path) -> None:
     run = wrap(tmp_path, "hang", "--idle-timeout", "1")
-    assert run.returncode == 124 and isinstance(run.result.error, p.ErrorInfo) and run.result.error.code == "TIMEOUT"
+    assert (
+        run.returncode == 124
+        and isinstance(run.result.error, p.ErrorInfo)
+        and run.result.error.code == "TIMEOUT"
+    )
     assert run.of_type("message")[0].content == "thinking forever"
 
 
@@ -114,5 +127,10 @@ def test_spawn_with_the_acp_dialect(tmp_path: Path) -> None:
 
 
 def test_wrap_from_acp_needs_a_prompt(tmp_path: Path) -> None:
-    proc = subprocess.run(agentstream("wrap", "--from", "acp", "--", "true"), capture_output=True, env=exec_env(tmp_path / "home"), timeout=20)
+    proc = subprocess.run(
+        agentstream("wrap", "--from", "acp", "--", "true"),
+        capture_output=True,
+        env=exec_env(tmp_path / "home"),
+        timeout=20,
+    )
     assert proc.returncode == 2 and b"needs a prompt" in proc.stderr

@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import IO, Any, Final
 
 from agentstream import protocol as p
@@ -46,7 +47,9 @@ class NullSink:
 class PermissionAnswer:
     """What the client chose: ``allow`` (``always`` too, for the rest of the session), reject, or cancelled."""
 
-    def __init__(self, allow: bool, *, always: bool = False, cancelled: bool = False, reason: str = "") -> None:
+    def __init__(
+        self, allow: bool, *, always: bool = False, cancelled: bool = False, reason: str = ""
+    ) -> None:
         self.allow, self.always, self.cancelled, self.reason = allow, always, cancelled, reason
 
 
@@ -177,10 +180,15 @@ class AcpAgent(ABC):
             reason = "cancelled"
         if reason is None:
             info = result.error if isinstance(result.error, p.ErrorInfo) else None
-            data: dict[str, Any] = {"code": info.code if info else ErrorCode.UNKNOWN, "exit_code": result.exit_code}
+            data: dict[str, Any] = {
+                "code": info.code if info else ErrorCode.UNKNOWN,
+                "exit_code": result.exit_code,
+            }
             if info is not None and isinstance(info.fix, str):
                 data["fix"] = info.fix
-            raise RpcError(INTERNAL_ERROR, info.message if info else f"the turn failed ({result.subtype})", data)
+            raise RpcError(
+                INTERNAL_ERROR, info.message if info else f"the turn failed ({result.subtype})", data
+            )
         return {"stopReason": reason}
 
     def cancel(self, params: dict[str, Any]) -> None:
@@ -198,7 +206,7 @@ class AcpAgent(ABC):
     def make_session(self, cwd: str, session_id: str | None) -> AcpSession:
         """A new session, or the stored one with this id (raise AgentstreamError when there is none)."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027  (most agents hold nothing to release)
         """Release what the sessions hold (model clients); the connection has ended."""
 
     def history(self, session: AcpSession) -> list[dict[str, Any]]:
@@ -211,13 +219,15 @@ class AcpAgent(ABC):
         session_id = require(params, "sessionId", str)
         session = self.sessions.get(session_id)
         if session is None:
-            raise RpcError(RESOURCE_NOT_FOUND, f"no session {session_id!r} on this connection", {"sessionId": session_id})
+            raise RpcError(
+                RESOURCE_NOT_FOUND, f"no session {session_id!r} on this connection", {"sessionId": session_id}
+            )
         return session
 
     @staticmethod
-    def _guarded(make: Any) -> AcpSession:
+    def _guarded(make: Callable[[], AcpSession]) -> AcpSession:
         try:
-            return make()  # type: ignore[no-any-return]
+            return make()
         except AgentstreamError as exc:
             code = RESOURCE_NOT_FOUND if exc.code == ErrorCode.SESSION_NOT_FOUND else INVALID_PARAMS
             data = {"code": exc.code, **({"fix": exc.fix} if exc.fix else {})}

@@ -94,7 +94,7 @@ class CliSession(AcpSession):
 
         agent = self.agent
         stream = Stream(f"acp --cli {agent.name}", out=NullSink(), owns_process=False, cwd=self.cwd)  # type: ignore[arg-type]
-        stream.observe(self.present)  # type: ignore[arg-type]
+        stream.observe(self.present)
         close_publisher = attach_publisher(stream, agent.bus, enabled=agent.publish)
         try:
             with stream:
@@ -155,8 +155,9 @@ class CliSession(AcpSession):
         if request.get("subtype") != "can_use_tool" or not isinstance(request_id, str):
             return
         call_id = request.get("tool_use_id")
-        name = request.get("tool_name") if isinstance(request.get("tool_name"), str) else "tool"
-        arguments = request.get("input") if isinstance(request.get("input"), dict) else {}
+        tool_name, tool_input = request.get("tool_name"), request.get("input")
+        name = tool_name if isinstance(tool_name, str) else "tool"
+        arguments: dict[str, Any] = tool_input if isinstance(tool_input, dict) else {}
         if not isinstance(call_id, str) or not call_id:
             call_id = request_id
         if not self.mapper.knows(call_id):  # not announced yet: announce it so the client can show it
@@ -180,7 +181,13 @@ class CliSession(AcpSession):
         if child is None:
             return
         if agent_spec(self.agent.name).control:
-            self._write({"type": "control_request", "request_id": p.new_id("int"), "request": {"subtype": "interrupt"}})
+            self._write(
+                {
+                    "type": "control_request",
+                    "request_id": p.new_id("int"),
+                    "request": {"subtype": "interrupt"},
+                }
+            )
         else:
             child.cancel(signal.SIGINT)
 
@@ -209,7 +216,9 @@ class CliSession(AcpSession):
 def _finish(stream: Stream, final: p.Result | None, held: p.Error | None, *, cancelled: bool) -> None:
     """End our stream the way the CLI's ended (the consumer always gives one result)."""
     if cancelled and (final is None or not final.ok):
-        stream.fail(ErrorCode.INTERRUPTED, "cancelled by the client", exit_code=ExitCode.SIGINT, subtype="interrupted")
+        stream.fail(
+            ErrorCode.INTERRUPTED, "cancelled by the client", exit_code=ExitCode.SIGINT, subtype="interrupted"
+        )
         return
     assert final is not None, "spawn() always ends with a result"
     if held is not None:
@@ -264,7 +273,11 @@ class CliAgent(AcpAgent):
 
     def make_session(self, cwd: str, session_id: str | None) -> AcpSession:
         if not os.path.isdir(cwd):
-            raise AgentstreamError(f"cwd {cwd} is not a directory", code=ErrorCode.INVALID_INPUT, fix="pass an existing directory")
+            raise AgentstreamError(
+                f"cwd {cwd} is not a directory",
+                code=ErrorCode.INVALID_INPUT,
+                fix="pass an existing directory",
+            )
         return CliSession(self, p.new_id("ses"), cwd)
 
 

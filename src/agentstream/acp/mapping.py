@@ -120,7 +120,11 @@ class UpdateMapper:
             return [{"sessionUpdate": kind, "content": _text(event.content)}]
         if isinstance(event, p.ReasoningDelta):
             self._streamed.add(event.reasoning_id)
-            return [{"sessionUpdate": "agent_thought_chunk", "content": _text(event.content)}] if event.content else []
+            return (
+                [{"sessionUpdate": "agent_thought_chunk", "content": _text(event.content)}]
+                if event.content
+                else []
+            )
         if isinstance(event, p.Reasoning):
             if event.reasoning_id in self._streamed or not event.content:
                 return []
@@ -130,7 +134,11 @@ class UpdateMapper:
         if isinstance(event, p.ToolProgress):
             text = self._progress.get(event.call_id, "") + event.content
             self._progress[event.call_id] = text
-            update = {"sessionUpdate": "tool_call_update", "toolCallId": event.call_id, "status": "in_progress"}
+            update = {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": event.call_id,
+                "status": "in_progress",
+            }
             return [{**update, "content": [*self._diff(event.call_id), _block(text)]}]
         if isinstance(event, p.ToolResult):
             return [self._tool_result(event)]
@@ -241,7 +249,9 @@ def _plan_from_checklist(message: str) -> dict[str, Any]:
     entries = []
     for line in message.splitlines():
         done = line.startswith("[x]")
-        entries.append(_plan_entry(line[3:].strip() if line[:1] == "[" else line, "completed" if done else None))
+        entries.append(
+            _plan_entry(line[3:].strip() if line[:1] == "[" else line, "completed" if done else None)
+        )
     return {"sessionUpdate": "plan", "entries": entries}
 
 
@@ -261,14 +271,18 @@ def replay_conversation(messages: list[dict[str, Any]], cwd: str) -> list[dict[s
         if role == "user" and isinstance(content, str) and content:
             out.append({"sessionUpdate": "user_message_chunk", "content": _text(content)})
         elif role == "assistant":
-            for block in message.get("reasoning") or ():
-                if isinstance(block, dict) and isinstance(block.get("text"), str) and block["text"]:
-                    out.append({"sessionUpdate": "agent_thought_chunk", "content": _text(block["text"])})
+            out.extend(
+                {"sessionUpdate": "agent_thought_chunk", "content": _text(block["text"])}
+                for block in message.get("reasoning") or ()
+                if isinstance(block, dict) and isinstance(block.get("text"), str) and block["text"]
+            )
             if isinstance(content, str) and content:
                 out.append({"sessionUpdate": "agent_message_chunk", "content": _text(content)})
             for call in message.get("tool_calls") or ():
                 names[call["id"]] = call["name"]
-                out += mapper.updates(p.ToolCall(call_id=call["id"], name=call["name"], arguments=call["arguments"]))
+                out += mapper.updates(
+                    p.ToolCall(call_id=call["id"], name=call["name"], arguments=call["arguments"])
+                )
         elif role == "tool":
             call_id = message.get("call_id", "")
             status: p.ToolStatus = "error" if message.get("is_error") else "success"

@@ -63,7 +63,7 @@ class OwnSession(AcpSession):
     def seen(self, event: p.Event) -> None:
         if isinstance(event, p.Result):
             self.result = event
-        self.present(event)  # type: ignore[arg-type]
+        self.present(event)
 
     def ask(self, stream: Stream, call: ToolCallDone) -> Decision:
         """The approvals hook: the request is in the stream (for the bus) and goes to the client."""

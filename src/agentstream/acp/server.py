@@ -216,9 +216,12 @@ class RpcPeer:
         error = message.get("error")
         if "error" in message:
             if isinstance(error, dict):
-                code = error.get("code") if isinstance(error.get("code"), int) else INTERNAL_ERROR
-                text = error.get("message") if isinstance(error.get("message"), str) else "error"
-                waiting.error = RpcError(code, text, error.get("data"))
+                code, text = error.get("code"), error.get("message")
+                waiting.error = RpcError(
+                    code if isinstance(code, int) else INTERNAL_ERROR,
+                    text if isinstance(text, str) else "error",
+                    error.get("data"),
+                )
             else:
                 waiting.error = RpcError(INTERNAL_ERROR, "an error response without an error object")
         else:
@@ -237,7 +240,9 @@ class RpcPeer:
     def _serve_request(self, ident: Any, method: str, params: dict[str, Any]) -> None:
         handler = self.requests.get(method)
         if handler is None:
-            self.send({"id": ident, "error": {"code": METHOD_NOT_FOUND, "message": f"unknown method {method!r}"}})
+            self.send(
+                {"id": ident, "error": {"code": METHOD_NOT_FOUND, "message": f"unknown method {method!r}"}}
+            )
             return
         worker = threading.Thread(
             target=self._run_request, args=(ident, handler, params), name=f"acp-{method}", daemon=True
@@ -251,7 +256,9 @@ class RpcPeer:
         except RpcError as exc:
             self.send({"id": ident, "error": exc.to_json()})
         except Exception as exc:
-            self.send({"id": ident, "error": {"code": INTERNAL_ERROR, "message": f"{type(exc).__name__}: {exc}"}})
+            self.send(
+                {"id": ident, "error": {"code": INTERNAL_ERROR, "message": f"{type(exc).__name__}: {exc}"}}
+            )
         else:
             self.send({"id": ident, "result": result if result is not None else {}})
 
@@ -259,6 +266,6 @@ class RpcPeer:
 def require(params: dict[str, Any], key: str, kind: type) -> Any:
     """A required parameter of the right JSON type, or an Invalid params error naming it."""
     value = params.get(key)
-    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
         raise RpcError(INVALID_PARAMS, f"{key} must be a {kind.__name__}", {"param": key})
     return value

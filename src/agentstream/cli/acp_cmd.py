@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from agentstream.agent.permissions import ALL_PERMISSION_MODES
 from agentstream.agent.providers import PROVIDER_NAMES
 from agentstream.cli._bus_options import add_publish_options
+
+if TYPE_CHECKING:
+    from agentstream.acp.agent import AcpAgent
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -37,8 +41,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--model", help="model name (default: the provider's; or $AGENTSTREAM_MODEL)")
     model.add_argument("--base-url", metavar="URL", help="an OpenAI-compatible server")
     model.add_argument("--system", metavar="TEXT", help="replace the default system prompt")
-    model.add_argument("--max-tokens", type=int, default=8192, metavar="N", help="answer tokens per Anthropic call")
-    model.add_argument("--max-turns", type=int, default=0, metavar="N", help="model calls per prompt (0: no limit)")
+    model.add_argument(
+        "--max-tokens", type=int, default=8192, metavar="N", help="answer tokens per Anthropic call"
+    )
+    model.add_argument(
+        "--max-turns", type=int, default=0, metavar="N", help="model calls per prompt (0: no limit)"
+    )
     model.add_argument("--cassette", metavar="FILE", help="replay this cassette instead of calling a model")
     model.add_argument("--allowed-tools", metavar="LIST", help="tools that run without asking")
     add_publish_options(parser)
@@ -53,9 +61,14 @@ def run(args: argparse.Namespace) -> int:
 
     extra = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
     if extra and not args.cli:
-        raise UsageError(f"unexpected arguments: {' '.join(extra)}", fix="arguments after -- go to the --cli agent")
+        raise UsageError(
+            f"unexpected arguments: {' '.join(extra)}", fix="arguments after -- go to the --cli agent"
+        )
     if args.cli_path and not args.cli:
-        raise UsageError("--cli-path needs --cli", fix="name the CLI: --cli claude --cli-path /path/to/claude")
+        raise UsageError(
+            "--cli-path needs --cli", fix="name the CLI: --cli claude --cli-path /path/to/claude"
+        )
+    agent: AcpAgent
     if args.cli:
         from agentstream.acp.cli_agent import CliAgent
 

@@ -96,7 +96,9 @@ def run(args: argparse.Namespace) -> int:
     elif not args.prompt:
         from agentstream.errors import UsageError
 
-        raise UsageError("--from acp needs a prompt to send", fix="agentstream wrap --from acp -p PROMPT -- CMD ARGS")
+        raise UsageError(
+            "--from acp needs a prompt to send", fix="agentstream wrap --from acp -p PROMPT -- CMD ARGS"
+        )
     check_dialect(args.dialect)
     stream = Stream(shlex.join(argv), output_format=args.output_format, dialect=args.dialect)
     otel = attach_otel(stream)
@@ -122,7 +124,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _acp_options(args: argparse.Namespace) -> dict[str, object]:
-    return {"prompt": args.prompt, "permission_mode": args.permission_mode, "idle_timeout_s": args.idle_timeout}
+    return {
+        "prompt": args.prompt,
+        "permission_mode": args.permission_mode,
+        "idle_timeout_s": args.idle_timeout,
+    }
 
 
 def _command(argv: list[str]) -> list[str]:

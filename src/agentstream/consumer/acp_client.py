@@ -83,7 +83,11 @@ class AcpSpawn:
             raise ValueError("an ACP agent needs a prompt: spawn(argv, dialect='acp', prompt='...')")
         self.argv, self.prompt = list(argv), prompt
         self.permission_mode = permission_mode
-        self.idle_timeout_s, self.cancel_grace_s, self.exit_timeout_s = idle_timeout_s, cancel_grace_s, exit_timeout_s
+        self.idle_timeout_s, self.cancel_grace_s, self.exit_timeout_s = (
+            idle_timeout_s,
+            cancel_grace_s,
+            exit_timeout_s,
+        )
         self.cwd = os.path.abspath(cwd or os.getcwd())
         self.env, self.new_process_group = env, new_process_group
         self.proc: subprocess.Popen[bytes] | None = None
@@ -263,7 +267,10 @@ class AcpSpawn:
                 "initialize",
                 {
                     "protocolVersion": PROTOCOL_VERSION,
-                    "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False},
+                    "clientCapabilities": {
+                        "fs": {"readTextFile": False, "writeTextFile": False},
+                        "terminal": False,
+                    },
                     "clientInfo": {"name": "agentstream", "version": _version()},
                 },
             )
@@ -274,26 +281,56 @@ class AcpSpawn:
             if not isinstance(session_id, str) or not session_id:
                 raise _Garbage(f"session/new answered {_preview(created)} (no sessionId)")
             self._session_id = session_id
-            self._emit({"type": "start", "session_id": session_id, "command": shlex.join(self.argv), "cwd": self.cwd})
-            answer = peer.request("session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": self.prompt}]})
+            self._emit(
+                {"type": "start", "session_id": session_id, "command": shlex.join(self.argv), "cwd": self.cwd}
+            )
+            answer = peer.request(
+                "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": self.prompt}]}
+            )
             with self._state:
                 self._end_of_turn(answer)
         except RpcError as exc:
             code = exc.data.get("code") if isinstance(exc.data, dict) else None
             code = code if isinstance(code, str) and code in ERROR_CODES else ErrorCode.PROVIDER_ERROR
-            fix = exc.data.get("fix") if isinstance(exc.data, dict) and isinstance(exc.data.get("fix"), str) else None
-            self._end(Ending(code, f"the ACP agent answered with an error: {exc.message} ({exc.code})", ExitCode.ERROR, fix=fix))
+            fix = (
+                exc.data.get("fix")
+                if isinstance(exc.data, dict) and isinstance(exc.data.get("fix"), str)
+                else None
+            )
+            self._end(
+                Ending(
+                    code,
+                    f"the ACP agent answered with an error: {exc.message} ({exc.code})",
+                    ExitCode.ERROR,
+                    fix=fix,
+                )
+            )
         except PeerClosed:
             self._end(self._crashed())
         except _Garbage as exc:
-            self._end(Ending(ErrorCode.MALFORMED_EVENT, str(exc), ExitCode.ERROR, fix="the agent does not speak ACP v1 correctly; see its stderr"))
+            self._end(
+                Ending(
+                    ErrorCode.MALFORMED_EVENT,
+                    str(exc),
+                    ExitCode.ERROR,
+                    fix="the agent does not speak ACP v1 correctly; see its stderr",
+                )
+            )
 
     def _end_of_turn(self, answer: object) -> None:
         reason = answer.get("stopReason") if isinstance(answer, dict) else None
         self._close_runs()
         if reason == "end_turn":
             self._close_open_calls("error", "the turn ended before this tool call finished")
-            self._emit({"type": "result", "ok": True, "subtype": "success", "exit_code": 0, "command": shlex.join(self.argv)})
+            self._emit(
+                {
+                    "type": "result",
+                    "ok": True,
+                    "subtype": "success",
+                    "exit_code": 0,
+                    "command": shlex.join(self.argv),
+                }
+            )
             self._lines.put(_DONE)
             return
         if not isinstance(reason, str) or reason not in _STOPS:
@@ -310,7 +347,13 @@ class AcpSpawn:
             status = None
         details = {"exit_status": status, "stderr_tail": self._stderr.tail(2000)}
         if self._cancelled_with:
-            return Ending(ErrorCode.INTERRUPTED, "cancelled: the ACP agent ended before answering", 128 + self._cancelled_with, "interrupted", details=details)
+            return Ending(
+                ErrorCode.INTERRUPTED,
+                "cancelled: the ACP agent ended before answering",
+                128 + self._cancelled_with,
+                "interrupted",
+                details=details,
+            )
         died = f"exit status {status}" if status is not None and status >= 0 else f"signal {-(status or 0)}"
         return Ending(
             ErrorCode.PROCESS_CRASHED,
@@ -333,7 +376,14 @@ class AcpSpawn:
 
     def _bad_line(self, line: bytes, reason: str) -> None:
         preview = line[:120].decode("utf-8", "replace").strip()
-        self._emit({"type": "error", "code": ErrorCode.MALFORMED_EVENT, "message": f"the ACP agent sent a line that is {reason}: {preview}", "recoverable": True})
+        self._emit(
+            {
+                "type": "error",
+                "code": ErrorCode.MALFORMED_EVENT,
+                "message": f"the ACP agent sent a line that is {reason}: {preview}",
+                "recoverable": True,
+            }
+        )
 
     def _update(self, params: dict[str, Any]) -> None:
         with self._state:
@@ -346,7 +396,9 @@ class AcpSpawn:
         kind = update.get("sessionUpdate")
         content = update.get("content")
         if kind in ("agent_message_chunk", "agent_thought_chunk"):
-            text = content.get("text") if isinstance(content, dict) and content.get("type") == "text" else None
+            text = (
+                content.get("text") if isinstance(content, dict) and content.get("type") == "text" else None
+            )
             if isinstance(text, str) and text:
                 self._chunk("message" if kind == "agent_message_chunk" else "reasoning", text)
             return
@@ -360,8 +412,18 @@ class AcpSpawn:
         elif kind == "plan":
             entries = [e for e in update.get("entries") or [] if isinstance(e, dict)]
             done = sum(e.get("status") == "completed" for e in entries)
-            lines = [f"[{'x' if e.get('status') == 'completed' else ' '}] {e.get('content', '')}" for e in entries]
-            self._emit({"type": "progress", "name": "plan", "current": done, "total": len(entries), "message": "\n".join(lines)})
+            lines = [
+                f"[{'x' if e.get('status') == 'completed' else ' '}] {e.get('content', '')}" for e in entries
+            ]
+            self._emit(
+                {
+                    "type": "progress",
+                    "name": "plan",
+                    "current": done,
+                    "total": len(entries),
+                    "message": "\n".join(lines),
+                }
+            )
 
     def _chunk(self, kind: str, text: str) -> None:
         if self._open_run is None or self._open_run[0] != kind:
@@ -394,7 +456,14 @@ class AcpSpawn:
         raw = update.get("rawInput")
         self._open_calls[call_id] = name
         self._call_arguments[call_id] = raw if isinstance(raw, dict) else {}
-        self._emit({"type": "tool_call", "call_id": call_id, "name": name, "arguments": self._call_arguments[call_id]})
+        self._emit(
+            {
+                "type": "tool_call",
+                "call_id": call_id,
+                "name": name,
+                "arguments": self._call_arguments[call_id],
+            }
+        )
         if update.get("status") in ("completed", "failed"):
             self._tool_update(update)
 
@@ -416,7 +485,9 @@ class AcpSpawn:
 
     def _close_open_calls(self, status: str, why: str) -> None:
         for call_id, name in list(self._open_calls.items()):
-            self._emit({"type": "tool_result", "call_id": call_id, "name": name, "status": status, "error": why})
+            self._emit(
+                {"type": "tool_result", "call_id": call_id, "name": name, "status": status, "error": why}
+            )
         self._open_calls.clear()
 
     def _wind_up(self, pipeline: Pipeline, ending: Ending) -> Iterator[p.AnyEvent]:
@@ -424,7 +495,9 @@ class AcpSpawn:
         with self._state:
             self._close_runs()
             cancelled = ending.code == ErrorCode.INTERRUPTED
-            self._close_open_calls("cancelled" if cancelled else "error", "the turn ended before this tool call finished")
+            self._close_open_calls(
+                "cancelled" if cancelled else "error", "the turn ended before this tool call finished"
+            )
         while True:
             try:
                 item = self._lines.get_nowait()
@@ -440,8 +513,10 @@ class AcpSpawn:
             return self._answer_permission(params)
 
     def _answer_permission(self, params: dict[str, Any]) -> dict[str, Any]:
-        tool = params.get("toolCall") if isinstance(params.get("toolCall"), dict) else {}
-        call_id = tool.get("toolCallId") if isinstance(tool.get("toolCallId"), str) else p.new_id("call")
+        found = params.get("toolCall")
+        tool: dict[str, Any] = found if isinstance(found, dict) else {}
+        given = tool.get("toolCallId")
+        call_id = given if isinstance(given, str) else p.new_id("call")
         self._close_runs()
         if call_id not in self._open_calls:
             self._tool_call({**tool, "toolCallId": call_id, "status": None})
@@ -474,7 +549,9 @@ class AcpSpawn:
         elif self._seq < 0:
             self._early.append(event)
             return
-        self._lines.put(p.JSON_ENCODER.encode({**event, "session_id": self._session_id, "seq": self._seq}) + b"\n")
+        self._lines.put(
+            p.JSON_ENCODER.encode({**event, "session_id": self._session_id, "seq": self._seq}) + b"\n"
+        )
         self._seq += 1
         if event["type"] == "start":
             held, self._early = self._early, []
@@ -530,4 +607,3 @@ def _version() -> str:
     from agentstream._version import __version__
 
     return __version__
-
