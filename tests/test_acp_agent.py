@@ -267,8 +267,7 @@ def claude_cli() -> str:
     return found
 
 
-@pytest.mark.parametrize("answer", ["allow", "reject"])
-def test_claude_can_use_tool_becomes_request_permission(tmp_path: Path, work: Path, answer: str) -> None:
+def test_claude_permission_allowed_and_the_session_continued(tmp_path: Path, work: Path) -> None:
     script = [
         anthropic_reply(tool_calls=[("toolu_01", "shell", {"command": "touch made.txt && echo made"})]),
         anthropic_reply("Finished."),
@@ -277,16 +276,34 @@ def test_claude_can_use_tool_becomes_request_permission(tmp_path: Path, work: Pa
     with FakeModelServer(script) as server:
         env = anthropic_env(tmp_path / "home", server, AGENTSTREAM_RETRY_BASE_MS="5")
         agent = agentstream("acp", "--cli", "claude", "--cli-path", claude_cli(), "--no-publish")
-        plan = {"cwd": str(work), "prompts": ["make it", "and then"], "permission": answer}
+        plan = {"cwd": str(work), "prompts": ["make it", "and then"], "permission": "allow"}
         got = acp_client(plan, agent, env, cwd=work)
-        bodies = [post.body for post in server.posts]
+        last_request = server.posts[-1].body
     (asked,) = of_kind(got, "permission")
     assert asked["params"]["toolCall"]["toolCallId"] == "toolu_01"
-    assert (work / "made.txt").exists() is (answer == "allow")
+    assert asked["params"]["toolCall"]["kind"] == "execute"
+    assert (work / "made.txt").exists()
     assert [s["stopReason"] for s in of_kind(got, "stop")] == ["end_turn", "end_turn"]
-    assert "Finished.Still here." in agent_text(got)
-    # the second prompt continued Claude's session: the model saw the first turn again
-    assert any(m.get("content") == "make it" or "make it" in json.dumps(m) for m in bodies[-1]["messages"])
+    assert agent_text(got) == "Finished.Still here."
+    # the second prompt resumed Claude's session: the model saw the first turn again
+    assert "make it" in json.dumps(last_request["messages"])
+
+
+def test_claude_permission_rejected_does_not_run(tmp_path: Path, work: Path) -> None:
+    script = [
+        anthropic_reply(tool_calls=[("toolu_02", "shell", {"command": "touch made.txt"})]),
+        anthropic_reply("I did not run it."),
+    ]
+    with FakeModelServer(script) as server:
+        env = anthropic_env(tmp_path / "home", server, AGENTSTREAM_RETRY_BASE_MS="5")
+        agent = agentstream("acp", "--cli", "claude", "--cli-path", claude_cli(), "--no-publish")
+        got = acp_client(
+            {"cwd": str(work), "prompts": ["make it"], "permission": "reject"}, agent, env, cwd=work
+        )
+    assert len(of_kind(got, "permission")) == 1
+    assert not (work / "made.txt").exists()
+    assert updates(got, "tool_call_update")[-1]["status"] == "failed"
+    assert of_kind(got, "stop")[0]["stopReason"] == "end_turn"
 
 
 def test_claude_cancel_uses_the_control_protocol(tmp_path: Path, work: Path) -> None:

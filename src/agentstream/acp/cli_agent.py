@@ -282,7 +282,7 @@ class CliAgent(AcpAgent):
 
 
 def _find(name: str, path: str | None) -> str:
-    binary = path or shutil.which(name)
+    binary = os.path.abspath(path) if path else shutil.which(name)  # absolute: each session runs in its cwd
     if not binary or not os.access(binary, os.X_OK):
         error = AgentstreamError(
             f"{path or name}: no such executable" if path else f"{name} is not on PATH",
