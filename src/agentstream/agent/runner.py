@@ -143,6 +143,9 @@ class AgentRunner:
     output: OutputChannel | None = None
     client_interrupted: bool = False
     """The last turn was stopped by the client (the session goes on), not by a signal."""
+    sink: IO[bytes] | None = None
+    """Where each turn's stream goes instead of stdout, for front ends that present the events
+    themselves (ACP); such streams do not own the process."""
 
     @classmethod
     def prepare(cls, options: ExecOptions) -> AgentRunner:
@@ -303,8 +306,8 @@ class AgentRunner:
             "exec",
             output_format=self.options.output_format,
             dialect=self.options.dialect,
-            out=cast("IO[bytes] | None", self.output),  # it has the write/flush a Stream uses of a file
-            owns_process=True,
+            out=self.sink or cast("IO[bytes] | None", self.output),  # it has the write/flush a Stream uses
+            owns_process=self.sink is None,
             session_id=self.record.session_id if own_id else None,
             parent_session_id=None if own_id else self.record.session_id,
             cwd=str(self.cwd),

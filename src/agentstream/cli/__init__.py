@@ -44,6 +44,7 @@ COMMANDS: dict[str, str] = {
     "convert": "Convert a stream from one dialect to another",
     "export": "Export a recorded stream or session log as OpenTelemetry traces",
     "wrap": "Run any agent CLI and re-emit its stream with every guarantee",
+    "acp": "Serve agentstream's agent, or any agent CLI, as an ACP agent on stdio",
     "dialects": "List the wire formats agentstream reads and writes",
     "schema": "Print the protocol's JSON Schema",
     "sessions": "List stored agent sessions",

@@ -37,6 +37,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "agentstream wrap -- gemini -p hi --output-format stream-json",
         "agentstream wrap --to claude -- codex exec --json 'list files'",
     ),
+    "acp": (
+        "agentstream acp --provider anthropic --model claude-sonnet-4-5",
+        "agentstream acp --cli claude --permission-mode acceptEdits",
+    ),
     "dialects": ("agentstream dialects", "agentstream dialects --json"),
     "schema": ("agentstream schema > protocol.schema.json",),
     "sessions": ("agentstream sessions", "agentstream sessions --json --limit 5"),

@@ -39,7 +39,22 @@ def configure(parser: argparse.ArgumentParser) -> None:
         dest="from_dialect",
         metavar="DIALECT",
         default="auto",
-        help="the child's wire format (default: detect it from its first lines)",
+        help="the child's wire format (default: detect it from its first lines); acp: drive an ACP agent",
+    )
+    acp = parser.add_argument_group("--from acp (see docs/acp.md)")
+    acp.add_argument("-p", "--prompt", metavar="PROMPT", help="the one prompt to send the ACP agent")
+    acp.add_argument(
+        "--permission-mode",
+        default="default",
+        metavar="MODE",
+        help="full (or bypassPermissions) allows the agent's permission requests; any other mode rejects them",
+    )
+    acp.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="stop an ACP agent that sends nothing this long while it owes an answer (default 600)",
     )
     parser.add_argument(
         "--stderr-as-logs",
@@ -72,7 +87,15 @@ def run(args: argparse.Namespace) -> int:
     from agentstream.stream import Stream
 
     argv = _command(args.argv)
-    check_dialect(args.from_dialect)
+    acp = args.from_dialect == "acp"
+    if not acp:
+        check_dialect(args.from_dialect)
+    elif not args.prompt:
+        from agentstream.errors import UsageError
+
+        raise UsageError(
+            "--from acp needs a prompt to send", fix="agentstream wrap --from acp -p PROMPT -- CMD ARGS"
+        )
     check_dialect(args.dialect)
     stream = Stream(shlex.join(argv), output_format=args.output_format, dialect=args.dialect)
     otel = attach_otel(stream)
@@ -89,11 +112,20 @@ def run(args: argparse.Namespace) -> int:
                 new_process_group=True,
                 stdin=None,  # the child reads the wrap's stdin, as it would without the wrap
                 env=traceparent_env(otel),  # a child that traces joins the wrap's trace
+                **(_acp_options(args) if acp else {}),
             )
             _Relay(stream, child).run()
     finally:
         close_publisher()
     return stream.result.exit_code if stream.result is not None else 1
+
+
+def _acp_options(args: argparse.Namespace) -> dict[str, object]:
+    return {
+        "prompt": args.prompt,
+        "permission_mode": args.permission_mode,
+        "idle_timeout_s": args.idle_timeout,
+    }
 
 
 def _command(argv: list[str]) -> list[str]:

@@ -378,7 +378,14 @@ def spawn(argv: Sequence[str], dialect: str = "auto", **options: Any) -> Spawn:
     """Run ``argv`` and iterate its stdout as canonical events; see :class:`Spawn` for the options.
 
     ``with spawn(["gemini", "-p", "hi", "-o", "stream-json"]) as child: for event in child: ...``
+
+    ``dialect="acp"`` drives an ACP agent through one prompt (``prompt=`` is required);
+    see :class:`agentstream.consumer.acp_client.AcpSpawn`.
     """
+    if dialect == "acp":
+        from agentstream.consumer.acp_client import AcpSpawn
+
+        return AcpSpawn(argv, **options)  # type: ignore[return-value]  # the same surface as Spawn
     return Spawn(argv, dialect, **options)
 
 

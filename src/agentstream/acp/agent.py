@@ -1,0 +1,260 @@
+"""What every agentstream ACP agent answers: ``initialize``, ``session/*`` and ``session/cancel``.
+
+The engines differ (agentstream's own agent loop, or an agent CLI run headless
+per prompt); :class:`AcpAgent` holds what they share: the sessions by id, the
+prompt text, one prompt at a time per session, the ``stopReason`` or the
+JSON-RPC error a turn's ``result`` becomes, and the ``session/request_permission``
+round trip.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import IO, Any, Final
+
+from agentstream import protocol as p
+from agentstream.acp.mapping import PROTOCOL_VERSION, UpdateMapper, stop_reason
+from agentstream.acp.server import INTERNAL_ERROR, INVALID_PARAMS, PeerClosed, RpcError, RpcPeer, require
+from agentstream.errors import AgentstreamError, ErrorCode
+
+__all__ = ["AcpAgent", "AcpSession", "NullSink", "PermissionAnswer", "prompt_text"]
+
+RESOURCE_NOT_FOUND: Final = -32002
+"""ACP's error code for an unknown session."""
+
+PERMISSION_OPTIONS: Final = [
+    {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+    {"optionId": "allow_always", "name": "Always allow this tool", "kind": "allow_always"},
+    {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+]
+
+
+class NullSink:
+    """Where a turn's Stream writes when ACP, not stdout, presents its events."""
+
+    closed = False
+
+    def write(self, data: bytes | bytearray) -> int:
+        return len(data)
+
+    def flush(self) -> None:
+        """Nothing is kept."""
+
+
+class PermissionAnswer:
+    """What the client chose: ``allow`` (``always`` too, for the rest of the session), reject, or cancelled."""
+
+    def __init__(
+        self, allow: bool, *, always: bool = False, cancelled: bool = False, reason: str = ""
+    ) -> None:
+        self.allow, self.always, self.cancelled, self.reason = allow, always, cancelled, reason
+
+
+class AcpSession(ABC):
+    """One ACP session: runs prompts, one at a time, and stops the running one on cancel."""
+
+    def __init__(self, agent: AcpAgent, session_id: str, cwd: str) -> None:
+        self.agent = agent
+        self.session_id = session_id
+        self.cwd = cwd
+        self.mapper = UpdateMapper(cwd)
+        self.cancelled = threading.Event()
+        self.busy = threading.Lock()
+
+    @abstractmethod
+    def run_prompt(self, text: str) -> p.Result:
+        """Run one turn, presenting its events through :meth:`present`; its result."""
+
+    @abstractmethod
+    def cancel(self) -> None:
+        """Stop the running turn (called from the reader thread)."""
+
+    def present(self, event: p.AnyEvent) -> None:
+        for update in self.mapper.updates(event):
+            self.agent.update(self.session_id, update)
+
+    def ask_permission(self, call_id: str, title: str | None = None) -> PermissionAnswer:
+        """``session/request_permission`` about an announced tool call; a cancel stops the wait."""
+        tool_call = self.mapper.tool_call_fields(call_id)
+        if title:
+            tool_call.setdefault("title", title)
+        params = {"sessionId": self.session_id, "toolCall": tool_call, "options": PERMISSION_OPTIONS}
+        try:
+            answer = self.agent.peer.request("session/request_permission", params, cancel=self.cancelled)
+        except PeerClosed:
+            if self.cancelled.is_set():
+                return PermissionAnswer(False, cancelled=True, reason="the turn was cancelled")
+            return PermissionAnswer(False, reason="the client went away before answering")
+        except RpcError as exc:
+            return PermissionAnswer(False, reason=f"the client could not be asked: {exc.message}")
+        outcome = answer.get("outcome") if isinstance(answer, dict) else None
+        if not isinstance(outcome, dict) or outcome.get("outcome") == "cancelled":
+            return PermissionAnswer(False, cancelled=True, reason="the client cancelled the request")
+        option = outcome.get("optionId")
+        if option in ("allow", "allow_always"):
+            return PermissionAnswer(True, always=option == "allow_always")
+        return PermissionAnswer(False, reason="the user rejected it")
+
+
+class AcpAgent(ABC):
+    """The ACP methods; subclasses make the sessions."""
+
+    name = "agentstream"
+
+    def __init__(self) -> None:
+        self.sessions: dict[str, AcpSession] = {}
+        self.peer: RpcPeer
+
+    def serve(self, source: IO[bytes], sink: Any) -> int:
+        """Answer the client on ``source``/``sink`` until it closes the connection; 0."""
+        self.peer = RpcPeer(
+            source,
+            sink,
+            requests={
+                "initialize": self.initialize,
+                "authenticate": lambda params: {},
+                "session/new": self.new_session,
+                "session/load": self.load_session,
+                "session/prompt": self.prompt,
+            },
+            notifications={"session/cancel": self.cancel},
+            on_bad_line=_warn_bad_line,
+        )
+        self.peer.serve()
+        for session in self.sessions.values():
+            session.cancel()
+        self.peer.join_workers(timeout=10.0)
+        return 0
+
+    def update(self, session_id: str, update: dict[str, Any]) -> None:
+        self.peer.notify("session/update", {"sessionId": session_id, "update": update})
+
+    # -- methods -------------------------------------------------------------------
+
+    def initialize(self, params: dict[str, Any]) -> dict[str, Any]:
+        from agentstream._version import __version__
+
+        return {
+            "protocolVersion": PROTOCOL_VERSION,
+            "agentCapabilities": {
+                "loadSession": self.can_load,
+                "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+                "mcpCapabilities": {"http": False, "sse": False},
+            },
+            "authMethods": [],
+            "agentInfo": {"name": self.name, "title": self.title, "version": __version__},
+        }
+
+    def new_session(self, params: dict[str, Any]) -> dict[str, Any]:
+        cwd = require(params, "cwd", str)
+        session = self._guarded(lambda: self.make_session(cwd, None))
+        self.sessions[session.session_id] = session
+        return {"sessionId": session.session_id}
+
+    def load_session(self, params: dict[str, Any]) -> dict[str, Any]:
+        cwd = require(params, "cwd", str)
+        session_id = require(params, "sessionId", str)
+        if not self.can_load:
+            raise RpcError(INVALID_PARAMS, "this agent cannot load sessions (loadSession is false)")
+        session = self._guarded(lambda: self.make_session(cwd, session_id))
+        for update in self.history(session):
+            self.update(session.session_id, update)
+        self.sessions[session.session_id] = session
+        return {}
+
+    def prompt(self, params: dict[str, Any]) -> dict[str, Any]:
+        session = self._session(params)
+        text = prompt_text(require(params, "prompt", list))
+        if not session.busy.acquire(blocking=False):
+            raise RpcError(INVALID_PARAMS, "a prompt is already running in this session; cancel it first")
+        try:
+            session.cancelled.clear()
+            result = session.run_prompt(text)
+        finally:
+            session.busy.release()
+        reason = stop_reason(result)
+        if session.cancelled.is_set() and not result.ok:
+            reason = "cancelled"
+        if reason is None:
+            info = result.error if isinstance(result.error, p.ErrorInfo) else None
+            data: dict[str, Any] = {
+                "code": info.code if info else ErrorCode.UNKNOWN,
+                "exit_code": result.exit_code,
+            }
+            if info is not None and isinstance(info.fix, str):
+                data["fix"] = info.fix
+            raise RpcError(
+                INTERNAL_ERROR, info.message if info else f"the turn failed ({result.subtype})", data
+            )
+        return {"stopReason": reason}
+
+    def cancel(self, params: dict[str, Any]) -> None:
+        session = self.sessions.get(params.get("sessionId", ""))
+        if session is not None:
+            session.cancelled.set()
+            session.cancel()
+
+    # -- what subclasses provide ----------------------------------------------------
+
+    title = "agentstream"
+    can_load = True
+
+    @abstractmethod
+    def make_session(self, cwd: str, session_id: str | None) -> AcpSession:
+        """A new session, or the stored one with this id (raise AgentstreamError when there is none)."""
+
+    def close(self) -> None:  # noqa: B027  (most agents hold nothing to release)
+        """Release what the sessions hold (model clients); the connection has ended."""
+
+    def history(self, session: AcpSession) -> list[dict[str, Any]]:
+        """The updates that replay a loaded session's conversation."""
+        return []
+
+    # -- helpers ---------------------------------------------------------------------
+
+    def _session(self, params: dict[str, Any]) -> AcpSession:
+        session_id = require(params, "sessionId", str)
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise RpcError(
+                RESOURCE_NOT_FOUND, f"no session {session_id!r} on this connection", {"sessionId": session_id}
+            )
+        return session
+
+    @staticmethod
+    def _guarded(make: Callable[[], AcpSession]) -> AcpSession:
+        try:
+            return make()
+        except AgentstreamError as exc:
+            code = RESOURCE_NOT_FOUND if exc.code == ErrorCode.SESSION_NOT_FOUND else INVALID_PARAMS
+            data = {"code": exc.code, **({"fix": exc.fix} if exc.fix else {})}
+            raise RpcError(code, exc.message, data) from None
+
+
+def prompt_text(blocks: list[Any]) -> str:
+    """The prompt's text: text blocks as they are, resource links as their URI, embedded text resources inline."""
+    parts = []
+    for block in blocks:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text" and isinstance(block.get("text"), str):
+            parts.append(block["text"])
+        elif kind == "resource_link" and isinstance(block.get("uri"), str):
+            parts.append(f"@{block['uri']}")
+        elif kind == "resource" and isinstance(block.get("resource"), dict):
+            resource = block["resource"]
+            if isinstance(resource.get("text"), str):
+                parts.append(f"Context from {resource.get('uri', 'the editor')}:\n{resource['text']}")
+    text = "\n\n".join(parts)
+    if not text.strip():
+        raise RpcError(INVALID_PARAMS, "the prompt has no text (send text, resource_link or resource blocks)")
+    return text
+
+
+def _warn_bad_line(line: bytes, reason: str) -> None:
+    sys.stderr.write(f"agentstream acp: ignored a line from the client: {reason}\n")
+    sys.stderr.flush()

@@ -1,0 +1,299 @@
+"""Any agent CLI as an ACP agent: each prompt runs the CLI headless and its stream becomes ``session/update``.
+
+The CLI's stream is read by agentstream's consumer (:func:`agentstream.consumer.spawn`
+with the CLI's dialect), re-emitted into a Stream of our own (so the turn is
+published to the bus like any run) and presented through the shared mapping.
+The CLI's own session id comes from its first (non-made-up) ``start`` event and
+is passed back with its resume flag on the next prompt.
+
+Claude Code is driven over its stream-json input: the prompt is a ``user`` line
+on stdin, ``session/cancel`` is a ``control_request`` interrupt, and its
+``can_use_tool`` requests (``--permission-prompt-tool stdio``) become
+``session/request_permission``. The others are stopped with SIGINT, then
+SIGTERM and SIGKILL after a grace period.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from agentstream import protocol as p
+from agentstream.acp.agent import AcpAgent, AcpSession, NullSink
+from agentstream.errors import AgentstreamError, ErrorCode, ExitCode
+
+if TYPE_CHECKING:
+    from agentstream.consumer import Spawn
+    from agentstream.stream import Stream
+
+__all__ = ["CLI_NAMES", "CliAgent", "CliSpec"]
+
+
+@dataclass(frozen=True)
+class CliSpec:
+    """How to run one CLI headless for one prompt."""
+
+    dialect: str
+    argv: Callable[[str, str | None], list[str]]
+    """(prompt, the CLI's session id to resume or None) → the arguments after the binary."""
+    control: bool = False
+    """Claude Code's control protocol on stdin (prompt, interrupt, permission answers)."""
+
+
+_CLAUDE_MODES: Final = {"full": "bypassPermissions", "workspace-write": "acceptEdits", "read-only": "default"}
+
+
+def _claude(prompt: str, resume: str | None) -> list[str]:
+    base = ["--output-format", "stream-json", "--verbose", "--input-format", "stream-json"]
+    base += ["--permission-prompt-tool", "stdio"]
+    return [*base, *(["--resume", resume] if resume else [])]
+
+
+def _gemini(prompt: str, resume: str | None) -> list[str]:
+    return [*(["--resume", resume] if resume else []), "-p", prompt, "--output-format", "stream-json"]
+
+
+def _codex(prompt: str, resume: str | None) -> list[str]:
+    return ["exec", "--json", *(["resume", resume] if resume else []), prompt]
+
+
+def _cursor(prompt: str, resume: str | None) -> list[str]:
+    return ["-p", prompt, "--output-format", "stream-json", *(["--resume", resume] if resume else [])]
+
+
+CLIS: Final[dict[str, CliSpec]] = {
+    "claude": CliSpec("claude", _claude, control=True),
+    "gemini": CliSpec("gemini", _gemini),
+    "codex": CliSpec("codex", _codex),
+    "cursor-agent": CliSpec("cursor", _cursor),
+}
+CLI_NAMES: Final = tuple(CLIS)
+
+
+class CliSession(AcpSession):
+    """One ACP session: a run of the CLI per prompt, each continuing the CLI's own session."""
+
+    agent: CliAgent
+
+    def __init__(self, agent: CliAgent, session_id: str, cwd: str) -> None:
+        super().__init__(agent, session_id, cwd)
+        self.cli_session: str | None = None
+        self.child: Spawn | None = None
+        self._stdin_lock = threading.Lock()
+
+    def run_prompt(self, text: str) -> p.Result:
+        from agentstream.bus.publish import attach_publisher
+        from agentstream.stream import Stream
+
+        agent = self.agent
+        stream = Stream(f"acp --cli {agent.name}", out=NullSink(), owns_process=False, cwd=self.cwd)  # type: ignore[arg-type]
+        stream.observe(self.present)
+        close_publisher = attach_publisher(stream, agent.bus, enabled=agent.publish)
+        try:
+            with stream:
+                self._relay(stream, text)
+        finally:
+            close_publisher()
+            self.child = None
+        assert stream.result is not None, "the Stream always ends with a result"
+        return stream.result
+
+    def _relay(self, stream: Stream, text: str) -> None:
+        from agentstream.consumer import spawn
+
+        spec, agent = agent_spec(self.agent.name), self.agent
+        argv = [agent.binary, *spec.argv(text, self.cli_session), *agent.permission_args(), *agent.extra]
+        child = spawn(
+            argv,
+            spec.dialect,
+            cwd=self.cwd,
+            new_process_group=True,
+            stdin=subprocess.PIPE if spec.control else subprocess.DEVNULL,
+            on_stderr=_echo,
+        )
+        self.child = child
+        held: p.Error | None = None
+        final: p.Result | None = None
+        with child:
+            if spec.control:
+                self._write({"type": "user", "message": {"role": "user", "content": text}})
+            if self.cancelled.is_set():
+                self.cancel()
+            for event in child:
+                if isinstance(event, p.Result):
+                    final = event
+                    self._close_stdin()
+                    continue
+                if held is not None:
+                    stream.emit(held)
+                    held = None
+                if isinstance(event, p.Error) and not event.recoverable:
+                    held = event
+                elif isinstance(event, p.Start):
+                    if event.synthetic is not True and event.session_id:
+                        self.cli_session = event.session_id
+                        stream.status("child_session", event.session_id)
+                elif isinstance(event, p.UnknownEvent):
+                    self._unknown(event)
+                else:
+                    stream.emit(event)
+        _finish(stream, final, held, cancelled=self.cancelled.is_set())
+
+    def _unknown(self, event: p.UnknownEvent) -> None:
+        """Claude Code's control lines: answer ``can_use_tool``; acknowledgements need nothing."""
+        request = event.raw.get("request")
+        if event.type != "control_request" or not isinstance(request, dict):
+            return
+        request_id = event.raw.get("request_id")
+        if request.get("subtype") != "can_use_tool" or not isinstance(request_id, str):
+            return
+        call_id = request.get("tool_use_id")
+        tool_name, tool_input = request.get("tool_name"), request.get("input")
+        name = tool_name if isinstance(tool_name, str) else "tool"
+        arguments: dict[str, Any] = tool_input if isinstance(tool_input, dict) else {}
+        if not isinstance(call_id, str) or not call_id:
+            call_id = request_id
+        if not self.mapper.knows(call_id):  # not announced yet: announce it so the client can show it
+            self.present(p.ToolCall(call_id=call_id, name=name, arguments=arguments))
+        answer = self.ask_permission(call_id)
+        if answer.allow:
+            response: dict[str, Any] = {"behavior": "allow", "updatedInput": arguments}
+        else:
+            response = {"behavior": "deny", "message": answer.reason or "the user rejected it"}
+            if answer.cancelled:
+                response["interrupt"] = True
+        self._write(
+            {
+                "type": "control_response",
+                "response": {"subtype": "success", "request_id": request_id, "response": response},
+            }
+        )
+
+    def cancel(self) -> None:
+        child = self.child
+        if child is None:
+            return
+        if agent_spec(self.agent.name).control:
+            self._write(
+                {
+                    "type": "control_request",
+                    "request_id": p.new_id("int"),
+                    "request": {"subtype": "interrupt"},
+                }
+            )
+        else:
+            child.cancel(signal.SIGINT)
+
+    def _write(self, message: dict[str, Any]) -> None:
+        child = self.child
+        stdin = child.proc.stdin if child is not None and child.proc is not None else None
+        if stdin is None:
+            return
+        with self._stdin_lock:
+            try:
+                stdin.write(p.JSON_ENCODER.encode(message) + b"\n")
+                stdin.flush()
+            except (BrokenPipeError, ValueError, OSError):
+                pass  # the CLI is gone; its stream says how it ended
+
+    def _close_stdin(self) -> None:
+        child = self.child
+        if child is not None and child.proc is not None and child.proc.stdin is not None:
+            with self._stdin_lock:
+                try:
+                    child.proc.stdin.close()
+                except OSError:
+                    pass
+
+
+def _finish(stream: Stream, final: p.Result | None, held: p.Error | None, *, cancelled: bool) -> None:
+    """End our stream the way the CLI's ended (the consumer always gives one result)."""
+    if cancelled and (final is None or not final.ok):
+        stream.fail(
+            ErrorCode.INTERRUPTED, "cancelled by the client", exit_code=ExitCode.SIGINT, subtype="interrupted"
+        )
+        return
+    assert final is not None, "spawn() always ends with a result"
+    if held is not None:
+        stream.emit(held)
+    stream.finish(
+        ok=final.ok,
+        exit_code=0 if final.ok else (final.exit_code or ExitCode.ERROR),
+        subtype=final.subtype,
+        result=final.result if isinstance(final.result, str) else None,
+        error=final.error if isinstance(final.error, p.ErrorInfo) else None,
+    )
+
+
+def agent_spec(name: str) -> CliSpec:
+    return CLIS[name]
+
+
+class CliAgent(AcpAgent):
+    """``agentstream acp --cli NAME``."""
+
+    can_load = False
+
+    def __init__(
+        self,
+        name: str,
+        path: str | None,
+        extra: Sequence[str],
+        *,
+        permission_mode: str,
+        bus: str | None,
+        publish: bool,
+    ) -> None:
+        super().__init__()
+        if name not in CLIS:
+            raise AgentstreamError(
+                f"agentstream cannot run {name!r} as an ACP agent",
+                code=ErrorCode.INVALID_INPUT,
+                fix=f"use one of: {', '.join(CLI_NAMES)}",
+            )
+        self.name = name
+        self.title = f"{name} (through agentstream)"
+        self.binary = _find(name, path)
+        self.extra = list(extra)
+        self.permission_mode = permission_mode
+        self.bus, self.publish = bus, publish
+
+    def permission_args(self) -> list[str]:
+        """Claude Code gets the mode (its own names); the others keep their own defaults or ``-- ARGS``."""
+        if self.name != "claude":
+            return []
+        return ["--permission-mode", _CLAUDE_MODES.get(self.permission_mode, self.permission_mode)]
+
+    def make_session(self, cwd: str, session_id: str | None) -> AcpSession:
+        if not os.path.isdir(cwd):
+            raise AgentstreamError(
+                f"cwd {cwd} is not a directory",
+                code=ErrorCode.INVALID_INPUT,
+                fix="pass an existing directory",
+            )
+        return CliSession(self, p.new_id("ses"), cwd)
+
+
+def _find(name: str, path: str | None) -> str:
+    binary = os.path.abspath(path) if path else shutil.which(name)  # absolute: each session runs in its cwd
+    if not binary or not os.access(binary, os.X_OK):
+        error = AgentstreamError(
+            f"{path or name}: no such executable" if path else f"{name} is not on PATH",
+            code=ErrorCode.CLI_NOT_FOUND,
+            fix=f"install {name}, or point --cli-path at its binary",
+        )
+        error.exit_code = ExitCode.NOT_FOUND  # the shell's code for a command that is not there
+        raise error
+    return binary
+
+
+def _echo(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()

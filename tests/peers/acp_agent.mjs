@@ -1,0 +1,120 @@
+// A scripted ACP agent built with the official TypeScript SDK, for testing `wrap --from acp`.
+//
+// usage: node acp_agent.mjs MODE
+//   text        two message chunks, a thought, a plan, a tool call that completes, end_turn
+//   permission  a tool call, session/request_permission, then completed (allowed) or failed (rejected)
+//   cancel      a chunk, then waits for session/cancel and answers stopReason "cancelled"
+//   max_turns   a chunk, then stopReason "max_turn_requests"
+//   error       the prompt fails with a JSON-RPC error whose data.code is RATE_LIMITED
+//   crash       a chunk and an open tool call, then exits with status 3
+//   hang        a chunk, then never answers
+//   garbage     a non-JSON line and a response with an unknown stopReason
+import { Readable, Writable } from "node:stream";
+import * as acp from "@agentclientprotocol/sdk";
+
+const mode = process.argv[2] ?? "text";
+const SESSION = "fake-acp-session-1";
+let cancelled = null;
+
+const app = acp
+  .agent({ name: "agentstream-test-agent" })
+  .onRequest(acp.methods.agent.initialize, async () => ({
+    protocolVersion: acp.PROTOCOL_VERSION,
+    agentCapabilities: { loadSession: false },
+    authMethods: [],
+  }))
+  .onRequest(acp.methods.agent.session.new, async () => ({ sessionId: SESSION }))
+  .onNotification(acp.methods.agent.session.cancel, async () => {
+    if (cancelled) cancelled();
+  })
+  .onRequest(acp.methods.agent.session.prompt, async ({ params, client }) => {
+    const update = (u) => client.notify(acp.methods.client.session.update, { sessionId: params.sessionId, update: u });
+    const say = (text) => update({ sessionUpdate: "agent_message_chunk", content: { type: "text", text } });
+    const prompt = params.prompt.map((b) => b.text).join(" ");
+    if (mode === "text") {
+      await update({ sessionUpdate: "agent_thought_chunk", content: { type: "text", text: "thinking about it" } });
+      await say("You said: ");
+      await say(prompt);
+      await update({
+        sessionUpdate: "plan",
+        entries: [
+          { content: "read the file", priority: "high", status: "completed" },
+          { content: "answer", priority: "medium", status: "pending" },
+        ],
+      });
+      await update({
+        sessionUpdate: "tool_call",
+        toolCallId: "tc-1",
+        title: "Read notes.txt",
+        kind: "read",
+        status: "pending",
+        rawInput: { path: "notes.txt" },
+      });
+      await update({
+        sessionUpdate: "tool_call_update",
+        toolCallId: "tc-1",
+        status: "completed",
+        content: [{ type: "content", content: { type: "text", text: "the notes" } }],
+      });
+      await say("All done.");
+      return { stopReason: "end_turn" };
+    }
+    if (mode === "permission") {
+      await update({
+        sessionUpdate: "tool_call",
+        toolCallId: "tc-2",
+        title: "rm -rf build",
+        kind: "execute",
+        status: "pending",
+        rawInput: { command: "rm -rf build" },
+      });
+      const answer = await client.request(acp.methods.client.session.requestPermission, {
+        sessionId: params.sessionId,
+        toolCall: { toolCallId: "tc-2" },
+        options: [
+          { optionId: "yes", name: "Allow", kind: "allow_once" },
+          { optionId: "no", name: "Reject", kind: "reject_once" },
+        ],
+      });
+      const allowed = answer.outcome.outcome === "selected" && answer.outcome.optionId === "yes";
+      await update({
+        sessionUpdate: "tool_call_update",
+        toolCallId: "tc-2",
+        status: allowed ? "completed" : "failed",
+        content: [{ type: "content", content: { type: "text", text: allowed ? "removed" : "rejected by the user" } }],
+      });
+      await say(allowed ? "Removed it." : "I did not remove it.");
+      return { stopReason: "end_turn" };
+    }
+    if (mode === "cancel") {
+      await say("working");
+      await new Promise((resolve) => (cancelled = resolve));
+      return { stopReason: "cancelled" };
+    }
+    if (mode === "max_turns") {
+      await say("going round");
+      return { stopReason: "max_turn_requests" };
+    }
+    if (mode === "error") {
+      throw new acp.RequestError(-32603, "the model is rate limited", { code: "RATE_LIMITED" });
+    }
+    if (mode === "crash") {
+      await say("about to crash");
+      await update({ sessionUpdate: "tool_call", toolCallId: "tc-3", title: "build", kind: "execute", status: "in_progress" });
+      setTimeout(() => process.exit(3), 50);
+      return new Promise(() => {});
+    }
+    if (mode === "hang") {
+      await say("thinking forever");
+      return new Promise(() => {});
+    }
+    if (mode === "garbage") {
+      process.stdout.write("this is not json\n");
+      return { stopReason: "because" };
+    }
+    throw new Error(`unknown mode ${mode}`);
+  });
+
+const connection = app.connect(acp.ndJsonStream(Writable.toWeb(process.stdout), Readable.toWeb(process.stdin)));
+await connection.closed;
+process.exit(0);

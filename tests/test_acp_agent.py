@@ -1,0 +1,323 @@
+"""``agentstream acp`` driven by the official ACP TypeScript SDK's client (tests/peers/acp_client.mjs).
+
+The model side is a replay cassette (or, for Claude, the loopback fake
+Anthropic server behind the real ``agentstream-claude``); the tools run for real.
+"""
+
+from __future__ import annotations
+
+import json
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from _acp_support import (
+    FAKE_CLI,
+    acp_client,
+    agent_text,
+    agentstream,
+    of_kind,
+    text,
+    tool,
+    updates,
+    write_cassette,
+)
+from _agent_fakes import FakeModelServer, anthropic_env, anthropic_reply, exec_env
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    path = tmp_path / "work"
+    path.mkdir()
+    return path.resolve()
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    return exec_env(tmp_path / "home", AGENTSTREAM_BUS=f"sqlite:///{tmp_path / 'bus.sqlite3'}")
+
+
+def own_agent(cassette: Path, *more: str) -> list[str]:
+    return agentstream("acp", "--cassette", str(cassette), *more)
+
+
+def test_text_turn_and_honest_capabilities(tmp_path: Path, work: Path, env: dict[str, str]) -> None:
+    cassette = write_cassette(tmp_path / "c.ndjson", [[text("Hello "), text("from agentstream.")]])
+    got = acp_client({"cwd": str(work), "prompts": ["hi"]}, own_agent(cassette), env, cwd=work)
+    init = of_kind(got, "initialize")[0]["result"]
+    assert init["protocolVersion"] == 1
+    assert init["agentCapabilities"]["loadSession"] is True
+    assert init["agentCapabilities"]["promptCapabilities"] == {
+        "image": False,
+        "audio": False,
+        "embeddedContext": True,
+    }
+    assert agent_text(got) == "Hello from agentstream."
+    assert of_kind(got, "stop") == [{"kind": "stop", "stopReason": "end_turn"}]
+    assert of_kind(got, "permission") == []
+
+
+def test_an_allowed_shell_call_runs_and_reports(tmp_path: Path, work: Path, env: dict[str, str]) -> None:
+    calls = [
+        [text("Running it."), tool("call_1", "shell", command="echo ran > ran.txt && echo done")],
+        [text("It ran.")],
+    ]
+    cassette = write_cassette(tmp_path / "c.ndjson", calls)
+    got = acp_client(
+        {"cwd": str(work), "prompts": ["run"], "permission": "allow"}, own_agent(cassette), env, cwd=work
+    )
+    (asked,) = of_kind(got, "permission")
+    assert asked["params"]["toolCall"]["toolCallId"] == "call_1"
+    assert {o["kind"] for o in asked["params"]["options"]} == {"allow_once", "allow_always", "reject_once"}
+    (announced,) = updates(got, "tool_call")
+    assert announced["kind"] == "execute" and announced["status"] == "pending"
+    assert announced["rawInput"] == {"command": "echo ran > ran.txt && echo done"}
+    final = updates(got, "tool_call_update")[-1]
+    assert final["status"] == "completed" and final["content"][0]["content"]["text"] == "done\n"
+    assert (work / "ran.txt").read_text() == "ran\n"
+    order = [item["kind"] if item["kind"] != "update" else item["update"]["sessionUpdate"] for item in got]
+    assert order.index("tool_call") < order.index("permission") < order.index("tool_call_update")
+    assert of_kind(got, "stop")[0]["stopReason"] == "end_turn"
+
+
+def test_a_rejected_edit_does_not_run_and_shows_its_diff(
+    tmp_path: Path, work: Path, env: dict[str, str]
+) -> None:
+    (work / "app.py").write_text("x = 1\n")
+    calls = [
+        [tool("call_e", "edit_file", path="app.py", old_string="x = 1", new_string="x = 2")],
+        [text("Left it.")],
+    ]
+    cassette = write_cassette(tmp_path / "c.ndjson", calls)
+    got = acp_client(
+        {"cwd": str(work), "prompts": ["edit"], "permission": "reject"}, own_agent(cassette), env, cwd=work
+    )
+    (announced,) = updates(got, "tool_call")
+    diff = {"type": "diff", "path": str(work / "app.py"), "oldText": "x = 1", "newText": "x = 2"}
+    assert announced["kind"] == "edit" and announced["content"] == [diff]
+    assert announced["locations"] == [{"path": str(work / "app.py")}]
+    final = updates(got, "tool_call_update")[-1]
+    assert final["status"] == "failed" and "permission denied" in final["content"][-1]["content"]["text"]
+    assert (work / "app.py").read_text() == "x = 1\n"
+    assert agent_text(got) == "Left it."
+
+
+def test_full_mode_asks_nothing(tmp_path: Path, work: Path, env: dict[str, str]) -> None:
+    calls = [[tool("call_w", "write_file", path="new.txt", content="hello\n")], [text("Written.")]]
+    cassette = write_cassette(tmp_path / "c.ndjson", calls)
+    got = acp_client(
+        {"cwd": str(work), "prompts": ["write"]},
+        own_agent(cassette, "--permission-mode", "full"),
+        env,
+        cwd=work,
+    )
+    assert of_kind(got, "permission") == []
+    assert (work / "new.txt").read_text() == "hello\n"
+    assert updates(got, "tool_call")[0]["content"] == [
+        {"type": "diff", "path": str(work / "new.txt"), "oldText": None, "newText": "hello\n"}
+    ]
+
+
+def test_cancel_mid_tool_ends_the_turn_cancelled(tmp_path: Path, work: Path, env: dict[str, str]) -> None:
+    calls = [
+        [tool("call_s", "shell", command="echo started; sleep 30; echo never > never.txt")],
+        [text("unused")],
+    ]
+    cassette = write_cassette(tmp_path / "c.ndjson", calls)
+    plan = {"cwd": str(work), "prompts": ["wait"], "cancelOn": "tool_call"}
+    got = acp_client(plan, own_agent(cassette, "--permission-mode", "full"), env, cwd=work, timeout=20)
+    assert of_kind(got, "cancel_sent")
+    assert of_kind(got, "stop") == [{"kind": "stop", "stopReason": "cancelled"}]
+    assert updates(got, "tool_call_update")[-1]["status"] == "failed"
+    assert not (work / "never.txt").exists()
+
+
+def test_cancel_while_asking_permission(tmp_path: Path, work: Path, env: dict[str, str]) -> None:
+    calls = [[tool("call_p", "shell", command="touch nope.txt")], [text("unused")]]
+    cassette = write_cassette(tmp_path / "c.ndjson", calls)
+    plan = {"cwd": str(work), "prompts": ["go"], "cancelOn": "permission"}
+    got = acp_client(plan, own_agent(cassette), env, cwd=work)
+    assert of_kind(got, "stop") == [{"kind": "stop", "stopReason": "cancelled"}]
+    assert not (work / "nope.txt").exists()
+
+
+def test_two_prompts_then_load_replays_the_session(tmp_path: Path, work: Path, env: dict[str, str]) -> None:
+    calls = [
+        [text("First answer.")],
+        [tool("call_r", "read_file", path="notes.txt")],
+        [text("Second answer.")],
+    ]
+    cassette = write_cassette(tmp_path / "c.ndjson", calls)
+    (work / "notes.txt").write_text("remember me\n")
+    got = acp_client({"cwd": str(work), "prompts": ["one", "two"]}, own_agent(cassette), env, cwd=work)
+    assert [s["stopReason"] for s in of_kind(got, "stop")] == ["end_turn", "end_turn"]
+    assert agent_text(got) == "First answer.Second answer."
+    assert of_kind(got, "permission") == []  # reads run by themselves
+    session_id = of_kind(got, "session")[0]["sessionId"]
+
+    later = write_cassette(tmp_path / "later.ndjson", [[text("Third answer.")]])
+    plan = {"cwd": str(work), "load": session_id, "prompts": ["three"]}
+    loaded = acp_client(plan, own_agent(later), env, cwd=work)
+    replay = [
+        item for item in loaded[: loaded.index(of_kind(loaded, "loaded")[0])] if item["kind"] == "update"
+    ]
+    kinds = [item["update"]["sessionUpdate"] for item in replay]
+    assert kinds == [
+        "user_message_chunk",
+        "agent_message_chunk",
+        "user_message_chunk",
+        "tool_call",
+        "tool_call_update",
+        "agent_message_chunk",
+    ]
+    assert replay[0]["update"]["content"]["text"] == "one"
+    assert (
+        replay[4]["update"]["status"] == "completed"
+        and "remember me" in replay[4]["update"]["content"][0]["content"]["text"]
+    )
+    assert all(item["sessionId"] == session_id for item in replay)
+    assert of_kind(loaded, "stop")[0]["stopReason"] == "end_turn"
+
+
+def test_load_of_an_unknown_session_is_a_clear_error(tmp_path: Path, work: Path, env: dict[str, str]) -> None:
+    cassette = write_cassette(tmp_path / "c.ndjson", [[text("x")]])
+    got = acp_client({"cwd": str(work), "load": "ses_missing0000"}, own_agent(cassette), env, cwd=work)
+    (failure,) = of_kind(got, "connection_error")
+    assert "no session" in failure["message"]
+
+
+def test_a_provider_error_is_a_jsonrpc_error_with_the_canonical_code(
+    tmp_path: Path, work: Path, env: dict[str, str]
+) -> None:
+    error = {"error": {"code": "AUTH_EXPIRED", "message": "the key was revoked", "recoverable": False}}
+    cassette = write_cassette(tmp_path / "c.ndjson", [[error]])
+    got = acp_client({"cwd": str(work), "prompts": ["hi"]}, own_agent(cassette), env, cwd=work)
+    (failure,) = of_kind(got, "error")
+    assert failure["data"]["code"] == "AUTH_EXPIRED" and "revoked" in failure["message"]
+
+
+def test_the_session_is_published_to_the_bus(tmp_path: Path, work: Path, env: dict[str, str]) -> None:
+    cassette = write_cassette(tmp_path / "c.ndjson", [[text("On the bus.")]])
+    got = acp_client({"cwd": str(work), "prompts": ["hi"]}, own_agent(cassette), env, cwd=work)
+    session_id = of_kind(got, "session")[0]["sessionId"]
+    follow = subprocess.run(agentstream("follow", session_id), capture_output=True, env=env, timeout=20)
+    events = [json.loads(line) for line in follow.stdout.splitlines()]
+    assert events[0]["type"] == "start" and events[-1]["type"] == "result"
+    assert any(e["type"] == "message" and e["content"] == "On the bus." for e in events)
+
+
+# -- agent CLIs as ACP agents -------------------------------------------------------------------
+
+
+def fake_cli(tmp_path: Path, kind: str) -> Path:
+    path = tmp_path / f"fake-{kind}"
+    path.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_CLI}" {kind} "$@"\n')
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+@pytest.mark.parametrize(("kind", "first_id"), [("gemini", "gemini-session-1"), ("codex", "codex-thread-1")])
+def test_a_cli_continues_its_own_session(
+    tmp_path: Path, work: Path, env: dict[str, str], kind: str, first_id: str
+) -> None:
+    agent = agentstream("acp", "--cli", kind, "--cli-path", str(fake_cli(tmp_path, kind)))
+    got = acp_client({"cwd": str(work), "prompts": ["hello", "again"]}, agent, env, cwd=work)
+    assert [s["stopReason"] for s in of_kind(got, "stop")] == ["end_turn", "end_turn"]
+    assert agent_text(got) == f"fresh sessionresumed {first_id}"
+    assert of_kind(got, "initialize")[0]["result"]["agentCapabilities"]["loadSession"] is False
+
+
+def test_a_cli_tool_call_maps_with_kind_and_location(tmp_path: Path, work: Path, env: dict[str, str]) -> None:
+    agent = agentstream("acp", "--cli", "gemini", "--cli-path", str(fake_cli(tmp_path, "gemini")))
+    got = acp_client({"cwd": str(work), "prompts": ["use a tool"]}, agent, env, cwd=work)
+    (announced,) = updates(got, "tool_call")
+    assert announced["kind"] == "read" and announced["locations"] == [{"path": "/w/notes.txt"}]
+    assert updates(got, "tool_call_update")[-1]["status"] == "completed"
+
+
+@pytest.mark.parametrize("kind", ["gemini", "codex"])
+def test_cancel_interrupts_a_cli_with_sigint(
+    tmp_path: Path, work: Path, env: dict[str, str], kind: str
+) -> None:
+    agent = agentstream("acp", "--cli", kind, "--cli-path", str(fake_cli(tmp_path, kind)))
+    plan = {"cwd": str(work), "prompts": ["sleep now"], "cancelOn": "message"}
+    got = acp_client(plan, agent, env, cwd=work, timeout=20)
+    assert of_kind(got, "stop") == [{"kind": "stop", "stopReason": "cancelled"}]
+
+
+def test_a_missing_cli_fails_with_a_fix(tmp_path: Path, env: dict[str, str]) -> None:
+    proc = subprocess.run(
+        agentstream("acp", "--cli", "gemini", "--cli-path", str(tmp_path / "nope")),
+        capture_output=True,
+        env=env,
+        timeout=20,
+    )
+    assert proc.returncode == 127 and proc.stdout == b""
+    assert b"CLI_NOT_FOUND" in proc.stderr and b"--cli-path" in proc.stderr
+
+
+def claude_cli() -> str:
+    import shutil
+
+    found = shutil.which("agentstream-claude", path=str(Path(sys.executable).parent))
+    assert found, "the agentstream-claude console script is missing: pip install -e '.[test]'"
+    return found
+
+
+def test_claude_permission_allowed_and_the_session_continued(tmp_path: Path, work: Path) -> None:
+    script = [
+        anthropic_reply(tool_calls=[("toolu_01", "shell", {"command": "touch made.txt && echo made"})]),
+        anthropic_reply("Finished."),
+        anthropic_reply("Still here."),
+    ]
+    with FakeModelServer(script) as server:
+        env = anthropic_env(tmp_path / "home", server, AGENTSTREAM_RETRY_BASE_MS="5")
+        agent = agentstream("acp", "--cli", "claude", "--cli-path", claude_cli(), "--no-publish")
+        plan = {"cwd": str(work), "prompts": ["make it", "and then"], "permission": "allow"}
+        got = acp_client(plan, agent, env, cwd=work)
+        last_request = server.posts[-1].body
+    (asked,) = of_kind(got, "permission")
+    assert asked["params"]["toolCall"]["toolCallId"] == "toolu_01"
+    assert asked["params"]["toolCall"]["kind"] == "execute"
+    assert (work / "made.txt").exists()
+    assert [s["stopReason"] for s in of_kind(got, "stop")] == ["end_turn", "end_turn"]
+    assert agent_text(got) == "Finished.Still here."
+    # the second prompt resumed Claude's session: the model saw the first turn again
+    assert "make it" in json.dumps(last_request["messages"])
+
+
+def test_claude_permission_rejected_does_not_run(tmp_path: Path, work: Path) -> None:
+    script = [
+        anthropic_reply(tool_calls=[("toolu_02", "shell", {"command": "touch made.txt"})]),
+        anthropic_reply("I did not run it."),
+    ]
+    with FakeModelServer(script) as server:
+        env = anthropic_env(tmp_path / "home", server, AGENTSTREAM_RETRY_BASE_MS="5")
+        agent = agentstream("acp", "--cli", "claude", "--cli-path", claude_cli(), "--no-publish")
+        got = acp_client(
+            {"cwd": str(work), "prompts": ["make it"], "permission": "reject"}, agent, env, cwd=work
+        )
+    assert len(of_kind(got, "permission")) == 1
+    assert not (work / "made.txt").exists()
+    assert updates(got, "tool_call_update")[-1]["status"] == "failed"
+    assert of_kind(got, "stop")[0]["stopReason"] == "end_turn"
+
+
+def test_claude_cancel_uses_the_control_protocol(tmp_path: Path, work: Path) -> None:
+    script = [anthropic_reply(tool_calls=[("toolu_02", "shell", {"command": "echo started; sleep 30"})])]
+    with FakeModelServer(script) as server:
+        env = anthropic_env(tmp_path / "home", server, AGENTSTREAM_RETRY_BASE_MS="5")
+        agent = agentstream(
+            "acp", "--cli", "claude", "--cli-path", claude_cli(), "--permission-mode", "full", "--no-publish"
+        )
+        got = acp_client(
+            {"cwd": str(work), "prompts": ["wait"], "cancelOn": "tool_start"},
+            agent,
+            env,
+            cwd=work,
+            timeout=20,
+        )
+    assert of_kind(got, "stop") == [{"kind": "stop", "stopReason": "cancelled"}]

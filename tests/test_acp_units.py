@@ -1,0 +1,105 @@
+"""In-process checks of the ACP pieces no process boundary is needed for: the mapping and the JSON-RPC framing."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+
+from agentstream import protocol as p
+from agentstream.acp.mapping import UpdateMapper, stop_reason
+from agentstream.acp.server import RpcError, RpcPeer
+
+
+def result(**fields: object) -> p.Result:
+    base: dict[str, object] = {"ok": False, "subtype": "error", "exit_code": 1}
+    return p.Result(**{**base, **fields})  # type: ignore[arg-type]
+
+
+def test_stop_reasons_follow_the_canonical_outcome() -> None:
+    assert stop_reason(result(ok=True, subtype="success", exit_code=0)) == "end_turn"
+    assert stop_reason(result(subtype="interrupted", exit_code=130)) == "cancelled"
+    assert stop_reason(result(subtype="max_turns", exit_code=3)) == "max_turn_requests"
+    assert stop_reason(result(subtype="refusal")) == "refusal"
+    limit = p.ErrorInfo(code="CONTEXT_LIMIT", message="too long")
+    assert stop_reason(result(error=limit)) == "max_tokens"
+    assert stop_reason(result(error=p.ErrorInfo(code="RATE_LIMITED", message="slow down"))) is None
+
+
+def test_deltas_are_not_repeated_by_the_complete_message() -> None:
+    mapper = UpdateMapper("/w")
+    out = mapper.updates(p.MessageDelta(message_id="m1", content="Hel"))
+    out += mapper.updates(p.MessageDelta(message_id="m1", content="lo"))
+    out += mapper.updates(p.Message(message_id="m1", role="assistant", content="Hello"))
+    out += mapper.updates(p.Message(message_id="m2", role="assistant", content="Whole"))
+    assert [u["content"]["text"] for u in out] == ["Hel", "lo", "Whole"]
+
+
+def test_a_todo_tool_call_is_also_a_plan() -> None:
+    todos = [{"content": "look", "status": "completed"}, {"content": "fix", "status": "in_progress"}]
+    out = UpdateMapper("/w").updates(p.ToolCall(call_id="t1", name="TodoWrite", arguments={"todos": todos}))
+    assert [u["sessionUpdate"] for u in out] == ["tool_call", "plan"]
+    assert out[0]["kind"] == "think"
+    assert out[1]["entries"] == [
+        {"content": "look", "priority": "medium", "status": "completed"},
+        {"content": "fix", "priority": "medium", "status": "in_progress"},
+    ]
+
+
+def test_an_unknown_status_loses_the_field_not_the_result() -> None:
+    mapper = UpdateMapper("/w")
+    mapper.updates(
+        p.ToolCall(
+            call_id="c", name="Edit", arguments={"file_path": "a.py", "old_string": "1", "new_string": "2"}
+        )
+    )
+    (done,) = mapper.updates(p.ToolResult(call_id="c", name="Edit", status="denied", error="no"))
+    assert done["status"] == "failed"
+    assert done["content"][0] == {"type": "diff", "path": "/w/a.py", "oldText": "1", "newText": "2"}
+
+
+def serve(lines: list[bytes], **handlers: object) -> list[dict[str, object]]:
+    """Run a peer over these input lines; what it wrote back."""
+    out = io.BytesIO()
+    peer = RpcPeer(io.BytesIO(b"".join(lines)), out, **handlers)  # type: ignore[arg-type]
+    peer.serve()
+    peer.join_workers(5.0)
+    return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def test_bad_lines_and_unknown_methods_get_jsonrpc_errors() -> None:
+    def fail(params: dict[str, object]) -> object:
+        raise RpcError(-32602, "bad params", {"param": "x"})
+
+    written = serve(
+        [
+            b"not json\n",
+            b"[1]\n",
+            b'{"jsonrpc":"2.0","id":7,"method":"nope"}\n',
+            b'{"jsonrpc":"2.0","id":8,"method":"f"}\n',
+        ],
+        requests={"f": fail},
+    )
+    by_id = {(m.get("id"), m["error"]["code"]) for m in written}  # type: ignore[index]
+    assert by_id == {(None, -32700), (None, -32600), (7, -32601), (8, -32602)}
+    assert next(m for m in written if m.get("id") == 8)["error"]["data"] == {"param": "x"}  # type: ignore[index]
+
+
+def test_a_request_fails_when_the_other_side_goes_away() -> None:
+    from agentstream.acp.server import PeerClosed
+
+    reader = io.BytesIO(b"")
+    peer = RpcPeer(reader, io.BytesIO())
+    errors: list[BaseException] = []
+
+    def ask() -> None:
+        try:
+            peer.request("session/request_permission", {})
+        except PeerClosed as exc:
+            errors.append(exc)
+
+    asker = threading.Thread(target=ask)
+    asker.start()
+    peer.serve()  # the input is already at its end
+    asker.join(5.0)
+    assert len(errors) == 1  # raised, whether it was asked before or after the input ended

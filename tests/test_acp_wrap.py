@@ -1,0 +1,136 @@
+"""``wrap --from acp`` and ``spawn(..., dialect="acp")`` against an ACP agent built with the official SDK.
+
+tests/peers/acp_agent.mjs is scripted per mode: a normal turn, a permission
+request, a cancel, max turns, a JSON-RPC error, a crash, a hang and garbage.
+Every stream must validate and end in one result whose exit code is the process's.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from _acp_support import acp_agent, agentstream
+from _agent_fakes import ExecRun, assert_valid_stream, exec_env
+from agentstream import protocol as p
+from agentstream.consumer import spawn
+
+
+def wrap(tmp_path: Path, mode: str, *options: str) -> ExecRun:
+    env = exec_env(tmp_path / "home")
+    command = agentstream(
+        "wrap", "--no-publish", "--from", "acp", "-p", "hello there", *options, "--", *acp_agent(mode)
+    )
+    proc = subprocess.run(command, capture_output=True, env=env, cwd=tmp_path, timeout=30)
+    run = ExecRun(proc.returncode, proc.stdout, proc.stderr.decode("utf-8", "replace"))
+    assert_valid_stream(run.lines, run.returncode)
+    return run
+
+
+def test_a_turn_becomes_the_canonical_stream(tmp_path: Path) -> None:
+    run = wrap(tmp_path, "text")
+    assert run.returncode == 0 and run.result.ok
+    types = [e.type for e in run.events]
+    assert types[0] == "start" and types[-1] == "result"
+    (child,) = [e for e in run.of_type("status") if e.status == "child_session"]
+    assert child.message == "fake-acp-session-1"
+    messages = [e.content for e in run.of_type("message")]
+    assert messages == ["You said: hello there", "All done."]
+    assert [e.content for e in run.of_type("reasoning")] == ["thinking about it"]
+    (call,), (result,) = run.of_type("tool_call"), run.of_type("tool_result")
+    assert (call.call_id, call.name, call.arguments) == ("tc-1", "Read notes.txt", {"path": "notes.txt"})
+    assert (result.call_id, result.status, result.output) == ("tc-1", "success", "the notes")
+    (plan,) = [e for e in run.of_type("progress") if e.name == "plan"]
+    assert (plan.current, plan.total) == (1, 2) and "[x] read the file" in str(plan.message)
+    assert run.result.result == "All done."
+
+
+@pytest.mark.parametrize(
+    ("mode", "status", "says"),
+    [("full", "success", "Removed it."), ("default", "error", "I did not remove it.")],
+)
+def test_permission_requests_are_answered_by_the_mode(
+    tmp_path: Path, mode: str, status: str, says: str
+) -> None:
+    run = wrap(tmp_path, "permission", "--permission-mode", mode)
+    (request,) = run.of_type("permission_request")
+    assert request.call_id == "tc-2" and request.arguments == {"command": "rm -rf build"}
+    (result,) = run.of_type("tool_result")
+    assert result.status == status
+    assert run.of_type("message")[-1].content == says and run.returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("mode", "code", "error", "exit_code"),
+    [
+        ("max_turns", "MAX_TURNS", "max_turns", 3),
+        ("error", "RATE_LIMITED", "error", 1),
+        ("garbage", "MALFORMED_EVENT", "error", 1),
+        ("crash", "PROCESS_CRASHED", "error", 3),
+    ],
+)
+def test_failures_end_the_stream_well_formed(
+    tmp_path: Path, mode: str, code: str, error: str, exit_code: int
+) -> None:
+    run = wrap(tmp_path, mode)
+    assert run.returncode == exit_code and not run.result.ok and run.result.subtype == error
+    assert isinstance(run.result.error, p.ErrorInfo) and run.result.error.code == code
+    calls = {e.call_id for e in run.of_type("tool_call")}
+    assert calls == {e.call_id for e in run.of_type("tool_result")}  # an open call still gets its result
+
+
+def test_garbage_lines_are_reported_and_lose_nothing(tmp_path: Path) -> None:
+    run = wrap(tmp_path, "garbage")
+    bad = [e for e in run.of_type("error") if e.recoverable]
+    assert bad and "this is not json" in bad[0].message
+
+
+def test_a_hung_agent_is_stopped_after_the_idle_timeout(tmp_path: Path) -> None:
+    run = wrap(tmp_path, "hang", "--idle-timeout", "1")
+    assert (
+        run.returncode == 124
+        and isinstance(run.result.error, p.ErrorInfo)
+        and run.result.error.code == "TIMEOUT"
+    )
+    assert run.of_type("message")[0].content == "thinking forever"
+
+
+def test_sigint_to_wrap_cancels_the_acp_turn(tmp_path: Path) -> None:
+    env = exec_env(tmp_path / "home")
+    command = agentstream("wrap", "--no-publish", "--from", "acp", "-p", "hi", "--", *acp_agent("cancel"))
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tmp_path)
+    assert proc.stdout is not None
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if b'"message_delta"' in line:
+            proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=20)
+    run = ExecRun(proc.returncode, b"".join(lines), "")
+    assert_valid_stream(run.lines, run.returncode)
+    assert run.returncode == 130 == run.result.exit_code and run.result.subtype == "interrupted"
+
+
+def test_spawn_with_the_acp_dialect(tmp_path: Path) -> None:
+    with spawn(acp_agent("cancel"), dialect="acp", prompt="stop me", cwd=str(tmp_path)) as child:
+        events = []
+        for event in child:
+            events.append(event)
+            if isinstance(event, p.MessageDelta):
+                child.cancel(signal.SIGINT)  # session/cancel; the agent answers stopReason "cancelled"
+    result = events[-1]
+    assert isinstance(result, p.Result) and result.subtype == "interrupted" and result.exit_code == 130
+    assert isinstance(events[0], p.Start) and events[0].session_id == "fake-acp-session-1"
+
+
+def test_wrap_from_acp_needs_a_prompt(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        agentstream("wrap", "--from", "acp", "--", "true"),
+        capture_output=True,
+        env=exec_env(tmp_path / "home"),
+        timeout=20,
+    )
+    assert proc.returncode == 2 and b"needs a prompt" in proc.stderr
