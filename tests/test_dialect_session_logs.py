@@ -12,11 +12,11 @@ from agentstream.consumer import read
 from agentstream.errors import ErrorCode, UsageError
 from agentstream.validate import validate_decoded
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "session_logs"
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "dialects"
 LOGS = {
-    "claude-log": FIXTURES / "claude-project-log.jsonl",
-    "codex-log": FIXTURES / "codex-rollout.jsonl",
-    "gemini-log": FIXTURES / "gemini-chat.jsonl",
+    "claude-log": FIXTURES / "claude-log" / "project-log.jsonl",
+    "codex-log": FIXTURES / "codex-log" / "rollout.jsonl",
+    "gemini-log": FIXTURES / "gemini-log" / "chat.jsonl",
 }
 
 

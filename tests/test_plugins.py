@@ -225,7 +225,11 @@ def test_the_common_path_reads_no_entry_points_and_imports_one_dialect(tmp_path:
     )
     for args, expected in (
         (["--version"], []),
-        (["validate", "-q", str(sample)], ["agentstream.dialects.base", "agentstream.dialects.canonical"]),
+        (
+            ["validate", "-q", str(sample)],
+            # the canonical dialect is built with the kit, like every other; no other dialect is imported
+            ["agentstream.dialects.base", "agentstream.dialects.canonical", "agentstream.dialects.kit"],
+        ),
         (["--help"], ["scanned"]),  # lists plugin commands: reads entry points, without importlib.metadata
     ):
         done = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, check=False)

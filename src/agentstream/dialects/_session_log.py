@@ -11,7 +11,8 @@ a ``synthetic`` ``NOT_FINISHED`` error and result: the session was still
 running, or was killed.
 
 Decode-only: writing these formats is out of scope, so :class:`LogDialect`'s
-encoder raises a :class:`~agentstream.errors.UsageError` that says so.
+encoder (the kit's decode-only :class:`SimpleDialect`) raises a
+:class:`~agentstream.errors.UsageError` that says so.
 """
 
 from __future__ import annotations
@@ -21,9 +22,8 @@ from typing import ClassVar, Literal, NamedTuple
 import msgspec
 
 from agentstream import protocol as p
-from agentstream.dialects.base import Dialect, DialectDecoder, DialectEncoder
-from agentstream.dialects.kit import EventDecoder, epoch_ms, rfc3339
-from agentstream.errors import ErrorCode, ExitCode, UsageError
+from agentstream.dialects.kit import EventDecoder, SimpleDialect, epoch_ms, rfc3339
+from agentstream.errors import ErrorCode, ExitCode
 
 __all__ = ["LogDialect", "Outcome", "SessionLogDecoder"]
 
@@ -116,17 +116,7 @@ class SessionLogDecoder(EventDecoder):
         )
 
 
-class LogDialect(Dialect):
-    """A dialect that can be read but not written: :meth:`encoder` raises a clear error."""
+class LogDialect(SimpleDialect):
+    """A session-log dialect: read, never written (the kit's :meth:`SimpleDialect.encoder` refuses, with a fix)."""
 
-    decoder_class: ClassVar[type[DialectDecoder]]
     can_encode = False
-
-    def decoder(self, session_id: str | None = None) -> DialectDecoder:
-        return self.decoder_class(session_id)
-
-    def encoder(self) -> DialectEncoder:
-        raise UsageError(
-            f"the {self.name} dialect is decode-only: agentstream reads these session logs but does not write them",
-            fix="convert to another dialect (--to canonical, claude, codex, …); 'agentstream dialects' lists them",
-        )

@@ -39,7 +39,8 @@ What is here, and when to use it:
 - **The dialect object** — :class:`Dialect` (the interface: ``sniff``, ``decoder``,
   ``encoder``, and optionally ``error_for_exit`` for the CLI's documented exit codes,
   ``decode_document`` for a single-document JSON output, ``has_start_line``);
-  :class:`SimpleDialect` builds the decoder and encoder from two class attributes.
+  :class:`SimpleDialect` builds the decoder and encoder from two class attributes (a decode-only
+  dialect sets ``can_encode = False`` and names no encoder).
 - **Reading fields liberally** — :class:`Fields` reads one line: any JSON number where a
   number is meant (fractions rounded, numeric strings read), and a field of the wrong kind
   is lost (a default, and one ``log`` warning per field per stream), never the line. Only
@@ -86,7 +87,7 @@ import msgspec
 
 from agentstream import protocol as p
 from agentstream.dialects.base import Dialect, DialectDecoder, DialectEncoder, ExitMeaning
-from agentstream.errors import ErrorCode, MalformedEventError
+from agentstream.errors import ErrorCode, MalformedEventError, UsageError
 from agentstream.transcript import Tally
 
 __all__ = [
@@ -1023,7 +1024,12 @@ class EventEncoder(DialectEncoder):
 
 
 class SimpleDialect(Dialect):
-    """A dialect whose decoder and encoder need nothing but the session id: name the two classes."""
+    """A dialect whose decoder and encoder need nothing but the session id: name the two classes.
+
+    A decode-only dialect (one agentstream reads but does not write, such as a CLI's session log)
+    names no ``encoder_class`` and sets :attr:`~Dialect.can_encode` to ``False``: asking it for an
+    encoder is then a :class:`~agentstream.errors.UsageError` that says what to write instead.
+    """
 
     decoder_class: ClassVar[type[DialectDecoder]]
     encoder_class: ClassVar[type[DialectEncoder]]
@@ -1032,4 +1038,10 @@ class SimpleDialect(Dialect):
         return self.decoder_class(session_id)
 
     def encoder(self) -> DialectEncoder:
+        if not self.can_encode:
+            raise UsageError(
+                f"the {self.name} dialect is decode-only: agentstream reads it but does not write it",
+                fix="convert to a dialect that can be written (--to canonical, claude, codex, …); "
+                "'agentstream dialects' lists them",
+            )
         return self.encoder_class()
