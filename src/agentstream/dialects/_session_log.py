@@ -39,7 +39,8 @@ class Outcome(NamedTuple):
 
 
 class SessionLogDecoder(EventDecoder):
-    """An :class:`EventDecoder` for a log: each record's own time stamps its events, and :meth:`finish` ends the session.
+    """An :class:`EventDecoder` for a log: each record's own time stamps its events (the kit's
+    :attr:`EventDecoder.line_ts`), and :meth:`finish` ends the session.
 
     Subclasses call :meth:`note_time` with each record's timestamp before decoding it,
     and implement :meth:`outcome`.
@@ -49,7 +50,6 @@ class SessionLogDecoder(EventDecoder):
 
     def __init__(self, session_id: str | None = None) -> None:
         super().__init__(session_id)
-        self.line_ts: str | None = None
         self.first_ts: str | None = None
 
     def note_time(self, value: object) -> None:
@@ -59,9 +59,6 @@ class SessionLogDecoder(EventDecoder):
             self.line_ts = ts
             if self.first_ts is None:
                 self.first_ts = ts
-
-    def emit(self, event: p.Event, ts: str | None = None) -> None:
-        super().emit(event, ts if ts is not None else self.line_ts)
 
     def outcome(self) -> Outcome:
         """How the session ended, decided from the records read (called once, at end of input)."""

@@ -49,7 +49,8 @@ What is here, and when to use it:
   your own.
 - **Decoding** — :class:`EventDecoder` dispatches each object to ``on_<type>``,
   passes unknown types through as :class:`~agentstream.protocol.UnknownEvent`,
-  adopts the dialect's session id (:meth:`EventDecoder.adopt_session`), synthesises
+  adopts the dialect's session id (:meth:`EventDecoder.adopt_session`), stamps events with the
+  current line's own time when the decoder sets :attr:`EventDecoder.line_ts`, synthesises
   ``start`` when a stream lacks one, buffers delta runs (:meth:`EventDecoder.chunk`,
   :meth:`EventDecoder.delta`) and closes each with one complete ``message``/``reasoning``,
   and keeps a :class:`~agentstream.transcript.Tally` for the ``result`` a dialect leaves
@@ -671,6 +672,9 @@ class EventDecoder(DialectDecoder):
         """Fields lost while decoding the current line, reported once it decoded (see :meth:`decode_object`)."""
         self._reported: set[tuple[str, str]] = set()
         self._ended = False
+        self.line_ts: str | None = None
+        """The time the current line carries, for its events that name none (a session log sets it per
+        record); ``None``: such events are stamped with the time they are read."""
 
     # dispatch
 
@@ -765,6 +769,8 @@ class EventDecoder(DialectDecoder):
 
     def _stamp(self, event: p.Event, ts: str | None) -> None:
         kind = type(event)  # exact type checks: this runs for every event
+        if ts is None:
+            ts = self.line_ts
         if self._lost and kind is not p.Start and self.last_fatal is None:
             self._report_lost()
         if kind is p.Result:
