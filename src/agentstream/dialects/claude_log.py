@@ -86,8 +86,8 @@ class ClaudeLogDecoder(SessionLogDecoder, ClaudeDecoder):
         self.note_time(obj.get("timestamp"))
         self.emit(p.Start(command=self.command, cwd=record.opt_text("cwd") or ""))
         held, self._before_start = self._before_start, []
-        for record in held:
-            self._decode_record(record)
+        for earlier in held:
+            self._decode_record(earlier)
 
     def finish(self) -> list[p.AnyEvent]:
         if not self.started and self._before_start:
