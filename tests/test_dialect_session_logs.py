@@ -160,3 +160,22 @@ def test_a_record_that_cannot_be_read_is_rejected_by_name_with_a_fix() -> None:
             decoder.decode_line(line)
         assert raised.value.message.startswith(dialect) and raised.value.fix
         assert decoder.finish() == []
+
+
+def test_a_message_of_the_older_gemini_form_that_cannot_be_read_loses_only_itself() -> None:
+    record = {
+        "sessionId": "s-old",
+        "projectHash": "h",
+        "startTime": "2026-11-04T08:00:00.000Z",
+        "messages": [
+            {"type": "user", "timestamp": "2026-11-04T08:00:01.000Z", "content": "no id"},
+            {"id": "g", "type": "gemini", "timestamp": "2026-11-04T08:00:02.000Z", "content": "hello"},
+        ],
+    }
+    events, detected = events_of(json.dumps(record).encode() + b"\n")
+    assert detected == "gemini-log"
+    (error,) = of_type(events, p.Error)
+    assert error.code == ErrorCode.MALFORMED_EVENT and error.recoverable and error.fix
+    assert error.message.startswith("gemini-log 'user' line: field 'id'")
+    assert [m.content for m in of_type(events, p.Message)] == ["hello"]
+    assert isinstance(events[-1], p.Result) and events[-1].ok

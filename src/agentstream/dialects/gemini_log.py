@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 from agentstream import protocol as p
 from agentstream.dialects._session_log import LogDialect, Outcome, SessionLogDecoder
 from agentstream.dialects.kit import Fields, identify, text_or_json
-from agentstream.errors import ErrorCode
+from agentstream.errors import ErrorCode, MalformedEventError
 
 __all__ = ["DIALECT", "GeminiTokens", "parts_text"]
 
@@ -155,9 +155,16 @@ class GeminiLogDecoder(SessionLogDecoder):
         )  # the older form: the whole conversation in one record
 
     def _messages(self, messages: list[Any]) -> None:
+        """The messages a record carries; one that cannot be read is reported as a malformed record and
+        skipped, so the others (and the record holding them) are kept."""
         for message in messages:
-            if isinstance(message, dict):
+            if not isinstance(message, dict):
+                continue
+            try:
                 self.decode_object(message)
+            except MalformedEventError as exc:
+                fix = exc.fix if exc.fix is not None else p.UNSET
+                self.emit(p.Error(code=exc.code, message=exc.message, recoverable=True, fix=fix))
 
     def _state(self, f: Fields) -> _Seen:
         message_id = f.text("id")
