@@ -25,15 +25,20 @@ from _strategies import full_sessions, sessions
 from agentstream import protocol as p
 from agentstream.dialects import DIALECT_NAMES, get_dialect
 from agentstream.dialects.kit import EventDecoder
-from agentstream.errors import MalformedEventError
+from agentstream.errors import MalformedEventError, UsageError
 
 DECODED = [name for name in DIALECT_NAMES if name != "canonical"]
 """Every registered dialect read through the kit (canonical is the protocol itself, checked by the validator)."""
+WRITABLE = [name for name in DIALECT_NAMES if get_dialect(name).can_encode]
+"""Every dialect agentstream can also write (decode-only ones, such as session logs, promise only to read)."""
+DECODE_ONLY = [name for name in DIALECT_NAMES if not get_dialect(name).can_encode]
 
 
 def example_files(dialect: str) -> list[Path]:
-    """Every NDJSON example of ``dialect``: its fixtures and its seed file."""
-    files = sorted((FIXTURES / dialect).glob("*.ndjson"))
+    """Every NDJSON example of ``dialect``: its fixtures (``*.ndjson``, or ``*.jsonl`` for session logs) and its
+    seed file."""
+    folder = FIXTURES / dialect
+    files = sorted([*folder.glob("*.ndjson"), *folder.glob("*.jsonl")])
     seed = SEEDS / f"{dialect}.ndjson"
     return [*files, seed] if seed.exists() else files
 
@@ -104,6 +109,9 @@ def _mutations(obj: Any) -> Iterator[tuple[tuple[Any, ...], Any]]:
                 holder = holder[step]
             if type(holder[key]) is type(value) and not isinstance(value, (str, dict, list)):
                 continue
+            if type(holder[key]) is type(value) and (holder[key] in ("", []) or value in ("", [])):
+                continue  # text or items where there were none (or none where there were) is other content,
+                # such as a message or reasoning more or less, not a field of another kind
             holder[key] = value
             yield path, mutant
 
@@ -240,7 +248,7 @@ def test_no_dialect_claims_another_dialects_first_line_more_surely(dialect: str)
 # -- round trips and our own output -------------------------------------------------------------
 
 
-@pytest.mark.parametrize("dialect", DIALECT_NAMES)
+@pytest.mark.parametrize("dialect", WRITABLE)
 @settings(max_examples=25, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(session=sessions())
 def test_what_a_dialect_writes_it_reads_back_as_a_valid_stream(
@@ -251,6 +259,15 @@ def test_what_a_dialect_writes_it_reads_back_as_a_valid_stream(
     events = decode(dialect, lines)
     assert not violations(events), violations(events)
     assert [e.type for e in events][-1] == "result"
+
+
+@pytest.mark.parametrize("dialect", DECODE_ONLY)
+def test_a_decode_only_dialect_refuses_to_write_with_a_fix(dialect: str) -> None:
+    """Asking for a writer of a dialect agentstream only reads is a usage error that says what to do instead."""
+    with pytest.raises(UsageError) as raised:
+        get_dialect(dialect).encoder()
+    assert raised.value.message.startswith(f"the {dialect} dialect is decode-only"), raised.value.message
+    assert raised.value.fix
 
 
 # -- validate: no false positives on our own output ------------------------------------------
@@ -266,7 +283,7 @@ def _validate_cli(stdin: bytes, capfd: pytest.CaptureFixture[bytes], monkeypatch
     return code, out, err
 
 
-ENCODED = [name for name in DIALECT_NAMES if name != "canonical"]
+ENCODED = [name for name in WRITABLE if name != "canonical"]
 
 
 @pytest.mark.parametrize("dialect", ENCODED)

@@ -12,11 +12,11 @@ from agentstream.consumer import read
 from agentstream.errors import ErrorCode, UsageError
 from agentstream.validate import validate_decoded
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "session_logs"
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "dialects"
 LOGS = {
-    "claude-log": FIXTURES / "claude-project-log.jsonl",
-    "codex-log": FIXTURES / "codex-rollout.jsonl",
-    "gemini-log": FIXTURES / "gemini-chat.jsonl",
+    "claude-log": FIXTURES / "claude-log" / "project-log.jsonl",
+    "codex-log": FIXTURES / "codex-log" / "rollout.jsonl",
+    "gemini-log": FIXTURES / "gemini-log" / "chat.jsonl",
 }
 
 
@@ -122,3 +122,60 @@ def test_session_log_dialects_are_decode_only() -> None:
         assert dialect.can_encode is False
         with pytest.raises(UsageError, match="decode-only"):
             dialect.encoder()
+
+
+def test_a_field_of_the_wrong_kind_is_lost_with_a_warning_at_the_record_s_own_time() -> None:
+    """Claude: a record whose ``sessionId`` is not text still starts the session; Gemini: a reply whose content
+    is a number is still a reply. Each loss is one warning, stamped with the record's time like its events."""
+    claude = LOGS["claude-log"].read_bytes().splitlines(keepends=True)
+    first_user = next(i for i, raw in enumerate(claude) if json.loads(raw)["type"] == "user")
+    record = json.loads(claude[first_user])
+    record["sessionId"] = 42
+    claude[first_user] = json.dumps(record).encode() + b"\n"
+    events, _ = events_of(b"".join(claude))
+    warnings = [e for e in of_type(events, p.Log) if "field 'sessionId'" in e.message]
+    assert len(warnings) == 1 and warnings[0].level == "warn"
+    assert warnings[0].ts == record["timestamp"]
+    assert isinstance(events[-1], p.Result) and events[-1].ok
+
+    reply = {"id": "g-9", "timestamp": "2026-11-04T09:00:00.000Z", "type": "gemini", "content": 5}
+    events, _ = events_of(LOGS["gemini-log"].read_bytes() + json.dumps(reply).encode() + b"\n")
+    (warning,) = [e for e in of_type(events, p.Log) if "the field was ignored" in e.message]
+    assert warning.message.startswith("gemini-log 'gemini' line: field 'content'")
+    assert warning.ts == reply["timestamp"]
+    assert [m.message_id for m in of_type(events, p.Message)][-1] == "g-9"
+
+
+def test_a_record_that_cannot_be_read_is_rejected_by_name_with_a_fix() -> None:
+    from agentstream.dialects import get_dialect
+    from agentstream.errors import MalformedEventError
+
+    for dialect, line in (
+        ("claude-log", b'{"type": ["user"], "messageId": "m"}'),
+        ("codex-log", b'{"timestamp": "2026-11-03T10:00:00.000Z", "type": "response_item", "payload": 7}'),
+        ("gemini-log", b'{"$rewindTo": 3}'),
+    ):
+        decoder = get_dialect(dialect).decoder()
+        with pytest.raises(MalformedEventError) as raised:
+            decoder.decode_line(line)
+        assert raised.value.message.startswith(dialect) and raised.value.fix
+        assert decoder.finish() == []
+
+
+def test_a_message_of_the_older_gemini_form_that_cannot_be_read_loses_only_itself() -> None:
+    record = {
+        "sessionId": "s-old",
+        "projectHash": "h",
+        "startTime": "2026-11-04T08:00:00.000Z",
+        "messages": [
+            {"type": "user", "timestamp": "2026-11-04T08:00:01.000Z", "content": "no id"},
+            {"id": "g", "type": "gemini", "timestamp": "2026-11-04T08:00:02.000Z", "content": "hello"},
+        ],
+    }
+    events, detected = events_of(json.dumps(record).encode() + b"\n")
+    assert detected == "gemini-log"
+    (error,) = of_type(events, p.Error)
+    assert error.code == ErrorCode.MALFORMED_EVENT and error.recoverable and error.fix
+    assert error.message.startswith("gemini-log 'user' line: field 'id'")
+    assert [m.content for m in of_type(events, p.Message)] == ["hello"]
+    assert isinstance(events[-1], p.Result) and events[-1].ok

@@ -13,7 +13,12 @@ import pytest
 from tests._claude_log_gen import MODELS, write_tree
 
 ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = ROOT / "tests" / "fixtures" / "session_logs"
+FIXTURES = ROOT / "tests" / "fixtures" / "dialects"
+CLAUDE_LOG = FIXTURES / "claude-log" / "project-log.jsonl"
+CODEX_LOG = FIXTURES / "codex-log" / "rollout.jsonl"
+GEMINI_LOG = FIXTURES / "gemini-log" / "chat.jsonl"
+EVERY_LOG = [str(CLAUDE_LOG), str(CODEX_LOG), str(GEMINI_LOG)]
+"""The session-log fixtures, one per CLI (named one by one: the folder holds the other dialects' too)."""
 CCUSAGE = ROOT / "tests" / "peers" / "node_modules" / "ccusage" / "dist" / "index.js"
 
 
@@ -72,7 +77,7 @@ def test_claude_totals_equal_ccusage(tmp_path: Path) -> None:
 
 
 def test_each_call_counts_once_whatever_the_cli() -> None:
-    groups = {group["key"]: group for group in envelope(str(FIXTURES), "--by", "cli")["result"]["groups"]}
+    groups = {group["key"]: group for group in envelope(*EVERY_LOG, "--by", "cli")["result"]["groups"]}
     claude, codex, gemini = groups["claude"], groups["codex"], groups["gemini"]
     # Claude: three records of msg_01A and one of msg_01B are two calls.
     assert (
@@ -103,7 +108,7 @@ def test_each_call_counts_once_whatever_the_cli() -> None:
 
 
 def test_the_older_gemini_json_form_is_counted(tmp_path: Path) -> None:
-    records = [json.loads(line) for line in (FIXTURES / "gemini-chat.jsonl").read_text().splitlines()]
+    records = [json.loads(line) for line in GEMINI_LOG.read_text().splitlines()]
     messages = [record for record in records if "id" in record]
     legacy = {**records[0], "messages": messages}
     path = tmp_path / "chats" / "session-2026-11-04T08-00-5b6c7d8e.json"
@@ -114,28 +119,28 @@ def test_the_older_gemini_json_form_is_counted(tmp_path: Path) -> None:
 
 
 def test_since_and_a_user_price_file(tmp_path: Path) -> None:
-    late = envelope(str(FIXTURES), "--since", "2026-11-03")["result"]
+    late = envelope(*EVERY_LOG, "--since", "2026-11-03")["result"]
     assert [group["key"] for group in late["groups"]] == ["2026-11-03", "2026-11-04"]
     prices = tmp_path / "prices.json"
     prices.write_text(
         json.dumps({"version": "mine", "models": {"gpt-5-codex": {"input": 1000, "output": 0}}})
     )
-    mine = envelope(str(FIXTURES / "codex-rollout.jsonl"), "--pricing", str(prices))["result"]
+    mine = envelope(str(CODEX_LOG), "--pricing", str(prices))["result"]
     # 3000 fresh + 8000 cached tokens, cache reads at the input rate when the file names none.
     assert mine["totals"]["cost_usd"] == pytest.approx(11.0)
     assert mine["pricing"] == {"version": "2026-11-01+mine", "source": f"shipped+{prices}"}
-    env = envelope(str(FIXTURES / "codex-rollout.jsonl"), env={"AGENTSTREAM_PRICING": str(prices)})
+    env = envelope(str(CODEX_LOG), env={"AGENTSTREAM_PRICING": str(prices)})
     assert env["result"]["totals"]["cost_usd"] == pytest.approx(11.0)
 
 
 def test_bad_input_gets_a_clear_error(tmp_path: Path) -> None:
     broken = tmp_path / "prices.json"
     broken.write_text('{"models": {"x": {"input": "cheap"}}}')
-    done = usage(str(FIXTURES), "--pricing", str(broken), "--json")
+    done = usage(*EVERY_LOG, "--pricing", str(broken), "--json")
     assert done.returncode == 2
     failure = json.loads(done.stdout)
     assert failure["ok"] is False and "'input'" in failure["error"]["message"] and failure["fix"]
-    done = usage(str(FIXTURES), "--since", "last week", "--json")
+    done = usage(*EVERY_LOG, "--since", "last week", "--json")
     assert done.returncode == 2 and "--since" in json.loads(done.stdout)["error"]["message"]
 
 
@@ -151,10 +156,10 @@ def test_default_locations_are_every_cli_s(tmp_path: Path) -> None:
     write_tree(home / ".claude", seed=3, sessions=2, turns=3)
     day = home / ".codex" / "sessions" / "2026" / "11" / "03"
     day.mkdir(parents=True)
-    shutil.copy(FIXTURES / "codex-rollout.jsonl", day / "rollout-2026-11-03T10-00-00-0199a1b2.jsonl")
+    shutil.copy(CODEX_LOG, day / "rollout-2026-11-03T10-00-00-0199a1b2.jsonl")
     chats = home / ".gemini" / "tmp" / "9f86d081" / "chats"
     chats.mkdir(parents=True)
-    shutil.copy(FIXTURES / "gemini-chat.jsonl", chats / "session-2026-11-04T08-00-5b6c7d8e.jsonl")
+    shutil.copy(GEMINI_LOG, chats / "session-2026-11-04T08-00-5b6c7d8e.jsonl")
     env = {
         "HOME": str(home),
         "AGENTSTREAM_HOME": str(tmp_path / "state"),

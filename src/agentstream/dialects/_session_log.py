@@ -11,7 +11,8 @@ a ``synthetic`` ``NOT_FINISHED`` error and result: the session was still
 running, or was killed.
 
 Decode-only: writing these formats is out of scope, so :class:`LogDialect`'s
-encoder raises a :class:`~agentstream.errors.UsageError` that says so.
+encoder (the kit's decode-only :class:`SimpleDialect`) raises a
+:class:`~agentstream.errors.UsageError` that says so.
 """
 
 from __future__ import annotations
@@ -21,9 +22,8 @@ from typing import ClassVar, Literal, NamedTuple
 import msgspec
 
 from agentstream import protocol as p
-from agentstream.dialects.base import Dialect, DialectDecoder, DialectEncoder
-from agentstream.dialects.kit import EventDecoder, epoch_ms, rfc3339
-from agentstream.errors import ErrorCode, ExitCode, UsageError
+from agentstream.dialects.kit import EventDecoder, SimpleDialect, epoch_ms, rfc3339
+from agentstream.errors import ErrorCode, ExitCode
 
 __all__ = ["LogDialect", "Outcome", "SessionLogDecoder"]
 
@@ -39,7 +39,8 @@ class Outcome(NamedTuple):
 
 
 class SessionLogDecoder(EventDecoder):
-    """An :class:`EventDecoder` for a log: each record's own time stamps its events, and :meth:`finish` ends the session.
+    """An :class:`EventDecoder` for a log: each record's own time stamps its events (the kit's
+    :attr:`EventDecoder.line_ts`), and :meth:`finish` ends the session.
 
     Subclasses call :meth:`note_time` with each record's timestamp before decoding it,
     and implement :meth:`outcome`.
@@ -49,7 +50,6 @@ class SessionLogDecoder(EventDecoder):
 
     def __init__(self, session_id: str | None = None) -> None:
         super().__init__(session_id)
-        self.line_ts: str | None = None
         self.first_ts: str | None = None
 
     def note_time(self, value: object) -> None:
@@ -59,9 +59,6 @@ class SessionLogDecoder(EventDecoder):
             self.line_ts = ts
             if self.first_ts is None:
                 self.first_ts = ts
-
-    def emit(self, event: p.Event, ts: str | None = None) -> None:
-        super().emit(event, ts if ts is not None else self.line_ts)
 
     def outcome(self) -> Outcome:
         """How the session ended, decided from the records read (called once, at end of input)."""
@@ -116,17 +113,7 @@ class SessionLogDecoder(EventDecoder):
         )
 
 
-class LogDialect(Dialect):
-    """A dialect that can be read but not written: :meth:`encoder` raises a clear error."""
+class LogDialect(SimpleDialect):
+    """A session-log dialect: read, never written (the kit's :meth:`SimpleDialect.encoder` refuses, with a fix)."""
 
-    decoder_class: ClassVar[type[DialectDecoder]]
     can_encode = False
-
-    def decoder(self, session_id: str | None = None) -> DialectDecoder:
-        return self.decoder_class(session_id)
-
-    def encoder(self) -> DialectEncoder:
-        raise UsageError(
-            f"the {self.name} dialect is decode-only: agentstream reads these session logs but does not write them",
-            fix="convert to another dialect (--to canonical, claude, codex, …); 'agentstream dialects' lists them",
-        )

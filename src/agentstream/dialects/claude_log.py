@@ -61,11 +61,13 @@ class ClaudeLogDecoder(SessionLogDecoder, ClaudeDecoder):
         """Records before the first one that names the session (a file-history snapshot, a summary)."""
 
     def decode_object(self, obj: dict[str, Any]) -> None:
-        if not self.started:
-            if not isinstance(obj.get("sessionId"), str) and len(self._before_start) < _HOLD_LIMIT:
+        kind = obj.get("type")
+        if not self.started and isinstance(kind, str):  # a record without a type is rejected, never held
+            names_session = "sessionId" in obj or kind in _LOG_TYPES
+            if not names_session and len(self._before_start) < _HOLD_LIMIT:
                 self._before_start.append(obj)
                 return
-            self._begin(obj)
+            self.checked(self._begin, obj)
         self._decode_record(obj)
 
     def _decode_record(self, obj: dict[str, Any]) -> None:
@@ -76,18 +78,20 @@ class ClaudeLogDecoder(SessionLogDecoder, ClaudeDecoder):
             self._note_outcome(obj)
 
     def _begin(self, obj: dict[str, Any]) -> None:
-        """Start the session from the first record that names it, then decode the records held for it."""
-        session_id, cwd = obj.get("sessionId"), obj.get("cwd")
-        self.adopt_session(session_id if isinstance(session_id, str) else None)
+        """Start the session from the first conversation record (or the first that names it), then decode the
+        records held for it. A ``sessionId`` or ``cwd`` of the wrong kind is lost, not the session."""
+        kind = obj.get("type")
+        record = self.fields(obj, f"{self.dialect} '{kind}' line", kind if isinstance(kind, str) else "")
+        self.adopt_session(record.opt_text("sessionId"))
         self.note_time(obj.get("timestamp"))
-        self.emit(p.Start(command=self.command, cwd=cwd if isinstance(cwd, str) else ""))
+        self.emit(p.Start(command=self.command, cwd=record.opt_text("cwd") or ""))
         held, self._before_start = self._before_start, []
-        for record in held:
-            self._decode_record(record)
+        for earlier in held:
+            self._decode_record(earlier)
 
     def finish(self) -> list[p.AnyEvent]:
         if not self.started and self._before_start:
-            self._begin({})
+            self.checked(self._begin, {})
         self._flush_usage()
         self.close_named_runs()
         self.end_session()
@@ -176,6 +180,8 @@ class ClaudeLogDialect(LogDialect):
         if "v" in obj or "seq" in obj:
             return 0.0
         kind = obj.get("type")
+        if not isinstance(kind, str):
+            return 0.0
         if kind in _LOG_TYPES and "parentUuid" in obj and isinstance(obj.get("sessionId"), str):
             return 1.0
         if kind == "summary" and "leafUuid" in obj:

@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 from agentstream import protocol as p
 from agentstream.dialects._session_log import LogDialect, Outcome, SessionLogDecoder
 from agentstream.dialects.codex import _error_code
-from agentstream.dialects.kit import Fields, parse_arguments, text_or_json
+from agentstream.dialects.kit import Fields, identify, parse_arguments, text_or_json
 
 __all__ = ["DIALECT", "Tokens", "usage_step"]
 
@@ -112,6 +112,15 @@ class CodexLogDecoder(SessionLogDecoder):
     dialect = "codex-log"
     command = "codex"
     log_noun = "Codex rollout"
+    identifying = identify(
+        {
+            "*": ["payload"],
+            "response_item": ["payload.type", "payload.call_id"],
+            "event_msg": ["payload.type"],
+        }
+    )
+    """Every record's content is its ``payload``; an item's or an event's own ``type`` says what it is, and a
+    tool call's ``call_id`` is what pairs it with its output."""
 
     def __init__(self, session_id: str | None = None) -> None:
         super().__init__(session_id)
@@ -167,9 +176,11 @@ class CodexLogDecoder(SessionLogDecoder):
         self._last = Outcome("done") if role == "assistant" else self._last
 
     def _item_reasoning(self, item: Fields) -> None:
-        summary = _content_text(item.obj.get("summary")) or _content_text(item.obj.get("content"))
-        if summary:
-            self.emit(p.Reasoning(reasoning_id=item.opt_text("id") or p.new_id("rsn"), content=summary))
+        """Reasoning the model showed; an item whose summary is an empty list showed none (it is encrypted)."""
+        summary = item.opt_list("summary")
+        text = _content_text(summary) or _content_text(item.opt_list("content"))
+        if text or summary != []:
+            self.emit(p.Reasoning(reasoning_id=item.opt_text("id") or p.new_id("rsn"), content=text))
 
     def _call(self, call_id: str | None, name: str, arguments: dict[str, Any]) -> None:
         self.emit(p.ToolCall(call_id=self.tools.called(call_id, name), name=name, arguments=arguments))
@@ -269,7 +280,7 @@ class CodexLogDialect(LogDialect):
         kind = obj.get("type")
         if kind == "session_meta":
             return 1.0
-        return 0.9 if kind in _LINE_TYPES else 0.0
+        return 0.9 if isinstance(kind, str) and kind in _LINE_TYPES else 0.0
 
 
 DIALECT = CodexLogDialect()

@@ -22,12 +22,14 @@ from typing import Any, NamedTuple
 
 from agentstream import protocol as p
 from agentstream.dialects._session_log import LogDialect, Outcome, SessionLogDecoder
-from agentstream.dialects.kit import Fields, rfc3339, text_or_json
-from agentstream.errors import ErrorCode
+from agentstream.dialects.kit import Fields, identify, text_or_json
+from agentstream.errors import ErrorCode, MalformedEventError
 
 __all__ = ["DIALECT", "GeminiTokens", "parts_text"]
 
 _FINISHED = {"success": "success", "error": "error", "cancelled": "cancelled"}
+_STATUSES = ("validating", "scheduled", "awaiting_approval", "executing", *_FINISHED)
+"""Every ``ToolCallStatus`` Gemini CLI records; the last three mean the call is over."""
 _LOG_LEVELS: dict[str, p.LogLevel] = {"info": "info", "warning": "warn"}
 
 
@@ -99,6 +101,19 @@ class GeminiLogDecoder(SessionLogDecoder):
     dialect = "gemini-log"
     command = "gemini"
     log_noun = "Gemini chat log"
+    identifying = identify(
+        {
+            "": ["sessionId", "$set", "$rewindTo"],
+            "*": ["id"],
+            "gemini": [
+                *("thoughts", "thoughts.*", "toolCalls", "toolCalls.*"),
+                *("toolCalls.*.id", "toolCalls.*.name", "toolCalls.*.status"),
+            ],
+        }
+    )
+    """An untyped record is metadata, an update or a rewind by the key it has, which must then be of its kind;
+    a message record is known by its ``id`` (its copies are matched by it). A reply's thoughts and tool calls
+    are events of their own, each call known by its id, name and status (as Claude's content blocks are)."""
 
     def __init__(self, session_id: str | None = None) -> None:
         super().__init__(session_id)
@@ -115,34 +130,41 @@ class GeminiLogDecoder(SessionLogDecoder):
 
     def decode_untyped(self, obj: dict[str, Any]) -> None:
         """Metadata, ``$set`` and ``$rewindTo`` records (and the older one-record form) have no ``type``."""
-        if isinstance(obj.get("sessionId"), str) and "projectHash" in obj:
-            self._metadata(obj)
-        elif isinstance(obj.get("$set"), dict):
-            update = obj["$set"]
-            messages = update.get("messages")
-            if isinstance(messages, list):
-                self._messages(messages)
-            rest = {key: value for key, value in update.items() if key not in ("messages", "lastUpdated")}
+        record = self.fields(obj, f"{self.dialect} record", "")
+        if "sessionId" in obj:
+            self._metadata(record)
+        elif "$set" in obj:
+            update = record.sub("$set")
+            self._messages(update.opt_list("messages") or [])
+            rest = {key: value for key, value in update.obj.items() if key not in ("messages", "lastUpdated")}
             if rest:
                 self.emit(p.GenericEvent(name="gemini.metadata", data=rest))
-        elif isinstance(obj.get("$rewindTo"), str):
-            self.emit(p.GenericEvent(name="gemini.rewind", data={"to": obj["$rewindTo"]}))
+        elif "$rewindTo" in obj:
+            self.emit(p.GenericEvent(name="gemini.rewind", data={"to": record.text("$rewindTo")}))
         else:
             self.pass_through("gemini.record", obj)
 
-    def _metadata(self, obj: dict[str, Any]) -> None:
-        self.note_time(obj.get("startTime"))
+    def _metadata(self, record: Fields) -> None:
+        session_id = record.text("sessionId")
+        self.note_time(record.obj.get("startTime"))
         if not self.started:
-            self.adopt_session(obj["sessionId"])
+            self.adopt_session(session_id)
             self.emit(p.Start(command=self.command))
-        messages = obj.get("messages")
-        if isinstance(messages, list):  # the older form: the whole conversation in one record
-            self._messages(messages)
+        self._messages(
+            record.opt_list("messages") or []
+        )  # the older form: the whole conversation in one record
 
     def _messages(self, messages: list[Any]) -> None:
+        """The messages a record carries; one that cannot be read is reported as a malformed record and
+        skipped, so the others (and the record holding them) are kept."""
         for message in messages:
-            if isinstance(message, dict):
+            if not isinstance(message, dict):
+                continue
+            try:
                 self.decode_object(message)
+            except MalformedEventError as exc:
+                fix = exc.fix if exc.fix is not None else p.UNSET
+                self.emit(p.Error(code=exc.code, message=exc.message, recoverable=True, fix=fix))
 
     def _state(self, f: Fields) -> _Seen:
         message_id = f.text("id")
@@ -156,28 +178,25 @@ class GeminiLogDecoder(SessionLogDecoder):
         if seen.text:
             return
         seen.text = True
-        text = parts_text(f.obj.get("content"))
-        self.emit(p.Message(message_id=f.text("id"), role="user", content=text))
+        self.emit(p.Message(message_id=f.text("id"), role="user", content=self._text(f)))
         self._last = Outcome("open", "the Gemini chat log ends before the model's reply")
 
     def on_gemini(self, f: Fields) -> None:
         seen = self._state(f)
         message_id = f.text("id")
         model = f.opt_text("model") or "unknown"
-        thoughts = f.opt_list("thoughts") or []
+        thoughts = f.opt_subs("thoughts")
         for index, thought in enumerate(thoughts[seen.thoughts :], start=seen.thoughts):
-            if isinstance(thought, dict):
-                subject, description = thought.get("subject"), thought.get("description")
-                text = "\n".join(part for part in (subject, description) if isinstance(part, str) and part)
-                self.emit(p.Reasoning(reasoning_id=f"{message_id}#thought{index}", content=text))
+            parts = (thought.opt_text("subject"), thought.opt_text("description"))
+            text = "\n".join(part for part in parts if part)
+            self.emit(p.Reasoning(reasoning_id=f"{message_id}#thought{index}", content=text))
         seen.thoughts = max(seen.thoughts, len(thoughts))
-        text = parts_text(f.obj.get("content"))
-        if text and not seen.text:
+        text, calls = self._text(f), f.opt_subs("toolCalls")
+        if not seen.text and (text or not calls):  # a turn of tool calls alone needs no message
             seen.text = True
             self.emit(p.Message(message_id=message_id, role="assistant", content=text))
-        for call in f.opt_list("toolCalls") or []:
-            if isinstance(call, dict):
-                self._tool_call(Fields(call, "toolCalls[]", f), seen)
+        for call in calls:
+            self._tool_call(call, seen)
         tokens = GeminiTokens.read(f.obj.get("tokens"))
         if tokens is not None and not seen.tokens:
             seen.tokens = True
@@ -192,8 +211,16 @@ class GeminiLogDecoder(SessionLogDecoder):
             )
         self._last = Outcome("done")
 
+    def _text(self, f: Fields) -> str:
+        """A message's ``content`` as text; content of another kind is lost (reported), not the message."""
+        content = f.obj.get("content")
+        if not isinstance(content, (str, dict, list)):
+            f.lose("content", "must be text or parts" if content is not None else "is missing")
+        return parts_text(content)
+
     def _tool_call(self, call: Fields, seen: _Seen) -> None:
         call_id, name = call.text("id"), call.text("name")
+        status = call.choice("status", _STATUSES, "executing")
         if call_id not in seen.calls:
             seen.calls.add(call_id)
             self.emit(
@@ -202,20 +229,20 @@ class GeminiLogDecoder(SessionLogDecoder):
                     name=name,
                     arguments=call.opt_mapping("args") or {},
                 ),
-                rfc3339(call.obj.get("timestamp")),
+                call.ts("timestamp"),
             )
-        status = _FINISHED.get(call.opt_text("status") or "")
-        if status is None or call_id in seen.results:
+        finished = _FINISHED.get(status)
+        if finished is None or call_id in seen.results:
             return
         seen.results.add(call_id)
         self.tools.finished(call_id, name)
         text = _result_text(call.obj)
-        if status == "success":
+        if finished == "success":
             self.emit(p.ToolResult(call_id=call_id, name=name, status="success", output=text))
         else:
-            error = text or ("cancelled" if status == "cancelled" else "the tool failed")
-            self.emit(p.ToolResult(call_id=call_id, name=name, status=status, error=error))  # type: ignore[arg-type]
-            if status == "cancelled":
+            error = text or ("cancelled" if finished == "cancelled" else "the tool failed")
+            self.emit(p.ToolResult(call_id=call_id, name=name, status=finished, error=error))  # type: ignore[arg-type]
+            if finished == "cancelled":
                 self._last = Outcome("interrupted", f"the call to {name} was cancelled")
 
     def on_info(self, f: Fields) -> None:
@@ -228,14 +255,14 @@ class GeminiLogDecoder(SessionLogDecoder):
         seen = self._state(f)
         if not seen.text:
             seen.text = True
-            self.emit(p.Log(level=_LOG_LEVELS[kind], message=parts_text(f.obj.get("content"))))
+            self.emit(p.Log(level=_LOG_LEVELS[kind], message=self._text(f)))
 
     def on_error(self, f: Fields) -> None:
         seen = self._state(f)
         if seen.text:
             return
         seen.text = True
-        message = parts_text(f.obj.get("content")) or "error"
+        message = self._text(f) or "error"
         self.emit(p.Error(code=ErrorCode.UNKNOWN, message=message, recoverable=True))
         self._last = Outcome("failed", message)
 
@@ -260,7 +287,8 @@ class GeminiLogDialect(LogDialect):
             return 1.0
         kind = obj.get("type")
         if (
-            kind in _MESSAGE_TYPES
+            isinstance(kind, str)
+            and kind in _MESSAGE_TYPES
             and isinstance(obj.get("id"), str)
             and "timestamp" in obj
             and "content" in obj

@@ -39,7 +39,8 @@ What is here, and when to use it:
 - **The dialect object** — :class:`Dialect` (the interface: ``sniff``, ``decoder``,
   ``encoder``, and optionally ``error_for_exit`` for the CLI's documented exit codes,
   ``decode_document`` for a single-document JSON output, ``has_start_line``);
-  :class:`SimpleDialect` builds the decoder and encoder from two class attributes.
+  :class:`SimpleDialect` builds the decoder and encoder from two class attributes (a decode-only
+  dialect sets ``can_encode = False`` and names no encoder).
 - **Reading fields liberally** — :class:`Fields` reads one line: any JSON number where a
   number is meant (fractions rounded, numeric strings read), and a field of the wrong kind
   is lost (a default, and one ``log`` warning per field per stream), never the line. Only
@@ -48,7 +49,8 @@ What is here, and when to use it:
   your own.
 - **Decoding** — :class:`EventDecoder` dispatches each object to ``on_<type>``,
   passes unknown types through as :class:`~agentstream.protocol.UnknownEvent`,
-  adopts the dialect's session id (:meth:`EventDecoder.adopt_session`), synthesises
+  adopts the dialect's session id (:meth:`EventDecoder.adopt_session`), stamps events with the
+  current line's own time when the decoder sets :attr:`EventDecoder.line_ts`, synthesises
   ``start`` when a stream lacks one, buffers delta runs (:meth:`EventDecoder.chunk`,
   :meth:`EventDecoder.delta`) and closes each with one complete ``message``/``reasoning``,
   and keeps a :class:`~agentstream.transcript.Tally` for the ``result`` a dialect leaves
@@ -87,7 +89,7 @@ import msgspec
 from agentstream import protocol as p
 from agentstream.dialects.base import Dialect, DialectDecoder, DialectEncoder, ExitMeaning
 from agentstream.ending import ending_events
-from agentstream.errors import ErrorCode, ExitCode, MalformedEventError
+from agentstream.errors import ErrorCode, ExitCode, MalformedEventError, UsageError
 from agentstream.transcript import Tally
 
 __all__ = [
@@ -673,6 +675,9 @@ class EventDecoder(DialectDecoder):
         """Fields lost while decoding the current line, reported once it decoded (see :meth:`decode_object`)."""
         self._reported: set[tuple[str, str]] = set()
         self._ended = False
+        self.line_ts: str | None = None
+        """The time the current line carries, for its events that name none (a session log sets it per
+        record); ``None``: such events are stamped with the time they are read."""
 
     # dispatch
 
@@ -767,6 +772,8 @@ class EventDecoder(DialectDecoder):
 
     def _stamp(self, event: p.Event, ts: str | None) -> None:
         kind = type(event)  # exact type checks: this runs for every event
+        if ts is None:
+            ts = self.line_ts
         if self._lost and kind is not p.Start and self.last_fatal is None:
             self._report_lost()
         if kind is p.Result:
@@ -1017,7 +1024,12 @@ class EventEncoder(DialectEncoder):
 
 
 class SimpleDialect(Dialect):
-    """A dialect whose decoder and encoder need nothing but the session id: name the two classes."""
+    """A dialect whose decoder and encoder need nothing but the session id: name the two classes.
+
+    A decode-only dialect (one agentstream reads but does not write, such as a CLI's session log)
+    names no ``encoder_class`` and sets :attr:`~Dialect.can_encode` to ``False``: asking it for an
+    encoder is then a :class:`~agentstream.errors.UsageError` that says what to write instead.
+    """
 
     decoder_class: ClassVar[type[DialectDecoder]]
     encoder_class: ClassVar[type[DialectEncoder]]
@@ -1026,4 +1038,10 @@ class SimpleDialect(Dialect):
         return self.decoder_class(session_id)
 
     def encoder(self) -> DialectEncoder:
+        if not self.can_encode:
+            raise UsageError(
+                f"the {self.name} dialect is decode-only: agentstream reads it but does not write it",
+                fix="convert to a dialect that can be written (--to canonical, claude, codex, …); "
+                "'agentstream dialects' lists them",
+            )
         return self.encoder_class()
