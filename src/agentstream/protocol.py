@@ -380,7 +380,10 @@ _decoder: msgspec.json.Decoder[Event] = msgspec.json.Decoder(Event)
 def encode(event: AnyEvent) -> bytes:
     """Compact JSON for one event, without the newline."""
     if isinstance(event, UnknownEvent):
-        return JSON_ENCODER.encode(event.raw)
+        raw = event.raw
+        if raw.get("type") != event.type:  # a foreign object kept whole still says what it is
+            raw = {"type": event.type, **{key: value for key, value in raw.items() if key != "type"}}
+        return JSON_ENCODER.encode(raw)
     return JSON_ENCODER.encode(event)
 
 
@@ -504,7 +507,7 @@ class InputSettings(Struct, tag_field="type", tag="settings", kw_only=True):
 InputLine: TypeAlias = InputMessage | Interrupt | PermissionDecision | InputSettings
 """One line a client writes to a two-way session's stdin."""
 
-_input_decoder = msgspec.json.Decoder(InputLine)
+_input_decoder: msgspec.json.Decoder[InputLine] = msgspec.json.Decoder(InputLine)
 
 
 def decode_input(line: bytes | str) -> InputLine:

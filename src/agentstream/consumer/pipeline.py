@@ -624,7 +624,7 @@ def _ts_of(event: p.Event) -> str:
 
 def _event_data(event: p.Event) -> dict[str, Any]:
     """An event's own fields without its stamps, to carry it inside an ``event``."""
-    data = msgspec.to_builtins(event)
+    data: dict[str, Any] = msgspec.to_builtins(event)
     for key in ("type", "v", "session_id", "seq", "ts", "synthetic"):
         data.pop(key, None)
     return data
