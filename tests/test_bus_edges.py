@@ -93,7 +93,8 @@ def test_follow_on_a_dead_bus_gives_up_with_its_terminal_line(
 ) -> None:
     url = _refused_url() if kind == "refused" else request.getfixturevalue("blackhole")
     done = _run(["follow", "some-run", "--bus", url, "--reconnect-timeout", "600"], tmp_path)
-    (line,) = _lines(done.stdout)
+    *_, error, line = _lines(done.stdout)  # a whole stream: made-up start, the fatal error, the result
+    assert error["type"] == "error" and error["code"] == "BUS_UNAVAILABLE"
     assert done.returncode == 1
     assert line["synthetic"] is True and line["subtype"] == "bus_unavailable"
     assert line["error"]["code"] == "BUS_UNAVAILABLE"  # type: ignore[index]
@@ -101,7 +102,7 @@ def test_follow_on_a_dead_bus_gives_up_with_its_terminal_line(
 
 def test_follow_wait_keeps_trying_visibly_until_its_timeout(tmp_path: Path) -> None:
     done = _run(["follow", "some-run", "--bus", _refused_url(), "--wait", "--timeout", "5"], tmp_path)
-    (line,) = _lines(done.stdout)
+    line = _lines(done.stdout)[-1]
     assert line["subtype"] == "bus_unavailable" and done.returncode == 1
     tries = done.stderr.decode().count("--wait: trying again")
     assert tries >= 2, done.stderr.decode()

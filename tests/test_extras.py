@@ -83,7 +83,7 @@ def test_the_core_commands_need_no_extra(without_extras: dict[str, str], tmp_pat
     assert demo.returncode == 0, demo.stderr
     (tmp_path / "demo.ndjson").write_bytes(demo.stdout)
     assert agentstream(without_extras, tmp_path, "validate", "-q", "demo.ndjson").returncode == 0
-    replay = agentstream(without_extras, tmp_path, "exec", "--provider", "replay", "-o", "stream-json", "hi")
+    replay = agentstream(without_extras, tmp_path, "exec", "--provider", "demo", "-o", "stream-json", "hi")
     assert replay.returncode == 0, replay.stderr
     assert msgspec.json.decode(replay.stdout.splitlines()[-1])["ok"] is True
 

@@ -85,7 +85,7 @@ def check_replay_trace(spans: list[ReceivedSpan], session_id: str) -> ReceivedSp
     assert agent.name == "invoke_agent agentstream"
     assert agent.parent_span_id == ""
     assert agent.attributes["gen_ai.conversation.id"] == session_id
-    assert agent.attributes["gen_ai.provider.name"] == "replay"
+    assert agent.attributes["gen_ai.provider.name"] == "demo"
     assert agent.attributes["gen_ai.request.model"] == "agentstream-demo"
     chats = by_operation(spans, "chat")
     tools = by_operation(spans, "execute_tool")
@@ -124,7 +124,7 @@ def check_replay_trace(spans: list[ReceivedSpan], session_id: str) -> ReceivedSp
 
 def test_exec_exports_its_run_as_one_genai_trace(receiver: Receiver, tmp_path: Path) -> None:
     done = agentstream(
-        "exec", "--provider", "replay", "--no-publish", "look around", env=otel_env(receiver), cwd=tmp_path
+        "exec", "--provider", "demo", "--no-publish", "look around", env=otel_env(receiver), cwd=tmp_path
     )
     assert done.returncode == 0, done.stderr
     assert "otel" not in done.stderr
@@ -147,7 +147,7 @@ def test_a_failing_run_records_its_errors_on_the_spans(receiver: Receiver, tmp_p
     done = agentstream(
         "exec",
         "--provider",
-        "replay",
+        "demo",
         "--no-publish",
         "--max-turns",
         "1",
@@ -200,7 +200,7 @@ def test_an_interrupted_exec_still_exports_its_spans(receiver: Receiver, tmp_pat
             "agentstream",
             "exec",
             "--provider",
-            "replay",
+            "demo",
             "--cassette",
             str(cassette),
             "--no-publish",
@@ -241,7 +241,7 @@ def test_a_dead_collector_costs_one_warning_and_not_the_run(tmp_path: Path) -> N
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     env = clean_env(OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}")
-    done = agentstream("exec", "--provider", "replay", "--no-publish", "hi", env=env, cwd=tmp_path)
+    done = agentstream("exec", "--provider", "demo", "--no-publish", "hi", env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert events_of(done.stdout)[-1]["ok"] is True
     warnings = [line for line in done.stderr.splitlines() if "otel" in line]
@@ -251,7 +251,7 @@ def test_a_dead_collector_costs_one_warning_and_not_the_run(tmp_path: Path) -> N
 
 def test_grpc_is_refused_with_a_clear_message(tmp_path: Path, receiver: Receiver) -> None:
     env = otel_env(receiver, OTEL_EXPORTER_OTLP_PROTOCOL="grpc")
-    done = agentstream("exec", "--provider", "replay", "--no-publish", "hi", env=env, cwd=tmp_path)
+    done = agentstream("exec", "--provider", "demo", "--no-publish", "hi", env=env, cwd=tmp_path)
     assert done.returncode == 0
     assert "OTEL_EXPORTER_OTLP_PROTOCOL=grpc is not supported" in done.stderr
     assert "http/protobuf" in done.stderr
@@ -267,7 +267,7 @@ def test_without_an_endpoint_nothing_from_opentelemetry_is_imported(tmp_path: Pa
     child = tmp_path / "child.py"
     child.write_text('print(\'{"type":"start","v":1,"session_id":"c","seq":0,"ts":"","command":"c"}\')\n')
     argv = (
-        ["exec", "--provider", "replay", "--no-publish", "hi"]
+        ["exec", "--provider", "demo", "--no-publish", "hi"]
         if command == "exec"
         else ["wrap", "--", sys.executable, str(child)]
     )
@@ -343,7 +343,7 @@ def test_wrap_exports_the_child_run_and_passes_it_a_traceparent(receiver: Receiv
 
 def test_follow_exports_the_run_it_follows(receiver: Receiver, tmp_path: Path) -> None:
     bus = f"sqlite:///{tmp_path / 'bus.db'}"
-    produced = agentstream("exec", "--provider", "replay", "--bus", bus, "hi", env=clean_env(), cwd=tmp_path)
+    produced = agentstream("exec", "--provider", "demo", "--bus", bus, "hi", env=clean_env(), cwd=tmp_path)
     assert produced.returncode == 0, produced.stderr
     run_id = events_of(produced.stdout)[0]["session_id"]
     assert receiver.requests == 0
@@ -353,9 +353,7 @@ def test_follow_exports_the_run_it_follows(receiver: Receiver, tmp_path: Path) -
 
 
 def test_export_otel_replays_a_recorded_stream_with_its_own_times(receiver: Receiver, tmp_path: Path) -> None:
-    recorded = agentstream(
-        "exec", "--provider", "replay", "--no-publish", "hi", env=clean_env(), cwd=tmp_path
-    )
+    recorded = agentstream("exec", "--provider", "demo", "--no-publish", "hi", env=clean_env(), cwd=tmp_path)
     path = tmp_path / "run.ndjson"
     path.write_text(recorded.stdout)
     events = events_of(recorded.stdout)

@@ -36,7 +36,7 @@ from agentstream import protocol as p
 from agentstream._text import utf8_text
 from agentstream.agent.interrupt import TurnControl, TurnInterrupted
 from agentstream.agent.permissions import Decision
-from agentstream.errors import AgentstreamError, UsageError
+from agentstream.errors import AgentstreamError, ErrorCode, UsageError
 
 if TYPE_CHECKING:
     from agentstream.agent.permissions import Approvals
@@ -291,9 +291,22 @@ class CanonicalInput:
         import msgspec
 
         try:
+            utf8_text(line, f"stdin line {number}")  # named as bad bytes, not as bad JSON
+        except UsageError as exc:
+            session.bad_line(exc)
+            return
+        try:
             obj = p.JSON_DECODER.decode(line)
         except msgspec.DecodeError as exc:
-            session.bad_line(UsageError(f"stdin line {number} is not JSON: {exc}", fix=TURN_FIX))
+            if "surrogate" in str(exc):  # a JSON escape of half a character: text no model or store can take
+                error = UsageError(
+                    f"stdin line {number} is not valid UTF-8 ({exc})",
+                    code=ErrorCode.INVALID_UTF8,
+                    fix=TURN_FIX,
+                )
+            else:
+                error = UsageError(f"stdin line {number} is not JSON: {exc}", fix=TURN_FIX)
+            session.bad_line(error)
             return
         if isinstance(obj, dict) and obj.get("type") == "user":  # Claude's shape of a user turn
             self._turn(session, obj.get("message"), number, "content")

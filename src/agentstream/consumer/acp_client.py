@@ -99,6 +99,7 @@ class AcpSpawn:
         self._peer: RpcPeer | None = None
         self._session_id = ""
         self._cancelled_with = 0
+        self._stopped_hung = False
         self._runs: dict[str, list[Any]] = {}
         self._open_run: tuple[str, str] | None = None
         self._open_calls: dict[str, str] = {}
@@ -139,6 +140,19 @@ class AcpSpawn:
     @property
     def returncode(self) -> int | None:
         return self.proc.poll() if self.proc is not None else None
+
+    @property
+    def exit_status(self) -> int | None:
+        """The agent's exit status as a shell reports it (128 + N when killed by signal N); None before."""
+        code = self.returncode
+        if code is None:
+            return None
+        return 128 - code if code < 0 else code
+
+    @property
+    def stopped(self) -> bool:
+        """Whether the run was ended from here (cancelled, or stopped for hanging): its outcome, not the status."""
+        return bool(self._cancelled_with) or self._stopped_hung
 
     @property
     def stderr(self) -> str:
@@ -249,6 +263,7 @@ class AcpSpawn:
                 return
 
     def _hung(self) -> Ending:
+        self._stopped_hung = True
         return Ending(
             ErrorCode.TIMEOUT,
             f"the ACP agent sent nothing for {self.idle_timeout_s:g}s while it owed an answer; it was stopped",
