@@ -200,7 +200,7 @@ def test_an_interrupted_exec_still_exports_its_spans(receiver: Receiver, tmp_pat
             "agentstream",
             "exec",
             "--provider",
-            "demo",
+            "replay",
             "--cassette",
             str(cassette),
             "--no-publish",
