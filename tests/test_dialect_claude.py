@@ -560,7 +560,7 @@ def test_json_output_document_is_a_whole_successful_run_with_its_final_text() ->
     import json
 
     pretty = json.dumps(JSON_SUCCESS, indent=2, ensure_ascii=False).encode()
-    events = get_dialect("claude").decode_document(msgspec.json.decode(pretty))
+    events = get_dialect("claude").decoder().decode_document(msgspec.json.decode(pretty))
     assert [e.type for e in events] == ["start", "message", "usage", "usage", "result"]
     assert not violations(events)
     start, message, _, main, result = events
@@ -623,7 +623,7 @@ def test_json_output_document_is_a_whole_successful_run_with_its_final_text() ->
 def test_json_output_document_of_a_failed_run_is_a_failure_with_its_reason(
     document: dict[str, Any], code: str, subtype: str, exit_code: int
 ) -> None:
-    events = get_dialect("claude").decode_document(document)
+    events = get_dialect("claude").decoder().decode_document(document)
     assert [e.type for e in events] == ["start", "error", "result"], "no final text: the result is the error"
     assert not violations(events)
     error, result = events[1:]
@@ -639,5 +639,5 @@ def test_json_output_document_of_a_failed_run_is_a_failure_with_its_reason(
 def test_json_output_array_of_verbose_mode_and_other_documents() -> None:
     claude = get_dialect("claude")
     array = objects(fixture_lines("claude", "verbose-json-array.json"))[0]
-    assert [e.type for e in claude.decode_document(array)][-1] == "result"
-    assert claude.decode_document({"response": "a gemini document"}) is None
+    assert [e.type for e in claude.decoder().decode_document(array)][-1] == "result"
+    assert claude.decoder().decode_document({"response": "a gemini document"}) is None

@@ -347,7 +347,7 @@ def test_what_an_exit_status_means_is_a_known_code_with_a_message_and_a_fix(dial
 )
 def test_any_document_is_read_as_a_valid_run_disowned_or_named_malformed(dialect: str, document: Any) -> None:
     try:
-        events = get_dialect(dialect).decode_document(document)
+        events = get_dialect(dialect).decoder().decode_document(document)
     except MalformedEventError as exc:
         assert exc.message.startswith(dialect) and exc.fix
         return

@@ -610,7 +610,11 @@ def _document(**fields: Any) -> Any:
 
 
 def test_json_output_document_is_a_whole_successful_run_with_its_response() -> None:
-    events = get_dialect("gemini").decode_document(_document(response="The file says hi.", stats=_METRICS))
+    events = (
+        get_dialect("gemini")
+        .decoder()
+        .decode_document(_document(response="The file says hi.", stats=_METRICS))
+    )
     assert [e.type for e in events] == ["start", "message", "usage", "result"]
     assert not violations(events)
     start, message, usage, result = events
@@ -660,7 +664,7 @@ def test_json_output_document_with_an_error_is_a_failure_with_its_code(
     document = _document(
         response="partial", stats=_METRICS, error=error, warnings=["Skipping unreadable file"]
     )
-    events = get_dialect("gemini").decode_document(document)
+    events = get_dialect("gemini").decoder().decode_document(document)
     assert [e.type for e in events] == ["start", "log", "message", "usage", "error", "result"]
     assert not violations(events)
     warning, error_event, result = events[1], events[-2], events[-1]
@@ -671,9 +675,9 @@ def test_json_output_document_with_an_error_is_a_failure_with_its_code(
 
 def test_only_gemini_documents_are_read_as_gemini_documents() -> None:
     gemini = get_dialect("gemini")
-    assert gemini.decode_document({"type": "result", "subtype": "success"}) is None
-    assert gemini.decode_document([{"response": "x"}]) is None
-    assert [e.type for e in gemini.decode_document({"response": "just text"})] == [
+    assert gemini.decoder().decode_document({"type": "result", "subtype": "success"}) is None
+    assert gemini.decoder().decode_document([{"response": "x"}]) is None
+    assert [e.type for e in gemini.decoder().decode_document({"response": "just text"})] == [
         "start",
         "message",
         "result",

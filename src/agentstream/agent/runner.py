@@ -16,13 +16,15 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
 
 from agentstream.errors import AgentstreamError, ErrorCode, UsageError
 
 if TYPE_CHECKING:
+    import argparse
+
     from agentstream import protocol as p
     from agentstream.agent.control import OutputChannel, TwoWaySession
     from agentstream.agent.conversation import Conversation
@@ -80,6 +82,20 @@ class ExecOptions:
     continue_: bool = False
     bus: str | None = None
     no_publish: bool = False
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, prompt: str | None = None) -> ExecOptions:
+        """The options a command line gave: every field the parsed namespace has an option of the same name for
+        (``exec`` has them all; ``acp`` the model and permission ones), the rest left at their defaults."""
+        given = vars(args)
+        return cls(
+            prompt=prompt,
+            **{
+                field.name: given[field.name]
+                for field in fields(cls)
+                if field.name in given and field.name != "prompt"
+            },
+        )
 
 
 def run(options: ExecOptions, stdin: IO[bytes] | None = None) -> int:

@@ -84,22 +84,7 @@ def run(args: argparse.Namespace) -> int:
         from agentstream.acp.own_agent import OwnAgent
         from agentstream.agent.runner import ExecOptions
 
-        agent = OwnAgent(
-            ExecOptions(
-                prompt=None,
-                provider=args.provider,
-                model=args.model,
-                base_url=args.base_url,
-                system=args.system,
-                max_tokens=args.max_tokens,
-                max_turns=args.max_turns,
-                cassette=args.cassette,
-                permission_mode=args.permission_mode,
-                allowed_tools=args.allowed_tools,
-                bus=args.bus,
-                no_publish=args.no_publish,
-            )
-        )
+        agent = OwnAgent(ExecOptions.from_args(args))
     output = OutputChannel()  # the real stdout, kept for JSON-RPC; stray prints go to stderr
     try:
         return agent.serve(sys.stdin.buffer, output)

@@ -12,7 +12,6 @@ provider SDKs load on the first model call.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 
 from agentstream.cli._exec_options import add_exec_options
@@ -31,13 +30,11 @@ def run(args: argparse.Namespace) -> int:
     resolve_output_format(args)
     _say_ignored(args)
 
-    names = [field.name for field in dataclasses.fields(ExecOptions) if field.name != "prompt"]
-    settings = {name: getattr(args, name) for name in names}
     try:
         prompt = _first_prompt(args)
     except AgentstreamError as exc:
-        return fail_before_start(ExecOptions(prompt=None, **settings), exc)
-    return run_agent(ExecOptions(prompt=prompt, **settings))
+        return fail_before_start(ExecOptions.from_args(args), exc)
+    return run_agent(ExecOptions.from_args(args, prompt))
 
 
 def _say_ignored(args: argparse.Namespace) -> None:

@@ -235,9 +235,13 @@ class Pipeline:
             events = self._decoder.decode_document(obj)
         except Exception as exc:  # the dialect failing on the document is the document's problem
             return self._bad_line(Line(number, p.JSON_ENCODER.encode(obj), True), exc)
-        if events is None:
-            return self._bad_line(Line(number, p.JSON_ENCODER.encode(obj), True), None)
-        return self._accept(events)
+        if events is not None:
+            return self._accept(events)
+        # Not the dialect's own document: a stream line, or an array of them, pretty-printed.
+        out: list[p.AnyEvent] = []
+        for item in obj if isinstance(obj, list) else [obj]:
+            out += self._decode(p.JSON_ENCODER.encode(item), number, True)
+        return out
 
     def _give_up_document(self, item: Line | LineTooLong | None) -> list[p.AnyEvent]:
         """Not one JSON document after all: read what was gathered line by line."""

@@ -56,22 +56,14 @@ class DialectDecoder(ABC):
         """Decode one parsed JSON object, calling :meth:`emit` for each canonical event."""
 
     def decode_document(self, document: Any) -> list[p.AnyEvent] | None:
-        """Decode a whole JSON document that spans many lines (a CLI's ``--output-format json``, pretty-printed).
+        """The whole run a CLI's single-document output describes (its ``--output-format json``: one JSON value,
+        maybe pretty-printed), or ``None`` when the dialect has no such output or this is not one.
 
-        The reader parses the document whole (it is one value, so its size is
-        bounded) and hands it here. By default an object is read as one line
-        and an array as its elements in order; dialects whose single-document
-        output has another shape (Gemini CLI's ``json`` mode) override this.
-        ``None`` means "not mine: report it as malformed".
+        The reader parses a document that spans many lines whole (its size is bounded) and hands it here;
+        on ``None`` it reads the value as one stream line (an array: as its elements, in order). Raises
+        :class:`~agentstream.errors.MalformedEventError` for a document of the dialect that cannot be read.
         """
-        if isinstance(document, dict):
-            self.decode_object(document)
-            return self.drain()
-        if isinstance(document, list) and all(isinstance(item, dict) for item in document):
-            for item in document:
-                self.decode_object(item)
-            return self.drain()
-        return self.decode_other(document)
+        return None
 
     def finish(self) -> list[p.AnyEvent]:
         """Called at end of input: flush buffered state (e.g. deltas never closed by a message)."""
@@ -121,16 +113,12 @@ class Dialect(ABC):
         """
         return None
 
-    def decode_document(self, document: Any, session_id: str | None = None) -> list[p.AnyEvent] | None:
-        """The canonical events of a CLI's single-document output (one JSON value, maybe pretty-printed, that
-        describes the whole run), or ``None`` when the dialect has no such output or this is not one.
-
-        Raises :class:`~agentstream.errors.MalformedEventError` for a document of the dialect that cannot be read.
-        """
-        return None
-
     def sniff_document(self, document: dict[str, Any]) -> float:
-        """How sure we are that a whole JSON document (not a stream line) is this dialect's single-object output."""
+        """How sure we are that a whole JSON document (not a stream line) is this dialect's single-object output.
+
+        Used by :func:`~agentstream.dialects.detect_document` when no line sniffer knows the document; the
+        decoder then reads it with :meth:`DialectDecoder.decode_document`.
+        """
         return 0.0
 
     @abstractmethod

@@ -275,6 +275,33 @@ class ClaudeDecoder(EventDecoder):
             self.decode_object(item)
         return self.drain()
 
+    def decode_document(self, document: Any) -> list[p.AnyEvent] | None:
+        """``claude -p --output-format json``: start, the final text as a message, usage, result.
+
+        The document is the ``result`` object alone (``--verbose`` makes it an array of every message, which is
+        read line by line as stream-json is). Usage comes from ``modelUsage`` (one event per model) when present,
+        else from ``usage``; the outcome and the error follow the same rules as a stream's ``result`` line.
+        """
+        if isinstance(document, list):
+            if document and isinstance(document[-1], dict) and document[-1].get("type") == "result":
+                return self.decode_other(document)
+            return None
+        if not isinstance(document, dict) or document.get("type") != "result":
+            return None
+        own_session = document.get("session_id")
+        self.adopt_session(own_session if isinstance(own_session, str) else None)
+        per_model = document.get("modelUsage")
+        usages = _document_usage(document, per_model if isinstance(per_model, dict) else {})
+        main = max((u for u in usages if u.model != "unknown"), key=lambda u: u.output_tokens, default=None)
+        self.emit(p.Start(command=self.command, model=main.model if main is not None else p.UNSET))
+        text, is_error = document.get("result"), document.get("is_error")
+        if isinstance(text, str) and text and is_error is not True and document.get("subtype") == "success":
+            self.emit(p.Message(message_id=p.new_id("msg"), role="assistant", content=text))
+        for usage in usages:
+            self.emit(usage)
+        self.decode_object(document)
+        return self.drain()
+
     def decode_object(self, obj: dict[str, Any]) -> None:
         held = self._startup
         if held is None:
@@ -581,38 +608,6 @@ class ClaudeDecoder(EventDecoder):
                 error=error if error is not None else p.UNSET,
             )
         )
-
-
-def events_from_json_output(document: Any, session_id: str | None = None) -> list[p.AnyEvent]:
-    """The run described by ``claude -p --output-format json``: start, the final text as a message, usage, result.
-
-    The document is the ``result`` object alone (``--verbose`` makes it an array of every message, which is
-    read line by line as stream-json is). Usage comes from ``modelUsage`` (one event per model) when present,
-    else from ``usage``; the outcome and the error follow the same rules as a stream's ``result`` line.
-    """
-    decoder = ClaudeDecoder(session_id)
-    if isinstance(document, list):
-        if not document or not isinstance(document[-1], dict) or document[-1].get("type") != "result":
-            raise malformed("claude JSON array: its last element must be the run's result object")
-        return (decoder.decode_other(document) or []) + decoder.finish()
-    if not isinstance(document, dict) or document.get("type") != "result":
-        raise malformed(
-            "claude JSON output: expected the result object (type 'result') or an array of messages"
-        )
-    own_session = document.get("session_id")
-    decoder.adopt_session(own_session if isinstance(own_session, str) else None)
-    per_model = document.get("modelUsage")
-    per_model = per_model if isinstance(per_model, dict) else {}
-    usages = _document_usage(document, per_model)
-    main = max((u for u in usages if u.model != "unknown"), key=lambda u: u.output_tokens, default=None)
-    decoder.emit(p.Start(command=decoder.command, model=main.model if main is not None else p.UNSET))
-    text, is_error = document.get("result"), document.get("is_error")
-    if isinstance(text, str) and text and is_error is not True and document.get("subtype") == "success":
-        decoder.emit(p.Message(message_id=p.new_id("msg"), role="assistant", content=text))
-    for usage in usages:
-        decoder.emit(usage)
-    decoder.decode_object(document)
-    return decoder.drain() + decoder.finish()
 
 
 def _document_usage(document: dict[str, Any], per_model: dict[str, Any]) -> list[p.Usage]:
@@ -1052,12 +1047,6 @@ class ClaudeDialect(SimpleDialect):
     summary = "Claude Code -p --output-format stream-json --verbose"
     decoder_class = ClaudeDecoder
     encoder_class = ClaudeEncoder
-
-    def decode_document(self, document: Any, session_id: str | None = None) -> list[p.AnyEvent] | None:
-        """``claude -p --output-format json`` (see :func:`events_from_json_output`)."""
-        if (isinstance(document, dict) and document.get("type") == "result") or isinstance(document, list):
-            return events_from_json_output(document, session_id)
-        return None
 
     def sniff(self, obj: dict[str, Any]) -> float:
         return claude_score(obj)

@@ -25,7 +25,6 @@ from agentstream.dialects.kit import (
     first_keys,
     identify,
     iso,
-    malformed,
 )
 from agentstream.errors import ERROR_CODES, ErrorCode
 
@@ -218,58 +217,59 @@ class GeminiDecoder(EventDecoder):
             usage=usage,
         )
 
-    def decode_untyped(self, obj: dict[str, Any]) -> None:
-        """Gemini CLI's ``--output-format json``: one object ``{session_id, response, stats, error, warnings}``.
+    def decode_document(self, document: Any) -> list[p.AnyEvent] | None:
+        """Only Gemini CLI's ``-o json`` document is a Gemini document (see :meth:`decode_untyped`)."""
+        if isinstance(document, dict) and "type" not in document and _JSON_OUTPUT_KEYS & document.keys():
+            self.decode_object(document)
+            return self.drain()
+        return None
 
-        It has no ``type`` (compact on one line, or pretty-printed: the reader
-        hands a whole document to :meth:`decode_document`, which comes here).
-        Read into the same events as the stream-json run would give: a start,
-        the warnings as logs, the response as the assistant's message, usage
-        per model, then the result (failed when the document carries ``error``).
+    def decode_untyped(self, obj: dict[str, Any]) -> None:
+        """Gemini CLI's ``-o json``: one object ``{session_id?, response?, stats?, error?, warnings?}``.
+
+        It has no ``type`` (compact on one line, or pretty-printed: the reader hands a whole document to
+        :meth:`decode_document`, which comes here). Read into the run stream-json would give: start, the
+        warnings as ``log`` warnings, the response as the assistant's message, usage per model (``stats`` is
+        Gemini's ``SessionMetrics``), then the result. An ``error`` fails the run with the code and exit code
+        of its type, as in stream-json; Gemini's ``INVALID_STREAM`` (which exits 0) is a failure too.
         """
-        f = Fields(obj, "gemini json document")
-        if not ({"response", "stats", "error"} & obj.keys()):
+        f = self.fields(obj, "gemini JSON output", "")
+        if not _JSON_OUTPUT_KEYS & obj.keys():
             f.text("type")  # neither a stream line nor the json document: malformed
         # Every field is read before anything is emitted: a bad one leaves no half-decoded run behind.
-        session_id, response = f.opt_text("session_id"), f.opt_text("response")
-        warnings = [w for w in f.opt_list("warnings") or [] if isinstance(w, str)]
-        models = stats.opt_sub("models") if (stats := f.opt_sub("stats")) is not None else None
-        usages = [
-            _document_usage(name, tokens)
-            for name in (models.obj if models is not None else ())
-            if (tokens := models.sub(name).opt_sub("tokens")) is not None  # type: ignore[union-attr]
-        ]
-        error = f.opt_sub("error")
+        session_id, response, error = f.opt_text("session_id"), f.opt_text("response"), f.opt_sub("error")
+        warnings = f.opt_strings("warnings") or []
+        stats = f.opt_sub("stats")
+        models = stats.opt_sub("models") if stats is not None else None
+        per_model = (
+            [_model_usage(name, models.sub(name)) for name in models.obj] if models is not None else []
+        )
+        tools = stats.opt_sub("tools") if stats is not None else None
+        by_name = tools.opt_mapping("byName") if tools is not None else None
         info, exit_code = None, 0
         if error is not None:
             code, exit_code = _code_and_exit(error.opt_text("type") or "")
-            info = p.ErrorInfo(code=code, message=error.opt_text("message") or "gemini reported an error")
+            message = error.opt_text("message") or "gemini reported an error it did not describe"
+            info = p.ErrorInfo(code=code, message=message)
         self.adopt_session(session_id)
-        self.emit(p.Start(command=self.command))
+        self.emit(p.Start(command=self.command, model=per_model[0].model if per_model else p.UNSET))
         for warning in warnings:
             self.emit(p.Log(level="warn", message=warning))
         if response:
             self.emit(p.Message(message_id=p.new_id("msg"), role="assistant", content=response))
-        for usage in usages:
+        totals = p.UsageTotals()
+        for usage in per_model:
             self.emit(usage)
+            totals.add(usage)
         self.emit_result(
             ok=info is None,
-            exit_code=0 if info is None else exit_code or 1,  # INVALID_STREAM exits 0; a failure must not
+            exit_code=0 if info is None else exit_code or 1,
             error=info,
             subtype="success" if info is None else _SUBTYPE_FOR_CODE.get(info.code, "error"),
             result=response if response is not None else p.UNSET,
+            usage=totals,
+            tools_used=list(by_name or ()),
         )
-
-
-def _document_usage(model: str, tokens: Fields) -> p.Usage:
-    """One model's ``tokens`` of a json-mode ``stats`` (``prompt``/``candidates``/``cached``/``thoughts``)."""
-    return p.Usage(
-        model=model,
-        input_tokens=tokens.opt_integer("prompt") or tokens.opt_integer("input") or 0,
-        output_tokens=tokens.opt_integer("candidates") or 0,
-        cached_tokens=tokens.opt_integer("cached") or 0,
-        reasoning_tokens=tokens.opt_integer("thoughts") or 0,
-    )
 
 
 def _stats(f: Fields) -> tuple[p.UsageTotals, int, list[p.Usage]]:
@@ -281,50 +281,6 @@ def _stats(f: Fields) -> tuple[p.UsageTotals, int, list[p.Usage]]:
         else []
     )
     return p.UsageTotals(**_counts(f)), f.opt_integer("duration_ms") or 0, per_model
-
-
-def events_from_json_output(document: Any, session_id: str | None = None) -> list[p.AnyEvent]:
-    """The run described by ``gemini -p … -o json``: start, the response as a message, usage per model, result.
-
-    The document is ``{session_id?, response?, stats?, error?, warnings?}`` (``stats`` is Gemini's
-    ``SessionMetrics``). An ``error`` fails the run with the code and exit code of its type, as in stream-json;
-    Gemini's ``INVALID_STREAM`` (which exits 0) is a failure too. Warnings become ``log`` warnings.
-    """
-    if not isinstance(document, dict) or not _JSON_OUTPUT_KEYS & document.keys() or "type" in document:
-        raise malformed("gemini JSON output: expected an object with 'response', 'stats' or 'error'")
-    decoder = GeminiDecoder(session_id)
-    f = decoder.fields(document, "gemini JSON output", "")
-    decoder.adopt_session(f.opt_text("session_id"))
-    stats = f.opt_sub("stats")
-    models = stats.opt_sub("models") if stats is not None else None
-    per_model = [_model_usage(name, models.sub(name)) for name in models.obj] if models is not None else []
-    decoder.emit(p.Start(command=decoder.command, model=per_model[0].model if per_model else p.UNSET))
-    for warning in f.opt_strings("warnings") or []:
-        decoder.emit(p.Log(level="warn", message=warning))
-    response, error = f.opt_text("response"), f.opt_sub("error")
-    if response:
-        decoder.emit(p.Message(message_id=p.new_id("msg"), role="assistant", content=response))
-    totals = p.UsageTotals()
-    for usage in per_model:
-        decoder.emit(usage)
-        totals.add(usage)
-    tools = stats.opt_sub("tools") if stats is not None else None
-    by_name = tools.opt_mapping("byName") if tools is not None else None
-    info, exit_code = None, 0
-    if error is not None:
-        code, exit_code = _code_and_exit(error.opt_text("type") or "")
-        message = error.opt_text("message") or "gemini reported an error it did not describe"
-        info = p.ErrorInfo(code=code, message=message)
-    decoder.emit_result(
-        ok=info is None,
-        exit_code=0 if info is None else exit_code or 1,
-        error=info,
-        subtype="success" if info is None else _SUBTYPE_FOR_CODE.get(info.code, "error"),
-        result=response if response is not None else p.UNSET,
-        usage=totals,
-        tools_used=list(by_name or ()),
-    )
-    return decoder.drain() + decoder.finish()
 
 
 _JSON_OUTPUT_KEYS = frozenset({"response", "stats", "error"})
@@ -458,12 +414,6 @@ class GeminiDialect(SimpleDialect):
     summary = "Gemini CLI --output-format stream-json"
     decoder_class = GeminiDecoder
     encoder_class = GeminiEncoder
-
-    def decode_document(self, document: Any, session_id: str | None = None) -> list[p.AnyEvent] | None:
-        """``gemini -o json`` (see :func:`events_from_json_output`)."""
-        if isinstance(document, dict) and "type" not in document and _JSON_OUTPUT_KEYS & document.keys():
-            return events_from_json_output(document, session_id)
-        return None
 
     def error_for_exit(self, status: int) -> ExitMeaning | None:
         """Gemini's start-up and fatal exit codes (41 auth … 130 cancelled; see ``_EXIT_MEANINGS``)."""

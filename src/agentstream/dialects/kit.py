@@ -38,7 +38,8 @@ What is here, and when to use it:
 
 - **The dialect object** — :class:`Dialect` (the interface: ``sniff``, ``decoder``,
   ``encoder``, and optionally ``error_for_exit`` for the CLI's documented exit codes,
-  ``decode_document`` for a single-document JSON output, ``has_start_line``);
+  ``sniff_document`` for a single-document JSON output (its decoder's ``decode_document``
+  reads it), ``has_start_line``);
   :class:`SimpleDialect` builds the decoder and encoder from two class attributes (a decode-only
   dialect sets ``can_encode = False`` and names no encoder).
 - **Reading fields liberally** — :class:`Fields` reads one line: any JSON number where a

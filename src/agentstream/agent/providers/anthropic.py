@@ -12,22 +12,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any
 
-from agentstream._extras import require
 from agentstream.agent.providers.base import (
-    Provider,
     ProviderSettings,
     ReasoningBlock,
     ReasoningDelta,
+    SdkProvider,
     TextDelta,
     TurnEnd,
     TurnEvent,
     TurnUsage,
-    map_sdk_error,
     tool_call_from_json,
 )
-from agentstream.errors import ErrorCode, ProviderError
 
 if TYPE_CHECKING:
     from agentstream.agent.conversation import Conversation
@@ -38,31 +35,15 @@ __all__ = ["AnthropicProvider", "to_anthropic_messages", "to_anthropic_tools"]
 DEFAULT_MODEL = "claude-sonnet-4-5"
 
 
-class AnthropicProvider(Provider):
+class AnthropicProvider(SdkProvider):
     name = "anthropic"
+    sdk = "anthropic"
+    client_class = "Anthropic"
+    no_credential = ("no Anthropic API key", "set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN)")
 
     def __init__(self, settings: ProviderSettings) -> None:
-        super().__init__(settings.model or os.environ.get("AGENTSTREAM_MODEL") or DEFAULT_MODEL)
-        self.settings = settings
-        self.credential = _credential()
-        self._client: Any = None
-
-    def client(self) -> Any:
-        if self._client is None:
-            if self.credential is None:
-                raise ProviderError(
-                    "no Anthropic API key",
-                    code=ErrorCode.AUTH_EXPIRED,
-                    fix="set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN)",
-                )
-            anthropic = require("anthropic", "agent")
-            self._client = anthropic.Anthropic(
-                **self.credential,
-                base_url=self.settings.base_url,
-                max_retries=0,
-                timeout=self.settings.timeout_s,
-            )
-        return self._client
+        model = settings.model or os.environ.get("AGENTSTREAM_MODEL") or DEFAULT_MODEL
+        super().__init__(model, settings, _credential(), settings.base_url)
 
     def _turn(
         self, conversation: Conversation, tools: Sequence[ToolSpec], system: str
@@ -88,23 +69,9 @@ class AnthropicProvider(Provider):
         with stream:
             yield from _StreamReader().events(stream)
 
-    def map_error(self, exc: Exception) -> ProviderError | None:
-        return map_sdk_error(exc, require("anthropic", "agent"))
 
-    def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-
-
-class _Credential(TypedDict, total=False):
-    """The SDK's keyword for the credential: exactly one of the two is set."""
-
-    api_key: str
-    auth_token: str
-
-
-def _credential() -> _Credential | None:
-    """The SDK argument for the key in the environment: an API key, else a bearer token."""
+def _credential() -> dict[str, str] | None:
+    """The SDK keyword for the key in the environment: an API key (``api_key``), else a bearer token (``auth_token``)."""
     if os.environ.get("ANTHROPIC_API_KEY"):
         return {"api_key": os.environ["ANTHROPIC_API_KEY"]}
     if os.environ.get("ANTHROPIC_AUTH_TOKEN"):

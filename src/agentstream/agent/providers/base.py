@@ -21,10 +21,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeAlias
 
 import msgspec
 
+from agentstream._extras import require
 from agentstream.errors import AgentstreamError, ErrorCode, ProviderError
 
 if TYPE_CHECKING:
@@ -37,6 +38,7 @@ __all__ = [
     "ProviderSettings",
     "ReasoningBlock",
     "ReasoningDelta",
+    "SdkProvider",
     "TextDelta",
     "ToolCallDone",
     "TurnEnd",
@@ -186,6 +188,55 @@ class Provider(ABC):
 
     def close(self) -> None:
         """Release connections; called once when the run ends."""
+
+
+class SdkProvider(Provider):
+    """A provider over an official SDK (``anthropic``, ``openai``): one client, made on first use.
+
+    The client never retries on its own (the loop owns retries, so every attempt is seen) and times out
+    as ``--timeout`` says; the SDK's exceptions become :class:`ProviderError` through :func:`map_sdk_error`.
+    """
+
+    sdk: ClassVar[str]
+    """The SDK's module (imported lazily; missing, it exits 2 naming the ``agent`` extra)."""
+    client_class: ClassVar[str]
+    no_credential: ClassVar[tuple[str, str]]
+    """The message and fix of the error raised when there is no credential."""
+
+    def __init__(
+        self,
+        model: str,
+        settings: ProviderSettings,
+        credential: Mapping[str, str] | None,
+        base_url: str | None,
+    ) -> None:
+        super().__init__(model)
+        self.settings = settings
+        self.credential = credential
+        """The SDK's keyword argument(s) for the key, or ``None`` when there is none."""
+        self.base_url = base_url
+        self._client: Any = None
+
+    def client(self) -> Any:
+        if self._client is None:
+            if self.credential is None:
+                message, fix = self.no_credential
+                raise ProviderError(message, code=ErrorCode.AUTH_EXPIRED, fix=fix)
+            sdk_class = getattr(self._sdk(), self.client_class)
+            self._client = sdk_class(
+                **self.credential, base_url=self.base_url, max_retries=0, timeout=self.settings.timeout_s
+            )
+        return self._client
+
+    def map_error(self, exc: Exception) -> ProviderError | None:
+        return map_sdk_error(exc, self._sdk())
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+    def _sdk(self) -> ModuleType:
+        return require(self.sdk, "agent")
 
 
 # -- error mapping ------------------------------------------------------------------

@@ -16,20 +16,18 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from agentstream._extras import require
 from agentstream.agent.providers.base import (
-    Provider,
     ProviderSettings,
     ReasoningDelta,
+    SdkProvider,
     TextDelta,
     TurnEnd,
     TurnEvent,
     TurnUsage,
-    map_sdk_error,
     new_call_id,
     tool_call_from_json,
 )
-from agentstream.errors import ErrorCode, ProviderError, UsageError
+from agentstream.errors import UsageError
 
 if TYPE_CHECKING:
     from agentstream.agent.conversation import Conversation
@@ -49,31 +47,19 @@ _NO_KEY = "unused"
 """OpenAI-compatible local servers take any key; the SDK insists on one."""
 
 
-class OpenAIProvider(Provider):
+class OpenAIProvider(SdkProvider):
     name = "openai"
+    sdk = "openai"
+    client_class = "OpenAI"
+    no_credential = ("no OpenAI API key", "set OPENAI_API_KEY, or pass --base-url for a local server")
 
     def __init__(
         self, settings: ProviderSettings, *, api_key: str | None = None, base_url: str | None = None
     ) -> None:
-        super().__init__(settings.model or os.environ.get("AGENTSTREAM_MODEL") or DEFAULT_MODEL)
-        self.settings = settings
-        self.base_url = base_url or settings.base_url or os.environ.get("OPENAI_BASE_URL")
-        self.api_key = api_key or os.environ.get("OPENAI_API_KEY") or (_NO_KEY if self.base_url else None)
-        self._client: Any = None
-
-    def client(self) -> Any:
-        if self._client is None:
-            if self.api_key is None:
-                raise ProviderError(
-                    "no OpenAI API key",
-                    code=ErrorCode.AUTH_EXPIRED,
-                    fix="set OPENAI_API_KEY, or pass --base-url for a local server",
-                )
-            openai = require("openai", "agent")
-            self._client = openai.OpenAI(
-                api_key=self.api_key, base_url=self.base_url, max_retries=0, timeout=self.settings.timeout_s
-            )
-        return self._client
+        model = settings.model or os.environ.get("AGENTSTREAM_MODEL") or DEFAULT_MODEL
+        base_url = base_url or settings.base_url or os.environ.get("OPENAI_BASE_URL")
+        api_key = api_key or os.environ.get("OPENAI_API_KEY") or (_NO_KEY if base_url else None)
+        super().__init__(model, settings, {"api_key": api_key} if api_key else None, base_url)
 
     def _turn(
         self, conversation: Conversation, tools: Sequence[ToolSpec], system: str
@@ -93,13 +79,6 @@ class OpenAIProvider(Provider):
         )
         with stream:
             yield from _events(stream)
-
-    def map_error(self, exc: Exception) -> ProviderError | None:
-        return map_sdk_error(exc, require("openai", "agent"))
-
-    def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
 
 
 def _events(stream: Any) -> Iterator[TurnEvent]:
