@@ -10,8 +10,14 @@ are re-emitted by the wrap. The agent talks to a loopback fake Anthropic server.
 from __future__ import annotations
 
 import asyncio
+import json
+import select
 import shlex
+import signal
 import stat
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -107,3 +113,127 @@ def test_two_turns_on_one_client_through_the_wrap(tmp_path: Path) -> None:
 
 async def _collect(prompt: str, opts: ClaudeAgentOptions) -> list[Any]:
     return [message async for message in query(prompt=prompt, options=opts)]
+
+
+# -- the relay itself, with a scripted Claude-speaking child ----------------------
+
+FAKE_CLAUDE = """
+import json, sys, time
+
+def say(line):
+    sys.stdout.write(line if isinstance(line, str) else json.dumps(line) + "\\n")
+    sys.stdout.flush()
+
+INIT = {"type": "system", "subtype": "init", "session_id": "child-1", "tools": [], "model": "m"}
+def text(words):
+    return {"type": "assistant", "session_id": "child-1",
+            "message": {"id": "msg_1", "role": "assistant", "model": "m",
+                        "content": [{"type": "text", "text": words}]}}
+RESULT = {"type": "result", "subtype": "success", "is_error": False, "result": "done",
+          "session_id": "child-1", "num_turns": 1, "duration_ms": 1}
+"""
+
+
+def _fake_child(tmp_path: Path, body: str) -> Path:
+    script = tmp_path / "fake_claude.py"
+    script.write_text(FAKE_CLAUDE + textwrap.dedent(body))
+    return script
+
+
+def _two_way(script: Path, *options: str) -> subprocess.Popen[bytes]:
+    argv = [str(Path(cli_path()).with_name("agentstream")), "wrap", "--two-way", "--from", "claude"]
+    argv += ["--to", "claude", "--no-publish", *options, "--", sys.executable, str(script)]
+    pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    return subprocess.Popen(argv, bufsize=0, **pipes)  # unbuffered: select() sees every line
+
+
+def _line(proc: subprocess.Popen[bytes], timeout: float = 20.0) -> bytes:
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    assert ready, "the wrap held a line back"
+    return proc.stdout.readline()
+
+
+def test_control_lines_pass_through_verbatim_and_at_once_in_both_directions(tmp_path: Path) -> None:
+    request = '{"type":"control_request",  "request_id":"r1", "request":{"subtype":"can_use_tool"}}\n'
+    script = _fake_child(
+        tmp_path,
+        f"""
+        say({request!r})
+        answer = json.loads(sys.stdin.readline())  # the client's answer, through the wrap's stdin
+        say(INIT)
+        say(text("the answer was " + answer["response"]["subtype"]))
+        say({{"type": "keep_alive"}})
+        say(RESULT)
+        sys.stdin.read()  # the session goes on until the client closes it
+        """,
+    )
+    proc = _two_way(script)
+    assert proc.stdin is not None and proc.stdout is not None
+    assert _line(proc) == request.encode(), "the control line is written unchanged before the child goes on"
+    proc.stdin.write(b'{"type":"control_response","response":{"subtype":"success","request_id":"r1"}}\n')
+    proc.stdin.flush()
+    turn = [_line(proc) for _ in range(5)]  # init, child_session, assistant, keep_alive, result
+    assert b'{"type": "keep_alive"}\n' in turn, "unchanged (it may overtake a message the reader still holds)"
+    events = [json.loads(line) for line in turn if line != b'{"type": "keep_alive"}\n']
+    assert [e["type"] for e in events] == ["system", "system", "assistant", "result"]
+    assert events[2]["message"]["content"][0]["text"] == "the answer was success"
+    assert events[3]["subtype"] == "success" and events[3]["session_id"] == events[0]["session_id"]
+    assert events[0]["session_id"] != "child-1", "the turn is the wrap's stream"
+    proc.stdin.close()
+    assert proc.wait(timeout=20) == 0 and proc.stdout.read() == b""
+
+
+def test_a_stall_inside_a_turn_ends_it_stalled_but_silence_between_turns_is_waiting(tmp_path: Path) -> None:
+    script = _fake_child(
+        tmp_path,
+        """
+        time.sleep(1.5)  # no turn open: waiting for the client is not a stall
+        say(INIT)
+        say(text("working"))
+        time.sleep(60)  # inside a turn: a stall
+        """,
+    )
+    proc = _two_way(script, "--stall-timeout", "0.5", "--grace", "0.5")
+    out, err = proc.communicate(timeout=30)
+    events = [json.loads(line) for line in out.splitlines()]
+    assert proc.returncode == 124, err.decode()
+    assert [e["type"] for e in events] == ["system", "system", "assistant", "result"]
+    assert events[-1]["is_error"] and events[-1]["errors"] == [
+        "the child printed nothing for 0.5s and was stopped"
+    ]
+
+
+def test_a_session_without_a_turn_writes_nothing_and_exits_0(tmp_path: Path) -> None:
+    proc = _two_way(_fake_child(tmp_path, "sys.stdin.read()\n"))
+    out, err = proc.communicate(b"", timeout=30)
+    assert (proc.returncode, out) == (0, b""), err.decode()
+
+
+def test_two_way_needs_claude_on_both_sides() -> None:
+    argv = [str(Path(cli_path()).with_name("agentstream")), "wrap", "--two-way", "--", "true"]
+    done = subprocess.run(argv, capture_output=True, timeout=30)
+    assert done.returncode == 2
+    assert "--two-way relays Claude's control protocol" in done.stderr.decode()
+
+
+def test_sigterm_between_turns_ends_the_session_with_an_interrupted_turn(tmp_path: Path) -> None:
+    script = _fake_child(
+        tmp_path,
+        """
+        import signal
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # a child that exits cleanly when asked
+        say(INIT)
+        say(RESULT)
+        sys.stdin.read()
+        """,
+    )
+    proc = _two_way(script)
+    first = [json.loads(_line(proc)) for _ in range(3)]
+    assert [e["type"] for e in first] == ["system", "system", "result"] and not first[-1]["is_error"]
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    rest = [json.loads(line) for line in out.splitlines()]
+    assert proc.returncode == 143, err.decode()
+    assert [e["type"] for e in rest] == ["system", "result"]
+    assert rest[-1]["is_error"] and "interrupted by SIGTERM" in rest[-1]["errors"][0]

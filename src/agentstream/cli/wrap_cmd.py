@@ -362,6 +362,7 @@ class _TwoWayRelay(_Relay):
         self.turn: Stream | None = None
         self.close_publisher: Callable[[], None] = _nothing
         self.exit_code = 0
+        self.turns = 0
 
     @property  # type: ignore[override]
     def stream(self) -> Stream:
@@ -375,29 +376,44 @@ class _TwoWayRelay(_Relay):
         return self.turn
 
     def run_session(self) -> int:
-        from agentstream import protocol as p
+        from agentstream.errors import ErrorCode, exit_code_for_signal
 
+        before_any_turn: list[p.AnyEvent] = []
         with self.child:
             self.forwarder.handlers.install()
             for event in self.child:
-                if isinstance(event, p.Result):
-                    self._end_turn(event)
-                else:
-                    self._relay(event)
+                if not self.turns and self.turn is None and event.synthetic is True:
+                    before_any_turn.append(event)  # the reader's own making; see below
+                    continue
+                for held in (*before_any_turn, event):
+                    self._dispatch(held)
+                before_any_turn.clear()
+        if before_any_turn and self.child.exit_status != 0:
+            for (
+                event
+            ) in before_any_turn:  # a session that ended cleanly before any turn is empty, else it failed
+                self._dispatch(event)
         if self.turn is not None:  # the reader ends every turn with a result; this is a last safeguard
-            from agentstream.errors import ErrorCode
-
             self.stream.fail(ErrorCode.STREAM_TRUNCATED, "the child's session ended inside a turn")
+            self._close_turn()
+        if self.forwarder.signum and self.exit_code != exit_code_for_signal(self.forwarder.signum):
+            self._finish(None)  # signalled between turns: a turn of its own says so, and sets the exit code
             self._close_turn()
         self.forwarder.handlers.restore()
         return self.exit_code
 
-    def _end_turn(self, final: p.Result) -> None:
-        self._finish(final)
-        self._close_turn()
+    def _dispatch(self, event: p.AnyEvent) -> None:
+        from agentstream import protocol as p
+
+        if isinstance(event, p.Result):
+            self._finish(event)
+            self._close_turn()
+        else:
+            self._relay(event)
 
     def _close_turn(self) -> None:
         assert self.turn is not None
         self.exit_code = self.turn.exit_code
+        self.turns += 1
         self.close_publisher()
         self.turn, self.held, self.close_publisher = None, None, _nothing
