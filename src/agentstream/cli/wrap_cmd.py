@@ -364,8 +364,8 @@ class _TwoWayRelay(_Relay):
         self.exit_code = 0
         self.turns = 0
 
-    @property  # type: ignore[override]
-    def stream(self) -> Stream:
+    @property
+    def stream(self) -> Stream:  # type: ignore[override]  # the base's attribute, one per turn here
         """The running turn's stream, opened on demand."""
         if self.turn is None:
             from agentstream.stream import Stream
