@@ -113,6 +113,13 @@ def run(args: argparse.Namespace) -> int:
     acp = args.from_dialect == "acp"
     if not acp:
         check_dialect(args.from_dialect)
+    elif args.stall_timeout:
+        from agentstream.errors import UsageError
+
+        raise UsageError(
+            "--stall-timeout is for stream-printing children; an ACP agent's silence is bounded by --idle-timeout",
+            fix="agentstream wrap --from acp --idle-timeout SECONDS -p PROMPT -- CMD ARGS",
+        )
     elif not args.prompt:
         from agentstream.errors import UsageError
 
@@ -138,8 +145,7 @@ def run(args: argparse.Namespace) -> int:
                 new_process_group=True,
                 stdin=None,  # the child reads the wrap's stdin, as it would without the wrap
                 env=traceparent_env(otel),  # a child that traces joins the wrap's trace
-                stall_timeout_s=args.stall_timeout,
-                **(_acp_options(args) if acp else {}),
+                **(_acp_options(args) if acp else {"stall_timeout_s": args.stall_timeout}),
             )
             _Relay(stream, child).run()
     finally:
