@@ -26,6 +26,7 @@ from claude_agent_sdk import (  # the test extra: pip install -e '.[test]'
     ClaudeSDKClient,
     PermissionResultDeny,
     ResultMessage,
+    StreamEvent,
     SystemMessage,
     query,
 )
@@ -113,6 +114,28 @@ def test_two_turns_on_one_client_through_the_wrap(tmp_path: Path) -> None:
 
 async def _collect(prompt: str, opts: ClaudeAgentOptions) -> list[Any]:
     return [message async for message in query(prompt=prompt, options=opts)]
+
+
+def test_interrupt_through_the_wrap_ends_the_turn_with_one_result(tmp_path: Path) -> None:
+    script = [anthropic_reply("A long answer that never finishes " * 20, stall_after=8)]
+
+    async def session(opts: ClaudeAgentOptions) -> list[Any]:
+        async with ClaudeSDKClient(opts) as client:
+            await client.query("talk for a long time")
+            seen: list[Any] = []
+            stream = client.receive_response()
+            async for message in stream:
+                seen.append(message)
+                if isinstance(message, StreamEvent) and message.event.get("type") == "content_block_delta":
+                    break
+            await client.interrupt()
+            return seen + [m async for m in stream]
+
+    with FakeModelServer(script) as server:
+        opts = options(tmp_path, server, cli=wrapped_cli(tmp_path), include_partial_messages=True)
+        messages = asyncio.run(session(opts))
+    final = [m for m in messages if isinstance(m, ResultMessage)]
+    assert len(final) == 1 and final[0].is_error and final[0].subtype == "error_during_execution"
 
 
 # -- the relay itself, with a scripted Claude-speaking child ----------------------
