@@ -10,11 +10,19 @@ passed on to the child, whose last events are still relayed (bounded by
 ``--grace``); a second one stops everything at once. Like ``exec``, the run is
 published to the bus (``--bus``; ``--no-publish`` opts out), so ``follow``,
 ``watch`` and ``serve`` see it.
+
+``--two-way`` (Claude's stream-json, ``--from claude --to claude``) lets a
+client such as the Claude Agent SDK drive the child through the wrap: the
+child reads the wrap's stdin itself, its control-protocol lines are written
+out verbatim the moment they are read, and every turn is a stream of its own
+(``start`` … ``result``) with the guarantees above. ``--stall-timeout`` stops a
+child that goes silent.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import signal
 import sys
@@ -24,6 +32,7 @@ from agentstream.cli._bus_options import add_publish_options, publish
 from agentstream.cli._options import add_output_options, add_to_alias, check_dialect, seconds
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from types import FrameType
 
     from agentstream import protocol as p
@@ -76,6 +85,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="between SIGTERM and SIGKILL when the child has to be stopped (default 3)",
     )
     parser.add_argument(
+        "--two-way",
+        action="store_true",
+        help="let a client drive the child over stdin (Claude's stream-json and control protocol;"
+        " needs --from claude --to claude): control lines pass through verbatim, one stream per turn",
+    )
+    parser.add_argument(
+        "--stall-timeout",
+        type=seconds,
+        default=0.0,
+        metavar="SECONDS",
+        help="stop a child that prints nothing this long while a turn runs; the stream ends STALLED,"
+        " exit code 124 (default 0: off)",
+    )
+    parser.add_argument(
         "argv", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS ...]", help="the command to run"
     )
     add_publish_options(parser)
@@ -90,6 +113,13 @@ def run(args: argparse.Namespace) -> int:
     acp = args.from_dialect == "acp"
     if not acp:
         check_dialect(args.from_dialect)
+    elif args.stall_timeout:
+        from agentstream.errors import UsageError
+
+        raise UsageError(
+            "--stall-timeout is for stream-printing children; an ACP agent's silence is bounded by --idle-timeout",
+            fix="agentstream wrap --from acp --idle-timeout SECONDS -p PROMPT -- CMD ARGS",
+        )
     elif not args.prompt:
         from agentstream.errors import UsageError
 
@@ -97,6 +127,9 @@ def run(args: argparse.Namespace) -> int:
             "--from acp needs a prompt to send", fix="agentstream wrap --from acp -p PROMPT -- CMD ARGS"
         )
     check_dialect(args.dialect)
+    if args.two_way:
+        _check_two_way(args)
+        return _run_two_way(args, argv)
     stream = Stream(shlex.join(argv), output_format=args.output_format, dialect=args.dialect)
     otel = attach_otel(stream)
     close_publisher = publish(stream, args)  # the run shows up in follow, watch and serve
@@ -112,12 +145,74 @@ def run(args: argparse.Namespace) -> int:
                 new_process_group=True,
                 stdin=None,  # the child reads the wrap's stdin, as it would without the wrap
                 env=traceparent_env(otel),  # a child that traces joins the wrap's trace
-                **(_acp_options(args) if acp else {}),
+                **(_acp_options(args) if acp else {"stall_timeout_s": args.stall_timeout}),
             )
             _Relay(stream, child).run()
     finally:
         close_publisher()
     return stream.result.exit_code if stream.result is not None else 1
+
+
+CONTROL_TYPES = frozenset({"control_request", "control_response", "control_cancel_request", "keep_alive"})
+"""Claude's control-protocol lines: in two-way mode they pass between client and child unchanged."""
+
+
+def _check_two_way(args: argparse.Namespace) -> None:
+    from agentstream.errors import UsageError
+
+    if args.from_dialect != "claude" or args.dialect != "claude" or args.output_format != "stream-json":
+        raise UsageError(
+            "--two-way relays Claude's control protocol, so it needs --from claude --to claude (stream-json)",
+            fix="agentstream wrap --two-way --from claude --to claude -- CMD ARGS",
+        )
+
+
+def _run_two_way(args: argparse.Namespace, argv: list[str]) -> int:
+    """A session of many turns: control lines out verbatim and at once, each turn a Stream of its own."""
+    from agentstream.consumer import Spawn
+
+    out = _ControlOut(sys.stdout.fileno())
+    child = Spawn(
+        argv,
+        "claude",
+        stderr_as_logs=args.stderr_as_logs,
+        on_stderr=None if args.stderr_as_logs else _echo,
+        cancel_grace_s=args.grace,
+        exit_timeout_s=args.exit_timeout,
+        new_process_group=True,
+        stdin=None,  # the client writes to the child directly: nothing is held or parsed on the way in
+        turns="many",
+        stall_timeout_s=args.stall_timeout,
+        passthrough=out.take,
+    )
+    return _TwoWayRelay(argv, args, child, out.fd).run_session()
+
+
+class _ControlOut:
+    """Writes the child's control lines to stdout unchanged, between the turns' own events."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def take(self, line: bytes) -> bool:
+        import json
+
+        if b'"type"' not in line:
+            return False
+        try:
+            kind = json.loads(line).get("type")
+        except (ValueError, AttributeError):
+            return False
+        if kind not in CONTROL_TYPES:
+            return False
+        view = memoryview(line)
+        while view:
+            view = view[os.write(self.fd, view) :]
+        return True
+
+
+def _nothing() -> None:
+    """No bus publisher attached (between turns)."""
 
 
 def _acp_options(args: argparse.Namespace) -> dict[str, object]:
@@ -203,10 +298,18 @@ class _Relay:
 
     def _finish(self, final: p.Result | None) -> None:
         from agentstream import protocol as p
-        from agentstream.errors import ErrorCode, exit_code_for_signal
+        from agentstream.errors import ErrorCode, ExitCode, exit_code_for_signal
         from agentstream.transcript import has_usage
 
         stream, held = self.stream, self.held
+        if self.child.stalled:
+            stream.fail(
+                ErrorCode.STALLED,
+                f"the child printed nothing for {self.child.stall_timeout_s:g}s and was stopped",
+                exit_code=ExitCode.TIMEOUT,
+                fix="raise --stall-timeout, or make the child show progress",
+            )
+            return
         if self.forwarder.signum:
             signum = self.forwarder.signum
             stream.fail(
@@ -252,3 +355,71 @@ def exit_code_of(final: p.Result, child: Spawn) -> int:
     if status is None or child.stopped:
         return stream_code
     return status if status != 0 else stream_code
+
+
+class _TwoWayRelay(_Relay):
+    """One Stream per turn of the child's session, opened at the turn's first event, ended by its result."""
+
+    def __init__(self, argv: list[str], args: argparse.Namespace, child: Spawn, fd: int) -> None:
+        self.argv, self.args, self.fd = argv, args, fd
+        self.child = child
+        self.forwarder = _Forwarder(child)
+        self.held = None
+        self.turn: Stream | None = None
+        self.close_publisher: Callable[[], None] = _nothing
+        self.exit_code = 0
+        self.turns = 0
+
+    @property
+    def stream(self) -> Stream:  # type: ignore[override]  # the base's attribute, one per turn here
+        """The running turn's stream, opened on demand."""
+        if self.turn is None:
+            from agentstream.stream import Stream
+
+            self.turn = Stream(shlex.join(self.argv), dialect="claude", out=self.fd, owns_process=False)
+            self.close_publisher = publish(self.turn, self.args)
+            self.turn.start()
+        return self.turn
+
+    def run_session(self) -> int:
+        from agentstream.errors import ErrorCode, exit_code_for_signal
+
+        before_any_turn: list[p.AnyEvent] = []
+        with self.child:
+            self.forwarder.handlers.install()
+            for event in self.child:
+                if not self.turns and self.turn is None and event.synthetic is True:
+                    before_any_turn.append(event)  # the reader's own making; see below
+                    continue
+                for held in (*before_any_turn, event):
+                    self._dispatch(held)
+                before_any_turn.clear()
+        if before_any_turn and self.child.exit_status != 0:
+            for (
+                event
+            ) in before_any_turn:  # a session that ended cleanly before any turn is empty, else it failed
+                self._dispatch(event)
+        if self.turn is not None:  # the reader ends every turn with a result; this is a last safeguard
+            self.stream.fail(ErrorCode.STREAM_TRUNCATED, "the child's session ended inside a turn")
+            self._close_turn()
+        if self.forwarder.signum and self.exit_code != exit_code_for_signal(self.forwarder.signum):
+            self._finish(None)  # signalled between turns: a turn of its own says so, and sets the exit code
+            self._close_turn()
+        self.forwarder.handlers.restore()
+        return self.exit_code
+
+    def _dispatch(self, event: p.AnyEvent) -> None:
+        from agentstream import protocol as p
+
+        if isinstance(event, p.Result):
+            self._finish(event)
+            self._close_turn()
+        else:
+            self._relay(event)
+
+    def _close_turn(self) -> None:
+        assert self.turn is not None
+        self.exit_code = self.turn.exit_code
+        self.turns += 1
+        self.close_publisher()
+        self.turn, self.held, self.close_publisher = None, None, _nothing

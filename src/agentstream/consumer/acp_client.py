@@ -59,6 +59,8 @@ class AcpSpawn:
     """An ACP agent run for one prompt; iterate it for canonical events (the same surface as :class:`Spawn`)."""
 
     dialect = "acp"
+    stalled = False
+    """Never: an ACP agent's silence is bounded by ``idle_timeout_s`` instead (wrap reads this of every child)."""
 
     def __init__(
         self,

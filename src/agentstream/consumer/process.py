@@ -59,6 +59,8 @@ class _ChildBase:
         self._started_at = 0.0
         self._cancelled_with = 0
         self._stopped_hung = False
+        self._stalled = False
+        self._stall_timeout_s: float | None = None
         self._logs: deque[str] = deque()
 
     @property
@@ -89,10 +91,14 @@ class _ChildBase:
         details = {"exit_status": status, "stderr_tail": self._stderr.tail(2000)}
         took = int((time.monotonic() - self._started_at) * 1000)
         fix: str | None = "see the child's stderr (details.stderr_tail, or Spawn.stderr)"
-        if self._cancelled_with:
+        if self._cancelled_with and not self._stalled:
             code, subtype, fix = ErrorCode.INTERRUPTED, "interrupted", None
             message = f"cancelled with {_signal_name(self._cancelled_with)}: the child ended ({died}) without a result"
             exit_code = exit_code or 128 + self._cancelled_with
+        elif self._stalled:
+            code, subtype = ErrorCode.STALLED, "error"
+            message = f"the child printed nothing for {self._stall_timeout_s:g}s and was stopped ({died})"
+            exit_code, fix = ExitCode.TIMEOUT, "raise the stall timeout, or make the child show progress"
         elif self._stopped_hung:
             code, subtype = ErrorCode.STREAM_TRUNCATED, "error"
             message = (
@@ -133,7 +139,15 @@ class Spawn(_ChildBase):
     ``cancel_grace_s``. With ``turns="many"`` (a two-way session that the
     caller feeds through ``stdin``) a ``result`` ends only its turn: reading goes
     on until the child closes its stdout or exits, and the caller ends the
-    session by closing the child's stdin or calling :meth:`close`. stderr is drained by a thread (the child can never block
+    session by closing the child's stdin or calling :meth:`close`. With
+    ``stall_timeout_s`` a child that writes no byte on stdout for that long while
+    a turn is due (always with ``turns="one"``; while a turn is open with
+    ``"many"``, since between turns it waits for its caller) is cancelled and its
+    stream ends with a ``STALLED`` error (exit code 124); any output, a
+    keep-alive or progress line included, is a sign of life. ``passthrough``
+    sees every complete stdout line (newline included) before the reader does;
+    a line it returns True for was handled by the caller and is not read as an
+    event. stderr is drained by a thread (the child can never block
     on it); :attr:`stderr` keeps its last ``stderr_limit`` characters.
 
     With ``new_process_group`` the child leads a process group of its own, which
@@ -160,6 +174,8 @@ class Spawn(_ChildBase):
         new_process_group: bool = False,
         stderr_limit: int = 1 << 20,
         turns: Turns = "one",
+        stall_timeout_s: float | None = None,
+        passthrough: Callable[[bytes], bool] | None = None,
     ) -> None:
         super().__init__(
             argv,
@@ -175,6 +191,11 @@ class Spawn(_ChildBase):
             turns=turns,
         )
         self._popen_kwargs: dict[str, Any] = {"cwd": cwd, "env": env, "stdin": stdin}
+        self._stall_timeout_s = stall_timeout_s if stall_timeout_s and stall_timeout_s > 0 else None
+        self._last_output = 0.0
+        self._passthrough = passthrough
+        self._partial = bytearray()
+        self._max_partial = max_line_bytes or (8 << 20)
         self.proc: subprocess.Popen[bytes] | None = None
         self._launch_error: OSError | None = None
         self.stopped = False
@@ -264,6 +285,15 @@ class Spawn(_ChildBase):
             self._kill_timer.daemon = True
             self._kill_timer.start()
 
+    @property
+    def stall_timeout_s(self) -> float | None:
+        return self._stall_timeout_s
+
+    @property
+    def stalled(self) -> bool:
+        """Whether the child was stopped for printing nothing for ``stall_timeout_s``."""
+        return self._stalled
+
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
 
@@ -323,19 +353,58 @@ class Spawn(_ChildBase):
         fd = self.proc.stdout.fileno()
         os.set_blocking(fd, False)
         pipeline = self._pipeline
+        self._last_output = time.monotonic()
         with _Watch(fd, self._wake_r, self.proc) as watch:
             while True:
-                chunk = watch.next_chunk(self.exit_timeout_s)
+                chunk = watch.next_chunk(self.exit_timeout_s, deadline=self._stall_deadline())
                 if chunk is None:
+                    self._check_stall()
                     yield from self._logs_now()
                     continue
-                yield from pipeline.feed_chunk(chunk) if chunk else pipeline.end_of_input()
+                self._last_output = time.monotonic()
+                yield from self._read(chunk)
                 if pipeline.finished:
                     return
                 if not chunk:
                     if watch.held_open:
                         self._stop_stragglers()
                     return
+
+    def _read(self, chunk: bytes) -> list[p.AnyEvent]:
+        """Events from the next chunk (``b""``: end of output), the lines ``passthrough`` takes left out."""
+        pipeline = self._pipeline
+        if self._passthrough is None:
+            return pipeline.feed_chunk(chunk) if chunk else pipeline.end_of_input()
+        if not chunk:
+            rest, self._partial = bytes(self._partial), bytearray()
+            return (pipeline.feed_chunk(rest) if rest else []) + pipeline.end_of_input()
+        self._partial += chunk
+        out: list[p.AnyEvent] = []
+        start = 0
+        while (end := self._partial.find(b"\n", start)) >= 0:
+            line = bytes(self._partial[start : end + 1])
+            start = end + 1
+            if not self._passthrough(line):
+                out += pipeline.feed_chunk(line)
+        del self._partial[:start]
+        if len(self._partial) > self._max_partial:  # no newline in sight: the reader judges the long line
+            out += pipeline.feed_chunk(bytes(self._partial))
+            self._partial.clear()
+        return out
+
+    def _stall_deadline(self) -> float | None:
+        """When the child's silence becomes a stall; None when no clock runs (off, fired, or between turns)."""
+        if self._stall_timeout_s is None or self._stalled:
+            return None
+        if self._pipeline.turns == "many" and not self._pipeline.turn_open:
+            return None
+        return self._last_output + self._stall_timeout_s
+
+    def _check_stall(self) -> None:
+        deadline = self._stall_deadline()
+        if deadline is not None and time.monotonic() >= deadline:
+            self._stalled = True
+            self.cancel(signal.SIGTERM)
 
     def _stop_stragglers(self) -> None:
         """The child is gone but something it started still holds our pipe: end its process group too."""

@@ -1,0 +1,262 @@
+"""``wrap --two-way``: the real Claude Agent SDK drives ``agentstream-claude`` through the wrap.
+
+The SDK is given a small shim script as its CLI; the shim runs
+``agentstream wrap --two-way --from claude --to claude -- agentstream-claude``
+with the SDK's flags, so every byte between the SDK and the agent crosses the
+wrap: control requests and responses pass through verbatim, each turn's events
+are re-emitted by the wrap. The agent talks to a loopback fake Anthropic server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import select
+import shlex
+import signal
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from claude_agent_sdk import (  # the test extra: pip install -e '.[test]'
+    ClaudeAgentOptions,
+    ClaudeSDKClient,
+    PermissionResultDeny,
+    ResultMessage,
+    StreamEvent,
+    SystemMessage,
+    query,
+)
+
+from _agent_fakes import FakeModelServer, anthropic_reply
+from test_claude_sdk_driver import cli_path, options, texts, tool_results
+
+
+def wrapped_cli(tmp_path: Path) -> str:
+    """A cli_path for the SDK: the wrap in two-way mode around agentstream-claude, given the SDK's flags."""
+    agent = cli_path()
+    agentstream = str(Path(agent).with_name("agentstream"))
+    shim = tmp_path / "wrapped-claude"
+    wrap = [agentstream, "wrap", "--two-way", "--from", "claude", "--to", "claude", "--no-publish"]
+    shim.write_text(f'#!/bin/sh\nexec {shlex.join(wrap)} -- {shlex.quote(agent)} "$@"\n')
+    shim.chmod(shim.stat().st_mode | stat.S_IXUSR)
+    return str(shim)
+
+
+def test_query_through_the_wrap_gets_the_text_and_one_result(tmp_path: Path) -> None:
+    with FakeModelServer([anthropic_reply("Hello through the wrap.")]) as server:
+        opts = options(tmp_path, server, cli=wrapped_cli(tmp_path))
+        messages = asyncio.run(_collect("say hello", opts))
+    assert texts(messages) == ["Hello through the wrap."]
+    results = [m for m in messages if isinstance(m, ResultMessage)]
+    assert len(results) == 1 and results[0].subtype == "success" and not results[0].is_error
+    assert results[0].result == "Hello through the wrap."
+    statuses = [m.data for m in messages if isinstance(m, SystemMessage) and m.subtype == "status"]
+    assert [s["status"] for s in statuses] == ["child_session"], "the child's own session is named"
+    assert server.posts[0].body["messages"][0]["content"][0]["text"] == "say hello"
+
+
+def test_can_use_tool_round_trip_through_the_wrap_honours_a_denial(tmp_path: Path) -> None:
+    asked: list[tuple[str, dict[str, Any], str | None]] = []
+
+    async def can_use_tool(name: str, arguments: dict[str, Any], context: Any) -> PermissionResultDeny:
+        asked.append((name, arguments, context.tool_use_id))
+        return PermissionResultDeny(message="not through this wrap")
+
+    script = [
+        anthropic_reply(tool_calls=[("toolu_09", "shell", {"command": "touch forbidden.txt"})]),
+        anthropic_reply("Fine, I left it."),
+    ]
+
+    async def session(opts: ClaudeAgentOptions) -> list[Any]:
+        async with ClaudeSDKClient(opts) as client:
+            await client.query("please run it")
+            return [m async for m in client.receive_response()]
+
+    with FakeModelServer(script) as server:
+        opts = options(
+            tmp_path,
+            server,
+            cli=wrapped_cli(tmp_path),
+            permission_mode="default",
+            can_use_tool=can_use_tool,
+        )
+        messages = asyncio.run(session(opts))
+    assert asked == [("shell", {"command": "touch forbidden.txt"}, "toolu_09")]
+    assert not (tmp_path / "work" / "forbidden.txt").exists()
+    denied = tool_results(server.posts[1].body)[0]
+    assert denied["is_error"] and "not through this wrap" in denied["content"]
+    final = [m for m in messages if isinstance(m, ResultMessage)]
+    assert len(final) == 1 and final[0].result == "Fine, I left it."
+
+
+def test_two_turns_on_one_client_through_the_wrap(tmp_path: Path) -> None:
+    script = [anthropic_reply("First answer."), anthropic_reply("Second answer.")]
+
+    async def session(opts: ClaudeAgentOptions) -> list[list[Any]]:
+        turns = []
+        async with ClaudeSDKClient(opts) as client:
+            for prompt in ("first question", "second question"):
+                await client.query(prompt)
+                turns.append([m async for m in client.receive_response()])
+        return turns
+
+    with FakeModelServer(script) as server:
+        turns = asyncio.run(session(options(tmp_path, server, cli=wrapped_cli(tmp_path))))
+    assert [texts(turn) for turn in turns] == [["First answer."], ["Second answer."]]
+    assert [sum(isinstance(m, ResultMessage) for m in turn) for turn in turns] == [1, 1]
+    sessions = [next(m.session_id for m in turn if isinstance(m, ResultMessage)) for turn in turns]
+    assert sessions[0] != sessions[1], "each turn is a stream of its own"
+
+
+async def _collect(prompt: str, opts: ClaudeAgentOptions) -> list[Any]:
+    return [message async for message in query(prompt=prompt, options=opts)]
+
+
+def test_interrupt_through_the_wrap_ends_the_turn_with_one_result(tmp_path: Path) -> None:
+    script = [anthropic_reply("A long answer that never finishes " * 20, stall_after=8)]
+
+    async def session(opts: ClaudeAgentOptions) -> list[Any]:
+        async with ClaudeSDKClient(opts) as client:
+            await client.query("talk for a long time")
+            seen: list[Any] = []
+            stream = client.receive_response()
+            async for message in stream:
+                seen.append(message)
+                if isinstance(message, StreamEvent) and message.event.get("type") == "content_block_delta":
+                    break
+            await client.interrupt()
+            return seen + [m async for m in stream]
+
+    with FakeModelServer(script) as server:
+        opts = options(tmp_path, server, cli=wrapped_cli(tmp_path), include_partial_messages=True)
+        messages = asyncio.run(session(opts))
+    final = [m for m in messages if isinstance(m, ResultMessage)]
+    assert len(final) == 1 and final[0].is_error and final[0].subtype == "error_during_execution"
+
+
+# -- the relay itself, with a scripted Claude-speaking child ----------------------
+
+FAKE_CLAUDE = """
+import json, sys, time
+
+def say(line):
+    sys.stdout.write(line if isinstance(line, str) else json.dumps(line) + "\\n")
+    sys.stdout.flush()
+
+INIT = {"type": "system", "subtype": "init", "session_id": "child-1", "tools": [], "model": "m"}
+def text(words):
+    return {"type": "assistant", "session_id": "child-1",
+            "message": {"id": "msg_1", "role": "assistant", "model": "m",
+                        "content": [{"type": "text", "text": words}]}}
+RESULT = {"type": "result", "subtype": "success", "is_error": False, "result": "done",
+          "session_id": "child-1", "num_turns": 1, "duration_ms": 1}
+"""
+
+
+def _fake_child(tmp_path: Path, body: str) -> Path:
+    script = tmp_path / "fake_claude.py"
+    script.write_text(FAKE_CLAUDE + textwrap.dedent(body))
+    return script
+
+
+def _two_way(script: Path, *options: str) -> subprocess.Popen[bytes]:
+    argv = [str(Path(cli_path()).with_name("agentstream")), "wrap", "--two-way", "--from", "claude"]
+    argv += ["--to", "claude", "--no-publish", *options, "--", sys.executable, str(script)]
+    pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    return subprocess.Popen(argv, bufsize=0, **pipes)  # unbuffered: select() sees every line
+
+
+def _line(proc: subprocess.Popen[bytes], timeout: float = 20.0) -> bytes:
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    assert ready, "the wrap held a line back"
+    return proc.stdout.readline()
+
+
+def test_control_lines_pass_through_verbatim_and_at_once_in_both_directions(tmp_path: Path) -> None:
+    request = '{"type":"control_request",  "request_id":"r1", "request":{"subtype":"can_use_tool"}}\n'
+    script = _fake_child(
+        tmp_path,
+        f"""
+        say({request!r})
+        answer = json.loads(sys.stdin.readline())  # the client's answer, through the wrap's stdin
+        say(INIT)
+        say(text("the answer was " + answer["response"]["subtype"]))
+        say({{"type": "keep_alive"}})
+        say(RESULT)
+        sys.stdin.read()  # the session goes on until the client closes it
+        """,
+    )
+    proc = _two_way(script)
+    assert proc.stdin is not None and proc.stdout is not None
+    assert _line(proc) == request.encode(), "the control line is written unchanged before the child goes on"
+    proc.stdin.write(b'{"type":"control_response","response":{"subtype":"success","request_id":"r1"}}\n')
+    proc.stdin.flush()
+    turn = [_line(proc) for _ in range(5)]  # init, child_session, assistant, keep_alive, result
+    assert b'{"type": "keep_alive"}\n' in turn, "unchanged (it may overtake a message the reader still holds)"
+    events = [json.loads(line) for line in turn if line != b'{"type": "keep_alive"}\n']
+    assert [e["type"] for e in events] == ["system", "system", "assistant", "result"]
+    assert events[2]["message"]["content"][0]["text"] == "the answer was success"
+    assert events[3]["subtype"] == "success" and events[3]["session_id"] == events[0]["session_id"]
+    assert events[0]["session_id"] != "child-1", "the turn is the wrap's stream"
+    proc.stdin.close()
+    assert proc.wait(timeout=20) == 0 and proc.stdout.read() == b""
+
+
+def test_a_stall_inside_a_turn_ends_it_stalled_but_silence_between_turns_is_waiting(tmp_path: Path) -> None:
+    script = _fake_child(
+        tmp_path,
+        """
+        time.sleep(1.5)  # no turn open: waiting for the client is not a stall
+        say(INIT)
+        say(text("working"))
+        time.sleep(60)  # inside a turn: a stall
+        """,
+    )
+    proc = _two_way(script, "--stall-timeout", "0.5", "--grace", "0.5")
+    out, err = proc.communicate(timeout=30)
+    events = [json.loads(line) for line in out.splitlines()]
+    assert proc.returncode == 124, err.decode()
+    assert [e["type"] for e in events] == ["system", "system", "assistant", "result"]
+    assert events[-1]["is_error"] and events[-1]["errors"] == [
+        "the child printed nothing for 0.5s and was stopped"
+    ]
+
+
+def test_a_session_without_a_turn_writes_nothing_and_exits_0(tmp_path: Path) -> None:
+    proc = _two_way(_fake_child(tmp_path, "sys.stdin.read()\n"))
+    out, err = proc.communicate(b"", timeout=30)
+    assert (proc.returncode, out) == (0, b""), err.decode()
+
+
+def test_two_way_needs_claude_on_both_sides() -> None:
+    argv = [str(Path(cli_path()).with_name("agentstream")), "wrap", "--two-way", "--", "true"]
+    done = subprocess.run(argv, capture_output=True, timeout=30)
+    assert done.returncode == 2
+    assert "--two-way relays Claude's control protocol" in done.stderr.decode()
+
+
+def test_sigterm_between_turns_ends_the_session_with_an_interrupted_turn(tmp_path: Path) -> None:
+    script = _fake_child(
+        tmp_path,
+        """
+        import signal
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # a child that exits cleanly when asked
+        say(INIT)
+        say(RESULT)
+        sys.stdin.read()
+        """,
+    )
+    proc = _two_way(script)
+    first = [json.loads(_line(proc)) for _ in range(3)]
+    assert [e["type"] for e in first] == ["system", "system", "result"] and not first[-1]["is_error"]
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    rest = [json.loads(line) for line in out.splitlines()]
+    assert proc.returncode == 143, err.decode()
+    assert [e["type"] for e in rest] == ["system", "result"]
+    assert rest[-1]["is_error"] and "interrupted by SIGTERM" in rest[-1]["errors"][0]
