@@ -77,7 +77,7 @@ def timed(command: list[str], env: dict[str, str], cwd: Path) -> tuple[float, fl
     """(wall seconds, CPU seconds of the child) for one run."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     began = time.perf_counter()
-    proc = subprocess.run(command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.run(command, env=env, cwd=cwd, capture_output=True)
     took = time.perf_counter() - began
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:

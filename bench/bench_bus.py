@@ -341,7 +341,7 @@ def main() -> None:
     header = ("measure", "agentstream", "baseline (same run)", "ratio")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
     for row in [header, tuple("-" * w for w in widths), *rows]:
-        print(" | ".join(cell.ljust(width) for cell, width in zip(row, widths)))
+        print(" | ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)))
     print(
         f"\n{args.events} latency events {GAP_S * 1000:g} ms apart; {args.throughput_events} throughput events; "
         f"Python {sys.version.split()[0]}, {os.cpu_count()} CPUs"

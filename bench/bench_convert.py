@@ -236,7 +236,7 @@ def memory(size: int, tmp: Path, pairs: list[tuple[str, str]]) -> list[tuple[str
         try:
             write_input(path, source, size=size)
             with open(path, "rb") as src, open(small, "wb") as dst:
-                dst.writelines(line for _, line in zip(range(10), src))
+                dst.writelines(line for _, line in zip(range(10), src, strict=False))
             startup, _ = peak_rss_kib([*command, "--to", target, str(small)])
             peak, took = peak_rss_kib([*command, "--to", target, str(path)])
             rows.append((f"{source} → {target}", path.stat().st_size, took, peak, startup))

@@ -294,7 +294,7 @@ def test_a_tool_failure_is_not_fatal(tmp_path: Path, workspace: Path) -> None:
         run = run_exec(["go"], openai_env(tmp_path, server), cwd=workspace)
     (result,) = run.of_type("tool_result")
     assert result.status == "error" and run.returncode == 0
-    tool_message = [m for m in server.posts[1].body["messages"] if m["role"] == "tool"][0]
+    tool_message = next(m for m in server.posts[1].body["messages"] if m["role"] == "tool")
     assert tool_message["content"].startswith("error:")
 
 
@@ -341,7 +341,9 @@ def test_stream_json_input_runs_one_stream_per_turn(tmp_path: Path, workspace: P
         )
     streams = split_streams(run.lines)
     assert len(streams) == 3
-    first, bad, second = (assert_valid_stream(s, s_exit) for s, s_exit in zip(streams, (0, 2, 0)))
+    first, bad, second = (
+        assert_valid_stream(s, s_exit) for s, s_exit in zip(streams, (0, 2, 0), strict=False)
+    )
     assert bad[-1].error.code == "INVALID_INPUT" and "not a user message" in bad[-1].error.message
     assert first[-1].result == "One." and second[-1].result == "Two."
     root = first[0].session_id

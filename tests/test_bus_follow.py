@@ -78,7 +78,7 @@ def test_many_followers_of_a_live_run_see_the_same_complete_stream(bus_url: str)
     producer = start_producer(bus_url, "events=30 interval=0.01", "live")
     produced, _ = producer.communicate(timeout=30)
     outputs = [f.communicate(timeout=30)[0] for f in followers]
-    for follower, output in zip(followers, outputs):
+    for follower, output in zip(followers, outputs, strict=False):
         assert follower.returncode == 0
         assert [o["seq"] for o in lines_of(output)] == list(range(32))
         assert output.splitlines()[:-1] == produced.splitlines()[:-1]

@@ -22,7 +22,7 @@ def split_all(data: bytes, cuts: list[int], limit: int | None = None) -> list[Li
     splitter = LineSplitter(max_line_bytes=limit)
     out: list[Line | LineTooLong] = []
     last = 0
-    for cut in sorted(set(cuts)) + [len(data)]:
+    for cut in [*sorted(set(cuts)), len(data)]:
         out += splitter.feed(data[last:cut])
         last = cut
     return out + splitter.close()
@@ -48,7 +48,7 @@ def test_splitter_limit_agrees_with_blocking_framing(lines: list[bytes], limit: 
 def test_block_splitter_gives_back_the_input_in_whole_lines(data: bytes, cuts: list[int]) -> None:
     splitter = BlockSplitter()
     blocks, last = [], 0
-    for cut in sorted({c for c in cuts if c <= len(data)}) + [len(data)]:
+    for cut in [*sorted({c for c in cuts if c <= len(data)}), len(data)]:
         blocks.append(splitter.feed(data[last:cut]))
         last = cut
     tail = splitter.close()

@@ -41,7 +41,7 @@ def test_a_valid_stream_passes_through_unchanged() -> None:
 
 def test_junk_lines_mid_stream_become_recoverable_errors_and_nothing_is_lost() -> None:
     lines = lines_of(canonical_session())
-    broken = lines[:2] + [b"[SandboxDebug] hello\n", b"{oops\n"] + lines[2:]
+    broken = [*lines[:2], b"[SandboxDebug] hello\n", b"{oops\n", *lines[2:]]
     events = assert_valid_stream(read(b"".join(broken)))
     errors = [e for e in events if isinstance(e, p.Error)]
     assert [(e.code, e.recoverable, e.details["line"]) for e in errors] == [
@@ -53,7 +53,7 @@ def test_junk_lines_mid_stream_become_recoverable_errors_and_nothing_is_lost() -
     originals = [p.decode(line) for line in lines]
     decoded = [e for e in events if not is_synthetic(e)]
     assert len(decoded) == len(originals)
-    for index, (got, want) in enumerate(zip(decoded, originals)):
+    for index, (got, want) in enumerate(zip(decoded, originals, strict=False)):
         want.seq += 2 if index >= 2 else 0  # the two reports took seq 2 and 3; later events move up
         assert p.encode(got) == p.encode(want)
     assert events[-1].ok  # type: ignore[union-attr]

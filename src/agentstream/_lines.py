@@ -48,10 +48,7 @@ def iter_lines(source: IO[bytes], *, max_line_bytes: int | None = None) -> Itera
     """
     number = 0
     while True:
-        if max_line_bytes is None:
-            raw = source.readline()
-        else:
-            raw = source.readline(max_line_bytes + 1)
+        raw = source.readline() if max_line_bytes is None else source.readline(max_line_bytes + 1)
         if not raw:
             return
         number += 1

@@ -206,7 +206,7 @@ class AcpAgent(ABC):
     def make_session(self, cwd: str, session_id: str | None) -> AcpSession:
         """A new session, or the stored one with this id (raise AgentstreamError when there is none)."""
 
-    def close(self) -> None:  # noqa: B027  (most agents hold nothing to release)
+    def close(self) -> None:
         """Release what the sessions hold (model clients); the connection has ended."""
 
     def history(self, session: AcpSession) -> list[dict[str, Any]]:

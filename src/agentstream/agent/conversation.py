@@ -80,17 +80,17 @@ class Conversation:
         repaired: list[dict[str, Any]] = []
         for message in self.messages:
             repaired.append(message)
-            for call in message.get("tool_calls", ()):
-                if call["id"] not in answered:
-                    repaired.append(
-                        {
-                            "role": "tool",
-                            "call_id": call["id"],
-                            "name": call["name"],
-                            "content": INTERRUPTED_TOOL,
-                            "is_error": True,
-                        }
-                    )
+            repaired.extend(
+                {
+                    "role": "tool",
+                    "call_id": call["id"],
+                    "name": call["name"],
+                    "content": INTERRUPTED_TOOL,
+                    "is_error": True,
+                }
+                for call in message.get("tool_calls", ())
+                if call["id"] not in answered
+            )
         self.messages = repaired
 
 

@@ -159,7 +159,7 @@ class _RunTail:
         block: float | None = None  # the first read does not wait: a finished run may end at once
         while True:
             records = self._with_reconnect(
-                lambda bus: bus.read(self.options.run_id, self.next_seq, block=block)
+                lambda bus: bus.read(self.options.run_id, self.next_seq, block=block)  # noqa: B023 (called at once)
             )
             block = self._block()
             for record in records:

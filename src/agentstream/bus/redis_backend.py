@@ -233,7 +233,7 @@ class RedisBus(Bus):
             pipe.hgetall(_meta_key(run_id.decode()))
         infos: list[RunInfo] = []
         expired: list[bytes] = []
-        for run_id, fields in zip(ids, pipe.execute()):
+        for run_id, fields in zip(ids, pipe.execute(), strict=False):
             if not fields:
                 expired.append(run_id)
                 continue

@@ -78,7 +78,7 @@ def _row(record: SessionRecord, id_width: int) -> str:
     """Session ids are never cut: people copy them into --resume."""
     updated = record.updated_at[:16].replace("T", " ")
     cells = (updated, record.status, str(record.turn_count), record.model)
-    fitted = (_fit(cell, width) for cell, (_, width) in zip(cells, _COLUMNS))
+    fitted = (_fit(cell, width) for cell, (_, width) in zip(cells, _COLUMNS, strict=False))
     return "  ".join([record.session_id.ljust(id_width), *fitted, record.title])
 
 

@@ -208,9 +208,11 @@ def edit_file(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
 
 
 def list_dir(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
-    with open_checked(ctx, args["path"], os.O_RDONLY | os.O_DIRECTORY, regular=False) as (fd, path):
-        with os.scandir(fd) as entries:
-            names = sorted(_entry_label(entry) for entry in entries)
+    with (
+        open_checked(ctx, args["path"], os.O_RDONLY | os.O_DIRECTORY, regular=False) as (fd, path),
+        os.scandir(fd) as entries,
+    ):
+        names = sorted(_entry_label(entry) for entry in entries)
     if not names:
         return ToolOutcome("success", f"{path.display}: (empty directory)")
     shown = names[:MAX_DIR_ENTRIES]
