@@ -97,7 +97,9 @@ def run(args: argparse.Namespace) -> int:
             "--from acp needs a prompt to send", fix="agentstream wrap --from acp -p PROMPT -- CMD ARGS"
         )
     check_dialect(args.dialect)
-    stream = Stream(shlex.join(argv), output_format=args.output_format, dialect=args.dialect)
+    stream = Stream(
+        shlex.join(argv), output_format=args.output_format, dialect=args.dialect, color=args.color
+    )
     otel = attach_otel(stream)
     close_publisher = publish(stream, args)  # the run shows up in follow, watch and serve
     try:
