@@ -98,7 +98,7 @@ class Spinner:
     def __init__(self, err: IO[str], label: str = "waiting for the first token") -> None:
         self._err = err
         self._label = label
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entered when a signal handler writes the result mid-note
         self._stopped = threading.Event()
         self._drawn = False
         self._thread = threading.Thread(target=self._spin, name="agentstream-spinner", daemon=True)
@@ -137,9 +137,11 @@ class Spinner:
                 pass
 
     def stop(self) -> None:
+        """Erase the frame for good. No join: the thread checks ``_stopped`` under the lock before
+        every frame, and a signal handler stopping the spinner mid-note must not wait on it."""
         self._stopped.set()
-        self._thread.join()
-        self._erase()
+        with self._lock:
+            self._erase()
 
 
 class TextSink:
