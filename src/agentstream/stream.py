@@ -37,6 +37,7 @@ from agentstream._signals import HeldSignal, Interrupted, SignalHandlers
 from agentstream.ending import closing_events
 from agentstream.errors import AgentstreamError, ErrorCode, ExitCode, exit_code_for_signal
 from agentstream.render import (
+    ColorChoice,
     FdWriter,
     FileWriter,
     OutputError,
@@ -112,7 +113,7 @@ class Stream:
         provider: str | None = None,
         tools: Sequence[str] = (),
         parent_session_id: str | None = None,
-        color: bool | None = None,
+        color: ColorChoice | bool | None = None,
         redact: Callable[[p.Event], None] | None = None,
     ) -> None:
         self.command = command
@@ -633,6 +634,7 @@ def fail_before_start(
     *,
     output_format: OutputFormat = "stream-json",
     dialect: str | None = None,
+    color: ColorChoice | bool | None = None,
     session_id: str | None = None,
     redact: Callable[[p.Event], None] | None = None,
     attach: Callable[[Stream], Callable[[], None]] | None = None,
@@ -645,10 +647,17 @@ def fail_before_start(
     """
     try:
         stream = Stream(
-            command, output_format=output_format, dialect=dialect, session_id=session_id, redact=redact
+            command,
+            output_format=output_format,
+            dialect=dialect,
+            session_id=session_id,
+            redact=redact,
+            color=color,
         )
     except AgentstreamError:
-        stream = Stream(command, output_format=output_format, session_id=session_id, redact=redact)
+        stream = Stream(
+            command, output_format=output_format, session_id=session_id, redact=redact, color=color
+        )
     close = attach(stream) if attach is not None else None
     subtype = "interrupted" if exc.code == ErrorCode.INTERRUPTED else "error"
     try:

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from agentstream.agent.providers.base import Provider
     from agentstream.agent.sessions import SessionRecord, SessionStore
     from agentstream.protocol import NextAction
-    from agentstream.render import OutputFormat
+    from agentstream.render import ColorChoice, OutputFormat
     from agentstream.stream import Stream
 
 __all__ = ["DEFAULT_SYSTEM", "AgentRunner", "ExecOptions", "fail_before_start"]
@@ -55,6 +55,7 @@ class ExecOptions:
     input_format: str = "text"
     output_format: OutputFormat = "stream-json"
     dialect: str | None = None
+    color: ColorChoice = "auto"
     provider: str | None = None
     model: str | None = None
     base_url: str | None = None
@@ -133,6 +134,7 @@ def fail_before_start(options: ExecOptions, exc: AgentstreamError) -> int:
         exc,
         output_format=options.output_format,
         dialect=options.dialect,
+        color=options.color,
         session_id=options.session_id if not isinstance(exc, SessionExistsError) else None,
         redact=_event_redactor(),
         attach=lambda started: attach_publisher(started, options.bus, enabled=not options.no_publish),
@@ -322,6 +324,7 @@ class AgentRunner:
             "exec",
             output_format=self.options.output_format,
             dialect=self.options.dialect,
+            color=self.options.color,
             out=self.sink or cast("IO[bytes] | None", self.output),  # it has the write/flush a Stream uses
             owns_process=self.sink is None,
             session_id=self.record.session_id if own_id else None,

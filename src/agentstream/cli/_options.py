@@ -7,7 +7,7 @@ import math
 import sys
 from typing import IO, TYPE_CHECKING
 
-from agentstream.render import OUTPUT_FORMATS
+from agentstream.render import COLOR_CHOICES, OUTPUT_FORMATS
 
 if TYPE_CHECKING:
     from agentstream.consumer import Reader
@@ -70,6 +70,17 @@ def add_output_options(parser: argparse.ArgumentParser, *, default: str | None =
         metavar="NAME",
         default=None,
         help="with stream-json, write this tool's wire format instead of the canonical one",
+    )
+    add_color_option(parser)
+
+
+def add_color_option(parser: argparse.ArgumentParser) -> None:
+    """``--color``, for every command that renders text for a person (the rule: ``render.text.use_color``)."""
+    parser.add_argument(
+        "--color",
+        choices=COLOR_CHOICES,
+        default="auto",
+        help="colour the text output: auto (a terminal, unless NO_COLOR is set or TERM=dumb), always or never",
     )
 
 

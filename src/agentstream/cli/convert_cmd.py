@@ -25,7 +25,7 @@ from agentstream.cli._progress import is_regular_file, with_progress
 
 if TYPE_CHECKING:
     from agentstream.protocol import AnyEvent
-    from agentstream.render import OutputFormat
+    from agentstream.render import ColorChoice, OutputFormat
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -55,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
         from_dialect=args.from_dialect,
         to_dialect=args.dialect,
         output_format=args.output_format,
+        color=args.color,
         max_line_bytes=args.max_line_bytes,
         label="<stdin>" if args.file == "-" else args.file,
         progress=None if args.no_progress else sys.stderr,
@@ -69,6 +70,7 @@ def convert(
     from_dialect: str = "auto",
     to_dialect: str | None = None,
     output_format: OutputFormat = "stream-json",
+    color: ColorChoice = "auto",
     max_line_bytes: int | None = None,
     label: str | None = None,
     progress: IO[str] | None = None,
@@ -79,7 +81,9 @@ def convert(
 
     writer = _Output(out, flush_each=not is_regular_file(source))
     sink = (
-        _LinesOut(writer, to_dialect) if output_format == "stream-json" else make_sink(output_format, writer)
+        _LinesOut(writer, to_dialect)
+        if output_format == "stream-json"
+        else make_sink(output_format, writer, color=color)
     )
     with read(source, from_dialect, max_line_bytes=max_line_bytes, label=label) as reader:
         batches: Iterable[list[AnyEvent]] = reader.batches()

@@ -19,7 +19,13 @@ def run(args: argparse.Namespace) -> int:
     from agentstream.stream import Stream
 
     words = ["agentstream", "always", "ends", "its", "stream", "with", "exactly", "one", "result", "event."]
-    with Stream("demo", output_format=args.output_format, dialect=args.dialect, tools=["count_words"]) as s:
+    with Stream(
+        "demo",
+        output_format=args.output_format,
+        dialect=args.dialect,
+        tools=["count_words"],
+        color=args.color,
+    ) as s:
         with s.step("turn 1"):
             s.reasoning("The user wants a demonstration; I will count some words.")
             with s.tool_call("count_words", {"text": " ".join(words)}) as call:

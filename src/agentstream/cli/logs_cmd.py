@@ -67,7 +67,9 @@ def run(args: argparse.Namespace) -> int:
     from agentstream.errors import UsageError
     from agentstream.stream import Stream
 
-    stream = Stream(f"logs {args.file}", output_format=args.output_format, dialect=args.dialect)
+    stream = Stream(
+        f"logs {args.file}", output_format=args.output_format, dialect=args.dialect, color=args.color
+    )
     close = publish(stream, args)
     try:
         with stream:

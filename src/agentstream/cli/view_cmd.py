@@ -5,14 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from agentstream.cli._options import add_input_argument, note_after_end, open_input
+from agentstream.cli._options import add_color_option, add_input_argument, note_after_end, open_input
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add_input_argument(parser)
-    parser.add_argument(
-        "--color", choices=("auto", "always", "never"), default="auto", help="colour on stderr"
-    )
+    add_color_option(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -22,15 +20,16 @@ def run(args: argparse.Namespace) -> int:
     from agentstream.render import FdWriter
     from agentstream.render.text import TextSink
 
-    color = {"auto": None, "always": True, "never": False}[args.color]
     sys.stdout.flush()
-    sink = TextSink(FdWriter(sys.stdout.fileno()), color=color)
+    sink = TextSink(FdWriter(sys.stdout.fileno()), color=args.color)
     exit_code = 1
     reader = read(open_input(args.file), args.from_dialect, label=args.file)
-    for event in reader:
-        sink.emit(event)
-        if isinstance(event, p.Result):
-            exit_code = event.exit_code  # a session of many turns: the last turn's
-    sink.close()
+    try:
+        for event in reader:
+            sink.emit(event)
+            if isinstance(event, p.Result):
+                exit_code = event.exit_code  # a session of many turns: the last turn's
+    finally:
+        sink.close()  # also on Ctrl-C: the spinner's line is erased, not left behind
     note_after_end(reader)
     return exit_code

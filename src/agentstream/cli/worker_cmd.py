@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         grace=args.grace,
         command=exec_command(args.exec_command),
     )
-    with Stream("worker", output_format=args.output_format, dialect=args.dialect) as stream:
+    with Stream("worker", output_format=args.output_format, dialect=args.dialect, color=args.color) as stream:
         worker = Worker(options, stream)
         stream.status("ready", f"worker {worker.name}, concurrency {options.concurrency}")
         try:

@@ -130,7 +130,9 @@ def run(args: argparse.Namespace) -> int:
     if args.two_way:
         _check_two_way(args)
         return _run_two_way(args, argv)
-    stream = Stream(shlex.join(argv), output_format=args.output_format, dialect=args.dialect)
+    stream = Stream(
+        shlex.join(argv), output_format=args.output_format, dialect=args.dialect, color=args.color
+    )
     otel = attach_otel(stream)
     close_publisher = publish(stream, args)  # the run shows up in follow, watch and serve
     try:

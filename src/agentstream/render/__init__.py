@@ -18,7 +18,9 @@ if TYPE_CHECKING:
     from agentstream.protocol import AnyEvent
 
 __all__ = [
+    "COLOR_CHOICES",
     "OUTPUT_FORMATS",
+    "ColorChoice",
     "FdWriter",
     "FileWriter",
     "OutputClosed",
@@ -34,6 +36,9 @@ __all__ = [
 
 OutputFormat: TypeAlias = Literal["stream-json", "json", "text"]
 OUTPUT_FORMATS: tuple[OutputFormat, ...] = ("stream-json", "json", "text")
+ColorChoice: TypeAlias = Literal["auto", "always", "never"]
+"""``--color``: ``auto`` decides by terminal and environment (see ``render.text.use_color``)."""
+COLOR_CHOICES: tuple[ColorChoice, ...] = ("auto", "always", "never")
 
 
 class OutputFailed(SystemExit):
@@ -140,7 +145,7 @@ def make_sink(
     *,
     dialect: str | None = None,
     err: IO[str] | None = None,
-    color: bool | None = None,
+    color: ColorChoice | bool | None = None,
 ) -> Sink:
     """The sink for an output format; imports only what that format needs."""
     if output_format == "stream-json":

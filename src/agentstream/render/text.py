@@ -1,28 +1,80 @@
 """The ``text`` format, for a person: the assistant's words on stdout as they stream,
-everything else as compact lines on stderr (colour only on a TTY, ``NO_COLOR`` honoured)."""
+everything else as compact notes on stderr.
+
+Decorations follow one rule each, so every command that renders agrees:
+``use_color`` (``--color``, ``NO_COLOR``, ``TERM=dumb``, a TTY), ``spinner_allowed``
+and ``wrap_width``. The assistant's own text is never rewrapped or styled: it may be
+Markdown or code, and a person may copy it. Only the notes on stderr are wrapped.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import os
+import shutil
 import sys
+import textwrap
+import threading
 from typing import IO, TYPE_CHECKING
 
 from agentstream import protocol as p
 
 if TYPE_CHECKING:
-    from agentstream.render import Writer
+    from collections.abc import Iterator
+
+    from agentstream.render import ColorChoice, Writer
 
 _PREVIEW = 160
 _STYLES = {"dim": "2", "bold": "1", "red": "31", "green": "32", "yellow": "33", "blue": "34", "cyan": "36"}
+_ERASE_LINE = "\r\x1b[K"
 
 
-def use_color(stream: IO[str]) -> bool:
-    """Colour only for a terminal, and never when ``NO_COLOR`` is set (https://no-color.org)."""
-    if os.environ.get("NO_COLOR"):
-        return False
+def _isatty(stream: IO[str]) -> bool:
     isatty = getattr(stream, "isatty", None)
-    return bool(isatty and isatty())
+    try:
+        return bool(isatty and isatty())
+    except (OSError, ValueError):  # a closed stream is no terminal
+        return False
+
+
+def _plain_terminal() -> bool:
+    """The person asked for plain output (https://no-color.org), or the terminal cannot do more."""
+    return bool(os.environ.get("NO_COLOR")) or os.environ.get("TERM") == "dumb"
+
+
+def use_color(stream: IO[str], choice: ColorChoice | bool | None = "auto") -> bool:
+    """Whether to colour what goes to ``stream``: ``always``/``never`` decide; ``auto`` (or
+    ``None``) means a TTY, unless ``NO_COLOR`` is set (any non-empty value) or ``TERM=dumb``."""
+    if choice is True or choice == "always":
+        return True
+    if choice is False or choice == "never":
+        return False
+    return _isatty(stream) and not _plain_terminal()
+
+
+def spinner_allowed(stream: IO[str], choice: ColorChoice | bool | None = "auto") -> bool:
+    """A spinner only on a TTY that can erase a line, and not for someone who asked for plain
+    output (``NO_COLOR``, ``TERM=dumb``, ``--color never``). ``--color always`` does not force
+    it: on a pipe or in a file its redraws would be garbage."""
+    if choice is False or choice == "never":
+        return False
+    return _isatty(stream) and not _plain_terminal()
+
+
+def wrap_width(stream: IO[str]) -> int | None:
+    """Columns to wrap notes to: ``COLUMNS``, else the terminal's width; ``None`` (no
+    wrapping) when ``stream`` is not a TTY, so logs and pipes keep one note a line."""
+    if not _isatty(stream):
+        return None
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    try:
+        return os.get_terminal_size(stream.fileno()).columns or None
+    except (OSError, ValueError, AttributeError):
+        return shutil.get_terminal_size().columns
 
 
 def preview(text: str, limit: int = _PREVIEW) -> str:
@@ -31,15 +83,86 @@ def preview(text: str, limit: int = _PREVIEW) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-class TextSink:
-    """Renders canonical events for reading; never writes anything but assistant text to stdout."""
+class Spinner:
+    """A one-line animation on stderr, drawn by a daemon thread until ``stop()``.
 
-    def __init__(self, out: Writer, *, err: IO[str] | None = None, color: bool | None = None) -> None:
+    Every other write to the same stream goes through ``paused()`` (the line is erased
+    under the lock the thread draws under, so a note never lands mid-frame); the next
+    tick redraws below it. ``stop()`` erases the line for good, so nothing is left
+    behind when the run ends, fails or is interrupted.
+    """
+
+    FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+    INTERVAL = 0.1
+
+    def __init__(self, err: IO[str], label: str = "waiting for the first token") -> None:
+        self._err = err
+        self._label = label
+        self._lock = threading.RLock()  # re-entered when a signal handler writes the result mid-note
+        self._stopped = threading.Event()
+        self._drawn = False
+        self._thread = threading.Thread(target=self._spin, name="agentstream-spinner", daemon=True)
+        self._thread.start()
+
+    def _spin(self) -> None:
+        for frame in itertools.cycle(self.FRAMES):
+            if self._stopped.wait(self.INTERVAL):
+                return
+            with self._lock:
+                if self._stopped.is_set():
+                    return
+                line = f"{frame} {self._label}"
+                width = wrap_width(self._err) or len(line) + 1
+                try:  # never as wide as the terminal: a wrapped frame could not be erased with \r
+                    self._err.write(_ERASE_LINE + line[: max(width - 1, 1)])
+                    self._err.flush()
+                except (OSError, ValueError):  # stderr went away: stop drawing, say nothing
+                    return
+                self._drawn = True
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Erase the frame and hold off the next one while the caller writes."""
+        with self._lock:
+            self._erase()
+            yield
+
+    def _erase(self) -> None:
+        if self._drawn:
+            self._drawn = False
+            try:
+                self._err.write(_ERASE_LINE)
+                self._err.flush()
+            except (OSError, ValueError):
+                pass
+
+    def stop(self) -> None:
+        """Erase the frame for good. No join: the thread checks ``_stopped`` under the lock before
+        every frame, and a signal handler stopping the spinner mid-note must not wait on it."""
+        self._stopped.set()
+        with self._lock:
+            self._erase()
+
+
+class TextSink:
+    """Renders canonical events for reading; never writes anything but assistant text to stdout.
+
+    Notes on stderr are wrapped at word boundaries to the terminal (``wrap_width``);
+    the assistant's text on stdout is written as it came, never rewrapped. A spinner
+    (``spinner_allowed``) shows on stderr from ``start`` until the first assistant text.
+    """
+
+    def __init__(
+        self, out: Writer, *, err: IO[str] | None = None, color: ColorChoice | bool | None = None
+    ) -> None:
         self._out = out
         self._err = err if err is not None else sys.stderr
-        self._color = use_color(self._err) if color is None else color
+        self._color = use_color(self._err, color)
+        self._spinner_allowed = spinner_allowed(self._err, color)
+        self._spinner: Spinner | None = None
         self._streamed: dict[str, str] = {}
         self._ends_with_newline = True
+        self._seen = _Seen()
 
     def _style(self, text: str, *styles: str) -> str:
         if not self._color:
@@ -47,14 +170,26 @@ class TextSink:
         codes = ";".join(_STYLES[s] for s in styles)
         return f"\x1b[{codes}m{text}\x1b[0m"
 
-    def _note(self, text: str, *styles: str) -> None:
-        self._err.write(self._style(text, *styles) + "\n")
-        self._err.flush()
+    def _note(self, text: str, *styles: str, indent: str = "  ") -> None:
+        width = wrap_width(self._err)
+        if width is not None and len(text) > width:
+            text = textwrap.fill(
+                text, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
+            )
+        with self._spinner.paused() if self._spinner else contextlib.nullcontext():
+            self._err.write(self._style(text, *styles) + "\n")
+            self._err.flush()
 
     def _say(self, text: str) -> None:
         if text:
+            self._stop_spinner()
             self._out.write(text.encode("utf-8", "replace"))
             self._ends_with_newline = text.endswith("\n")
+
+    def _stop_spinner(self) -> None:
+        if self._spinner is not None:
+            self._spinner.stop()
+            self._spinner = None
 
     def _end_message(self) -> None:
         if not self._ends_with_newline:
@@ -70,11 +205,15 @@ class TextSink:
             handler(event)
 
     def close(self) -> None:
+        self._stop_spinner()
         self._end_message()
 
     def _on_start(self, e: p.Start) -> None:
         where = " ".join(part for part in (e.provider or "", e.model or "") if part)
         self._note(f"▶ {e.command}" + (f"  [{where}]" if where else ""), "dim")
+        self._seen = _Seen()
+        if self._spinner_allowed and self._spinner is None:
+            self._spinner = Spinner(self._err)
 
     def _on_message_delta(self, e: p.MessageDelta) -> None:
         if e.role != "assistant":
@@ -100,6 +239,7 @@ class TextSink:
     def _on_tool_call(self, e: p.ToolCall) -> None:
         args = preview(json.dumps(e.arguments, ensure_ascii=False), 100)
         self._end_message()
+        self._seen.tool_calls += 1
         self._note(f"→ {e.name} {args}", "cyan")
 
     def _on_tool_progress(self, e: p.ToolProgress) -> None:
@@ -151,12 +291,55 @@ class TextSink:
         self._end_message()
         self._note(f"✗ {kind} {e.code}: {e.message}{fix}", "yellow" if e.recoverable else "red")
 
+    def _on_usage(self, e: p.Usage) -> None:
+        self._seen.usage.add(e)
+
     def _on_result(self, e: p.Result) -> None:
+        self._stop_spinner()
         self._end_message()
-        tokens = f"{e.usage.input_tokens} in / {e.usage.output_tokens} out tokens"
-        cost = f", ${e.usage.cost_usd:.4f}" if isinstance(e.usage.cost_usd, float) else ""
         outcome = "done" if e.ok else f"failed ({e.subtype})"
-        self._note(
-            f"■ {outcome} in {e.duration_ms}ms, {e.turn_count} turns, {tokens}{cost}, exit {e.exit_code}",
-            "bold" if e.ok else "red",
-        )
+        if e.duration_ms > 0:
+            outcome += f" in {_duration(e.duration_ms)}"
+        self._note(", ".join([f"■ {outcome}", *summary_counts(e, self._seen)]), "bold" if e.ok else "red")
+
+
+class _Seen:
+    """What the renderer counted itself in the current turn, for counts a result leaves out."""
+
+    def __init__(self) -> None:
+        self.tool_calls = 0
+        self.usage = p.UsageTotals()
+
+
+def summary_counts(result: p.Result, seen: _Seen) -> list[str]:
+    """The counts that are known, never a zero that only means "not counted".
+
+    A converted stream may carry no turn count, duration or usage (its dialect has
+    none); then the renderer's own tally of tool calls and usage events stands in,
+    and what neither knows is left out. The exit code is always known. (The duration
+    goes next to the outcome, and only when above zero.)
+    """
+    parts = []
+    if result.turn_count > 0:
+        parts.append(_plural(result.turn_count, "turn"))
+    if seen.tool_calls:
+        parts.append(_plural(seen.tool_calls, "tool call"))
+    elif result.tools_used:
+        parts.append(f"tools used: {', '.join(result.tools_used)}")
+    usage = result.usage
+    if not (usage.input_tokens or usage.output_tokens or usage.cost_usd is not p.UNSET):
+        usage = seen.usage
+    if usage.input_tokens or usage.output_tokens:
+        parts.append(f"{usage.input_tokens} in / {usage.output_tokens} out tokens")
+    if isinstance(usage.cost_usd, float):
+        parts.append(f"${usage.cost_usd:.4f}")
+    parts.append(f"exit {result.exit_code}")
+    return parts
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
+def _duration(ms: int) -> str:
+    return f"{ms}ms" if ms < 1000 else f"{ms / 1000:.1f}s"
