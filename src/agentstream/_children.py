@@ -24,6 +24,24 @@ from typing import Final
 __all__ = ["Foreground", "GroupWatchdog", "orphan_guard", "stop_process"]
 
 
+def signal_child(pid: int, signum: int, *, group: bool) -> None:
+    """Send ``signum`` to a child, or to its whole process group; a child already gone is no error."""
+    try:
+        if group:
+            os.killpg(pid, signum)
+        else:
+            os.kill(pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def shell_status(returncode: int | None) -> int | None:
+    """A child's exit status as a shell reports it (128 + N when killed by signal N); None while it runs."""
+    if returncode is None:
+        return None
+    return 128 - returncode if returncode < 0 else returncode
+
+
 def stop_process(
     proc: subprocess.Popen[bytes],
     *,

@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final
 
 from agentstream import protocol as p
+from agentstream._children import shell_status, signal_child
 from agentstream.acp.mapping import PROTOCOL_VERSION, STOP_OUTCOMES
 from agentstream.acp.server import PeerClosed, RpcError, RpcPeer
 from agentstream.consumer.pipeline import Ending, Pipeline
@@ -146,10 +147,7 @@ class AcpSpawn:
     @property
     def exit_status(self) -> int | None:
         """The agent's exit status as a shell reports it (128 + N when killed by signal N); None before."""
-        code = self.returncode
-        if code is None:
-            return None
-        return 128 - code if code < 0 else code
+        return shell_status(self.returncode)
 
     @property
     def stopped(self) -> bool:
@@ -164,13 +162,7 @@ class AcpSpawn:
         proc = self.proc
         if proc is None or proc.poll() is not None:
             return
-        try:
-            if self.new_process_group:
-                os.killpg(proc.pid, signum)
-            else:
-                proc.send_signal(signum)
-        except ProcessLookupError:
-            pass
+        signal_child(proc.pid, signum, group=self.new_process_group)
 
     def cancel(self, signum: int = signal.SIGTERM) -> None:
         """ACP's own way first (``session/cancel``); the process is signalled if it has not answered in the grace period."""

@@ -20,6 +20,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from agentstream import protocol as p
+from agentstream._children import signal_child
 from agentstream.consumer.pipeline import CHUNK_BYTES
 from agentstream.consumer.process import _ChildBase, _launch_failure, _pidfd
 
@@ -117,13 +118,7 @@ class AsyncSpawn(_ChildBase):
         proc = self.proc
         if proc is None or proc.returncode is not None:
             return
-        try:
-            if self.new_process_group:
-                os.killpg(proc.pid, signum)
-            else:
-                proc.send_signal(signum)
-        except ProcessLookupError:
-            pass
+        signal_child(proc.pid, signum, group=self.new_process_group)
 
     def cancel(self, signum: int = signal.SIGTERM) -> None:
         """Ask the child to stop, and SIGKILL it if it is still there after the grace period.

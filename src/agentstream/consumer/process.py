@@ -15,7 +15,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from agentstream import protocol as p
-from agentstream._children import Foreground, GroupWatchdog, stop_process
+from agentstream._children import Foreground, GroupWatchdog, shell_status, signal_child, stop_process
 from agentstream._lines import Line, LineSplitter, LineTooLong
 from agentstream.consumer.pipeline import CHUNK_BYTES, Ending, Pipeline, Turns
 from agentstream.errors import ErrorCode, ExitCode
@@ -253,10 +253,7 @@ class Spawn(_ChildBase):
     @property
     def exit_status(self) -> int | None:
         """The child's exit status as a shell reports it (128 + N when killed by signal N); None before."""
-        code = self.returncode
-        if code is None:
-            return None
-        return 128 - code if code < 0 else code
+        return shell_status(self.returncode)
 
     def send_signal(self, signum: int) -> None:
         """Signal the child (its whole process group with ``new_process_group``) if it still runs."""
@@ -264,13 +261,7 @@ class Spawn(_ChildBase):
         if proc is None or proc.poll() is not None:
             return
         self.stopped = True
-        try:
-            if self.new_process_group:
-                os.killpg(proc.pid, signum)
-            else:
-                proc.send_signal(signum)
-        except ProcessLookupError:
-            pass
+        signal_child(proc.pid, signum, group=self.new_process_group)
 
     def cancel(self, signum: int = signal.SIGTERM) -> None:
         """Ask the child to stop (SIGTERM by default), and SIGKILL it if it is still there after the grace period.
