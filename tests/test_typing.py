@@ -13,28 +13,24 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "src" / "agentstream"
 
 
-@pytest.mark.slow
-def test_typing_mypy_reports_no_errors(tmp_path: Path) -> None:
-    pytest.importorskip("mypy", reason="mypy is not installed; pip install -e '.[test]' brings it")
+def _mypy(cache: Path, *args: str) -> tuple[int, str, str]:
+    """Run mypy from the project root; (exit code, stdout, stdout + stderr for the failure message)."""
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mypy",
-            "--config-file",
-            str(ROOT / "pyproject.toml"),
-            "--cache-dir",
-            str(tmp_path),
-        ],
+        [sys.executable, "-m", "mypy", "--cache-dir", str(cache), *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=600,
     )
-    report = proc.stdout + proc.stderr
-    assert proc.returncode == 0, report
+    return proc.returncode, proc.stdout, proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+def test_typing_mypy_reports_no_errors(tmp_path: Path) -> None:
+    code, out, report = _mypy(tmp_path, "--config-file", str(ROOT / "pyproject.toml"))
+    assert code == 0, report
     # It must have checked the whole package, not an empty or mistyped path.
-    checked = re.search(r"Success: no issues found in (\d+) source files", proc.stdout)
+    checked = re.search(r"Success: no issues found in (\d+) source files", out)
     assert checked is not None, report
     assert int(checked.group(1)) == sum(1 for _ in PACKAGE.rglob("*.py")), report
 
@@ -59,23 +55,6 @@ def test_the_public_surface_passes_mypy_strict(tmp_path: Path) -> None:
     usage = (ROOT / STRICT_SURFACE[0]).read_text()
     missing = [name for name in agentstream.__all__ if not re.search(rf"\b{re.escape(name)}\b", usage)]
     assert not missing, f"{STRICT_SURFACE[0]} does not use: {missing}"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mypy",
-            "--strict",
-            "--python-version",
-            "3.11",
-            "--cache-dir",
-            str(tmp_path),
-            *STRICT_SURFACE,
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    report = proc.stdout + proc.stderr
-    assert proc.returncode == 0, report
-    assert "Success: no issues found" in proc.stdout, report
+    code, out, report = _mypy(tmp_path, "--strict", "--python-version", "3.11", *STRICT_SURFACE)
+    assert code == 0, report
+    assert "Success: no issues found" in out, report
