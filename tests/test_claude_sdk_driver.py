@@ -71,6 +71,13 @@ async def collect(prompt: str, opts: ClaudeAgentOptions) -> list[Any]:
     return [message async for message in query(prompt=prompt, options=opts)]
 
 
+async def client_turn(prompt: str, opts: ClaudeAgentOptions) -> list[Any]:
+    """One turn on a ``ClaudeSDKClient`` (the SDK's two-way client, which can answer ``can_use_tool``)."""
+    async with ClaudeSDKClient(opts) as client:
+        await client.query(prompt)
+        return [message async for message in client.receive_response()]
+
+
 def test_query_gets_the_text_and_one_result(tmp_path: Path) -> None:
     with FakeModelServer([anthropic_reply("Hello from the fake model.")]) as server:
         messages = asyncio.run(collect("say hello", options(tmp_path, server)))
@@ -126,14 +133,9 @@ def test_can_use_tool_is_asked_and_a_denial_is_honoured(tmp_path: Path) -> None:
         anthropic_reply("Understood, I did not run it."),
     ]
 
-    async def session(opts: ClaudeAgentOptions) -> list[Any]:
-        async with ClaudeSDKClient(opts) as client:
-            await client.query("please run it")
-            return [m async for m in client.receive_response()]
-
     with FakeModelServer(script) as server:
         opts = options(tmp_path, server, permission_mode="default", can_use_tool=can_use_tool)
-        messages = asyncio.run(session(opts))
+        messages = asyncio.run(client_turn("please run it", opts))
     assert asked == [("shell", {"command": "touch forbidden.txt"}, "toolu_02")]
     assert not (tmp_path / "work" / "forbidden.txt").exists()
     denied = tool_results(server.posts[1].body)[0]

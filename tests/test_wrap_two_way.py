@@ -32,7 +32,7 @@ from claude_agent_sdk import (  # the test extra: pip install -e '.[test]'
 )
 
 from _agent_fakes import FakeModelServer, anthropic_reply
-from test_claude_sdk_driver import cli_path, options, texts, tool_results
+from test_claude_sdk_driver import cli_path, client_turn, options, texts, tool_results
 
 
 def wrapped_cli(tmp_path: Path) -> str:
@@ -71,11 +71,6 @@ def test_can_use_tool_round_trip_through_the_wrap_honours_a_denial(tmp_path: Pat
         anthropic_reply("Fine, I left it."),
     ]
 
-    async def session(opts: ClaudeAgentOptions) -> list[Any]:
-        async with ClaudeSDKClient(opts) as client:
-            await client.query("please run it")
-            return [m async for m in client.receive_response()]
-
     with FakeModelServer(script) as server:
         opts = options(
             tmp_path,
@@ -84,7 +79,7 @@ def test_can_use_tool_round_trip_through_the_wrap_honours_a_denial(tmp_path: Pat
             permission_mode="default",
             can_use_tool=can_use_tool,
         )
-        messages = asyncio.run(session(opts))
+        messages = asyncio.run(client_turn("please run it", opts))
     assert asked == [("shell", {"command": "touch forbidden.txt"}, "toolu_09")]
     assert not (tmp_path / "work" / "forbidden.txt").exists()
     denied = tool_results(server.posts[1].body)[0]
