@@ -36,11 +36,11 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final
 
 from agentstream import protocol as p
-from agentstream._children import shell_status, signal_child
+from agentstream._children import signal_child
 from agentstream.acp.mapping import PROTOCOL_VERSION, STOP_OUTCOMES
 from agentstream.acp.server import PeerClosed, RpcError, RpcPeer
 from agentstream.consumer.pipeline import Ending, Pipeline
-from agentstream.consumer.process import _StderrTail
+from agentstream.consumer.process import PopenChild, _StderrTail
 from agentstream.errors import ERROR_CODES, ErrorCode, ExitCode
 
 __all__ = ["AcpSpawn"]
@@ -56,7 +56,7 @@ _STOPS: Final[dict[str, tuple[str, int, str]]] = {
 _DONE: Final = object()
 
 
-class AcpSpawn:
+class AcpSpawn(PopenChild):
     """An ACP agent run for one prompt; iterate it for canonical events (the same surface as :class:`Spawn`)."""
 
     dialect = "acp"
@@ -135,19 +135,6 @@ class AcpSpawn:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc is not None else None
-
-    @property
-    def returncode(self) -> int | None:
-        return self.proc.poll() if self.proc is not None else None
-
-    @property
-    def exit_status(self) -> int | None:
-        """The agent's exit status as a shell reports it (128 + N when killed by signal N); None before."""
-        return shell_status(self.returncode)
 
     @property
     def stopped(self) -> bool:

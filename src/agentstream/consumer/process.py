@@ -131,7 +131,27 @@ _SUBTYPES = {ErrorCode.INTERRUPTED: "interrupted", ErrorCode.MAX_TURNS: "max_tur
 """Result subtypes of the error codes a CLI's exit status can mean (any other: ``error``)."""
 
 
-class Spawn(_ChildBase):
+class PopenChild:
+    """How a reader of a ``subprocess.Popen`` child reports it: pid, raw return code, shell status."""
+
+    proc: subprocess.Popen[bytes] | None
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    @property
+    def returncode(self) -> int | None:
+        """The child's exit status once it has exited (negative: killed by that signal)."""
+        return self.proc.poll() if self.proc is not None else None
+
+    @property
+    def exit_status(self) -> int | None:
+        """The child's exit status as a shell reports it (128 + N when killed by signal N); None before."""
+        return shell_status(self.returncode)
+
+
+class Spawn(_ChildBase, PopenChild):
     """A child process whose stdout is read as a stream. Iterate it for canonical events.
 
     Bounded everywhere: after the child's ``result`` (or after its stdout closes)
@@ -240,20 +260,6 @@ class Spawn(_ChildBase):
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
-
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc is not None else None
-
-    @property
-    def returncode(self) -> int | None:
-        """The child's exit status once it has exited (negative: killed by that signal)."""
-        return self.proc.poll() if self.proc is not None else None
-
-    @property
-    def exit_status(self) -> int | None:
-        """The child's exit status as a shell reports it (128 + N when killed by signal N); None before."""
-        return shell_status(self.returncode)
 
     def send_signal(self, signum: int) -> None:
         """Signal the child (its whole process group with ``new_process_group``) if it still runs."""
