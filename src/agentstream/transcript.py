@@ -37,10 +37,6 @@ class _OpenRun:
         self.parts: list[str] = []
         self.size = 0
 
-    def add(self, text: str) -> None:
-        if self.size < OPEN_TEXT_LIMIT:
-            self.parts.append(text[: OPEN_TEXT_LIMIT - self.size])
-            self.size += len(text)
 
     @property
     def text(self) -> str:
@@ -71,12 +67,16 @@ class Tally:
 
     def add(self, event: p.AnyEvent) -> None:
         kind = type(event)  # exact type checks: this runs for every event the reader passes on
-        if kind is p.MessageDelta:
-            key = (False, event.message_id)  # type: ignore[union-attr]
+        if kind is p.MessageDelta or kind is p.ReasoningDelta:
+            key = (False, event.message_id) if kind is p.MessageDelta else (True, event.reasoning_id)  # type: ignore[union-attr]
             run = self.open_runs.get(key)
             if run is None:
-                run = self.open_runs[key] = _OpenRun(event.role)  # type: ignore[union-attr]
-            run.add(event.content)  # type: ignore[union-attr]
+                role = event.role if kind is p.MessageDelta else "assistant"  # type: ignore[union-attr]
+                run = self.open_runs[key] = _OpenRun(role)
+            if run.size < OPEN_TEXT_LIMIT:  # past it, the run's text is cut (and marked)
+                text = event.content  # type: ignore[union-attr]
+                run.parts.append(text[: OPEN_TEXT_LIMIT - run.size])
+                run.size += len(text)
         elif kind is p.Usage:
             self.usage.add(event)  # type: ignore[arg-type]
             self.turn_count += 1
@@ -93,12 +93,6 @@ class Tally:
                 self.open_runs.pop((False, event.message_id), None)  # type: ignore[union-attr]
             if event.role == "assistant" and event.content:  # type: ignore[union-attr]
                 self.last_text = event.content  # type: ignore[union-attr]  # an empty one is a discarded partial turn
-        elif kind is p.ReasoningDelta:
-            key = (True, event.reasoning_id)  # type: ignore[union-attr]
-            run = self.open_runs.get(key)
-            if run is None:
-                run = self.open_runs[key] = _OpenRun("assistant")
-            run.add(event.content)  # type: ignore[union-attr]
         elif kind is p.Reasoning:
             self.open_runs.pop((True, event.reasoning_id), None)  # type: ignore[union-attr]
 

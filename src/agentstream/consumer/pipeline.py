@@ -160,20 +160,34 @@ class Pipeline:
             else:
                 self.line_number += block.count(b"\n")
                 return self._accept(events)
-        out: list[p.AnyEvent] = []
         number = self.line_number
         parts = block.split(b"\n")
         parts.pop()
-        for part in parts:
-            number += 1
-            data = part[:-1] if part.endswith(b"\r") else part
-            if self._decoder is None or self._document is not None or not self._seen_content:
+        if b"\r" in block:
+            parts = [part[:-1] if part.endswith(b"\r") else part for part in parts]
+        decoder = self._decoder
+        if decoder is None or self._document is not None or not self._seen_content or self.turns == "one":
+            out: list[p.AnyEvent] = []
+            for data in parts:  # line by line: detection, a document, or a first result that ends the reading
+                number += 1
                 out += self.feed(Line(number, data, True))
-            else:  # what feed() would do with this line, minus the checks that cannot apply to it
-                out += self._decode(data, number, True)
-            if self.finished:
+                if self.finished:
+                    break
+            self.line_number = number
+            self.partial = False
+            return out
+        out = []
+        start, count = 0, len(parts)
+        while (
+            start < count
+        ):  # runs of lines the decoder reads, each accepted at once; a bad line between them
+            events, stop, reason = decoder.decode_lines(parts, start)
+            out += self._accept(events)
+            if stop == count:
                 break
-        self.line_number = number
+            out += self._bad_line(Line(number + stop + 1, parts[stop], True), reason)
+            start = stop + 1
+        self.line_number = number + count
         self.partial = False
         return out
 
@@ -258,12 +272,9 @@ class Pipeline:
     def _decode(self, data: bytes | bytearray, number: int, terminated: bool) -> list[p.AnyEvent]:
         """The events of one line, or the error that says why it was skipped."""
         assert self._decoder is not None
-        try:
-            events = self._decoder.decode_line(data)
-        except Exception as exc:  # a decoder failing on a line is that line's problem, not the reader's
-            return self._bad_line(Line(number, data, terminated), exc)
-        if events is None:
-            return self._bad_line(Line(number, data, terminated), None)
+        events, stop, reason = self._decoder.decode_lines([data], 0)
+        if stop == 0:
+            return self._bad_line(Line(number, data, terminated), reason)
         return self._accept(events)
 
     def _detect(self, item: Line | LineTooLong) -> list[p.AnyEvent]:
@@ -317,51 +328,52 @@ class Pipeline:
     # -- output --------------------------------------------------------------
 
     def _accept(self, events: list[p.AnyEvent]) -> list[p.AnyEvent]:
-        """Decoded events into the output: plain runs in one go, the rest one by one."""
-        if not events:
-            return events
-        if (
-            self.turn_open
-            and self._held_fatal is None
-            and set(map(type, events)) <= _PLAIN
-            and self._fresh(events)
-        ):
-            return self._accept_plain(events)  # type: ignore[arg-type]
+        """Decoded events into the output: inside an open turn, the common ones in one tight loop.
+
+        Deltas, complete messages and the other events that neither open nor end a turn nor pair with a
+        tool call only need their stamps checked (kept when they fit), their run noted and a place in the
+        tally. Everything else, and a delta that would reopen a closed run, goes through :meth:`_take`.
+        """
         out: list[p.AnyEvent] = []
+        closed_runs = self._closed_runs
+        open_runs, add = self.tally.open_runs, self.tally.add
+        session, seq, good_ts = self._session, self._next_seq, ""
+        plain = self.turn_open and self._held_fatal is None and not self.finished
         for event in events:
-            if self.finished:
-                break
-            self._take(event, out)
-        return out
-
-    def _fresh(self, events: list[p.AnyEvent]) -> bool:
-        """No delta in ``events`` reopens a run that its complete event already closed."""
-        open_runs, closed = self.tally.open_runs, self._closed_runs
-        return not any(
-            type(event) is p.MessageDelta
-            and (False, event.message_id) not in open_runs
-            and (False, event.message_id) in closed
-            for event in events
-        )
-
-    def _accept_plain(self, events: list[p.Event]) -> list[p.AnyEvent]:
-        """Events inside an open turn that neither open nor end it: stamped only where their stamps do not fit."""
-        first = self._next_seq
-        count = len(events)
-        if not (
-            list(map(_seq_of, events)) == list(range(first, first + count))
-            and set(map(_session_of, events)) == {self._session}
-            and set(map(_version_of, events)) == _V1
-            and all(map(p.is_timestamp, map(_ts_of, events)))
-        ):
-            for event in events:
-                self._stamp(event)
-        else:
-            self._next_seq = first + count
-        add = self.tally.add
-        for event in events:
+            kind = type(event)
+            if plain and kind in _PLAIN:
+                if kind is p.MessageDelta:
+                    key = (False, event.message_id)  # type: ignore[union-attr]
+                    plain = key in open_runs or key not in closed_runs
+                elif kind is p.ReasoningDelta:
+                    key = (True, event.reasoning_id)  # type: ignore[union-attr]
+                    plain = key in open_runs or key not in closed_runs
+                elif kind is p.Message or kind is p.Reasoning:
+                    closed_runs.add(_run_key(event))  # type: ignore[arg-type]
+            else:
+                plain = False
+            if not plain:
+                if self.finished:
+                    break
+                self._next_seq = seq
+                self._take(event, out)
+                open_runs, add = self.tally.open_runs, self.tally.add  # a turn may have opened
+                session, seq = self._session, self._next_seq
+                plain = self.turn_open and self._held_fatal is None and not self.finished
+                continue
+            if event.seq != seq or event.session_id != session or event.v != 1:  # type: ignore[union-attr]
+                event.v, event.session_id, event.seq = p.PROTOCOL_VERSION, session, seq  # type: ignore[union-attr]
+            ts = event.ts  # type: ignore[union-attr]
+            if ts is not good_ts:  # the events of a block mostly share one clock reading: check it once
+                if p.is_timestamp(ts):
+                    good_ts = ts
+                else:
+                    event.ts = p.now_ts()  # type: ignore[union-attr]
+            seq += 1
             add(event)
-        return events  # type: ignore[return-value]
+            out.append(event)
+        self._next_seq = seq
+        return out
 
     def _take(self, event: p.AnyEvent, out: list[p.AnyEvent]) -> None:
         """One decoded event: opens a turn, ends one, waits (a fatal error) or passes."""
@@ -605,25 +617,11 @@ _PAIRED: Final = frozenset(
     {p.ToolCall, p.ToolResult, p.ToolProgress, p.MessageDelta, p.ReasoningDelta, p.Message, p.Reasoning}
 )
 """Event classes whose pairing the reader checks (one by one)."""
-_PLAIN: Final = frozenset({p.MessageDelta, p.Usage, p.Log, p.Status, p.Step, p.Progress, p.GenericEvent})
-"""Event classes a batch may pass in one go (deltas after a check that none reopens a closed run)."""
-_V1: Final = {p.PROTOCOL_VERSION}
-
-
-def _seq_of(event: p.Event) -> int:
-    return event.seq
-
-
-def _session_of(event: p.Event) -> str:
-    return event.session_id
-
-
-def _version_of(event: p.Event) -> int:
-    return event.v
-
-
-def _ts_of(event: p.Event) -> str:
-    return event.ts
+_PLAIN: Final = frozenset(
+    {p.MessageDelta, p.ReasoningDelta, p.Message, p.Reasoning, p.Usage, p.Log, p.Status, p.Step}
+    | {p.Progress, p.GenericEvent}
+)
+"""Event classes that neither open nor end a turn nor pair with a tool call: accepted in the tight loop."""
 
 
 def _event_data(event: p.Event) -> dict[str, Any]:

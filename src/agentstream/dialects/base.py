@@ -47,6 +47,28 @@ class DialectDecoder(ABC):
         self.decode_object(value)
         return self.drain()
 
+    def decode_lines(
+        self, lines: list[bytes | bytearray], start: int
+    ) -> tuple[list[p.AnyEvent], int, BaseException | None]:
+        """Decode ``lines[start:]`` in order until one cannot be read.
+
+        Returns the events of the lines read, the index of the first line that could not be (``len(lines)``
+        when all were) and why (``None`` for a line that is not the dialect's). The reader reports that line
+        and goes on after it. One call per run of lines is what lets a dialect read its common lines in a
+        tight loop (override it for that); the events must be exactly those of :meth:`decode_line`.
+        """
+        events: list[p.AnyEvent] = []
+        decode = self.decode_line
+        for index in range(start, len(lines)):
+            try:
+                decoded = decode(lines[index])
+            except Exception as exc:  # a decoder failing on a line is that line's problem, not the reader's
+                return events, index, exc
+            if decoded is None:
+                return events, index, None
+            events += decoded
+        return events, len(lines), None
+
     def decode_other(self, value: Any) -> list[p.AnyEvent] | None:
         """A line that is JSON but not an object: ``None`` (reported as malformed) unless the dialect reads it."""
         return None

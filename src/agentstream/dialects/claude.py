@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import uuid
 from collections import deque
-from typing import Any, ClassVar, NamedTuple
+from typing import Annotated, Any, ClassVar, NamedTuple
 
 import msgspec
 
@@ -116,13 +116,17 @@ def _blocks(message: Fields) -> list[_Block]:
 
 def _result_text(f: Fields, content: object) -> str:
     """A tool result's ``content`` (a string or a list of blocks) as text; non-text blocks become a marker."""
+    if content is not None and not isinstance(content, (str, list)):
+        f.lose("content", "must be a string or a list of blocks")
+        return ""
+    return _joined(content)
+
+
+def _joined(content: str | list[Any] | None) -> str:
     if content is None:
         return ""
     if isinstance(content, str):
         return content
-    if not isinstance(content, list):
-        f.lose("content", "must be a string or a list of blocks")
-        return ""
     parts = []
     for item in content:
         if isinstance(item, dict) and isinstance(item.get("text"), str):
@@ -237,6 +241,147 @@ _STREAM_IDENTITY = frozenset(
     | {"event.content_block.thinking", "event.delta", "event.delta.type", "event.delta.text"}
     | {"event.delta.thinking"}
 )
+
+
+# -- the common lines, typed ------------------------------------------------------------
+# Exactly the fields the handlers below read, with exactly the types they take as they are: a line that
+# decodes into these carries nothing the careful path would read liberally, lose or reject, so both paths
+# give the same events; any other line takes the careful path.
+
+_Index = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+
+
+class _Typed(msgspec.Struct, tag_field="type", frozen=True):
+    """A line or nested object of a known ``type``."""
+
+
+class _TextDelta(_Typed, tag="text_delta"):
+    text: str
+
+
+class _ThinkingDelta(_Typed, tag="thinking_delta"):
+    thinking: str
+
+
+class _QuietDelta(_Typed, tag="input_json_delta"):
+    """Tool input streamed as JSON: the complete ``assistant`` line carries it whole."""
+
+
+class _SignatureDelta(_Typed, tag="signature_delta"):
+    """A thinking block's signature: not carried."""
+
+
+class _BlockDelta(_Typed, tag="content_block_delta"):
+    index: _Index
+    delta: _TextDelta | _ThinkingDelta | _QuietDelta | _SignatureDelta
+
+
+class _BlockStop(_Typed, tag="content_block_stop"):
+    pass
+
+
+class _TextStart(_Typed, tag="text"):
+    text: str | None = None
+
+
+class _ThinkingStart(_Typed, tag="thinking"):
+    thinking: str | None = None
+
+
+class _ToolUseStart(_Typed, tag="tool_use"):
+    pass
+
+
+class _BlockStart(_Typed, tag="content_block_start"):
+    index: _Index
+    content_block: _TextStart | _ThinkingStart | _ToolUseStart
+
+
+class _StartedMessage(msgspec.Struct, frozen=True):
+    id: str | None = None
+    model: str | None = None
+    usage: dict[str, Any] | None = None
+
+
+class _MessageStart(_Typed, tag="message_start"):
+    message: _StartedMessage
+
+
+class _MessageDelta(_Typed, tag="message_delta"):
+    usage: dict[str, Any] | None = None
+
+
+class _MessageStop(_Typed, tag="message_stop"):
+    pass
+
+
+class _StreamLine(_Typed, tag="stream_event"):
+    event: _BlockDelta | _BlockStop | _BlockStart | _MessageStart | _MessageDelta | _MessageStop
+
+
+class _TextBlock(_Typed, tag="text"):
+    text: str
+
+
+class _ThinkingBlock(_Typed, tag="thinking"):
+    thinking: str
+
+
+class _ToolUseBlock(_Typed, tag="tool_use"):
+    id: str
+    name: str
+    input: dict[str, Any] | None = None
+
+
+class _ToolResultBlock(_Typed, tag="tool_result"):
+    tool_use_id: str
+    content: str | list[Any] | None = None
+    is_error: bool | None = None
+
+
+_TypedBlock = _TextBlock | _ThinkingBlock | _ToolUseBlock | _ToolResultBlock
+
+
+class _ApiMessage(msgspec.Struct, frozen=True):
+    content: str | list[_TypedBlock]
+    id: str | None = None
+    model: str | None = None
+    usage: dict[str, Any] | None = None
+
+
+class _UserMessage(msgspec.Struct, frozen=True):
+    content: str | list[_TypedBlock]
+
+
+class _AssistantLine(_Typed, tag="assistant"):
+    message: _ApiMessage
+    error: Any = None
+
+
+class _UserLine(_Typed, tag="user"):
+    message: _UserMessage
+    uuid: str | None = None
+
+
+_TYPED_LINES = msgspec.json.Decoder(_StreamLine | _AssistantLine | _UserLine)
+
+
+def _typed_block(block: _TypedBlock) -> _Block:
+    kind = type(block)
+    if kind is _TextBlock:
+        return _Block("text", block.text)  # type: ignore[union-attr]
+    if kind is _ThinkingBlock:
+        return _Block("thinking", block.thinking)  # type: ignore[union-attr]
+    if kind is _ToolUseBlock:
+        return _Block("tool_use", call_id=block.id, name=block.name, arguments=block.input or {})  # type: ignore[union-attr]
+    assert isinstance(block, _ToolResultBlock)
+    return _Block(
+        "tool_result", _joined(block.content), call_id=block.tool_use_id, is_error=block.is_error is True
+    )
+
+
+def _typed_blocks(content: str | list[_TypedBlock]) -> list[_Block]:
+    return [_Block("text", content)] if isinstance(content, str) else [_typed_block(b) for b in content]
 
 
 class ClaudeDecoder(EventDecoder):
@@ -390,11 +535,26 @@ class ClaudeDecoder(EventDecoder):
     def on_assistant(self, f: Fields) -> None:
         message = f.sub("message")
         blocks = _blocks(message)
-        message_id, model = message.opt_text("id") or p.new_id("msg"), message.opt_text("model")
-        error = f.obj.get("error")
+        self._assistant(
+            message.opt_text("id"),
+            message.opt_text("model"),
+            f.obj.get("error"),
+            message.opt_mapping("usage"),
+            blocks,
+        )
+
+    def _assistant(
+        self,
+        message_id: str | None,
+        model: str | None,
+        error: object,
+        usage: dict[str, Any] | None,
+        blocks: list[_Block],
+    ) -> None:
+        message_id = message_id or p.new_id("msg")
         if isinstance(error, str):
             self._api_error = error
-        self._note_usage(message_id, model, _figures(message.opt_mapping("usage")), streamed=False)
+        self._note_usage(message_id, model, _figures(usage), streamed=False)
         for block in blocks:
             self._assistant_block(message_id, block)
 
@@ -421,7 +581,10 @@ class ClaudeDecoder(EventDecoder):
     def on_user(self, f: Fields) -> None:
         message = f.sub("message")
         blocks = _blocks(message)
-        user_id = f.opt_text("uuid") or p.new_id("msg")
+        self._user(f.opt_text("uuid"), blocks)
+
+    def _user(self, user_id: str | None, blocks: list[_Block]) -> None:
+        user_id = user_id or p.new_id("msg")
         self._end_of_turn()
         for block in blocks:
             if block.kind == "text":
@@ -452,17 +615,14 @@ class ClaudeDecoder(EventDecoder):
         kind = event.text("type")
         if kind == "message_start":
             message = event.sub("message")
-            message_id = message.opt_text("id") or p.new_id("msg")
-            model, usage = message.opt_text("model"), _figures(message.opt_mapping("usage"))
-            self._streams.setdefault(message_id, {})
-            self._current = message_id
-            self._note_usage(message_id, model, usage, streamed=True)
+            self._message_start(
+                message.opt_text("id"), message.opt_text("model"), message.opt_mapping("usage")
+            )
         elif kind == "content_block_start":
             index, block = event.integer("index"), event.sub("content_block")
             block_kind = block.text("type")
             if block_kind in ("text", "thinking"):
-                blocks = self._stream_blocks()
-                blocks[index] = (block_kind, self._ids.streamed(self._current or "", block_kind))
+                self._block_start(index, block_kind, None)  # registered before its text is checked
                 initial = block.opt_text(block_kind)
                 if initial:
                     self._stream_delta(index, block_kind, initial)
@@ -474,20 +634,75 @@ class ClaudeDecoder(EventDecoder):
             elif delta_kind == "thinking_delta":
                 self._stream_delta(index, "thinking", delta.text("thinking"))
         elif kind == "message_delta":
-            usage = _figures(event.opt_mapping("usage"))
-            if self._usage is not None and self._usage.message_id == self._current:
-                self._usage.figures.update(usage)
+            self._message_delta(event.opt_mapping("usage"))
         elif kind == "message_stop":
-            if self._usage is not None and self._usage.message_id == self._current:
-                self._flush_usage()
-            self._streams.pop(self._current or "", None)
-            self._current = None
+            self._message_stop()
         elif kind == "error":
             error = event.sub("error")
             code = _STREAM_ERROR_CODES.get(error.opt_text("type") or "", ErrorCode.PROVIDER_ERROR)
             self.emit(
                 p.Error(code=code, message=error.opt_text("message") or "API stream error", recoverable=True)
             )
+
+    def decode_typed(self, line: Any) -> None:
+        """A line of :data:`_TYPED_LINES`: the same steps as the ``on_*`` handlers, without re-checking fields."""
+        kind = type(line)
+        if kind is _StreamLine:
+            event = line.event
+            kind = type(event)
+            if kind is _BlockDelta:
+                delta = event.delta
+                if type(delta) is _TextDelta:
+                    self._stream_delta(event.index, "text", delta.text)
+                elif type(delta) is _ThinkingDelta:
+                    self._stream_delta(event.index, "thinking", delta.thinking)
+            elif kind is _BlockStart:
+                block = event.content_block
+                if type(block) is _TextStart:
+                    self._block_start(event.index, "text", block.text)
+                elif type(block) is _ThinkingStart:
+                    self._block_start(event.index, "thinking", block.thinking)
+            elif kind is _MessageStart:
+                message = event.message
+                self._message_start(message.id, message.model, message.usage)
+            elif kind is _MessageDelta:
+                self._message_delta(event.usage)
+            elif kind is _MessageStop:
+                self._message_stop()
+        elif kind is _AssistantLine:
+            message = line.message
+            blocks = _typed_blocks(message.content)
+            self._assistant(message.id, message.model, line.error, message.usage, blocks)
+        else:
+            self._user(line.uuid, _typed_blocks(line.message.content))
+
+    typed_lines = _TYPED_LINES
+
+    def typed_ready(self) -> bool:
+        return self._startup is None
+
+    def _message_start(self, message_id: str | None, model: str | None, usage: dict[str, Any] | None) -> None:
+        message_id = message_id or p.new_id("msg")
+        self._streams.setdefault(message_id, {})
+        self._current = message_id
+        self._note_usage(message_id, model, _figures(usage), streamed=True)
+
+    def _block_start(self, index: int, kind: str, initial: str | None) -> None:
+        blocks = self._stream_blocks()
+        blocks[index] = (kind, self._ids.streamed(self._current or "", kind))
+        if initial:
+            self._stream_delta(index, kind, initial)
+
+    def _message_delta(self, usage: dict[str, Any] | None) -> None:
+        figures = _figures(usage)
+        if self._usage is not None and self._usage.message_id == self._current:
+            self._usage.figures.update(figures)
+
+    def _message_stop(self) -> None:
+        if self._usage is not None and self._usage.message_id == self._current:
+            self._flush_usage()
+        self._streams.pop(self._current or "", None)
+        self._current = None
 
     def _quick_delta(self, event: dict[str, Any]) -> bool:
         """The most frequent line of a partial-message stream, a well-formed text or thinking delta, read directly.
@@ -512,11 +727,15 @@ class ClaudeDecoder(EventDecoder):
         return self._streams.setdefault(self._current, {})
 
     def _stream_delta(self, index: int, kind: str, text: str) -> None:
-        blocks = self._stream_blocks()
-        if blocks.get(index, ("", ""))[0] != kind:  # no content_block_start seen for it (a cut stream)
-            blocks[index] = (kind, self._ids.streamed(self._current or "", kind))
+        current = self._current
+        blocks = self._streams.get(current) if current is not None else None
+        if blocks is None:
+            blocks = self._stream_blocks()
+        block = blocks.get(index)
+        if block is None or block[0] != kind:  # no content_block_start seen for it (a cut stream)
+            block = blocks[index] = (kind, self._ids.streamed(self._current or "", kind))
         if text:
-            self.delta(blocks[index][1], text, reasoning=kind == "thinking")
+            self.delta(block[1], text, reasoning=kind == "thinking")
 
     # -- usage -------------------------------------------------------------------------
 

@@ -48,6 +48,7 @@ class ClaudeLogDecoder(SessionLogDecoder, ClaudeDecoder):
     dialect = "claude-log"
     command = "claude"
     log_noun = "Claude Code log"
+    typed_lines = None  # every record goes through decode_object: times, request ids and the outcome
 
     def __init__(self, session_id: str | None = None) -> None:
         super().__init__(session_id)

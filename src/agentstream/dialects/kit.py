@@ -622,6 +622,12 @@ class ToolPairs:
 # -- decoding ------------------------------------------------------------------------
 
 
+_ORDINARY = frozenset(
+    {p.MessageDelta, p.ReasoningDelta, p.Message, p.Reasoning, p.ToolCall, p.ToolResult, p.Usage}
+)
+"""Events that neither open nor end a turn and are never fatal: stamping them needs none of the checks."""
+
+
 @dataclass
 class _Run:
     """Chunks of one message or reasoning block whose complete event is still owed."""
@@ -676,11 +682,82 @@ class EventDecoder(DialectDecoder):
         """Fields lost while decoding the current line, reported once it decoded (see :meth:`decode_object`)."""
         self._reported: set[tuple[str, str]] = set()
         self._ended = False
+        self._clock = ""
+        """The clock reading shared by the events of the lines being read (``""``: read it per event)."""
         self.line_ts: str | None = None
         """The time the current line carries, for its events that name none (a session log sets it per
         record); ``None``: such events are stamped with the time they are read."""
 
     # dispatch
+
+    typed_lines: ClassVar[msgspec.json.Decoder[Any] | None] = None
+    """A typed decoder for the dialect's most frequent lines (a tagged union of ``msgspec.Struct`` types that
+    declare exactly the fields the handlers read, with exactly the types they take as they are), or ``None``.
+
+    A line it decodes is handed to :meth:`decode_typed` without the dict, :class:`Fields` and per-field
+    checks of the careful path, which is why long streams read fast. Any line it rejects (another type, a
+    missing field, a number sent as a string …) takes the careful path, which reads it liberally or words
+    the error, so the events are the same either way. A subclass that reads lines its own way (overrides
+    ``decode_object`` or a handler) sets it back to ``None`` or gives its own.
+    """
+
+    def typed_ready(self) -> bool:
+        """Whether the next line may take the typed path (a decoder holding lines back says no)."""
+        return True
+
+    def decode_typed(self, line: Any) -> None:
+        """Decode one line :attr:`typed_lines` read (emit its events as a handler would)."""
+        raise NotImplementedError
+
+    def decode_lines(
+        self, lines: list[bytes | bytearray], start: int
+    ) -> tuple[list[p.AnyEvent], int, BaseException | None]:
+        typed = self.typed_lines
+        if typed is None:
+            return super().decode_lines(lines, start)
+        decode, decode_typed, ready = typed.decode, self.decode_typed, self.typed_ready
+        events: list[p.AnyEvent] = []
+        self._clock = p.now_ts()  # one clock reading for the events of these lines
+        try:
+            return self._decode_run(lines, start, decode, decode_typed, ready, events)
+        finally:
+            self._clock = ""
+
+    def _decode_run(
+        self,
+        lines: list[bytes | bytearray],
+        start: int,
+        decode: Callable[[bytes | bytearray], Any],
+        decode_typed: Callable[[Any], None],
+        ready: Callable[[], bool],
+        events: list[p.AnyEvent],
+    ) -> tuple[list[p.AnyEvent], int, BaseException | None]:
+        typed_now = ready()  # what ready() says changes only with a line read the careful way
+        for index in range(start, len(lines)):
+            data = lines[index]
+            if typed_now:
+                try:
+                    line = decode(data)
+                except Exception:  # not one of the common shapes: the careful path reads it or says why not
+                    pass
+                else:
+                    try:
+                        decode_typed(line)
+                    except Exception as exc:  # a bug here must not end the reading: the line is reported
+                        return events + self.drain(), index, exc
+                    continue
+            if self._out:
+                events += self.drain()
+            try:
+                decoded = self.decode_line(data)
+            except Exception as exc:  # a decoder failing on a line is that line's problem, not the reader's
+                return events, index, exc
+            if decoded is None:
+                return events, index, None
+            events += decoded
+            typed_now = ready()
+        events += self.drain()
+        return events, len(lines), None
 
     def decode_object(self, obj: dict[str, Any]) -> None:
         kind = obj.get("type")
@@ -775,6 +852,18 @@ class EventDecoder(DialectDecoder):
         kind = type(event)  # exact type checks: this runs for every event
         if ts is None:
             ts = self.line_ts
+        if kind in _ORDINARY and self.started and not self._lost:  # the common case, in short
+            if kind is not p.MessageDelta and kind is not p.ReasoningDelta:  # open runs are in _named
+                self.tally.add(event)
+            self.last_fatal = None
+            self.turn_ended = False
+            sequencer = self.sequencer  # Sequencer.stamp, inlined, with the reading's clock
+            event.session_id = sequencer.session_id
+            event.seq = sequencer.next_seq
+            sequencer.next_seq += 1
+            event.ts = ts or event.ts or self._clock or p.now_ts()
+            self._out.append(event)
+            return
         if self._lost and kind is not p.Start and self.last_fatal is None:
             self._report_lost()
         if kind is p.Result:
