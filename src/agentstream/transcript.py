@@ -37,7 +37,6 @@ class _OpenRun:
         self.parts: list[str] = []
         self.size = 0
 
-
     @property
     def text(self) -> str:
         joined = "".join(self.parts)
