@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import functools
 import io
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -393,3 +394,96 @@ def test_the_kit_example_is_a_working_dialect() -> None:
 def decode_with(dialect: Any, lines: list[bytes]) -> list[p.AnyEvent]:
     decoder = dialect.decoder()
     return [event for raw in lines for event in decoder.decode_line(raw) or []] + decoder.finish()
+
+
+# -- the typed path ------------------------------------------------------------------------------
+
+TYPED = [name for name in DECODED if getattr(get_dialect(name).decoder(), "typed_lines", None) is not None]
+"""Dialects that read their common lines with a typed decoder (the careful path takes the rest)."""
+RANDOM_ID = re.compile(r"\b(?:msg|call|ses|rsn)_[0-9a-f]{16}\b")
+EDGE_VALUES: tuple[Any, ...] = (*OTHER_KINDS, 2**63, -(2**63) - 1, 2**64, -1, 0, "")
+"""Values of every kind, numbers at the edges of the 64-bit range, and empty text, to put in a field."""
+
+
+def _comparable(events: list[p.AnyEvent]) -> list[str]:
+    """The events as JSON without their clock readings, random ids named by their first appearance."""
+    seen: dict[str, int] = {}
+    out = []
+    for event in events:
+        data = msgspec.to_builtins(event)
+        data.pop("ts", None)
+        if isinstance(data.get("raw"), dict):  # an unknown event's stamps are in its raw object
+            data["raw"].pop("ts", None)
+        text = msgspec.json.encode(data).decode()
+        out.append(RANDOM_ID.sub(lambda m: f"<id {seen.setdefault(m.group(), len(seen))}>", text))
+    return out
+
+
+def _edge_mutations(obj: Any) -> Iterator[Any]:
+    """``obj`` with one field (at any depth) deleted or set to each of :data:`EDGE_VALUES`."""
+    for path in _paths(obj):
+        *parents, key = path
+        for value in (_DELETED, *EDGE_VALUES):
+            mutant = copy.deepcopy(obj)
+            holder = mutant
+            for step in parents:
+                holder = holder[step]
+            if value is _DELETED:
+                if isinstance(holder, dict):
+                    del holder[key]
+                    yield mutant
+                continue
+            holder[key] = value
+            yield mutant
+
+
+_DELETED = object()
+
+
+@pytest.mark.parametrize("dialect", TYPED)
+def test_the_typed_path_reads_every_line_as_the_careful_path_does(
+    dialect: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every example stream, and every copy of it with one field of one line deleted or of another kind (edge
+    numbers included), gives the same events whether the typed decoder is used or not."""
+    from agentstream.consumer import read
+
+    decoder_class = type(get_dialect(dialect).decoder())
+    streams: list[bytes] = []
+    typed_lines = 0
+    for path in example_files(dialect):
+        objects = _objects(path)
+        typed_lines += sum(_typed_reads(decoder_class, line(obj)) for obj in objects)
+        streams.append(b"\n".join(map(line, objects)))
+        for index, obj in enumerate(objects):
+            for mutant in _edge_mutations(obj):
+                lines = [line(o) for o in objects]
+                lines[index] = line(mutant)
+                streams.append(b"\n".join(lines))
+    assert typed_lines, f"no {dialect} example line takes the typed path"
+
+    def events(data: bytes) -> list[str]:
+        return _comparable(list(read(data, dialect)))
+
+    typed = [events(data) for data in streams]
+    monkeypatch.setattr(decoder_class, "typed_lines", None)
+    careful = [events(data) for data in streams]
+    differ = [index for index, (one, other) in enumerate(zip(typed, careful, strict=True)) if one != other]
+    if differ:
+        first = differ[0]
+        typed_only = [event for event in typed[first] if event not in careful[first]]
+        careful_only = [event for event in careful[first] if event not in typed[first]]
+        pytest.fail(
+            f"{len(differ)} of {len(streams)} streams differ; the first:\n{streams[first]!r}\n"
+            f"typed path only: {typed_only}\ncareful path only: {careful_only}"
+        )
+
+
+def _typed_reads(decoder_class: type[EventDecoder], data: bytes) -> bool:
+    typed = decoder_class.typed_lines
+    assert typed is not None
+    try:
+        typed.decode(data)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return False
+    return True

@@ -266,3 +266,25 @@ def test_memory_does_not_grow_with_bad_input(argv: list[str], tmp_path: Path) ->
     grown = _peak_kib(argv, large) - _peak_kib(argv, small)
     # Holding a report per line (the defect) costs about 1 KiB a line: 36 MiB here.
     assert grown < 4 * 1024, f"peak grew by {grown} KiB for 10x the input"
+
+
+@pytest.mark.parametrize("target", ["canonical", "claude"])
+def test_one_huge_line_costs_about_twice_its_size(target: str, tmp_path: Path) -> None:
+    """A 40 MB tool result: the line is framed in place and written without a joined copy, so the peak above
+    start-up stays near the line itself plus the text decoded from it (it was three times the line)."""
+    huge, small = tmp_path / "huge", tmp_path / "small"
+    init = b'{"type":"system","subtype":"init","session_id":"s","tools":[]}\n'
+    result = b'{"type":"result","subtype":"success","is_error":false}\n'
+    size = 40_000_000
+    huge.write_bytes(
+        init
+        + b'{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1",'
+        + b'"content":"'
+        + b"x" * size
+        + b'"}]}}\n'
+        + result
+    )
+    small.write_bytes(init + result)
+    argv = ["convert", "--from", "claude", "--to", target, "--no-progress"]
+    grown = (_peak_kib(argv, huge) - _peak_kib(argv, small)) * 1024
+    assert grown < 2.5 * size, f"peak grew by {grown / size:.2f}x the line"

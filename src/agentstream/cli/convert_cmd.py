@@ -101,6 +101,10 @@ def convert(
         note_after_end(reader)
 
 
+_LONG_LINE = 1 << 20
+"""A batch with a line this long is written line by line rather than joined (no second copy of it)."""
+
+
 class _LinesOut:
     """The ``stream-json`` sink, a batch at a time: one encode call or one join, and one write, per batch.
 
@@ -128,9 +132,13 @@ class _LinesOut:
             self._write(self._encoder.finish())
 
     def _write(self, lines: list[bytes]) -> None:
-        if lines:
+        if not lines:
+            return
+        if max(map(len, lines)) < _LONG_LINE:  # the usual batch: one join, one write
             lines.append(b"")
             self._writer.write(b"\n".join(lines))
+        else:  # a huge line goes out as it is, not copied into a joined buffer
+            self._writer.write_lines(lines)
 
     def _write_canonical(self, batch: list[AnyEvent]) -> None:
         from agentstream import protocol as p
@@ -150,6 +158,17 @@ class _Output:
     def write(self, data: bytes | bytearray) -> None:
         try:
             self.file.write(data)
+            if self.flush_each:
+                self.file.flush()
+        except OSError as exc:
+            self._failed(exc)
+
+    def write_lines(self, lines: list[bytes]) -> None:
+        """Each line and its newline, without joining them first (flushed once at the end, for live input)."""
+        try:
+            for line in lines:
+                self.file.write(line)
+                self.file.write(b"\n")
             if self.flush_each:
                 self.file.flush()
         except OSError as exc:

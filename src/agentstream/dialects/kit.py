@@ -628,7 +628,7 @@ _ORDINARY = frozenset(
 """Events that neither open nor end a turn and are never fatal: stamping them needs none of the checks."""
 
 
-@dataclass
+@dataclass(slots=True)
 class _Run:
     """Chunks of one message or reasoning block whose complete event is still owed."""
 
@@ -715,23 +715,18 @@ class EventDecoder(DialectDecoder):
         typed = self.typed_lines
         if typed is None:
             return super().decode_lines(lines, start)
-        decode, decode_typed, ready = typed.decode, self.decode_typed, self.typed_ready
-        events: list[p.AnyEvent] = []
         self._clock = p.now_ts()  # one clock reading for the events of these lines
         try:
-            return self._decode_run(lines, start, decode, decode_typed, ready, events)
+            return self._read_run(lines, start, typed.decode)
         finally:
             self._clock = ""
 
-    def _decode_run(
-        self,
-        lines: list[bytes | bytearray],
-        start: int,
-        decode: Callable[[bytes | bytearray], Any],
-        decode_typed: Callable[[Any], None],
-        ready: Callable[[], bool],
-        events: list[p.AnyEvent],
+    def _read_run(
+        self, lines: list[bytes | bytearray], start: int, decode: Callable[[bytes | bytearray], Any]
     ) -> tuple[list[p.AnyEvent], int, BaseException | None]:
+        """:meth:`decode_lines` with the typed decoder: typed lines in a tight loop, the others the careful way."""
+        decode_typed, ready = self.decode_typed, self.typed_ready
+        events: list[p.AnyEvent] = []
         typed_now = ready()  # what ready() says changes only with a line read the careful way
         for index in range(start, len(lines)):
             data = lines[index]
