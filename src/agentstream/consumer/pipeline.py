@@ -327,34 +327,51 @@ class Pipeline:
     def _accept(self, events: list[p.AnyEvent]) -> list[p.AnyEvent]:
         """Decoded events into the output: inside an open turn, the common ones in one tight loop.
 
-        Deltas, complete messages and the other events that neither open nor end a turn nor pair with a
-        tool call only need their stamps checked (kept when they fit), their run noted and a place in the
-        tally. Everything else, and a delta that would reopen a closed run, goes through :meth:`_take`.
+        An ordinary event (one that neither opens nor ends a turn, is not an error and pairs as it should)
+        only needs its stamps checked (kept when they fit), its run or call noted and a place in the tally.
+        Everything else, such as a delta that would reopen a closed run or a result for an unknown call,
+        goes through :meth:`_take` and the rest of the rules.
         """
         out: list[p.AnyEvent] = []
-        closed_runs = self._closed_runs
-        open_runs, add = self.tally.open_runs, self.tally.add
+        tally, closed_runs, closed_calls = self.tally, self._closed_runs, self._closed_calls
+        open_runs, open_calls, add = tally.open_runs, tally.open_calls, tally.add
         session, seq, good_ts = self._session, self._next_seq, ""
         plain = self.turn_open and self._held_fatal is None and not self.finished
         for event in events:
             kind = type(event)
-            if plain and kind in _PLAIN:
-                if kind is p.MessageDelta:
-                    key = (False, event.message_id)  # type: ignore[union-attr]
-                    plain = key in open_runs or key not in closed_runs
-                elif kind is p.ReasoningDelta:
-                    key = (True, event.reasoning_id)  # type: ignore[union-attr]
-                    plain = key in open_runs or key not in closed_runs
-                elif kind is p.Message or kind is p.Reasoning:
-                    closed_runs.add(_run_key(event))  # type: ignore[arg-type]
+            if not plain:
+                pass
+            elif kind is p.MessageDelta:
+                key = (False, event.message_id)  # type: ignore[union-attr]
+                plain = key in open_runs or key not in closed_runs
+            elif kind is p.ReasoningDelta:
+                key = (True, event.reasoning_id)  # type: ignore[union-attr]
+                plain = key in open_runs or key not in closed_runs
+            elif kind is p.Message or kind is p.Reasoning:
+                closed_runs.add(_run_key(event))  # type: ignore[arg-type]
+            elif kind is p.ToolCall:
+                call_id = event.call_id  # type: ignore[union-attr]
+                plain = call_id not in open_calls and call_id not in closed_calls
+            elif kind is p.ToolResult:
+                call_id = event.call_id  # type: ignore[union-attr]
+                plain = call_id in open_calls and call_id not in closed_calls
+                if plain:
+                    closed_calls.add(call_id)
+            elif kind is p.ToolProgress:
+                plain = event.call_id in open_calls  # type: ignore[union-attr]
             else:
-                plain = False
+                plain = kind in _PLAIN
             if not plain:
                 if self.finished:
                     break
                 self._next_seq = seq
                 self._take(event, out)
-                open_runs, add = self.tally.open_runs, self.tally.add  # a turn may have opened
+                tally, closed_runs, closed_calls = self.tally, self._closed_runs, self._closed_calls
+                open_runs, open_calls, add = (
+                    tally.open_runs,
+                    tally.open_calls,
+                    tally.add,
+                )  # a turn may have opened
                 session, seq = self._session, self._next_seq
                 plain = self.turn_open and self._held_fatal is None and not self.finished
                 continue
@@ -614,11 +631,8 @@ _PAIRED: Final = frozenset(
     {p.ToolCall, p.ToolResult, p.ToolProgress, p.MessageDelta, p.ReasoningDelta, p.Message, p.Reasoning}
 )
 """Event classes whose pairing the reader checks (one by one)."""
-_PLAIN: Final = frozenset(
-    {p.MessageDelta, p.ReasoningDelta, p.Message, p.Reasoning, p.Usage, p.Log, p.Status, p.Step}
-    | {p.Progress, p.GenericEvent}
-)
-"""Event classes that neither open nor end a turn nor pair with a tool call: accepted in the tight loop."""
+_PLAIN: Final = frozenset({p.Usage, p.Log, p.Status, p.Step, p.Progress, p.GenericEvent})
+"""Event classes that neither open nor end a turn nor pair with anything: accepted as they are."""
 
 
 def _event_data(event: p.Event) -> dict[str, Any]:
