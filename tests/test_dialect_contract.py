@@ -401,8 +401,16 @@ def decode_with(dialect: Any, lines: list[bytes]) -> list[p.AnyEvent]:
 TYPED = [name for name in DECODED if getattr(get_dialect(name).decoder(), "typed_lines", None) is not None]
 """Dialects that read their common lines with a typed decoder (the careful path takes the rest)."""
 RANDOM_ID = re.compile(r"\b(?:msg|call|ses|rsn)_[0-9a-f]{16}\b")
-EDGE_VALUES: tuple[Any, ...] = (*OTHER_KINDS, 2**63, -(2**63) - 1, 2**64, -1, 0, "")
-"""Values of every kind, numbers at the edges of the 64-bit range, and empty text, to put in a field."""
+_BAD_UTF8, _TOO_LARGE = "\x01bad utf-8", 1.25e-300
+"""Stand-ins for what JSON values cannot hold, put in the line's bytes: see :func:`_raw`."""
+EDGE_VALUES: tuple[Any, ...] = (*OTHER_KINDS, 2**63, -(2**63) - 1, 2**64, -1, 0, "", _BAD_UTF8, _TOO_LARGE)
+"""Values of every kind, numbers at the edges of the 64-bit range and past a float's, empty text, and text
+that is not UTF-8, to put in a field."""
+
+
+def _raw(obj: Any) -> bytes:
+    """``obj`` as a line, with the stand-ins replaced by invalid UTF-8 and by a number no float can hold."""
+    return line(obj).replace(b'"\\u0001bad utf-8"', b'"\xff\xfe"').replace(b"1.25e-300", b"1e999")
 
 
 def _comparable(events: list[p.AnyEvent]) -> list[str]:
@@ -420,7 +428,14 @@ def _comparable(events: list[p.AnyEvent]) -> list[str]:
 
 
 def _edge_mutations(obj: Any) -> Iterator[Any]:
-    """``obj`` with one field (at any depth) deleted or set to each of :data:`EDGE_VALUES`."""
+    """``obj`` with one field (at any depth) deleted or set to each of :data:`EDGE_VALUES`, or with a field
+    of its own added to one of its objects (a field no decoder reads, holding what a JSON parser rejects)."""
+    for path in [(), *_paths(obj)]:
+        if isinstance(mutant_value(obj, path), dict):
+            for value in (_BAD_UTF8, _TOO_LARGE, 1):
+                mutant = copy.deepcopy(obj)
+                mutant_value(mutant, path)["unheard_of"] = value
+                yield mutant
     for path in _paths(obj):
         *parents, key = path
         for value in (_DELETED, *EDGE_VALUES):
@@ -458,7 +473,7 @@ def test_the_typed_path_reads_every_line_as_the_careful_path_does(
         for index, obj in enumerate(objects):
             for mutant in _edge_mutations(obj):
                 lines = [line(o) for o in objects]
-                lines[index] = line(mutant)
+                lines[index] = _raw(mutant)
                 streams.append(b"\n".join(lines))
     assert typed_lines, f"no {dialect} example line takes the typed path"
 

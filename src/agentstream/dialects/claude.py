@@ -244,15 +244,21 @@ _STREAM_IDENTITY = frozenset(
 
 
 # -- the common lines, typed ------------------------------------------------------------
-# Exactly the fields the handlers below read, with exactly the types they take as they are: a line that
-# decodes into these carries nothing the careful path would read liberally, lose or reject, so both paths
-# give the same events; any other line takes the careful path.
+# The shapes of the lines Claude Code writes most, closed: every field such a line carries is declared, the
+# ones the handlers read with exactly the types they take as they are, the others as ``Any`` (decoded and so
+# checked as the careful path's JSON parser checks them: UTF-8, number range). A line that decodes into these
+# is one the careful path reads without losing, coercing or rejecting anything, so both give the same
+# events; a line with any other field, type or value takes the careful path.
 
 _Index = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 
 
-class _Typed(msgspec.Struct, tag_field="type", frozen=True):
+class _Typed(msgspec.Struct, tag_field="type", frozen=True, forbid_unknown_fields=True):
     """A line or nested object of a known ``type``."""
+
+
+class _Closed(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A nested object without a ``type`` of its own."""
 
 
 class _TextDelta(_Typed, tag="text_delta"):
@@ -266,9 +272,13 @@ class _ThinkingDelta(_Typed, tag="thinking_delta"):
 class _QuietDelta(_Typed, tag="input_json_delta"):
     """Tool input streamed as JSON: the complete ``assistant`` line carries it whole."""
 
+    partial_json: Any = None
+
 
 class _SignatureDelta(_Typed, tag="signature_delta"):
     """A thinking block's signature: not carried."""
+
+    signature: Any = None
 
 
 class _BlockDelta(_Typed, tag="content_block_delta"):
@@ -277,19 +287,24 @@ class _BlockDelta(_Typed, tag="content_block_delta"):
 
 
 class _BlockStop(_Typed, tag="content_block_stop"):
-    pass
+    index: Any = None
 
 
 class _TextStart(_Typed, tag="text"):
     text: str | None = None
+    citations: Any = None
 
 
 class _ThinkingStart(_Typed, tag="thinking"):
     thinking: str | None = None
+    signature: Any = None
 
 
 class _ToolUseStart(_Typed, tag="tool_use"):
-    pass
+    id: Any = None
+    name: Any = None
+    input: Any = None
+    caller: Any = None
 
 
 class _BlockStart(_Typed, tag="content_block_start"):
@@ -297,10 +312,17 @@ class _BlockStart(_Typed, tag="content_block_start"):
     content_block: _TextStart | _ThinkingStart | _ToolUseStart
 
 
-class _StartedMessage(msgspec.Struct, frozen=True):
+class _StartedMessage(_Closed):
     id: str | None = None
     model: str | None = None
     usage: dict[str, Any] | None = None
+    type: Any = None
+    role: Any = None
+    content: Any = None
+    stop_reason: Any = None
+    stop_sequence: Any = None
+    container: Any = None
+    context_management: Any = None
 
 
 class _MessageStart(_Typed, tag="message_start"):
@@ -309,6 +331,8 @@ class _MessageStart(_Typed, tag="message_start"):
 
 class _MessageDelta(_Typed, tag="message_delta"):
     usage: dict[str, Any] | None = None
+    delta: Any = None
+    context_management: Any = None
 
 
 class _MessageStop(_Typed, tag="message_stop"):
@@ -317,20 +341,27 @@ class _MessageStop(_Typed, tag="message_stop"):
 
 class _StreamLine(_Typed, tag="stream_event"):
     event: _BlockDelta | _BlockStop | _BlockStart | _MessageStart | _MessageDelta | _MessageStop
+    session_id: Any = None
+    parent_tool_use_id: Any = None
+    uuid: Any = None
+    ttft_ms: Any = None
 
 
 class _TextBlock(_Typed, tag="text"):
     text: str
+    citations: Any = None
 
 
 class _ThinkingBlock(_Typed, tag="thinking"):
     thinking: str
+    signature: Any = None
 
 
 class _ToolUseBlock(_Typed, tag="tool_use"):
     id: str
     name: str
     input: dict[str, Any] | None = None
+    caller: Any = None
 
 
 class _ToolResultBlock(_Typed, tag="tool_result"):
@@ -342,25 +373,40 @@ class _ToolResultBlock(_Typed, tag="tool_result"):
 _TypedBlock = _TextBlock | _ThinkingBlock | _ToolUseBlock | _ToolResultBlock
 
 
-class _ApiMessage(msgspec.Struct, frozen=True):
+class _ApiMessage(_Closed):
     content: str | list[_TypedBlock]
     id: str | None = None
     model: str | None = None
     usage: dict[str, Any] | None = None
+    type: Any = None
+    role: Any = None
+    stop_reason: Any = None
+    stop_sequence: Any = None
+    container: Any = None
+    context_management: Any = None
 
 
-class _UserMessage(msgspec.Struct, frozen=True):
+class _UserMessage(_Closed):
     content: str | list[_TypedBlock]
+    role: Any = None
 
 
 class _AssistantLine(_Typed, tag="assistant"):
     message: _ApiMessage
     error: Any = None
+    session_id: Any = None
+    parent_tool_use_id: Any = None
+    uuid: Any = None
+    is_api_error_message: Any = None
+    request_id: Any = None
 
 
 class _UserLine(_Typed, tag="user"):
     message: _UserMessage
     uuid: str | None = None
+    session_id: Any = None
+    parent_tool_use_id: Any = None
+    tool_use_result: Any = None
 
 
 _TYPED_LINES = msgspec.json.Decoder(_StreamLine | _AssistantLine | _UserLine)
