@@ -641,3 +641,24 @@ def test_json_output_array_of_verbose_mode_and_other_documents() -> None:
     array = objects(fixture_lines("claude", "verbose-json-array.json"))[0]
     assert [e.type for e in claude.decoder().decode_document(array)][-1] == "result"
     assert claude.decoder().decode_document({"response": "a gemini document"}) is None
+
+
+def test_what_a_failing_line_leaves_queued_is_not_lost() -> None:
+    """A line held for ``init`` is replayed (and reported) while the next line fails; a third line fails too.
+    The replayed line's report and the made-up start it brought wait for the next line that decodes."""
+    from agentstream.consumer import read
+
+    lines = [
+        b'{"sessionId":"s","kind":"main"}',  # no type: held for init
+        b'{"type":"user","id":"g-1"}',  # a turn line (the held one is replayed) without its message
+        b'{"$set":{"lastUpdated":"now"}}',  # no type again, now after the start
+        b'{"type":"gemini","id":"g-2"}',  # a type Claude does not know: passed on
+    ]
+    events = list(read(b"\n".join(lines) + b"\n", "claude"))
+    assert events[0].type == "start" and events[0].command == "claude"
+    reports = [e.message for e in events if isinstance(e, p.Error) and e.code == "MALFORMED_EVENT"]
+    assert reports == [
+        "line 2 skipped: claude 'user' line: field 'message' is missing (expected an object)",
+        "line 3 skipped: claude line: field 'type' is missing (expected a string)",
+        "claude line: field 'type' is missing (expected a string)",
+    ]

@@ -221,3 +221,18 @@ def test_any_junk_anywhere_keeps_the_output_valid_and_every_event(data: st.DataO
     assert [(e.type, getattr(e, "message_id", None)) for e in kept] == [
         (e.type, getattr(e, "message_id", None)) for e in expected
     ]
+
+
+def test_an_event_without_a_time_gets_the_time_it_was_read() -> None:
+    """Inside a turn too, where events go through the reader in one loop (an empty ``ts`` is not one to keep)."""
+    lines = [
+        b'{"type":"start","v":1,"session_id":"s","seq":0,"ts":"2026-02-19T08:25:00.000Z","command":"x"}',
+        b'{"type":"step","v":1,"session_id":"s","seq":1,"name":"download","status":"started"}',
+        b'{"type":"step","v":1,"session_id":"s","seq":2,"ts":"","name":"download","status":"completed"}',
+        b'{"type":"result","v":1,"session_id":"s","seq":3,"ts":"2026-02-19T08:26:00.000Z","ok":true,'
+        b'"subtype":"success","exit_code":0}',
+    ]
+    events = list(read(b"\n".join(lines) + b"\n", "canonical"))
+    assert [e.type for e in events] == ["start", "step", "step", "result"]
+    assert all(p.is_timestamp(e.ts) for e in events)
+    assert events[0].ts == "2026-02-19T08:25:00.000Z"

@@ -270,9 +270,10 @@ class Pipeline:
         """The events of one line, or the error that says why it was skipped."""
         assert self._decoder is not None
         events, stop, reason = self._decoder.decode_lines([data], 0)
+        out = self._accept(events)
         if stop == 0:
-            return self._bad_line(Line(number, data, terminated), reason)
-        return self._accept(events)
+            out += self._bad_line(Line(number, data, terminated), reason)
+        return out
 
     def _detect(self, item: Line | LineTooLong) -> list[p.AnyEvent]:
         from agentstream.dialects import detect_dialect, detect_document
@@ -335,7 +336,7 @@ class Pipeline:
         out: list[p.AnyEvent] = []
         tally, closed_runs, closed_calls = self.tally, self._closed_runs, self._closed_calls
         open_runs, open_calls, add = tally.open_runs, tally.open_calls, tally.add
-        session, seq, good_ts = self._session, self._next_seq, ""
+        session, seq, good_ts = self._session, self._next_seq, None
         plain = self.turn_open and self._held_fatal is None and not self.finished
         for event in events:
             kind = type(event)

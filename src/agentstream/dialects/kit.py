@@ -684,6 +684,9 @@ class EventDecoder(DialectDecoder):
         self._ended = False
         self._clock = ""
         """The clock reading shared by the events of the lines being read (``""``: read it per event)."""
+        self._after_failure = False
+        """Whether the last line read failed: what it left queued goes out with the next line that decodes, as
+        :meth:`decode_line` would return it."""
         self.line_ts: str | None = None
         """The time the current line carries, for its events that name none (a session log sets it per
         record); ``None``: such events are stamped with the time they are read."""
@@ -740,15 +743,18 @@ class EventDecoder(DialectDecoder):
                         decode_typed(line)
                     except Exception as exc:  # a bug here must not end the reading: the line is reported
                         return events + self.drain(), index, exc
+                    self._after_failure = False
                     continue
-            if self._out:
+            if self._out and not self._after_failure:  # the lines before this one: theirs go out first
                 events += self.drain()
             try:
                 decoded = self.decode_line(data)
             except Exception as exc:  # a decoder failing on a line is that line's problem, not the reader's
+                self._after_failure = True
                 return events, index, exc
             if decoded is None:
                 return events, index, None
+            self._after_failure = False
             events += decoded
             typed_now = ready()
         events += self.drain()
