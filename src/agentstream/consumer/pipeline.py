@@ -376,14 +376,14 @@ class Pipeline:
                 session, seq = self._session, self._next_seq
                 plain = self.turn_open and self._held_fatal is None and not self.finished
                 continue
-            if event.seq != seq or event.session_id != session or event.v != 1:  # type: ignore[union-attr]
-                event.v, event.session_id, event.seq = p.PROTOCOL_VERSION, session, seq  # type: ignore[union-attr]
-            ts = event.ts  # type: ignore[union-attr]
+            if event.seq != seq or event.session_id != session or event.v != 1:
+                event.v, event.session_id, event.seq = p.PROTOCOL_VERSION, session, seq  # type: ignore[misc]
+            ts = event.ts
             if ts is not good_ts:  # the events of a block mostly share one clock reading: check it once
                 if p.is_timestamp(ts):
                     good_ts = ts
                 else:
-                    event.ts = p.now_ts()  # type: ignore[union-attr]
+                    event.ts = p.now_ts()  # type: ignore[misc]
             seq += 1
             add(event)
             out.append(event)

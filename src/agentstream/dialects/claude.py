@@ -253,11 +253,11 @@ _STREAM_IDENTITY = frozenset(
 _Index = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 
 
-class _Typed(msgspec.Struct, tag_field="type", frozen=True, forbid_unknown_fields=True):
+class _Typed(msgspec.Struct, tag_field="type", forbid_unknown_fields=True):
     """A line or nested object of a known ``type``."""
 
 
-class _Closed(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class _Closed(msgspec.Struct, forbid_unknown_fields=True):
     """A nested object without a ``type`` of its own."""
 
 
@@ -722,7 +722,7 @@ class ClaudeDecoder(EventDecoder):
         else:
             self._user(line.uuid, _typed_blocks(line.message.content))
 
-    typed_lines = _TYPED_LINES
+    typed_lines: ClassVar[msgspec.json.Decoder[Any] | None] = _TYPED_LINES
 
     def typed_ready(self) -> bool:
         return self._startup is None

@@ -751,6 +751,7 @@ class EventDecoder(DialectDecoder):
                 decoded = self.decode_line(data)
             except Exception as exc:  # a decoder failing on a line is that line's problem, not the reader's
                 self._after_failure = True
+                self._lost.clear()  # what the failed line lost is not reported (the next line may be typed)
                 return events, index, exc
             if decoded is None:
                 return events, index, None
