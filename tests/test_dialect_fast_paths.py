@@ -1,7 +1,8 @@
 """The typed fast path of the codex and gemini decoders: exactly the careful path's events, or it declines.
 
 Each decoder reads its hot line types with a typed msgspec decoder and hands every line that decoder rejects
-to the careful path (:class:`~agentstream.dialects.kit.Fields`). Here both run in lockstep over the
+(an unknown field too: the typed decoder would skip it unchecked) to the careful path
+(:class:`~agentstream.dialects.kit.Fields`). Here both run in lockstep over the
 examples, over every single-field breakage of them and over random mutants: for every line, the same events
 (fields and order) or the same error.
 """
@@ -85,7 +86,7 @@ def assert_agree(dialect: str, lines: Sequence[bytes], monkeypatch: pytest.Monke
 def _accepted(dialect: str, raw: bytes) -> bool:
     try:
         HOT[dialect](raw)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError):
         return False
     return True
 
@@ -153,7 +154,20 @@ _ODD_LINES = {
         b'{"type":"item.completed","item":{"id":"c","type":"command_execution","item_type":"x","exit_code":0}}',
         b'{"type":"item.updated","item":{"id":"c","type":"command_execution","aggregated_output":"\\u00e9\\ud800"}}',
         b'{"type":"item.completed","item":{"id":"m","type":"assistant_message","text":"old name"}}',
+        b'{"type":"item.started","item":{"id":"t","type":"mcp_tool_call","tool":"t","arguments":"{\\"a\\":1}"}}',
+        b'{"type":"item.started","item":{"id":"t","type":"mcp_tool_call","tool":"t","arguments":"not json"}}',
+        b'{"type":"item.completed","item":{"id":"t","type":"mcp_tool_call","tool":"t","error":{"message":null}}}',
+        b'{"type":"item.completed","item":{"id":"t","type":"mcp_tool_call","tool":"t","error":{}}}',
+        b'{"type":"item.completed","item":{"id":"t","type":"mcp_tool_call","tool":"t","result":'
+        b'{"content":[{"text":"a"},"b",{"text":2}],"structured_content":{"k":[1]}},"status":"completed"}}',
+        b'{"type":"item.completed","item":{"id":"t","type":"mcp_tool_call","tool":"t","result":'
+        b'{"content":[],"structured_content":{"k":[1]}}}}',
         b'{"type":"turn.started","extra":{"deep":[1,2,3]}}',
+        b'{"type":"turn.started","extra":"\xff"}',
+        b'{"type":"turn.started","extra":1e999}',
+        b'{"type":"item.completed","item":{"id":"a","type":"reasoning","text":"x","\xff":1}}',
+        b'{"type":"item.completed","item":{"id":"f","type":"file_change","changes":[{"path":1e999}]}}',
+        b'{"type":"item.completed","item":{"id":"f","type":"file_change","changes":[{"path":"\xff"}]}}',
         b'{"type":"turn.started"} ',
         b'{"type":"item.completed","item":null}',
         b'{"item":{"id":"a","type":"reasoning","text":"x"}}',
@@ -170,6 +184,11 @@ _ODD_LINES = {
         b'{"type":"message","role":"assistant","content":"a","delta":null,"timestamp":null}',
         b'{"type":"tool_use","tool_name":"t","tool_id":"c1","parameters":[]}',
         b'{"type":"tool_use","tool_name":"t","tool_id":"c1","parameters":null}',
+        b'{"type":"tool_use","tool_name":"t","tool_id":"c1","parameters":{"n":1e999}}',
+        b'{"type":"tool_use","tool_name":"t","tool_id":"c1","parameters":{"n":"\xff"}}',
+        b'{"type":"message","role":"assistant","content":"a","delta":true,"extra":"\xff"}',
+        b'{"type":"message","role":"assistant","content":"a","delta":true,"extra":-1e999}',
+        b'{"type":"message","role":"assistant","content":"a","delta":true,"extra":[[[[]]]]}',
         b'{"type":"tool_result","tool_id":"c1","status":"ok","output":"x"}',
         b'{"type":"tool_result","tool_id":"c1","status":"error","error":{"type":"Error","message":"m"}}',
         b'{"type":"tool_result","tool_id":"c1","status":"error","error":{"type":null,"message":"m"}}',

@@ -117,27 +117,39 @@ def _file_result(changes: list[Any] | None, status: str | None) -> Outcome:
 def _mcp_call(item: Fields) -> tuple[str, dict[str, Any]]:
     server, tool = item.opt_text("server") or "", item.text("tool")
     arguments, _ = parse_arguments(item.obj.get("arguments"), item, "arguments")
-    return (f"{_MCP_PREFIX}{server}__{tool}" if server else tool), arguments
+    return _mcp_name(server, tool), arguments
+
+
+def _mcp_name(server: str, tool: str) -> str:
+    return f"{_MCP_PREFIX}{server}__{tool}" if server else tool
 
 
 def _mcp_outcome(item: Fields) -> Outcome:
     result, error, status = item.opt_sub("result"), item.opt_sub("error"), item.opt_text("status")
-    output = _mcp_output(result) if result is not None else None
+    output = (
+        _mcp_output(result.opt_list("content"), result.obj.get("structured_content"))
+        if result is not None
+        else None
+    )
     message = error.opt_text("message") if error is not None else None
-    if status == "failed" or (status is None and error is not None):
+    return _mcp_result(output, status, message, failed=error is not None)
+
+
+def _mcp_result(output: str | None, status: str | None, message: str | None, *, failed: bool) -> Outcome:
+    """``failed``: the item carries an ``error`` object (which fails it when it has no status)."""
+    if status == "failed" or (status is None and failed):
         return "error", output, message if message is not None else "the tool call failed"
     return "success", output or "", message
 
 
-def _mcp_output(result: Fields) -> str | None:
+def _mcp_output(content: list[Any] | None, structured: Any) -> str | None:
     texts = [
         block["text"]
-        for block in result.opt_list("content") or []
+        for block in content or []
         if isinstance(block, dict) and isinstance(block.get("text"), str)
     ]
     if texts:
         return "\n".join(texts)
-    structured = result.obj.get("structured_content")
     return text_or_json(structured) if structured is not None else None
 
 
@@ -165,12 +177,14 @@ _TOOLS: dict[str, tuple[Callable[[Fields], tuple[str, dict[str, Any]]], Callable
 
 
 # -- the hot lines, typed: what the careful path reads from them, and of the same kinds -------------
+# No other field: a typed decoder skips unknown fields unchecked, so a line whose other fields hold
+# invalid UTF-8 or an out-of-range number would pass here but fail the careful path.
 
 _Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 """An integer :meth:`Fields.opt_integer` reads as it is."""
 
 
-class _TextItem(msgspec.Struct, tag_field="type"):
+class _TextItem(msgspec.Struct, tag_field="type", forbid_unknown_fields=True):
     id: str
     text: str | None = None
     reasoning: ClassVar[bool] = False
@@ -184,12 +198,12 @@ class _ReasoningItem(_TextItem, tag="reasoning"):
     reasoning = True
 
 
-class _ErrorItem(msgspec.Struct, tag="error", tag_field="type"):
+class _ErrorItem(msgspec.Struct, tag="error", tag_field="type", forbid_unknown_fields=True):
     id: str
     message: str
 
 
-class _ToolItem(msgspec.Struct, tag_field="type"):
+class _ToolItem(msgspec.Struct, tag_field="type", forbid_unknown_fields=True):
     """A tool item: its call, its outcome once completed, and its output so far (commands only)."""
 
     id: str
@@ -231,6 +245,35 @@ class _FileItem(_ToolItem, tag="file_change"):
         return _file_result(self.changes, self.status)
 
 
+class _McpResult(msgspec.Struct, forbid_unknown_fields=True):
+    content: list[Any] | None = None
+    structured_content: Any = None
+
+
+class _McpError(msgspec.Struct, forbid_unknown_fields=True):
+    message: str | None = None
+
+
+class _McpItem(_ToolItem, tag="mcp_tool_call"):
+    """Arguments sent as a JSON string take the careful path, which parses them."""
+
+    tool: str
+    server: str | None = None
+    arguments: dict[str, Any] | None = None
+    result: _McpResult | None = None
+    error: _McpError | None = None
+    status: str | None = None
+
+    def call(self) -> tuple[str, dict[str, Any]]:
+        return _mcp_name(self.server or "", self.tool), self.arguments if self.arguments is not None else {}
+
+    def outcome(self) -> Outcome:
+        result, error = self.result, self.error
+        output = _mcp_output(result.content, result.structured_content) if result is not None else None
+        message = error.message if error is not None else None
+        return _mcp_result(output, self.status, message, failed=error is not None)
+
+
 class _SearchItem(_ToolItem, tag="web_search"):
     query: str | None = None
     action: dict[str, Any] | None = None
@@ -239,10 +282,10 @@ class _SearchItem(_ToolItem, tag="web_search"):
         return _search_arguments(self.query, self.action)
 
 
-_HotItem = _MessageItem | _ReasoningItem | _ErrorItem | _CommandItem | _FileItem | _SearchItem
+_HotItem = _MessageItem | _ReasoningItem | _ErrorItem | _CommandItem | _FileItem | _McpItem | _SearchItem
 
 
-class _ItemLine(msgspec.Struct, tag_field="type"):
+class _ItemLine(msgspec.Struct, tag_field="type", forbid_unknown_fields=True):
     item: _HotItem
     phase: ClassVar[str]
 
@@ -259,7 +302,7 @@ class _ItemCompleted(_ItemLine, tag="item.completed"):
     phase = "completed"
 
 
-class _TurnStarted(msgspec.Struct, tag="turn.started", tag_field="type"):
+class _TurnStarted(msgspec.Struct, tag="turn.started", tag_field="type", forbid_unknown_fields=True):
     pass
 
 
@@ -293,7 +336,7 @@ class CodexDecoder(EventDecoder):
         typed decoder rejects, the careful way, which reads it liberally or words what is wrong with it."""
         try:
             hot = _typed_line(line)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, UnicodeDecodeError):
             return super().decode_line(line)
         self.checked(self._decode_typed, hot)
         return self.drain()

@@ -113,28 +113,30 @@ def _typed_object(text: str) -> dict[str, str]:
 
 
 # -- the hot lines, typed: what the careful path below reads from them, and of the same kinds --------
+# No other field: a typed decoder skips unknown fields unchecked, so a line whose other fields hold
+# invalid UTF-8 or an out-of-range number would pass here but fail the careful path.
 
 
-class _MessageLine(msgspec.Struct, tag="message", tag_field="type"):
+class _MessageLine(msgspec.Struct, tag="message", tag_field="type", forbid_unknown_fields=True):
     role: p.Role
     content: str
     timestamp: str | None = None
     delta: bool | None = None
 
 
-class _ToolUseLine(msgspec.Struct, tag="tool_use", tag_field="type"):
+class _ToolUseLine(msgspec.Struct, tag="tool_use", tag_field="type", forbid_unknown_fields=True):
     tool_name: str
     tool_id: str
     parameters: dict[str, Any] | None = None
     timestamp: str | None = None
 
 
-class _ToolError(msgspec.Struct):
+class _ToolError(msgspec.Struct, forbid_unknown_fields=True):
     message: str
     type: str | None = None
 
 
-class _ToolResultLine(msgspec.Struct, tag="tool_result", tag_field="type"):
+class _ToolResultLine(msgspec.Struct, tag="tool_result", tag_field="type", forbid_unknown_fields=True):
     tool_id: str
     status: Literal["success", "error"]
     output: str | None = None
@@ -168,7 +170,7 @@ class GeminiDecoder(EventDecoder):
         decoder rejects, the careful way, which reads it liberally or words what is wrong with it."""
         try:
             hot = _typed_line(line)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, UnicodeDecodeError):
             return super().decode_line(line)
         if self._held is not None:
             self._release(recoverable=True)
