@@ -21,8 +21,9 @@ from hypothesis import strategies as st
 
 from _dialect_kit import FIXTURES, SEEDS, WRONG_VALUES, line, mutants, objects
 from agentstream import protocol as p
-from agentstream.dialects import codex, gemini, get_dialect
+from agentstream.dialects import codex, gemini, get_dialect, kit
 from agentstream.dialects.base import DialectDecoder
+from agentstream.dialects.kit import rfc3339
 
 HOT: dict[str, Callable[[bytes], Any]] = {"codex": codex._typed_line, "gemini": gemini._typed_line}
 """Each dialect's typed decoder of its hot lines."""
@@ -222,3 +223,30 @@ def test_random_mutants_agree(dialect: str, data: st.DataObject, monkeypatch: py
         index = data.draw(st.integers(0, len(stream) - 1))
         stream[index] = line(data.draw(mutants(bases)))
     assert_agree(dialect, stream, monkeypatch)
+
+
+_STAMPS = (
+    "2026-01-01T00:00:00.000Z",
+    "2024-02-29T23:59:59.999Z",
+    "2023-02-29T10:00:00.000Z",
+    "2026-12-31T23:59:60.000Z",
+    "0001-01-01T00:00:00.000Z",
+    "9999-12-31T23:59:59.999Z",
+    "2026-01-01T24:00:00.000Z",
+)
+
+
+@given(
+    base=st.sampled_from(_STAMPS),
+    edits=st.lists(st.tuples(st.integers(0, 23), st.sampled_from("0123456789-:TZ.+ x")), max_size=3),
+)
+def test_a_stamp_passes_through_as_written_only_when_it_reads_back_as_itself(
+    base: str, edits: list[tuple[int, str]]
+) -> None:
+    """The timestamp shortcut (a cached check of the minute) agrees with parsing and formatting each stamp."""
+    chars = list(base)
+    for index, char in edits:
+        chars[index] = char
+    text = "".join(chars)
+    moment = kit._parse_iso(text)
+    assert rfc3339(text) == (kit._format(moment) if moment is not None else None)
