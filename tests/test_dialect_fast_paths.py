@@ -1,17 +1,16 @@
-"""The typed fast path of the codex and gemini decoders: exactly the careful path's events, or it declines.
+"""The typed path of the codex and gemini decoders: exactly the careful path's events, or it declines.
 
-Each decoder reads its hot line types with a typed msgspec decoder and hands every line that decoder rejects
-(an unknown field too: the typed decoder would skip it unchecked) to the careful path
-(:class:`~agentstream.dialects.kit.Fields`). Here both run in lockstep over the
-examples, over every single-field breakage of them and over random mutants: for every line, the same events
-(fields and order) or the same error.
+Each decoder reads its common lines with a typed msgspec decoder (``typed_lines``) and hands every line that
+decoder rejects (an unknown field too: the typed decoder would skip it unchecked) to the careful path
+(:class:`~agentstream.dialects.kit.Fields`). ``test_dialect_contract`` reads every example stream with one
+field of one line broken both ways; here the same comparison runs over odd lines (duplicate keys, numbers
+the careful path reads liberally, bad UTF-8 in a field no handler reads) and streams with several broken
+lines, where a line that fails after losing a field is followed by a typed one.
 """
 
 from __future__ import annotations
 
-import copy
 import itertools
-from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import msgspec
@@ -19,74 +18,43 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from _dialect_kit import FIXTURES, SEEDS, WRONG_VALUES, line, mutants, objects
+from _dialect_kit import FIXTURES, SEEDS, line, mutants, objects
 from agentstream import protocol as p
-from agentstream.dialects import codex, gemini, get_dialect, kit
-from agentstream.dialects.base import DialectDecoder
+from agentstream.consumer import read
+from agentstream.dialects import get_dialect, kit
 from agentstream.dialects.kit import rfc3339
 
-HOT: dict[str, Callable[[bytes], Any]] = {"codex": codex._typed_line, "gemini": gemini._typed_line}
-"""Each dialect's typed decoder of its hot lines."""
+DIALECTS = ("codex", "gemini")
 EXAMPLES = {
     "codex": sorted((FIXTURES / "codex").glob("*.ndjson")),
     "gemini": [SEEDS / "gemini.ndjson"],
 }
-ODD_VALUES: tuple[Any, ...] = (
-    *WRONG_VALUES,
-    "12",
-    " 7 ",
-    "0.5",
-    2.0,
-    2**63,
-    -(2**63),
-    -(2**63) - 1,
-    1_700_000_000_000,
-    "2026-01-01T10:00:00+02:00",
-    "assistant",
-    "error",
-    "failed",
-    "declined",
-)
-"""Values the careful path reads liberally (numeric strings, floats, epoch numbers) or rejects, and edge values."""
-
-Outcome = list[dict[str, Any]] | tuple[str, str] | None
 
 
-@pytest.fixture(autouse=True)
-def _steady_ids(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Fresh ids and the clock replaced by a counter and a constant, so two runs can be compared exactly."""
-    monkeypatch.setattr(p, "now_ts", lambda: "2026-01-01T00:00:00.000Z")
-
-
-def _decode(decode: Callable[[bytes], list[p.AnyEvent] | None], raw: bytes) -> Outcome:
-    try:
-        events = decode(raw)
-    except Exception as exc:  # the reader reports it as a malformed line: the wording must agree too
-        return type(exc).__name__, str(exc)
-    return None if events is None else [msgspec.to_builtins(event) for event in events]
-
-
-def _run(
-    dialect: str, lines: Sequence[bytes], *, careful: bool, monkeypatch: pytest.MonkeyPatch
-) -> list[Outcome]:
-    """What one decoder gives for each line, then for ``finish()``; ``careful`` skips the typed decoding."""
+def _events(data: bytes, dialect: str, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """What the reader makes of ``data``, with fresh ids and the clock made steady so two reads compare."""
     counter = itertools.count()
     monkeypatch.setattr(p, "new_id", lambda prefix: f"{prefix}_{next(counter):016x}")
-    decoder = get_dialect(dialect).decoder("ses_fixed")
-    decode = (lambda raw: DialectDecoder.decode_line(decoder, raw)) if careful else decoder.decode_line
-    return [*(_decode(decode, raw) for raw in lines), _decode(lambda _: decoder.finish(), b"")]
+    monkeypatch.setattr(p, "now_ts", lambda: "2026-01-01T00:00:00.000Z")
+    return [msgspec.to_builtins(event) for event in read(data, dialect)]
 
 
-def assert_agree(dialect: str, lines: Sequence[bytes], monkeypatch: pytest.MonkeyPatch) -> None:
-    fast = _run(dialect, lines, careful=False, monkeypatch=monkeypatch)
-    careful = _run(dialect, lines, careful=True, monkeypatch=monkeypatch)
-    for index, (got, want) in enumerate(zip(fast, careful, strict=True)):
-        assert got == want, (index, lines[index] if index < len(lines) else "finish()")
+def assert_agree(dialect: str, lines: list[bytes], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stream read with the typed decoder and without it gives the same events."""
+    data = b"\n".join(lines) + b"\n"
+    typed = _events(data, dialect, monkeypatch)
+    decoder_class = type(get_dialect(dialect).decoder())
+    with monkeypatch.context() as careful_only:
+        careful_only.setattr(decoder_class, "typed_lines", None)
+        careful = _events(data, dialect, careful_only)
+    assert typed == careful, lines
 
 
 def _accepted(dialect: str, raw: bytes) -> bool:
+    typed = type(get_dialect(dialect).decoder()).typed_lines
+    assert typed is not None
     try:
-        HOT[dialect](raw)
+        typed.decode(raw)
     except (msgspec.DecodeError, UnicodeDecodeError):
         return False
     return True
@@ -96,51 +64,10 @@ def _example_streams(dialect: str) -> list[list[bytes]]:
     return [[raw for raw in path.read_bytes().splitlines() if raw.strip()] for path in EXAMPLES[dialect]]
 
 
-def _breakages(obj: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """``obj`` with one field at any depth deleted or set to each of :data:`ODD_VALUES`."""
-
-    def paths(value: Any, prefix: tuple[Any, ...]) -> Iterator[tuple[Any, ...]]:
-        items = (
-            value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
-        )
-        for key, inner in items:
-            yield (*prefix, key)
-            yield from paths(inner, (*prefix, key))
-
-    for path in paths(obj, ()):
-        for value in (None, *ODD_VALUES, "delete"):
-            broken = copy.deepcopy(obj)
-            parent = broken
-            for step in path[:-1]:
-                parent = parent[step]
-            if value == "delete":
-                del parent[path[-1]]
-            else:
-                parent[path[-1]] = value
-            yield broken
-
-
-@pytest.mark.parametrize("dialect", sorted(HOT))
-def test_the_examples_take_the_fast_path_and_agree(dialect: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    streams = _example_streams(dialect)
-    accepted = [raw for stream in streams for raw in stream if _accepted(dialect, raw)]
-    assert len(accepted) >= 5  # the fast path is really taken, not only the fallback
-    for stream in streams:
-        assert_agree(dialect, stream, monkeypatch)
-
-
-@pytest.mark.parametrize("dialect", sorted(HOT))
-def test_every_single_breakage_of_an_example_line_agrees(
-    dialect: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Each line of each example, broken one field at a time, in its own stream (the lines around it kept)."""
-    broken_lines = 0
-    for stream in _example_streams(dialect):
-        for index, obj in enumerate(objects(stream)):
-            for broken in _breakages(obj):
-                assert_agree(dialect, [*stream[:index], line(broken), *stream[index + 1 :]], monkeypatch)
-                broken_lines += 1
-    assert broken_lines > 500
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_most_example_lines_take_the_typed_path(dialect: str) -> None:
+    lines = [raw for stream in _example_streams(dialect) for raw in stream]
+    assert sum(_accepted(dialect, raw) for raw in lines) >= len(lines) // 2
 
 
 _ODD_LINES = {
@@ -178,6 +105,7 @@ _ODD_LINES = {
     ],
     "gemini": [
         b'{"type":"message","role":"assistant","content":"a","content":"b","delta":true}',
+        b'{"type":"message","content":"lost its role, then fails","delta":[]}',
         b'{"type":"message","role":"assistant","content":"a","delta":1}',
         b'{"type":"message","role":"robot","content":"a","delta":true}',
         b'{"type":"message","role":"assistant","content":"a","delta":true,"timestamp":1700000000000}',
@@ -203,16 +131,17 @@ _ODD_LINES = {
 }
 
 
-@pytest.mark.parametrize("dialect", sorted(HOT))
+@pytest.mark.parametrize("dialect", DIALECTS)
 def test_odd_lines_agree(dialect: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Duplicate keys, numbers the careful path reads liberally, renamed types, broken JSON and bad UTF-8."""
+    """Duplicate keys, numbers the careful path reads liberally, renamed types, broken JSON, bad UTF-8, and a
+    line that loses a field then fails (what it lost is not reported with the next line's events)."""
     stream = _example_streams(dialect)[0]
     for odd in _ODD_LINES[dialect]:
         assert_agree(dialect, [stream[0], odd, *stream[1:]], monkeypatch)
     assert_agree(dialect, [stream[0], *_ODD_LINES[dialect]], monkeypatch)
 
 
-@pytest.mark.parametrize("dialect", sorted(HOT))
+@pytest.mark.parametrize("dialect", DIALECTS)
 @settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_random_mutants_agree(dialect: str, data: st.DataObject, monkeypatch: pytest.MonkeyPatch) -> None:

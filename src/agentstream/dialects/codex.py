@@ -306,7 +306,7 @@ class _TurnStarted(msgspec.Struct, tag="turn.started", tag_field="type", forbid_
     pass
 
 
-_typed_line = msgspec.json.Decoder(_ItemStarted | _ItemUpdated | _ItemCompleted | _TurnStarted).decode
+_TYPED_LINES = msgspec.json.Decoder(_ItemStarted | _ItemUpdated | _ItemCompleted | _TurnStarted)
 
 
 class CodexDecoder(EventDecoder):
@@ -331,15 +331,12 @@ class CodexDecoder(EventDecoder):
     def handler_name(self, kind: str) -> str:
         return "on_" + kind.replace(".", "_")
 
-    def decode_line(self, line: bytes | bytearray) -> list[p.AnyEvent] | None:
-        """Item lines of the common kinds decoded typed (their checks run in C); any other line, or one the
-        typed decoder rejects, the careful way, which reads it liberally or words what is wrong with it."""
-        try:
-            hot = _typed_line(line)
-        except (msgspec.DecodeError, UnicodeDecodeError):
-            return super().decode_line(line)
-        self.checked(self._decode_typed, hot)
-        return self.drain()
+    typed_lines = _TYPED_LINES
+
+    def decode_typed(self, line: Any) -> None:
+        """Item lines of the common kinds and ``turn.started``, through :meth:`checked` as a handler is run
+        (which forgets what a line that failed before it lost)."""
+        self.checked(self._decode_typed, line)
 
     def _decode_typed(self, hot: _ItemLine | _TurnStarted) -> None:
         if isinstance(hot, _TurnStarted):

@@ -144,7 +144,7 @@ class _ToolResultLine(msgspec.Struct, tag="tool_result", tag_field="type", forbi
     timestamp: str | None = None
 
 
-_typed_line = msgspec.json.Decoder(_MessageLine | _ToolUseLine | _ToolResultLine).decode
+_TYPED_LINES = msgspec.json.Decoder(_MessageLine | _ToolUseLine | _ToolResultLine)
 
 
 class GeminiDecoder(EventDecoder):
@@ -165,17 +165,14 @@ class GeminiDecoder(EventDecoder):
         self._held: tuple[str, str | None] | None = None
         """A severity ``error`` line, held to learn whether the run's failure follows it."""
 
-    def decode_line(self, line: bytes | bytearray) -> list[p.AnyEvent] | None:
-        """Messages and tool lines decoded typed (their checks run in C); any other line, or one the typed
-        decoder rejects, the careful way, which reads it liberally or words what is wrong with it."""
-        try:
-            hot = _typed_line(line)
-        except (msgspec.DecodeError, UnicodeDecodeError):
-            return super().decode_line(line)
+    typed_lines = _TYPED_LINES
+
+    def decode_typed(self, line: Any) -> None:
+        """Message and tool lines, as :meth:`decode_object` runs a handler: a held error goes out first, then
+        the line through :meth:`checked` (which forgets what a line that failed before it lost)."""
         if self._held is not None:
             self._release(recoverable=True)
-        self.checked(self._decode_typed, hot)
-        return self.drain()
+        self.checked(self._decode_typed, line)
 
     def _decode_typed(self, hot: _MessageLine | _ToolUseLine | _ToolResultLine) -> None:
         ts = rfc3339(hot.timestamp)
