@@ -939,6 +939,29 @@ def _failure_code(status: int | None, api_error: str | None, reason: str | None,
 
 # -- encoding ----------------------------------------------------------------------------
 
+_encode = p.JSON_ENCODER.encode
+_STREAM_LINE = (
+    b'{"type":"stream_event","event":%b,"parent_tool_use_id":null,"session_id":%b,"uuid":"%b%012x"}'
+)
+"""A ``stream_event`` line as :meth:`ClaudeEncoder.envelope` words it: inner event, session and line uuid."""
+_BLOCK_STOP = _encode({"type": "content_block_stop", "index": 0})
+_MESSAGE_END = _encode({"type": "message_delta", "delta": {"stop_reason": "end_turn"}})
+_MESSAGE_STOP = _encode({"type": "message_stop"})
+_BLOCK_STARTS = {
+    reasoning: _encode({"type": "content_block_start", "index": 0, "content_block": {"type": kind, kind: ""}})
+    for reasoning, kind in ((False, "text"), (True, "thinking"))
+}
+_DELTA_HEADS = {
+    reasoning: _encode(
+        {"type": "content_block_delta", "index": 0, "delta": {"type": f"{kind}_delta", kind: ""}}
+    )[:-4]
+    for reasoning, kind in ((False, "text"), (True, "thinking"))
+}
+"""A delta's inner event up to its text: the same bytes with the encoded text and ``}}`` after them."""
+
+EncodedLine = dict[str, Any] | msgspec.Raw
+"""A line as an encoder handler returns it: an object, or the bytes of one already written (hot lines)."""
+
 
 class ClaudeEncoder(EventEncoder):
     """Canonical events as Claude Code stream-json lines, as the Claude Agent SDK parses them.
@@ -957,6 +980,7 @@ class ClaudeEncoder(EventEncoder):
         super().__init__()
         self._model = "unknown"
         self._uuid_prefix = str(uuid.uuid4())[:24]
+        self._uuid_prefix_bytes = self._uuid_prefix.encode()
         self._uuids = 0
         self._runs: dict[tuple[bool, str], str] = {}
         """Open delta runs -> the API message they stream in (the run's own id)."""
@@ -964,6 +988,8 @@ class ClaudeEncoder(EventEncoder):
         self._calls: dict[str, tuple[str, dict[str, Any]]] = {}
         """Open tool calls -> (name, input), for the result's ``permission_denials``."""
         self._denials: list[dict[str, Any]] = []
+        self._session_json: tuple[str | None, bytes] = (None, b"")
+        """The last session id and its JSON, for stream lines (written as bytes, not objects)."""
 
     # line shapes (Amp overrides these)
 
@@ -973,7 +999,7 @@ class ClaudeEncoder(EventEncoder):
     def line_uuid(self) -> str:
         """A fresh line uuid: one random UUID v4 per stream with a counter in its last group (cheap, unique)."""
         self._uuids += 1
-        return f"{self._uuid_prefix}{self._uuids:012x}"
+        return "%s%012x" % (self._uuid_prefix, self._uuids)  # noqa: UP031 (the fastest way, and _STREAM_LINE's)
 
     def envelope(self, event: p.BaseEvent, line: dict[str, Any], *, parent: bool = True) -> dict[str, Any]:
         """The fields every line ends with (``parent_tool_use_id`` only on message-like lines)."""
@@ -1044,7 +1070,7 @@ class ClaudeEncoder(EventEncoder):
 
     # canonical events
 
-    def on_message(self, event: p.Message) -> list[dict[str, Any]]:
+    def on_message(self, event: p.Message) -> list[EncodedLine]:
         if event.role == "user":
             line = {"type": "user", "message": {"role": "user", "content": event.content}}
             return [self.envelope(event, line)]
@@ -1052,17 +1078,17 @@ class ClaudeEncoder(EventEncoder):
             return []
         return self._complete(event, (False, event.message_id), {"type": "text", "text": event.content})
 
-    def on_reasoning(self, event: p.Reasoning) -> list[dict[str, Any]]:
+    def on_reasoning(self, event: p.Reasoning) -> list[EncodedLine]:
         block = {"type": "thinking", "thinking": event.content, "signature": ""}
         return self._complete(event, (True, event.reasoning_id), block)
 
-    def on_message_delta(self, event: p.MessageDelta) -> list[dict[str, Any]]:
+    def on_message_delta(self, event: p.MessageDelta) -> list[EncodedLine]:
         if event.role != "assistant":
             return []
-        return self._delta(event, (False, event.message_id), "text_delta", "text", event.content)
+        return self._delta(event, (False, event.message_id), event.content)
 
-    def on_reasoning_delta(self, event: p.ReasoningDelta) -> list[dict[str, Any]]:
-        return self._delta(event, (True, event.reasoning_id), "thinking_delta", "thinking", event.content)
+    def on_reasoning_delta(self, event: p.ReasoningDelta) -> list[EncodedLine]:
+        return self._delta(event, (True, event.reasoning_id), event.content)
 
     def on_tool_call(self, event: p.ToolCall) -> list[dict[str, Any]]:
         self._calls[event.call_id] = (event.name, event.arguments)
@@ -1132,16 +1158,13 @@ class ClaudeEncoder(EventEncoder):
         line["message"] = event.message
         return [self.envelope(event, line, parent=False)]
 
-    def on_usage(self, event: p.Usage) -> list[dict[str, Any]]:
+    def on_usage(self, event: p.Usage) -> list[EncodedLine]:
         if not self.streams:
             return []
         usage = _api_usage(event.input_tokens, event.output_tokens, event.cached_tokens)
         if self._current is not None:
-            return [
-                self._stream_line(
-                    event, {"type": "message_delta", "delta": {"stop_reason": None}, "usage": usage}
-                )
-            ]
+            inner = _encode({"type": "message_delta", "delta": {"stop_reason": None}, "usage": usage})
+            return [self._stream_line(event, inner)]
         message: dict[str, Any] = {
             "id": p.new_id("msg"),
             "type": "message",
@@ -1152,31 +1175,39 @@ class ClaudeEncoder(EventEncoder):
             "stop_sequence": None,
             "usage": usage,
         }
+        end = {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn"},
+            "usage": {"output_tokens": event.output_tokens},
+        }
         return [
-            self._stream_line(event, {"type": "message_start", "message": message}),
-            self._stream_line(
-                event,
-                {
-                    "type": "message_delta",
-                    "delta": {"stop_reason": "end_turn"},
-                    "usage": {"output_tokens": event.output_tokens},
-                },
-            ),
-            self._stream_line(event, {"type": "message_stop"}),
+            self._stream_line(event, _encode({"type": "message_start", "message": message})),
+            self._stream_line(event, _encode(end)),
+            self._stream_line(event, _MESSAGE_STOP),
         ]
 
-    def on_result(self, event: p.Result) -> list[dict[str, Any]]:
-        lines = []
+    def on_result(self, event: p.Result) -> list[EncodedLine]:
+        lines: list[EncodedLine] = []
         for key in list(self._runs):
             lines += self._stop(event, key)
         return [*lines, self.result_line(event, None if event.ok else self.failure(event))]
 
     # streaming
 
-    def _stream_line(self, event: p.BaseEvent, inner: dict[str, Any]) -> dict[str, Any]:
-        return self.envelope(event, {"type": "stream_event", "event": inner})
+    def _stream_line(self, event: p.BaseEvent, inner: bytes) -> msgspec.Raw:
+        """A ``stream_event`` line around its encoded inner event, as :meth:`envelope` words it.
 
-    def _switch(self, event: p.BaseEvent, message_id: str) -> list[dict[str, Any]]:
+        Written as bytes, not as an object to encode: these are most of a streamed run's lines.
+        """
+        session = self.session(event)
+        cached, session_json = self._session_json
+        if session is not cached:
+            session_json = _encode(session)
+            self._session_json = (session, session_json)
+        self._uuids += 1  # the line uuid, as line_uuid() makes it
+        return msgspec.Raw(_STREAM_LINE % (inner, session_json, self._uuid_prefix_bytes, self._uuids))
+
+    def _switch(self, event: p.BaseEvent, message_id: str) -> list[EncodedLine]:
         """A ``message_start`` when the stream moves to another message (a new run, or back to an open one)."""
         if self._current == message_id:
             return []
@@ -1190,27 +1221,24 @@ class ClaudeEncoder(EventEncoder):
             "stop_reason": None,
             "stop_sequence": None,
         }
-        return [self._stream_line(event, {"type": "message_start", "message": message})]
+        return [self._stream_line(event, _encode({"type": "message_start", "message": message}))]
 
-    def _delta(
-        self, event: p.BaseEvent, key: tuple[bool, str], kind: str, field: str, text: str
-    ) -> list[dict[str, Any]]:
+    def _delta(self, event: p.BaseEvent, key: tuple[bool, str], text: str) -> list[EncodedLine]:
         if not self.streams:
             return []
         message_id = key[1]
+        delta = b"".join((_DELTA_HEADS[key[0]], _encode(text), b"}}"))
+        if self._current == message_id and key in self._runs:
+            return [self._stream_line(event, delta)]  # the common case: one more delta of the open run
         lines = self._switch(event, message_id)
         if key not in self._runs:
             self._runs[key] = message_id
-            block = {"type": "thinking" if key[0] else "text", field: ""}
-            lines.append(
-                self._stream_line(event, {"type": "content_block_start", "index": 0, "content_block": block})
-            )
-        delta = {"type": "content_block_delta", "index": 0, "delta": {"type": kind, field: text}}
+            lines.append(self._stream_line(event, _BLOCK_STARTS[key[0]]))
         return [*lines, self._stream_line(event, delta)]
 
     def _complete(
         self, event: p.BaseEvent, key: tuple[bool, str], block: dict[str, Any]
-    ) -> list[dict[str, Any]]:
+    ) -> list[EncodedLine]:
         if key not in self._runs:
             line = {"type": "assistant", "message": self.api_message(key[1], block, "end_turn")}
             return [self.envelope(event, line)]
@@ -1218,14 +1246,14 @@ class ClaudeEncoder(EventEncoder):
         line = {"type": "assistant", "message": self.api_message(self._runs[key], block, "end_turn")}
         return [*lines, self.envelope(event, line), *self._stop(event, key)]
 
-    def _stop(self, event: p.BaseEvent, key: tuple[bool, str]) -> list[dict[str, Any]]:
+    def _stop(self, event: p.BaseEvent, key: tuple[bool, str]) -> list[EncodedLine]:
         lines = self._switch(event, self._runs.pop(key))
         self._current = None
         return [
             *lines,
-            self._stream_line(event, {"type": "content_block_stop", "index": 0}),
-            self._stream_line(event, {"type": "message_delta", "delta": {"stop_reason": "end_turn"}}),
-            self._stream_line(event, {"type": "message_stop"}),
+            self._stream_line(event, _BLOCK_STOP),
+            self._stream_line(event, _MESSAGE_END),
+            self._stream_line(event, _MESSAGE_STOP),
         ]
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any, ClassVar
 
 import msgspec
 
@@ -82,7 +82,10 @@ def _command_call(item: Fields) -> tuple[str, dict[str, Any]]:
 
 def _command_outcome(item: Fields) -> Outcome:
     status, exit_code = item.opt_text("status"), item.opt_integer("exit_code")
-    output = item.opt_text("aggregated_output") or ""
+    return _command_result(status, exit_code, item.opt_text("aggregated_output") or "")
+
+
+def _command_result(status: str | None, exit_code: int | None, output: str) -> Outcome:
     if status == "declined":
         return "denied", output, "the command was declined"
     if exit_code is None:
@@ -97,9 +100,16 @@ def _file_call(item: Fields) -> tuple[str, dict[str, Any]]:
 
 
 def _file_outcome(item: Fields) -> Outcome:
-    changes = [change for change in item.opt_list("changes") or [] if isinstance(change, dict)]
-    summary = "\n".join(f"{change.get('kind', 'update')} {change.get('path', '')}" for change in changes)
-    if item.opt_text("status") == "failed":
+    return _file_result(item.opt_list("changes"), item.opt_text("status"))
+
+
+def _file_result(changes: list[Any] | None, status: str | None) -> Outcome:
+    summary = "\n".join(
+        f"{change.get('kind', 'update')} {change.get('path', '')}"
+        for change in changes or []
+        if isinstance(change, dict)
+    )
+    if status == "failed":
         return "error", summary, "the patch was not applied"
     return "success", summary, None
 
@@ -107,33 +117,48 @@ def _file_outcome(item: Fields) -> Outcome:
 def _mcp_call(item: Fields) -> tuple[str, dict[str, Any]]:
     server, tool = item.opt_text("server") or "", item.text("tool")
     arguments, _ = parse_arguments(item.obj.get("arguments"), item, "arguments")
-    return (f"{_MCP_PREFIX}{server}__{tool}" if server else tool), arguments
+    return _mcp_name(server, tool), arguments
+
+
+def _mcp_name(server: str, tool: str) -> str:
+    return f"{_MCP_PREFIX}{server}__{tool}" if server else tool
 
 
 def _mcp_outcome(item: Fields) -> Outcome:
     result, error, status = item.opt_sub("result"), item.opt_sub("error"), item.opt_text("status")
-    output = _mcp_output(result) if result is not None else None
+    output = (
+        _mcp_output(result.opt_list("content"), result.obj.get("structured_content"))
+        if result is not None
+        else None
+    )
     message = error.opt_text("message") if error is not None else None
-    if status == "failed" or (status is None and error is not None):
+    return _mcp_result(output, status, message, failed=error is not None)
+
+
+def _mcp_result(output: str | None, status: str | None, message: str | None, *, failed: bool) -> Outcome:
+    """``failed``: the item carries an ``error`` object (which fails it when it has no status)."""
+    if status == "failed" or (status is None and failed):
         return "error", output, message if message is not None else "the tool call failed"
     return "success", output or "", message
 
 
-def _mcp_output(result: Fields) -> str | None:
+def _mcp_output(content: list[Any] | None, structured: Any) -> str | None:
     texts = [
         block["text"]
-        for block in result.opt_list("content") or []
+        for block in content or []
         if isinstance(block, dict) and isinstance(block.get("text"), str)
     ]
     if texts:
         return "\n".join(texts)
-    structured = result.obj.get("structured_content")
     return text_or_json(structured) if structured is not None else None
 
 
 def _search_call(item: Fields) -> tuple[str, dict[str, Any]]:
-    arguments: dict[str, Any] = {"query": item.opt_text("query") or ""}
-    action = item.opt_mapping("action")
+    return _search_arguments(item.opt_text("query"), item.opt_mapping("action"))
+
+
+def _search_arguments(query: str | None, action: dict[str, Any] | None) -> tuple[str, dict[str, Any]]:
+    arguments: dict[str, Any] = {"query": query or ""}
     if action is not None:
         arguments["action"] = action
     return "web_search", arguments
@@ -149,6 +174,139 @@ _TOOLS: dict[str, tuple[Callable[[Fields], tuple[str, dict[str, Any]]], Callable
     "mcp_tool_call": (_mcp_call, _mcp_outcome),
     "web_search": (_search_call, _search_outcome),
 }
+
+
+# -- the hot lines, typed: what the careful path reads from them, and of the same kinds -------------
+# No other field: a typed decoder skips unknown fields unchecked, so a line whose other fields hold
+# invalid UTF-8 or an out-of-range number would pass here but fail the careful path.
+
+_Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+"""An integer :meth:`Fields.opt_integer` reads as it is."""
+
+
+class _TextItem(msgspec.Struct, tag_field="type", forbid_unknown_fields=True):
+    id: str
+    text: str | None = None
+    reasoning: ClassVar[bool] = False
+
+
+class _MessageItem(_TextItem, tag="agent_message"):
+    pass
+
+
+class _ReasoningItem(_TextItem, tag="reasoning"):
+    reasoning = True
+
+
+class _ErrorItem(msgspec.Struct, tag="error", tag_field="type", forbid_unknown_fields=True):
+    id: str
+    message: str
+
+
+class _ToolItem(msgspec.Struct, tag_field="type", forbid_unknown_fields=True):
+    """A tool item: its call, its outcome once completed, and its output so far (commands only)."""
+
+    id: str
+
+    def call(self) -> tuple[str, dict[str, Any]]:
+        raise NotImplementedError
+
+    def outcome(self) -> Outcome:
+        return "success", None, None
+
+    def output(self) -> str | None:
+        return None
+
+
+class _CommandItem(_ToolItem, tag=_COMMAND):
+    command: str | None = None
+    aggregated_output: str | None = None
+    status: str | None = None
+    exit_code: _Int64 | None = None
+
+    def call(self) -> tuple[str, dict[str, Any]]:
+        return _COMMAND, {"command": self.command or ""}
+
+    def outcome(self) -> Outcome:
+        return _command_result(self.status, self.exit_code, self.aggregated_output or "")
+
+    def output(self) -> str | None:
+        return self.aggregated_output
+
+
+class _FileItem(_ToolItem, tag="file_change"):
+    changes: list[Any] | None = None
+    status: str | None = None
+
+    def call(self) -> tuple[str, dict[str, Any]]:
+        return "file_change", {"changes": self.changes or []}
+
+    def outcome(self) -> Outcome:
+        return _file_result(self.changes, self.status)
+
+
+class _McpResult(msgspec.Struct, forbid_unknown_fields=True):
+    content: list[Any] | None = None
+    structured_content: Any = None
+
+
+class _McpError(msgspec.Struct, forbid_unknown_fields=True):
+    message: str | None = None
+
+
+class _McpItem(_ToolItem, tag="mcp_tool_call"):
+    """Arguments sent as a JSON string take the careful path, which parses them."""
+
+    tool: str
+    server: str | None = None
+    arguments: dict[str, Any] | None = None
+    result: _McpResult | None = None
+    error: _McpError | None = None
+    status: str | None = None
+
+    def call(self) -> tuple[str, dict[str, Any]]:
+        return _mcp_name(self.server or "", self.tool), self.arguments if self.arguments is not None else {}
+
+    def outcome(self) -> Outcome:
+        result, error = self.result, self.error
+        output = _mcp_output(result.content, result.structured_content) if result is not None else None
+        message = error.message if error is not None else None
+        return _mcp_result(output, self.status, message, failed=error is not None)
+
+
+class _SearchItem(_ToolItem, tag="web_search"):
+    query: str | None = None
+    action: dict[str, Any] | None = None
+
+    def call(self) -> tuple[str, dict[str, Any]]:
+        return _search_arguments(self.query, self.action)
+
+
+_HotItem = _MessageItem | _ReasoningItem | _ErrorItem | _CommandItem | _FileItem | _McpItem | _SearchItem
+
+
+class _ItemLine(msgspec.Struct, tag_field="type", forbid_unknown_fields=True):
+    item: _HotItem
+    phase: ClassVar[str]
+
+
+class _ItemStarted(_ItemLine, tag="item.started"):
+    phase = "started"
+
+
+class _ItemUpdated(_ItemLine, tag="item.updated"):
+    phase = "updated"
+
+
+class _ItemCompleted(_ItemLine, tag="item.completed"):
+    phase = "completed"
+
+
+class _TurnStarted(msgspec.Struct, tag="turn.started", tag_field="type", forbid_unknown_fields=True):
+    pass
+
+
+_TYPED_LINES = msgspec.json.Decoder(_ItemStarted | _ItemUpdated | _ItemCompleted | _TurnStarted)
 
 
 class CodexDecoder(EventDecoder):
@@ -172,6 +330,25 @@ class CodexDecoder(EventDecoder):
 
     def handler_name(self, kind: str) -> str:
         return "on_" + kind.replace(".", "_")
+
+    typed_lines = _TYPED_LINES
+
+    def decode_typed(self, line: Any) -> None:
+        """Item lines of the common kinds and ``turn.started``, through :meth:`checked` as a handler is run
+        (which forgets what a line that failed before it lost)."""
+        self.checked(self._decode_typed, line)
+
+    def _decode_typed(self, hot: _ItemLine | _TurnStarted) -> None:
+        if isinstance(hot, _TurnStarted):
+            return  # nothing to say (see on_turn_started)
+        item, phase = hot.item, hot.phase
+        if isinstance(item, _ToolItem):
+            outcome = item.outcome() if phase == "completed" else None
+            self._tool_events(item.id, phase, *item.call(), outcome, item.output())
+        elif isinstance(item, _TextItem):
+            self._text_item(item.id, item.text or "", phase, reasoning=item.reasoning)
+        else:
+            self._error_item(item.message)
 
     def finish(self) -> list[p.AnyEvent]:
         self.close_open_calls("the stream ended before the item completed")
@@ -244,19 +421,20 @@ class CodexDecoder(EventDecoder):
             item.fail("field 'type' is missing (expected a string)")
         kind = _RENAMED.get(kind, kind)
         if kind in ("agent_message", "reasoning"):
-            self._text_item(item, item_id, phase, reasoning=kind == "reasoning")
+            self._text_item(item_id, item.opt_text("text") or "", phase, reasoning=kind == "reasoning")
         elif kind in _TOOLS:
             self._tool_item(item, item_id, phase, kind)
         elif kind == "todo_list":
             self._todo_list(item)
         elif kind == "error":
-            message = item.text("message")
-            self.emit(p.Error(code=_error_code(message), message=message, recoverable=True))
+            self._error_item(item.text("message"))
         else:
             self.pass_through(f.text("type"), f.obj)
 
-    def _text_item(self, item: Fields, item_id: str, phase: str, *, reasoning: bool) -> None:
-        text = item.opt_text("text") or ""
+    def _error_item(self, message: str) -> None:
+        self.emit(p.Error(code=_error_code(message), message=message, recoverable=True))
+
+    def _text_item(self, item_id: str, text: str, phase: str, *, reasoning: bool) -> None:
         if phase != "completed":
             seen = self._texts.get(item_id, "")
             if text.startswith(seen) and len(text) > len(seen):
@@ -273,6 +451,17 @@ class CodexDecoder(EventDecoder):
         name, arguments = call_spec(item)
         outcome = outcome_spec(item) if phase == "completed" else None
         output = item.opt_text("aggregated_output") if kind == _COMMAND else None
+        self._tool_events(item_id, phase, name, arguments, outcome, output)
+
+    def _tool_events(
+        self,
+        item_id: str,
+        phase: str,
+        name: str,
+        arguments: dict[str, Any],
+        outcome: Outcome | None,
+        output: str | None,
+    ) -> None:
         if item_id not in self._shown:
             self._shown[item_id] = 0
             self.emit(p.ToolCall(call_id=self.tools.called(item_id, name), name=name, arguments=arguments))

@@ -13,7 +13,9 @@ the decoder puts that code in ``result.exit_code``.
 from __future__ import annotations
 
 import re
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict
+
+import msgspec
 
 from agentstream import protocol as p
 from agentstream.dialects.kit import (
@@ -25,6 +27,7 @@ from agentstream.dialects.kit import (
     first_keys,
     identify,
     iso,
+    rfc3339,
 )
 from agentstream.errors import ERROR_CODES, ErrorCode
 
@@ -96,9 +99,8 @@ def _code_and_exit(error_type: str) -> tuple[str, int]:
     return (error_type if error_type in ERROR_CODES else ErrorCode.UNKNOWN), 1
 
 
-def _typed_text(f: Fields) -> str:
+def _typed_text(kind: str, message: str) -> str:
     """A tool's ``error {type, message}`` as one string, ``"Type: message"`` unless the type says nothing."""
-    kind, message = f.opt_text("type") or "", f.text("message")
     return message if kind in ("", _GENERIC_TYPE) else f"{kind}: {message}"
 
 
@@ -108,6 +110,41 @@ def _typed_object(text: str) -> dict[str, str]:
     if match is not None and match[1] != _GENERIC_TYPE:
         return {"type": match[1], "message": match[2]}
     return {"type": _GENERIC_TYPE, "message": text}
+
+
+# -- the hot lines, typed: what the careful path below reads from them, and of the same kinds --------
+# No other field: a typed decoder skips unknown fields unchecked, so a line whose other fields hold
+# invalid UTF-8 or an out-of-range number would pass here but fail the careful path.
+
+
+class _MessageLine(msgspec.Struct, tag="message", tag_field="type", forbid_unknown_fields=True):
+    role: p.Role
+    content: str
+    timestamp: str | None = None
+    delta: bool | None = None
+
+
+class _ToolUseLine(msgspec.Struct, tag="tool_use", tag_field="type", forbid_unknown_fields=True):
+    tool_name: str
+    tool_id: str
+    parameters: dict[str, Any] | None = None
+    timestamp: str | None = None
+
+
+class _ToolError(msgspec.Struct, forbid_unknown_fields=True):
+    message: str
+    type: str | None = None
+
+
+class _ToolResultLine(msgspec.Struct, tag="tool_result", tag_field="type", forbid_unknown_fields=True):
+    tool_id: str
+    status: Literal["success", "error"]
+    output: str | None = None
+    error: _ToolError | None = None
+    timestamp: str | None = None
+
+
+_TYPED_LINES = msgspec.json.Decoder(_MessageLine | _ToolUseLine | _ToolResultLine)
 
 
 class GeminiDecoder(EventDecoder):
@@ -127,6 +164,26 @@ class GeminiDecoder(EventDecoder):
         super().__init__(session_id)
         self._held: tuple[str, str | None] | None = None
         """A severity ``error`` line, held to learn whether the run's failure follows it."""
+
+    typed_lines = _TYPED_LINES
+
+    def decode_typed(self, line: Any) -> None:
+        """Message and tool lines, as :meth:`decode_object` runs a handler: a held error goes out first, then
+        the line through :meth:`checked` (which forgets what a line that failed before it lost)."""
+        if self._held is not None:
+            self._release(recoverable=True)
+        self.checked(self._decode_typed, line)
+
+    def _decode_typed(self, hot: _MessageLine | _ToolUseLine | _ToolResultLine) -> None:
+        ts = rfc3339(hot.timestamp)
+        if isinstance(hot, _MessageLine):
+            self._message(hot.role, hot.content, ts, delta=bool(hot.delta))
+        elif isinstance(hot, _ToolUseLine):
+            self._tool_use(hot.tool_name, hot.tool_id, hot.parameters or {}, ts)
+        else:
+            error = hot.error
+            error_text = _typed_text(error.type or "", error.message) if error is not None else None
+            self._tool_result(hot.tool_id, hot.status, hot.output, error_text, ts)
 
     def decode_object(self, obj: dict[str, Any]) -> None:
         if self._held is not None and obj.get("type") != "result":
@@ -150,31 +207,41 @@ class GeminiDecoder(EventDecoder):
 
     def on_message(self, f: Fields) -> None:
         role, content, ts = f.role("role"), f.text("content"), f.ts("timestamp")
-        if f.opt_flag("delta"):
+        self._message(role, content, ts, delta=bool(f.opt_flag("delta")))
+
+    def _message(self, role: p.Role, content: str, ts: str | None, *, delta: bool) -> None:
+        if delta:
             self.chunk(content, ts=ts, role=role)
         else:
             self.emit(p.Message(message_id=p.new_id("msg"), role=role, content=content), ts)
 
     def on_tool_use(self, f: Fields) -> None:
         name, call_id = f.text("tool_name"), f.text("tool_id")
-        arguments = f.opt_mapping("parameters") or {}
-        self.emit(
-            p.ToolCall(call_id=self.tools.called(call_id, name), name=name, arguments=arguments),
-            f.ts("timestamp"),
-        )
+        self._tool_use(name, call_id, f.opt_mapping("parameters") or {}, f.ts("timestamp"))
+
+    def _tool_use(self, name: str, call_id: str, arguments: dict[str, Any], ts: str | None) -> None:
+        self.emit(p.ToolCall(call_id=self.tools.called(call_id, name), name=name, arguments=arguments), ts)
 
     def on_tool_result(self, f: Fields) -> None:
         call_id, status = f.text("tool_id"), f.choice("status", ("success", "error"), "error")
         output, error = f.opt_text("output"), f.opt_sub("error")
+        error_text = (
+            None if error is None else _typed_text(error.opt_text("type") or "", error.text("message"))
+        )
+        self._tool_result(call_id, status, output, error_text, f.ts("timestamp"))
+
+    def _tool_result(
+        self, call_id: str, status: str, output: str | None, error: str | None, ts: str | None
+    ) -> None:
         call_id, name = self.tools.finished(call_id, None)
         event = p.ToolResult(
             call_id=call_id,
             name=name,
             status=status,  # type: ignore[arg-type]
             output=output if output is not None else p.UNSET,
-            error=_typed_text(error) if error is not None else p.UNSET,
+            error=error if error is not None else p.UNSET,
         )
-        self.emit(event, f.ts("timestamp"))
+        self.emit(event, ts)
 
     def on_error(self, f: Fields) -> None:
         severity, message, ts = (

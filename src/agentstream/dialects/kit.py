@@ -153,6 +153,7 @@ def _parse_iso(text: str) -> datetime | None:
 
 
 _MILLIS = frozenset(f"{n:03d}" for n in range(1000))
+_SECONDS = frozenset(f"{n:02d}." for n in range(60))
 
 
 def rfc3339(value: object) -> str | None:
@@ -168,18 +169,24 @@ def rfc3339(value: object) -> str | None:
 
 
 def _iso_stamp(text: str) -> str | None:
-    """Most dialects already write canonical stamps: those pass through after a check of their second."""
-    if len(text) == 24 and text[20:23] in _MILLIS and text[23] == "Z" and _canonical_second(text[:20]):
+    """Most dialects already write canonical stamps: those pass through after a check of their minute."""
+    if (
+        len(text) == 24
+        and text[20:23] in _MILLIS
+        and text[23] == "Z"
+        and text[17:20] in _SECONDS
+        and _canonical_minute(text[:17])
+    ):
         return text
     moment = _parse_iso(text)
     return _format(moment) if moment is not None else None
 
 
 @functools.lru_cache(maxsize=64)
-def _canonical_second(prefix: str) -> bool:
-    """Whether ``YYYY-MM-DDTHH:MM:SS.`` is a real second written canonically (a stream's lines share a few)."""
-    moment = _parse_iso(prefix + "000Z")
-    return moment is not None and _format(moment) == prefix + "000Z"
+def _canonical_minute(prefix: str) -> bool:
+    """Whether ``YYYY-MM-DDTHH:MM:`` is a real minute written canonically (a stream's lines share a few)."""
+    moment = _parse_iso(prefix + "00.000Z")
+    return moment is not None and _format(moment) == prefix + "00.000Z"
 
 
 @functools.lru_cache(maxsize=64)
