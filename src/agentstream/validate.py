@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from operator import attrgetter
-from typing import IO, TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
+from typing import IO, TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from agentstream import protocol as p
 from agentstream._lines import Block, Line, LineTooLong, iter_blocks, iter_lines
@@ -53,22 +53,22 @@ class Violation(NamedTuple):
 K = TypeVar("K", bound=Hashable)
 
 
-class RecentIds(Generic[K]):
-    """The last ``limit`` ids seen, so "used twice" checks stay exact for recent ids and memory stays flat."""
+class RecentIds(dict[K, None]):
+    """The last ``limit`` ids seen, so "used twice" checks stay exact for recent ids and memory stays flat.
 
-    __slots__ = ("ids", "limit")
+    A dict (keys in the order added), so that ``in`` on the checker's hot path is no Python call.
+    """
+
+    __slots__ = ("limit",)
 
     def __init__(self, limit: int = 10_000) -> None:
-        self.ids: dict[K, None] = {}
+        super().__init__()
         self.limit = limit
 
     def add(self, key: K) -> None:
-        self.ids[key] = None
-        if len(self.ids) > self.limit:
-            del self.ids[next(iter(self.ids))]
-
-    def __contains__(self, key: object) -> bool:
-        return key in self.ids
+        self[key] = None
+        if len(self) > self.limit:
+            del self[next(iter(self))]
 
 
 class Validator:
@@ -174,7 +174,7 @@ class Validator:
             list(map(_seq_of, events)) == list(range(start, start + len(events)))
             and set(map(_session_of, events)) == {self._session_id}
             and set(map(_version_of, events)) == {p.PROTOCOL_VERSION}
-            and all(map(p.is_timestamp, map(_ts_of, events)))
+            and p.are_timestamps(map(_ts_of, events))
         )
 
     def _check_rules(self, event: p.AnyEvent, line: int) -> None:
@@ -248,14 +248,17 @@ class Validator:
 
     def _on_delta(self, event: p.MessageDelta | p.ReasoningDelta, line: int) -> None:
         kind = type(event)
-        run_id = _run_id(event)
+        run_id = event.message_id if isinstance(event, p.MessageDelta) else event.reasoning_id
         if run_id in self._closed_runs[kind]:
             self.report(line, "delta-closed", f"delta for {run_id!r} after its complete event")
         self._open_runs[kind].setdefault(run_id, line)
 
     def _on_complete(self, event: p.Message | p.Reasoning, line: int) -> None:
-        kind = p.MessageDelta if isinstance(event, p.Message) else p.ReasoningDelta
-        run_id = _run_id(event)
+        if isinstance(event, p.Message):
+            kind: type = p.MessageDelta
+            run_id = event.message_id
+        else:
+            kind, run_id = p.ReasoningDelta, event.reasoning_id
         self._open_runs[kind].pop(run_id, None)
         self._closed_runs[kind].add(run_id)
 
@@ -299,12 +302,6 @@ class Validator:
                 0, "exit-code", f"process exited {expected} but result.exit_code is {self.result.exit_code}"
             )
         return self.violations
-
-
-def _run_id(event: p.MessageDelta | p.ReasoningDelta | p.Message | p.Reasoning) -> str:
-    if isinstance(event, (p.MessageDelta, p.Message)):
-        return event.message_id
-    return event.reasoning_id
 
 
 _seq_of = attrgetter("seq")
