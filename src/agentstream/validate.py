@@ -12,7 +12,7 @@ from operator import attrgetter
 from typing import IO, TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from agentstream import protocol as p
-from agentstream._lines import Block, Line, LineTooLong, iter_blocks, iter_lines
+from agentstream._lines import Block, Line, LineTooLong, iter_blocks, iter_lines, split_block
 from agentstream.errors import ErrorCode, MalformedEventError
 
 if TYPE_CHECKING:
@@ -429,14 +429,9 @@ def _check_block(checker: Validator, block: Block) -> None:
     if events is not None and len(events) == block.line_count:
         checker.feed_block(events, block.first)
         return
-    # A bad line somewhere in the block: go line by line, over views, so a huge line is not copied again.
-    data = memoryview(block.data)
-    begin = 0
-    for number in range(block.first, block.first + block.line_count):
-        end = block.data.index(b"\n", begin)
-        stop = end - 1 if end > begin and data[end - 1] == 13 else end
-        _check_line(checker, number, data[begin:stop], True)
-        begin = end + 1
+    # A bad line somewhere in the block: go line by line (a huge line is not copied again).
+    for number, line in enumerate(split_block(block.data), start=block.first):
+        _check_line(checker, number, line, True)
 
 
 def _check_line(
