@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import IO, NamedTuple
 
-__all__ = ["BlockSplitter", "Line", "LineSplitter", "LineTooLong", "iter_lines"]
+__all__ = ["BlockSplitter", "Line", "LineSplitter", "LineTooLong", "iter_lines", "split_block"]
 
 
 class Line(NamedTuple):
@@ -178,3 +178,23 @@ def iter_blocks(source: IO[bytes], *, block_size: int = 1 << 18) -> Iterator[Blo
     tail = splitter.close()
     if tail:
         yield Line(number, tail, False)
+
+
+def split_block(block: bytes | bytearray) -> Iterator[bytes | bytearray]:
+    """The lines of a block (as :class:`BlockSplitter` makes them) without their endings, for line-by-line reading.
+
+    A block that grew across chunks (a :class:`bytearray`) starts with the line
+    that spanned them, possibly a very long one: that line is cut out of the
+    block in place and handed on without a copy, so memory holds it once (the
+    block is consumed). The lines after it, all from one chunk, are copied.
+    """
+    if isinstance(block, bytearray):
+        end = block.index(b"\n")
+        rest = bytes(memoryview(block)[end + 1 :])
+        del block[end - 1 if end and block[end - 1] == 13 else end :]
+        yield block
+        block = rest
+    lines = block.split(b"\n")
+    lines.pop()
+    for line in lines:
+        yield line[:-1] if line.endswith(b"\r") else line

@@ -429,17 +429,18 @@ class Stream:
                 event.seq = sequencer.next_seq
                 sequencer.next_seq += 1
                 if not event.ts:
-                    event.ts = p.now_ts()
+                    event.ts = _now_ts()
                 if type(event) in _ACCOUNTED:
                     self.tally.add(event)
                 failed: OutputFailed | None = None
-                if self._fast_fd >= 0:
+                fd = self._fast_fd
+                if fd >= 0:
                     # Canonical lines to a descriptor: encode into one reused buffer, one write.
                     buffer = self._buffer
                     _encode_into(event, buffer)
                     buffer.append(10)
                     try:
-                        written = os.write(self._fast_fd, buffer)
+                        written = _os_write(fd, buffer)
                     except OSError as exc:
                         failed = output_failure(exc)
                     else:
@@ -449,8 +450,9 @@ class Stream:
                     failed = self._write(event)
                 if failed is not None:
                     self._write_failed(failed)
-                for observer in self._observers:
-                    observer(event)  # the bus still gets the run, whatever happened to stdout
+                if self._observers:
+                    for observer in self._observers:
+                        observer(event)  # the bus still gets the run, whatever happened to stdout
                 if failed is not None and event is not self.result:
                     raise failed
         if self._held.pending:
@@ -729,6 +731,9 @@ def _private_stdout(*, isolate: bool) -> int:
 
 
 _encode_into = msgspec.json.Encoder().encode_into
+_os_write = os.write
+_now_ts = p.now_ts
+"""Module globals, one lookup each on the producer's hot path."""
 _ACCOUNTED: frozenset[type[p.BaseEvent]] = frozenset(
     {p.Usage, p.ToolCall, p.ToolResult, p.Message, p.MessageDelta, p.Reasoning, p.ReasoningDelta}
 )

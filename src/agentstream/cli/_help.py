@@ -8,6 +8,7 @@ Imported only when a command runs or help is asked for; ``--version`` never load
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import re
 from collections.abc import Iterator
@@ -75,10 +76,17 @@ def build_parser(name: str, module: ModuleType | None = None) -> argparse.Argume
         prog=f"agentstream {name}",
         description=command_summary(name, module),
         epilog=epilog,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_UNSIZED_FORMATTER,
     )
     module.configure(parser)
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter  # help is sized to the terminal
     return parser
+
+
+_UNSIZED_FORMATTER = functools.partial(argparse.RawDescriptionHelpFormatter, width=80)
+"""What argparse formats its own checks with while options are added: each ``add_argument`` makes a
+formatter, and one without a width asks the terminal (importing ``shutil``), a start-up cost of every
+command for a size that only help text needs."""
 
 
 # -- the reference in docs/cli.md ------------------------------------------------------
