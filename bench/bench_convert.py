@@ -26,71 +26,17 @@ from __future__ import annotations
 
 import argparse
 import io
-import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-
-import orjson
 
 from agentstream import protocol as p
 from agentstream.cli.convert_cmd import convert
 from agentstream.dialects import get_dialect
-from agentstream.stream import Stream
+from common import MIB, available, best_of, parse_size, passthrough, peak_rss_kib, producer_session
 
 PAIRS = [("gemini", "claude"), ("claude", "canonical"), ("canonical", "canonical")]
-MIB = 1 << 20
-
-
-def best_of(rounds: int, fn: Callable[[], object]) -> float:
-    """Best CPU time of ``fn`` (in process, single-threaded: what other processes do on the machine does not count)."""
-    times = []
-    for _ in range(rounds):
-        began = time.process_time()
-        fn()
-        times.append(time.process_time() - began)
-    return min(times)
-
-
-def session_lines(turns: int) -> Iterator[bytes]:
-    """One long canonical session from the real producer: per turn, deltas, a message, a tool round trip, usage."""
-    out = _LineTap()
-    stream = Stream("bench-agent", out=out, model="m", provider="p", tools=["shell"])
-    stream.start()
-    yield from out.take()
-    for turn in range(turns):
-        message_id = f"msg_{turn}"
-        for i in range(6):
-            stream.message_delta(f"part {i} of the answer to question {turn}. ", message_id=message_id)
-        stream.message(
-            "".join(f"part {i} of the answer to question {turn}. " for i in range(6)), message_id=message_id
-        )
-        with stream.tool_call("shell", {"command": f"grep -rn needle_{turn} src/", "timeout": 30}) as call:
-            call.succeed("src/a.py:12: needle\n" * 12)
-        stream.record_usage("m", input_tokens=1200 + turn, output_tokens=80, cached_tokens=1000)
-        yield from out.take()
-    stream.finish()
-    yield from out.take()
-
-
-class _LineTap(io.RawIOBase):
-    """A binary sink that hands the lines written so far to the generator above."""
-
-    def __init__(self) -> None:
-        self._lines: list[bytes] = []
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data: bytes) -> int:  # type: ignore[override]
-        self._lines.append(bytes(data))
-        return len(data)
-
-    def take(self) -> list[bytes]:
-        lines, self._lines = self._lines, []
-        return lines
 
 
 def in_dialect(lines: Iterator[bytes], dialect: str) -> Iterator[bytes]:
@@ -108,21 +54,13 @@ def in_dialect(lines: Iterator[bytes], dialect: str) -> Iterator[bytes]:
 
 def write_input(path: Path, dialect: str, *, size: int) -> int:
     """Write a session in ``dialect`` of about ``size`` bytes; return the number of lines."""
-    probe = sum(len(line) for line in in_dialect(session_lines(50), dialect)) / 50
+    probe = sum(len(line) for line in in_dialect(producer_session(50), dialect)) / 50
     count = 0
     with open(path, "wb", buffering=MIB) as out:
-        for line in in_dialect(session_lines(max(1, int(size / probe))), dialect):
+        for line in in_dialect(producer_session(max(1, int(size / probe))), dialect):
             out.write(line)
             count += 1
     return count
-
-
-def passthrough(data: bytes) -> None:
-    """The baseline: parse and re-serialise every line with orjson, nothing else."""
-    out = io.BytesIO()
-    for line in io.BytesIO(data):
-        out.write(orjson.dumps(orjson.loads(line)))
-        out.write(b"\n")
 
 
 def ours(data: bytes, source: str, target: str) -> None:
@@ -138,7 +76,7 @@ def breakdown(rounds: int, size: int, tmp: Path) -> list[tuple[str, int, list[fl
     rows = []
     parse = msgspec.json.Decoder().decode
     for source, target in PAIRS:
-        if not _available(source, target):
+        if not available(source, target):
             continue
         path = tmp / f"breakdown.{source}.ndjson"
         write_input(path, source, size=size)
@@ -184,7 +122,7 @@ def breakdown(rounds: int, size: int, tmp: Path) -> list[tuple[str, int, list[fl
 def throughput(rounds: int, size: int, tmp: Path) -> list[tuple[str, float, float, float]]:
     rows = []
     for source, target in PAIRS:
-        if not _available(source, target):
+        if not available(source, target):
             continue
         path = tmp / f"throughput.{source}.ndjson"
         write_input(path, source, size=size)
@@ -196,40 +134,11 @@ def throughput(rounds: int, size: int, tmp: Path) -> list[tuple[str, float, floa
     return rows
 
 
-_LAUNCHER = """
-import os, sys
-pid = os.fork()
-if pid == 0:
-    null = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(null, 1)
-    os.execv(sys.argv[1], sys.argv[1:])
-_, status, usage = os.wait4(pid, 0)
-print(usage.ru_maxrss, os.waitstatus_to_exitcode(status))
-"""
-
-
-def peak_rss_kib(argv: list[str]) -> tuple[int, float]:
-    """Peak RSS (KiB) and wall time of one process, as the kernel counts it for that process alone.
-
-    The command is started by a tiny launcher rather than by this (large)
-    process: a child's peak RSS includes the memory of the process it was forked from.
-    """
-    began = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-I", "-S", "-c", _LAUNCHER, *argv], capture_output=True, text=True
-    )
-    took = time.perf_counter() - began
-    peak, code = map(int, done.stdout.split())
-    if code != 0:
-        raise SystemExit(f"{argv} failed with {code}: {done.stderr}")
-    return peak, took
-
-
 def memory(size: int, tmp: Path, pairs: list[tuple[str, str]]) -> list[tuple[str, int, float, int, int]]:
     rows = []
     command = [sys.executable, "-m", "agentstream", "convert"]
     for source, target in pairs:
-        if not _available(source, target):
+        if not available(source, target):
             continue
         path = tmp / f"memory.{source}.ndjson"
         small = tmp / f"small.{source}.ndjson"
@@ -244,24 +153,6 @@ def memory(size: int, tmp: Path, pairs: list[tuple[str, str]]) -> list[tuple[str
             path.unlink(missing_ok=True)
             small.unlink(missing_ok=True)
     return rows
-
-
-def _available(*names: str) -> bool:
-    for name in names:
-        try:
-            get_dialect(name)
-        except ModuleNotFoundError:
-            print(f"(skipped: dialect {name!r} is not available yet)")
-            return False
-    return True
-
-
-def parse_size(text: str) -> int:
-    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-    text = text.strip().lower().removesuffix("ib").removesuffix("b")
-    if text and text[-1] in units:
-        return int(float(text[:-1]) * units[text[-1]])
-    return int(text)
 
 
 def main() -> None:

@@ -9,34 +9,21 @@
 3. start-up of ``agentstream --version`` and ``agentstream validate`` on a
    10-line file, against ``python -c pass``.
 
-Every figure is the best of several rounds; ratios compare numbers measured in
-the same run, because absolute times on a shared machine mean little.
+Every figure is the best of several rounds in CPU time (start-up: the median
+wall time); ratios compare numbers measured in the same run, because absolute
+times on a shared machine mean little. ``bench_hotpath.py`` measures the same
+things on real-shaped input.
 """
 
 from __future__ import annotations
 
 import argparse
 import io
-import statistics
-import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Literal
 
-VENV_BIN = Path(sys.executable).parent
-
-
-def best_of(rounds: int, fn: Callable[[], object]) -> float:
-    """The fastest of ``rounds`` runs of ``fn``, in seconds."""
-    times = []
-    for _ in range(rounds):
-        began = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - began)
-    return min(times)
+from common import VENV_BIN, best_of, drained_child, pydantic_adapter, startup_times
 
 
 def mixed_stream(turns: int) -> list[bytes]:
@@ -63,89 +50,6 @@ def mixed_stream(turns: int) -> list[bytes]:
         events.append(p.Log(level="info", message=f"turn {turn} done"))
     events.append(p.Result(ok=True, subtype="success", exit_code=0, duration_ms=1000, turn_count=turns))
     return [p.encode_line(seq.stamp(e)) for e in events]
-
-
-def pydantic_adapter() -> Any:
-    """The same event shapes as a pydantic v2 discriminated union: the usual alternative."""
-    from pydantic import BaseModel, Field, TypeAdapter
-
-    class Common(BaseModel):
-        v: int = 1
-        session_id: str = ""
-        seq: int = -1
-        ts: str = ""
-        synthetic: bool | None = None
-
-    class Start(Common):
-        type: Literal["start"]
-        command: str
-        cwd: str = ""
-        model: str | None = None
-        provider: str | None = None
-        tools: list[str] = []
-
-    class MessageDelta(Common):
-        type: Literal["message_delta"]
-        message_id: str
-        role: Literal["system", "user", "assistant", "tool"] = "assistant"
-        content: str
-
-    class Message(Common):
-        type: Literal["message"]
-        message_id: str
-        role: Literal["system", "user", "assistant", "tool"]
-        content: str
-
-    class ToolCall(Common):
-        type: Literal["tool_call"]
-        call_id: str
-        name: str
-        arguments: dict[str, Any] = {}
-
-    class ToolResult(Common):
-        type: Literal["tool_result"]
-        call_id: str
-        name: str
-        status: Literal["success", "error", "denied", "cancelled"]
-        output: str | None = None
-        error: str | None = None
-        duration_ms: int = 0
-
-    class Usage(Common):
-        type: Literal["usage"]
-        model: str
-        input_tokens: int = 0
-        output_tokens: int = 0
-        cached_tokens: int = 0
-        reasoning_tokens: int = 0
-
-    class Log(Common):
-        type: Literal["log"]
-        level: Literal["debug", "info", "warn", "error"]
-        message: str
-
-    class Totals(BaseModel):
-        input_tokens: int = 0
-        output_tokens: int = 0
-        cached_tokens: int = 0
-        reasoning_tokens: int = 0
-
-    class Result(Common):
-        type: Literal["result"]
-        ok: bool
-        subtype: str
-        exit_code: int
-        duration_ms: int = 0
-        turn_count: int = 0
-        tools_used: list[str] = []
-        usage: Totals = Totals()
-        result: str | None = None
-
-    Event = Annotated[
-        Start | MessageDelta | Message | ToolCall | ToolResult | Usage | Log | Result,
-        Field(discriminator="type"),
-    ]
-    return TypeAdapter(Event)
 
 
 def bench_decode(rounds: int, turns: int) -> dict[str, float]:
@@ -187,7 +91,7 @@ kind, count = sys.argv[1], int(sys.argv[2])
 fd = sys.stdout.fileno()
 event = {"type": "log", "v": 1, "session_id": "s", "seq": 0, "ts": "2026-01-01T00:00:00.000Z",
          "level": "info", "message": "a typical diagnostic line of moderate length"}
-began = time.perf_counter()
+began = time.process_time()
 if kind == "ours":
     with Stream("bench", out=fd) as s:
         for i in range(count):
@@ -201,7 +105,7 @@ else:
     for i in range(count):
         event["seq"] = i
         os.write(fd, encode(event) + b"\\n")
-print(time.perf_counter() - began, file=sys.stderr)
+print(time.process_time() - began, file=sys.stderr)
 """
 
 
@@ -209,16 +113,7 @@ def bench_emit(rounds: int, count: int) -> dict[str, float]:
     """Each variant writes ``count`` events into a pipe that this process drains."""
 
     def one(kind: str) -> float:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", EMIT_CHILD, kind, str(count)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        assert proc.stdout is not None
-        while proc.stdout.read(1 << 16):
-            pass
-        _, err = proc.communicate()
-        return float(err.decode().strip().splitlines()[-1])
+        return drained_child([sys.executable, "-c", EMIT_CHILD, kind, str(count)])
 
     return {
         "events": count,
@@ -227,12 +122,7 @@ def bench_emit(rounds: int, count: int) -> dict[str, float]:
 
 
 def bench_startup(rounds: int) -> dict[str, float]:
-    """Median wall time of whole commands. Bytecode is compiled first, as an install does."""
-    import compileall
-
-    import agentstream
-
-    compileall.compile_dir(str(Path(agentstream.__file__).parent), quiet=1)
+    """Median wall time of whole commands."""
     with tempfile.TemporaryDirectory() as tmp:
         sample = Path(tmp) / "ten.ndjson"
         sample.write_bytes(
@@ -244,15 +134,7 @@ def bench_startup(rounds: int) -> dict[str, float]:
             "agentstream validate (10 lines)": [str(VENV_BIN / "agentstream"), "validate", "-q", str(sample)],
             "python -c 'import msgspec' (the JSON library alone)": [sys.executable, "-c", "import msgspec"],
         }
-        results = {}
-        for name, argv in commands.items():
-            times = []
-            for _ in range(rounds):
-                began = time.perf_counter()
-                subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-                times.append(time.perf_counter() - began)
-            results[name] = statistics.median(times)
-        return results
+        return {name: wall for name, (wall, _) in startup_times(commands, rounds).items()}
 
 
 def main() -> None:

@@ -16,6 +16,7 @@ HERE = Path(__file__).resolve().parent
 QUICK_ARGS = {
     "bench_foundation.py": ["--quick"],
     "bench_convert.py": ["--quick"],
+    "bench_hotpath.py": ["--quick"],
     "bench_agent.py": ["--rounds", "3"],
     "bench_bus.py": ["--throughput-events", "10000"],
     "bench_serve.py": ["--events", "100"],
