@@ -180,7 +180,7 @@ def iter_blocks(source: IO[bytes], *, block_size: int = 1 << 18) -> Iterator[Blo
         yield Line(number, tail, False)
 
 
-def split_block(block: bytes | bytearray) -> Iterator[bytes | bytearray]:
+def split_block(block: bytes | bytearray) -> list[bytes | bytearray]:
     """The lines of a block (as :class:`BlockSplitter` makes them) without their endings, for line-by-line reading.
 
     A block that grew across chunks (a :class:`bytearray`) starts with the line
@@ -188,13 +188,21 @@ def split_block(block: bytes | bytearray) -> Iterator[bytes | bytearray]:
     block in place and handed on without a copy, so memory holds it once (the
     block is consumed). The lines after it, all from one chunk, are copied.
     """
+    has_cr = b"\r" in block  # one scan of the block, not a check per line
+    lines: list[bytes | bytearray]
     if isinstance(block, bytearray):
         end = block.index(b"\n")
         rest = bytes(memoryview(block)[end + 1 :])
-        del block[end - 1 if end and block[end - 1] == 13 else end :]
-        yield block
-        block = rest
-    lines = block.split(b"\n")
-    lines.pop()
-    for line in lines:
-        yield line[:-1] if line.endswith(b"\r") else line
+        del block[end:]
+        lines = [block, *rest.split(b"\n")]
+    else:
+        lines = list(block.split(b"\n"))
+    lines.pop()  # what follows the last newline: nothing
+    if has_cr:
+        for index, line in enumerate(lines):
+            if line.endswith(b"\r"):
+                if isinstance(line, bytearray):
+                    del line[-1:]
+                else:
+                    lines[index] = line[:-1]
+    return lines

@@ -16,7 +16,7 @@ from typing import Any, Final, Literal, NamedTuple, TypeAlias
 import msgspec
 
 from agentstream import protocol as p
-from agentstream._lines import BlockSplitter, Line, LineSplitter, LineTooLong
+from agentstream._lines import BlockSplitter, Line, LineSplitter, LineTooLong, split_block
 from agentstream.dialects.base import DialectDecoder
 from agentstream.ending import closing_events, ending_events, process_exit_code
 from agentstream.errors import ErrorCode, ExitCode, MalformedEventError
@@ -161,7 +161,7 @@ class Pipeline:
                 self.line_number += block.count(b"\n")
                 return self._accept(events)
         number = self.line_number
-        parts = _lines_of(block)
+        parts = split_block(block)
         decoder = self._decoder
         if decoder is None or self._document is not None or not self._seen_content or self.turns == "one":
             out: list[p.AnyEvent] = []
@@ -660,33 +660,6 @@ def _coherent_outcome(result: p.Result) -> None:
     failed = not result.ok or result.exit_code != 0
     result.ok = not failed
     result.exit_code = process_exit_code(result.exit_code, ok=not failed)
-
-
-def _lines_of(block: bytes | bytearray) -> list[bytes | bytearray]:
-    """The lines of a block of whole lines, without their endings.
-
-    A bytearray block is the splitter's own buffer in which its first line grew across chunks (maybe to
-    hundreds of megabytes): that line is cut off in place rather than copied, and only the rest (at most
-    one chunk) is split.
-    """
-    parts: list[bytes | bytearray]
-    has_cr = b"\r" in block
-    if isinstance(block, bytearray):
-        end = block.find(b"\n")
-        rest = block[end + 1 :]
-        del block[end:]
-        parts = [block, *rest.split(b"\n")]
-    else:
-        parts = list(block.split(b"\n"))
-    parts.pop()  # what follows the last newline: nothing
-    if has_cr:
-        for index, part in enumerate(parts):
-            if part.endswith(b"\r"):
-                if isinstance(part, bytearray):
-                    del part[-1:]
-                else:
-                    parts[index] = part[:-1]
-    return parts
 
 
 def _opens_document(data: bytes | bytearray) -> bool:

@@ -36,9 +36,7 @@ class CanonicalDialect(SimpleDialect):
     encoder_class = CanonicalEncoder
 
     def sniff(self, obj: dict[str, Any]) -> float:
-        if obj.get("v") == p.PROTOCOL_VERSION and "seq" in obj and "session_id" in obj:
-            return 1.0
-        return 0.0
+        return 1.0 if p.is_canonical_object(obj) else 0.0
 
 
 DIALECT = CanonicalDialect()
