@@ -312,17 +312,22 @@ class _BlockStart(_Typed, tag="content_block_start"):
     content_block: _TextStart | _ThinkingStart | _ToolUseStart
 
 
-class _StartedMessage(_Closed):
+class _MessageFields(_Closed, kw_only=True):
+    """What an API message object carries besides its content."""
+
     id: str | None = None
     model: str | None = None
     usage: dict[str, Any] | None = None
     type: Any = None
     role: Any = None
-    content: Any = None
     stop_reason: Any = None
     stop_sequence: Any = None
     container: Any = None
     context_management: Any = None
+
+
+class _StartedMessage(_MessageFields, kw_only=True):
+    content: Any = None  # empty at message_start: blocks come as their own events
 
 
 class _MessageStart(_Typed, tag="message_start"):
@@ -373,17 +378,8 @@ class _ToolResultBlock(_Typed, tag="tool_result"):
 _TypedBlock = _TextBlock | _ThinkingBlock | _ToolUseBlock | _ToolResultBlock
 
 
-class _ApiMessage(_Closed):
+class _ApiMessage(_MessageFields, kw_only=True):
     content: str | list[_TypedBlock]
-    id: str | None = None
-    model: str | None = None
-    usage: dict[str, Any] | None = None
-    type: Any = None
-    role: Any = None
-    stop_reason: Any = None
-    stop_sequence: Any = None
-    container: Any = None
-    context_management: Any = None
 
 
 class _UserMessage(_Closed):
