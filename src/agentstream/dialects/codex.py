@@ -333,12 +333,7 @@ class CodexDecoder(EventDecoder):
 
     typed_lines = _TYPED_LINES
 
-    def decode_typed(self, line: Any) -> None:
-        """Item lines of the common kinds and ``turn.started``, through :meth:`checked` as a handler is run
-        (which forgets what a line that failed before it lost)."""
-        self.checked(self._decode_typed, line)
-
-    def _decode_typed(self, hot: _ItemLine | _TurnStarted) -> None:
+    def decode_typed(self, hot: _ItemLine | _TurnStarted) -> None:
         if isinstance(hot, _TurnStarted):
             return  # nothing to say (see on_turn_started)
         item, phase = hot.item, hot.phase

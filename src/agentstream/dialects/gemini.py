@@ -167,14 +167,10 @@ class GeminiDecoder(EventDecoder):
 
     typed_lines = _TYPED_LINES
 
-    def decode_typed(self, line: Any) -> None:
-        """Message and tool lines, as :meth:`decode_object` runs a handler: a held error goes out first, then
-        the line through :meth:`checked` (which forgets what a line that failed before it lost)."""
+    def decode_typed(self, hot: _MessageLine | _ToolUseLine | _ToolResultLine) -> None:
+        """Message and tool lines, as :meth:`decode_object` runs a handler: a held error goes out first."""
         if self._held is not None:
             self._release(recoverable=True)
-        self.checked(self._decode_typed, line)
-
-    def _decode_typed(self, hot: _MessageLine | _ToolUseLine | _ToolResultLine) -> None:
         ts = rfc3339(hot.timestamp)
         if isinstance(hot, _MessageLine):
             self._message(hot.role, hot.content, ts, delta=bool(hot.delta))
