@@ -337,6 +337,7 @@ class Pipeline:
         tally, closed_runs, closed_calls = self.tally, self._closed_runs, self._closed_calls
         open_runs, open_calls, add = tally.open_runs, tally.open_calls, tally.add
         session, seq, good_ts = self._session, self._next_seq, None
+        times_fit = p.are_timestamps([event.ts for event in events])  # one check for the block, usually
         plain = self.turn_open and self._held_fatal is None and not self.finished
         for event in events:
             kind = type(event)
@@ -378,12 +379,13 @@ class Pipeline:
                 continue
             if event.seq != seq or event.session_id != session or event.v != 1:
                 event.v, event.session_id, event.seq = p.PROTOCOL_VERSION, session, seq  # type: ignore[misc]
-            ts = event.ts
-            if ts is not good_ts:  # the events of a block mostly share one clock reading: check it once
-                if p.is_timestamp(ts):
-                    good_ts = ts
-                else:
-                    event.ts = p.now_ts()  # type: ignore[misc]
+            if not times_fit:  # some event's time is not one: find which (most share a clock reading)
+                ts = event.ts
+                if ts is not good_ts:
+                    if p.is_timestamp(ts):
+                        good_ts = ts
+                    else:
+                        event.ts = p.now_ts()  # type: ignore[misc]
             seq += 1
             add(event)
             out.append(event)

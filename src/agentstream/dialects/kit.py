@@ -597,6 +597,10 @@ def event_from_data(kind: str, data: object) -> p.Event | None:
 # -- tool pairing ------------------------------------------------------------------
 
 
+_EDGES = frozenset({p.Start, p.Result, p.Error})
+"""Events that open or end a turn or may be fatal: stamping them takes the checks; any other needs none."""
+
+
 class ToolPairs:
     """Open tool calls by id, so a result can be paired by id (to find its name) or by name (to find its id).
 
@@ -627,12 +631,6 @@ class ToolPairs:
 
 
 # -- decoding ------------------------------------------------------------------------
-
-
-_ORDINARY = frozenset(
-    {p.MessageDelta, p.ReasoningDelta, p.Message, p.Reasoning, p.ToolCall, p.ToolResult, p.Usage}
-)
-"""Events that neither open nor end a turn and are never fatal: stamping them needs none of the checks."""
 
 
 @dataclass(slots=True)
@@ -861,7 +859,7 @@ class EventDecoder(DialectDecoder):
         kind = type(event)  # exact type checks: this runs for every event
         if ts is None:
             ts = self.line_ts
-        if kind in _ORDINARY and self.started and not self._lost:  # the common case, in short
+        if self.started and kind not in _EDGES and not self._lost:  # the common case, in short
             if kind is not p.MessageDelta and kind is not p.ReasoningDelta:  # open runs are in _named
                 self.tally.add(event)
             self.last_fatal = None
