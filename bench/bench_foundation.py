@@ -18,12 +18,11 @@ things on real-shaped input.
 from __future__ import annotations
 
 import argparse
-import io
 import sys
 import tempfile
 from pathlib import Path
 
-from common import VENV_BIN, best_of, drained_child, pydantic_adapter, startup_times
+from common import VENV_BIN, drained_child, startup_times, validate_times
 
 
 def mixed_stream(turns: int) -> list[bytes]:
@@ -53,33 +52,8 @@ def mixed_stream(turns: int) -> list[bytes]:
 
 
 def bench_decode(rounds: int, turns: int) -> dict[str, float]:
-    import msgspec
-
-    from agentstream import protocol as p
-    from agentstream.validate import validate_stream
-
     lines = mixed_stream(turns)
-    blob = b"".join(lines)
-    adapter = pydantic_adapter()
-    bare = msgspec.json.Decoder(p.Event)
-
-    def ours() -> None:
-        assert not list(validate_stream(io.BytesIO(blob)))
-
-    def with_pydantic() -> None:
-        for line in io.BytesIO(blob):
-            adapter.validate_json(line)
-
-    def with_bare_msgspec() -> None:
-        for line in io.BytesIO(blob):
-            bare.decode(line)
-
-    return {
-        "events": len(lines),
-        "ours": best_of(rounds, ours),
-        "pydantic": best_of(rounds, with_pydantic),
-        "bare msgspec": best_of(rounds, with_bare_msgspec),
-    }
+    return {"events": len(lines), **validate_times(b"".join(lines), rounds)}
 
 
 EMIT_CHILD = """

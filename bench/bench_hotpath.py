@@ -52,9 +52,9 @@ from common import (
     drained_child,
     parse_size,
     passthrough,
-    pydantic_adapter,
     run_child,
     startup_times,
+    validate_times,
 )
 
 CONVERSIONS = [("claude", "canonical"), ("codex", "canonical"), ("gemini", "claude")]
@@ -152,38 +152,19 @@ def read_row(table: Table, data: bytes, rounds: int) -> None:
 
 
 def validate_rows(table: Table, data: bytes, rounds: int) -> None:
-    import msgspec
-
-    from agentstream import protocol as p
     from agentstream.validate import validate_stream
 
-    adapter = pydantic_adapter()
-    bare = msgspec.json.Decoder(p.Event)
     violations = list(validate_stream(io.BytesIO(data)))
     if violations:
         raise SystemExit(f"the canonical input is not valid: {violations[:3]}")
-
-    def ours() -> None:
-        for _ in validate_stream(io.BytesIO(data)):
-            pass
-
-    def with_pydantic() -> None:
-        for line in io.BytesIO(data):
-            adapter.validate_json(line)
-
-    def with_msgspec() -> None:
-        for line in io.BytesIO(data):
-            bare.decode(line)
-
-    mine = best_of(rounds, ours)
+    times = validate_times(data, rounds)
     size = len(data) / MIB
-    for name, fn in (("pydantic", with_pydantic), ("bare msgspec", with_msgspec)):
-        base = best_of(rounds, fn)
+    for name in ("pydantic", "bare msgspec"):
         table.row(
             f"validate, vs {name}",
-            f"{size / mine:.1f} MiB/s",
-            f"{size / base:.1f} MiB/s",
-            base / mine,
+            f"{size / times['ours']:.1f} MiB/s",
+            f"{size / times[name]:.1f} MiB/s",
+            times[name] / times["ours"],
             TARGETS[f"validate vs {name}"],
         )
 

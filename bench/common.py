@@ -302,3 +302,33 @@ def startup_times(commands: dict[str, list[str]], rounds: int) -> dict[str, tupl
         name: (statistics.median(child.wall for child in children), min(child.cpu for child in children))
         for name, children in runs.items()
     }
+
+
+def validate_times(data: bytes, rounds: int) -> dict[str, float]:
+    """Best CPU times of validating a canonical stream (``validate_stream``, what ``agentstream validate`` runs),
+    of a pydantic v2 union's ``validate_json`` per line and of a bare msgspec typed decode per line."""
+    import msgspec
+
+    from agentstream import protocol as p
+    from agentstream.validate import validate_stream
+
+    adapter = pydantic_adapter()
+    bare = msgspec.json.Decoder(p.Event)
+
+    def ours() -> None:
+        for _ in validate_stream(io.BytesIO(data)):
+            pass
+
+    def with_pydantic() -> None:
+        for line in io.BytesIO(data):
+            adapter.validate_json(line)
+
+    def with_bare_msgspec() -> None:
+        for line in io.BytesIO(data):
+            bare.decode(line)
+
+    return {
+        "ours": best_of(rounds, ours),
+        "pydantic": best_of(rounds, with_pydantic),
+        "bare msgspec": best_of(rounds, with_bare_msgspec),
+    }
