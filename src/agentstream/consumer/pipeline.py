@@ -175,9 +175,8 @@ class Pipeline:
             return out
         out = []
         start, count = 0, len(parts)
-        while (
-            start < count
-        ):  # runs of lines the decoder reads, each accepted at once; a bad line between them
+        # Runs of lines the decoder reads, each accepted at once, with a bad line reported between two runs.
+        while start < count:
             events, stop, reason = decoder.decode_lines(parts, start)
             out += self._accept(events)
             if stop == count:
@@ -368,12 +367,9 @@ class Pipeline:
                     break
                 self._next_seq = seq
                 self._take(event, out)
+                # a turn may have opened (or ended): its tally and pairing state are new
                 tally, closed_runs, closed_calls = self.tally, self._closed_runs, self._closed_calls
-                open_runs, open_calls, add = (
-                    tally.open_runs,
-                    tally.open_calls,
-                    tally.add,
-                )  # a turn may have opened
+                open_runs, open_calls, add = tally.open_runs, tally.open_calls, tally.add
                 session, seq = self._session, self._next_seq
                 plain = self.turn_open and self._held_fatal is None and not self.finished
                 continue
