@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import subprocess
 import sys
 import textwrap
@@ -13,6 +14,7 @@ from pathlib import Path
 import msgspec
 
 from agentstream import protocol as p
+from agentstream._signals import HANDLED_SIGNALS
 from agentstream.stream import Stream
 
 PYTHON = sys.executable
@@ -127,3 +129,24 @@ def run_cli(
     return subprocess.run(
         [PYTHON, "-m", "agentstream", *args], input=stdin, capture_output=True, timeout=timeout, cwd=ROOT
     )
+
+
+def helper_threads(pid: int) -> dict[str, bool]:
+    """Each thread of ``pid`` but its main one (by name), and whether it blocks SIGINT, SIGTERM and SIGHUP.
+
+    A thread that does not block them can take a signal meant for the process,
+    and then the main thread's blocking wait is never cut short (Linux ``/proc``).
+    """
+    threads: dict[str, bool] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        if int(task.name) == pid:
+            continue
+        try:
+            status, name = (task / "status").read_text(), (task / "comm").read_text().strip()
+        except FileNotFoundError:
+            continue  # the thread ended meanwhile
+        found = re.search(r"^SigBlk:\s*([0-9a-f]+)$", status, re.MULTILINE)
+        assert found is not None, status
+        blocked = int(found.group(1), 16)
+        threads[f"{name} ({task.name})"] = all(blocked >> (signum - 1) & 1 for signum in HANDLED_SIGNALS)
+    return threads

@@ -121,6 +121,22 @@ def test_full_mode_asks_nothing(tmp_path: Path, work: Path, env: dict[str, str])
     ]
 
 
+def test_a_tool_command_starts_with_no_signal_blocked(
+    tmp_path: Path, work: Path, env: dict[str, str]
+) -> None:
+    """A command run for a request must stop on the SIGTERM meant for it: no blocked mask is inherited."""
+    calls = [[tool("call_1", "shell", command="grep SigBlk /proc/self/status")], [text("Seen.")]]
+    cassette = write_cassette(tmp_path / "c.ndjson", calls)
+    got = acp_client(
+        {"cwd": str(work), "prompts": ["run"]},
+        own_agent(cassette, "--permission-mode", "full"),
+        env,
+        cwd=work,
+    )
+    output = updates(got, "tool_call_update")[-1]["content"][0]["content"]["text"]
+    assert output.split() == ["SigBlk:", "0" * 16]
+
+
 def test_cancel_mid_tool_ends_the_turn_cancelled(tmp_path: Path, work: Path, env: dict[str, str]) -> None:
     calls = [
         [tool("call_s", "shell", command="echo started; sleep 30; echo never > never.txt")],

@@ -38,6 +38,7 @@ from _agent_fakes import (
     openai_reply,
     run_both_formats,
 )
+from _consumer_support import helper_threads
 from agentstream.agent.pricing import cost_usd
 from agentstream.agent.sessions import SessionStore
 
@@ -337,10 +338,12 @@ def test_signal_during_a_stalled_stream(wire: Wire, tmp_path: Path, workspace: P
         while len(json_server.posts) < 2:
             assert quiet.proc.poll() is None
             time.sleep(0.01)
+        threads = helper_threads(live.proc.pid)  # the model call's among them
         live.proc.send_signal(signum)
         quiet.proc.send_signal(signum)
         run, json_run = live.finish(), quiet.finish()
     assert run.returncode == 128 + signum
+    assert threads and all(threads.values()), f"threads that can take exec's signals: {threads}"
     events = assert_valid_stream(run.lines, run.returncode)
     assert (run.result.subtype, run.result.error.code) == ("interrupted", "INTERRUPTED")
     assert run.result.usage.input_tokens == 500  # the first call's usage survived the interrupt

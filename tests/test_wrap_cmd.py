@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from _consumer_support import PYTHON, ROOT, agent_script, assert_valid_stream, decode_output
+from _consumer_support import PYTHON, ROOT, agent_script, assert_valid_stream, decode_output, helper_threads
 from agentstream import protocol as p
 from agentstream.dialects import available_dialects
 
@@ -192,6 +192,21 @@ def test_sigterm_to_the_wrap_is_passed_on_and_the_childs_last_words_kept(tmp_pat
     assert [e.code for e in errors] == ["INTERRUPTED"]
     assert errors[0].details["child_error"]["code"] == "INTERRUPTED"  # the child's own report, kept
     assert "SIGTERM" in errors[0].message
+
+
+def test_the_wraps_helper_threads_leave_signals_to_its_main_thread(tmp_path: Path) -> None:
+    """The kernel gives a process's signal to any thread not blocking it; Python runs the handler in the main
+    thread, but only once its wait (here a select with no timeout) ends, so a signal taken by the stderr or
+    bus thread would leave the wrap waiting for ever."""
+    argv = owning_agent(tmp_path, "stream.message('working'); time.sleep(60)")
+    running = Running(argv, *FAST)
+    running.wait_for("message")
+    threads = helper_threads(running.proc.pid)
+    running.proc.send_signal(signal.SIGTERM)
+    _, code, _ = running.finish()
+    assert len(threads) >= 2, threads  # the stderr drain and the bus publisher at least
+    assert all(threads.values()), f"threads that can take the wrap's signals: {threads}"
+    assert code == 143
 
 
 def test_sigterm_with_a_child_that_ignores_it(tmp_path: Path) -> None:

@@ -1,12 +1,17 @@
 """Signal handling shared by every part of agentstream that owns a process.
 
-Three things, written once:
+Four things, written once:
 
 * :class:`SignalHandlers` installs one handler for SIGINT/SIGTERM/SIGHUP and puts
   the previous ones back (the producer, the followers and ``wrap`` each use it);
 * :class:`HeldSignal` keeps a signal that arrived while the main thread must not be
   unwound — in the middle of writing a line, or inside an ``import`` (unwinding
   there leaves a half-initialised module behind) — and delivers it right after;
+* :func:`start_thread` starts every thread of ours with those signals blocked in
+  it, so that the kernel delivers them to the main thread (the only one Python
+  runs handlers in, and the one whose blocking wait a signal must cut short);
+* :func:`wake_main_thread_on_signals` makes sure that wait is cut short even when
+  the signal lands just before it starts;
 * the command line's own handlers (:func:`install_cli_handlers`), installed
   before any heavy import, so that a signal at any moment of a run ends it as
   ``INTERRUPTED`` (or, once a ``result`` is written, with that result's code).
@@ -24,13 +29,15 @@ import time
 TYPE_CHECKING = False  # not ``typing``: this module is imported before anything else, and must be quick
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from types import FrameType
+    from threading import Thread
+    from types import FrameType, TracebackType
     from typing import Any, Final, TypeAlias
 
 __all__ = [
     "HANDLED_SIGNALS",
     "HeldSignal",
     "Interrupted",
+    "MainThreadSignals",
     "SignalHandlers",
     "deliver_held",
     "ignore_late_signals",
@@ -38,12 +45,21 @@ __all__ = [
     "inside_import",
     "install_cli_handlers",
     "note_final_exit",
+    "start_thread",
+    "wake_main_thread_on_signals",
 ]
 
 HANDLED_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 Handler: TypeAlias = "Callable[[int, FrameType | None], Any]"
 REDELIVER_S: Final = 0.02
 """How soon a signal held during an import is looked at again."""
+NUDGE_SIGNAL: Final = signal.SIGURG
+"""Sent to our own main thread to interrupt a blocking call; ignored by default, so it can do nothing else."""
+NUDGE_FOR_S: Final = 2.0
+"""How long the main thread is nudged for a signal whose handler has not run (one not installed by us)."""
+
+_handled = 0
+"""Handled signals that reached a handler installed through :class:`SignalHandlers`."""
 
 
 class Interrupted(SystemExit):
@@ -66,10 +82,15 @@ class SignalHandlers:
         """Only the main thread can set handlers; elsewhere this does nothing and returns False."""
         for signum in self.signals:
             try:
-                self.previous[signum] = signal.signal(signum, self.handler)
+                self.previous[signum] = signal.signal(signum, self._dispatch)
             except ValueError:  # not the main thread
                 return False
         return True
+
+    def _dispatch(self, signum: int, frame: FrameType | None) -> Any:
+        global _handled
+        _handled += 1  # tells the wake-up thread the signal was seen (see wake_main_thread_on_signals)
+        return self.handler(signum, frame)
 
     def restore(self) -> None:
         for signum, handler in self.previous.items():
@@ -79,10 +100,94 @@ class SignalHandlers:
     def call_previous(self, signum: int, frame: FrameType | None) -> None:
         """Hand a signal to whoever had it before us (a second signal escalating, say)."""
         previous = self.previous.get(signum)
-        if callable(previous):
+        owner = getattr(previous, "__self__", None)
+        if isinstance(owner, SignalHandlers):
+            owner.handler(signum, frame)  # not its ``_dispatch``: this delivery is counted already
+        elif callable(previous):
             previous(signum, frame)
         elif previous != signal.SIG_IGN:
             raise Interrupted(signum)
+
+
+class MainThreadSignals:
+    """Threads started inside this block leave the handled signals to the main thread.
+
+    A process-directed signal goes to any thread that does not block it. Python
+    runs the handler in the main thread only, but if another thread took the
+    signal, the main thread's blocking wait (``select``, a lock, ``waitpid``) is
+    not interrupted, and the handler waits with it, possibly forever. A new
+    thread inherits its creator's signal mask, so blocking the signals here while
+    threads start (ours, or a library's) keeps them off those threads for good.
+    """
+
+    __slots__ = ("previous",)
+
+    def __init__(self) -> None:
+        self.previous: set[int] = set()
+
+    def __enter__(self) -> None:
+        self.previous = signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED_SIGNALS)
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, self.previous)  # a signal held meanwhile arrives now
+
+
+def start_thread(thread: Thread) -> Thread:
+    """Start ``thread`` with the handled signals blocked in it (see :class:`MainThreadSignals`).
+
+    Not for a thread that starts processes: a child keeps its parent thread's
+    signal mask across ``exec``, and would ignore the SIGTERM meant to stop it.
+    """
+    with MainThreadSignals():
+        thread.start()
+    return thread
+
+
+def wake_main_thread_on_signals() -> None:
+    """Make every handled signal cut the main thread's blocking call short, even one that came just before it.
+
+    CPython's C-level handler only marks a signal; the Python handler runs when the
+    main thread next executes bytecode. A signal that lands between that check and
+    a blocking call (``select``, ``read``, a lock) finds nothing to interrupt, and
+    the call blocks on, for ever if nothing else wakes it. The C handler also writes
+    every signal to the wake-up descriptor; a thread reading it interrupts the main
+    thread with :data:`NUDGE_SIGNAL` until the Python handler has run. For the
+    command line only (once, from its main thread): a process has one wake-up
+    descriptor, which a library must not take from the program using it.
+    """
+    taken = signal.set_wakeup_fd(-1)
+    if taken != -1:  # someone else's: leave it, and this process, as they were
+        signal.set_wakeup_fd(taken)
+        return
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+    signal.signal(NUDGE_SIGNAL, _nudged)
+    with MainThreadSignals():
+        _thread.start_new_thread(_nudge_main_thread, (read_end, _thread.get_ident()))
+
+
+def _nudged(signum: int, frame: FrameType | None) -> None:
+    """The nudge has done its work by interrupting the call; the handlers due run after this one."""
+
+
+def _nudge_main_thread(read_end: int, main_thread: int) -> None:
+    """Read each signal from the wake-up pipe; until its handler runs, keep interrupting the main thread."""
+    received = 0
+    while data := os.read(read_end, 512):
+        received += sum(1 for signum in data if signum in HANDLED_SIGNALS)
+        pause, deadline = 0.001, time.monotonic() + NUDGE_FOR_S
+        while _handled < received and time.monotonic() < deadline:
+            time.sleep(pause)  # the usual case: the signal interrupted the main thread and is being handled
+            if _handled < received:
+                try:
+                    signal.pthread_kill(main_thread, NUDGE_SIGNAL)
+                except OSError:  # the main thread is gone: the process is ending
+                    return
+            pause = min(pause * 2, 0.05)
+        received = min(received, _handled)  # a handler that is not ours took it: stop waiting for it
 
 
 class HeldSignal:
@@ -98,7 +203,8 @@ class HeldSignal:
         self.pending = self.pending or signum
         if inside_import(frame):
             # ``_thread``, not ``threading``: the import being interrupted may be threading's own.
-            _thread.start_new_thread(self._redeliver, ())
+            with MainThreadSignals():
+                _thread.start_new_thread(self._redeliver, ())
 
     def _redeliver(self) -> None:
         """In a moment, send the held signal to this process again, unless it was delivered meanwhile."""

@@ -22,6 +22,7 @@ from typing import IO, Any, Final, Protocol
 import msgspec
 
 from agentstream import protocol as p
+from agentstream._signals import start_thread
 
 __all__ = [
     "INTERNAL_ERROR",
@@ -162,9 +163,7 @@ class RpcPeer:
             self.close()
 
     def start(self) -> threading.Thread:
-        thread = threading.Thread(target=self.serve, name="agentstream-acp-reader", daemon=True)
-        thread.start()
-        return thread
+        return start_thread(threading.Thread(target=self.serve, name="agentstream-acp-reader", daemon=True))
 
     def close(self) -> None:
         with self._lock:
@@ -248,7 +247,7 @@ class RpcPeer:
             target=self._run_request, args=(ident, handler, params), name=f"acp-{method}", daemon=True
         )
         self._workers = [w for w in self._workers if w.is_alive()] + [worker]
-        worker.start()
+        worker.start()  # its creator's signal mask: a handler may start processes, which would inherit it
 
     def _run_request(self, ident: Any, handler: Handler, params: dict[str, Any]) -> None:
         try:

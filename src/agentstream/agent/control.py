@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any, Final, Protocol
 
 from agentstream import protocol as p
+from agentstream._signals import start_thread
 from agentstream._text import utf8_text
 from agentstream.agent.interrupt import TurnControl, TurnInterrupted
 from agentstream.agent.permissions import Decision
@@ -166,7 +167,7 @@ class TwoWaySession:
     def start(self, first_prompt: str | None) -> None:
         if first_prompt:
             self._turns.put(first_prompt)
-        self._thread.start()
+        start_thread(self._thread)
 
     def turns(self) -> Iterator[str | UsageError]:
         """Each queued turn (its text, or the error of a bad line between turns) until the input ends."""
@@ -393,7 +394,7 @@ class HeartbeatTimer:
 
     def __enter__(self) -> HeartbeatTimer:
         self.stream.observe(self._seen)
-        self._thread.start()
+        start_thread(self._thread)
         return self
 
     def __exit__(self, *exc: object) -> None:

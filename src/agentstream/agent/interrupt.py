@@ -22,6 +22,8 @@ import threading
 from collections.abc import Iterator
 from typing import Final, TypeVar
 
+from agentstream._signals import start_thread
+
 __all__ = ["TurnControl", "TurnInterrupted", "interruptible"]
 
 T = TypeVar("T")
@@ -89,8 +91,7 @@ def interruptible(events: Iterator[T], control: TurnControl) -> Iterator[T]:
                 except Exception:
                     pass  # closing an abandoned stream is best effort
 
-    worker = threading.Thread(target=pump, name="agentstream-model-call", daemon=True)
-    worker.start()
+    start_thread(threading.Thread(target=pump, name="agentstream-model-call", daemon=True))
     try:
         while True:
             try:

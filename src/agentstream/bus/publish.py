@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
 from agentstream import protocol as p
+from agentstream._signals import start_thread
 from agentstream.bus import Record
 
 if TYPE_CHECKING:
@@ -92,8 +93,7 @@ class Publisher:
         self._queue: queue.SimpleQueue[Record | threading.Event | None] = queue.SimpleQueue()
         self._warned = False
         self._closed = False
-        self._thread = threading.Thread(target=self._run, name=f"publish-{run_id}", daemon=True)
-        self._thread.start()
+        self._thread = start_thread(threading.Thread(target=self._run, name=f"publish-{run_id}", daemon=True))
 
     # -- producer side (hot path) -------------------------------------------
 

@@ -260,7 +260,7 @@ class Worker:
         with self._lock:
             self._active[claim.job.job_id] = job_run
         self.started += 1
-        job_run.thread.start()
+        job_run.thread.start()  # not start_thread: the job's child would inherit its blocked signals
 
     def finished(self, job_run: _JobRun) -> None:
         with self._lock:

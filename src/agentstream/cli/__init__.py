@@ -140,6 +140,7 @@ def entry() -> NoReturn:
     from agentstream import _signals
 
     _signals.install_cli_handlers()  # before anything heavy: no signal may go unreported
+    _signals.wake_main_thread_on_signals()
     try:
         code = _run(sys.argv[1:])
     except SystemExit as exc:

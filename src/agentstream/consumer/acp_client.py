@@ -37,6 +37,7 @@ from typing import Any, Final
 
 from agentstream import protocol as p
 from agentstream._children import signal_child
+from agentstream._signals import start_thread
 from agentstream.acp.mapping import PROTOCOL_VERSION, STOP_OUTCOMES
 from agentstream.acp.server import PeerClosed, RpcError, RpcPeer
 from agentstream.consumer.pipeline import Ending, Pipeline
@@ -158,7 +159,7 @@ class AcpSpawn(PopenChild):
             self._peer.notify("session/cancel", {"sessionId": self._session_id})
         timer = threading.Timer(self.cancel_grace_s, self._stop_process)
         timer.daemon = True
-        timer.start()
+        start_thread(timer)
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
@@ -220,8 +221,7 @@ class AcpSpawn(PopenChild):
             label=f"ACP agent {self.argv[0]}",
         )
         self._peer.start()
-        driver = threading.Thread(target=self._drive, name="agentstream-acp-client", daemon=True)
-        driver.start()
+        start_thread(threading.Thread(target=self._drive, name="agentstream-acp-client", daemon=True))
         pipeline = self._pipeline
         while True:
             try:

@@ -17,6 +17,7 @@ from typing import IO, Any
 from agentstream import protocol as p
 from agentstream._children import Foreground, GroupWatchdog, shell_status, signal_child, stop_process
 from agentstream._lines import Line, LineSplitter, LineTooLong
+from agentstream._signals import start_thread
 from agentstream.consumer.pipeline import CHUNK_BYTES, Ending, Pipeline, Turns
 from agentstream.errors import ErrorCode, ExitCode
 
@@ -280,7 +281,7 @@ class Spawn(_ChildBase, PopenChild):
         if self._kill_timer is None and self.proc is not None:
             self._kill_timer = threading.Timer(self.cancel_grace_s, self.send_signal, (signal.SIGKILL,))
             self._kill_timer.daemon = True
-            self._kill_timer.start()
+            start_thread(self._kill_timer)
 
     @property
     def stall_timeout_s(self) -> float | None:
@@ -577,8 +578,9 @@ class _StderrTail:
         self._splitter = LineSplitter(max_line_bytes=limit)
 
     def start(self, fd: int) -> None:
-        self._thread = threading.Thread(target=self._run, args=(fd,), name="agentstream-stderr", daemon=True)
-        self._thread.start()
+        self._thread = start_thread(
+            threading.Thread(target=self._run, args=(fd,), name="agentstream-stderr", daemon=True)
+        )
 
     def join(self, timeout: float) -> bool:
         """Wait for the draining to end; True once it has."""

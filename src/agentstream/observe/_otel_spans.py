@@ -26,6 +26,7 @@ from opentelemetry.trace import Span, SpanKind, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from agentstream import protocol as p
+from agentstream._signals import MainThreadSignals
 from agentstream._version import __version__
 from agentstream.errors import ErrorCode
 
@@ -109,7 +110,8 @@ class OtelSink:
         logging.getLogger("opentelemetry.exporter.otlp.proto.http").setLevel(logging.CRITICAL)
         self.exporter = _ReportingExporter(exporter, endpoint, warn)
         self.provider = TracerProvider(resource=_resource(), shutdown_on_exit=False)
-        self.provider.add_span_processor(BatchSpanProcessor(self.exporter))
+        with MainThreadSignals():  # the processor's export thread
+            self.provider.add_span_processor(BatchSpanProcessor(self.exporter))
         self.tracer = self.provider.get_tracer("agentstream", __version__)
         self.parent = _parent_context(parent_traceparent)
         self.flush_timeout_ms = int(flush_timeout_s * 1000)

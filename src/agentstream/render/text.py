@@ -20,6 +20,7 @@ import threading
 from typing import IO, TYPE_CHECKING
 
 from agentstream import protocol as p
+from agentstream._signals import start_thread
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -101,8 +102,9 @@ class Spinner:
         self._lock = threading.RLock()  # re-entered when a signal handler writes the result mid-note
         self._stopped = threading.Event()
         self._drawn = False
-        self._thread = threading.Thread(target=self._spin, name="agentstream-spinner", daemon=True)
-        self._thread.start()
+        self._thread = start_thread(
+            threading.Thread(target=self._spin, name="agentstream-spinner", daemon=True)
+        )
 
     def _spin(self) -> None:
         for frame in itertools.cycle(self.FRAMES):
