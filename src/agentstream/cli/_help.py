@@ -107,6 +107,9 @@ Exit codes: 0 success, 1 error, 2 bad usage or input, 3 max turns, 124 timeout,
 went away. A command that streams events always exits with `result.exit_code`; a
 signal after its `result` does not change it. Any other failure to write stdout
 (a full disk, stdout closed) is exit 1 with one `OUTPUT_ERROR` line on stderr.
+A signal is acted on at once, whatever the command is waiting for: its own threads
+never take one, and one that lands just before a blocking wait still cuts it short.
+The processes it starts inherit no blocked signal.
 
 A usage error (an unknown flag, a value that is not a number where one is meant, a
 negative count, an unknown dialect, a malformed `--bus` URL) is exit 2 before
