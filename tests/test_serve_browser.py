@@ -96,57 +96,48 @@ def test_the_runs_page_lists_a_run(browser: Any, server: Server, bus_url: str) -
     assert link == "/runs/listed-run"
 
 
+_OPENING: list[p.Event] = [
+    p.Start(command="exec live"),
+    p.MessageDelta(message_id="m1", content="Reading the "),
+]
+_WORKING: list[p.Event] = [
+    p.MessageDelta(message_id="m1", content="code now"),
+    p.Step(name="build", status="started"),
+    p.ToolCall(call_id="c1", name="shell", arguments={"command": "make test"}),
+    p.ToolProgress(call_id="c1", content="compiling…\n"),
+]
+_ENDING: list[p.Event] = [
+    p.ToolResult(call_id="c1", name="shell", status="success", output="ok: 12 tests", duration_ms=850),
+    p.Step(name="build", status="completed", duration_ms=900),
+    p.Message(
+        message_id="m1", role="assistant", content="Reading the code now.\n\n- **two** fixes\n- `one` test"
+    ),
+    p.Error(code="TOOL_FAILED", message="lint failed", recoverable=True, fix="run ruff --fix"),
+    p.Result(
+        ok=True,
+        subtype="success",
+        exit_code=0,
+        result="Fixed **both** bugs.",
+        next_actions=[p.NextAction(command="agentstream follow <run_id>", description="replay it")],
+    ),
+]
+"""A run in the three parts it arrives in while live (their first seqs: 0, 2, 6)."""
+
+
 def test_a_live_run_shows_its_text_while_it_runs_then_its_final_answer(
     browser: Any, server: Server, bus_url: str
 ) -> None:
     run_id = "live-run"
-    publish(
-        bus_url,
-        run_id,
-        [p.Start(command="exec live"), p.MessageDelta(message_id="m1", content="Reading the ")],
-    )
+    publish(bus_url, run_id, _OPENING)
     browser.get(f"{server.base}/runs/{run_id}")
     wait_for(lambda: "Reading the" in _text_of(browser, "#timeline"), what="the first delta")
-    publish(
-        bus_url,
-        run_id,
-        [
-            p.MessageDelta(message_id="m1", content="code now"),
-            p.Step(name="build", status="started"),
-            p.ToolCall(call_id="c1", name="shell", arguments={"command": "make test"}),
-            p.ToolProgress(call_id="c1", content="compiling…\n"),
-        ],
-        first_seq=2,
-    )
+    publish(bus_url, run_id, _WORKING, first_seq=2)
     wait_for(lambda: "compiling…" in _text_of(browser, "#timeline"), what="the tool's streamed output")
     assert "Reading the code now" in _text_of(browser, "#timeline")
     assert "make test" in _text_of(browser, ".tool-args") and "running…" in _text_of(browser, ".tool-state")
     assert _js(browser, "return document.querySelector('#result') === null")
 
-    publish(
-        bus_url,
-        run_id,
-        [
-            p.ToolResult(
-                call_id="c1", name="shell", status="success", output="ok: 12 tests", duration_ms=850
-            ),
-            p.Step(name="build", status="completed", duration_ms=900),
-            p.Message(
-                message_id="m1",
-                role="assistant",
-                content="Reading the code now.\n\n- **two** fixes\n- `one` test",
-            ),
-            p.Error(code="TOOL_FAILED", message="lint failed", recoverable=True, fix="run ruff --fix"),
-            p.Result(
-                ok=True,
-                subtype="success",
-                exit_code=0,
-                result="Fixed **both** bugs.",
-                next_actions=[p.NextAction(command="agentstream follow <run_id>", description="replay it")],
-            ),
-        ],
-        first_seq=6,
-    )
+    publish(bus_url, run_id, _ENDING, first_seq=6)
     wait_for(lambda: _text_of(browser, "#result"), what="the final result")
     assert "Fixed both bugs." in _text_of(browser, "#result .final-answer")
     assert _text_of(browser, "#result .final-answer strong") == "both"
@@ -231,7 +222,8 @@ def test_screenshot_of_the_run_page_for_the_docs(
     browser: Any, server: Server, bus_url: str, tmp_path: Path
 ) -> None:
     """The page renders to a real image (docs/serve-run-page.png is taken the same way)."""
-    browser.get(f"{server.base}/runs/live-run")
+    publish(bus_url, "pictured-run", [*_OPENING, *_WORKING, *_ENDING])
+    browser.get(f"{server.base}/runs/pictured-run")
     wait_for(lambda: _text_of(browser, "#result"), what="the run page")
     shot = tmp_path / "run.png"
     assert browser.save_screenshot(str(shot)) and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
