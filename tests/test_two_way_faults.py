@@ -177,7 +177,9 @@ def test_the_client_dying_ends_the_session_and_its_tool(tmp_path: Path) -> None:
     with FakeModelServer(
         [anthropic_reply(tool_calls=[("toolu_4", "shell", {"command": command})])]
     ) as server:
-        session = Session(["--permission-mode", "full"], anthropic_env(tmp_path, server), work)
+        # No heartbeat: no write can find the pipe closed while the tool sleeps, so only watching stdout can.
+        args = ["--permission-mode", "full", "--heartbeat", "0"]
+        session = Session(args, anthropic_env(tmp_path, server), work)
         session.send(turn("run something long"))
         session.until("tool_progress")
         assert session.proc.stdout is not None and session.proc.stdin is not None

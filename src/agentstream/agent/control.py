@@ -25,6 +25,7 @@ from __future__ import annotations
 import errno
 import os
 import queue
+import select
 import sys
 import threading
 import time
@@ -105,6 +106,23 @@ class OutputChannel:
             self.write(p.JSON_ENCODER.encode(obj) + b"\n")
         except BrokenPipeError:
             pass
+
+    def wait_for_reader_to_leave(self) -> None:
+        """Block until the reader of stdout goes away, then stop the running turn as a failed write would.
+
+        A client that dies mid-turn is otherwise noticed only at the next write,
+        which a long silent tool call may put off until the next heartbeat.
+        Nothing ends the wait when stdout is a file: no reader can leave one.
+        """
+        poller = select.poll()
+        poller.register(self.fd, select.POLLERR | select.POLLHUP)
+        while not poller.poll():
+            pass
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+        self.on_closed()
 
 
 def _nothing() -> None:
@@ -193,6 +211,7 @@ class TwoWaySession:
         finally:
             self.input_closed.set()
             self._turns.put(_END)
+        self.output.wait_for_reader_to_leave()  # from here this thread has nothing else to do
 
     # -- what readers call -------------------------------------------------------------
 
