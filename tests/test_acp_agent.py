@@ -11,6 +11,7 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -105,15 +106,18 @@ def test_a_rejected_edit_does_not_run_and_shows_its_diff(
     assert agent_text(got) == "Left it."
 
 
+def in_full_mode(
+    tmp_path: Path, work: Path, env: dict[str, str], calls: list[list[dict[str, Any]]]
+) -> list[dict[str, Any]]:
+    """One prompt to our agent replaying ``calls``, with every tool allowed."""
+    cassette = write_cassette(tmp_path / "c.ndjson", calls)
+    plan = {"cwd": str(work), "prompts": ["go"]}
+    return acp_client(plan, own_agent(cassette, "--permission-mode", "full"), env, cwd=work)
+
+
 def test_full_mode_asks_nothing(tmp_path: Path, work: Path, env: dict[str, str]) -> None:
     calls = [[tool("call_w", "write_file", path="new.txt", content="hello\n")], [text("Written.")]]
-    cassette = write_cassette(tmp_path / "c.ndjson", calls)
-    got = acp_client(
-        {"cwd": str(work), "prompts": ["write"]},
-        own_agent(cassette, "--permission-mode", "full"),
-        env,
-        cwd=work,
-    )
+    got = in_full_mode(tmp_path, work, env, calls)
     assert of_kind(got, "permission") == []
     assert (work / "new.txt").read_text() == "hello\n"
     assert updates(got, "tool_call")[0]["content"] == [
@@ -126,13 +130,7 @@ def test_a_tool_command_starts_with_no_signal_blocked(
 ) -> None:
     """A command run for a request must stop on the SIGTERM meant for it: no blocked mask is inherited."""
     calls = [[tool("call_1", "shell", command="grep SigBlk /proc/self/status")], [text("Seen.")]]
-    cassette = write_cassette(tmp_path / "c.ndjson", calls)
-    got = acp_client(
-        {"cwd": str(work), "prompts": ["run"]},
-        own_agent(cassette, "--permission-mode", "full"),
-        env,
-        cwd=work,
-    )
+    got = in_full_mode(tmp_path, work, env, calls)
     output = updates(got, "tool_call_update")[-1]["content"][0]["content"]["text"]
     assert output.split() == ["SigBlk:", "0" * 16]
 
