@@ -338,7 +338,7 @@ def test_signal_during_a_stalled_stream(wire: Wire, tmp_path: Path, workspace: P
         while len(json_server.posts) < 2:
             assert quiet.proc.poll() is None
             time.sleep(0.01)
-        threads = helper_threads(live.proc.pid)  # the model call's among them
+        threads = helper_threads(live.proc.pid)
         live.proc.send_signal(signum)
         quiet.proc.send_signal(signum)
         run, json_run = live.finish(), quiet.finish()

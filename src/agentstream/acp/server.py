@@ -247,7 +247,7 @@ class RpcPeer:
             target=self._run_request, args=(ident, handler, params), name=f"acp-{method}", daemon=True
         )
         self._workers = [w for w in self._workers if w.is_alive()] + [worker]
-        worker.start()  # its creator's signal mask: a handler may start processes, which would inherit it
+        worker.start()  # not start_thread: a handler may start processes (tools), which would inherit the mask
 
     def _run_request(self, ident: Any, handler: Handler, params: dict[str, Any]) -> None:
         try:

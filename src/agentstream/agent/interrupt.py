@@ -22,8 +22,6 @@ import threading
 from collections.abc import Iterator
 from typing import Final, TypeVar
 
-from agentstream._signals import start_thread
-
 __all__ = ["TurnControl", "TurnInterrupted", "interruptible"]
 
 T = TypeVar("T")
@@ -91,7 +89,8 @@ def interruptible(events: Iterator[T], control: TurnControl) -> Iterator[T]:
                 except Exception:
                     pass  # closing an abandoned stream is best effort
 
-    start_thread(threading.Thread(target=pump, name="agentstream-model-call", daemon=True))
+    # Not start_thread: a provider (a plugin's, say) may start processes, which would inherit a blocked mask.
+    threading.Thread(target=pump, name="agentstream-model-call", daemon=True).start()
     try:
         while True:
             try:
