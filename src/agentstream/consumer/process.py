@@ -21,6 +21,15 @@ from agentstream._signals import start_thread
 from agentstream.consumer.pipeline import CHUNK_BYTES, Ending, Pipeline, Turns
 from agentstream.errors import ErrorCode, ExitCode
 
+_LONGEST_WAIT_S = 1.0
+"""The reading loop never blocks longer: a signal that lands just before its wait is handled by then.
+
+CPython runs a signal's handler when the main thread next executes bytecode; a
+signal that arrives after that check but before a blocking call interrupts
+nothing. The command line has a thread that cuts such a wait short
+(``_signals.wake_main_thread_on_signals``); a program using ``spawn()`` has this.
+"""
+
 __all__ = ["Spawn", "spawn"]
 
 
@@ -542,15 +551,16 @@ class _Watch:
             self._pidfd = -1
         self.exited_at = self.exited_at or time.monotonic()
 
-    def _timeout(self, linger_s: float, deadline: float | None) -> float | None:
-        limits = []
+    def _timeout(self, linger_s: float, deadline: float | None) -> float:
+        now = time.monotonic()
+        limits = [now + _LONGEST_WAIT_S]
         if self.exited_at:
             limits.append(self.exited_at + linger_s)
         elif self._pidfd < 0:
-            limits.append(time.monotonic() + 0.2)  # no pidfd on this system: poll for the exit
+            limits.append(now + 0.2)  # no pidfd on this system: poll for the exit
         if deadline is not None:
             limits.append(deadline)
-        return max(0.0, min(limits) - time.monotonic()) if limits else None
+        return max(0.0, min(limits) - now)
 
 
 def _pidfd(pid: int) -> int:
