@@ -16,26 +16,45 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from _agent_fakes import closed_port, exec_env
 from conftest import python_script
 
 _COMMAND_BLOCKED_IN_A_READ = """
-    import _thread, signal, sys, threading
-    from agentstream.cli import entry
+    import _thread, importlib, signal, sys, threading
 
-    sys.argv = ["agentstream", *sys.argv[1:]]
+    module, *args = sys.argv[1:]
+    sys.argv = [module, *args]
     # Well after start-up, when the command is blocked reading its standard input.
     threading.Timer(1.0, _thread.interrupt_main, (signal.SIGTERM,)).start()
-    entry()
+    importlib.import_module(module).entry()
 """
 
 
-def test_a_signal_just_before_a_blocking_read_still_ends_the_command(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("executable", "args"),
+    [
+        ("agentstream.cli", ["convert", "--from", "claude", "--to", "canonical"]),
+        # The Claude Agent SDK's way in: a two-way session waiting for its first turn.
+        ("agentstream.cli.claude_entry", ["--input-format", "stream-json", "--output-format", "stream-json"]),
+    ],
+    ids=["agentstream", "agentstream-claude"],
+)
+def test_a_signal_just_before_a_blocking_wait_still_ends_the_command(
+    tmp_path: Path, executable: str, args: list[str]
+) -> None:
     script = python_script(tmp_path, _COMMAND_BLOCKED_IN_A_READ)
     proc = subprocess.Popen(
-        [sys.executable, str(script), "convert", "--from", "claude", "--to", "canonical"],
+        [sys.executable, str(script), executable, *args],
         stdin=subprocess.PIPE,  # stays open: only the signal can end the command
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        env=exec_env(
+            tmp_path / "home",
+            ANTHROPIC_API_KEY="sk-ant-unused",
+            ANTHROPIC_BASE_URL=f"http://127.0.0.1:{closed_port()}",
+        ),
     )
     try:
         proc.wait(timeout=15)  # not communicate(): that would close stdin
@@ -44,7 +63,6 @@ def test_a_signal_just_before_a_blocking_read_still_ends_the_command(tmp_path: P
         raise AssertionError("the signal never reached its handler: the command is still blocked") from None
     out, err = proc.communicate()
     assert proc.returncode == 128 + signal.SIGTERM, (out, err)
-    assert out == b""  # nothing was read, so nothing is converted
 
 
 _PROGRAM_READING_A_SILENT_CHILD = """

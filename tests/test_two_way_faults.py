@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
+import time
 from pathlib import Path
+
+import pytest
 
 from _agent_fakes import (
     FakeModelServer,
@@ -194,3 +198,28 @@ def test_the_client_dying_ends_the_session_and_its_tool(tmp_path: Path) -> None:
         pass
     else:
         raise AssertionError(f"the tool's shell {pid} outlived the client")
+
+
+@pytest.mark.parametrize("pause", [0.0, 1.0], ids=["as-the-turn-ends", "between-turns"])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_after_a_turn_ends_the_session(tmp_path: Path, signum: int, pause: float) -> None:
+    """Right after a turn's result (its run still being stored) or while waiting for the next turn, a signal
+    ends the session, with the code of the last stream written: the finished turn's, or that of an
+    interrupted stream of its own. The reader thread still blocked on stdin must not abort the exit."""
+    with FakeModelServer([anthropic_reply("First turn answered.")]) as server:
+        session = Session([], anthropic_env(tmp_path, server), tmp_path)
+        session.send(turn("hello"))
+        session.until("result")
+        time.sleep(pause)
+        session.proc.send_signal(signum)  # stdin stays open
+        code = session.proc.wait(timeout=20)
+    assert session.proc.stdout is not None and session.proc.stderr is not None
+    session.lines += session.proc.stdout.read().splitlines(keepends=True)
+    stderr = session.proc.stderr.read()
+    assert b"Fatal Python error" not in stderr, stderr
+    streams = split_streams(session.lines)
+    last = assert_valid_stream(streams[-1], code)  # the exit code is the last stream's
+    if len(streams) == 2:
+        assert code == 128 + signum and last[-1].error.code == "INTERRUPTED"  # type: ignore[union-attr]
+    else:
+        assert code == 0

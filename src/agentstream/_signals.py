@@ -38,6 +38,7 @@ __all__ = [
     "HeldSignal",
     "Interrupted",
     "MainThreadSignals",
+    "SignalAfterResult",
     "SignalHandlers",
     "deliver_held",
     "ignore_late_signals",
@@ -68,6 +69,15 @@ class Interrupted(SystemExit):
     def __init__(self, signum: int) -> None:
         super().__init__(128 + signum)
         self.signum = signum
+
+
+class SignalAfterResult(SystemExit):
+    """Raised in the main thread when a handled signal arrives after a ``result`` was written.
+
+    The process ends, with that result's exit code (a signal does not change a
+    code already reported). A two-way session ends too, rather than going on to
+    its next turn as it does after an ordinary failed turn.
+    """
 
 
 class SignalHandlers:
@@ -280,7 +290,7 @@ def note_final_exit(code: int) -> None:
 
 def _on_cli_signal(signum: int, frame: FrameType | None) -> None:
     if _final_exit is not None:
-        raise SystemExit(_final_exit)
+        raise SignalAfterResult(_final_exit)
     if _parsing or inside_import(frame):
         _held.hold(signum, frame)
         return

@@ -607,7 +607,7 @@ class Stream:
     def _deliver_signal(self, signum: int) -> None:
         """Unwind the main thread; a second signal while unwinding stops waiting for cleanup code."""
         if self.result is not None:
-            raise SystemExit(self.exit_code)  # the result is written: its code stands
+            raise _signals.SignalAfterResult(self.exit_code)  # the result is written: its code stands
         if self._signal_seen:
             self._interrupt_result(self._signal_seen)
             _hard_exit(self.result.exit_code if self.result else exit_code_for_signal(signum))

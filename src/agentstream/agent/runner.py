@@ -20,6 +20,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
 
+from agentstream._signals import SignalAfterResult
 from agentstream.errors import AgentstreamError, ErrorCode, UsageError
 
 if TYPE_CHECKING:
@@ -110,10 +111,24 @@ def run(options: ExecOptions, stdin: IO[bytes] | None = None) -> int:
         return fail_before_start(options, exc)
     try:
         if options.input_format == "stream-json":
-            return agent.run_session(stdin or sys.stdin.buffer)
+            return agent.run_session(stdin or _stdin_of_our_own())
         return agent.run_turn(options.prompt or "")
     finally:
         agent.loop.provider.close()
+
+
+def _stdin_of_our_own() -> IO[bytes]:
+    """Standard input for the session's reader thread, as an object apart from ``sys.stdin``.
+
+    That thread may still be blocked in a read when the process exits (a signal,
+    the last turn done). Were it reading ``sys.stdin``, the interpreter's shutdown
+    would wait for the lock the read holds and abort the process (SIGABRT), after
+    a stream that ended with another exit code.
+    """
+    try:
+        return open(os.dup(sys.stdin.fileno()), "rb", closefd=True)  # the thread owns it
+    except (AttributeError, OSError, ValueError):  # no usable stdin: let the session find that out
+        return sys.stdin.buffer
 
 
 def fail_before_start(options: ExecOptions, exc: AgentstreamError) -> int:
@@ -302,8 +317,8 @@ class AgentRunner:
                 code = self._turn_or_error(turn, first)
             except SystemExit as exc:
                 code = exc.code if isinstance(exc.code, int) else 1
-                if code >= 128 and not self.client_interrupted:  # a signal, or the reader went away
-                    raise
+                if isinstance(exc, SignalAfterResult) or (code >= 128 and not self.client_interrupted):
+                    raise  # a signal (during the turn or as it ended), or the reader went away
             first = first and not isinstance(turn, str)
         return code
 

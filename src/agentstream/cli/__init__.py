@@ -18,7 +18,7 @@ import sys
 TYPE_CHECKING = False  # not ``typing``: signal handlers go in before any heavy import
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from types import ModuleType
     from typing import Any, NoReturn
 
@@ -34,6 +34,7 @@ __all__ = [
     "command_summary",
     "entry",
     "main",
+    "run_as_executable",
 ]
 
 COMMANDS: dict[str, str] = {
@@ -137,12 +138,21 @@ FOLLOW_COMMANDS: frozenset[str] = frozenset({"follow", "watch"})
 
 def entry() -> NoReturn:
     """The ``agentstream`` executable: :func:`main`, then an exit no late signal can change."""
+    run_as_executable(_run)
+
+
+def run_as_executable(run: Callable[[list[str]], int]) -> NoReturn:
+    """A console script's whole life: ``run(argv)`` between our signal handling and an exit it cannot change.
+
+    ``run`` calls :func:`agentstream._signals.deliver_held` once its command line
+    is parsed; until then a signal is only held.
+    """
     from agentstream import _signals
 
     _signals.install_cli_handlers()  # before anything heavy: no signal may go unreported
     _signals.wake_main_thread_on_signals()
     try:
-        code = _run(sys.argv[1:])
+        code = run(sys.argv[1:])
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     _signals.ignore_late_signals()

@@ -11,8 +11,16 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
-__all__ = ["main"]
+__all__ = ["entry", "main"]
+
+
+def entry() -> NoReturn:
+    """The ``agentstream-claude`` executable, with the signal handling of ``agentstream``'s own."""
+    from agentstream.cli import run_as_executable
+
+    run_as_executable(main)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -34,7 +42,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for option in unknown:
         if option.startswith("-"):
             sys.stderr.write(f"agentstream-claude: debug: unknown option {option} ignored\n")
+    from agentstream import _signals
     from agentstream.errors import AgentstreamError
+
+    _signals.deliver_held()
 
     try:
         return int(exec_cmd.run(parsed))
