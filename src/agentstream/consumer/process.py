@@ -21,6 +21,8 @@ from agentstream._signals import start_thread
 from agentstream.consumer.pipeline import CHUNK_BYTES, Ending, Pipeline, Turns
 from agentstream.errors import ErrorCode, ExitCode
 
+__all__ = ["Spawn", "spawn"]
+
 _LONGEST_WAIT_S = 1.0
 """The reading loop never blocks longer: a signal that lands just before its wait is handled by then.
 
@@ -29,8 +31,6 @@ signal that arrives after that check but before a blocking call interrupts
 nothing. The command line has a thread that cuts such a wait short
 (``_signals.wake_main_thread_on_signals``); a program using ``spawn()`` has this.
 """
-
-__all__ = ["Spawn", "spawn"]
 
 
 class _ChildBase:
