@@ -22,6 +22,11 @@ one, after replacing what is random: ids made up by ``new_id`` (``msg_``,
 become their order of first appearance, and times read from the clock during
 the run become ``<now>`` (times taken from the input are kept). Exits 1 on any
 difference and prints the first ones.
+
+With ``--long-lines`` both sides get their input 61 bytes per read, and the
+side whose code has ``LONG_LINE_BYTES`` reads every line that grew across reads
+as a very long one: the check that the path for very long lines gives the
+events and errors of the usual one.
 """
 
 from __future__ import annotations
@@ -249,6 +254,31 @@ from agentstream.cli.convert_cmd import convert
 from agentstream.consumer import read
 from compare_revisions import inputs_tokens, normalise
 
+class Trickle(io.RawIOBase):  # a few bytes per read, as a slow pipe gives them: most lines grow across chunks
+
+    def __init__(self, data):
+        self._data, self._at = data, 0
+
+    def readable(self):
+        return True
+
+    def read1(self, size=-1):
+        piece = self._data[self._at : self._at + 61]
+        self._at += len(piece)
+        return piece
+
+    read = read1
+
+
+long_lines = sys.argv[4] == "long"
+if long_lines:  # every line that grew across chunks takes the long-line path, where the code has one
+    import importlib
+    for name in ("agentstream._lines", "agentstream.validate", "agentstream.consumer.pipeline"):
+        module = importlib.import_module(name)
+        if hasattr(module, "LONG_LINE_BYTES"):
+            module.LONG_LINE_BYTES = 1
+source = Trickle if long_lines else io.BytesIO
+
 with open(sys.argv[1], "rb") as file:
     streams, jobs = pickle.load(file)
 began = time.time()
@@ -257,10 +287,10 @@ for job in jobs:
     data = streams[job[0]]
     try:
         if job[1] == "read":
-            lines = [p.encode_line(event) for event in read(io.BytesIO(data), job[2])]
+            lines = [p.encode_line(event) for event in read(source(data), job[2])]
         else:
             sink = io.BytesIO()
-            convert(io.BytesIO(data), sink, from_dialect=job[2], to_dialect=job[3])
+            convert(source(data), sink, from_dialect=job[2], to_dialect=job[3])
             lines = sink.getvalue().splitlines(keepends=True)
         out.append([line.decode("utf-8", "backslashreplace").rstrip("\\n") for line in lines])
     except Exception as exc:
@@ -277,7 +307,7 @@ with open(sys.argv[2], "wb") as file:
 
 
 def run_sides(
-    sources: list[Path], streams: list[Stream], jobs: list[Job], tmp: Path
+    sources: list[Path], streams: list[Stream], jobs: list[Job], tmp: Path, *, long_lines: bool = False
 ) -> list[list[list[str]]]:
     """Both sides at once, each in its own process; what each gave."""
     given = tmp / "jobs.pickle"
@@ -288,7 +318,16 @@ def run_sides(
         env = {**os.environ, "PYTHONPATH": str(src)}
         procs.append(
             subprocess.Popen(
-                [sys.executable, "-c", WORKER, str(given), str(tmp / f"side{i}.pickle"), str(HERE)], env=env
+                [
+                    sys.executable,
+                    "-c",
+                    WORKER,
+                    str(given),
+                    str(tmp / f"side{i}.pickle"),
+                    str(HERE),
+                    "long" if long_lines else "",
+                ],
+                env=env,
             )
         )
     results = []
@@ -388,6 +427,12 @@ def main() -> int:
     parser.add_argument("--streams", type=int, default=3000, help="mutated streams (default 3000)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--show", type=int, default=5, help="differences to print (default 5)")
+    parser.add_argument(
+        "--long-lines",
+        action="store_true",
+        help="feed the input 61 bytes at a time, and let every line that grew across reads take the path"
+        " for very long lines (LONG_LINE_BYTES set to 1) where the code has one",
+    )
     args = parser.parse_args()
     for src in (args.old, args.new):
         if not (src / "agentstream" / "__init__.py").is_file():
@@ -400,7 +445,7 @@ def main() -> int:
         flush=True,
     )
     with tempfile.TemporaryDirectory(prefix="agentstream-compare-") as tmp:
-        old, new = run_sides([args.old, args.new], streams, jobs, Path(tmp))
+        old, new = run_sides([args.old, args.new], streams, jobs, Path(tmp), long_lines=args.long_lines)
     compared, differing, shown = compare(streams, jobs, old, new, args.show)
     print(
         f"{compared} output lines compared, {differing} of {len(jobs)} outputs differ ({time.perf_counter() - began:.0f} s)"

@@ -140,8 +140,9 @@ def test_bad_input_gets_a_clear_error(tmp_path: Path) -> None:
     assert done.returncode == 2
     failure = json.loads(done.stdout)
     assert failure["ok"] is False and "'input'" in failure["error"]["message"] and failure["fix"]
-    done = usage(*EVERY_LOG, "--since", "last week", "--json")
-    assert done.returncode == 2 and "--since" in json.loads(done.stdout)["error"]["message"]
+    for not_a_day in ("last week", "2026-13-45", "20260230", "٢٠٢٦-11-01"):
+        done = usage(*EVERY_LOG, "--since", not_a_day, "--json")
+        assert done.returncode == 2 and "--since" in json.loads(done.stdout)["error"]["message"], not_a_day
 
 
 def test_unknown_files_are_skipped_and_said_so(tmp_path: Path) -> None:

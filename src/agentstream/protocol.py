@@ -23,6 +23,7 @@ from typing import Any, Final, Literal, TypeAlias, TypeVar, cast, get_args
 import msgspec
 from msgspec import UNSET, Struct, UnsetType
 
+from agentstream._lines import NotSure, is_long, parse_long_line
 from agentstream._version import PROTOCOL_VERSION as _PROTOCOL_VERSION
 
 __all__ = [
@@ -381,6 +382,13 @@ JSON_DECODER: Final = msgspec.json.Decoder()
 _decoder: msgspec.json.Decoder[Event] = msgspec.json.Decoder(Event)
 
 
+def _event_of(value: Any) -> Event:
+    try:
+        return cast(Event, msgspec.convert(value, Event))
+    except msgspec.ValidationError:
+        raise NotSure from None  # an unknown type or a bad field: the usual path reads it, or words why not
+
+
 def encode(event: AnyEvent) -> bytes:
     """Compact JSON for one event, without the newline."""
     if isinstance(event, UnknownEvent):
@@ -401,7 +409,13 @@ def decode(line: bytes | bytearray | memoryview | str) -> AnyEvent:
 
     Raises :class:`agentstream.errors.MalformedEventError` when the line is not
     JSON, not an object, has no string ``type``, or a known type with bad fields.
+    A very long :class:`~agentstream._lines.LongLine` is emptied when it decodes.
     """
+    if is_long(line):
+        try:
+            return cast(Event, parse_long_line(line, _event_of))
+        except NotSure:
+            pass  # the line is whole again: the usual path reads it, or says what is wrong
     try:
         return _decoder.decode(line)
     except msgspec.ValidationError as exc:
@@ -533,7 +547,8 @@ def input_json_schema() -> dict[str, Any]:
 
 _TIMESTAMP = re.compile(
     r"\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])T(?:[01]\d|2[0-3]):[0-5]\d:(?:[0-5]\d|60)"
-    r"(?:\.\d{1,9})?(?:[Zz]|[+-](?:[01]\d|2[0-3]):[0-5]\d)"
+    r"(?:\.\d{1,9})?(?:[Zz]|[+-](?:[01]\d|2[0-3]):[0-5]\d)",
+    re.ASCII,  # digits are 0-9 only: without it, \d also takes other scripts' digits, such as "٢٠٢٦"
 )
 
 
@@ -555,7 +570,7 @@ def are_timestamps(values: Iterable[str]) -> bool:
     if not unique:
         return True
     text = "\n".join(unique)
-    return text.count("\n") == len(unique) - 1 and re.fullmatch(_TIMESTAMP_LINES, text) is not None
+    return text.count("\n") == len(unique) - 1 and re.fullmatch(_TIMESTAMP_LINES, text, re.ASCII) is not None
 
 
 def is_canonical_object(obj: object) -> bool:

@@ -12,7 +12,7 @@ from operator import attrgetter
 from typing import IO, TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from agentstream import protocol as p
-from agentstream._lines import Block, Line, LineTooLong, iter_blocks, iter_lines, split_block
+from agentstream._lines import LONG_LINE_BYTES, Block, Line, LineTooLong, iter_blocks, iter_lines, split_block
 from agentstream.errors import ErrorCode, MalformedEventError
 
 if TYPE_CHECKING:
@@ -422,10 +422,12 @@ def _report_repair(checker: Validator, event: p.AnyEvent, line: int) -> None:
 
 
 def _check_block(checker: Validator, block: Block) -> None:
-    try:
-        events = p.decode_lines(block.data)
-    except MalformedEventError:
-        events = None
+    events = None
+    if len(block.data) < LONG_LINE_BYTES:  # a very long line is read on its own, holding it once (LongLine)
+        try:
+            events = p.decode_lines(block.data)
+        except MalformedEventError:
+            pass
     if events is not None and len(events) == block.line_count:
         checker.feed_block(events, block.first)
         return

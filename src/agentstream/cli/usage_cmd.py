@@ -9,7 +9,7 @@ from typing import Any
 
 from agentstream.cli._bus_options import add_bus_option
 
-_DATE = re.compile(r"\d{4}-\d{2}-\d{2}|\d{8}")
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}|\d{8}", re.ASCII)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -97,11 +97,20 @@ def _warn(message: str) -> None:
 
 
 def _since(text: str) -> str:
+    import datetime
+
     from agentstream.errors import UsageError
 
-    if not _DATE.fullmatch(text):
-        raise UsageError(f"--since takes a date, not {text!r}", fix="pass --since 2026-11-01 (or 20261101)")
-    return text if "-" in text else f"{text[:4]}-{text[4:6]}-{text[6:]}"
+    day = text if "-" in text else f"{text[:4]}-{text[4:6]}-{text[6:]}"
+    try:
+        if _DATE.fullmatch(text) is None:
+            raise ValueError(text)
+        datetime.date.fromisoformat(day)  # a day of the calendar: not 2026-13-45
+    except ValueError:
+        raise UsageError(
+            f"--since takes a date, not {text!r}", fix="pass --since 2026-11-01 (or 20261101)"
+        ) from None
+    return day
 
 
 class _Progress:

@@ -16,7 +16,7 @@ from typing import Any, Final, Literal, NamedTuple, TypeAlias
 import msgspec
 
 from agentstream import protocol as p
-from agentstream._lines import BlockSplitter, Line, LineSplitter, LineTooLong, split_block
+from agentstream._lines import LONG_LINE_BYTES, BlockSplitter, Line, LineSplitter, LineTooLong, split_block
 from agentstream.dialects.base import DialectDecoder
 from agentstream.ending import closing_events, ending_events, process_exit_code
 from agentstream.errors import ErrorCode, ExitCode, MalformedEventError
@@ -152,7 +152,14 @@ class Pipeline:
 
     def _feed_block(self, block: bytes | bytearray) -> list[p.AnyEvent]:
         """Whole lines: decoded in one call when the stream is plain, healthy canonical, else line by line."""
-        if self.dialect == "canonical" and self.turn_open and self._held_fatal is None and not self.finished:
+        # A block holding a very long line is read line by line, so that the line is held once (LongLine).
+        if (
+            self.dialect == "canonical"
+            and self.turn_open
+            and self._held_fatal is None
+            and not self.finished
+            and len(block) < LONG_LINE_BYTES
+        ):
             try:
                 events = p.decode_lines(block)
             except MalformedEventError:

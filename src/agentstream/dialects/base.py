@@ -13,6 +13,7 @@ from abc import ABC, abstractmethod
 from typing import Any, ClassVar, NamedTuple
 
 from agentstream import protocol as p
+from agentstream._lines import NotSure, is_long, parse_long_line
 
 __all__ = ["Dialect", "DialectDecoder", "DialectEncoder", "ExitMeaning"]
 
@@ -41,7 +42,14 @@ class DialectDecoder(ABC):
 
     def decode_line(self, line: bytes | bytearray) -> list[p.AnyEvent] | None:
         """Decode one raw line; ``None`` means "not mine: report it as malformed"."""
-        value = _decode_json(line)
+        if is_long(line):
+            try:
+                return parse_long_line(line, self._decode_parsed)
+            except NotSure:
+                pass  # the line is whole again: read it the usual way
+        return self._decode_parsed(_decode_json(line))
+
+    def _decode_parsed(self, value: Any) -> list[p.AnyEvent] | None:
         if type(value) is not dict:
             return self.decode_other(value)
         self.decode_object(value)

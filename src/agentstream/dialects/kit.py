@@ -88,6 +88,7 @@ from typing import Any, ClassVar, NoReturn, cast
 import msgspec
 
 from agentstream import protocol as p
+from agentstream._lines import is_long
 from agentstream.dialects.base import Dialect, DialectDecoder, DialectEncoder, ExitMeaning
 from agentstream.ending import ending_events
 from agentstream.errors import ErrorCode, ExitCode, MalformedEventError, UsageError
@@ -657,6 +658,17 @@ class _Run:
         return p.Message(message_id=self.run_id, role=self.role, content=text)
 
 
+def _careful_if_long(decode: Callable[[bytes | bytearray], Any]) -> Callable[[bytes | bytearray], Any]:
+    """The typed ``decode``, refusing a very long line: the careful path reads that one holding it once."""
+
+    def typed_unless_long(line: bytes | bytearray) -> Any:
+        if is_long(line):
+            raise ValueError("a very long line")  # see DialectDecoder.decode_line
+        return decode(line)
+
+    return typed_unless_long
+
+
 class EventDecoder(DialectDecoder):
     """A dialect decoder that routes each object to ``on_<type>(fields)``.
 
@@ -724,8 +736,11 @@ class EventDecoder(DialectDecoder):
         if typed is None:
             return super().decode_lines(lines, start)
         self._clock = p.now_ts()  # one clock reading for the events of these lines
+        decode: Callable[[bytes | bytearray], Any] = typed.decode
+        if start < len(lines) and is_long(lines[start]):  # only a block's first line can be a LongLine
+            decode = _careful_if_long(decode)
         try:
-            return self._read_run(lines, start, typed.decode)
+            return self._read_run(lines, start, decode)
         finally:
             self._clock = ""
 
