@@ -5,7 +5,7 @@ from __future__ import annotations
 from _consumer_support import canonical_session
 from agentstream import protocol as p
 from agentstream.consumer import read
-from agentstream.transcript import Tally, Transcript
+from agentstream.transcript import OPEN_TEXT_LIMIT, Tally, Transcript
 
 
 def stamped(*events: p.BaseEvent) -> list[p.BaseEvent]:
@@ -159,3 +159,18 @@ def test_tally_counts_each_tool_once() -> None:
         tally.add(p.ToolCall(call_id=name, name=name))
     tally.add(p.Message(message_id="x", role="user", content="not the assistant"))
     assert tally.tools_used == ["a", "b"] and tally.last_text is None
+
+
+def test_an_open_run_keeps_its_first_mebibyte_and_marks_the_cut() -> None:
+    """What a made-up ending closes a run with: its text up to the limit, then "…" if anything was dropped."""
+    tally = Tally()
+    for _ in range(OPEN_TEXT_LIMIT // 1000 + 2):  # the limit falls inside a delta
+        tally.add(p.MessageDelta(message_id="m", content="x" * 1000))
+    assert tally.open_runs[(False, "m")].text == "x" * OPEN_TEXT_LIMIT + "…"
+    tally.add(p.ReasoningDelta(reasoning_id="r", content="y" * OPEN_TEXT_LIMIT))  # exactly the limit: whole
+    assert tally.open_runs[(True, "r")].text == "y" * OPEN_TEXT_LIMIT
+    tally.add(p.ReasoningDelta(reasoning_id="r", content="z"))  # one more: cut, and marked
+    assert tally.open_runs[(True, "r")].text == "y" * OPEN_TEXT_LIMIT + "…"
+    tally.add(p.MessageDelta(message_id="n", content="a"))
+    tally.add(p.MessageDelta(message_id="n", content="b"))
+    assert tally.open_runs[(False, "n")].text == "ab"

@@ -583,6 +583,7 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{os.urandom(8).hex()}"
 
 
+_time_ns = time.time_ns  # one lookup on the hot path
 _ts_second = -1
 _ts_prefix = ""
 _ts_milli = -1
@@ -592,7 +593,7 @@ _ts_text = ""
 def now_ts() -> str:
     """The current time as RFC 3339 UTC with milliseconds, cached per millisecond for the hot path."""
     global _ts_second, _ts_prefix, _ts_milli, _ts_text
-    milli = time.time_ns() // 1_000_000
+    milli = _time_ns() // 1_000_000
     if milli == _ts_milli:
         return _ts_text
     second = milli // 1000

@@ -65,39 +65,47 @@ class Tally:
         """(is reasoning, id) -> the run's text so far, for delta runs without their complete event."""
 
     def add(self, event: p.AnyEvent) -> None:
-        kind = type(event)  # exact type checks: this runs for every event the reader passes on
-        if kind is p.MessageDelta or kind is p.ReasoningDelta:
-            key = (False, event.message_id) if kind is p.MessageDelta else (True, event.reasoning_id)  # type: ignore[union-attr]
-            run = self.open_runs.get(key)
-            if run is None:
-                role = event.role if kind is p.MessageDelta else "assistant"  # type: ignore[union-attr]
-                run = self.open_runs[key] = _OpenRun(role)
-            if run.size < OPEN_TEXT_LIMIT:  # past it, the run's text is cut (and marked)
-                text = event.content  # type: ignore[union-attr]
-                run.parts.append(text[: OPEN_TEXT_LIMIT - run.size])
-                run.size += len(text)
-        elif kind is p.Usage:
-            self.usage.add(event)  # type: ignore[arg-type]
-            self.turn_count += 1
-        elif kind is p.ToolCall:
-            name = event.name  # type: ignore[union-attr]
-            self.open_calls[event.call_id] = name  # type: ignore[union-attr]
-            if name not in self._tools:
-                self._tools.add(name)
-                self.tools_used.append(name)
-        elif kind is p.ToolResult:
-            self.open_calls.pop(event.call_id, None)  # type: ignore[union-attr]
-        elif kind is p.Message:
-            if self.open_runs:
-                self.open_runs.pop((False, event.message_id), None)  # type: ignore[union-attr]
-            if event.role == "assistant" and event.content:  # type: ignore[union-attr]
-                self.last_text = event.content  # type: ignore[union-attr]  # an empty one is a discarded partial turn
-        elif kind is p.Reasoning:
-            self.open_runs.pop((True, event.reasoning_id), None)  # type: ignore[union-attr]
+        kind = type(event)  # exact type checks: this runs for every event the reader and the producer pass on
+        if kind is _MESSAGE_DELTA:
+            key = (False, event.message_id)  # type: ignore[union-attr]
+        elif kind is _REASONING_DELTA:
+            key = (True, event.reasoning_id)  # type: ignore[union-attr]
+        else:
+            if kind is p.Usage:
+                self.usage.add(event)  # type: ignore[arg-type]
+                self.turn_count += 1
+            elif kind is p.ToolCall:
+                name = event.name  # type: ignore[union-attr]
+                self.open_calls[event.call_id] = name  # type: ignore[union-attr]
+                if name not in self._tools:
+                    self._tools.add(name)
+                    self.tools_used.append(name)
+            elif kind is p.ToolResult:
+                self.open_calls.pop(event.call_id, None)  # type: ignore[union-attr]
+            elif kind is p.Message:
+                if self.open_runs:
+                    self.open_runs.pop((False, event.message_id), None)  # type: ignore[union-attr]
+                if event.role == "assistant" and event.content:  # type: ignore[union-attr]
+                    self.last_text = event.content  # type: ignore[union-attr]  # an empty one is a discarded partial turn
+            elif kind is p.Reasoning:
+                self.open_runs.pop((True, event.reasoning_id), None)  # type: ignore[union-attr]
+            return
+        run = self.open_runs.get(key)  # a delta: the commonest event, so its steps take the fewest lookups
+        if run is None:
+            role = event.role if kind is _MESSAGE_DELTA else "assistant"  # type: ignore[union-attr]
+            run = self.open_runs[key] = _OpenRun(role)
+        size, text = run.size, event.content  # type: ignore[union-attr]
+        run.size = size + len(text)  # every character, kept or not: what tells that the text was cut
+        if size < _OPEN_TEXT_LIMIT:  # past it, the run's text is cut (and marked)
+            run.parts.append(text if run.size <= _OPEN_TEXT_LIMIT else text[: _OPEN_TEXT_LIMIT - size])
 
     @property
     def has_open_work(self) -> bool:
         return bool(self.open_calls or self.open_runs)
+
+
+_MESSAGE_DELTA, _REASONING_DELTA, _OPEN_TEXT_LIMIT = p.MessageDelta, p.ReasoningDelta, OPEN_TEXT_LIMIT
+"""Module globals for :meth:`Tally.add`, one lookup each: deltas are most of a stream's events."""
 
 
 class Outcome(NamedTuple):
