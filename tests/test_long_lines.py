@@ -114,12 +114,15 @@ def _trickle(data: bytes, size: int = 7) -> Iterator[bytes]:
     return (data[start : start + size] for start in range(0, len(data), size))
 
 
-def _events(source: Any, dialect: str, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+def _events(
+    source: Any, dialect: str, monkeypatch: pytest.MonkeyPatch, max_line_bytes: int | None = None
+) -> list[Any]:
     counter = itertools.count()
     with monkeypatch.context() as steady:
         steady.setattr(p, "new_id", lambda prefix: f"{prefix}_{next(counter):016x}")
         steady.setattr(p, "now_ts", lambda: "2026-01-01T00:00:00.000Z")
-        return [msgspec.to_builtins(event) for event in read(source, dialect)]
+        reader = read(source, dialect, max_line_bytes=max_line_bytes)
+        return [msgspec.to_builtins(event) for event in reader]
 
 
 def _streams() -> list[tuple[str, Path]]:
@@ -147,6 +150,10 @@ def test_streams_of_long_lines_read_as_usual(
                 usual.setattr(module, "LONG_LINE_BYTES", 1 << 60)
             expected = _events(stream, dialect, usual)
         assert _events(_trickle(stream), dialect, monkeypatch) == expected, path.name
+        # With a line limit, lines are framed one by one (LineSplitter): those are handed over too.
+        parsed = len(every_line_is_long)
+        assert _events(_trickle(stream), dialect, monkeypatch, max_line_bytes=1 << 30) == expected, path.name
+        assert len(every_line_is_long) > parsed, "no line framed one by one took the long-line path"
     assert every_line_is_long, "no line took the long-line path"
 
 

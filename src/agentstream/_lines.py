@@ -168,7 +168,7 @@ class LineSplitter:
 
     def __init__(self, *, max_line_bytes: int | None = None) -> None:
         self.max_line_bytes = max_line_bytes
-        self._buf = bytearray()
+        self._buf = LongLine()
         self._number = 0
         self._skipped = -1
         """Bytes of an over-long line dropped so far, or -1 when not skipping."""
@@ -199,7 +199,7 @@ class LineSplitter:
         limit = self.max_line_bytes
         if limit is not None and len(self._buf) > limit:
             self._skipped = len(self._buf)
-            self._buf = bytearray()
+            self._buf = LongLine()
 
     def _complete(self, *, terminated: bool) -> Line | LineTooLong:
         self._number += 1
@@ -207,10 +207,16 @@ class LineSplitter:
             item: Line | LineTooLong = LineTooLong(self._number, self._skipped, self.max_line_bytes or 0)
             self._skipped = -1
             return item
-        data = bytes(self._buf)
-        self._buf.clear()
-        if terminated and data.endswith(b"\r"):
-            data = data[:-1]
+        data: bytes | bytearray
+        if len(self._buf) >= LONG_LINE_BYTES:  # handed over, not copied: a LongLine (see parse_long_line)
+            data, self._buf = self._buf, LongLine()
+            if terminated and data.endswith(b"\r"):
+                del data[-1:]
+        else:
+            data = bytes(self._buf)
+            self._buf.clear()
+            if terminated and data.endswith(b"\r"):
+                data = data[:-1]
         return Line(self._number, data, terminated)
 
 
