@@ -27,7 +27,7 @@ import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from types import FrameType, TracebackType
-from typing import IO, Any, Literal, TypeVar
+from typing import IO, Any, Final, Literal, TypeVar
 
 import msgspec
 
@@ -453,6 +453,8 @@ class Stream:
                 if failed is not None:
                     self._write_failed(failed)
                 if self._observers:
+                    if len(self._buffer) > _KEPT_BUFFER_BYTES:
+                        self._buffer.clear()  # a very long line, written: not held while observers encode it again
                     for observer in self._observers:
                         observer(event)  # the bus still gets the run, whatever happened to stdout
                 if failed is not None and event is not self.result:
@@ -734,6 +736,8 @@ def _private_stdout(*, isolate: bool) -> int:
     return _stdout_fd
 
 
+_KEPT_BUFFER_BYTES: Final = 1 << 20
+"""The size up to which the reused line buffer keeps its memory while observers (the bus) take an event."""
 _encode_into = msgspec.json.Encoder().encode_into
 _os_write = os.write
 _now_ts = p.now_ts

@@ -11,6 +11,7 @@ added latency of a follower by 25 ms.
 
 from __future__ import annotations
 
+import itertools
 import os
 import sqlite3
 import time
@@ -47,6 +48,8 @@ BUSY_TIMEOUT_MS: Final = 15000
 POLL_MIN_S: Final = 0.001
 POLL_MAX_S: Final = 0.025
 PRUNE_EVERY_S: Final = 60.0
+BOUND_LINE_BYTES: Final = 1 << 20
+"""Longer event lines are written into their row in place (see :func:`_insert_long_event`), not bound."""
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS events (
@@ -176,10 +179,14 @@ class SqliteBus(Bus):
             if row and row[0] in TERMINAL_STATUSES:
                 return 0
             before = db.total_changes
-            db.executemany(
-                "INSERT OR IGNORE INTO events (run_id, seq, type, ts, line) VALUES (?, ?, ?, ?, ?)",
-                [(run_id, r.seq, r.type, now, r.line) for r in records],
-            )
+            for short, run in itertools.groupby(
+                records, key=lambda record: len(record.line) <= BOUND_LINE_BYTES
+            ):
+                if short:
+                    db.executemany(_INSERT_EVENT, [(run_id, r.seq, r.type, now, r.line) for r in run])
+                else:
+                    for record in run:
+                        _insert_long_event(db, run_id, record, now)
             added = db.total_changes - before
             top = max(last_seq, max(r.seq for r in records))
             self._upsert_run(db, run_id, row is not None, update, top, now)
@@ -423,3 +430,22 @@ def _job(row: tuple[Any, ...]) -> Job:
         created=created,
         updated=updated,
     )
+
+
+_INSERT_EVENT: Final = "INSERT OR IGNORE INTO events (run_id, seq, type, ts, line) VALUES (?, ?, ?, ?, ?)"
+
+
+def _insert_long_event(db: sqlite3.Connection, run_id: str, record: Record, now: float) -> None:
+    """Insert a row for a very long line, then write the line into it.
+
+    A bound parameter is copied whole into SQLite's memory, next to the caller's copy (a 100 MB tool
+    output held twice more); an incremental blob write goes through the page cache instead.
+    """
+    cursor = db.execute(
+        "INSERT OR IGNORE INTO events (run_id, seq, type, ts, line) VALUES (?, ?, ?, ?, zeroblob(?))",
+        (run_id, record.seq, record.type, now, len(record.line)),
+    )
+    row = cursor.lastrowid
+    if cursor.rowcount == 1 and row is not None:  # not a repeat of a stored event
+        with db.blobopen("events", "line", row) as blob:
+            blob.write(record.line)
