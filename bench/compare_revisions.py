@@ -16,7 +16,8 @@ Each side runs in its own process (``PYTHONPATH`` set to its ``src``) and, for
 every stream, reads it with ``agentstream.consumer.read`` in every dialect
 (``auto`` and each fixture's) and converts it from its own dialect to
 ``claude`` and ``codex`` (and Gemini streams to ``claude``, canonical ones to
-both: the encoders). The canonical lines each side gives are compared one by
+both: the encoders), and checks it with ``validate_stream`` (the violations it
+finds, in order). The canonical lines each side gives are compared one by
 one, after replacing what is random: ids made up by ``new_id`` (``msg_``,
 ``call_``, ``rsn_``… and 16 hex digits) and UUIDs that are not in the input
 become their order of first appearance, and times read from the clock during
@@ -227,7 +228,7 @@ def _words(streams: list[Stream]) -> dict[str, list[str]]:
 
 class Job(NamedTuple):
     stream: int
-    kind: str  # "read" or "convert"
+    kind: str  # "read", "convert" or "validate"
     dialect: str  # read in / convert from
     target: str  # convert to ("" for read)
 
@@ -240,6 +241,7 @@ def jobs_for(streams: list[Stream]) -> list[Job]:
         dialects = sorted({stream.dialect, "auto", "canonical"}) if "realistic" in stream.origin else every
         jobs += [Job(index, "read", dialect, "") for dialect in dialects]
         jobs += [Job(index, "convert", stream.dialect, target) for target in CONVERT_TARGETS]
+        jobs.append(Job(index, "validate", "canonical", ""))
     return jobs
 
 
@@ -252,6 +254,7 @@ import agentstream
 from agentstream import protocol as p
 from agentstream.cli.convert_cmd import convert
 from agentstream.consumer import read
+from agentstream.validate import validate_stream
 from compare_revisions import inputs_tokens, normalise
 
 class Trickle(io.RawIOBase):  # a few bytes per read, as a slow pipe gives them: most lines grow across chunks
@@ -288,6 +291,8 @@ for job in jobs:
     try:
         if job[1] == "read":
             lines = [p.encode_line(event) for event in read(source(data), job[2])]
+        elif job[1] == "validate":
+            lines = [str(violation).encode() + b"\\n" for violation in validate_stream(source(data))]
         else:
             sink = io.BytesIO()
             convert(source(data), sink, from_dialect=job[2], to_dialect=job[3])

@@ -51,6 +51,16 @@ BROKEN = {
     "start-first/again": stream(start(), p.Status(status="x"), start(), ok()),
     "result-last": stream(start(), ok(), p.Status(status="late")),
     "tool-pairing": stream(start(), p.ToolCall(call_id="c", name="x"), ok()),
+    # In a later turn of a session, after the checks that follow a result.
+    "tool-pairing/later-turn": stream(
+        start(), ok(), start(), p.ToolResult(call_id="c", name="x", status="success"), ok()
+    ),
+    "delta-closed/later-turn": stream(
+        start(), ok(), start(), p.MessageDelta(message_id="m", content="a"), ok(), start(), ok()
+    ),
+    "fatal-error/later-turn": stream(
+        start(), ok(), start(), p.Error(code="X", message="m"), p.Status(status="oops"), ok()
+    ),
     "delta-closed": stream(start(), p.MessageDelta(message_id="m", content="a"), ok()),
     "fatal-error": stream(start(), p.Error(code="X", message="m"), p.Status(status="oops"), ok()),
     "ok-exit": stream(start(), p.Result(ok=True, subtype="success", exit_code=1)),

@@ -130,8 +130,9 @@ class Validator:
     def feed_block(self, events: list[p.AnyEvent], first_line: int) -> None:
         """Feed consecutive events from consecutive lines; same verdicts as :meth:`feed`, less work per event.
 
-        Stamps are checked for the whole block at once. In the loop, the
-        commonest case — a delta that continues an open run — costs one lookup.
+        Stamps are checked for the whole block at once. Inside a turn, events go through a tight loop
+        (:meth:`_feed_turn`); from a turn's result (or a fatal error) to the next turn's start, where the
+        ordering rules apply, one at a time the careful way.
         """
         if not events:
             return
@@ -143,28 +144,34 @@ class Validator:
                 self.feed(event, first_line + offset)
             return
         self._next_seq += len(events)
-        if self.result is not None or self._pending_fatal:
-            for offset, event in enumerate(events):
-                self._check_rules(event, first_line + offset)
-            return
-        checks = _CHECKS
-        open_messages = self._open_runs[p.MessageDelta]
-        message_delta = p.MessageDelta
-        for offset, event in enumerate(events):
+        index = 0
+        while index < len(events):
+            if self.result is None and not self._pending_fatal:
+                index = self._feed_turn(events, index, first_line)
+            else:
+                self._check_rules(events[index], first_line + index)
+                index += 1
+
+    def _feed_turn(self, events: list[p.AnyEvent], start: int, first_line: int) -> int:
+        """The events of an open turn from ``events[start]``, up to a result or a fatal error; where it stopped.
+
+        The commonest case, a delta that continues an open run, costs one lookup.
+        """
+        checks, message_delta = _CHECKS, p.MessageDelta
+        open_messages = self._open_runs[message_delta]
+        for index in range(start, len(events)):
+            event = events[index]
             kind = type(event)
             if kind is message_delta and event.message_id in open_messages:  # type: ignore[union-attr]
                 continue
             check = checks.get(kind)
             if check is not None:
-                check(self, event, first_line + offset)
+                check(self, event, first_line + index)
                 if self.result is not None or self._pending_fatal:
-                    # Ordering rules apply from here on: finish the block the careful way.
-                    self.events += offset + 1
-                    rest = offset + 1
-                    for later, event in enumerate(events[rest:], start=rest):
-                        self._check_rules(event, first_line + later)
-                    return
-        self.events += len(events)
+                    self.events += index + 1 - start
+                    return index + 1
+        self.events += len(events) - start
+        return len(events)
 
     def _stamps_in_order(self, events: list[p.AnyEvent]) -> bool:
         if not self.check_stamps or not events:
