@@ -342,7 +342,7 @@ class Pipeline:
         out: list[p.AnyEvent] = []
         tally, closed_runs, closed_calls = self.tally, self._closed_runs, self._closed_calls
         open_runs, open_calls, add = tally.open_runs, tally.open_calls, tally.add
-        session, seq, good_ts = self._session, self._next_seq, None
+        session, seq, good_ts, version = self._session, self._next_seq, None, p.PROTOCOL_VERSION
         times_fit = p.are_timestamps([event.ts for event in events])  # one check for the block, usually
         plain = self.turn_open and self._held_fatal is None and not self.finished
         for event in events:
@@ -380,8 +380,8 @@ class Pipeline:
                 session, seq = self._session, self._next_seq
                 plain = self.turn_open and self._held_fatal is None and not self.finished
                 continue
-            if event.seq != seq or event.session_id != session or event.v != 1:
-                event.v, event.session_id, event.seq = p.PROTOCOL_VERSION, session, seq  # type: ignore[misc]
+            # The reading's stamps (the same values when the input's own fit: cheaper than comparing first).
+            event.v, event.session_id, event.seq = version, session, seq  # type: ignore[misc]
             if not times_fit:  # some event's time is not one: find which (most share a clock reading)
                 ts = event.ts
                 if ts is not good_ts:
