@@ -188,3 +188,20 @@ class _ChunkedFile(io.RawIOBase):
 
     def read1(self, size: int = -1) -> bytes:
         return next(self._chunks, b"")
+
+
+def test_a_canonical_stream_of_long_lines_reads_as_usual(
+    monkeypatch: pytest.MonkeyPatch, every_line_is_long: list[int]
+) -> None:
+    good = _canonical_stream()
+    lines = good.splitlines(keepends=True)
+    for stream in (
+        good,
+        b"".join(lines[:3]) + ODD_LINES[6] + b"\n" + ODD_LINES[13] + b"\n" + b"".join(lines[3:]),
+    ):
+        with monkeypatch.context() as usual:
+            for module in (_lines, pipeline):
+                usual.setattr(module, "LONG_LINE_BYTES", 1 << 60)
+            expected = _events(stream, "canonical", usual)
+        assert _events(_trickle(stream), "canonical", monkeypatch) == expected
+    assert every_line_is_long
