@@ -1,7 +1,9 @@
 """NDJSON framing, for blocking readers and for chunked input: lines of any length, a partial last line flagged.
 
 No length cap by default (a 100 MB tool result is a legitimate line); memory
-holds one line at a time. ``\\r\\n`` endings are accepted.
+holds one line at a time. ``\\r\\n`` endings are accepted. A very long line is
+handed over as a :class:`LongLine`, which :func:`parse_long_line` reads
+without a third copy.
 """
 
 from __future__ import annotations
@@ -210,14 +212,10 @@ class LineSplitter:
         data: bytes | bytearray
         if len(self._buf) >= LONG_LINE_BYTES:  # handed over, not copied: a LongLine (see parse_long_line)
             data, self._buf = self._buf, LongLine()
-            if terminated and data.endswith(b"\r"):
-                del data[-1:]
         else:
             data = bytes(self._buf)
             self._buf.clear()
-            if terminated and data.endswith(b"\r"):
-                data = data[:-1]
-        return Line(self._number, data, terminated)
+        return Line(self._number, _without_cr(data) if terminated else data, terminated)
 
 
 class BlockSplitter:
@@ -292,10 +290,15 @@ def split_block(block: bytes | bytearray) -> list[bytes | bytearray]:
         lines = list(block.split(b"\n"))
     lines.pop()  # what follows the last newline: nothing
     if has_cr:
-        for index, line in enumerate(lines):
-            if line.endswith(b"\r"):
-                if isinstance(line, bytearray):
-                    del line[-1:]
-                else:
-                    lines[index] = line[:-1]
+        lines = [_without_cr(line) for line in lines]
     return lines
+
+
+def _without_cr(line: bytes | bytearray) -> bytes | bytearray:
+    """``line`` without a final ``\\r``; a bytearray (a very long line, maybe) loses it in place, with no copy."""
+    if not line.endswith(b"\r"):
+        return line
+    if isinstance(line, bytearray):
+        del line[-1:]
+        return line
+    return line[:-1]
