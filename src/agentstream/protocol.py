@@ -23,7 +23,7 @@ from typing import Any, Final, Literal, TypeAlias, TypeVar, cast, get_args
 import msgspec
 from msgspec import UNSET, Struct, UnsetType
 
-from agentstream._lines import NotSure, is_long, parse_long_line
+from agentstream._lines import LongLine, NotSure, is_long, parse_long_line
 from agentstream._version import PROTOCOL_VERSION as _PROTOCOL_VERSION
 
 __all__ = [
@@ -411,7 +411,7 @@ def decode(line: bytes | bytearray | memoryview | str) -> AnyEvent:
     JSON, not an object, has no string ``type``, or a known type with bad fields.
     A very long :class:`~agentstream._lines.LongLine` is emptied when it decodes.
     """
-    if is_long(line):
+    if type(line) is LongLine and is_long(line):  # the type first: no call for other lines
         try:
             return cast(Event, parse_long_line(line, _event_of))
         except NotSure:

@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from typing import Any, ClassVar, NamedTuple
 
 from agentstream import protocol as p
-from agentstream._lines import NotSure, is_long, parse_long_line
+from agentstream._lines import LongLine, NotSure, is_long, parse_long_line
 
 __all__ = ["Dialect", "DialectDecoder", "DialectEncoder", "ExitMeaning"]
 
@@ -42,7 +42,7 @@ class DialectDecoder(ABC):
 
     def decode_line(self, line: bytes | bytearray) -> list[p.AnyEvent] | None:
         """Decode one raw line; ``None`` means "not mine: report it as malformed"."""
-        if is_long(line):
+        if type(line) is LongLine and is_long(line):  # the type first: no call for other lines
             try:
                 return parse_long_line(line, self._decode_parsed)
             except NotSure:
