@@ -135,7 +135,8 @@ def test_a_job_whose_worker_is_killed_is_reclaimed_and_retried(
     bus_url: str, tmp_path: Path, producer_jobs: None, victim: str
 ) -> None:
     started = tmp_path / "started"
-    job = submit(bus_url, f"events=10 interval=0.05 touch={started}")
+    # Long enough (2 s) that the kill lands mid-run on a busy machine, not as the run ends by itself.
+    job = submit(bus_url, f"events=10 interval=0.2 touch={started}")
     first = _start_worker(bus_url, own_group=True)
     pid = _job_pid(first)
     wait_for(started)
