@@ -351,3 +351,28 @@ for turn in range(2):
     assert b"answer" not in err
     for half in (lines[:3], lines[3:]):
         check(b"\n".join(half) + b"\n", 0)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_while_the_result_is_published_waits_until_it_is(tmp_path: Path, signum: int) -> None:
+    """The bus (an observer) still gets the result when a signal lands as it is published; the code stands."""
+    published = tmp_path / "published"
+    code, events, err = run(
+        tmp_path,
+        f"""
+import signal
+def signal_arrives(event):
+    if event.type == "result":
+        signal.raise_signal({int(signum)})  # as if it landed while the bus stores the result
+        time.sleep(0.05)  # the handler has run by now
+def bus(event):
+    if event.type == "result":
+        open({str(published)!r}, "w").write(event.subtype)
+with Stream("job") as s:
+    s.observe(signal_arrives)
+    s.observe(bus)
+    s.message("done")
+""",
+    )
+    assert code == 0 and events[-1]["subtype"] == "success", err
+    assert published.read_text() == "success"

@@ -369,6 +369,10 @@ class Stream:
         except OutputFailed as failure:
             self._output_closed = True
             self._output_failure = self._output_failure or failure
+        if self._held.pending and threading.get_ident() == self._main_thread:
+            # A signal that arrived while the result was written or published: now that both are done,
+            # it ends the process with the result's code (SignalAfterResult).
+            self._deliver_signal(self._held.take())
         return event
 
     def fail(
@@ -599,8 +603,14 @@ class Stream:
     # -- signals and exit -------------------------------------------------
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        if self.result is None and (_signals.inside(frame, _CRITICAL_CODE) or _signals.inside_import(frame)):
-            # Mid-line, or mid-import (unwinding there breaks the module): deliver right after.
+        if self.result is None:
+            if _signals.inside(frame, _CRITICAL_CODE) or _signals.inside_import(frame):
+                # Mid-line, or mid-import (unwinding there breaks the module): deliver right after.
+                self._held.hold(signum, frame)
+                return
+        elif not self._held.pending and _signals.inside(frame, _FINISH_CODE):
+            # The result is being written, or published (the bus waits until it is stored): :meth:`finish`
+            # exits right after, with its code. A second signal does not wait.
             self._held.hold(signum, frame)
             return
         self._held.take()
@@ -755,6 +765,8 @@ _CRITICAL_CODE = frozenset(
     }
 )
 """The Stream's write path, where a raise would tear a line (checked on the signal path only)."""
+_FINISH_CODE = frozenset({Stream.finish.__code__})
+"""Where the result is written and published: a signal waits until both are done."""
 
 
 def _exit_status(exc: SystemExit) -> int:
