@@ -139,6 +139,8 @@ class Stream:
         self._sequencer = p.Sequencer(session_id)
         self._lock = threading.RLock()
         self._closing = False
+        self._exiting = False
+        """Whether ``__exit__`` is ending the stream (it delivers a held signal once it has left)."""
         self._fast_fd = -1
         self._buffer = bytearray()
         self._main_thread = threading.main_thread().ident or 0
@@ -238,9 +240,11 @@ class Stream:
                 self.emit(self._start)
             except OutputFailed:
                 pass
+        self._exiting = True
         if not self.finished:
             self._finish_for_exception(exc)
         self._leave(exc)
+        self._deliver_held_signal()
         if self.owns_process or isinstance(exc, OutputFailed):
             raise SystemExit(self.exit_code) from None
         raise exc
@@ -262,9 +266,11 @@ class Stream:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> Literal[False]:
+        self._exiting = True
         if not self.finished:
             self._finish_for_exception(exc)
         self._leave(exc)
+        self._deliver_held_signal()
         if not self.owns_process or self.result is None:
             return False
         code = self.exit_code
@@ -369,10 +375,8 @@ class Stream:
         except OutputFailed as failure:
             self._output_closed = True
             self._output_failure = self._output_failure or failure
-        if self._held.pending and threading.get_ident() == self._main_thread:
-            # A signal that arrived while the result was written or published: now that both are done,
-            # it ends the process with the result's code (SignalAfterResult).
-            self._deliver_signal(self._held.take())
+        if not self._exiting:
+            self._deliver_held_signal()
         return event
 
     def fail(
@@ -610,11 +614,18 @@ class Stream:
                 return
         elif not self._held.pending and _signals.inside(frame, _FINISH_CODE):
             # The result is being written, or published (the bus waits until it is stored): :meth:`finish`
-            # exits right after, with its code. A second signal does not wait.
-            self._held.hold(signum, frame)
+            # exits right after, with its code. A second signal does not wait. (No frame: nothing is
+            # redelivered, even mid-import; the end of finish delivers it.)
+            self._held.hold(signum)
             return
         self._held.take()
         self._deliver_signal(signum)
+
+    def _deliver_held_signal(self) -> None:
+        """A signal held while the result was written or published (:meth:`finish`): now that both are done,
+        it ends the process with the result's code (SignalAfterResult)."""
+        if self._held.pending and threading.get_ident() == self._main_thread:
+            self._deliver_signal(self._held.take())
 
     def _deliver_signal(self, signum: int) -> None:
         """Unwind the main thread; a second signal while unwinding stops waiting for cleanup code."""
