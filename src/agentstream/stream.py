@@ -240,11 +240,7 @@ class Stream:
                 self.emit(self._start)
             except OutputFailed:
                 pass
-        self._exiting = True
-        if not self.finished:
-            self._finish_for_exception(exc)
-        self._leave(exc)
-        self._deliver_held_signal()
+        self._end(exc)
         if self.owns_process or isinstance(exc, OutputFailed):
             raise SystemExit(self.exit_code) from None
         raise exc
@@ -266,11 +262,7 @@ class Stream:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> Literal[False]:
-        self._exiting = True
-        if not self.finished:
-            self._finish_for_exception(exc)
-        self._leave(exc)
-        self._deliver_held_signal()
+        self._end(exc)
         if not self.owns_process or self.result is None:
             return False
         code = self.exit_code
@@ -286,6 +278,14 @@ class Stream:
         if code != 0 or exc is not None:
             raise SystemExit(code) from None
         return False
+
+    def _end(self, exc: BaseException | None) -> None:
+        """However the body ended: its matching ending, then leave the stream; a signal held meanwhile goes last."""
+        self._exiting = True
+        if not self.finished:
+            self._finish_for_exception(exc)
+        self._leave(exc)
+        self._deliver_held_signal()
 
     def _leave(self, exc: BaseException | None) -> None:
         """Hand the signals back; say once why the output failed; fix the process's exit code."""
