@@ -207,3 +207,44 @@ def test_follow_uses_agentstream_bus_from_the_environment(bus_home: object, tmp_
         timeout=30,
     )
     assert env_run.returncode == 0 and len(env_run.stdout.splitlines()) == 2
+
+
+LATE_SIGNAL = """
+import os, signal, sys
+from agentstream import _signals
+from agentstream.bus import follow
+from agentstream.cli import entry
+moment = sys.argv.pop(1)
+if moment == "as-the-terminal-is-written":
+    write = follow._Output.write
+    def write_then_signal(self, data):
+        write(self, data)
+        if b'"type":"result"' in data:
+            signal.raise_signal(signal.SIGTERM)  # its handler runs on the next line of Python
+    follow._Output.write = write_then_signal
+else:
+    restore = _signals.SignalHandlers.restore
+    def restore_then_signal(self):
+        restore(self)
+        if getattr(self.handler, "__qualname__", "") == "_Output._on_signal":
+            signal.raise_signal(signal.SIGTERM)  # lands the moment the command line's handler is back
+    _signals.SignalHandlers.restore = restore_then_signal
+sys.argv[0] = "agentstream"
+entry()
+"""
+
+
+@pytest.mark.parametrize("moment", ["as-the-terminal-is-written", "as-the-signals-are-handed-back"])
+@pytest.mark.parametrize("command", ["follow", "watch"])
+def test_a_signal_once_the_terminal_is_decided_changes_nothing(tmp_path: object, command: str, moment: str) -> None:
+    """No second terminal line and no other exit code: the follower's ending is let be once it is under way."""
+    url = f"sqlite:///{tmp_path}/bus.sqlite3"
+    with open_bus(url) as bus:
+        bus.append("done", events("done", 3, final=True))
+    args = ["follow", "done"] if command == "follow" else ["watch", "--from-start", "--count", "2"]
+    driver = [sys.executable, "-c", LATE_SIGNAL, moment, *args, "--bus", url]
+    done = subprocess.run(driver, capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert_one_terminal_last(done.stdout)
+    end = terminal(done.stdout)
+    assert (done.returncode, end.exit_code, end.ok) == (0, 0, True), done.stderr.decode()
+    assert b"Traceback" not in done.stderr

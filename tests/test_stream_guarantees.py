@@ -376,3 +376,27 @@ with Stream("job") as s:
     )
     assert code == 0 and events[-1]["subtype"] == "success", err
     assert published.read_text() == "success"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_as_the_stream_hands_the_signals_back_keeps_the_results_code(tmp_path: Path, signum: int) -> None:
+    """Once the stream has handed the signals back to the command line, a signal must still find the result's
+    code there: the command line's handler would otherwise take the run for one not yet ended (128 + signum)."""
+    code, events, err = run(
+        tmp_path,
+        f"""
+import signal
+from agentstream import _signals
+_signals.install_cli_handlers()
+_signals.deliver_held()
+restore = _signals.SignalHandlers.restore
+def restore_then_signal(self):
+    restore(self)
+    if getattr(self.handler, "__name__", "") == "_on_signal":  # the stream's, not another's
+        signal.raise_signal({int(signum)})  # lands the moment the command line's handler is back
+with Stream("job") as s:
+    _signals.SignalHandlers.restore = restore_then_signal
+    s.message("done")
+""",
+    )
+    assert code == 0 and events[-1]["subtype"] == "success", err

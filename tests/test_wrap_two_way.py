@@ -255,3 +255,27 @@ def test_sigterm_between_turns_ends_the_session_with_an_interrupted_turn(tmp_pat
     assert proc.returncode == 143, err.decode()
     assert [e["type"] for e in rest] == ["system", "result"]
     assert rest[-1]["is_error"] and "interrupted by SIGTERM" in rest[-1]["errors"][0]
+
+
+def test_a_signal_as_the_session_hands_the_signals_back_keeps_the_last_turns_code(tmp_path: Path) -> None:
+    """The session over, a signal landing the moment the command line's handler is back must not add a turn
+    or change the exit code: the last turn's result stands."""
+    script = _fake_child(tmp_path, "say(INIT)\nsay(RESULT)\n")
+    wrap = ["wrap", "--two-way", "--from", "claude", "--to", "claude", "--no-publish"]
+    driver = f"""
+import signal, sys
+from agentstream import _signals
+from agentstream.cli import entry
+restore = _signals.SignalHandlers.restore
+def restore_then_signal(self):
+    restore(self)
+    if getattr(self.handler, "__qualname__", "") == "_Forwarder._on_signal":
+        signal.raise_signal(signal.SIGTERM)
+_signals.SignalHandlers.restore = restore_then_signal
+sys.argv = ["agentstream", *{[*wrap, "--", sys.executable, str(script)]!r}]
+entry()
+"""
+    done = subprocess.run([sys.executable, "-c", driver], stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    assert done.returncode == 0, done.stderr.decode()
+    assert [e["type"] for e in events] == ["system", "system", "result"] and not events[-1]["is_error"]

@@ -288,15 +288,19 @@ class Stream:
         self._deliver_held_signal()
 
     def _leave(self, exc: BaseException | None) -> None:
-        """Hand the signals back; say once why the output failed; fix the process's exit code."""
+        """Fix the process's exit code, then hand the signals back; say once why the output failed.
+
+        In that order: a signal landing as the command line's handler comes back must find the result's
+        code there, or it would end a finished run as interrupted (128 + signum).
+        """
+        if self.owns_process and self.result is not None:
+            _signals.note_final_exit(self.exit_code)
         self._handlers.restore()
         failure = self._output_failure
         if failure is not None and self.owns_process:
             if isinstance(failure, OutputError):
                 _say(f"agentstream {self.command}: {failure.error_code}: {failure.reason}")
             _silence_private_stdout()
-        if self.owns_process and self.result is not None:
-            _signals.note_final_exit(self.exit_code)
 
     def _finish_for_exception(self, exc: BaseException | None) -> None:
         """Turn however the body ended into the matching fatal error and result."""

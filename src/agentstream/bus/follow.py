@@ -30,7 +30,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Final, TypeVar
 
 from agentstream import protocol as p
-from agentstream._signals import HeldSignal, SignalHandlers, inside_import
+from agentstream._signals import HeldSignal, SignalHandlers, inside_import, note_final_exit
 from agentstream.actions import follow_action, resume_action, runs_action, watch_action
 from agentstream.bus import BusUnavailable, FeedItem, Record
 from agentstream.ending import add_line, ending_events
@@ -57,25 +57,42 @@ class _Stopped(BaseException):
 
 
 class _Output:
-    """Whole lines to fd 1; a signal that arrives mid-line (or mid-import) is delivered right after it."""
+    """Whole lines to fd 1; a signal that arrives mid-line (or mid-import) is delivered right after it.
+
+    A signal stops the follower once: from the first one, or from the moment the
+    terminal line is decided on (:meth:`stop`), the output is ending and later
+    signals change nothing, so no second terminal line is ever written.
+    """
 
     def __init__(self, fd: int = 1) -> None:
         self.fd = fd
         self.writing = False
+        self.stopped = False
         self.held = HeldSignal()
         self.handlers = SignalHandlers(self._on_signal)
 
     def install(self) -> None:
         self.handlers.install()
 
-    def restore(self) -> None:
+    def restore(self, final_exit: int | None) -> None:
+        """Hand the signals back; with the terminal line written, first say its code, which a later signal
+        must not change (it would otherwise be taken for one that stops a follower not yet ended)."""
+        if final_exit is not None:
+            note_final_exit(final_exit)
         self.handlers.restore()
 
+    def stop(self) -> None:
+        """The terminal line is decided on: from here a signal neither stops the output nor adds to it."""
+        self.stopped = True
+
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self.stopped:
+            return
         if self.writing or inside_import(frame):
             self.held.hold(signum, frame)
             return
         self.held.take()
+        self.stopped = True
         raise _Stopped(signum)
 
     def write(self, data: bytes) -> None:
@@ -86,7 +103,8 @@ class _Output:
                 view = view[os.write(self.fd, view) :]
         finally:
             self.writing = False
-        if self.held.pending:
+        if self.held.pending and not self.stopped:
+            self.stopped = True
             raise _Stopped(self.held.take())
 
 
@@ -118,19 +136,31 @@ def follow(open_bus: Callable[[], Bus], options: FollowOptions, out: _Output | N
     """Print the run from ``options.from_seq`` until its ``result``; return the exit code."""
     out = out or _Output()
     out.install()
-    tail = _RunTail(options, out)
+    code: int | None = None
     try:
-        return tail.run(open_bus)
-    except _Stopped as stop:
-        return tail.end(
-            "follow_interrupted", _interrupted(stop.signum, "follower"), exit_code_for_signal(stop.signum)
-        )
-    except _Ended as ended:
-        return tail.end(ended.subtype, ended.error, ended.exit_code)
+        code = _follow_to_the_end(_RunTail(options, out), open_bus)
     except BrokenPipeError:
-        return int(ExitCode.SIGPIPE)
+        code = int(ExitCode.SIGPIPE)
     finally:
-        out.restore()
+        out.restore(code)
+    return code
+
+
+def _follow_to_the_end(tail: _RunTail, open_bus: Callable[[], Bus]) -> int:
+    """The run's own ``result``, or the ending of a follower stopped first: either way, one terminal line.
+
+    A signal before the ending is decided on stops the follower (caught below, even when it lands in
+    the ``_Ended`` handler); after it, the output's handler lets the ending be.
+    """
+    try:
+        try:
+            return tail.run(open_bus)
+        except _Ended as ended:
+            tail.out.stop()
+            why = (ended.subtype, ended.error, ended.exit_code)
+    except _Stopped as stop:
+        why = ("follow_interrupted", _interrupted(stop.signum, "follower"), exit_code_for_signal(stop.signum))
+    return tail.end(*why)
 
 
 @dataclass
@@ -236,7 +266,9 @@ class _RunTail:
         if record.seq > self.next_seq:
             self._write(_gap_line(self.options.run_id, self.next_seq, record.seq - 1))
         if record.type == "result":
-            self._write(self._enriched(record.line) + b"\n")
+            line = self._enriched(record.line) + b"\n"
+            self.out.stop()
+            self._write(line)
             return True
         # Advanced first: a signal held during the write ends the output right after this line,
         # and the terminal's seq must then name the next line, not this one again.
@@ -298,7 +330,7 @@ class _RunTail:
         line = b"".join(p.encode_line(sequencer.stamp(event)) for event in ending)
         try:
             self._write(line)
-        except (_Stopped, BrokenPipeError):
+        except BrokenPipeError:
             pass
         result = ending[-1]
         return result.exit_code if isinstance(result, p.Result) else exit_code
@@ -434,25 +466,28 @@ def watch(
     out.install()
     state = _WatchState()
     watch_id = p.new_id("watch")
+    code: int | None = None
     try:
-        subtype, error, code = _watch_loop(open_bus, out, state, since, keep, timeout, count, reconnect_for)
-    except _Stopped as stop:
-        subtype, error, code = (
-            "watch_interrupted",
-            _interrupted(stop.signum, "watcher"),
-            exit_code_for_signal(stop.signum),
-        )
+        try:
+            subtype, error, code = _watch_loop(open_bus, out, state, since, keep, timeout, count, reconnect_for)
+            out.stop()  # a signal before this line stops the watcher below; after it, the ending is let be
+        except _Stopped as stop:
+            subtype, error, code = (
+                "watch_interrupted",
+                _interrupted(stop.signum, "watcher"),
+                exit_code_for_signal(stop.signum),
+            )
+        actions = [watch_action(state.cursor or None), runs_action()]
+        summary = f"{state.printed} event(s); resume after cursor {state.cursor}" if state.cursor else None
+        line = synthetic_result(watch_id, 0, subtype, error, code, actions, command=command, result=summary)
+        try:
+            out.write(line)
+        except BrokenPipeError:
+            pass  # the reader is gone: the watch's own code stands
     except BrokenPipeError:
-        return int(ExitCode.SIGPIPE)
+        code = int(ExitCode.SIGPIPE)
     finally:
-        out.restore()
-    actions = [watch_action(state.cursor or None), runs_action()]
-    summary = f"{state.printed} event(s); resume after cursor {state.cursor}" if state.cursor else None
-    line = synthetic_result(watch_id, 0, subtype, error, code, actions, command=command, result=summary)
-    try:
-        out.write(line)
-    except (_Stopped, BrokenPipeError):
-        pass
+        out.restore(code)
     return code
 
 
