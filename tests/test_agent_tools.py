@@ -27,6 +27,7 @@ from agentstream.agent.tools import (
 )
 from agentstream.agent.tools._base import HeadTail, cap_text
 from agentstream.agent.tools._search import glob_regex
+from agentstream.agent.tools._shell import _ProgressPump
 from agentstream.errors import UsageError
 
 
@@ -417,6 +418,17 @@ def test_shell_progress_is_coalesced_and_bounded(ws: Path) -> None:
     assert streamed.startswith("1\n2\n3\n") and "not streamed" in chunks[-1]
     numbers = [int(n) for n in streamed.split("\n[")[0].split()]
     assert numbers == list(range(1, len(numbers) + 1))  # in order, nothing lost before the cap
+
+
+def test_the_note_that_ends_streamed_progress_is_on_a_line_of_its_own() -> None:
+    """A slow command's progress may stop mid-line; the budget may then run out inside the next line."""
+    chunks: list[str] = []
+    pump = _ProgressPump(chunks.append, cap=12)
+    pump.feed(b"1\n2\n3\n4\n12")
+    pump.flush()  # the select timed out: what is pending goes out, a partial line included
+    pump.feed(b"345\n6\n")
+    pump.flush()
+    assert "".join(chunks) == "1\n2\n3\n4\n1234\n[further output is not streamed; the result has it]"
 
 
 def test_shell_interrupted_by_exception_kills_group(ws: Path) -> None:

@@ -236,7 +236,9 @@ entry()
 
 @pytest.mark.parametrize("moment", ["as-the-terminal-is-written", "as-the-signals-are-handed-back"])
 @pytest.mark.parametrize("command", ["follow", "watch"])
-def test_a_signal_once_the_terminal_is_decided_changes_nothing(tmp_path: object, command: str, moment: str) -> None:
+def test_a_signal_once_the_terminal_is_decided_changes_nothing(
+    tmp_path: object, command: str, moment: str
+) -> None:
     """No second terminal line and no other exit code: the follower's ending is let be once it is under way."""
     url = f"sqlite:///{tmp_path}/bus.sqlite3"
     with open_bus(url) as bus:

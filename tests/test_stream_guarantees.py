@@ -379,7 +379,9 @@ with Stream("job") as s:
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_a_signal_as_the_stream_hands_the_signals_back_keeps_the_results_code(tmp_path: Path, signum: int) -> None:
+def test_a_signal_as_the_stream_hands_the_signals_back_keeps_the_results_code(
+    tmp_path: Path, signum: int
+) -> None:
     """Once the stream has handed the signals back to the command line, a signal must still find the result's
     code there: the command line's handler would otherwise take the run for one not yet ended (128 + signum)."""
     code, events, err = run(

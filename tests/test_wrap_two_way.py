@@ -275,7 +275,9 @@ _signals.SignalHandlers.restore = restore_then_signal
 sys.argv = ["agentstream", *{[*wrap, "--", sys.executable, str(script)]!r}]
 entry()
 """
-    done = subprocess.run([sys.executable, "-c", driver], stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+    done = subprocess.run(
+        [sys.executable, "-c", driver], stdin=subprocess.DEVNULL, capture_output=True, timeout=30
+    )
     events = [json.loads(line) for line in done.stdout.splitlines()]
     assert done.returncode == 0, done.stderr.decode()
     assert [e["type"] for e in events] == ["system", "system", "result"] and not events[-1]["is_error"]

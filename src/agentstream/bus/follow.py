@@ -469,7 +469,9 @@ def watch(
     code: int | None = None
     try:
         try:
-            subtype, error, code = _watch_loop(open_bus, out, state, since, keep, timeout, count, reconnect_for)
+            subtype, error, code = _watch_loop(
+                open_bus, out, state, since, keep, timeout, count, reconnect_for
+            )
             out.stop()  # a signal before this line stops the watcher below; after it, the ending is let be
         except _Stopped as stop:
             subtype, error, code = (

@@ -90,9 +90,10 @@ class _ProgressPump:
         del self.pending[:cut]
         if len(chunk) >= self.budget:
             end = chunk.rfind(b"\n", 0, self.budget) + 1 or self.budget
-            text = (
-                self.decoder.decode(chunk[:end], True) + "[further output is not streamed; the result has it]"
-            )
+            text = self.decoder.decode(chunk[:end], True)
+            if text and not text.endswith("\n"):
+                text += "\n"  # the note on a line of its own, even after a line cut short
+            text += "[further output is not streamed; the result has it]"
             self.budget = 0
             self.pending.clear()
         else:
