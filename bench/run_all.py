@@ -20,6 +20,7 @@ QUICK_ARGS = {
     "bench_agent.py": ["--rounds", "3"],
     "bench_bus.py": ["--throughput-events", "10000"],
     "bench_serve.py": ["--events", "100"],
+    "instructions.py": ["--size", "256KiB"],
 }
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import pty
 import select
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import msgspec
@@ -154,3 +156,117 @@ def test_dialects_lists_every_dialect_as_json_lines_and_as_a_table() -> None:
     table = run_cli("dialects").stdout.decode().splitlines()
     assert [line.split()[0] for line in table] == list(DIALECT_NAMES)
     assert table[0].split(None, 1)[1] == rows[0]["summary"]
+
+
+CLAUDE_LIVE = (
+    b'{"type":"system","subtype":"init","session_id":"s1","model":"m","tools":[],"cwd":"/"}\n'
+    b'{"type":"stream_event","session_id":"s1","event":{"type":"message_start","message":{"id":"m1","model":"m",'
+    b'"role":"assistant","content":[],"usage":{"input_tokens":3,"output_tokens":1}}}}\n'
+    b'{"type":"stream_event","session_id":"s1","event":{"type":"content_block_start","index":0,'
+    b'"content_block":{"type":"text","text":""}}}\n'
+    b'{"type":"stream_event","session_id":"s1","event":{"type":"content_block_delta","index":0,'
+    b'"delta":{"type":"text_delta","text":"Half an ans"}}}\n'
+)
+
+
+@pytest.mark.parametrize("to", ["canonical", "claude"])
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_waiting_for_live_input_ends_the_output_whole(signum: int, to: str) -> None:
+    """`producer | agentstream convert` stopped by Ctrl-C: the open turn gets its interrupted ending."""
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "agentstream", "convert", "--from", "claude", "--to", to],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    try:
+        proc.stdin.write(CLAUDE_LIVE)
+        proc.stdin.flush()
+        ready, _, _ = select.select([proc.stdout], [], [], 15)
+        assert ready, "nothing converted while the input stayed open"
+        time.sleep(0.2)  # the reader is waiting for more input
+        proc.send_signal(signum)
+        code = proc.wait(timeout=15)  # the input still open: the signal alone ends it
+        out, err = proc.stdout.read(), proc.stderr.read()
+    finally:
+        proc.kill()
+        proc.wait()
+    assert code == 128 + signum, err
+    canonical = out if to == "canonical" else run_cli("convert", "--from", "claude", stdin=out).stdout
+    events = assert_valid_stream(decode_output(canonical))
+    error, result = events[-2:]
+    assert isinstance(error, p.Error) and error.code == "INTERRUPTED"
+    assert isinstance(result, p.Result) and not result.ok
+    assert "Half an ans" in [e.content for e in events if isinstance(e, p.Message)]
+
+
+HELD_WHILE_DECODING = """
+import signal, sys
+from agentstream.cli import entry
+from agentstream.consumer.pipeline import Pipeline
+feed_chunk, chunks = Pipeline.feed_chunk, []
+def feed_chunk_then_signal(self, chunk):
+    chunks.append(chunk)
+    if len(chunks) == 2:
+        signal.raise_signal(signal.SIGTERM)  # lands in the middle of decoding this chunk
+    return feed_chunk(self, chunk)
+Pipeline.feed_chunk = feed_chunk_then_signal
+sys.argv = ["agentstream", "convert", "--to", "canonical", sys.argv[1]]
+entry()
+"""
+
+
+def test_a_signal_while_a_batch_is_decoded_ends_the_output_after_it(tmp_path: Path) -> None:
+    """No event half made, no line half written: the batch goes out whole, then the ending."""
+    path = tmp_path / "long.ndjson"
+    session = canonical_session(finish=False)
+    path.write_bytes(session * (1 + (1 << 17) // len(session)))  # several read chunks
+    done = subprocess.run(
+        [PYTHON, "-c", HELD_WHILE_DECODING, str(path)], capture_output=True, timeout=30, cwd=ROOT
+    )
+    assert done.returncode == 143, done.stderr
+    events = assert_valid_stream(decode_output(done.stdout), turns=None)
+    error, result = events[-2:]
+    assert isinstance(error, p.Error) and error.code == "INTERRUPTED"
+    assert isinstance(result, p.Result) and result.exit_code == 143
+    assert len(done.stdout) > (1 << 16)  # both decoded chunks were converted before it stopped
+
+
+HELD_AS_THE_READ_BEGINS = """
+import signal, sys
+from agentstream.cli import entry
+from agentstream.consumer.reader import Reader
+read_chunk, reads = Reader._read_chunk, []
+def signal_then_read(self):
+    reads.append(1)
+    if len(reads) == 2:
+        signal.raise_signal(signal.SIGTERM)  # handled here, just before the read starts to wait
+    return read_chunk(self)
+Reader._read_chunk = signal_then_read
+sys.argv = ["agentstream", "convert", "--from", "claude", "--to", "canonical"]
+entry()
+"""
+
+
+def test_a_signal_held_just_before_the_reader_waits_still_ends_it() -> None:
+    """The held signal is sent again, and cuts short the wait that began after it was held."""
+    proc = subprocess.Popen(
+        [PYTHON, "-c", HELD_AS_THE_READ_BEGINS],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    try:
+        proc.stdin.write(CLAUDE_LIVE)  # the input stays open: only the signal can end the wait
+        proc.stdin.flush()
+        code = proc.wait(timeout=15)
+        out, err = proc.stdout.read(), proc.stderr.read()
+    finally:
+        proc.kill()
+        proc.wait()
+    assert code == 143, err
+    assert assert_valid_stream(decode_output(out))[-1].subtype == "interrupted"  # type: ignore[union-attr]

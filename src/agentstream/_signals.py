@@ -208,10 +208,10 @@ class HeldSignal:
     def __init__(self) -> None:
         self.pending = 0
 
-    def hold(self, signum: int, frame: FrameType | None = None) -> None:
-        """Keep ``signum`` (the first one wins); inside an import, look at it again shortly."""
+    def hold(self, signum: int, frame: FrameType | None = None, *, redeliver: bool = False) -> None:
+        """Keep ``signum`` (the first one wins); inside an import, or with ``redeliver``, look at it again shortly."""
         self.pending = self.pending or signum
-        if inside_import(frame):
+        if redeliver or inside_import(frame):
             # ``_thread``, not ``threading``: the import being interrupted may be threading's own.
             with MainThreadSignals():
                 _thread.start_new_thread(self._redeliver, ())

@@ -105,8 +105,11 @@ for programs. Everything but the chosen output goes to stderr.
 Exit codes: 0 success, 1 error, 2 bad usage or input, 3 max turns, 124 timeout,
 127 command not found, 129/130/143 SIGHUP/SIGINT/SIGTERM, 141 the reader of stdout
 went away. A command that streams events always exits with `result.exit_code`; a
-signal after its `result` does not change it. Any other failure to write stdout
-(a full disk, stdout closed) is exit 1 with one `OUTPUT_ERROR` line on stderr.
+signal after its `result` does not change it. `convert`, whose output is a stream
+too, ends it whole when a signal stops it: the open turn gets its made-up
+`INTERRUPTED` ending (no line cut), and it exits 128 + the signal. Any other
+failure to write stdout (a full disk, stdout closed) is exit 1 with one
+`OUTPUT_ERROR` line on stderr.
 A signal is acted on at once, whatever the command is waiting for: its own threads
 never take one, and one that lands just before a blocking wait still cuts it short.
 The processes it starts inherit no blocked signal.

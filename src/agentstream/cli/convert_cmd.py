@@ -2,7 +2,9 @@
 
 Memory stays flat (one chunk of input at a time) and output is written as each
 chunk is decoded: flushed per chunk when the input is a pipe or a terminal, so
-live conversion works, and buffered for regular files.
+live conversion works, and buffered for regular files. A signal ends the output
+whole: the open turn gets its made-up ``INTERRUPTED`` ending, and the command
+exits 128 + the signal.
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ from agentstream.cli._options import (
 from agentstream.cli._progress import is_regular_file, with_progress
 
 if TYPE_CHECKING:
+    from types import FrameType
+
     from agentstream.protocol import AnyEvent
-    from agentstream.render import ColorChoice, OutputFormat
+    from agentstream.render import ColorChoice, OutputFormat, Sink
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -49,18 +53,59 @@ def run(args: argparse.Namespace) -> int:
     check_dialect(args.from_dialect)
     check_dialect(args.dialect)
     source = open_input(args.file)
-    convert(
-        source,
-        sys.stdout.buffer,
-        from_dialect=args.from_dialect,
-        to_dialect=args.dialect,
-        output_format=args.output_format,
-        color=args.color,
-        max_line_bytes=args.max_line_bytes,
-        label="<stdin>" if args.file == "-" else args.file,
-        progress=None if args.no_progress else sys.stderr,
-    )
+    stop = _StopOnSignal()
+    stop.handlers.install()
+    try:
+        convert(
+            source,
+            sys.stdout.buffer,
+            from_dialect=args.from_dialect,
+            to_dialect=args.dialect,
+            output_format=args.output_format,
+            color=args.color,
+            max_line_bytes=args.max_line_bytes,
+            label="<stdin>" if args.file == "-" else args.file,
+            progress=None if args.no_progress else sys.stderr,
+            stop=stop,
+        )
+    finally:
+        stop.handlers.restore()
     return 0
+
+
+class _StopOnSignal:
+    """The command's signal handler: a signal ends the conversion, with the input's open turn made whole.
+
+    It unwinds the main thread only where the reader waits for input. Anywhere else (a batch being
+    decoded or written) the signal is held: it is raised once the batch is out (:meth:`check`), and sent
+    again shortly in case the reader has started waiting meanwhile. While the ending is written,
+    signals change nothing.
+    """
+
+    def __init__(self) -> None:
+        from agentstream._signals import HeldSignal, SignalHandlers
+
+        self.held = HeldSignal()
+        self.handlers = SignalHandlers(self._on_signal)
+        self.ending = False
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        from agentstream._signals import Interrupted
+        from agentstream.consumer.reader import WAITING
+
+        if self.ending:
+            return
+        if frame is not None and frame.f_code in WAITING:
+            self.held.take()
+            raise Interrupted(signum)
+        self.held.hold(signum, frame, redeliver=True)
+
+    def check(self) -> None:
+        """Between batches: a signal held meanwhile stops the conversion here."""
+        if self.held.pending:
+            from agentstream._signals import Interrupted
+
+            raise Interrupted(self.held.take())
 
 
 def convert(
@@ -74,8 +119,13 @@ def convert(
     max_line_bytes: int | None = None,
     label: str | None = None,
     progress: IO[str] | None = None,
+    stop: _StopOnSignal | None = None,
 ) -> None:
-    """Read ``source`` in one dialect and write it to ``out`` in another (the whole command, minus options)."""
+    """Read ``source`` in one dialect and write it to ``out`` in another (the whole command, minus options).
+
+    With ``stop``, a signal it lets through ends the output with an interrupted ending, then goes on up.
+    """
+    from agentstream._signals import Interrupted
     from agentstream.consumer import read
     from agentstream.render import make_sink
 
@@ -89,16 +139,31 @@ def convert(
         batches: Iterable[list[AnyEvent]] = reader.batches()
         if progress is not None:
             batches = with_progress(batches, source, progress, verb="converting")
-        for batch in batches:
-            if isinstance(sink, _LinesOut):
-                sink.emit_batch(batch)
-                continue
-            for event in batch:
-                sink.emit(event)
+        try:
+            for batch in batches:
+                _emit(sink, batch)
+                if stop is not None:
+                    stop.check()
+        except Interrupted as interrupted:
+            if stop is None:
+                raise
+            stop.ending = True
+            _emit(sink, reader.interrupted(interrupted.signum))
+            sink.close()
+            writer.flush()
+            raise
     sink.close()
     writer.flush()
     if progress is not None:
         note_after_end(reader)
+
+
+def _emit(sink: _LinesOut | Sink, batch: list[AnyEvent]) -> None:
+    if isinstance(sink, _LinesOut):
+        sink.emit_batch(batch)
+        return
+    for event in batch:
+        sink.emit(event)
 
 
 _LONG_LINE = 1 << 20

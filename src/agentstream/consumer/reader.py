@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
 from typing import IO, TYPE_CHECKING, TypeAlias, cast
 
 from agentstream import protocol as p
-from agentstream.consumer.pipeline import CHUNK_BYTES, Pipeline, Turns
+from agentstream.consumer.pipeline import CHUNK_BYTES, Ending, Pipeline, Turns
 
 if TYPE_CHECKING:
     import asyncio
@@ -66,6 +66,7 @@ class Reader(_ReaderBase):
     ) -> None:
         super().__init__(source, dialect, max_line_bytes, label, turns)
         self._file, self._chunks, self._owned = _sync_source(source)
+        self._read_some: Callable[[int], bytes] | None = None
 
     def batches(self) -> Iterator[list[p.AnyEvent]]:
         """The same events as iterating, in lists (one per chunk of input, maybe empty): less overhead per event."""
@@ -86,8 +87,31 @@ class Reader(_ReaderBase):
     def _chunk_source(self) -> Iterable[bytes]:
         if self._file is None:
             return self._chunks or ()
-        read_some = getattr(self._file, "read1", self._file.read)  # read1: whatever a pipe has, no waiting
-        return iter(lambda: read_some(CHUNK_BYTES), b"")
+        self._read_some = getattr(
+            self._file, "read1", self._file.read
+        )  # read1: whatever a pipe has, no waiting
+        return iter(self._read_chunk, b"")
+
+    def _read_chunk(self) -> bytes:
+        """One read of the input: where the reader waits for a live producer (see :data:`WAITING`)."""
+        assert self._read_some is not None
+        return self._read_some(CHUNK_BYTES)
+
+    def interrupted(self, signum: int) -> list[p.AnyEvent]:
+        """End the stream now, as interrupted by ``signum``: the made-up ending of the turn still open, if any.
+
+        For a program stopped by a signal while it reads: what it writes next makes its own output whole.
+        Only between batches (or while the reader waits for input): a batch half decoded has no place here.
+        """
+        import signal
+
+        from agentstream.errors import ErrorCode, exit_code_for_signal
+
+        name = signal.Signals(signum).name
+        ending = Ending(
+            ErrorCode.INTERRUPTED, f"interrupted by {name}", exit_code_for_signal(signum), "interrupted"
+        )
+        return self._pipeline.finish(ending)
 
     def close(self) -> None:
         if self._owned and self._file is not None:
@@ -225,3 +249,7 @@ async def _file_chunks(source: str | os.PathLike[str] | IO[bytes]) -> AsyncItera
     finally:
         if owned:
             file.close()
+
+
+WAITING = frozenset({Reader._read_chunk.__code__})
+"""Where a :class:`Reader` waits for input: a signal handler may unwind from there, as nothing is half done."""
