@@ -222,27 +222,28 @@ def test_redis_retention_expires_runs_and_cleans_the_index(redis_server: RedisSe
         assert bus.list_runs() == []
 
 
-def test_sqlite_stores_a_very_long_line_whole_in_order_and_once(
-    tmp_path: object, bus_home: object, monkeypatch: pytest.MonkeyPatch
+def test_a_very_long_line_is_stored_whole_in_order_and_once(
+    bus_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Lines over BOUND_LINE_BYTES are written into their row in place; nothing else about them changes."""
-    from agentstream.bus import sqlite
+    """Lines over BOUND_LINE_BYTES take each backend's no-copy way in (SQLite: written into their row in
+    place; Redis: an argument of their own); nothing else about them changes."""
+    from agentstream.bus import BOUND_LINE_BYTES, redis_backend, sqlite
 
-    url = f"sqlite:///{tmp_path}/bus.sqlite3"  # type: ignore[str-format]
     long_text = "a tool's output \\ \" é\n" * 60_000  # over a mebibyte once encoded, escapes and all
     message = p.Message(message_id="m", role="assistant", content=long_text)
     message.session_id, message.seq, message.ts = "r", 2, p.now_ts()
     records = [*events("r", 2), Record(2, "message", p.encode(message)), *events("r", 3, start=3, final=True)]
-    assert len(records[2].line) > sqlite.BOUND_LINE_BYTES
-    with sqlite.SqliteBus(url) as bus:
+    assert len(records[2].line) > BOUND_LINE_BYTES
+    with open_bus(bus_url) as bus:
         assert bus.append("r", records[:4]) == 4
         assert bus.append("r", records) == 2  # a retried batch: the long line is not stored twice
         assert bus.read("r") == records
         assert p.decode(bus.read("r", 2, limit=1)[0].line).content == long_text  # type: ignore[union-attr]
         assert [item.record.seq for item in bus.read_feed("0")] == list(range(6))
     with monkeypatch.context() as every_line_long:  # short and long lines interleaved in one batch
-        every_line_long.setattr(sqlite, "BOUND_LINE_BYTES", 112)
-        with sqlite.SqliteBus(url) as bus:
+        for backend in (sqlite, redis_backend):
+            every_line_long.setattr(backend, "BOUND_LINE_BYTES", 112)
+        with open_bus(bus_url) as bus:
             mixed = events("s", 6, final=True)
             assert [len(r.line) > 112 for r in mixed] == [True, False, False, False, False, True]
             assert bus.append("s", mixed) == 6

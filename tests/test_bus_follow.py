@@ -127,6 +127,37 @@ def test_a_dead_run_followed_mid_tool_call_ends_whole(bus_url: str) -> None:
     assert made_up[0]["status"] == "error" and made_up[1]["content"] == "half a thou"
 
 
+def test_very_long_lines_are_followed_and_watched_byte_for_byte(bus_url: str) -> None:
+    """Lines over a mebibyte (no copy is made to store or print them) come out as stored, and a closed call
+    or reasoning run, however long its text, is not closed again by the follower's made-up ending."""
+    output = 'a long tool output \\ " é\n' * 60_000
+    work: list[p.BaseEvent] = [
+        p.Start(command="test"),
+        p.Reasoning(reasoning_id="r", content="thought " * 150_000),
+        p.ToolCall(call_id="done", name="shell"),
+        p.ToolResult(call_id="done", name="shell", status="success", output=output),
+        p.ToolCall(call_id="open", name="shell"),
+    ]
+    sequencer = p.Sequencer("long")
+    records = [Record(e.seq, e.type, p.encode(e)) for e in map(sequencer.stamp, work)]
+    assert len(records[1].line) > 1 << 20 and len(records[3].line) > 1 << 20
+    with open_bus(bus_url) as bus:
+        bus.append("long", records)
+    followed = cli("follow", "long", "--timeout", "0.5", "--bus", bus_url)
+    assert followed.returncode == ExitCode.TIMEOUT, followed.stderr
+    printed = followed.stdout.splitlines()
+    assert printed[:5] == [r.line for r in records]
+    assert [str(v) for v in validate_stream(io.BytesIO(followed.stdout))] == []
+    made_up = [o for o in lines_of(followed.stdout) if o.get("synthetic")]
+    assert [(o["type"], o.get("call_id")) for o in made_up] == [
+        ("tool_result", "open"),
+        ("error", None),
+        ("result", None),
+    ]
+    watched = cli("watch", "--from-start", "--count", "5", "--bus", bus_url)
+    assert watched.stdout.splitlines()[:5] == [r.line for r in records], watched.stderr
+
+
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_ends_the_follower_with_exactly_one_terminal(bus_url: str, sig: int, code: int) -> None:
     with open_bus(bus_url) as bus:

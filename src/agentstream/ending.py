@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import msgspec
+
 from agentstream import protocol as p
 from agentstream.errors import MalformedEventError
 from agentstream.transcript import Tally
@@ -25,9 +27,31 @@ _TALLIED = frozenset(
 """The event types a tally counts: stored lines of other types need not be decoded."""
 
 
+class _Closer(msgspec.Struct):
+    """A stored ``tool_result`` or ``reasoning`` line as a tally reads it: the id of what it closes, nothing more.
+
+    Their text (a tool's output may run to hundreds of MiB) is skipped by the parser, never built.
+    """
+
+    call_id: str = ""
+    reasoning_id: str = ""
+
+
+_CLOSER = msgspec.json.Decoder(_Closer)
+
+
 def add_line(tally: Tally, kind: str, line: bytes) -> None:
     """Fold one stored canonical line (of type ``kind``) into a tally; lines it does not count are not decoded."""
-    if kind in _TALLIED:
+    if kind == "tool_result" or kind == "reasoning":
+        try:
+            closer = _CLOSER.decode(line)
+        except msgspec.DecodeError:
+            return  # a bad stored line counts for nothing
+        if kind == "tool_result":
+            tally.open_calls.pop(closer.call_id, None)
+        else:
+            tally.open_runs.pop((True, closer.reasoning_id), None)
+    elif kind in _TALLIED:
         try:
             tally.add(p.decode(line))
         except MalformedEventError:

@@ -35,6 +35,7 @@ from agentstream.plugins import Registry
 
 __all__ = [
     "BACKENDS",
+    "BOUND_LINE_BYTES",
     "BUS_ENV",
     "CONNECT_TIMEOUT_ENV",
     "DEFAULT_CONNECT_TIMEOUT_S",
@@ -85,6 +86,8 @@ is given up after this long, so a dead bus costs seconds, not minutes.
 RETRY_ENV: Final = "AGENTSTREAM_BUS_RETRY"
 DEFAULT_RETRY_S: Final = 30.0
 """How long an outage of a bus that was reached before is retried (publisher, worker)."""
+BOUND_LINE_BYTES: Final = 1 << 20
+"""Longer event lines are handed to a backend's store so that it makes no copy of them (each backend says how)."""
 
 
 class BusUnavailable(AgentstreamError):

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Final, TypeVar
 from agentstream import protocol as p
 from agentstream._signals import HeldSignal, SignalHandlers, inside_import, note_final_exit
 from agentstream.actions import follow_action, resume_action, runs_action, watch_action
-from agentstream.bus import BusUnavailable, FeedItem, Record
+from agentstream.bus import BOUND_LINE_BYTES, BusUnavailable, FeedItem, Record
 from agentstream.ending import add_line, ending_events
 from agentstream.errors import AgentstreamError, ErrorCode, ExitCode, exit_code_for_signal
 from agentstream.transcript import Tally
@@ -95,17 +95,26 @@ class _Output:
         self.stopped = True
         raise _Stopped(signum)
 
-    def write(self, data: bytes) -> None:
+    def write(self, *pieces: bytes) -> None:
+        """Each piece whole, in order; a signal meanwhile waits until they are all out."""
         self.writing = True
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(self.fd, view) :]
+            for piece in pieces:
+                view = memoryview(piece)
+                while view:
+                    view = view[os.write(self.fd, view) :]
         finally:
             self.writing = False
         if self.held.pending and not self.stopped:
             self.stopped = True
             raise _Stopped(self.held.take())
+
+    def write_line(self, line: bytes) -> None:
+        """A stored line and its newline: one write, or two for a long line (not copied to add it)."""
+        if len(line) < BOUND_LINE_BYTES:
+            self.write(line + b"\n")
+        else:
+            self.write(line, b"\n")
 
 
 @dataclass
@@ -274,7 +283,7 @@ class _RunTail:
         # and the terminal's seq must then name the next line, not this one again.
         self.next_seq = max(self.next_seq, record.seq + 1)
         add_line(self.tally, record.type, record.line)
-        self._write(record.line + b"\n")
+        self._write_stored(record.line)
         return False
 
     def _enriched(self, line: bytes) -> bytes:
@@ -335,9 +344,16 @@ class _RunTail:
         result = ending[-1]
         return result.exit_code if isinstance(result, p.Result) else exit_code
 
+    def _write_stored(self, line: bytes) -> None:
+        self.out.write_line(line)
+        self._observe(line)
+
     def _write(self, line: bytes) -> None:
-        """Print one line, then show its event to the observer, if any."""
+        """Print one line (or more), then show its event to the observer, if any."""
         self.out.write(line)
+        self._observe(line)
+
+    def _observe(self, line: bytes) -> None:
         if self.options.observer is not None:
             try:
                 event = p.decode(line)
@@ -511,7 +527,7 @@ def _watch_loop(
             for item in _read_feed(bus, state.cursor, deadline, reconnect_for):
                 state.cursor = item.cursor
                 if keep(item):
-                    out.write(item.record.line + b"\n")
+                    out.write_line(item.record.line)
                     state.printed += 1
                     if count is not None and state.printed >= count:
                         return "watch_count", None, int(ExitCode.OK)

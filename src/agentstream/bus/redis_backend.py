@@ -29,6 +29,7 @@ import msgspec
 
 from agentstream._extras import require
 from agentstream.bus import (
+    BOUND_LINE_BYTES,
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_RETENTION_S,
     Bus,
@@ -65,6 +66,10 @@ _OUR_QUERY: Final = frozenset({"retention", "maxlen", "connect_timeout"})
 # ARGV: run_id, now, maxlen, retention, if_next_seq (-1: none), status, command, exit_code, subtype,
 #       records as one MessagePack array of [seq, type, line] (one argument instead of three per
 #       record: the client's command packing was the bottleneck). Empty strings mean "unchanged".
+#       A line over BOUND_LINE_BYTES comes as an argument of its own after that (the client sends it
+#       as it is, where packing would copy it twice); its record holds that argument's index.
+_RECORDS_ARG: Final = 10
+"""The records argument's index in the append script's ARGV (Lua counts from 1)."""
 _APPEND: Final = """
 local status = redis.call('HGET', KEYS[2], 'status')
 local last = tonumber(redis.call('HGET', KEYS[2], 'last_seq') or '-1')
@@ -73,10 +78,11 @@ if expect >= 0 and last + 1 ~= expect then return {-1, last} end
 if status == 'succeeded' or status == 'failed' or status == 'interrupted' then return {0, last} end
 local added = 0
 for _, record in ipairs(cmsgpack.unpack(ARGV[10])) do
-  local seq = record[1]
+  local seq, line = record[1], record[3]
+  if type(line) == 'number' then line = ARGV[line] end
   if seq > last then
-    redis.call('XADD', KEYS[1], '0-' .. (seq + 1), 't', record[2], 'l', record[3])
-    redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[3], '*', 'r', ARGV[1], 's', seq, 't', record[2], 'l', record[3])
+    redis.call('XADD', KEYS[1], '0-' .. (seq + 1), 't', record[2], 'l', line)
+    redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[3], '*', 'r', ARGV[1], 's', seq, 't', record[2], 'l', line)
     last = seq
     added = added + 1
   end
@@ -120,6 +126,22 @@ def open_redis(url: str, *, retention: float, maxlen: int | None, connect_timeou
     return RedisBus(
         url, retention=retention, maxlen=maxlen or DEFAULT_MAXLEN, connect_timeout=connect_timeout
     )
+
+
+def _packed(records: Sequence[Record]) -> list[bytes]:
+    """The append script's records argument, then each long line as an argument of its own (see ``_APPEND``)."""
+    # Redis's Lua MessagePack has no binary type: lines travel as str (canonical lines are UTF-8 JSON).
+    if all(len(r.line) <= BOUND_LINE_BYTES for r in records):
+        return [msgspec.msgpack.encode([(r.seq, r.type, r.line.decode()) for r in records])]
+    long_lines: list[bytes] = []
+    packed: list[tuple[int, str, str | int]] = []
+    for r in records:
+        if len(r.line) <= BOUND_LINE_BYTES:
+            packed.append((r.seq, r.type, r.line.decode()))
+        else:
+            long_lines.append(r.line)
+            packed.append((r.seq, r.type, _RECORDS_ARG + len(long_lines)))
+    return [msgspec.msgpack.encode(packed), *long_lines]
 
 
 class RedisBus(Bus):
@@ -182,8 +204,7 @@ class RedisBus(Bus):
             update.command or "",
             "" if update.exit_code is None else update.exit_code,
             update.subtype or "",
-            # Redis's Lua MessagePack has no binary type: lines travel as str (canonical lines are UTF-8 JSON).
-            msgspec.msgpack.encode([(r.seq, r.type, r.line.decode()) for r in records]),
+            *_packed(records),
         ]
         with self._translated():
             added, last = self._append(

@@ -25,6 +25,7 @@ import msgspec
 
 from agentstream._sqlite import use_wal
 from agentstream.bus import (
+    BOUND_LINE_BYTES,
     DEFAULT_RETENTION_S,
     TERMINAL_STATUSES,
     Bus,
@@ -48,8 +49,6 @@ BUSY_TIMEOUT_MS: Final = 15000
 POLL_MIN_S: Final = 0.001
 POLL_MAX_S: Final = 0.025
 PRUNE_EVERY_S: Final = 60.0
-BOUND_LINE_BYTES: Final = 1 << 20
-"""Longer event lines are written into their row in place (see :func:`_insert_long_event`), not bound."""
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS events (
