@@ -34,7 +34,16 @@ from pathlib import Path
 from agentstream import protocol as p
 from agentstream.cli.convert_cmd import convert
 from agentstream.dialects import get_dialect
-from common import MIB, available, best_of, parse_size, passthrough, peak_rss_kib, producer_session
+from common import (
+    MIB,
+    available,
+    best_of,
+    best_of_each,
+    parse_size,
+    passthrough,
+    peak_rss_kib,
+    producer_session,
+)
 
 PAIRS = [("gemini", "claude"), ("claude", "canonical"), ("canonical", "canonical")]
 
@@ -128,8 +137,7 @@ def throughput(rounds: int, size: int, tmp: Path) -> list[tuple[str, float, floa
         write_input(path, source, size=size)
         data = path.read_bytes()
         path.unlink()
-        base = best_of(rounds, lambda: passthrough(data))
-        mine = best_of(rounds, lambda: ours(data, source, target))
+        base, mine = best_of_each(rounds, lambda: passthrough(data), lambda: ours(data, source, target))
         rows.append((f"{source} → {target}", len(data) / mine / MIB, len(data) / base / MIB, base / mine))
     return rows
 

@@ -38,6 +38,7 @@ import io
 import sys
 import tempfile
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import orjson
@@ -48,10 +49,11 @@ from common import (
     VENV_BIN,
     LineTap,
     available,
-    best_of,
+    best_of_each,
     drained_child,
     parse_size,
     passthrough,
+    reported_time,
     run_child,
     startup_times,
     validate_times,
@@ -103,7 +105,7 @@ def convert_rows(table: Table, inputs: dict[str, bytes], tmp: Path, rounds: int)
         def ours(data: bytes = data, source: str = source, target: str = target) -> None:
             convert(io.BytesIO(data), io.BytesIO(), from_dialect=source, to_dialect=target)
 
-        mine, base = best_of(rounds, ours), best_of(rounds, lambda: passthrough(data))
+        mine, base = best_of_each(rounds, ours, lambda: passthrough(data))
         size = len(data) / MIB
         table.row(
             f"{name}, in process",
@@ -115,8 +117,12 @@ def convert_rows(table: Table, inputs: dict[str, bytes], tmp: Path, rounds: int)
         path = tmp / f"convert.{source}.ndjson"
         path.write_bytes(data)
         command = [str(VENV_BIN / "agentstream"), "convert", "--from", source, "--to", target, str(path)]
-        mine = min(run_child(command).cpu for _ in range(rounds))
-        base = min(run_child([sys.executable, "-c", PASSTHROUGH, str(path)]).cpu for _ in range(rounds))
+        mine, base = best_of_each(
+            rounds,
+            partial(child_cpu, command),
+            partial(child_cpu, [sys.executable, "-c", PASSTHROUGH, str(path)]),
+            measure=reported_time,
+        )
         table.row(
             f"{name}, process",
             f"{size / mine:.1f} MiB/s",
@@ -125,6 +131,10 @@ def convert_rows(table: Table, inputs: dict[str, bytes], tmp: Path, rounds: int)
             TARGETS[name],
         )
         path.unlink()
+
+
+def child_cpu(argv: list[str]) -> float:
+    return run_child(argv).cpu
 
 
 def read_row(table: Table, data: bytes, rounds: int) -> None:
@@ -140,7 +150,7 @@ def read_row(table: Table, data: bytes, rounds: int) -> None:
         for line in io.BytesIO(data):
             parse_message(orjson.loads(line))
 
-    mine, base = best_of(rounds, ours), best_of(rounds, sdk)
+    mine, base = best_of_each(rounds, ours, sdk)
     size = len(data) / MIB
     table.row(
         "read() over Claude Code, in process",
@@ -205,7 +215,7 @@ def emit_row(table: Table, canonical: bytes, tmp: Path, rounds: int, count: int)
     def one(kind: str) -> float:
         return drained_child([sys.executable, "-c", EMIT_CHILD, kind, str(count), str(path)])
 
-    mine, base = min(one("ours") for _ in range(rounds)), min(one("os.write") for _ in range(rounds))
+    mine, base = best_of_each(rounds, lambda: one("ours"), lambda: one("os.write"), measure=reported_time)
     table.row(
         f"emit, flush per event ({count} events)",
         f"{count / mine / 1e3:.0f} k/s",

@@ -31,9 +31,13 @@ import tempfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import realistic
 from common import MIB, parse_size
+
+if TYPE_CHECKING:
+    from agentstream import protocol as p
 
 Job = Callable[[bytes], Callable[[], object]]
 """Set-up from the input's bytes (imports, parsers, anything made once), returning the call that is counted."""
@@ -114,14 +118,16 @@ def _validate_msgspec(data: bytes) -> Callable[[], object]:
     return call
 
 
-def _emit_events(data: bytes) -> list[list[object]]:
+def _emit_events(data: bytes) -> list[list[p.Event]]:
     """One fresh copy of the session's events per call (emitting stamps them), the same number in every run."""
     from agentstream import protocol as p
 
-    copies = []
+    copies: list[list[p.Event]] = []
     for _ in range(1 + max(CALLS)):  # the warm-up's, then the most calls a run makes
         events = [p.decode(line) for line in io.BytesIO(data)]
-        copies.append([e for e in events if not isinstance(e, (p.Start, p.Result))])
+        copies.append(
+            [e for e in events if isinstance(e, p.Event) and not isinstance(e, (p.Start, p.Result))]
+        )
     return copies
 
 
@@ -131,12 +137,12 @@ def _emit_ours(data: bytes) -> Callable[[], object]:
     copies = _emit_events(data)
     for events in copies:
         for event in events:
-            event.ts = ""  # type: ignore[attr-defined]  # the producer reads the clock for each event, as it does live
+            event.ts = ""  # the producer reads the clock for each event, as it does live
     stream = Stream("bench", out=os.open(os.devnull, os.O_WRONLY)).start()
 
     def call() -> None:
         for event in copies.pop():
-            stream.emit(event)  # type: ignore[arg-type]
+            stream.emit(event)
 
     return call
 
@@ -173,7 +179,7 @@ ROWS: list[tuple[str, str, tuple[str, Job], tuple[str, Job]]] = [
     ("validate, vs bare msgspec", "canonical", ("ours", _validate_ours), ("msgspec", _validate_msgspec)),
     ("emit (user space only)", "canonical", ("ours", _emit_ours), ("os.write", _emit_bare)),
 ]
-JOBS: dict[str, Job] = {f"{row[0]}/{side[0]}": side[1] for row in ROWS for side in row[2:]}  # type: ignore[index]
+JOBS: dict[str, Job] = {f"{row[0]}/{side[0]}": side[1] for row in ROWS for side in row[2:]}
 
 
 def run_child(job: str, path: str, calls: int) -> None:
