@@ -236,3 +236,16 @@ def test_an_event_without_a_time_gets_the_time_it_was_read() -> None:
     assert [e.type for e in events] == ["start", "step", "step", "result"]
     assert all(p.is_timestamp(e.ts) for e in events)
     assert events[0].ts == "2026-02-19T08:25:00.000Z"
+
+
+def test_a_made_up_result_after_a_huge_last_message_carries_its_first_mebibyte() -> None:
+    """The reader keeps no more than that for its made-up ending, whatever the message's size."""
+    from agentstream.transcript import OPEN_TEXT_LIMIT
+
+    text = "word " * (OPEN_TEXT_LIMIT // 5 + 100)
+    session = canonical_session(lambda s: s.message(text), finish=False)
+    events = list(read(session))
+    result = events[-1]
+    assert isinstance(result, p.Result) and result.synthetic is True
+    assert result.result == text[:OPEN_TEXT_LIMIT] + "…"
+    assert [e.content for e in events if isinstance(e, p.Message)] == [text]  # the message itself is whole

@@ -174,3 +174,14 @@ def test_an_open_run_keeps_its_first_mebibyte_and_marks_the_cut() -> None:
     tally.add(p.MessageDelta(message_id="n", content="a"))
     tally.add(p.MessageDelta(message_id="n", content="b"))
     assert tally.open_runs[(False, "n")].text == "ab"
+
+
+def test_a_tally_for_an_ending_keeps_a_mebibyte_of_the_last_text_and_marks_the_cut() -> None:
+    """A made-up result holds no more than that of a huge last message; a producer's own tally keeps it whole."""
+    huge, exact = "x" * (OPEN_TEXT_LIMIT + 1), "y" * OPEN_TEXT_LIMIT
+    for_ending, whole = Tally(for_ending=True), Tally()
+    for tally in (for_ending, whole):
+        tally.add(p.Message(message_id="a", role="assistant", content=huge))
+    assert for_ending.last_text == "x" * OPEN_TEXT_LIMIT + "…" and whole.last_text == huge
+    for_ending.add(p.Message(message_id="b", role="assistant", content=exact))  # exactly the limit: whole
+    assert for_ending.last_text == exact

@@ -133,7 +133,7 @@ def process_exit_code(exit_code: int, *, ok: bool) -> int:
 
 def tally_of(lines: Iterable[tuple[str, bytes]]) -> Tally:
     """A tally of stored lines, given as (type, line) pairs (to end a stream read back from storage)."""
-    tally = Tally()
+    tally = Tally(for_ending=True)
     for kind, line in lines:
         add_line(tally, kind, line)
     return tally

@@ -24,7 +24,8 @@ __all__ = ["Outcome", "Tally", "ToolCallRecord", "Transcript", "has_usage"]
 
 
 OPEN_TEXT_LIMIT = 1 << 20
-"""Characters of an open delta run kept for the complete event an ending makes up (beyond: cut, marked)."""
+"""Characters of text an ending made up carries, from an open delta run or as the last assistant text of its
+``result`` (beyond: cut, and marked with "…"). A made-up ending holds no more than that of a huge message."""
 
 
 class _OpenRun:
@@ -51,9 +52,21 @@ class Tally:
     made-up ending can close each of them (see :mod:`agentstream.ending`).
     """
 
-    __slots__ = ("_tools", "last_text", "open_calls", "open_runs", "tools_used", "turn_count", "usage")
+    __slots__ = (
+        "_text_limit",
+        "_tools",
+        "last_text",
+        "open_calls",
+        "open_runs",
+        "tools_used",
+        "turn_count",
+        "usage",
+    )
 
-    def __init__(self) -> None:
+    def __init__(self, *, for_ending: bool = False) -> None:
+        """``for_ending``: the tally is only there for an ending made up, whose last text is cut at
+        :data:`OPEN_TEXT_LIMIT` (it is not kept whole while the rest of the stream is read)."""
+        self._text_limit = OPEN_TEXT_LIMIT if for_ending else None
         self.usage = p.UsageTotals()
         self.turn_count = 0
         self.tools_used: list[str] = []
@@ -85,8 +98,10 @@ class Tally:
             elif kind is p.Message:
                 if self.open_runs:
                     self.open_runs.pop((False, event.message_id), None)  # type: ignore[union-attr]
-                if event.role == "assistant" and event.content:  # type: ignore[union-attr]
-                    self.last_text = event.content  # type: ignore[union-attr]  # an empty one is a discarded partial turn
+                text = event.content  # type: ignore[union-attr]
+                if event.role == "assistant" and text:  # type: ignore[union-attr]  # empty: a discarded partial turn
+                    limit = self._text_limit
+                    self.last_text = text if limit is None or len(text) <= limit else text[:limit] + "…"
             elif kind is p.Reasoning:
                 self.open_runs.pop((True, event.reasoning_id), None)  # type: ignore[union-attr]
             return

@@ -183,7 +183,7 @@ class _RunTail:
     """The run's own exit code, once its ``result`` is printed."""
     reached: bool = False
     """Whether the bus answered once: from then on an outage is retried for ``reconnect_for``."""
-    tally: Tally = field(default_factory=Tally)
+    tally: Tally = field(default_factory=lambda: Tally(for_ending=True))
     """What was printed still open, for a whole ending if the follower stops first."""
 
     def run(self, open_bus: Callable[[], Bus]) -> int:

@@ -106,7 +106,7 @@ class Pipeline:
         """Turns closed by a ``result`` so far."""
         self.finished = False
         """True once nothing more will be read: the first result with ``turns="one"``, or the end of input."""
-        self.tally = Tally()
+        self.tally = Tally(for_ending=True)
         """The current turn's totals and open work."""
         self._closed_calls: RecentIds[str] = RecentIds()
         self._closed_runs: RecentIds[tuple[bool, str]] = RecentIds()
@@ -521,7 +521,7 @@ class Pipeline:
         if start is None:
             start = p.Start(command=self.label, cwd=self.cwd, synthetic=True)
         self.turn_open = True
-        self.tally = Tally()
+        self.tally = Tally(for_ending=True)
         self._closed_calls, self._closed_runs = RecentIds(), RecentIds()
         self._emit(start, out)
         held, self._held = self._held, []
