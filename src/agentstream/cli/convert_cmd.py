@@ -50,6 +50,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Exit 0 once the whole input is converted (a broken input shows up as error events, not as the exit code)."""
+    from agentstream._signals import note_final_exit
+
     check_dialect(args.from_dialect)
     check_dialect(args.dialect)
     source = open_input(args.file)
@@ -68,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
             progress=None if args.no_progress else sys.stderr,
             stop=stop,
         )
+        stop.ending = True  # the output is whole: a signal from here on changes nothing
+        note_final_exit(0)
     finally:
         stop.handlers.restore()
     return 0
@@ -159,6 +163,7 @@ def convert(
 
 
 def _emit(sink: _LinesOut | Sink, batch: list[AnyEvent]) -> None:
+    """One batch into the sink: whole, for ``stream-json``; event by event for the other formats."""
     if isinstance(sink, _LinesOut):
         sink.emit_batch(batch)
         return

@@ -87,9 +87,8 @@ class Reader(_ReaderBase):
     def _chunk_source(self) -> Iterable[bytes]:
         if self._file is None:
             return self._chunks or ()
-        self._read_some = getattr(
-            self._file, "read1", self._file.read
-        )  # read1: whatever a pipe has, no waiting
+        # read1: whatever a pipe has, without waiting for more
+        self._read_some = getattr(self._file, "read1", self._file.read)
         return iter(self._read_chunk, b"")
 
     def _read_chunk(self) -> bytes:
