@@ -249,3 +249,33 @@ def test_a_made_up_result_after_a_huge_last_message_carries_its_first_mebibyte()
     assert isinstance(result, p.Result) and result.synthetic is True
     assert result.result == text[:OPEN_TEXT_LIMIT] + "…"
     assert [e.content for e in events if isinstance(e, p.Message)] == [text]  # the message itself is whole
+
+
+def test_interrupted_ends_the_open_turn_whole_from_either_reader() -> None:
+    """What a program stopped mid-read writes last: the open work closed, INTERRUPTED, a result with 128 + n."""
+    import asyncio
+    import signal
+
+    from agentstream.consumer import aread
+
+    session = canonical_session(lambda s: s.message_delta("half", message_id="m"), finish=False)
+
+    def check(events: list[p.AnyEvent]) -> None:
+        assert_valid_stream(events)
+        closed, error, result = events[-3:]
+        assert isinstance(closed, p.Message) and closed.content == "half" and closed.synthetic is True
+        assert isinstance(error, p.Error) and error.code == "INTERRUPTED" and "SIGINT" in error.message
+        assert isinstance(result, p.Result) and (result.subtype, result.exit_code) == ("interrupted", 130)
+
+    reader = read(session)
+    first = next(reader.batches())  # the whole session is one chunk: read, not yet finished
+    check(first + reader.interrupted(signal.SIGINT))
+    assert reader.interrupted(signal.SIGINT) == []  # ended once
+
+    async def read_then_stop() -> list[p.AnyEvent]:
+        areader = aread(session)
+        batches = areader.batches()
+        events = await batches.__anext__()
+        return events + areader.interrupted(signal.SIGINT)
+
+    check(asyncio.run(read_then_stop()))

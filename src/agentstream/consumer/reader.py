@@ -16,9 +16,7 @@ __all__ = ["AsyncReader", "AsyncSource", "Reader", "Source", "aread", "read"]
 
 
 Source: TypeAlias = "str | os.PathLike[str] | bytes | IO[bytes] | Iterable[bytes]"
-AsyncSource: TypeAlias = (
-    "str | os.PathLike[str] | IO[bytes] | asyncio.StreamReader | AsyncIterable[bytes] | Iterable[bytes]"
-)
+AsyncSource: TypeAlias = "str | os.PathLike[str] | bytes | IO[bytes] | asyncio.StreamReader | AsyncIterable[bytes] | Iterable[bytes]"
 
 
 class _ReaderBase:
@@ -50,6 +48,22 @@ class _ReaderBase:
     def after_end(self) -> tuple[list[p.Event], int]:
         """Reports about input after the last result that no later turn took (the first ones), and their count."""
         return self._pipeline.after_end, self._pipeline.after_end_count
+
+    def interrupted(self, signum: int) -> list[p.AnyEvent]:
+        """End the stream now, as interrupted by ``signum``: the made-up ending of the turn still open, if any.
+
+        For a program stopped by a signal while it reads: what it writes next makes its own output whole.
+        Only between batches (or while the reader waits for input): a batch half decoded has no place here.
+        """
+        import signal
+
+        from agentstream.errors import ErrorCode, exit_code_for_signal
+
+        name = signal.Signals(signum).name
+        ending = Ending(
+            ErrorCode.INTERRUPTED, f"interrupted by {name}", exit_code_for_signal(signum), "interrupted"
+        )
+        return self._pipeline.finish(ending)
 
 
 class Reader(_ReaderBase):
@@ -95,22 +109,6 @@ class Reader(_ReaderBase):
         """One read of the input: where the reader waits for a live producer (see :data:`WAITING`)."""
         assert self._read_some is not None
         return self._read_some(CHUNK_BYTES)
-
-    def interrupted(self, signum: int) -> list[p.AnyEvent]:
-        """End the stream now, as interrupted by ``signum``: the made-up ending of the turn still open, if any.
-
-        For a program stopped by a signal while it reads: what it writes next makes its own output whole.
-        Only between batches (or while the reader waits for input): a batch half decoded has no place here.
-        """
-        import signal
-
-        from agentstream.errors import ErrorCode, exit_code_for_signal
-
-        name = signal.Signals(signum).name
-        ending = Ending(
-            ErrorCode.INTERRUPTED, f"interrupted by {name}", exit_code_for_signal(signum), "interrupted"
-        )
-        return self._pipeline.finish(ending)
 
     def close(self) -> None:
         if self._owned and self._file is not None:
@@ -219,6 +217,8 @@ async def _async_chunks(source: AsyncSource) -> AsyncIterator[bytes]:
     if isinstance(source, asyncio.StreamReader):
         while chunk := await source.read(CHUNK_BYTES):
             yield chunk
+    elif isinstance(source, (bytes, bytearray, memoryview)):  # the whole input at once, as read() takes it
+        yield bytes(source)
     elif isinstance(source, AsyncIterable):
         async for chunk in source:
             yield chunk
