@@ -169,30 +169,35 @@ CLAUDE_LIVE = (
 )
 
 
-@pytest.mark.parametrize("to", ["canonical", "claude"])
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_a_signal_while_waiting_for_live_input_ends_the_output_whole(signum: int, to: str) -> None:
-    """`producer | agentstream convert` stopped by Ctrl-C: the open turn gets its interrupted ending."""
+def _fed_live(argv: list[str], signum: int | None = None) -> tuple[int, bytes, bytes]:
+    """(exit code, stdout, stderr) of ``argv`` fed CLAUDE_LIVE on a stdin left open, so that only a signal ends
+    it: with ``signum``, sent once output shows and the reader waits for more."""
     proc = subprocess.Popen(
-        [PYTHON, "-m", "agentstream", "convert", "--from", "claude", "--to", to],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=ROOT,
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT
     )
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     try:
         proc.stdin.write(CLAUDE_LIVE)
         proc.stdin.flush()
-        ready, _, _ = select.select([proc.stdout], [], [], 15)
-        assert ready, "nothing converted while the input stayed open"
-        time.sleep(0.2)  # the reader is waiting for more input
-        proc.send_signal(signum)
-        code = proc.wait(timeout=15)  # the input still open: the signal alone ends it
-        out, err = proc.stdout.read(), proc.stderr.read()
+        if signum is not None:
+            ready, _, _ = select.select([proc.stdout], [], [], 15)
+            assert ready, "nothing converted while the input stayed open"
+            time.sleep(0.2)  # the reader is waiting for more input
+            proc.send_signal(signum)
+        code = proc.wait(timeout=15)
+        return code, proc.stdout.read(), proc.stderr.read()
     finally:
         proc.kill()
         proc.wait()
+
+
+@pytest.mark.parametrize("to", ["canonical", "claude"])
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_waiting_for_live_input_ends_the_output_whole(signum: int, to: str) -> None:
+    """`producer | agentstream convert` stopped by Ctrl-C: the open turn gets its interrupted ending."""
+    code, out, err = _fed_live(
+        [PYTHON, "-m", "agentstream", "convert", "--from", "claude", "--to", to], signum
+    )
     assert code == 128 + signum, err
     canonical = out if to == "canonical" else run_cli("convert", "--from", "claude", stdin=out).stdout
     events = assert_valid_stream(decode_output(canonical))
@@ -252,21 +257,6 @@ entry()
 
 def test_a_signal_held_just_before_the_reader_waits_still_ends_it() -> None:
     """The held signal is sent again, and cuts short the wait that began after it was held."""
-    proc = subprocess.Popen(
-        [PYTHON, "-c", HELD_AS_THE_READ_BEGINS],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=ROOT,
-    )
-    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-    try:
-        proc.stdin.write(CLAUDE_LIVE)  # the input stays open: only the signal can end the wait
-        proc.stdin.flush()
-        code = proc.wait(timeout=15)
-        out, err = proc.stdout.read(), proc.stderr.read()
-    finally:
-        proc.kill()
-        proc.wait()
+    code, out, err = _fed_live([PYTHON, "-c", HELD_AS_THE_READ_BEGINS])
     assert code == 143, err
     assert assert_valid_stream(decode_output(out))[-1].subtype == "interrupted"  # type: ignore[union-attr]
