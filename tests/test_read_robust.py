@@ -279,3 +279,17 @@ def test_interrupted_ends_the_open_turn_whole_from_either_reader() -> None:
         return events + areader.interrupted(signal.SIGINT)
 
     check(asyncio.run(read_then_stop()))
+
+
+@pytest.mark.parametrize("blank", [b"", b"  \n"], ids=["alone", "beside-a-blank-line"])
+def test_a_line_of_two_events_reads_alike_in_a_block_and_alone(blank: bytes) -> None:
+    """The canonical fast path (a block in one call) must not pass what the line-by-line path calls malformed
+    (a blank line beside it would even make the block's count of events match its count of lines)."""
+    lines = canonical_session().splitlines(keepends=True)
+    two_on_one = lines[1].rstrip(b"\n") + b" " + lines[2]
+    data = [lines[0], two_on_one, *([blank] if blank else []), *lines[3:]]
+    in_blocks = list(read([data[0], b"".join(data[1:])]))  # the turn open: the rest is one block
+    alone = list(read(data))  # one line per chunk
+    assert [e.type for e in in_blocks] == [e.type for e in alone]
+    bad = [e for e in in_blocks if isinstance(e, p.Error)]
+    assert bad[0].code == "MALFORMED_EVENT" and bad[0].details["line"] == 2  # type: ignore[index]

@@ -126,6 +126,27 @@ def test_violations_name_the_line() -> None:
     assert first.line == 2 and "oops" in first.message
 
 
+@pytest.mark.parametrize(
+    "blank", [b"\n", b"   \n", b"\r\n", b"\t \r\n"], ids=["empty", "spaces", "cr", "mixed"]
+)
+@pytest.mark.parametrize("where", ["first", "later"])
+def test_two_events_on_one_line_are_malformed_even_beside_a_blank_line(blank: bytes, where: str) -> None:
+    """A blank line (skipped) must not let a line of two events pass as two lines of one."""
+    lines = stream(
+        start(),
+        p.Message(message_id="a", role="assistant", content="a"),
+        p.Message(message_id="b", role="user", content="b"),
+        ok(),
+    )
+    first, second, third, last = lines.splitlines(keepends=True)
+    two_on_one = second.rstrip(b"\n") + b" " + third
+    data = blank + first + two_on_one + last if where == "first" else first + two_on_one + blank + last
+    found = list(validate_stream(io.BytesIO(data)))
+    line = 3 if where == "first" else 2
+    assert (found[0].line, found[0].rule) == (line, "malformed") and "trailing characters" in found[0].message
+    assert [v.rule for v in validate_stream(io.BytesIO(blank + lines))] == []  # a blank line alone is allowed
+
+
 def run_cli(*args: str, data: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
         [sys.executable, "-m", "agentstream", "validate", *args], input=data, capture_output=True, timeout=120

@@ -22,6 +22,7 @@ __all__ = [
     "NotSure",
     "is_long",
     "iter_lines",
+    "one_value_per_line",
     "parse_long_line",
     "split_block",
 ]
@@ -269,6 +270,20 @@ def iter_blocks(source: IO[bytes], *, block_size: int = 1 << 18) -> Iterator[Blo
     tail = splitter.close()
     if tail:
         yield Line(number, tail, False)
+
+
+_BLANK_LINE = re.compile(rb"\n[ \t\r]*\n")
+_BLANK_FIRST_LINE = re.compile(rb"[ \t\r]*\n")
+
+
+def one_value_per_line(block: bytes | bytearray, lines: int, values: int) -> bool:
+    """Whether the ``values`` decoded from ``block``'s ``lines`` lines in one call were one per line.
+
+    ``decode_lines`` skips a blank line and takes two values written on one line, so a count that
+    matches proves it only when no line is blank (a blank line could hide a line of two). Else the
+    block is read line by line, where a line of two values is malformed.
+    """
+    return values == lines and _BLANK_FIRST_LINE.match(block) is None and _BLANK_LINE.search(block) is None
 
 
 def split_block(block: bytes | bytearray) -> list[bytes | bytearray]:

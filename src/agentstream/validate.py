@@ -12,7 +12,16 @@ from operator import attrgetter
 from typing import IO, TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from agentstream import protocol as p
-from agentstream._lines import LONG_LINE_BYTES, Block, Line, LineTooLong, iter_blocks, iter_lines, split_block
+from agentstream._lines import (
+    LONG_LINE_BYTES,
+    Block,
+    Line,
+    LineTooLong,
+    iter_blocks,
+    iter_lines,
+    one_value_per_line,
+    split_block,
+)
 from agentstream.errors import ErrorCode, MalformedEventError
 
 if TYPE_CHECKING:
@@ -435,7 +444,7 @@ def _check_block(checker: Validator, block: Block) -> None:
             events = p.decode_lines(block.data)
         except MalformedEventError:
             pass
-    if events is not None and len(events) == block.line_count:
+    if events is not None and one_value_per_line(block.data, block.line_count, len(events)):
         checker.feed_block(events, block.first)
         return
     # A bad line somewhere in the block: go line by line (a huge line is not copied again).

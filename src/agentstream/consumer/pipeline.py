@@ -16,7 +16,15 @@ from typing import Any, Final, Literal, NamedTuple, TypeAlias
 import msgspec
 
 from agentstream import protocol as p
-from agentstream._lines import LONG_LINE_BYTES, BlockSplitter, Line, LineSplitter, LineTooLong, split_block
+from agentstream._lines import (
+    LONG_LINE_BYTES,
+    BlockSplitter,
+    Line,
+    LineSplitter,
+    LineTooLong,
+    one_value_per_line,
+    split_block,
+)
 from agentstream.dialects.base import DialectDecoder
 from agentstream.ending import closing_events, ending_events, process_exit_code
 from agentstream.errors import ErrorCode, ExitCode, MalformedEventError
@@ -165,8 +173,10 @@ class Pipeline:
             except MalformedEventError:
                 pass  # a bad or unknown line in this block: the careful path below reports it
             else:
-                self.line_number += block.count(b"\n")
-                return self._accept(events)
+                lines = block.count(b"\n")
+                if one_value_per_line(block, lines, len(events)):
+                    self.line_number += lines
+                    return self._accept(events)
         number = self.line_number
         parts = split_block(block)
         decoder = self._decoder
