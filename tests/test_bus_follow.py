@@ -255,8 +255,8 @@ if moment == "as-the-terminal-is-written":
     follow._Output.write = write_then_signal
 else:
     restore = _signals.SignalHandlers.restore
-    def restore_then_signal(self):
-        restore(self)
+    def restore_then_signal(self, *args):
+        restore(self, *args)
         if getattr(self.handler, "__qualname__", "") == "_Output._on_signal":
             signal.raise_signal(signal.SIGTERM)  # lands the moment the command line's handler is back
     _signals.SignalHandlers.restore = restore_then_signal

@@ -392,8 +392,8 @@ from agentstream import _signals
 _signals.install_cli_handlers()
 _signals.deliver_held()
 restore = _signals.SignalHandlers.restore
-def restore_then_signal(self):
-    restore(self)
+def restore_then_signal(self, *args):
+    restore(self, *args)
     if getattr(self.handler, "__name__", "") == "_on_signal":  # the stream's, not another's
         signal.raise_signal({int(signum)})  # lands the moment the command line's handler is back
 with Stream("job") as s:

@@ -267,8 +267,8 @@ import signal, sys
 from agentstream import _signals
 from agentstream.cli import entry
 restore = _signals.SignalHandlers.restore
-def restore_then_signal(self):
-    restore(self)
+def restore_then_signal(self, *args):
+    restore(self, *args)
     if getattr(self.handler, "__qualname__", "") == "_Forwarder._on_signal":
         signal.raise_signal(signal.SIGTERM)
 _signals.SignalHandlers.restore = restore_then_signal

@@ -102,7 +102,12 @@ class SignalHandlers:
         _handled += 1  # tells the wake-up thread the signal was seen (see wake_main_thread_on_signals)
         return self.handler(signum, frame)
 
-    def restore(self) -> None:
+    def restore(self, final_exit: int | None = None) -> None:
+        """Put the previous handlers back; with ``final_exit`` (the run's code, its ending written), note it first
+        (:func:`note_final_exit`), so that a signal landing as the command line's handler comes back finds it
+        there rather than ending a finished run as interrupted."""
+        if final_exit is not None:
+            note_final_exit(final_exit)
         for signum, handler in self.previous.items():
             signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
         self.previous.clear()

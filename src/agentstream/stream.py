@@ -288,14 +288,8 @@ class Stream:
         self._deliver_held_signal()
 
     def _leave(self, exc: BaseException | None) -> None:
-        """Fix the process's exit code, then hand the signals back; say once why the output failed.
-
-        In that order: a signal landing as the command line's handler comes back must find the result's
-        code there, or it would end a finished run as interrupted (128 + signum).
-        """
-        if self.owns_process and self.result is not None:
-            _signals.note_final_exit(self.exit_code)
-        self._handlers.restore()
+        """Hand the signals back with the process's exit code fixed; say once why the output failed."""
+        self._handlers.restore(self.exit_code if self.owns_process and self.result is not None else None)
         failure = self._output_failure
         if failure is not None and self.owns_process:
             if isinstance(failure, OutputError):

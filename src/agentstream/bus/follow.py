@@ -30,7 +30,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Final, TypeVar
 
 from agentstream import protocol as p
-from agentstream._signals import HeldSignal, SignalHandlers, inside_import, note_final_exit
+from agentstream._signals import HeldSignal, SignalHandlers, inside_import
 from agentstream.actions import follow_action, resume_action, runs_action, watch_action
 from agentstream.bus import BOUND_LINE_BYTES, BusUnavailable, FeedItem, Record
 from agentstream.ending import add_line, ending_events
@@ -75,11 +75,8 @@ class _Output:
         self.handlers.install()
 
     def restore(self, final_exit: int | None) -> None:
-        """Hand the signals back; with the terminal line written, first say its code, which a later signal
-        must not change (it would otherwise be taken for one that stops a follower not yet ended)."""
-        if final_exit is not None:
-            note_final_exit(final_exit)
-        self.handlers.restore()
+        """Hand the signals back, with the terminal line's code once it is written (a later signal keeps it)."""
+        self.handlers.restore(final_exit)
 
     def stop(self) -> None:
         """The terminal line is decided on: from here a signal neither stops the output nor adds to it."""

@@ -50,13 +50,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Exit 0 once the whole input is converted (a broken input shows up as error events, not as the exit code)."""
-    from agentstream._signals import note_final_exit
-
     check_dialect(args.from_dialect)
     check_dialect(args.dialect)
     source = open_input(args.file)
     stop = _StopOnSignal()
     stop.handlers.install()
+    final_exit: int | None = None
     try:
         convert(
             source,
@@ -71,9 +70,9 @@ def run(args: argparse.Namespace) -> int:
             stop=stop,
         )
         stop.ending = True  # the output is whole: a signal from here on changes nothing
-        note_final_exit(0)
+        final_exit = 0
     finally:
-        stop.handlers.restore()
+        stop.handlers.restore(final_exit)
     return 0
 
 

@@ -384,7 +384,6 @@ class _TwoWayRelay(_Relay):
         return self.turn
 
     def run_session(self) -> int:
-        from agentstream import _signals
         from agentstream.errors import ErrorCode, exit_code_for_signal
 
         before_any_turn: list[p.AnyEvent] = []
@@ -408,9 +407,9 @@ class _TwoWayRelay(_Relay):
         if self.forwarder.signum and self.exit_code != exit_code_for_signal(self.forwarder.signum):
             self._finish(None)  # signalled between turns: a turn of its own says so, and sets the exit code
             self._close_turn()
-        if self.turns:  # before the command line's handler is back: a signal from now on keeps this code
-            _signals.note_final_exit(self.exit_code)
-        self.forwarder.handlers.restore()
+        self.forwarder.handlers.restore(
+            self.exit_code if self.turns else None
+        )  # a later signal keeps the code
         return self.exit_code
 
     def _dispatch(self, event: p.AnyEvent) -> None:
