@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests._claude_log_gen import MODELS, write_tree
@@ -171,3 +172,36 @@ def test_default_locations_are_every_cli_s(tmp_path: Path) -> None:
     groups = envelope("--by", "cli", env={**env, "AGENTSTREAM_BUS": ""})["result"]["groups"]
     assert [group["key"] for group in groups] == ["claude", "codex", "gemini"]
     assert not (tmp_path / "state").exists()  # no bus yet: nothing counted, nothing created
+
+
+def test_the_bus_s_finished_runs_are_counted_and_an_unreadable_one_alone_is_left_out(tmp_path: Path) -> None:
+    """Each finished run's result carries its totals; a bad stored result costs that run, said on stderr."""
+    from agentstream import protocol as p
+    from agentstream.bus import Record, open_bus
+
+    url = f"sqlite:///{tmp_path / 'bus.sqlite3'}"
+
+    def store(bus: Any, run_id: str, tokens: tuple[int, int], *, readable: bool = True) -> None:
+        sequencer = p.Sequencer(run_id)
+        start = sequencer.stamp(p.Start(command="exec", model="claude-sonnet-4-5"))
+        totals = p.UsageTotals(input_tokens=tokens[0], output_tokens=tokens[1])
+        result = p.encode(sequencer.stamp(p.Result(ok=True, subtype="success", exit_code=0, usage=totals)))
+        if not readable:
+            result = result.replace(b'"usage":{', b'"usage":{"input_tokens":"many",', 1)
+        bus.append(run_id, [Record(0, "start", p.encode(start)), Record(1, "result", result)])
+
+    with open_bus(url) as bus:
+        store(bus, "one", (100, 20))
+        store(bus, "two", (50, 5))
+        store(bus, "broken", (7, 7), readable=False)
+    env = {"HOME": str(tmp_path / "home"), "AGENTSTREAM_BUS": "", "CLAUDE_CONFIG_DIR": "", "CODEX_HOME": ""}
+    done = usage("--bus", url, "--by", "model", "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    (group,) = json.loads(done.stdout)["result"]["groups"]
+    assert (group["key"], group["calls"], group["input_tokens"], group["output_tokens"]) == (
+        "claude-sonnet-4-5",
+        2,
+        150,
+        25,
+    )
+    assert "run broken is not counted" in done.stderr and "the bus's runs are not counted" not in done.stderr

@@ -406,7 +406,7 @@ def scan_bus(out: Scan, url: str | None, warn: Callable[[str], None]) -> None:
     """
     from agentstream import protocol as p
     from agentstream.bus import BUS_ENV, open_bus
-    from agentstream.errors import AgentstreamError
+    from agentstream.errors import AgentstreamError, MalformedEventError
 
     if not url and not os.environ.get(BUS_ENV, "").strip():
         home = os.environ.get("AGENTSTREAM_HOME") or os.path.join(
@@ -417,9 +417,13 @@ def scan_bus(out: Scan, url: str | None, warn: Callable[[str], None]) -> None:
     try:
         with open_bus(url) as bus:
             for run in bus.list_runs(statuses=("succeeded", "failed", "interrupted"), limit=1_000_000):
-                records = bus.read(run.run_id, from_seq=max(run.last_seq, 0), limit=1)
-                events = p.decode_lines(records[0].line + b"\n") if records else []
-                result = events[0] if events else None
+                try:
+                    result = _stored_event(bus, run.run_id, max(run.last_seq, 0))
+                except MalformedEventError as exc:
+                    warn(
+                        f"run {run.run_id} is not counted: its stored result is not readable ({exc.message})"
+                    )
+                    continue
                 if not isinstance(result, p.Result):
                     continue
                 usage, stamp = result.usage, _bus_time(run.updated)
@@ -447,11 +451,21 @@ def scan_bus(out: Scan, url: str | None, warn: Callable[[str], None]) -> None:
 
 def _run_model(bus: Any, run_id: str) -> str:
     from agentstream import protocol as p
+    from agentstream.errors import MalformedEventError
 
-    records = bus.read(run_id, 0, limit=1)
-    events = p.decode_lines(records[0].line + b"\n") if records else []
-    start = events[0] if events else None
+    try:
+        start = _stored_event(bus, run_id, 0)
+    except MalformedEventError:
+        return "unknown"
     return start.model if isinstance(start, p.Start) and isinstance(start.model, str) else "unknown"
+
+
+def _stored_event(bus: Any, run_id: str, seq: int) -> Any:
+    """The run's event at ``seq`` on the bus (None when there is none); raises MalformedEventError."""
+    from agentstream import protocol as p
+
+    records = bus.read(run_id, seq, limit=1)
+    return p.decode(records[0].line) if records else None
 
 
 def _bus_time(unix: float) -> str:
