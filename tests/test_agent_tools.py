@@ -416,8 +416,14 @@ def test_shell_progress_is_coalesced_and_bounded(ws: Path) -> None:
     assert len(chunks) < 50
     assert len(streamed.encode()) <= 20_000 + 100
     assert streamed.startswith("1\n2\n3\n") and "not streamed" in chunks[-1]
-    numbers = [int(n) for n in streamed.split("\n[")[0].split()]
-    assert numbers == list(range(1, len(numbers) + 1))  # in order, nothing lost before the cap
+    *whole, last = streamed.split("\n[")[0].split()
+    assert [int(n) for n in whole] == list(range(1, len(whole) + 1))  # in order, nothing lost before the cap
+    assert str(len(whole) + 1).startswith(
+        last
+    )  # the last line: whole, or the part a pause in the output showed
+
+
+NOT_STREAMED = "[further output is not streamed; the result has it]"
 
 
 def test_the_note_that_ends_streamed_progress_is_on_a_line_of_its_own() -> None:
@@ -428,7 +434,18 @@ def test_the_note_that_ends_streamed_progress_is_on_a_line_of_its_own() -> None:
     pump.flush()  # the select timed out: what is pending goes out, a partial line included
     pump.feed(b"345\n6\n")
     pump.flush()
-    assert "".join(chunks) == "1\n2\n3\n4\n1234\n[further output is not streamed; the result has it]"
+    assert "".join(chunks) == "1\n2\n3\n4\n12\n" + NOT_STREAMED
+
+
+def test_a_short_line_the_cap_falls_inside_is_not_streamed_in_part() -> None:
+    """ "4222" cut at the cap would read as "42": the progress stops at the last whole line."""
+    chunks: list[str] = []
+    pump = _ProgressPump(chunks.append, cap=10)
+    pump.feed(b"1\n2\n3\n4\n")
+    pump.flush(whole_lines=True)
+    pump.feed(b"4222\n4223\n")  # past the cap: only its first bytes are kept
+    pump.flush()  # the command ended
+    assert "".join(chunks) == "1\n2\n3\n4\n" + NOT_STREAMED
 
 
 def test_shell_interrupted_by_exception_kills_group(ws: Path) -> None:

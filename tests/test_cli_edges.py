@@ -53,9 +53,12 @@ def _events(stdout: bytes) -> list[dict[str, object]]:
 
 def _outcome(signum: int, code: int, stdout: bytes, stderr: bytes) -> str:
     """What one signalled run did: the only acceptable outcomes are the first three."""
-    if not stdout and (code == -signum or b"KeyboardInterrupt" in stderr):
-        # Killed by the signal's default action: our handlers were not installed yet (the
-        # interpreter was still starting). Once they are, neither can happen.
+    if not stdout and (
+        code == -signum or b"KeyboardInterrupt" in stderr or b"Fatal Python error: init_" in stderr
+    ):
+        # Killed by the signal's default action, or the interpreter's own start-up failed on it
+        # (SIGINT while it sets up its streams or imports site): our handlers were not installed
+        # yet. Once they are, none of these can happen.
         return "before_handlers"
     try:
         events = _events(stdout)

@@ -71,6 +71,8 @@ class _ProgressPump:
         self.pending = bytearray()
         self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self.last_sent = time.monotonic()
+        self.line_ended = True
+        """Whether what was sent so far ends with a newline (a pause may have sent a partial line)."""
 
     def feed(self, data: bytes) -> None:
         if self.budget <= 0:
@@ -89,10 +91,14 @@ class _ProgressPump:
         chunk = bytes(self.pending[:cut])
         del self.pending[:cut]
         if len(chunk) >= self.budget:
-            end = chunk.rfind(b"\n", 0, self.budget) + 1 or self.budget
+            # The whole lines that fit; of a line that does not, only a long one's first piece (it would
+            # have gone out in pieces anyway): a short line cut at the cap could read as another ("42").
+            end = chunk.rfind(b"\n", 0, self.budget) + 1
+            if end == 0 and self.budget >= _LONGEST_PARTIAL:
+                end = self.budget
             text = self.decoder.decode(chunk[:end], True)
-            if text and not text.endswith("\n"):
-                text += "\n"  # the note on a line of its own, even after a line cut short
+            if not (text.endswith("\n") if text else self.line_ended):
+                text += "\n"  # the note on a line of its own
             text += "[further output is not streamed; the result has it]"
             self.budget = 0
             self.pending.clear()
@@ -101,6 +107,7 @@ class _ProgressPump:
             self.budget -= len(chunk)
         self.last_sent = time.monotonic()
         if text:
+            self.line_ended = text.endswith("\n")
             self.sink(text)
 
 
