@@ -407,9 +407,8 @@ class _TwoWayRelay(_Relay):
         if self.forwarder.signum and self.exit_code != exit_code_for_signal(self.forwarder.signum):
             self._finish(None)  # signalled between turns: a turn of its own says so, and sets the exit code
             self._close_turn()
-        self.forwarder.handlers.restore(
-            self.exit_code if self.turns else None
-        )  # a later signal keeps the code
+        # With the last turn's code noted first: a signal from here on keeps it.
+        self.forwarder.handlers.restore(self.exit_code if self.turns else None)
         return self.exit_code
 
     def _dispatch(self, event: p.AnyEvent) -> None:
