@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
 
@@ -44,6 +45,18 @@ def test_every_type_round_trips() -> None:
     for event in events:
         seq.stamp(event)
         assert p.decode(p.encode(event)) == event
+
+
+def test_events_are_not_walked_by_the_cycle_collector() -> None:
+    """A reader holding a long session's events must not make every collection walk each of them."""
+    built = p.ToolCall(call_id="c1", name="shell", arguments={"command": ["ls", "-l"]})  # a container inside
+    decoded = p.decode_lines(
+        b"".join(p.encode(p.Sequencer("s").stamp(event)) + b"\n" for event in (built, p.Status(status="x")))
+    )
+    for event in [built, *decoded, p.decode(p.encode(built))]:
+        assert not gc.is_tracked(event), type(event).__name__
+    for kind in p.EVENT_CLASSES:
+        assert kind.__struct_config__.gc is False, kind.__name__
 
 
 def test_optional_fields_are_omitted_not_null() -> None:

@@ -87,8 +87,12 @@ StepStatus: TypeAlias = Literal["started", "completed", "failed"]
 LogLevel: TypeAlias = Literal["debug", "info", "warn", "error"]
 
 
-class BaseEvent(Struct, tag_field="type", kw_only=True):
-    """Fields common to every event. The Stream stamps them; decoders fill them."""
+class BaseEvent(Struct, tag_field="type", kw_only=True, gc=False):
+    """Fields common to every event. The Stream stamps them; decoders fill them.
+
+    Events are plain data, never part of a reference cycle, so the cycle collector does not track them
+    (``gc=False``): a consumer holding a long session's events does not make every collection walk them.
+    """
 
     v: int = PROTOCOL_VERSION
     session_id: str = ""

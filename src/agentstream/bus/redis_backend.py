@@ -69,7 +69,7 @@ _OUR_QUERY: Final = frozenset({"retention", "maxlen", "connect_timeout"})
 #       A line over BOUND_LINE_BYTES comes as an argument of its own after that (the client sends it
 #       as it is, where packing would copy it twice); its record holds that argument's index.
 _RECORDS_ARG: Final = 10
-"""The records argument's index in the append script's ARGV (Lua counts from 1)."""
+"""The records argument's index in the append script's ARGV (Lua counts from 1); the script reads it here."""
 _APPEND: Final = """
 local status = redis.call('HGET', KEYS[2], 'status')
 local last = tonumber(redis.call('HGET', KEYS[2], 'last_seq') or '-1')
@@ -77,7 +77,7 @@ local expect = tonumber(ARGV[5])
 if expect >= 0 and last + 1 ~= expect then return {-1, last} end
 if status == 'succeeded' or status == 'failed' or status == 'interrupted' then return {0, last} end
 local added = 0
-for _, record in ipairs(cmsgpack.unpack(ARGV[10])) do
+for _, record in ipairs(cmsgpack.unpack(ARGV[RECORDS_ARG])) do
   local seq, line = record[1], record[3]
   if type(line) == 'number' then line = ARGV[line] end
   if seq > last then
@@ -103,7 +103,7 @@ if tonumber(ARGV[4]) > 0 then
   redis.call('EXPIRE', KEYS[2], ARGV[4])
 end
 return {added, last}
-"""
+""".replace("RECORDS_ARG", str(_RECORDS_ARG))
 
 # KEYS: jobs stream, job hash. ARGV: group, consumer, entry id, attempt, then optional field/value pairs to set.
 # Succeeds only while this consumer owns the entry for this attempt; resets the entry's idle time.
