@@ -55,3 +55,30 @@ def start_python(script: Path, **kwargs: object) -> subprocess.Popen[bytes]:
         env=env,
         **kwargs,  # type: ignore[arg-type]
     )
+
+
+def signal_twice_with_stdout_unread(proc: subprocess.Popen[bytes]) -> tuple[int, bytes]:
+    """Wait until ``proc`` has filled its stdout pipe (which nobody reads), then SIGINT it twice.
+
+    Returns its exit code and stderr; a process still running 10 s later is killed and fails the test.
+    """
+    import fcntl
+    import struct
+    import termios
+    import time
+
+    assert proc.stdout is not None and proc.stderr is not None
+    deadline = time.monotonic() + 20
+    waiting = b"\0\0\0\0"
+    while struct.unpack("i", fcntl.ioctl(proc.stdout.fileno(), termios.FIONREAD, waiting))[0] < 4096:
+        assert time.monotonic() < deadline and proc.poll() is None, "it never filled its stdout"
+        time.sleep(0.05)
+    time.sleep(0.3)  # the pipe is full: the process is stuck writing
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    try:
+        code = proc.wait(timeout=10)
+    finally:
+        proc.kill()
+    return code, proc.stderr.read()

@@ -18,6 +18,7 @@ from agentstream.bus import Record, open_bus
 from agentstream.envelope import fill
 from agentstream.errors import ExitCode
 from agentstream.validate import validate_stream
+from conftest import signal_twice_with_stdout_unread
 
 
 def produce(bus_url: str, plan: str, run_id: str) -> subprocess.CompletedProcess[bytes]:
@@ -174,6 +175,16 @@ def test_a_signal_ends_the_follower_with_exactly_one_terminal(bus_url: str, sig:
     end = terminal(output)
     assert (end.subtype, end.exit_code, end.seq, end.synthetic) == ("follow_interrupted", code, 3, True)
     assert b"Traceback" not in err
+
+
+@pytest.mark.parametrize("command", [["follow", "big"], ["watch", "--from-start"]])
+def test_a_second_signal_ends_a_follower_whose_stdout_is_not_read(bus_url: str, command: list[str]) -> None:
+    """A follower stuck writing to a full pipe holds the first signal for its line; the second ends it."""
+    with open_bus(bus_url) as bus:
+        bus.append("big", events("big", 3000))  # far more than a pipe holds
+    code, err = signal_twice_with_stdout_unread(spawn_cli(*command, "--bus", bus_url))
+    assert code == 130, err
+    assert b"stdout is not being read" in err and b"Traceback" not in err
 
 
 def test_unknown_run_and_bad_input_end_with_a_terminal_that_has_a_code_and_a_fix(bus_url: str) -> None:

@@ -16,6 +16,8 @@ import pytest
 from _consumer_support import PYTHON, ROOT, assert_valid_stream, canonical_session, decode_output, run_cli
 from agentstream import protocol as p
 from agentstream.dialects import available_dialects
+from agentstream.stream import Stream
+from conftest import signal_twice_with_stdout_unread
 
 OTHER_DIALECTS = [d.name for d in available_dialects() if d.name != "canonical" and d.can_encode]
 
@@ -260,3 +262,21 @@ def test_a_signal_held_just_before_the_reader_waits_still_ends_it() -> None:
     code, out, err = _fed_live([PYTHON, "-c", HELD_AS_THE_READ_BEGINS])
     assert code == 143, err
     assert assert_valid_stream(decode_output(out))[-1].subtype == "interrupted"  # type: ignore[union-attr]
+
+
+def test_a_second_signal_ends_a_convert_whose_stdout_is_not_read(tmp_path: Path) -> None:
+    """Stuck writing to a full pipe, the first signal waits for the batch (and its ending); the second
+    stops waiting."""
+
+    def many_deltas(stream: Stream) -> None:
+        for _ in range(3000):
+            stream.message_delta("x" * 200, message_id="m1")
+
+    source = tmp_path / "long.ndjson"
+    source.write_bytes(canonical_session(many_deltas))
+    command = [PYTHON, "-m", "agentstream", "convert", "--to", "claude", str(source)]
+    code, err = signal_twice_with_stdout_unread(
+        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    )
+    assert code == 130, err
+    assert b"stdout is not being read" in err and b"Traceback" not in err

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from agentstream.validate import Validator, validate_stream
-from conftest import python_script, start_python
+from conftest import python_script, signal_twice_with_stdout_unread, start_python
 
 HEADER = """
 import os, sys, time
@@ -168,6 +168,21 @@ with Stream("job") as s:
     events = check(head + rest, proc.returncode)
     assert proc.returncode == 143  # the first signal decides the outcome
     assert events[-1]["subtype"] == "interrupted"
+
+
+def test_a_second_signal_ends_a_producer_whose_stdout_is_not_read(tmp_path: Path) -> None:
+    """Stuck writing to a full pipe, the first signal waits for the line; the second stops waiting."""
+    script = (
+        HEADER
+        + """
+with Stream("job") as s:
+    for _ in range(100_000):
+        s.message_delta("x" * 200, message_id="m1")
+"""
+    )
+    code, err = signal_twice_with_stdout_unread(start_python(python_script(tmp_path, script)))
+    assert code == 130, err
+    assert b"stdout is not being read" in err and b"Traceback" not in err
 
 
 def test_closed_stdout_exits_quietly_with_documented_code(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import pytest
 from _consumer_support import PYTHON, ROOT, agent_script, assert_valid_stream, decode_output, helper_threads
 from agentstream import protocol as p
 from agentstream.dialects import available_dialects
+from conftest import signal_twice_with_stdout_unread
 
 FAST = ["--exit-timeout", "0.3", "--grace", "0.3"]
 
@@ -258,3 +259,16 @@ def test_the_child_reads_the_wraps_stdin(tmp_path: Path) -> None:
     )
     events = assert_valid_stream(decode_output(done.stdout), exit_code=done.returncode)
     assert [e.content for e in events if isinstance(e, p.Message)] == ["prompt from a pipe"]
+
+
+def test_a_second_signal_ends_a_wrap_whose_stdout_is_not_read() -> None:
+    """The first signal goes to the child; the second stops waiting for a relay stuck on a full pipe."""
+    child = 'import sys\nfor _ in range(200_000): print(\'{"type": "log", "message": "%s"}\' % (\'x\' * 100))'
+    wrap = subprocess.Popen(
+        [PYTHON, "-m", "agentstream", "wrap", "--no-publish", "--", PYTHON, "-c", child],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    code, err = signal_twice_with_stdout_unread(wrap)
+    assert code == 130, err
+    assert b"stdout is not being read" in err

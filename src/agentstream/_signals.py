@@ -7,6 +7,8 @@ Four things, written once:
 * :class:`HeldSignal` keeps a signal that arrived while the main thread must not be
   unwound — in the middle of writing a line, or inside an ``import`` (unwinding
   there leaves a half-initialised module behind) — and delivers it right after;
+  a second signal while a line is still being written stops waiting for a reader
+  that no longer reads (:func:`stop_waiting_for_output`);
 * :func:`start_thread` starts every thread of ours with those signals blocked in
   it, so that the kernel delivers them to the main thread (the only one Python
   runs handlers in, and the one whose blocking wait a signal must cut short);
@@ -208,28 +210,52 @@ def _nudge_main_thread(read_end: int, main_thread: int) -> None:
 class HeldSignal:
     """A signal kept until the main thread reaches a point where it can be unwound safely."""
 
-    __slots__ = ("pending",)
+    __slots__ = ("_resent", "pending")
 
     def __init__(self) -> None:
         self.pending = 0
+        self._resent = False
 
-    def hold(self, signum: int, frame: FrameType | None = None, *, redeliver: bool = False) -> None:
-        """Keep ``signum`` (the first one wins); inside an import, or with ``redeliver``, look at it again shortly."""
+    def hold(self, signum: int, frame: FrameType | None = None, *, redeliver: bool = False) -> bool:
+        """Keep ``signum`` (the first one wins); inside an import, or with ``redeliver``, look at it again shortly.
+
+        Returns whether a signal was already held (not counting the one sent again here): a second signal,
+        which a caller stuck waiting (a write to a pipe nobody reads) takes as "stop waiting".
+        """
+        again = self.pending != 0 and not self._resent
+        self._resent = False
         self.pending = self.pending or signum
         if redeliver or inside_import(frame):
             # ``_thread``, not ``threading``: the import being interrupted may be threading's own.
             with MainThreadSignals():
                 _thread.start_new_thread(self._redeliver, ())
+        return again
 
     def _redeliver(self) -> None:
         """In a moment, send the held signal to this process again, unless it was delivered meanwhile."""
         time.sleep(REDELIVER_S)
         if self.pending:
+            self._resent = True
             os.kill(os.getpid(), self.pending)
 
     def take(self) -> int:
-        signum, self.pending = self.pending, 0
+        signum, self.pending, self._resent = self.pending, 0, False
         return signum
+
+
+def stop_waiting_for_output(signum: int) -> None:
+    """A second signal while a line is still being written: exit now, with 128 + the first signal's number.
+
+    The write waits on a reader that stopped reading (a full pipe); holding signals until it is done would
+    leave the process deaf to everything but SIGKILL. Its last lines, ending included, are not written.
+    """
+    try:
+        os.write(
+            2,
+            b"agentstream: stdout is not being read; a second signal ended the process without its ending\n",
+        )
+    finally:
+        os._exit(128 + signum)
 
 
 def inside(frame: FrameType | None, codes: frozenset[Any]) -> bool:

@@ -604,11 +604,18 @@ class Stream:
 
     # -- signals and exit -------------------------------------------------
 
+    def note_signal(self, signum: int) -> None:
+        """A signal its caller handled (``wrap`` passes the first to its child): the next one this stream gets
+        is a second, which does not wait for a line stuck on a reader that stopped reading."""
+        self._held.hold(signum)
+
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if self.result is None:
             if _signals.inside(frame, _CRITICAL_CODE) or _signals.inside_import(frame):
-                # Mid-line, or mid-import (unwinding there breaks the module): deliver right after.
-                self._held.hold(signum, frame)
+                # Mid-line, or mid-import (unwinding there breaks the module): deliver right after. A second
+                # signal mid-line means the line waits on a reader that stopped reading: stop waiting.
+                if self._held.hold(signum, frame) and not _signals.inside_import(frame):
+                    _signals.stop_waiting_for_output(self._held.pending)
                 return
         elif not self._held.pending and _signals.inside(frame, _FINISH_CODE):
             # The result is being written, or published (the bus waits until it is stored): :meth:`finish`

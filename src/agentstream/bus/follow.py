@@ -30,7 +30,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Final, TypeVar
 
 from agentstream import protocol as p
-from agentstream._signals import HeldSignal, SignalHandlers, inside_import
+from agentstream._signals import HeldSignal, SignalHandlers, inside_import, stop_waiting_for_output
 from agentstream.actions import follow_action, resume_action, runs_action, watch_action
 from agentstream.bus import BOUND_LINE_BYTES, BusUnavailable, FeedItem, Record
 from agentstream.ending import add_line, ending_events
@@ -61,7 +61,9 @@ class _Output:
 
     A signal stops the follower once: from the first one, or from the moment the
     terminal line is decided on (:meth:`stop`), the output is ending and later
-    signals change nothing, so no second terminal line is ever written.
+    signals change nothing, so no second terminal line is ever written. The one
+    exception: a second signal while a line is being written, which waits on a
+    stdout nobody reads, ends the process at once (:func:`stop_waiting_for_output`).
     """
 
     def __init__(self, fd: int = 1) -> None:
@@ -83,12 +85,21 @@ class _Output:
         self.stopped = True
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self.writing:
+            if self.held.hold(signum, frame):
+                stop_waiting_for_output(self.held.pending)
+            return
         if self.stopped:
             return
-        if self.writing or inside_import(frame):
+        if inside_import(frame):
             self.held.hold(signum, frame)
             return
         self.held.take()
+        self._stop_on(signum)
+
+    def _stop_on(self, signum: int) -> None:
+        """Stop the output for ``signum``, which stays held: a signal while the ending is written is a second."""
+        self.held.hold(signum)
         self.stopped = True
         raise _Stopped(signum)
 
@@ -103,8 +114,7 @@ class _Output:
         finally:
             self.writing = False
         if self.held.pending and not self.stopped:
-            self.stopped = True
-            raise _Stopped(self.held.take())
+            self._stop_on(self.held.pending)
 
     def write_line(self, line: bytes) -> None:
         """A stored line and its newline: one write, or two for a long line (not copied to add it)."""

@@ -112,6 +112,10 @@ failure to write stdout (a full disk, stdout closed) is exit 1 with one
 `OUTPUT_ERROR` line on stderr.
 A signal is acted on at once, whatever the command is waiting for: its own threads
 never take one, and one that lands just before a blocking wait still cuts it short.
+The one wait a signal does not cut is the line being written, so that no line is
+cut; if that line waits on a reader that stopped reading (a full pipe), a second
+signal ends the process at once, without its ending: 128 + the first signal, and
+a line on stderr saying stdout is not being read.
 The processes it starts inherit no blocked signal.
 
 A usage error (an unknown flag, a value that is not a number where one is meant, a

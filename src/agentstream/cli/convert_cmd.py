@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
             progress=None if args.no_progress else sys.stderr,
             stop=stop,
         )
-        stop.ending = True  # the output is whole: a signal from here on changes nothing
+        stop.end()  # the output is whole: a signal from here on changes nothing
         final_exit = 0
     finally:
         stop.handlers.restore(final_exit)
@@ -81,8 +81,10 @@ class _StopOnSignal:
 
     It unwinds the main thread only where the reader waits for input. Anywhere else (a batch being
     decoded or written) the signal is held: it is raised once the batch is out (:meth:`check`), and sent
-    again shortly in case the reader has started waiting meanwhile. While the ending is written,
-    signals change nothing.
+    again shortly in case the reader has started waiting meanwhile. A second signal, while the first
+    is held or its ending is written, means stdout is not being read: the process ends at once
+    (:func:`~agentstream._signals.stop_waiting_for_output`). Once the output is whole, signals change
+    nothing.
     """
 
     def __init__(self) -> None:
@@ -93,15 +95,25 @@ class _StopOnSignal:
         self.ending = False
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        from agentstream._signals import Interrupted
+        from agentstream._signals import Interrupted, stop_waiting_for_output
         from agentstream.consumer.reader import WAITING
 
         if self.ending:
+            if self.held.pending:  # an interrupted run's ending, waiting on a reader that stopped reading
+                stop_waiting_for_output(self.held.pending)
             return
         if frame is not None and frame.f_code in WAITING:
             self.held.take()
             raise Interrupted(signum)
-        self.held.hold(signum, frame, redeliver=True)
+        if self.held.hold(signum, frame, redeliver=True):
+            stop_waiting_for_output(self.held.pending)
+
+    def end(self, interrupted_by: int | None = None) -> None:
+        """The output is ending: whole (signals change nothing), or after ``interrupted_by`` (a further
+        signal is a second one)."""
+        self.ending = True
+        if interrupted_by is not None:
+            self.held.hold(interrupted_by)
 
     def check(self) -> None:
         """Between batches: a signal held meanwhile stops the conversion here."""
@@ -150,7 +162,7 @@ def convert(
         except Interrupted as interrupted:
             if stop is None:
                 raise
-            stop.ending = True
+            stop.end(interrupted.signum)
             _emit(sink, reader.interrupted(interrupted.signum))
             sink.close()
             writer.flush()

@@ -241,12 +241,14 @@ def _echo(line: str) -> None:
 
 
 class _Forwarder:
-    """First signal: pass it to the child and let its stream end (bounded). Second: the Stream's own handler."""
+    """First signal: pass it to the child and let its stream end (bounded). Second: the Stream's own handler,
+    told of the first, so that it does not wait for a line stuck on a stdout nobody reads."""
 
-    def __init__(self, child: Spawn) -> None:
+    def __init__(self, child: Spawn, stream: Callable[[], Stream | None]) -> None:
         from agentstream._signals import SignalHandlers
 
         self.child = child
+        self.stream = stream
         self.signum = 0
         self.handlers = SignalHandlers(self._on_signal)
 
@@ -256,6 +258,9 @@ class _Forwarder:
             self.child.cancel(signum)
             return
         self.child.kill()
+        stream = self.stream()
+        if stream is not None:
+            stream.note_signal(self.signum)
         self.handlers.call_previous(signum, frame)
 
 
@@ -265,7 +270,7 @@ class _Relay:
     def __init__(self, stream: Stream, child: Spawn) -> None:
         self.stream = stream
         self.child = child
-        self.forwarder = _Forwarder(child)
+        self.forwarder = _Forwarder(child, lambda: self.stream)
         self.held: p.Error | None = None
         """The child's fatal error, kept so that it lands right before our result."""
 
@@ -365,7 +370,7 @@ class _TwoWayRelay(_Relay):
     def __init__(self, argv: list[str], args: argparse.Namespace, child: Spawn, fd: int) -> None:
         self.argv, self.args, self.fd = argv, args, fd
         self.child = child
-        self.forwarder = _Forwarder(child)
+        self.forwarder = _Forwarder(child, lambda: self.turn)
         self.held = None
         self.turn: Stream | None = None
         self.close_publisher: Callable[[], None] = _nothing
