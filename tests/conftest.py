@@ -57,28 +57,38 @@ def start_python(script: Path, **kwargs: object) -> subprocess.Popen[bytes]:
     )
 
 
-def signal_twice_with_stdout_unread(proc: subprocess.Popen[bytes]) -> tuple[int, bytes]:
-    """Wait until ``proc`` has filled its stdout pipe (which nobody reads), then SIGINT it twice.
-
-    Returns its exit code and stderr; a process still running 10 s later is killed and fails the test.
-    """
+def wait_until_stdout_is_full(proc: subprocess.Popen[bytes]) -> None:
+    """Wait until ``proc`` has filled its stdout pipe, which nobody reads, and is stuck writing to it."""
     import fcntl
     import struct
     import termios
     import time
 
-    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout is not None
     deadline = time.monotonic() + 20
     waiting = b"\0\0\0\0"
     while struct.unpack("i", fcntl.ioctl(proc.stdout.fileno(), termios.FIONREAD, waiting))[0] < 4096:
         assert time.monotonic() < deadline and proc.poll() is None, "it never filled its stdout"
         time.sleep(0.05)
-    time.sleep(0.3)  # the pipe is full: the process is stuck writing
-    proc.send_signal(signal.SIGINT)
-    time.sleep(0.3)
-    proc.send_signal(signal.SIGINT)
+    time.sleep(0.3)  # past the first few KiB: the rest of the pipe fills, and the write blocks
+
+
+def exit_after(proc: subprocess.Popen[bytes], seconds: float = 10) -> tuple[int, bytes]:
+    """``proc``'s exit code and stderr; one still running ``seconds`` on is killed and fails the test."""
+    assert proc.stderr is not None
     try:
-        code = proc.wait(timeout=10)
+        code = proc.wait(timeout=seconds)
     finally:
         proc.kill()
     return code, proc.stderr.read()
+
+
+def signal_twice_with_stdout_unread(proc: subprocess.Popen[bytes]) -> tuple[int, bytes]:
+    """SIGINT ``proc`` twice once it is stuck writing to a stdout nobody reads; its exit code and stderr."""
+    import time
+
+    wait_until_stdout_is_full(proc)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    return exit_after(proc)

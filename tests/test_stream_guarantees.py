@@ -17,7 +17,13 @@ from pathlib import Path
 import pytest
 
 from agentstream.validate import Validator, validate_stream
-from conftest import python_script, signal_twice_with_stdout_unread, start_python
+from conftest import (
+    exit_after,
+    python_script,
+    signal_twice_with_stdout_unread,
+    start_python,
+    wait_until_stdout_is_full,
+)
 
 HEADER = """
 import os, sys, time
@@ -182,6 +188,30 @@ with Stream("job") as s:
     )
     code, err = signal_twice_with_stdout_unread(start_python(python_script(tmp_path, script)))
     assert code == 130, err
+    assert b"stdout is not being read" in err and b"Traceback" not in err
+
+
+def test_a_second_signal_ends_a_producer_whose_ending_is_stuck_on_an_unread_stdout(tmp_path: Path) -> None:
+    """The first signal unwinds the run; its cleanup fills the pipe; the second signal stops waiting."""
+    script = (
+        HEADER
+        + """
+with Stream("job") as s:
+    try:
+        s.status("ready")  # inside: a signal as it is written is raised right after it
+        time.sleep(30)
+    finally:
+        for _ in range(100_000):
+            s.message_delta("x" * 200, message_id="m1")
+"""
+    )
+    proc = start_python(python_script(tmp_path, script))
+    read_until(proc, b'"ready"')
+    proc.send_signal(signal.SIGTERM)
+    wait_until_stdout_is_full(proc)
+    proc.send_signal(signal.SIGINT)
+    code, err = exit_after(proc)
+    assert code == 143, err  # the first signal's code
     assert b"stdout is not being read" in err and b"Traceback" not in err
 
 

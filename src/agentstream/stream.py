@@ -612,10 +612,13 @@ class Stream:
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if self.result is None:
             if _signals.inside(frame, _CRITICAL_CODE) or _signals.inside_import(frame):
-                # Mid-line, or mid-import (unwinding there breaks the module): deliver right after. A second
-                # signal mid-line means the line waits on a reader that stopped reading: stop waiting.
-                if self._held.hold(signum, frame) and not _signals.inside_import(frame):
-                    _signals.stop_waiting_for_output(self._held.pending)
+                # Mid-line, or mid-import (unwinding there breaks the module): deliver right after. A line
+                # that waits on a reader that stopped reading is not waited for again: a second signal while
+                # the first is held, or one that is still held 20 ms on while the run already unwinds.
+                was_held = self._held.pending
+                again = self._held.hold(signum, frame, redeliver=bool(self._signal_seen))
+                if (again or (was_held and self._signal_seen)) and not _signals.inside_import(frame):
+                    _signals.stop_waiting_for_output(self._signal_seen or self._held.pending)
                 return
         elif not self._held.pending and _signals.inside(frame, _FINISH_CODE):
             # The result is being written, or published (the bus waits until it is stored): :meth:`finish`
