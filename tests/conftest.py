@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -59,11 +63,6 @@ def start_python(script: Path, **kwargs: object) -> subprocess.Popen[bytes]:
 
 def wait_until_stdout_is_full(proc: subprocess.Popen[bytes]) -> None:
     """Wait until ``proc`` has filled its stdout pipe, which nobody reads, and is stuck writing to it."""
-    import fcntl
-    import struct
-    import termios
-    import time
-
     assert proc.stdout is not None
     deadline = time.monotonic() + 20
     waiting = b"\0\0\0\0"
@@ -85,8 +84,6 @@ def exit_after(proc: subprocess.Popen[bytes], seconds: float = 10) -> tuple[int,
 
 def signal_twice_with_stdout_unread(proc: subprocess.Popen[bytes]) -> tuple[int, bytes]:
     """SIGINT ``proc`` twice once it is stuck writing to a stdout nobody reads; its exit code and stderr."""
-    import time
-
     wait_until_stdout_is_full(proc)
     proc.send_signal(signal.SIGINT)
     time.sleep(0.3)
