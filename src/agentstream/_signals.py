@@ -1,6 +1,6 @@
 """Signal handling shared by every part of agentstream that owns a process.
 
-Four things, written once:
+Five things, written once:
 
 * :class:`SignalHandlers` installs one handler for SIGINT/SIGTERM/SIGHUP and puts
   the previous ones back (the producer, the followers and ``wrap`` each use it);
@@ -230,6 +230,14 @@ class HeldSignal:
             with MainThreadSignals():
                 _thread.start_new_thread(self._redeliver, ())
         return again
+
+    def hold_or_stop_waiting(
+        self, signum: int, frame: FrameType | None = None, *, redeliver: bool = False
+    ) -> None:
+        """:meth:`hold`, where the hold is for a line being written: a second signal meanwhile means nobody
+        reads it, and the process stops waiting (:func:`stop_waiting_for_output`)."""
+        if self.hold(signum, frame, redeliver=redeliver):
+            stop_waiting_for_output(self.pending)
 
     def _redeliver(self) -> None:
         """In a moment, send the held signal to this process again, unless it was delivered meanwhile."""

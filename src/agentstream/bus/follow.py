@@ -30,7 +30,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Final, TypeVar
 
 from agentstream import protocol as p
-from agentstream._signals import HeldSignal, SignalHandlers, inside_import, stop_waiting_for_output
+from agentstream._signals import HeldSignal, SignalHandlers, inside_import
 from agentstream.actions import follow_action, resume_action, runs_action, watch_action
 from agentstream.bus import BOUND_LINE_BYTES, BusUnavailable, FeedItem, Record
 from agentstream.ending import add_line, ending_events
@@ -63,7 +63,7 @@ class _Output:
     terminal line is decided on (:meth:`stop`), the output is ending and later
     signals change nothing, so no second terminal line is ever written. The one
     exception: a second signal while a line is being written, which waits on a
-    stdout nobody reads, ends the process at once (:func:`stop_waiting_for_output`).
+    stdout nobody reads, ends the process at once (:meth:`HeldSignal.hold_or_stop_waiting`).
     """
 
     def __init__(self, fd: int = 1) -> None:
@@ -86,8 +86,7 @@ class _Output:
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if self.writing:
-            if self.held.hold(signum, frame):
-                stop_waiting_for_output(self.held.pending)
+            self.held.hold_or_stop_waiting(signum, frame)
             return
         if self.stopped:
             return

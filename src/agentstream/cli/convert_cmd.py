@@ -105,8 +105,7 @@ class _StopOnSignal:
         if frame is not None and frame.f_code in WAITING:
             self.held.take()
             raise Interrupted(signum)
-        if self.held.hold(signum, frame, redeliver=True):
-            stop_waiting_for_output(self.held.pending)
+        self.held.hold_or_stop_waiting(signum, frame, redeliver=True)
 
     def end(self, interrupted_by: int | None = None) -> None:
         """The output is ending: whole (signals change nothing), or after ``interrupted_by`` (a further
