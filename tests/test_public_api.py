@@ -46,10 +46,16 @@ def test_all_is_the_lazy_names_and_the_version() -> None:
     assert len(agentstream.__all__) == len(set(agentstream.__all__))
 
 
-def test_the_async_spawn_is_exported_without_importing_asyncio() -> None:
+def test_spawning_is_exported_without_importing_what_only_spawning_needs() -> None:
+    """Reading a file (``convert``, ``validate``) pays for neither subprocess and threading nor asyncio."""
     code = (
-        "import sys, agentstream.consumer; assert 'asyncio' not in sys.modules; "
-        "from agentstream import aspawn, AsyncSpawn; print(aspawn.__module__, AsyncSpawn.__name__)"
+        "import sys, agentstream.consumer; "
+        "print(sorted(m for m in ('asyncio', 'subprocess', 'threading', 'selectors') if m in sys.modules)); "
+        "from agentstream import aspawn, AsyncSpawn, spawn, Spawn; "
+        "print(aspawn.__module__, AsyncSpawn.__name__, spawn.__module__, Spawn.__name__)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.split() == ["agentstream.consumer.async_process", "AsyncSpawn"]
+    assert out.splitlines() == [
+        "[]",
+        "agentstream.consumer.async_process AsyncSpawn agentstream.consumer.process Spawn",
+    ]

@@ -16,11 +16,11 @@ not read (see ``docs/consumer.md``).
 from typing import TYPE_CHECKING, Any
 
 from agentstream.consumer.pipeline import DETECT_LINES, Ending
-from agentstream.consumer.process import Spawn, spawn
 from agentstream.consumer.reader import AsyncReader, Reader, aread, read
 
 if TYPE_CHECKING:
     from agentstream.consumer.async_process import AsyncSpawn, aspawn
+    from agentstream.consumer.process import Spawn, spawn
 
 __all__ = [
     "DETECT_LINES",
@@ -37,9 +37,14 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """The async spawn imports asyncio, which a sync reader (and the CLI's start-up) should not pay for."""
+    """Spawning imports subprocess, threading and selectors (asyncio for the async one), which reading a file
+    (and the CLI's start-up) should not pay for."""
     if name in ("AsyncSpawn", "aspawn"):
         from agentstream.consumer import async_process
 
         return getattr(async_process, name)
+    if name in ("Spawn", "spawn"):
+        from agentstream.consumer import process
+
+        return getattr(process, name)
     raise AttributeError(f"module 'agentstream.consumer' has no attribute {name!r}")
