@@ -9,7 +9,8 @@ import pytest
 
 from _consumer_support import assert_valid_stream, canonical_session, is_synthetic
 from agentstream import protocol as p
-from agentstream.consumer import read
+from agentstream.consumer import DETECT_LINES, read
+from agentstream.consumer.pipeline import DETECT_NOISE_LINES
 from agentstream.dialects import DIALECT_NAMES
 from agentstream.errors import ErrorCode
 
@@ -63,7 +64,8 @@ def test_junk_before_the_first_event_does_not_break_detection(
     case: tuple[str, Path | None], tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     name, path = _path(case, tmp_path_factory)
-    junk = b"[SandboxDebug] seccomp ready\nMCP issues detected. Run /mcp list for status.\n\n"
+    warnings = b"".join(b"npm WARN deprecated package-%d@1.0.0\n" % n for n in range(DETECT_LINES + 4))
+    junk = b"[SandboxDebug] seccomp ready\nMCP issues detected. Run /mcp list for status.\n\n" + warnings
     reader = read(junk + path.read_bytes())
     events = assert_valid_stream(reader, turns=None)
     assert reader.dialect == name
@@ -95,6 +97,34 @@ def test_nothing_recognisable_falls_back_to_canonical_and_says_so() -> None:
     assert codes[-1] == "STREAM_TRUNCATED"
     unknown = events[1]
     assert isinstance(unknown, p.Error) and unknown.recoverable and "--from" in str(unknown.fix)
+
+
+def test_a_stream_of_nothing_but_noise_settles_after_the_noise_limit() -> None:
+    """Noise does not count toward the detection window, but it cannot hold the reader back for ever."""
+    pulled = 0
+
+    def chunks() -> Iterator[bytes]:
+        nonlocal pulled
+        while True:
+            pulled += 1
+            yield b"still compiling...\n"
+
+    events = iter(read(chunks()))
+    first_events = [next(events), next(events)]
+    assert pulled == DETECT_NOISE_LINES
+    assert first_events[1].type == "error" and first_events[1].code == ErrorCode.UNKNOWN_DIALECT  # type: ignore[union-attr]
+
+
+def test_claude_json_output_with_verbose_on_one_line_is_recognised() -> None:
+    """``claude -p --output-format json --verbose`` writes the whole run as one JSON array on one line."""
+    lines = (FIXTURES / "dialects" / "claude" / "session-2.0.76.ndjson").read_bytes().splitlines()
+    document = b"[" + b",".join(line for line in lines if line.strip()) + b"]\n"
+    reader = read(document)
+    events = assert_valid_stream(reader, turns=None)
+    assert reader.dialect == "claude"
+    assert [e.type for e in events] == [
+        e.type for e in read(FIXTURES / "dialects" / "claude" / "session-2.0.76.ndjson")
+    ]
 
 
 def test_ag_ui_over_sse_is_recognised_through_its_data_lines() -> None:

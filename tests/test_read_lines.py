@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from _consumer_support import assert_valid_stream, canonical_session
 from agentstream import protocol as p
-from agentstream._lines import BlockSplitter, Line, LineSplitter, LineTooLong, iter_lines
+from agentstream._lines import UTF8_BOM, BlockSplitter, Line, LineSplitter, LineTooLong, iter_lines
 from agentstream.consumer import read
 
 
@@ -28,8 +28,15 @@ def split_all(data: bytes, cuts: list[int], limit: int | None = None) -> list[Li
     return out + splitter.close()
 
 
-@given(st.binary(max_size=300).map(lambda b: b.replace(b"\r", b"")), st.lists(st.integers(0, 300)))
-def test_splitter_matches_blocking_framing_at_any_chunk_seams(data: bytes, cuts: list[int]) -> None:
+@given(
+    st.binary(max_size=300).map(lambda b: b.replace(b"\r", b"")),
+    st.lists(st.integers(0, 300)),
+    st.sampled_from([b"", UTF8_BOM, UTF8_BOM[:2]]),
+)
+def test_splitter_matches_blocking_framing_at_any_chunk_seams(
+    data: bytes, cuts: list[int], head: bytes
+) -> None:
+    data = head + data
     cuts = [c for c in cuts if c <= len(data)]
     assert split_all(data, cuts) == list(iter_lines(io.BytesIO(data)))
 
@@ -44,8 +51,11 @@ def test_splitter_limit_agrees_with_blocking_framing(lines: list[bytes], limit: 
     assert [x.data for x in got if isinstance(x, Line)] == [x.data for x in want if isinstance(x, Line)]
 
 
-@given(st.binary(max_size=300), st.lists(st.integers(0, 300)))
-def test_block_splitter_gives_back_the_input_in_whole_lines(data: bytes, cuts: list[int]) -> None:
+@given(st.binary(max_size=300), st.lists(st.integers(0, 300)), st.sampled_from([b"", UTF8_BOM, UTF8_BOM[:2]]))
+def test_block_splitter_gives_back_the_input_in_whole_lines(
+    data: bytes, cuts: list[int], head: bytes
+) -> None:
+    data = head + data
     splitter = BlockSplitter()
     blocks, last = [], 0
     for cut in [*sorted({c for c in cuts if c <= len(data)}), len(data)]:
@@ -53,8 +63,48 @@ def test_block_splitter_gives_back_the_input_in_whole_lines(data: bytes, cuts: l
         last = cut
     tail = splitter.close()
     assert all(block == b"" or block.endswith(b"\n") for block in blocks)
-    assert b"".join(blocks) + tail == data
+    assert b"".join(blocks) + tail == data.removeprefix(UTF8_BOM)
     assert b"\n" not in tail
+
+
+@pytest.mark.parametrize("chunk_size", [1, 2, 3, 4096])
+def test_a_byte_order_mark_before_the_first_line_is_dropped_wherever_the_chunks_are_cut(
+    chunk_size: int,
+) -> None:
+    """Windows tools start a file with one; the first line (the one naming the session) must still be read."""
+    data = UTF8_BOM + b'{"type":"thread.started","thread_id":"th-1"}\n' + UTF8_BOM + b"x\n"
+    chunks = [data[i : i + chunk_size] for i in range(0, len(data), chunk_size)]
+    splitter = LineSplitter()
+    lines = [item for chunk in chunks for item in splitter.feed(chunk)] + splitter.close()
+    assert [line.data for line in lines if isinstance(line, Line)] == [
+        b'{"type":"thread.started","thread_id":"th-1"}',
+        UTF8_BOM + b"x",  # only the input's first bytes can be a byte order mark
+    ]
+    assert [
+        line.data for line in iter_lines(io.BytesIO(data), max_line_bytes=100) if isinstance(line, Line)
+    ] == [
+        b'{"type":"thread.started","thread_id":"th-1"}',
+        UTF8_BOM + b"x",
+    ]
+    events = list(read(chunks, "auto"))
+    assert [e.type for e in events[:1]] == ["start"] and events[0].session_id == "th-1"
+    assert not [
+        e for e in events if isinstance(e, p.Error) and e.code == "MALFORMED_EVENT" and e.details["line"] == 1
+    ]
+
+
+def test_the_first_bytes_of_a_byte_order_mark_that_never_finishes_are_data() -> None:
+    splitter, blocks = LineSplitter(), BlockSplitter()
+    assert splitter.feed(UTF8_BOM[:2]) == [] and blocks.feed(UTF8_BOM[:2]) == b""
+    assert splitter.close() == [Line(1, UTF8_BOM[:2], False)]
+    assert blocks.close() == UTF8_BOM[:2]
+
+
+def test_a_text_file_object_can_be_read_with_no_other_reference_to_it(tmp_path: Path) -> None:
+    """The reader reads the object's ``buffer``; the object, collected, would close it mid-read."""
+    path = tmp_path / "run.ndjson"
+    path.write_bytes(canonical_session())
+    assert [e.type for e in read(open(path))][-1] == "result"  # noqa: SIM115  # the point: nothing else holds it
 
 
 def test_splitter_crlf_split_across_chunks_and_partial_tail() -> None:

@@ -293,3 +293,71 @@ def test_a_line_of_two_events_reads_alike_in_a_block_and_alone(blank: bytes) -> 
     assert [e.type for e in in_blocks] == [e.type for e in alone]
     bad = [e for e in in_blocks if isinstance(e, p.Error)]
     assert bad[0].code == "MALFORMED_EVENT" and bad[0].details["line"] == 2  # type: ignore[index]
+
+
+def _canonical_line(kind: str, **fields: object) -> bytes:
+    stamps = {"v": 1, "session_id": "s1", "seq": 0, "ts": "2025-01-01T00:00:00Z"}
+    return msgspec.json.encode({"type": kind, **stamps, **fields})
+
+
+def test_a_canonical_field_of_the_wrong_kind_loses_that_field_not_the_event() -> None:
+    """The canonical reader is as liberal as the dialects'; ``validate`` is what holds a stream to the letter."""
+    usage = {"input_tokens": "10", "output_tokens": 1, "cached_tokens": 0, "reasoning_tokens": 0}
+    data = b"\n".join(
+        [
+            _canonical_line("start", command="x", tools="all"),
+            _canonical_line("message", message_id="m", role="assistant", content="hi", seq="two"),
+            _canonical_line("message", message_id="m2", role="assistant", content="again", seq="three"),
+            _canonical_line(
+                "result", ok=True, subtype="success", exit_code=0, duration_ms="fast", turn_count=1,
+                tools_used=[1, "Bash"], usage=usage,
+            ),
+        ]
+    ) + b"\n"  # fmt: skip
+    events = assert_valid_stream(read(data), turns=None)
+    assert kinds(events) == ["start", "log", "log", "message", "message", "log", "log", "log", "result"]
+    warnings = [e.message for e in events if isinstance(e, p.Log)]
+    assert warnings[0] == "canonical 'start' line: field 'tools' was ignored (Expected `array`, got `str`)"
+    assert [w.split("'")[3] for w in warnings] == [
+        "tools",
+        "seq",
+        "duration_ms",
+        "tools_used[0]",
+        "usage.input_tokens",
+    ]
+    assert all(e.level == "warn" for e in events if isinstance(e, p.Log))  # 'seq' told once, for two lines
+    result = events[-1]
+    assert isinstance(result, p.Result) and result.ok and not is_synthetic(result)
+    assert (result.duration_ms, result.tools_used, result.usage.input_tokens) == (0, ["Bash"], 0)
+
+
+def test_a_canonical_event_without_a_field_it_cannot_do_without_is_reported_by_name() -> None:
+    data = _canonical_line("message", message_id=5, role="assistant", content="hi") + b"\n"
+    errors = [e for e in read(data) if isinstance(e, p.Error) and e.code == "MALFORMED_EVENT"]
+    assert len(errors) == 1 and "`$.message_id`" in errors[0].message and errors[0].fix
+
+
+@pytest.mark.parametrize(
+    ("value", "kind"), [(b"1e400", "an infinite number"), (b"-1e400", "an infinite number"), (b"NaN", "NaN")]
+)
+def test_a_number_other_parsers_take_loses_its_field_not_the_line(value: bytes, kind: str) -> None:
+    """JSON allows any exponent; Python's json.dumps writes NaN. Neither is a number a field can take."""
+    init = b'{"type":"system","subtype":"init","cwd":"/p","session_id":"s-1","tools":[],"model":"m"}'
+    result = (
+        b'{"type":"result","subtype":"success","is_error":false,"duration_ms":%s,"result":"done"}' % value
+    )
+    events = assert_valid_stream(read(init + b"\n" + result + b"\n", "claude"), turns=None)
+    end = events[-1]
+    assert isinstance(end, p.Result) and end.ok and not is_synthetic(end) and end.duration_ms == 0
+    assert [e.message for e in events if isinstance(e, p.Log)] == [
+        f"claude 'result' line: field 'duration_ms' must be an integer, not {kind}; the field was ignored"
+    ]
+
+
+def test_a_lone_surrogate_escape_keeps_its_event_with_a_replacement_character() -> None:
+    """JavaScript's JSON.stringify writes one for a string cut mid-emoji; msgspec refuses it, the reader does not."""
+    line = b'{"type":"item.completed","item":{"id":"i1","type":"agent_message","text":"half \\ud83d, whole \\ud83d\\ude00"}}'
+    events = list(read(b'{"type":"thread.started","thread_id":"t"}\n' + line + b"\n", "codex"))
+    messages = [e for e in events if isinstance(e, p.Message)]
+    assert [m.content for m in messages] == ["half \ufffd, whole \U0001f600"]
+    assert not [e for e in events if isinstance(e, p.Error) and e.code == "MALFORMED_EVENT"]

@@ -22,7 +22,9 @@ __all__ = [
     "NotSure",
     "is_long",
     "iter_lines",
+    "lenient_json",
     "one_value_per_line",
+    "parse_json",
     "parse_long_line",
     "split_block",
 ]
@@ -111,6 +113,51 @@ _SURROGATE_ESCAPE: Final = r"\\u[dD][89a-fA-F]"
 """A UTF-16 surrogate written as an escape (compiled on first use: most runs never need it)."""
 
 
+def parse_json(data: bytes | bytearray) -> Any:
+    """The JSON value of a line, read as liberally as other tools write it (see :func:`lenient_json`).
+
+    Raises msgspec's own error, which says best what is wrong, when the line is not JSON either way.
+    """
+    import msgspec  # loaded already by whoever reads lines; imported here as protocol imports this module
+
+    try:
+        return msgspec.json.decode(data)
+    except msgspec.DecodeError as refused:
+        try:
+            return lenient_json(data)
+        except (ValueError, RecursionError):
+            raise refused from None
+
+
+def lenient_json(data: bytes | bytearray) -> Any:
+    """The JSON value of a line msgspec refused for what other tools' parsers take: a number out of range
+    (``1e400``), ``NaN`` and ``Infinity`` (Python's ``json.dumps`` writes them) or a lone surrogate escape
+    (JavaScript's ``JSON.stringify`` of a string cut mid-emoji).
+
+    Such a number becomes a non-finite float, which no field takes as a number (so it is lost, and said
+    so, as a field of the wrong kind is); a lone surrogate becomes U+FFFD, as invalid UTF-8 does. Raises
+    ``ValueError`` (or ``RecursionError``) when the line is not JSON this way either.
+    """
+    import json
+
+    return _without_lone_surrogates(json.loads(data, parse_constant=float))
+
+
+def _without_lone_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return re.sub(_LONE_SURROGATE, "\ufffd", value)
+    if isinstance(value, list):
+        return [_without_lone_surrogates(item) for item in value]
+    if isinstance(value, dict):
+        return {_without_lone_surrogates(key): _without_lone_surrogates(item) for key, item in value.items()}
+    return value
+
+
+_LONE_SURROGATE: Final = "[\ud800-\udfff]"
+"""Any surrogate json.loads leaves is a lone one: it joins an escaped pair into one character (compiled on
+first use, as most runs never need it)."""
+
+
 def _no_constant(name: str) -> float:
     raise ValueError(f"{name} is not JSON")
 
@@ -141,6 +188,10 @@ def iter_lines(source: IO[bytes], *, max_line_bytes: int | None = None) -> Itera
         raw = source.readline() if max_line_bytes is None else source.readline(max_line_bytes + 1)
         if not raw:
             return
+        if number == 0 and raw.startswith(UTF8_BOM):  # see LeadingBom
+            raw = raw[len(UTF8_BOM) :]
+            if not raw:  # the input was the mark alone
+                continue
         number += 1
         if max_line_bytes is not None and len(raw) > max_line_bytes and not raw.endswith(b"\n"):
             yield _skip_rest(source, number, len(raw), max_line_bytes)
@@ -159,6 +210,41 @@ def _skip_rest(source: IO[bytes], number: int, size: int, limit: int) -> LineToo
             return LineTooLong(number, size, limit)
 
 
+UTF8_BOM: Final = b"\xef\xbb\xbf"
+
+
+class LeadingBom:
+    """Drops a UTF-8 byte order mark from the very start of chunked input, wherever the chunks are cut.
+
+    Windows tools (PowerShell's ``Out-File``, Notepad) write one; left in place it makes the first
+    line, usually the one that names the session, unreadable as JSON. Only the input's first three
+    bytes are looked at: a BOM anywhere else is the line's own business.
+    """
+
+    __slots__ = ("_head",)
+
+    def __init__(self) -> None:
+        self._head: bytes | None = b""
+        """The first bytes while they could still be a BOM; ``None`` once past the start."""
+
+    def feed(self, chunk: bytes) -> bytes:
+        """``chunk`` with a leading BOM cut off (bytes that may start one wait for the next chunk)."""
+        head = self._head
+        if head is None:
+            return chunk
+        head += chunk
+        if len(head) < len(UTF8_BOM) and UTF8_BOM.startswith(head):
+            self._head = head
+            return b""
+        self._head = None
+        return head[len(UTF8_BOM) :] if head.startswith(UTF8_BOM) else head
+
+    def close(self) -> bytes:
+        """What waited at the end of input: the first bytes of a BOM that never finished are data."""
+        head, self._head = self._head or b"", None
+        return head
+
+
 class LineSplitter:
     """Incremental framing for chunked input (pipes read with ``os.read``, asyncio, byte iterators).
 
@@ -175,9 +261,11 @@ class LineSplitter:
         self._number = 0
         self._skipped = -1
         """Bytes of an over-long line dropped so far, or -1 when not skipping."""
+        self._bom = LeadingBom()
 
     def feed(self, chunk: bytes) -> list[Line | LineTooLong]:
         out: list[Line | LineTooLong] = []
+        chunk = self._bom.feed(chunk)
         start = 0
         while True:
             end = chunk.find(b"\n", start)
@@ -190,6 +278,8 @@ class LineSplitter:
 
     def close(self) -> list[Line | LineTooLong]:
         """The last line when the input ended without a newline (nothing when it ended cleanly)."""
+        rest = self._bom.close()
+        self._append(rest, 0, len(rest))
         if not self._buf and self._skipped < 0:
             return []
         return [self._complete(terminated=False)]
@@ -230,8 +320,10 @@ class BlockSplitter:
 
     def __init__(self) -> None:
         self._tail = LongLine()
+        self._bom = LeadingBom()
 
     def feed(self, chunk: bytes) -> bytes | bytearray:
+        chunk = self._bom.feed(chunk)
         end = chunk.rfind(b"\n") + 1
         if not end:
             self._tail += chunk
@@ -248,7 +340,7 @@ class BlockSplitter:
 
     def close(self) -> bytes:
         """The unterminated last line, if the input ended without a newline."""
-        tail, self._tail = bytes(self._tail), LongLine()
+        tail, self._tail = bytes(self._tail + self._bom.close()), LongLine()
         return tail
 
 

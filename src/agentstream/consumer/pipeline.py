@@ -23,18 +23,22 @@ from agentstream._lines import (
     LineSplitter,
     LineTooLong,
     one_value_per_line,
+    parse_json,
     split_block,
 )
 from agentstream.dialects.base import DialectDecoder
 from agentstream.ending import closing_events, ending_events, process_exit_code
-from agentstream.errors import ErrorCode, ExitCode, MalformedEventError
+from agentstream.errors import AgentstreamError, ErrorCode, ExitCode, MalformedEventError
 from agentstream.transcript import Tally
 from agentstream.validate import RecentIds
 
 __all__ = ["CHUNK_BYTES", "DETECT_LINES", "Ending", "Pipeline", "Turns"]
 
 DETECT_LINES: Final = 8
-"""Non-blank lines buffered at most to recognise the dialect."""
+"""JSON objects looked at, at most, to recognise the dialect."""
+DETECT_NOISE_LINES: Final = 256
+"""Non-blank lines buffered at most to recognise the dialect: lines that are not JSON objects (a tool's
+warnings before its first event) do not count toward :data:`DETECT_LINES`, but do toward this."""
 PREVIEW_CHARS: Final = 120
 CHUNK_BYTES: Final = 1 << 16
 HELD_LIMIT: Final = 64
@@ -219,6 +223,11 @@ class Pipeline:
             if _opens_document(item.data):
                 self._document, self._document_first = bytearray(item.data), item.number
                 return []
+            if item.data.lstrip()[:1] == b"[":  # a document on one line (Claude's json output with --verbose)
+                document = _parse_document(item.data)
+                if isinstance(document, list):
+                    self._document_first = item.number
+                    return self._decode_document(document)
         self._seen_content = True
         if self._decoder is None:
             return self._detect(item)
@@ -306,7 +315,8 @@ class Pipeline:
             )
             if name is not None:
                 return self._settle(name)
-        return self._settle(None) if self._probed >= DETECT_LINES else []
+        settled = len(self._objects) >= DETECT_LINES or self._probed >= DETECT_NOISE_LINES
+        return self._settle(None) if settled else []
 
     def _settle(self, name: str | None) -> list[p.AnyEvent]:
         """Choose the decoder, then replay the buffered lines through it."""
@@ -696,7 +706,7 @@ def _sse_payload(data: bytes | bytearray) -> bytes | bytearray:
 
 def _parse_object(data: bytes | bytearray) -> dict[str, Any] | None:
     try:
-        obj = p.JSON_DECODER.decode(data)
+        obj = parse_json(data)
     except Exception:
         return None
     return obj if isinstance(obj, dict) else None
@@ -717,17 +727,37 @@ def _malformed(line: Line, reason: BaseException | None, dialect: str | None) ->
         code=ErrorCode.MALFORMED_EVENT,
         message=f"line {line.number} skipped: {why}{cut}",
         recoverable=True,
+        fix=_malformed_fix(reason, dialect),
         details=details,
     )
 
 
+def _malformed_fix(reason: BaseException | None, dialect: str | None) -> str:
+    """The decoder's own advice when it gave some; else what helps with noise and with a wrong dialect."""
+    if isinstance(reason, AgentstreamError) and reason.fix:
+        return reason.fix
+    return (
+        _MALFORMED_FIX
+        if dialect is None
+        else f"{_MALFORMED_FIX}; if the input is not {dialect}, {_FORCE_DIALECT}"
+    )
+
+
+_MALFORMED_FIX: Final = (
+    "if the line is noise, nothing is lost (reading went on after it); else fix the tool that wrote it"
+)
+_FORCE_DIALECT: Final = "'--from NAME' reads it as another dialect ('agentstream dialects' lists them)"
+
+
 def _why_not_event(data: bytes | bytearray, dialect: str | None) -> str:
     try:
-        obj = p.JSON_DECODER.decode(data)
+        obj = parse_json(data)
     except (msgspec.DecodeError, RecursionError) as exc:
         return f"not JSON ({exc})"
     if not isinstance(obj, dict):
-        return f"a JSON {type(obj).__name__}, not an object"
+        from agentstream.dialects.kit import kind_of
+
+        return f"JSON but {kind_of(obj)}, not an object"
     return f"not a valid {dialect} event"
 
 

@@ -80,6 +80,8 @@ class Reader(_ReaderBase):
     ) -> None:
         super().__init__(source, dialect, max_line_bytes, label, turns)
         self._file, self._chunks, self._owned = _sync_source(source)
+        self._source = source
+        """Held while its ``buffer`` is read: a text file object closes that buffer when it is collected."""
         self._read_some: Callable[[int], bytes] | None = None
 
     def batches(self) -> Iterator[list[p.AnyEvent]]:

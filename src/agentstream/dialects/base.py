@@ -12,8 +12,10 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar, NamedTuple
 
+import msgspec
+
 from agentstream import protocol as p
-from agentstream._lines import LongLine, NotSure, is_long, parse_long_line
+from agentstream._lines import LongLine, NotSure, is_long, parse_json, parse_long_line
 
 __all__ = ["Dialect", "DialectDecoder", "DialectEncoder", "ExitMeaning"]
 
@@ -47,7 +49,11 @@ class DialectDecoder(ABC):
                 return parse_long_line(line, self._decode_parsed)
             except NotSure:
                 pass  # the line is whole again: read it the usual way
-        return self._decode_parsed(_decode_json(line))
+        try:
+            value = _decode_json(line)
+        except msgspec.DecodeError:
+            value = parse_json(line)  # read as liberally as other tools write it, or msgspec's error again
+        return self._decode_parsed(value)
 
     def _decode_parsed(self, value: Any) -> list[p.AnyEvent] | None:
         if type(value) is not dict:

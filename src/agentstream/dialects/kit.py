@@ -116,6 +116,7 @@ __all__ = [
     "identify",
     "iso",
     "json_or_text",
+    "kind_of",
     "malformed",
     "parse_arguments",
     "rfc3339",
@@ -345,7 +346,7 @@ class Fields:
             return default
         read = coerce(value)
         if read is _WRONG:
-            self.lose(key, f"must be {kind}, not {_kind_of(value)}")
+            self.lose(key, f"must be {kind}, not {kind_of(value)}")
             return default
         return read
 
@@ -420,7 +421,7 @@ class Fields:
             if type(item) is dict:
                 found.append(Fields(item, f"{key}[{index}]", self, path=self.path_of(key) + ".*"))
             else:
-                self.lose(key, f"must hold objects, not {_kind_of(item)} (item {index})")
+                self.lose(key, f"must hold objects, not {kind_of(item)} (item {index})")
         return found
 
     def sub(self, key: str) -> Fields:
@@ -461,9 +462,21 @@ _WRONG: Any = object()
 _ROLE_NAMES = tuple(sorted(ROLES))
 
 
-def _kind_of(value: object) -> str:
-    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number"}
-    return names.get(type(value), "a number" if isinstance(value, float) else type(value).__name__)
+def kind_of(value: object) -> str:
+    """A parsed JSON value's kind, as messages about it name it (``"a string"``, ``"null"``…)."""
+    if isinstance(value, float):
+        return "a number" if math.isfinite(value) else "NaN" if math.isnan(value) else "an infinite number"
+    return _KINDS.get(type(value), type(value).__name__)
+
+
+_KINDS: dict[type, str] = {
+    dict: "an object",
+    list: "a list",
+    str: "a string",
+    bool: "a boolean",
+    int: "a number",
+    type(None): "null",
+}
 
 
 def _never(value: object) -> Any:
@@ -529,7 +542,7 @@ def parse_arguments(value: object, fields: Fields, key: str) -> tuple[dict[str, 
     if isinstance(value, dict):
         return value, None
     if not isinstance(value, str):
-        fields.lose(key, f"must be a JSON string or an object, not {_kind_of(value)}")
+        fields.lose(key, f"must be a JSON string or an object, not {kind_of(value)}")
         return {}, None
     try:
         parsed = _json_decode(value)
