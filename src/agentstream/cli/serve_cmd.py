@@ -6,26 +6,33 @@ import argparse
 import socket
 
 from agentstream.cli._bus_options import add_bus_option
+from agentstream.cli._options import non_negative_int, positive_seconds
+
+MAX_PORT = 65535
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add_bus_option(parser)
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument(
-        "--port", type=int, default=8765, help="port to listen on (default 8765; 0 picks one)"
+        "--port",
+        type=_port,
+        default=8765,
+        help="port to listen on, 0 to 65535 (default 8765; 0 picks a free one)",
     )
     parser.add_argument(
         "--token",
         default=None,
         metavar="T",
-        help="require 'Authorization: Bearer T' (default: $AGENTSTREAM_TOKEN); needed off loopback",
+        help="require 'Authorization: Bearer T' (default: $AGENTSTREAM_TOKEN); needed off loopback "
+        "and to answer to host names other than 127.0.0.1, localhost and [::1]",
     )
     parser.add_argument(
         "--heartbeat",
-        type=float,
+        type=positive_seconds,  # 0 would make some sse-starlette versions send pings without pause
         default=15.0,
         metavar="S",
-        help="seconds between keep-alive comments on an idle event stream (default 15)",
+        help="seconds between keep-alive comments on an idle event stream, more than 0 (default 15)",
     )
 
 
@@ -34,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
 
     from agentstream._extras import require
     from agentstream.bus import open_bus, redact_url
-    from agentstream.serve.app import ServeSettings, create_app
+    from agentstream.serve.app import ServeSettings, create_app, server_url
     from agentstream.serve.security import check_bind, resolve_token
 
     token = resolve_token(args.token)
@@ -48,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     config = uvicorn.Config(app, log_level="warning", access_log=False, server_header=False)
     note = " (token required)" if token else ""
     sys.stderr.write(
-        f"agentstream serve: bus {redact_url(bus_url)}; listening on http://{_url_host(args.host)}:{port}/{note}\n"
+        f"agentstream serve: bus {redact_url(bus_url)}; listening on {server_url(args.host, port)}{note}\n"
     )
     sys.stderr.flush()
     uvicorn.Server(config).run(sockets=[listener])
@@ -64,15 +71,20 @@ def _listen(host: str, port: int) -> socket.socket:
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         listener.bind((host.strip("[]"), port))
-    except OSError as exc:
+    except (OSError, UnicodeError, TypeError) as exc:  # the last two: a name that cannot be encoded
         listener.close()
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
         raise UsageError(
-            f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+            f"cannot listen on {host}:{port}: {reason}",
             fix="pick another --port (0 takes a free one) or --host",
         ) from None
     listener.listen(1024)
     return listener
 
 
-def _url_host(host: str) -> str:
-    return f"[{host}]" if ":" in host else host
+def _port(text: str) -> int:
+    """A TCP port, checked while parsing: out of range, ``bind()`` fails with no usable message."""
+    value = non_negative_int(text)
+    if value > MAX_PORT:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (0 to {MAX_PORT}; 0 picks a free one)")
+    return value

@@ -39,12 +39,14 @@ if TYPE_CHECKING:
 
     from agentstream.bus import Bus
 
-__all__ = ["ServeSettings", "create_app"]
+__all__ = ["ServeSettings", "create_app", "server_url"]
 
 STATIC: Final = Path(__file__).with_name("static")
 NDJSON: Final = "application/x-ndjson"
 MAX_RUN_ID: Final = 256
 MAX_BODY: Final = 1 << 20
+MAX_SEQ: Final = 2**63 - 2
+"""The largest seq a client may name: the one after it must still fit the bus's signed 64-bit integers."""
 _STATUS_OF_CODE: Final = {
     ErrorCode.RUN_NOT_FOUND: 404,
     ErrorCode.UNAUTHORIZED: 401,
@@ -104,8 +106,14 @@ def create_app(settings: ServeSettings) -> ASGIApp:
     return _Guard(Starlette(routes=routes, lifespan=lifespan), settings.token)
 
 
+def server_url(host: str, port: int) -> str:
+    """``http://HOST:PORT/`` for a listening address (an IPv6 one in brackets)."""
+    bare = host.strip("[]")
+    return f"http://[{bare}]:{port}/" if ":" in bare else f"http://{bare}:{port}/"
+
+
 class _Guard:
-    """ASGI middleware: token, same-site writes, security headers on every response."""
+    """ASGI middleware: Host name, token, same-site writes, security headers on every response."""
 
     def __init__(self, app: ASGIApp, token: str | None) -> None:
         self.app = app
@@ -133,8 +141,17 @@ class _Guard:
         request = Request(scope)
         path: str = scope["path"]
         headers = request.headers
+        host = headers.get("host")
+        server: tuple[str, int] | None = scope.get("server")  # the listening socket's address and port
+        port = server[1] if server else None
+        if self.token is None and not security.loopback_authority(host, port):
+            return _foreign_host(host, server)
         if security.cross_site(
-            scope["method"], headers.get("host"), headers.get("origin"), headers.get("sec-fetch-site")
+            scope["method"],
+            host,
+            headers.get("origin"),
+            headers.get("sec-fetch-site"),
+            loopback_port=None if self.token else port,
         ):
             return _error_response(
                 "agentstream serve",
@@ -163,6 +180,23 @@ class _Guard:
             ),
             headers={"WWW-Authenticate": 'Bearer realm="agentstream"'},
         )
+
+
+def _foreign_host(host: str | None, server: tuple[str, int] | None) -> Response:
+    """The refusal of a request that names the server by anything but a loopback name."""
+    where = server_url(*server) if server else "this server's loopback address"
+    return _error_response(
+        "agentstream serve",
+        ApiError(
+            403,
+            f"refused a request for host {host!r}: without a token this server answers only to loopback "
+            "names (127.0.0.1, localhost, [::1]), so that no other site can point its own name at it and "
+            "read runs or start jobs",
+            code=ErrorCode.FORBIDDEN,
+            fix=f"open {where} (or localhost on the same port); to serve other host names, start "
+            "'agentstream serve' with --token T",
+        ),
+    )
 
 
 class _Api:
@@ -217,9 +251,7 @@ class _Api:
             bad = [status for status in statuses if status not in RUN_STATUSES]
             if bad:
                 raise UsageError(f"unknown status {bad[0]!r}", fix=f"use one of: {', '.join(RUN_STATUSES)}")
-            if not limit_text.isdigit() or not 1 <= int(limit_text) <= 1000:
-                raise UsageError(f"bad limit {limit_text!r}", fix="use a whole number from 1 to 1000")
-            limit = int(limit_text)
+            limit = _whole_number(limit_text, "limit", 1, 1000, fix="use a whole number from 1 to 1000")
             return await self.hub.call(lambda bus: runs_envelope(bus, statuses=statuses, limit=limit))
 
         return await _answer(RUNS_COMMAND, build)
@@ -324,17 +356,27 @@ def _resume_point(request: Request) -> int:
     """``Last-Event-ID: N`` resumes after N; ``?from_seq=N`` starts at N (as ``follow --from-seq``)."""
     last_id = request.headers.get("last-event-id")
     if last_id is not None and last_id.strip():
-        if not last_id.strip().isdigit():
-            raise UsageError(
-                f"bad Last-Event-ID {last_id!r}", fix="send the id of the last event received (its seq)"
-            )
-        return int(last_id) + 1
+        fix = "send the id of the last event received (its seq)"
+        return _whole_number(last_id.strip(), "Last-Event-ID", 0, MAX_SEQ, fix=fix) + 1
     from_seq = request.query_params.get("from_seq")
     if from_seq is None:
         return 0
-    if not from_seq.isdigit():
-        raise UsageError(f"bad from_seq {from_seq!r}", fix="use a seq: a whole number, 0 for the start")
-    return int(from_seq)
+    return _whole_number(from_seq, "from_seq", 0, MAX_SEQ, fix="use a seq: a whole number, 0 for the start")
+
+
+def _whole_number(text: str, name: str, low: int, high: int, *, fix: str) -> int:
+    """``text`` as a whole number from ``low`` to ``high``, else a :class:`UsageError` (a 400).
+
+    Every number the server reads from a request goes through here. ASCII digits only
+    (``str.isdigit`` and ``int`` also take "²" or "٣"), and bounded before it is converted,
+    so an endless number neither costs time nor fails later inside the bus.
+    """
+    if text.isascii() and text.isdigit() and len(text.lstrip("0")) <= len(str(high)):
+        value = int(text)
+        if low <= value <= high:
+            return value
+    shown = text if len(text) <= 40 else f"{text[:40]}…"
+    raise UsageError(f"bad {name} {shown!r}: not a whole number from {low} to {high}", fix=fix)
 
 
 def _check_run_id(run_id: str) -> None:

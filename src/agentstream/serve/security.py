@@ -6,6 +6,10 @@
   cookie holds an HMAC of the token, not the token, so it is the same on every
   server sharing the token and useless anywhere else. Comparisons are constant-time;
   the token is never logged.
+* Without a token, every request must name the server by a loopback name in ``Host``
+  (127.x.y.z, ``localhost``, ``[::1]``; its own port or none). A page on another site can
+  point its own name at 127.0.0.1 (DNS rebinding) and so reach the socket, but its
+  requests still carry its own name as ``Host``; they are refused.
 * A state-changing request (anything but GET/HEAD) from another site is refused,
   whatever credentials it carries (``Sec-Fetch-Site`` / ``Origin`` must say same-origin).
 * Every response carries a strict Content-Security-Policy (scripts and styles only
@@ -30,6 +34,7 @@ __all__ = [
     "cookie_value",
     "cross_site",
     "is_authorized",
+    "loopback_authority",
     "resolve_token",
 ]
 
@@ -56,7 +61,7 @@ def resolve_token(given: str | None) -> str | None:
 
 def check_bind(host: str, token: str | None) -> None:
     """Refuse a non-loopback address without a token (:class:`UsageError`, exit 2)."""
-    if token is not None or _is_loopback(host):
+    if token is not None or _is_loopback(host.strip("[]")):
         return
     raise UsageError(
         f"refusing to listen on {host} without a token: anyone who can reach it could read every run "
@@ -65,11 +70,12 @@ def check_bind(host: str, token: str | None) -> None:
     )
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
+def _is_loopback(name: str) -> bool:
+    """``localhost`` or a loopback address, written as is (no brackets, no port)."""
+    if name == "localhost":
         return True
     try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
+        return ipaddress.ip_address(name).is_loopback
     except ValueError:
         return False
 
@@ -88,8 +94,43 @@ def is_authorized(token: str, authorization: str | None, cookie: str | None) -> 
     return cookie is not None and hmac.compare_digest(cookie.encode(), cookie_value(token).encode())
 
 
-def cross_site(method: str, host: str | None, origin: str | None, fetch_site: str | None) -> bool:
-    """True for a state-changing request another site made (a browser says so in its headers)."""
+def loopback_authority(authority: str | None, port: int | None) -> bool:
+    """Whether a ``Host`` value (or an origin's ``host[:port]``) names this server by a loopback name.
+
+    The name is 127.x.y.z, ``localhost`` or ``[::1]``; the port, if given, is ``port``, the one
+    the server listens on. A rebinding page's requests carry its own name, which fails here.
+    """
+    split = _split_authority(authority or "")
+    if split is None:
+        return False
+    name, given_port = split
+    if given_port is not None and (port is None or given_port != str(port)):
+        return False
+    return _is_loopback(name.lower())
+
+
+def _split_authority(authority: str) -> tuple[str, str | None] | None:
+    """``host[:port]`` or ``[v6][:port]`` as (host, port or None); None when it is neither."""
+    if not authority.startswith("["):
+        name, colon, port = authority.partition(":")
+        return name, port if colon else None
+    name, bracket, after = authority[1:].partition("]")
+    if not bracket or ":" not in name or (after and not after.startswith(":")):
+        return None
+    return name, after[1:] if after else None
+
+
+def cross_site(
+    method: str, host: str | None, origin: str | None, fetch_site: str | None, *, loopback_port: int | None
+) -> bool:
+    """True for a state-changing request another site made (a browser says so in its headers).
+
+    ``Origin`` must name the host the request was sent to. A rebinding page sets both
+    ``Host`` and ``Origin`` to its own name, so for a server without a token
+    (``loopback_port``: the port it listens on; ``None`` when a token guards it) the origin
+    must also be a loopback name of that port. With a token such a page gets nothing
+    anyway: it has neither the token nor the cookie, which is bound to the real name.
+    """
     if method in _SAFE_METHODS:
         return False
     if fetch_site is not None and fetch_site not in ("same-origin", "none"):
@@ -97,4 +138,6 @@ def cross_site(method: str, host: str | None, origin: str | None, fetch_site: st
     if origin is None:
         return False  # not sent by a browser page: a program with its own credentials
     scheme, _, rest = origin.partition("://")
-    return origin == "null" or scheme not in ("http", "https") or rest != (host or "")
+    if origin == "null" or scheme not in ("http", "https") or rest != (host or ""):
+        return True
+    return loopback_port is not None and not loopback_authority(rest, loopback_port)
