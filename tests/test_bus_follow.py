@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -41,6 +42,35 @@ def terminal(output: bytes) -> p.Result:
 def assert_one_terminal_last(output: bytes) -> None:
     kinds = [obj["type"] for obj in lines_of(output)]
     assert kinds.count("result") == 1 and kinds[-1] == "result", kinds
+
+
+def made_up_part(output: bytes, run_id: str) -> list[dict]:  # type: ignore[type-arg]
+    """The follower's own lines: its ending, in a session of its own (seq from 0), after all of the run's."""
+    objs = lines_of(output)
+    ours = [o for o in objs if o["session_id"] != run_id]
+    assert ours and objs[-len(ours) :] == ours, "the follower's lines come last, together"
+    assert len({o["session_id"] for o in ours}) == 1 and ours[0]["session_id"].startswith("follow_")
+    assert [o["seq"] for o in ours] == list(range(len(ours))) and all(o["synthetic"] for o in ours)
+    return ours
+
+
+def as_the_runs_continuation(output: bytes, run_id: str) -> bytes:
+    """The output with the follower's ending read as the rest of the run, to check that it closes what was open."""
+    objs = lines_of(output)
+    ours = made_up_part(output, run_id)
+    printed = objs[: len(objs) - len(ours)]
+    next_seq = printed[-1]["seq"] + 1 if printed else 0
+    lines = output.splitlines()[: len(printed)]
+    for offset, obj in enumerate(ours):
+        lines.append(msgspec.json.encode({**obj, "session_id": run_id, "seq": next_seq + offset}))
+    return b"".join(line + b"\n" for line in lines)
+
+
+def resume_seq(end: p.Result) -> int:
+    """The seq the first next action resumes at (``agentstream follow RUN --from-seq N``)."""
+    argv = fill(end.next_actions[0])
+    assert argv[:2] == ["agentstream", "follow"] and argv[3] == "--from-seq", argv
+    return int(argv[4])
 
 
 def test_follow_replays_the_producers_lines_verbatim_and_ends_with_its_result(bus_url: str) -> None:
@@ -92,14 +122,10 @@ def test_timeout_ends_with_a_synthetic_terminal_that_says_how_to_resume(bus_url:
     assert followed.returncode == ExitCode.TIMEOUT
     assert_one_terminal_last(followed.stdout)
     end = terminal(followed.stdout)
-    assert (end.synthetic, end.ok, end.subtype, end.exit_code, end.seq) == (
-        True,
-        False,
-        "follow_timeout",
-        124,
-        4,  # the synthetic fatal error takes seq 3, the next one not printed
-    )
-    assert end.session_id == "slow" and end.error.code == "TIMEOUT"
+    assert (end.synthetic, end.ok, end.subtype, end.exit_code) == (True, False, "follow_timeout", 124)
+    error, result = made_up_part(followed.stdout, "slow")  # in the follower's own session: no seq of the run
+    assert error["details"] == {"run_id": "slow", "resume_seq": 3} and result["seq"] == end.seq == 1
+    assert end.error.code == "TIMEOUT"
     with open_bus(bus_url) as bus:
         bus.append("slow", events("slow", 2, start=3, final=True))
     resume = fill(end.next_actions[0])  # agentstream follow slow --from-seq 3
@@ -122,8 +148,9 @@ def test_a_dead_run_followed_mid_tool_call_ends_whole(bus_url: str) -> None:
         bus.append("dead", records)
     followed = cli("follow", "dead", "--timeout", "0.5", "--bus", bus_url)
     assert followed.returncode == ExitCode.TIMEOUT
-    assert [str(v) for v in validate_stream(io.BytesIO(followed.stdout))] == []
-    made_up = [o for o in lines_of(followed.stdout) if o.get("synthetic")]
+    whole = as_the_runs_continuation(followed.stdout, "dead")
+    assert [str(v) for v in validate_stream(io.BytesIO(whole))] == []
+    made_up = made_up_part(followed.stdout, "dead")
     assert [o["type"] for o in made_up] == ["tool_result", "message", "error", "result"]
     assert made_up[0]["status"] == "error" and made_up[1]["content"] == "half a thou"
 
@@ -148,8 +175,9 @@ def test_very_long_lines_are_followed_and_watched_byte_for_byte(bus_url: str) ->
     assert followed.returncode == ExitCode.TIMEOUT, followed.stderr
     printed = followed.stdout.splitlines()
     assert printed[:5] == [r.line for r in records]
-    assert [str(v) for v in validate_stream(io.BytesIO(followed.stdout))] == []
-    made_up = [o for o in lines_of(followed.stdout) if o.get("synthetic")]
+    whole = as_the_runs_continuation(followed.stdout, "long")
+    assert [str(v) for v in validate_stream(io.BytesIO(whole))] == []
+    made_up = made_up_part(followed.stdout, "long")
     assert [(o["type"], o.get("call_id")) for o in made_up] == [
         ("tool_result", "open"),
         ("error", None),
@@ -173,7 +201,8 @@ def test_a_signal_ends_the_follower_with_exactly_one_terminal(bus_url: str, sig:
     assert follower.returncode == code, err
     assert_one_terminal_last(output)
     end = terminal(output)
-    assert (end.subtype, end.exit_code, end.seq, end.synthetic) == ("follow_interrupted", code, 3, True)
+    assert (end.subtype, end.exit_code, end.synthetic) == ("follow_interrupted", code, True)
+    assert end.session_id != "open" and resume_seq(end) == 2  # both of the run's events were printed
     assert b"Traceback" not in err
 
 
@@ -185,6 +214,83 @@ def test_a_second_signal_ends_a_follower_whose_stdout_is_not_read(bus_url: str, 
     code, err = signal_twice_with_stdout_unread(spawn_cli(*command, "--bus", bus_url))
     assert code == 130, err
     assert b"stdout is not being read" in err and b"Traceback" not in err
+
+
+def assert_resumed_whole(stopped: bytes, resumed: bytes, run_id: str, produced: list[bytes]) -> None:
+    """A stopped follower's output, then its resume's: no (session_id, seq) twice, every event of the run once."""
+    both = lines_of(stopped) + lines_of(resumed)
+    keys = [(o["session_id"], o["seq"]) for o in both]
+    assert len(keys) == len(set(keys)), sorted(k for k in keys if keys.count(k) > 1)
+    lines = (stopped + resumed).splitlines()
+    runs = [line for line, o in zip(lines, both, strict=True) if o["session_id"] == run_id]
+    assert runs[:-1] == produced[:-1]  # byte for byte; the last is the run's result, with next actions added
+    assert [msgspec.json.decode(line)["seq"] for line in runs] == list(range(len(produced)))
+
+
+def test_a_follower_stopped_mid_tool_call_and_its_resume_see_each_event_once(bus_url: str) -> None:
+    """SIGINT to a follower while the run's tool call is open; following on from its resume point
+    loses nothing, and the follower's made-up ending takes none of the run's (session_id, seq)."""
+    producer = start_producer(bus_url, "tool events=8 interval=0.15", "live")
+    follower = spawn_cli("follow", "live", "--wait", "--bus", bus_url)
+    assert follower.stdout is not None
+    printed = b""
+    while b'"type":"log"' not in printed:  # the tool call is out, and a log after it: the call is open
+        line = follower.stdout.readline()
+        assert line, follower.communicate(timeout=10)
+        printed += line
+    follower.send_signal(signal.SIGINT)
+    rest, err = follower.communicate(timeout=10)
+    stopped = printed + rest
+    assert follower.returncode == 130, err
+    produced, _ = producer.communicate(timeout=30)
+    assert producer.returncode == 0
+    end = terminal(stopped)
+    assert (end.subtype, end.synthetic) == ("follow_interrupted", True)
+    resumed = cli(*fill(end.next_actions[0])[1:], "--bus", bus_url)
+    assert resumed.returncode == 0, resumed.stderr
+    assert_resumed_whole(stopped, resumed.stdout, "live", produced.splitlines())
+    closing = made_up_part(
+        stopped, "live"
+    )  # the open call is closed for the reader, in the follower's session
+    assert (closing[0]["type"], closing[0]["call_id"], closing[0]["status"]) == (
+        "tool_result",
+        "call_1",
+        "error",
+    )
+    assert closing[-2]["details"] == {"run_id": "live", "resume_seq": resume_seq(end)}
+
+
+def test_a_follower_of_a_queued_run_takes_none_of_its_seqs(bus_url: str) -> None:
+    """Nothing of the run printed: the follower's whole made-up stream (start, error, result) is its own."""
+    with open_bus(bus_url) as bus:
+        bus.register_run("queued", command="exec")
+    stopped = cli("follow", "queued", "--timeout", "0.3", "--bus", bus_url)
+    assert stopped.returncode == ExitCode.TIMEOUT
+    end = terminal(stopped.stdout)
+    assert resume_seq(end) == 0
+    produced = produce(bus_url, "events=3", "queued")
+    assert produced.returncode == 0, produced.stderr
+    resumed = cli(*fill(end.next_actions[0])[1:], "--bus", bus_url)
+    assert_resumed_whole(stopped.stdout, resumed.stdout, "queued", produced.stdout.splitlines())
+    assert [o["type"] for o in made_up_part(stopped.stdout, "queued")] == ["start", "error", "result"]
+    assert [str(v) for v in validate_stream(io.BytesIO(stopped.stdout))] == []  # one whole stream
+
+
+@pytest.mark.parametrize("given", ["--bus", "$AGENTSTREAM_BUS"])
+def test_a_malformed_bus_url_is_the_one_line_of_a_usage_error(
+    given: str, bus_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As docs/cli.md says of every usage error of follow: one synthetic terminal line, the error on stderr."""
+    if given == "--bus":
+        followed = cli("follow", "--bus", "bogus://x", "some-run")
+    else:
+        monkeypatch.setenv("AGENTSTREAM_BUS", "bogus://x")
+        followed = cli("follow", "some-run")
+    assert followed.returncode == 2
+    (line,) = lines_of(followed.stdout)
+    assert (line["type"], line["synthetic"], line["subtype"]) == ("result", True, "invalid_input")
+    assert line["error"]["code"] == "INVALID_INPUT" and line["error"]["fix"]
+    assert b"INVALID_INPUT: unsupported bus URL 'bogus://x'" in followed.stderr and b"fix:" in followed.stderr
 
 
 def test_unknown_run_and_bad_input_end_with_a_terminal_that_has_a_code_and_a_fix(bus_url: str) -> None:

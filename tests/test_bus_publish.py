@@ -11,8 +11,14 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from _bus_fixtures import CASSETTE, PRODUCER, bus_home, bus_url, cli, free_port, lines_of  # noqa: F401
-from agentstream.bus import open_bus
+from _consumer_support import agent_script
+from agentstream import protocol as p
+from agentstream.bus import Record, open_bus
+from agentstream.bus.publish import Publisher
+from agentstream.bus.queue import cancel_run
 from agentstream.cli._bus_options import add_publish_options, publish
 from agentstream.stream import Stream
 
@@ -108,3 +114,69 @@ def test_exec_publishes_by_default_so_follow_works(bus_home: Path, tmp_path: Pat
     assert followed.returncode == 0
     assert followed.stdout.splitlines()[:-1] == ran.stdout.splitlines()[:-1]
     assert lines_of(followed.stdout)[-1]["result"] == "Hello from the queue."
+
+
+def _producer_argv(kind: str, bus_url: str, tmp_path: Path) -> list[str]:
+    """A producer that publishes 20 events over about a second: a Stream, or a wrap of a child that writes them."""
+    if kind == "stream":
+        return [sys.executable, str(PRODUCER), "events=20 interval=0.05", "--bus", bus_url]
+    child = agent_script(
+        tmp_path, "for n in range(20):\n    stream.log(f'event {n}')\n    time.sleep(0.05)\nstream.finish()\n"
+    )
+    return [sys.executable, "-m", "agentstream", "wrap", "--bus", bus_url, "--", *child]
+
+
+@pytest.mark.parametrize("kind", ["stream", "wrap"])
+def test_a_producer_whose_run_is_cancelled_warns_once_and_goes_on(
+    kind: str, bus_url: str, tmp_path: Path
+) -> None:
+    """Fenced off by a cancel on the bus, the producer says so once on stderr; its own stream is unchanged."""
+    producer = subprocess.Popen(
+        _producer_argv(kind, bus_url, tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0
+    )
+    assert producer.stdout is not None
+    first = producer.stdout.readline()
+    run_id = lines_of(first)[0]["session_id"]
+    with open_bus(bus_url) as bus:
+        while (info := bus.get_run(run_id)) is None or info.last_seq < 2:  # some of the run is on the bus
+            assert producer.poll() is None, producer.communicate()
+            time.sleep(0.01)
+        assert cancel_run(bus, run_id, by="the test")
+        rest, err = producer.communicate(timeout=30)
+        stored = bus.read(run_id, limit=10_000)
+        info = bus.get_run(run_id)
+    assert producer.returncode == 0, err
+    printed = lines_of(first + rest)
+    assert [o["type"] for o in printed].count("log") == 20 and printed[-1][
+        "ok"
+    ] is True  # its own, to the end
+    warnings = err.decode().splitlines()
+    assert len(warnings) == 1, warnings
+    assert warnings[0].startswith(f"agentstream: warning: bus: run {run_id}: the run was ended on the bus")
+    assert (
+        "cancelled" in warnings[0] and "no longer stored" in warnings[0] and "go on unchanged" in warnings[0]
+    )
+    assert info is not None and (info.status, info.subtype) == ("interrupted", "cancelled")
+    kept = [r.line for r in stored[:-2]]
+    assert kept == (first + rest).splitlines()[: len(kept)]  # the producer's events up to the cancel, no more
+    assert [lines_of(r.line)[0].get("synthetic") for r in stored[-2:]] == [True, True]
+
+
+def test_a_retried_batch_that_the_bus_had_stored_is_not_taken_for_a_fence(
+    bus_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An append whose reply was lost stores nothing the second time; that is no cancelled run, so no warning."""
+    out = io.BytesIO()
+    stream = Stream("retried", out=out)
+    with stream:
+        stream.log("one")
+    lines = out.getvalue().splitlines()
+    records = [Record(e.seq, e.type, line) for e, line in zip(map(p.decode, lines), lines, strict=True)]
+    with open_bus(bus_url) as bus:
+        bus.append(stream.session_id, records)  # the first attempt, whose reply "was lost"
+    publisher = Publisher(bus_url, stream.session_id)
+    for event in map(p.decode, lines):
+        publisher.on_event(event)  # the same events again: the bus stores none of them
+    publisher.close()
+    assert (publisher.stored, publisher.dropped, publisher.error) == (0, 0, None)
+    assert capsys.readouterr().err == ""

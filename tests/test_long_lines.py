@@ -122,7 +122,8 @@ def _events(
         steady.setattr(p, "new_id", lambda prefix: f"{prefix}_{next(counter):016x}")
         steady.setattr(p, "now_ts", lambda: "2026-01-01T00:00:00.000Z")
         reader = read(source, dialect, max_line_bytes=max_line_bytes)
-        return [msgspec.json.encode(event) for event in reader]  # bytes: a NaN read from the input equals itself
+        # As bytes: a NaN read from the input compares equal to itself.
+        return [msgspec.json.encode(event) for event in reader]
 
 
 def _streams() -> list[tuple[str, Path]]:

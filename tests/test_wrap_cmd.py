@@ -114,6 +114,43 @@ def test_stderr_as_logs(tmp_path: Path) -> None:
     assert [e.message for e in events if isinstance(e, p.Log)] == ["note"]
 
 
+CLAUDE_INIT = '{"type":"system","subtype":"init","session_id":"a","model":"m","tools":[]}'
+CLAUDE_RESULT = '{"type":"result","subtype":"success","is_error":false,"result":"done","session_id":"a"}'
+
+
+def late_stderr_child(tmp_path: Path, before_result: str = "") -> list[str]:
+    """A Claude-speaking child that writes a stderr line right before its result line, with no pause between."""
+    script = tmp_path / "late_stderr.sh"
+    script.write_text(
+        f"{before_result}\necho '{CLAUDE_INIT}'\necho 'late on stderr' >&2\necho '{CLAUDE_RESULT}'\n"
+    )
+    return ["sh", str(script)]
+
+
+def test_stderr_written_just_before_the_result_comes_before_it(tmp_path: Path) -> None:
+    argv = late_stderr_child(tmp_path)
+    for _ in range(5):  # the child's two pipes race each other: each run must come out the same
+        events, code, stderr = wrap("--stderr-as-logs", "--no-publish", "--from", "claude", "--", *argv)
+        assert code == 0 and stderr == b""
+        kinds = [e.type for e in events]
+        assert [e.message for e in events if isinstance(e, p.Log)] == ["late on stderr"], kinds
+        assert kinds.index("log") < kinds.index("result")
+
+
+def test_a_child_whose_stderr_stays_open_and_quiet_is_not_waited_for(tmp_path: Path) -> None:
+    """Only stderr already written is waited for: a grandchild holding the pipe open costs no time."""
+    pid_file = tmp_path / "holder.pid"
+    argv = late_stderr_child(tmp_path, before_result=f"sleep 30 >/dev/null & echo $! > {pid_file}")
+    began = time.monotonic()
+    try:
+        events, code, _ = wrap("--stderr-as-logs", "--no-publish", "--from", "claude", *FAST, "--", *argv)
+    finally:
+        os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    assert time.monotonic() - began < 10
+    assert code == 0
+    assert [e.message for e in events if isinstance(e, p.Log)] == ["late on stderr"]
+
+
 def test_json_output_format(tmp_path: Path) -> None:
     argv = agent_script(tmp_path, "os._exit(5)")
     done = subprocess.run(

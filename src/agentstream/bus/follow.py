@@ -12,9 +12,11 @@ Exactly one terminal line ends the output: the run's own ``result`` with
 ending (``synthetic: true``): a ``tool_result`` (status ``error``) for each
 tool call printed without its result and the complete event of each delta run
 left open, so the output is whole; then a fatal ``error`` and a ``result``
-(``ok: false``) whose ``subtype`` says why. The ending is stamped from the next
-``seq`` not printed, and its ``next_actions`` resume from there. The process
-exits with the ``result``'s ``exit_code``.
+(``ok: false``) whose ``subtype`` says why. That ending is the follower's, not
+the run's: it is stamped in a session of its own from ``seq`` 0, since every
+later ``seq`` of the run is the run's to write; its ``next_actions`` resume the
+run at the next ``seq`` not printed. The process exits with the ``result``'s
+``exit_code``.
 """
 
 from __future__ import annotations
@@ -69,6 +71,8 @@ class _Output:
     def __init__(self, fd: int = 1) -> None:
         self.fd = fd
         self.writing = False
+        self.wrote = False
+        """Whether any line is out: a follower that printed nothing still owes a whole stream."""
         self.stopped = False
         self.held = HeldSignal()
         self.handlers = SignalHandlers(self._on_signal)
@@ -110,6 +114,7 @@ class _Output:
                 view = memoryview(piece)
                 while view:
                     view = view[os.write(self.fd, view) :]
+                self.wrote = True
         finally:
             self.writing = False
         if self.held.pending and not self.stopped:
@@ -192,8 +197,10 @@ class _RunTail:
     tally: Tally = field(default_factory=lambda: Tally(for_ending=True))
     """What was printed still open, for a whole ending if the follower stops first."""
 
+    def __post_init__(self) -> None:
+        self.next_seq = max(self.options.from_seq, 0)  # a signal before the first read resumes here too
+
     def run(self, open_bus: Callable[[], Bus]) -> int:
-        self.next_seq = max(self.options.from_seq, 0)
         if self.options.timeout is not None:
             self.deadline = time.monotonic() + self.options.timeout
         try:
@@ -327,21 +334,30 @@ class _RunTail:
         return job.attempt_run_id(info.attempt + 1)
 
     def end(self, subtype: str, error: AgentstreamError, exit_code: int) -> int:
-        """Print the one synthetic terminal and return its exit code."""
-        actions = [resume_action(self.options.run_id, self.next_seq), runs_action()]
+        """Print the one synthetic terminal and return its exit code.
+
+        The run goes on without the follower, so every ``seq`` of the run's session
+        from ``next_seq`` on is the run's own to write. The made-up ending therefore
+        goes out in a session of the follower's own (``follow_…``, ``seq`` from 0):
+        output concatenated with that of ``follow --from-seq <next_seq>`` has no
+        ``(session_id, seq)`` twice, and the resume point skips nothing.
+        """
+        run_id, resume_at = self.options.run_id, self.next_seq
+        actions = [resume_action(run_id, resume_at), runs_action()]
         info = p.ErrorInfo(code=str(error.code), message=error.message, fix=error.fix or p.UNSET)
         ending = ending_events(
             self.tally,
             info,
             exit_code=exit_code,
             subtype=subtype,
+            details={"run_id": run_id, "resume_seq": resume_at},
             command=self.options.command,
             next_actions=actions,
             tool_status="error",
         )
-        if self.next_seq == 0:  # nothing of the run was printed: the output still opens with a start
+        if not self.out.wrote:  # nothing printed: the output is still one whole stream
             ending.insert(0, p.Start(command=self.options.command, synthetic=True))
-        sequencer = p.Sequencer(self.options.run_id, self.next_seq)
+        sequencer = p.Sequencer(p.new_id("follow"))
         line = b"".join(p.encode_line(sequencer.stamp(event)) for event in ending)
         try:
             self._write(line)

@@ -8,10 +8,12 @@ default 10 s) until everything up to it is stored, so the end of a run is never
 lost to an early exit. A bus that cannot be reached at all is given up after its
 connect timeout (``AGENTSTREAM_BUS_CONNECT_TIMEOUT``, default 2 s); an outage of a
 bus that was reached is retried in the background with backoff for up to
-``AGENTSTREAM_BUS_RETRY`` seconds (default 30). Either costs one warning line on
-stderr and never an exception in the producer; once given up, the rest of the
-run is not published (and costs nothing more). A malformed URL is refused up
-front (:class:`~agentstream.errors.UsageError`, exit 2).
+``AGENTSTREAM_BUS_RETRY`` seconds (default 30). A run that someone else ended on
+the bus (cancelled, or ended for a lost worker) is closed, and the bus refuses
+its producer's later events. Each of these costs one warning line on stderr and
+never an exception in the producer; once given up, the rest of the run is not
+published (and costs nothing more). A malformed URL is refused up front
+(:class:`~agentstream.errors.UsageError`, exit 2).
 """
 
 from __future__ import annotations
@@ -183,8 +185,11 @@ class Publisher:
             try:
                 if bus is None:
                     bus = open_bus(self.url)
-                self.stored += bus.append(self.run_id, batch)
+                added = bus.append(self.run_id, batch)
+                self.stored += added
                 self._reached = True
+                if added < len(batch):
+                    self._check_fenced(bus, batch, added)
                 return bus
             except AgentstreamError as exc:
                 self.error = exc
@@ -199,6 +204,32 @@ class Publisher:
                 return bus
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
+
+    def _check_fenced(self, bus: Bus, batch: list[Record], added: int) -> None:
+        """Tell a run closed by someone else (cancelled, reclaimed) from a retry whose events were stored already.
+
+        A closed run's append stores nothing and says so only by its count, as a
+        retried batch does; the run's stored ending tells the two apart. Fenced off,
+        the rest of the run is dropped at once.
+        """
+        info = bus.get_run(self.run_id)
+        if info is None or not info.terminal or self._ends_with_own_result(bus, batch, info.last_seq):
+            return
+        self._given_up = True
+        self.dropped += len(batch) - added
+        why = f"{info.status}, subtype {info.subtype}" if info.subtype else info.status
+        self._warn(
+            f"the run was ended on the bus by another process ({why}), so the bus refuses its events:"
+            " they are no longer stored; this process and its own output go on unchanged"
+        )
+
+    def _ends_with_own_result(self, bus: Bus, batch: list[Record], last_seq: int) -> bool:
+        """Whether the run's stored last event is this batch's own ``result`` (a retry after a lost reply)."""
+        own = next((r for r in batch if r.seq == last_seq and r.type == "result"), None)
+        if own is None:
+            return False
+        stored = bus.read(self.run_id, last_seq, limit=1)
+        return bool(stored) and stored[0].line == own.line
 
     def _drop(self, count: int, why: str) -> None:
         self.dropped += count

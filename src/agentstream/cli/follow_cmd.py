@@ -20,6 +20,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from agentstream.bus import check_bus_url
+
+    # A malformed URL is a usage error, found before following: its one terminal line (docs/cli.md).
+    check_bus_url(args.bus)
     return follow_run(
         args, args.run_id, command=f"agentstream follow {args.run_id}", wait=args.wait, from_seq=args.from_seq
     )

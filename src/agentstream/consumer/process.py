@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import select
 import selectors
 import shlex
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections import deque
@@ -30,6 +32,14 @@ CPython runs a signal's handler when the main thread next executes bytecode; a
 signal that arrives after that check but before a blocking call interrupts
 nothing. The command line has a thread that cuts such a wait short
 (``_signals.wake_main_thread_on_signals``); a program using ``spawn()`` has this.
+"""
+
+
+_STDERR_SETTLE_S = 0.25
+"""Longest wait, before a chunk of stdout is read as events, for the stderr lines already written to be read.
+
+Only bytes already in the pipe are waited for (a busy stderr thread catches up
+in microseconds), so this bounds the wait for a callback that is slow to return.
 """
 
 
@@ -178,7 +188,9 @@ class Spawn(_ChildBase, PopenChild):
     sees every complete stdout line (newline included) before the reader does;
     a line it returns True for was handled by the caller and is not read as an
     event. stderr is drained by a thread (the child can never block
-    on it); :attr:`stderr` keeps its last ``stderr_limit`` characters.
+    on it); :attr:`stderr` keeps its last ``stderr_limit`` characters. With
+    ``stderr_as_logs``, the stderr lines the child wrote before a piece of its
+    stdout come before that piece's events (its ``result`` included).
 
     With ``new_process_group`` the child leads a process group of its own, which
     a watchdog process ends if this process dies without closing the Spawn (even
@@ -369,6 +381,9 @@ class Spawn(_ChildBase, PopenChild):
                     yield from self._logs_now()
                     continue
                 self._last_output = time.monotonic()
+                if self.stderr_as_logs:  # what the child wrote on stderr before this output goes first
+                    self._stderr.settle(_STDERR_SETTLE_S)
+                    yield from self._logs_now()
                 yield from self._read(chunk)
                 if pipeline.finished:
                     return
@@ -563,6 +578,17 @@ class _Watch:
         return max(0.0, min(limits) - now)
 
 
+def _pending_bytes(fd: int) -> int:
+    """How many bytes wait unread in the pipe ``fd`` (0 when that cannot be told)."""
+    import fcntl  # here: only a reader that settles stderr needs them
+    import termios
+
+    try:
+        return int.from_bytes(fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"), sys.byteorder, signed=True)
+    except OSError:
+        return 0
+
+
 def _pidfd(pid: int) -> int:
     """A descriptor that becomes readable when ``pid`` exits (Linux), or -1."""
     try:
@@ -572,7 +598,12 @@ def _pidfd(pid: int) -> int:
 
 
 class _StderrTail:
-    """Drains a child's stderr in a thread: keeps the tail, echoes lines, feeds log events."""
+    """Drains a child's stderr in a thread: keeps the tail, echoes lines, feeds log events.
+
+    The thread counts the bytes it has taken from the pipe and the bytes it has
+    handled, so that :meth:`settle` can wait for exactly what the child wrote
+    before a given moment, never for what it may write later.
+    """
 
     def __init__(
         self,
@@ -586,8 +617,16 @@ class _StderrTail:
         self._size = 0
         self._thread: threading.Thread | None = None
         self._splitter = LineSplitter(max_line_bytes=limit)
+        self._fd = -1
+        self._progress = threading.Condition()
+        self._taken = 0
+        """Bytes read from the pipe (a read and this count change together, under ``_progress``)."""
+        self._handled = 0
+        """Bytes whose complete lines have gone to the callbacks."""
+        self._ended = False
 
     def start(self, fd: int) -> None:
+        self._fd = fd
         self._thread = start_thread(
             threading.Thread(target=self._run, args=(fd,), name="agentstream-stderr", daemon=True)
         )
@@ -599,15 +638,46 @@ class _StderrTail:
             return not self._thread.is_alive()
         return True
 
+    def settle(self, timeout: float) -> None:
+        """Wait until the lines the child had written on stderr by now are handled (bounded by ``timeout``).
+
+        Only what is already in the pipe is waited for, so a child that keeps its
+        stderr open and quiet costs nothing: a reader calls this before it takes
+        the child's result, so stderr written before that result comes before it.
+        """
+        deadline = time.monotonic() + timeout
+        with self._progress:
+            if self._thread is None or self._ended:
+                return
+            target = self._taken + _pending_bytes(self._fd)
+            while self._handled < target and not self._ended:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                self._progress.wait(remaining)
+
     def _run(self, fd: int) -> None:
-        while True:
-            try:
-                chunk = os.read(fd, CHUNK_BYTES)
-            except OSError:
-                break
-            self.feed(chunk)
-            if not chunk:
-                break
+        try:
+            poller = select.poll()
+            poller.register(fd, select.POLLIN)
+            while True:
+                poller.poll()  # data, end of file or an error: the read below does not block
+                with self._progress:
+                    try:
+                        chunk = os.read(fd, CHUNK_BYTES)
+                    except OSError:
+                        break
+                    self._taken += len(chunk)
+                self.feed(chunk)
+                with self._progress:
+                    self._handled += len(chunk)
+                    self._progress.notify_all()
+                if not chunk:
+                    break
+        finally:
+            with self._progress:
+                self._ended = True
+                self._progress.notify_all()
 
     def feed(self, chunk: bytes) -> None:
         """The next chunk of stderr (``b""`` at its end), from the thread or an async reader."""
