@@ -35,8 +35,8 @@ from _agent_fakes import (
     run_exec,
     split_streams,
 )
+from agentstream._secrets import DeltaGuard, Redactor, is_secret
 from agentstream.agent.providers.base import ReasoningDelta, TextDelta, ToolCallDone, TurnEnd
-from agentstream.agent.tools._secrets import DeltaGuard, Redactor, is_secret
 
 OPENAI_KEY = "sk-proj-5e1f0c9b7a3d48e6b2c4a9f01d7e3b58"
 ANTHROPIC_KEY = "sk-ant-api03-8c2e6a4f1b9d07e3c5a8f2b6d4e1c09a"
@@ -360,7 +360,7 @@ def test_delta_guard_catches_a_secret_split_at_any_points() -> None:
 def test_turn_events_are_redacted_at_the_provider_edge(monkeypatch: pytest.MonkeyPatch) -> None:
     """What a provider yields is redacted before the loop sees it: text runs, reasoning, tool calls."""
     from agentstream.agent.providers import base
-    from agentstream.agent.tools import _secrets
+    from agentstream import _secrets
 
     monkeypatch.setattr(_secrets, "configured_redactor", lambda: Redactor({"OPENAI_API_KEY": OPENAI_KEY}))
     half = len(OPENAI_KEY) // 2

@@ -100,7 +100,7 @@ def test_scrub_leaves_ordinary_text_alone() -> None:
 
 
 def test_scrub_removes_bearer_tokens_and_environment_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
-    from agentstream.agent.tools._secrets import configured_redactor
+    from agentstream._secrets import configured_redactor
 
     monkeypatch.setenv("MY_SERVICE_TOKEN", "plain-looking-value-42")
     configured_redactor.cache_clear()

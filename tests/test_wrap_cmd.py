@@ -309,3 +309,31 @@ def test_a_second_signal_ends_a_wrap_whose_stdout_is_not_read() -> None:
     code, err = signal_twice_with_stdout_unread(wrap)
     assert code == 130, err
     assert b"stdout is not being read" in err
+
+
+def test_a_secret_the_child_prints_reaches_neither_the_stream_nor_stderr_nor_the_bus(tmp_path: Path) -> None:
+    """A wrapped CLI is given its API key and may print it; the wrap's output and the bus must not carry it."""
+    key = "sk-ant-api03-" + "Zq7" * 12
+    child = tmp_path / "leaky.py"
+    child.write_text(
+        "import json, os, sys\n"
+        "key = os.environ['ANTHROPIC_API_KEY']\n"
+        "print(json.dumps({'type': 'system', 'subtype': 'init', 'session_id': 'a', 'model': 'm', 'tools': []}))\n"
+        "print('debug: using ' + key, file=sys.stderr, flush=True)\n"
+        "block = {'type': 'text', 'text': 'the key is ' + key}\n"
+        "print(json.dumps({'type': 'assistant', 'message': {'id': 'm1', 'role': 'assistant', 'content': [block]}}))\n"
+        "print(json.dumps({'type': 'result', 'subtype': 'success', 'is_error': False, 'result': key}))\n"
+    )
+    bus = tmp_path / "bus.sqlite3"
+    env = {**os.environ, "ANTHROPIC_API_KEY": key, "AGENTSTREAM_BUS": f"sqlite:///{bus}"}
+    done = subprocess.run(
+        [PYTHON, "-m", "agentstream", "wrap", "--from", "claude", "--", PYTHON, str(child)],
+        capture_output=True, timeout=30, cwd=ROOT, env=env,
+    )  # fmt: skip
+    events = assert_valid_stream(decode_output(done.stdout), exit_code=done.returncode)
+    assert [e.content for e in events if isinstance(e, p.Message)] == ["the key is [redacted:ANTHROPIC_API_KEY]"]
+    assert b"debug: using [redacted:ANTHROPIC_API_KEY]" in done.stderr
+    stored = b"".join(path.read_bytes() for path in tmp_path.glob("bus.sqlite3*"))
+    assert b"[redacted:ANTHROPIC_API_KEY]" in stored  # the run is on the bus, redacted
+    for output in (done.stdout, done.stderr, stored):
+        assert key.encode() not in output

@@ -15,18 +15,17 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
 
+from agentstream._secrets import event_redactor
 from agentstream._signals import SignalAfterResult
 from agentstream.errors import AgentstreamError, ErrorCode, UsageError
 
 if TYPE_CHECKING:
     import argparse
 
-    from agentstream import protocol as p
     from agentstream.agent.control import OutputChannel, TwoWaySession
     from agentstream.agent.conversation import Conversation
     from agentstream.agent.interrupt import TurnControl
@@ -102,7 +101,7 @@ class ExecOptions:
 
 def run(options: ExecOptions, stdin: IO[bytes] | None = None) -> int:
     """Run ``exec`` to the end; the exit code (every failure is still a valid stream)."""
-    from agentstream.agent.tools._secrets import redact_stderr
+    from agentstream._secrets import redact_stderr
 
     redact_stderr()
     try:
@@ -151,7 +150,7 @@ def fail_before_start(options: ExecOptions, exc: AgentstreamError) -> int:
         dialect=options.dialect,
         color=options.color,
         session_id=options.session_id if not isinstance(exc, SessionExistsError) else None,
-        redact=_event_redactor(),
+        redact=event_redactor(),
         attach=lambda started: attach_publisher(started, options.bus, enabled=not options.no_publish),
     )
 
@@ -348,7 +347,7 @@ class AgentRunner:
             model=provider.model,
             provider=provider.name,
             tools=self.loop.toolbox.names,
-            redact=_event_redactor(),
+            redact=event_redactor(),
         )
 
     def _save(self, stream: Stream, status: str) -> None:
@@ -532,14 +531,6 @@ def _tool_list(options: ExecOptions) -> list[str] | None:
     from agentstream.agent.tools import TOOL_NAMES
 
     return [name for name in (tools if tools is not None else TOOL_NAMES) if name not in denied]
-
-
-def _event_redactor() -> Callable[[p.Event], None] | None:
-    """What scrubs the configured secrets from each event of a run (None when there are none)."""
-    from agentstream.agent.tools._secrets import configured_redactor
-
-    redactor = configured_redactor()
-    return redactor.scrub_struct if redactor else None
 
 
 def _status_of(exc: BaseException) -> str:

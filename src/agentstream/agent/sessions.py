@@ -27,7 +27,7 @@ from agentstream.protocol import now_ts
 if TYPE_CHECKING:
     import sqlite3
 
-    from agentstream.agent.tools._secrets import Redactor
+    from agentstream._secrets import Redactor
 
 __all__ = ["SessionRecord", "SessionStore", "shorten_title"]
 
@@ -218,7 +218,7 @@ class SessionStore:
 
 def _redactor() -> Redactor:
     """Every save passes here: the configured secrets never reach the store's file."""
-    from agentstream.agent.tools._secrets import configured_redactor
+    from agentstream._secrets import configured_redactor
 
     return configured_redactor()
 

@@ -105,10 +105,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from agentstream._secrets import event_redactor, redact_stderr
     from agentstream.consumer import spawn
     from agentstream.observe.otel import attach_otel, traceparent_env
     from agentstream.stream import Stream
 
+    redact_stderr()  # the child's stderr is echoed there, and it has its keys
     argv = _command(args.argv)
     acp = args.from_dialect == "acp"
     if not acp:
@@ -131,7 +133,11 @@ def run(args: argparse.Namespace) -> int:
         _check_two_way(args)
         return _run_two_way(args, argv)
     stream = Stream(
-        shlex.join(argv), output_format=args.output_format, dialect=args.dialect, color=args.color
+        shlex.join(argv),
+        output_format=args.output_format,
+        dialect=args.dialect,
+        color=args.color,
+        redact=event_redactor(),  # the child has its keys, and may print them
     )
     otel = attach_otel(stream)
     close_publisher = publish(stream, args)  # the run shows up in follow, watch and serve
@@ -381,9 +387,16 @@ class _TwoWayRelay(_Relay):
     def stream(self) -> Stream:  # type: ignore[override]  # the base's attribute, one per turn here
         """The running turn's stream, opened on demand."""
         if self.turn is None:
+            from agentstream._secrets import event_redactor
             from agentstream.stream import Stream
 
-            self.turn = Stream(shlex.join(self.argv), dialect="claude", out=self.fd, owns_process=False)
+            self.turn = Stream(
+                shlex.join(self.argv),
+                dialect="claude",
+                out=self.fd,
+                owns_process=False,
+                redact=event_redactor(),
+            )
             self.close_publisher = publish(self.turn, self.args)
             self.turn.start()
         return self.turn

@@ -29,9 +29,9 @@ from agentstream._extras import require
 from agentstream.errors import AgentstreamError, ErrorCode, ProviderError
 
 if TYPE_CHECKING:
+    from agentstream._secrets import Redactor
     from agentstream.agent.conversation import Conversation
     from agentstream.agent.tools import ToolSpec
-    from agentstream.agent.tools._secrets import Redactor
 
 __all__ = [
     "Provider",
@@ -395,7 +395,7 @@ def _scrubbed(exc: ProviderError) -> ProviderError:
 
 
 def _redactor() -> Redactor:
-    from agentstream.agent.tools._secrets import configured_redactor
+    from agentstream._secrets import configured_redactor
 
     return configured_redactor()
 
@@ -409,7 +409,7 @@ class _RedactedTurn:
     """
 
     def __init__(self, redactor: Redactor) -> None:
-        from agentstream.agent.tools._secrets import DeltaGuard
+        from agentstream._secrets import DeltaGuard
 
         self.redactor = redactor
         self.guard = DeltaGuard(redactor)

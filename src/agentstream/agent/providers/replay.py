@@ -186,7 +186,7 @@ class RecordingProvider(Provider):
 
     def _write(self, record: msgspec.Struct) -> None:
         """Every line of a recording passes here, with the configured secrets redacted."""
-        from agentstream.agent.tools._secrets import configured_redactor
+        from agentstream._secrets import configured_redactor
 
         self._file.write(JSON_ENCODER.encode(configured_redactor().value(record)) + b"\n")
         self._file.flush()

@@ -8,9 +8,9 @@ See ``docs/tools.md``.
 
 from __future__ import annotations
 
+from agentstream._secrets import Redactor, is_secret, scrubbed_environ
 from agentstream.agent.permissions import PERMISSION_MODES, PermissionDenied, PermissionMode
 from agentstream.agent.tools._base import Tool, ToolContext, ToolFailure, ToolOutcome, ToolSpec
-from agentstream.agent.tools._secrets import Redactor, is_secret, scrubbed_environ
 from agentstream.agent.tools._toolbox import TOOL_NAMES, TOOLSETS, Toolbox, installed_tools
 
 __all__ = [

@@ -59,7 +59,7 @@ class ToolContext:
     shell_timeout_s: float = 120.0
     output_cap_bytes: int = 32_000
     env: Mapping[str, str] | None = None
-    """Environment for ``shell``; ``None`` means ``os.environ`` without secrets (see ``_secrets``)."""
+    """Environment for ``shell``; ``None`` means ``os.environ`` without secrets (see :mod:`agentstream._secrets`)."""
     interrupt: threading.Event | None = None
     """Set when the client interrupts the turn: a running tool stops (``shell`` kills its group)."""
 

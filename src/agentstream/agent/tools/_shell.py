@@ -21,9 +21,9 @@ from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any, Final, cast
 
+from agentstream._secrets import scrubbed_environ
 from agentstream.agent.interrupt import TurnInterrupted
 from agentstream.agent.tools._base import HeadTail, Tool, ToolContext, ToolFailure, ToolOutcome, ToolSpec
-from agentstream.agent.tools._secrets import scrubbed_environ
 
 __all__ = ["SHELL_TOOLS"]
 

@@ -15,6 +15,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Final
 
+from agentstream._secrets import DeltaGuard, configured_redactor
 from agentstream.agent.permissions import PERMISSION_MODES, PermissionDenied, allows
 from agentstream.agent.tools._base import (
     Tool,
@@ -27,7 +28,6 @@ from agentstream.agent.tools._base import (
 )
 from agentstream.agent.tools._fs import FS_TOOLS
 from agentstream.agent.tools._search import SEARCH_TOOLS
-from agentstream.agent.tools._secrets import DeltaGuard, configured_redactor
 from agentstream.agent.tools._shell import SHELL_TOOLS
 from agentstream.errors import UsageError
 from agentstream.plugins import Registry, report_once

@@ -22,7 +22,9 @@ among them by that rule: ``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY`` and
 ``exec`` redacts them at each edge where text leaves the process: the Stream's
 events (and so the bus), stderr, the session store and recorded cassettes, and
 model output as it streams (:class:`DeltaGuard` holds back a possible secret's
-beginning until the next chunk shows whether it completes one).
+beginning until the next chunk shows whether it completes one). ``wrap`` redacts
+the events it writes and publishes, and its stderr: a wrapped CLI is given its
+keys, and may print them.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any, Final
 
@@ -41,6 +43,7 @@ __all__ = [
     "RedactedWriter",
     "Redactor",
     "configured_redactor",
+    "event_redactor",
     "is_secret",
     "redact_stderr",
     "scrubbed_environ",
@@ -190,6 +193,12 @@ class DeltaGuard:
 def configured_redactor() -> Redactor:
     """The process's configured secrets (see the module docstring), read once."""
     return Redactor()
+
+
+def event_redactor() -> Callable[[msgspec.Struct], None] | None:
+    """What scrubs the configured secrets from each event a Stream writes (None when there are none)."""
+    redactor = configured_redactor()
+    return redactor.scrub_struct if redactor else None
 
 
 class RedactedWriter:
