@@ -359,8 +359,8 @@ def test_delta_guard_catches_a_secret_split_at_any_points() -> None:
 
 def test_turn_events_are_redacted_at_the_provider_edge(monkeypatch: pytest.MonkeyPatch) -> None:
     """What a provider yields is redacted before the loop sees it: text runs, reasoning, tool calls."""
-    from agentstream.agent.providers import base
     from agentstream import _secrets
+    from agentstream.agent.providers import base
 
     monkeypatch.setattr(_secrets, "configured_redactor", lambda: Redactor({"OPENAI_API_KEY": OPENAI_KEY}))
     half = len(OPENAI_KEY) // 2
