@@ -277,15 +277,17 @@ def test_a_follower_of_a_queued_run_takes_none_of_its_seqs(bus_url: str) -> None
 
 
 @pytest.mark.parametrize("given", ["--bus", "$AGENTSTREAM_BUS"])
+@pytest.mark.parametrize("command", [["follow", "some-run"], ["watch"]])
 def test_a_malformed_bus_url_is_the_one_line_of_a_usage_error(
-    given: str, bus_home: Path, monkeypatch: pytest.MonkeyPatch
+    given: str, command: list[str], bus_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """As docs/cli.md says of every usage error of follow: one synthetic terminal line, the error on stderr."""
+    """As docs/cli.md says of every usage error of follow and watch: one synthetic terminal line, the error on
+    stderr."""
     if given == "--bus":
-        followed = cli("follow", "--bus", "bogus://x", "some-run")
+        followed = cli(*command, "--bus", "bogus://x")
     else:
         monkeypatch.setenv("AGENTSTREAM_BUS", "bogus://x")
-        followed = cli("follow", "some-run")
+        followed = cli(*command)
     assert followed.returncode == 2
     (line,) = lines_of(followed.stdout)
     assert (line["type"], line["synthetic"], line["subtype"]) == ("result", True, "invalid_input")

@@ -42,9 +42,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agentstream.bus import open_bus
+    from agentstream.bus import check_bus_url, open_bus
     from agentstream.bus.follow import WatchFilter, watch
 
+    check_bus_url(args.bus)  # a usage error, said on stderr too, before watching (as follow does)
     keep = WatchFilter(runs=args.run, types=args.type, names=args.name)
     return watch(
         lambda: open_bus(args.bus),
