@@ -331,7 +331,8 @@ def test_a_secret_the_child_prints_reaches_neither_the_stream_nor_stderr_nor_the
         capture_output=True, timeout=30, cwd=ROOT, env=env,
     )  # fmt: skip
     events = assert_valid_stream(decode_output(done.stdout), exit_code=done.returncode)
-    assert [e.content for e in events if isinstance(e, p.Message)] == ["the key is [redacted:ANTHROPIC_API_KEY]"]
+    redacted = "[redacted:ANTHROPIC_API_KEY]"
+    assert [e.content for e in events if isinstance(e, p.Message)] == [f"the key is {redacted}"]
     assert b"debug: using [redacted:ANTHROPIC_API_KEY]" in done.stderr
     stored = b"".join(path.read_bytes() for path in tmp_path.glob("bus.sqlite3*"))
     assert b"[redacted:ANTHROPIC_API_KEY]" in stored  # the run is on the bus, redacted

@@ -305,7 +305,9 @@ class _Relay:
             if event.synthetic is not True:
                 self.stream.status("child_session", event.session_id)
         elif isinstance(event, p.UnknownEvent):
-            self.stream.emit(p.GenericEvent(name=event.type, data=event.raw))
+            from agentstream.dialects.kit import as_generic
+
+            self.stream.emit(as_generic(event))  # as convert --to writes it
         else:
             self.stream.emit(event)
 

@@ -549,6 +549,14 @@ class AguiEncoder(EventEncoder):
         self._steps: list[str] = []
         self._models: dict[str, p.UsageTotals] = {}
 
+    def end_turn(self) -> None:
+        """``RUN_FINISHED`` and ``RUN_ERROR`` end the run and what was open in it; the next run starts clean."""
+        super().end_turn()
+        self._text.clear()
+        self._reasoning.clear()
+        self._steps.clear()
+        self._models = {}
+
     def encode(self, event: p.AnyEvent) -> list[bytes]:
         return self._frame(super().encode(event))
 

@@ -987,6 +987,10 @@ class ClaudeEncoder(EventEncoder):
         self._session_json: tuple[str | None, bytes] = (None, b"")
         """The last session id and its JSON, for stream lines (written as bytes, not objects)."""
 
+    def end_turn(self) -> None:
+        super().end_turn()
+        self._calls.clear()  # its result's permission denials are out; a later turn cannot answer them
+
     # line shapes (Amp overrides these)
 
     def session(self, event: p.BaseEvent) -> str:

@@ -508,12 +508,20 @@ class CodexEncoder(EventEncoder):
         self._usage = p.UsageTotals()
         self._usage_seen = False
 
+    def end_turn(self) -> None:
+        """Item numbers go on through the session; the usage summed for ``turn.completed`` is the turn's own."""
+        super().end_turn()
+        self._calls.clear()
+        self._usage = p.UsageTotals()
+        self._usage_seen = False
+
     def _item_id(self) -> str:
         item_id = f"item_{self._next_item}"
         self._next_item += 1
         return item_id
 
     def on_start(self, event: p.Start) -> list[dict[str, Any]]:
+        """Each turn as ``codex exec resume`` writes one: the thread it goes on, then the turn."""
         return [{"type": "thread.started", "thread_id": event.session_id}, {"type": "turn.started"}]
 
     def on_message(self, event: p.Message) -> list[dict[str, Any]]:

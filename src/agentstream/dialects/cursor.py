@@ -196,6 +196,12 @@ class CursorEncoder(EventEncoder):
         self._texts: list[str] = []
         self._tools: dict[str, tuple[str, dict[str, Any]]] = {}
 
+    def end_turn(self) -> None:
+        """The next result's text is the next turn's; the partial-output form stays, as the decoder keeps it."""
+        super().end_turn()
+        self._texts = []
+        self._tools.clear()
+
     def on_start(self, event: p.Start) -> list[dict[str, Any]]:
         line: dict[str, Any] = {
             "type": "system",

@@ -398,6 +398,12 @@ class GeminiEncoder(EventEncoder):
         self._tool_calls = 0
         self._models: dict[str, p.UsageTotals] = {}
 
+    def end_turn(self) -> None:
+        """Each turn is a run of its own (Gemini CLI runs one per process): its result's stats are its own."""
+        super().end_turn()
+        self._tool_calls = 0
+        self._models = {}
+
     def on_start(self, event: p.Start) -> list[dict[str, Any]]:
         model = event.model if event.model is not p.UNSET else ""
         return [{"type": "init", "timestamp": iso(event.ts), "session_id": event.session_id, "model": model}]

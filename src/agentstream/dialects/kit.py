@@ -57,10 +57,11 @@ What is here, and when to use it:
   and keeps a :class:`~agentstream.transcript.Tally` for the ``result`` a dialect leaves
   incomplete (:meth:`EventDecoder.emit_result`).
 - **Encoding** — :class:`EventEncoder` dispatches each canonical event to
-  ``on_<type>`` (no handler: the dialect cannot carry it, so it is dropped),
-  writes a ``start`` first and a terminal event last on every path, remembers
-  which messages already went out as deltas, and can hold a fatal ``error`` so
-  that a dialect whose terminal event carries the error folds it in.
+  ``on_<type>`` (no handler: the dialect cannot carry it, so it is dropped; an
+  unknown line goes to ``on_event`` as :func:`as_generic` makes it), writes a
+  ``start`` first and a terminal event last in every turn of a session, on every
+  path, remembers which messages already went out as deltas, and can hold a fatal
+  ``error`` so that a dialect whose terminal event carries the error folds it in.
 - **Tool pairing** — :class:`ToolPairs` remembers open calls so a result line that
   lacks the tool's name (or its id) still pairs with its call.
 - **Timestamps** — :func:`rfc3339` turns a dialect's epoch milliseconds or ISO 8601
@@ -108,6 +109,7 @@ __all__ = [
     "SimpleDialect",
     "ToolPairs",
     "arguments_text",
+    "as_generic",
     "encode_object",
     "epoch_ms",
     "event_data",
@@ -598,6 +600,15 @@ def event_data(event: p.BaseEvent) -> dict[str, Any]:
     return {k: v for k, v in msgspec.to_builtins(event).items() if k not in _NOT_DATA}
 
 
+def as_generic(event: p.UnknownEvent) -> p.GenericEvent:
+    """A line of a type the reader did not know, as the ``event`` named after its type that carries the line whole.
+
+    ``wrap`` relays such a line in this form; an encoder writes it so too (through ``on_event``), so that the two
+    agree. It keeps the line's own session and time, which the reader stamped into it.
+    """
+    return p.GenericEvent(name=event.type, data=event.raw, session_id=event.session_id, ts=event.ts)
+
+
 def event_from_data(kind: str, data: object) -> p.Event | None:
     """The inverse of :func:`event_data`; ``None`` when ``data`` is not a valid ``kind`` event."""
     if not isinstance(data, dict) or kind not in p.EVENT_TYPES:
@@ -1052,20 +1063,28 @@ class EventDecoder(DialectDecoder):
 class EventEncoder(DialectEncoder):
     """A dialect encoder that routes each canonical event to ``on_<type>(event) -> list[dict]``.
 
-    Events without a handler are dropped (the dialect cannot carry them). The
-    dialect's own guarantees are kept here: a ``start`` line comes first (made up
-    from the first event when the stream lacks one), nothing follows the terminal
-    line, and :meth:`finish` writes a failed terminal when the stream ended
-    without a ``result``. With :attr:`fold_fatal`, a fatal ``error`` is held until
-    the next event: a ``result`` takes it (see :meth:`failure`), anything else
-    releases it through ``on_error``.
+    Events without a handler are dropped (the dialect cannot carry them). A line
+    of a type the reader did not know goes to ``on_event`` as the ``event`` that
+    ``wrap`` relays it as (:func:`as_generic`), so a dialect that carries events
+    keeps it. The dialect's own guarantees are kept here, for each turn of a
+    session (docs/protocol.md): a ``start`` line comes first (made up from the
+    turn's first event when the turn lacks one), the terminal line last, and
+    :meth:`finish` writes a failed terminal when the stream ended inside a turn.
+    After each ``result``, :meth:`end_turn` forgets the turn, and the next ``start``
+    opens the next one, written as the dialect writes a turn of its own (anything
+    else after a ``result`` is dropped, as the protocol has it). With
+    :attr:`fold_fatal`, a fatal ``error`` is held until the next event: a
+    ``result`` takes it (see :meth:`failure`), anything else releases it through
+    ``on_error``.
     """
 
     fold_fatal: ClassVar[bool] = False
 
     def __init__(self) -> None:
         self.started = False
-        self.closed = False
+        """Whether a turn is open: its ``start`` is out and its ``result`` is not."""
+        self.turns_ended = 0
+        """Results written: once there is one, only a ``start`` opens the next turn (docs/protocol.md)."""
         self.session_id = ""
         self.tally = Tally()
         self.held_fatal: p.Error | None = None
@@ -1074,16 +1093,24 @@ class EventEncoder(DialectEncoder):
 
     def encode(self, event: p.AnyEvent) -> list[bytes]:
         kind = type(event)
-        if self.started and self.held_fatal is None and kind is not p.Error and kind is not p.Result:
-            return self._lines(event) if not self.closed and isinstance(event, p.BaseEvent) else []
+        if (
+            self.started
+            and self.held_fatal is None
+            and kind is not p.Error
+            and kind is not p.Result
+            and kind is not p.UnknownEvent
+        ):
+            return self._lines(event)  # type: ignore[arg-type]  # every other kind is an Event
         return self._edge(event)
 
     def _edge(self, event: p.AnyEvent) -> list[bytes]:
-        """The first event, errors, the result and whatever follows a held fatal error."""
-        if self.closed or not isinstance(event, p.BaseEvent):
-            return []
+        """A turn's first event, errors, the result, unknown lines and whatever follows a held fatal error."""
+        if isinstance(event, p.UnknownEvent):
+            event = as_generic(event)
         lines: list[bytes] = []
         if not self.started:
+            if self.turns_ended and not isinstance(event, p.Start):
+                return []  # after a result only a start opens a turn; anything else breaks result-last
             self.started = True
             if not isinstance(event, p.Start):
                 lines += self._lines(
@@ -1097,9 +1124,21 @@ class EventEncoder(DialectEncoder):
             return lines
         lines += self._lines(event)
         if isinstance(event, p.Result):
-            self.closed = True
-            self.held_fatal = None
+            self.started = False
+            self.turns_ended += 1
+            self.end_turn()
         return lines
+
+    def end_turn(self) -> None:
+        """Forget the turn whose ``result`` just went out, so that the next turn is written whole on its own.
+
+        A dialect that keeps state of its own for a turn (usage summed for its terminal line, blocks left
+        open) extends this; what lasts the whole session (line and item counters, a mode the decoder keeps
+        for the session) stays.
+        """
+        self.held_fatal = None
+        self.tally = Tally()
+        self._delta_ids.clear()
 
     def _lines(self, event: p.Event) -> list[bytes]:
         self.session_id = event.session_id or self.session_id
@@ -1117,8 +1156,9 @@ class EventEncoder(DialectEncoder):
         return handler
 
     def finish(self) -> list[bytes]:
-        """A whole failed ending when the stream ended without a ``result`` (nothing if it never began)."""
-        if self.closed or not self.started:
+        """A whole failed ending when the stream ended inside a turn (nothing after a ``result``, or before
+        anything)."""
+        if not self.started:
             return []
         info = p.ErrorInfo(code=ErrorCode.NOT_FINISHED, message="the stream ended without a result")
         lines: list[bytes] = []

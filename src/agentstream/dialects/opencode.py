@@ -215,6 +215,10 @@ class OpencodeEncoder(EventEncoder):
         """The open step's message id (opencode's assistant message)."""
         self._calls: dict[str, p.ToolCall] = {}
 
+    def end_turn(self) -> None:
+        super().end_turn()
+        self._calls.clear()  # opencode prints a tool once it finished: one left open in a turn that ended never does
+
     def _line(self, event: p.BaseEvent, kind: str, **data: Any) -> dict[str, Any]:
         return {"type": kind, "timestamp": epoch_ms(event.ts), "sessionID": event.session_id, **data}
 
