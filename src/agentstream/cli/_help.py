@@ -119,12 +119,20 @@ a line on stderr saying stdout is not being read.
 The processes it starts inherit no blocked signal.
 
 A usage error (an unknown flag, a value that is not a number where one is meant, a
-negative count, an unknown dialect, a malformed `--bus` URL) is exit 2 before
-anything runs, with the message and its fix on stderr. `exec`, `demo`, `wrap`,
+negative count, an unknown dialect, a malformed `--bus` URL, an input that cannot be
+read: a missing `FILE`, or stdin closed with `<&-` when `FILE` is `-`) is exit 2
+before anything runs, with the message and its fix on stderr. `exec`, `demo`, `wrap`,
 `logs` and `worker` still write a whole stream on stdout (`start`, `error`
 `INVALID_INPUT`, `result`); `follow` and `watch` their one synthetic terminal line;
 the other commands nothing. The bus's connect timeout is
 `$AGENTSTREAM_BUS_CONNECT_TIMEOUT` (default 2 s; see [bus](bus.md)).
+
+`validate`, `view`, `convert` and `export` detect the input's dialect (unless
+`--from` names it) as the reader does ([consumer](consumer.md#dialect-detection)):
+from its first lines, or from the one JSON document a CLI's `--output-format json`
+writes. When no dialect matches, the input is read as canonical, and said so:
+`convert` writes an `UNKNOWN_DIALECT` error event, `validate` the same message and
+fix on stderr.
 """
 
 

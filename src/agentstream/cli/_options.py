@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, NamedTuple, cast
 
 from agentstream.render import COLOR_CHOICES, OUTPUT_FORMATS
 
 if TYPE_CHECKING:
     from agentstream.consumer import Reader
+    from agentstream.protocol import AnyEvent, Error
 
 
 # -- numeric option types: every number on the command line is checked the same way ------------
@@ -110,7 +111,7 @@ def add_input_argument(parser: argparse.ArgumentParser) -> None:
 def open_input(path: str) -> IO[bytes]:
     """A binary reader for a path or ``-``, with a usage error that says what was wrong."""
     if path == "-":
-        return sys.stdin.buffer
+        return stdin_bytes(fix="pass FILE, or give the command a stdin to read: '< FILE' or a pipe")
     from agentstream.errors import UsageError
 
     try:
@@ -121,6 +122,20 @@ def open_input(path: str) -> IO[bytes]:
         raise UsageError(f"{path} is a directory", fix="pass a file of NDJSON lines") from None
     except PermissionError:
         raise UsageError(f"cannot read {path}: permission denied") from None
+
+
+def stdin_bytes(*, fix: str) -> IO[bytes]:
+    """Standard input as bytes, or a usage error when the process has none (started with ``<&-``).
+
+    Python sets ``sys.stdin`` to ``None`` when fd 0 is closed at start-up; every
+    command that reads stdin comes here, so that is an error with a ``fix``
+    (what the command could read instead), never an ``AttributeError``.
+    """
+    if sys.stdin is None:
+        from agentstream.errors import UsageError
+
+        raise UsageError("stdin is not open (was it closed with <&-?)", fix=fix)
+    return sys.stdin.buffer
 
 
 class _Replay:
@@ -153,35 +168,71 @@ class _Replay:
         return self._rest.tell() - len(self._head)
 
 
-def sniff_input(source: IO[bytes]) -> tuple[IO[bytes], str]:
-    """Detect the dialect from the first lines, and a reader that still yields those lines.
+def _replay(head: list[bytes], source: IO[bytes]) -> IO[bytes]:
+    """``source`` with the lines already read from it put back in front."""
+    return cast("IO[bytes]", _Replay(b"".join(head), source))  # the part of a binary file the readers use
 
-    Reads whole lines (blocking, so a live pipe's first lines are waited for)
-    until a dialect is recognised or ``DETECT_LINES`` non-blank lines have been
-    seen; nothing recognised means canonical. A canonical line decides at once,
-    as it does in :func:`~agentstream.dialects.detect_dialect`, without loading
-    the dialects: the common case starts quicker.
+
+class DetectedInput(NamedTuple):
+    """What :func:`detect_input` learnt from the first lines of an input."""
+
+    source: IO[bytes]
+    """A reader that still yields the lines detection read."""
+    dialect: str
+    """The dialect the reader (``read(source)``) would choose; canonical when nothing matched."""
+    unknown: Error | None
+    """The reader's own ``UNKNOWN_DIALECT`` notice when nothing matched (``None`` when a dialect did)."""
+
+
+def detect_input(source: IO[bytes], *, max_line_bytes: int | None = None) -> DetectedInput:
+    """Detect the dialect exactly as the reader does, and a reader that still yields the lines it took.
+
+    Commands that choose how to read by the dialect (``validate`` checks canonical
+    input line by line, anything else decoded) ask the reader's own pipeline, fed
+    whole lines (blocking, so a live pipe's first lines are waited for) until it
+    settles: the same detection window, noise rules, whole-document recognition
+    (Gemini's or Claude's ``json`` output, pretty-printed or on one line) and
+    fallback, with no second copy of them to drift apart. A canonical first line
+    decides at once, as it would in the reader, without loading the dialects: the
+    common case starts quicker.
     """
     head: list[bytes] = []
-    seen = 0
-    name = None
-    while True:
-        line = source.readline()
-        if not line:
-            break
+    line = source.readline()
+    while line and not line.strip():
         head.append(line)
-        if not line.strip():
-            continue
-        seen += 1
-        if _is_canonical_line(line):
-            name = "canonical"
-            break
-        from agentstream.dialects import DETECT_LINES, detect_dialect_in_lines
+        line = source.readline()
+    head.append(line)
+    if _is_canonical_line(line):
+        return DetectedInput(_replay(head, source), "canonical", None)
+    from agentstream.consumer.pipeline import Pipeline
 
-        name = detect_dialect_in_lines([line for line in head if line.strip()])
-        if name is not None or seen >= DETECT_LINES:
-            break
-    return _Replay(b"".join(head), source), name or "canonical"  # type: ignore[return-value]
+    probe = Pipeline("auto", label="", max_line_bytes=max_line_bytes)
+    events = probe.feed_chunk(b"".join(head))
+    while probe.dialect is None and line:
+        line = source.readline()
+        head.append(line)
+        events += probe.feed_chunk(line)
+    # Whatever the probe still held comes out here, its UNKNOWN_DIALECT notice (made when it settled for
+    # nothing) among it: that notice always waits for a turn to open, and finish() opens one.
+    events += probe.finish()
+    assert probe.dialect is not None  # finish() settles an undecided reader
+    return DetectedInput(_replay(head, source), probe.dialect, _unknown_dialect(events))
+
+
+def sniff_input(source: IO[bytes]) -> tuple[IO[bytes], str]:
+    """:func:`detect_input` for callers that need only the source and the dialect's name."""
+    detected = detect_input(source)
+    return detected.source, detected.dialect
+
+
+def _unknown_dialect(events: list[AnyEvent]) -> Error | None:
+    from agentstream import protocol as p
+    from agentstream.errors import ErrorCode
+
+    for event in events:
+        if type(event) is p.Error and event.code == ErrorCode.UNKNOWN_DIALECT:
+            return event
+    return None
 
 
 def _is_canonical_line(line: bytes) -> bool:
@@ -201,8 +252,11 @@ def add_to_alias(parser: argparse.ArgumentParser) -> None:
 
 
 def check_dialect(name: str | None) -> None:
-    """Fail early, with the list of names, on a dialect this install cannot use."""
-    if name is None or name == "auto":
+    """Fail early, with the list of names, on a dialect this install cannot use.
+
+    ``auto`` and ``canonical`` (built in, so always there) pass without loading the dialects: start-up time.
+    """
+    if name is None or name in ("auto", "canonical"):
         return
     from agentstream.dialects import get_dialect
     from agentstream.errors import UnknownDialectError

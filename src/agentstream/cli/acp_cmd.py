@@ -8,7 +8,6 @@ presented over ACP. stdout carries only JSON-RPC; everything else goes to stderr
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import TYPE_CHECKING
 
 from agentstream.agent.permissions import ALL_PERMISSION_MODES
@@ -57,6 +56,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from agentstream.agent.control import OutputChannel
+    from agentstream.cli._options import stdin_bytes
     from agentstream.errors import UsageError
 
     extra = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
@@ -68,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             "--cli-path needs --cli", fix="name the CLI: --cli claude --cli-path /path/to/claude"
         )
+    requests = stdin_bytes(fix="start it from an ACP client, which writes JSON-RPC to its stdin")
     agent: AcpAgent
     if args.cli:
         from agentstream.acp.cli_agent import CliAgent
@@ -87,6 +88,6 @@ def run(args: argparse.Namespace) -> int:
         agent = OwnAgent(ExecOptions.from_args(args))
     output = OutputChannel()  # the real stdout, kept for JSON-RPC; stray prints go to stderr
     try:
-        return agent.serve(sys.stdin.buffer, output)
+        return agent.serve(requests, output)
     finally:
         agent.close()

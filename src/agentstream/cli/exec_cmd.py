@@ -54,6 +54,7 @@ def _say_ignored(args: argparse.Namespace) -> None:
 def _first_prompt(args: argparse.Namespace) -> str | None:
     """The prompt from PROMPT, -p or stdin (``-``); text that is not UTF-8 is refused here, before the run."""
     from agentstream._text import utf8_text
+    from agentstream.cli._options import stdin_bytes
 
     if args.prompt is not None and args.prompt_option is not None:
         raise UsageError("the prompt was given twice", fix="pass it either as PROMPT or with -p, not both")
@@ -63,11 +64,15 @@ def _first_prompt(args: argparse.Namespace) -> str | None:
             raise UsageError(
                 "with --input-format stream-json, stdin carries the turns", fix="drop the - prompt"
             )
-        prompt = utf8_text(sys.stdin.buffer.read(), "the prompt read from stdin")
+        prompt = utf8_text(
+            stdin_bytes(fix="pass PROMPT or -p PROMPT, or pipe the prompt in").read(), "the prompt"
+        )
     elif prompt is not None:
         prompt = utf8_text(prompt, "the prompt")
     if args.system is not None:
         utf8_text(args.system, "--system")
+    if args.input_format == "stream-json":
+        stdin_bytes(fix="send the turns on stdin, or use --input-format text with a PROMPT")
     if args.input_format == "text" and not (prompt or "").strip():
         raise UsageError("no prompt", fix="pass PROMPT, -p PROMPT, or - to read it from stdin")
     return prompt

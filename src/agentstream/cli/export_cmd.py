@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
             events += 1
     finally:
         sink.close()
-        if source is not sys.stdin.buffer:
+        if args.file != "-":  # stdin is not ours to close
             source.close()
     exporter = sink.exporter
     where = exporter.endpoint

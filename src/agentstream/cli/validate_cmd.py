@@ -9,11 +9,12 @@ from typing import IO, TYPE_CHECKING
 
 from agentstream.cli._options import (
     add_input_argument,
+    check_dialect,
+    detect_input,
     exit_status,
     non_negative_int,
     open_input,
     positive_int,
-    sniff_input,
 )
 
 if TYPE_CHECKING:
@@ -44,22 +45,25 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Exit 0 when valid, 1 when not (2, via UsageError, when the command line is wrong).
+    """Exit 0 when valid, 1 when not (2, via UsageError, when the command line or the input cannot be used).
 
-    Canonical input is checked line by line against every rule; input in
-    another dialect is decoded first and checked for the promises that dialect
-    can make (start, one terminal event, tool pairing, delta runs, fatal errors).
+    The dialect is the one the reader would detect (:func:`detect_input`); when
+    none matches, the input is checked as canonical and stderr says so, as
+    ``convert``'s ``UNKNOWN_DIALECT`` event does. Canonical input is checked line
+    by line against every rule; input in another dialect is decoded first and
+    checked for the promises that dialect can make (start, one terminal event,
+    tool pairing, delta runs, fatal errors).
     """
     from agentstream.validate import Validator
 
+    check_dialect(args.from_dialect)  # an unknown name is a usage error before anything is read
     source = open_input(args.file)
     dialect = args.from_dialect
-    if dialect == "auto":
-        source, dialect = sniff_input(source)
-    if dialect != "canonical":  # built in, so always known: its check would only cost start-up time
-        from agentstream.dialects import get_dialect
-
-        get_dialect(dialect)  # an unknown name is a usage error before anything is read
+    if dialect == "auto":  # what the reader would choose, so validate and convert agree on every input
+        source, dialect, unknown = detect_input(source, max_line_bytes=args.max_line_bytes)
+        if unknown is not None and not args.quiet:  # said as a usage error is, for the person reading stderr
+            fix = f"\n  fix: {unknown.fix}" if unknown.fix else ""
+            sys.stderr.write(f"agentstream validate: {unknown.code}: {unknown.message}{fix}\n")
     validator = Validator(expect_exit=args.expect_exit, check_stamps=dialect == "canonical")
     limit = args.max_violations or None
     count = 0

@@ -20,10 +20,11 @@ def run(args: argparse.Namespace) -> int:
     from agentstream.render import FdWriter
     from agentstream.render.text import TextSink
 
+    # An unusable input (no such file, stdin closed) is a usage error before the sink exists.
+    reader = read(open_input(args.file), args.from_dialect, label=args.file)
     sys.stdout.flush()
     sink = TextSink(FdWriter(sys.stdout.fileno()), color=args.color)
     exit_code = 1
-    reader = read(open_input(args.file), args.from_dialect, label=args.file)
     try:
         for event in reader:
             sink.emit(event)
