@@ -301,11 +301,11 @@ def test_demo_in_each_dialect_passes_validate(
 
 def _validate_as_the_command_does(data: bytes) -> tuple[str, list[str]]:
     """What ``agentstream validate -`` does with ``data``: detect the dialect, read, check."""
-    from agentstream.cli._options import sniff_input
+    from agentstream.cli._options import detect_input
     from agentstream.consumer import read
     from agentstream.validate import Validator, validate_decoded
 
-    source, dialect = sniff_input(io.BytesIO(data))
+    source, dialect, _ = detect_input(io.BytesIO(data))
     checker = Validator(check_stamps=False)
     return dialect, [str(v) for v in validate_decoded(read(source, dialect), checker)]
 

@@ -219,12 +219,6 @@ def detect_input(source: IO[bytes], *, max_line_bytes: int | None = None) -> Det
     return DetectedInput(_replay(head, source), probe.dialect, _unknown_dialect(events))
 
 
-def sniff_input(source: IO[bytes]) -> tuple[IO[bytes], str]:
-    """:func:`detect_input` for callers that need only the source and the dialect's name."""
-    detected = detect_input(source)
-    return detected.source, detected.dialect
-
-
 def _unknown_dialect(events: list[AnyEvent]) -> Error | None:
     from agentstream import protocol as p
     from agentstream.errors import ErrorCode

@@ -1083,8 +1083,8 @@ class EventEncoder(DialectEncoder):
     def __init__(self) -> None:
         self.started = False
         """Whether a turn is open: its ``start`` is out and its ``result`` is not."""
-        self.turns_ended = 0
-        """Results written: once there is one, only a ``start`` opens the next turn (docs/protocol.md)."""
+        self.ended_a_turn = False
+        """Whether a ``result`` went out: from then on only a ``start`` opens a turn (docs/protocol.md)."""
         self.session_id = ""
         self.tally = Tally()
         self.held_fatal: p.Error | None = None
@@ -1109,7 +1109,7 @@ class EventEncoder(DialectEncoder):
             event = as_generic(event)
         lines: list[bytes] = []
         if not self.started:
-            if self.turns_ended and not isinstance(event, p.Start):
+            if self.ended_a_turn and not isinstance(event, p.Start):
                 return []  # after a result only a start opens a turn; anything else breaks result-last
             self.started = True
             if not isinstance(event, p.Start):
@@ -1125,7 +1125,7 @@ class EventEncoder(DialectEncoder):
         lines += self._lines(event)
         if isinstance(event, p.Result):
             self.started = False
-            self.turns_ended += 1
+            self.ended_a_turn = True
             self.end_turn()
         return lines
 
