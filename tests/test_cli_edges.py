@@ -269,8 +269,15 @@ def test_a_usage_error_of_a_stream_command_is_still_a_whole_stream(
 
 @pytest.mark.parametrize(
     "argv",
-    [["convert", "--max-line-bytes", "-5"], ["validate", "--bogus"], ["runs", "--limit", "x"]],
-    ids=["convert", "validate", "runs"],
+    [
+        ["convert", "--max-line-bytes", "-5"],
+        ["validate", "--bogus"],
+        ["runs", "--limit", "x"],
+        ["runs", "--limit", "1_0"],
+        ["runs", "--limit", "\u0663"],  # an Arabic-Indic three: a digit to Python, not on a command line
+        ["convert", "--max-line-bytes", "\u0663"],
+    ],
+    ids=["convert", "validate", "runs", "runs-underscore", "runs-other-digits", "convert-other-digits"],
 )
 def test_a_usage_error_of_a_data_command_writes_nothing_on_stdout(argv: list[str], tmp_path: Path) -> None:
     done = subprocess.run([*CLI, *argv], capture_output=True, cwd=tmp_path, timeout=60)

@@ -18,7 +18,10 @@ if TYPE_CHECKING:
 
 
 def _number(text: str, kind: type[int] | type[float], *, minimum: float, what: str) -> float:
+    """``text`` as ``kind``, written the plain way: Python would also take ``1_000`` and other scripts' digits."""
     try:
+        if not text.isascii() or "_" in text:
+            raise ValueError(text)
         value = kind(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
