@@ -164,3 +164,13 @@ def test_detection_does_not_wait_for_more_lines_than_it_needs() -> None:
     events = iter(read(chunks()))
     first = next(events)
     assert isinstance(first, p.Start) and len(pulled) == 1
+
+
+def test_a_whole_json_document_no_dialect_knows_is_read_as_canonical_and_says_so() -> None:
+    reader = read(b'{\n  "answer": 42,\n  "by": "nobody"\n}\n')
+    events = assert_valid_stream(reader, turns=None)
+    assert reader.dialect == "canonical"
+    unknown = [e for e in events if isinstance(e, p.Error) and e.code == ErrorCode.UNKNOWN_DIALECT]
+    assert [e.message for e in unknown] == [
+        "no known dialect matches the JSON document of lines 1–4; read as canonical"
+    ]

@@ -261,20 +261,22 @@ class Pipeline:
     def _decode_document(self, obj: Any) -> list[p.AnyEvent]:
         """Hand a whole document to the dialect (detected from it when not given)."""
         self._document = None
+        out: list[p.AnyEvent] = []
         if self._decoder is None:
             from agentstream.dialects import detect_document
 
-            self._use(detect_document(obj) or "canonical")
+            out += self._choose(
+                detect_document(obj), f"the JSON document of lines {self._document_first}–{self.line_number}"
+            )
         assert self._decoder is not None
         number = self._document_first
         try:
             events = self._decoder.decode_document(obj)
         except Exception as exc:  # the dialect failing on the document is the document's problem
-            return self._bad_line(Line(number, p.JSON_ENCODER.encode(obj), True), exc)
+            return out + self._bad_line(Line(number, p.JSON_ENCODER.encode(obj), True), exc)
         if events is not None:
-            return self._accept(events)
+            return out + self._accept(events)
         # Not the dialect's own document: a stream line, or an array of them, pretty-printed.
-        out: list[p.AnyEvent] = []
         for item in obj if isinstance(obj, list) else [obj]:
             out += self._decode(p.JSON_ENCODER.encode(item), number, True)
         return out
@@ -320,21 +322,25 @@ class Pipeline:
 
     def _settle(self, name: str | None) -> list[p.AnyEvent]:
         """Choose the decoder, then replay the buffered lines through it."""
-        out: list[p.AnyEvent] = []
-        self._use(name or "canonical")
-        if name is None:
-            out += self.synthetic(
-                p.Error(
-                    code=ErrorCode.UNKNOWN_DIALECT,
-                    message=f"no known dialect matches the first {self._probed} lines; reading them as canonical",
-                    recoverable=True,
-                    fix="pass the dialect explicitly (--from NAME); 'agentstream dialects' lists them",
-                )
-            )
+        out = self._choose(name, f"the first {self._probed} lines")
         probe, self._probe, self._objects = self._probe, [], []
         for item in probe:
             out += self.feed(item)
         return out
+
+    def _choose(self, name: str | None, what: str) -> list[p.AnyEvent]:
+        """Use the dialect detection found, or canonical with a notice that none matched ``what``."""
+        self._use(name or "canonical")
+        if name is not None:
+            return []
+        return self.synthetic(
+            p.Error(
+                code=ErrorCode.UNKNOWN_DIALECT,
+                message=f"no known dialect matches {what}; read as canonical",
+                recoverable=True,
+                fix="pass the dialect explicitly (--from NAME); 'agentstream dialects' lists them",
+            )
+        )
 
     def _bad_line(self, line: Line, reason: BaseException | None) -> list[p.AnyEvent]:
         data = line.data
