@@ -85,6 +85,23 @@ def test_bad_lines_and_unknown_methods_get_jsonrpc_errors() -> None:
     assert next(m for m in written if m.get("id") == 8)["error"]["data"] == {"param": "x"}  # type: ignore[index]
 
 
+def test_a_bad_byte_inside_a_string_keeps_the_message_and_the_connection() -> None:
+    """Invalid UTF-8 in a string once ended the reading silently: no answer to it, nor to anything after it."""
+    seen: list[object] = []
+
+    def echo(params: dict[str, object]) -> object:
+        seen.append(params["text"])
+        return {"ok": True}
+
+    written = serve(
+        [b'{"jsonrpc":"2.0","id":1,"method":"f","params":{"text":"bad \xff byte"}}\n',
+         b'{"jsonrpc":"2.0","id":2,"method":"f","params":{"text":"next"}}\n'],
+        requests={"f": echo},
+    )  # fmt: skip
+    assert sorted(m["id"] for m in written) == [1, 2]  # type: ignore[type-var]
+    assert sorted(seen) == ["bad \ufffd byte", "next"]  # type: ignore[type-var]
+
+
 def test_a_request_fails_when_the_other_side_goes_away() -> None:
     from agentstream.acp.server import PeerClosed
 

@@ -179,8 +179,11 @@ class RpcPeer:
 
     def _dispatch(self, line: bytes) -> None:
         try:
-            message = p.JSON_DECODER.decode(line)
-        except msgspec.DecodeError as exc:
+            try:
+                message = p.JSON_DECODER.decode(line)
+            except UnicodeDecodeError:  # a bad byte inside a string: the message is kept, the byte is U+FFFD
+                message = p.JSON_DECODER.decode(line.decode("utf-8", "replace").encode())
+        except (msgspec.DecodeError, RecursionError) as exc:
             self._bad(line, f"not JSON: {exc}", PARSE_ERROR, None)
             return
         if not isinstance(message, dict):
