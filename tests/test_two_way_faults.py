@@ -165,6 +165,21 @@ def test_a_permission_decision_allows_the_call(tmp_path: Path) -> None:
     assert any(e.type == "error" and "nobody" in e.message for e in events)
 
 
+def test_a_decision_that_comes_after_its_turn_is_a_note_not_an_error(tmp_path: Path) -> None:
+    """A late decision (its request timed out) or a second one must not turn a good session into exit 2."""
+    with FakeModelServer([anthropic_reply("Done.")]) as server:
+        session = Session([], anthropic_env(tmp_path, server), tmp_path)
+        session.send(turn("hello"))
+        session.until("result")
+        session.send({"type": "permission_decision", "call_id": "call_late", "decision": "allow"})
+        code = session.close()
+        assert session.proc.stderr is not None
+        stderr = session.proc.stderr.read().decode()
+    events = assert_valid_stream(session.lines, 0)
+    assert code == 0 and [e.type for e in events].count("result") == 1
+    assert "a permission decision, but no turn is running" in stderr
+
+
 def test_stdin_closed_mid_turn_finishes_the_turn_then_exits(tmp_path: Path) -> None:
     with FakeModelServer([anthropic_reply("All of it.", chunk=2)]) as server:
         session = Session([], anthropic_env(tmp_path, server), tmp_path)

@@ -220,7 +220,7 @@ class TwoWaySession:
 
     def bad_line(self, error: UsageError) -> None:
         """Report a line that asks for nothing valid, in the running turn's stream or a stream of its own."""
-        stream = self.stream
+        stream = self.stream  # read once: the turn may end meanwhile
         if stream is not None and not stream.finished:
             stream.error(error.code, error.message, fix=error.fix)
         else:
@@ -233,7 +233,9 @@ class TwoWaySession:
 
     @property
     def turn_running(self) -> bool:
-        return self.stream is not None
+        """Whether a turn's stream is open (its result not yet written): what :meth:`bad_line` writes into."""
+        stream = self.stream
+        return stream is not None and not stream.finished
 
     def interrupt(self) -> bool:
         """Stop the running turn; False when none runs."""
@@ -352,7 +354,11 @@ class CanonicalInput:
                 item.message if isinstance(item.message, str) else "",
                 item.arguments if isinstance(item.arguments, dict) else None,
             )
-            if not session.decide(item.call_id, decision):
+            if session.decide(item.call_id, decision):
+                return
+            if not session.turn_running:  # late (after a timeout) or twice: nothing is left to answer
+                session.note(f"stdin line {number}: a permission decision, but no turn is running")
+            else:
                 session.bad_line(
                     UsageError(
                         f"stdin line {number}: no permission request is waiting for call {item.call_id!r}",
