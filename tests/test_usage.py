@@ -205,3 +205,30 @@ def test_the_bus_s_finished_runs_are_counted_and_an_unreadable_one_alone_is_left
         25,
     )
     assert "run broken is not counted" in done.stderr and "the bus's runs are not counted" not in done.stderr
+
+
+def test_a_token_figure_below_zero_or_past_any_call_is_dropped_not_counted(tmp_path: Path) -> None:
+    """One corrupt record must not take usage away (a negative count) or add a fortune (10**30 tokens)."""
+    lines = [line for line in CLAUDE_LOG.read_text().splitlines() if line.strip()]
+    model_line = next(json.loads(line) for line in lines if '"usage"' in line and '"assistant"' in line)
+    bad = []
+    for index, tokens in enumerate([-100, 10**30]):
+        record = json.loads(json.dumps(model_line))
+        record["uuid"], record["requestId"] = f"u-bad{index}", f"req_bad{index}"
+        record["message"]["id"] = f"msg_bad{index}"
+        record["message"]["usage"] = {"input_tokens": tokens, "output_tokens": 10}
+        bad.append(json.dumps(record))
+    corrupt = tmp_path / "corrupt.jsonl"
+    corrupt.write_text("\n".join([*lines, *bad]) + "\n")
+    clean = envelope(str(CLAUDE_LOG))["result"]["totals"]
+    totals = envelope(str(corrupt))["result"]["totals"]
+    assert totals["input_tokens"] == clean["input_tokens"]  # the bad figures lost, not counted
+    assert totals["output_tokens"] == clean["output_tokens"] + 20  # what the records had right still counts
+    assert totals["cost_usd"] < clean["cost_usd"] + 0.01
+
+
+def test_a_fifo_in_a_scanned_folder_is_not_waited_on(tmp_path: Path) -> None:
+    shutil.copy(CLAUDE_LOG, tmp_path / "session.jsonl")
+    os.mkfifo(tmp_path / "pipe.jsonl")
+    totals = envelope(str(tmp_path))["result"]["totals"]  # usage() bounds the run's time
+    assert totals["calls"] == envelope(str(CLAUDE_LOG))["result"]["totals"]["calls"]

@@ -25,7 +25,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 import msgspec
 
@@ -153,11 +153,17 @@ def _sniff_cli(path: Path) -> str | None:
 # -- Claude Code --------------------------------------------------------------------------
 
 
+MAX_TOKENS: Final = 10**12
+"""More tokens than one model call has ever had: a figure past it, or below 0, is a corrupt record's, and is
+dropped as a field of the wrong kind is (it would otherwise add, or take away, a fortune)."""
+_TOKENS = Annotated[int, msgspec.Meta(ge=0, le=MAX_TOKENS)]
+
+
 class _ClaudeUsage(msgspec.Struct):
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_creation_input_tokens: int | None = None
-    cache_read_input_tokens: int | None = None
+    input_tokens: _TOKENS = 0
+    output_tokens: _TOKENS = 0
+    cache_creation_input_tokens: _TOKENS | None = None
+    cache_read_input_tokens: _TOKENS | None = None
 
 
 class _ClaudeBlock(msgspec.Struct):
@@ -195,7 +201,10 @@ def _claude_lenient(line: bytes) -> _ClaudeRecord | None:
     figures = {
         key: value
         for key, value in (usage.items() if isinstance(usage, dict) else ())
-        if key in _ClaudeUsage.__struct_fields__ and isinstance(value, int) and not isinstance(value, bool)
+        if key in _ClaudeUsage.__struct_fields__
+        and isinstance(value, int)
+        and not isinstance(value, bool)
+        and 0 <= value <= MAX_TOKENS
     }
     content = message.get("content")
     blocks = [
@@ -510,7 +519,7 @@ def scan(
                 targets += [
                     (None, file)
                     for file in sorted(path.rglob("*.json*"))
-                    if file.suffix in (".jsonl", ".json")
+                    if file.suffix in (".jsonl", ".json") and file.is_file()  # a FIFO would block the scan
                 ]
     else:
         for owner, roots in default_roots().items():
