@@ -177,6 +177,39 @@ def test_logs_without_follow_emits_the_files_lines(tmp_path: Path, bus_home: Pat
     assert missing.returncode == 2 and end["error"]["code"] == "INVALID_INPUT" and end["error"]["fix"]
 
 
+def test_logs_reads_a_pipe_live_and_stdin_as_dash(tmp_path: Path, bus_home: Path) -> None:
+    """A FIFO (or /dev/stdin, or a shell's <(cmd)) is read to its end, each line as soon as it is whole."""
+    fifo = tmp_path / "app.fifo"
+    os.mkfifo(fifo)
+    proc = spawn_cli("logs", str(fifo))
+    writer = os.open(fifo, os.O_RDWR)  # never blocks, even when nothing reads the FIFO
+    try:
+        os.write(writer, b"first\n")
+        assert [o["message"] for o in _read_until(proc, 1)] == ["first"]  # out before the pipe closes
+        os.write(writer, b"second\n")
+    finally:
+        os.close(writer)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and [o["message"] for o in lines_of(out) if o["type"] == "log"] == ["second"]
+    dash = cli("logs", "-", stdin=b"from stdin\n")
+    assert dash.returncode == 0 and [o["message"] for o in lines_of(dash.stdout) if o["type"] == "log"] == [
+        "from stdin"
+    ]
+
+
+def test_logs_redacts_the_configured_secrets(
+    tmp_path: Path, bus_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = "sk-ant-api03-" + "Lq4" * 10
+    monkeypatch.setenv("ANTHROPIC_API_KEY", key)
+    log = tmp_path / "app.log"
+    log.write_text(f"using key {key}\n")
+    done = cli("logs", str(log))
+    assert [o["message"] for o in lines_of(done.stdout) if o["type"] == "log"] == [
+        "using key [redacted:ANTHROPIC_API_KEY]"
+    ]
+
+
 def _read_until(proc: object, count: int) -> list[dict]:  # type: ignore[type-arg]
     """The next ``count`` log events from a running ``logs --follow``."""
     found = []

@@ -19,6 +19,8 @@ from agentstream.cli._bus_options import add_publish_options
 from agentstream.cli._options import add_output_options, seconds
 
 if TYPE_CHECKING:
+    from io import BufferedReader
+
     from agentstream.protocol import LogLevel
     from agentstream.stream import Stream
 
@@ -42,7 +44,11 @@ _LEVELS: Final[dict[str, LogLevel]] = {
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", metavar="FILE", help="the file to read")
+    parser.add_argument(
+        "file",
+        metavar="FILE",
+        help="the file to read ('-': stdin; a FIFO or <(cmd) is read line by line as it comes)",
+    )
     parser.add_argument(
         "-f", "--follow", action="store_true", help="keep streaming new lines (survives rotation)"
     )
@@ -63,28 +69,61 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from agentstream._secrets import event_redactor
     from agentstream.cli._bus_options import publish
-    from agentstream.errors import UsageError
     from agentstream.stream import Stream
 
     stream = Stream(
-        f"logs {args.file}", output_format=args.output_format, dialect=args.dialect, color=args.color
+        f"logs {args.file}",
+        output_format=args.output_format,
+        dialect=args.dialect,
+        color=args.color,
+        redact=event_redactor(),  # a log may print a key from the environment; the bus must not keep it
     )
     close = publish(stream, args)
     try:
         with stream:
             if not args.follow:
-                if not os.path.isfile(args.file):
-                    raise UsageError(
-                        f"no such file: {args.file}", fix="check the path, or use --follow to wait for it"
-                    )
-                with open(args.file, "rb") as source:
-                    _emit_lines(stream, source.read(), args.level, final=True)
+                with _opened(args.file) as source:
+                    _emit_all(stream, source, args.level)
             else:
                 _Tail(stream, args.file, args.level, args.from_start).run(args.timeout)
     finally:
         close()
     return stream.result.exit_code if stream.result else 1
+
+
+def _opened(path: str) -> BufferedReader:
+    """``path`` (a file, a FIFO, ``/dev/stdin``, ``<(cmd)``; ``-``: stdin) to read once to its end."""
+    from agentstream.cli._options import stdin_bytes
+    from agentstream.errors import UsageError
+
+    if path == "-":
+        return os.fdopen(os.dup(stdin_bytes(fix="pass FILE, or pipe the log in").fileno()), "rb")
+    if os.path.isdir(path):
+        raise UsageError(f"{path} is a directory", fix="pass one log file")
+    try:
+        return open(path, "rb")
+    except FileNotFoundError:
+        raise UsageError(
+            f"no such file: {path}", fix="check the path, or use --follow to wait for it"
+        ) from None
+    except PermissionError:
+        raise UsageError(
+            f"cannot read {path}: permission denied", fix="check the file's permissions"
+        ) from None
+
+
+def _emit_all(stream: Stream, source: BufferedReader, level: LogLevel | None) -> None:
+    """Each line as soon as it is whole (a pipe's lines go out live), the unterminated last one at the end."""
+    pending = bytearray()
+    while chunk := source.read1(1 << 16):  # what a pipe has now, without waiting for more
+        pending += chunk
+        end = pending.rfind(b"\n") + 1
+        if end:
+            _emit_lines(stream, bytes(pending[:end]), level, final=False)
+            del pending[:end]
+    _emit_lines(stream, bytes(pending), level, final=True)
 
 
 def level_of(line: str) -> LogLevel:
