@@ -33,8 +33,12 @@ class TurnInterrupted(KeyboardInterrupt):
     """The client interrupted the running turn.
 
     A ``KeyboardInterrupt`` so that ``except Exception`` in tools cannot swallow it,
-    and the Stream marks a tool call it unwinds as ``cancelled``.
+    and the Stream marks a tool call it unwinds as ``cancelled``. Its message is what
+    that call's ``error`` says.
     """
+
+    def __init__(self, message: str = "interrupted by the client") -> None:
+        super().__init__(message)
 
 
 class TurnControl:
