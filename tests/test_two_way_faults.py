@@ -182,6 +182,19 @@ def test_a_decision_that_comes_after_its_turn_is_a_note_not_an_error(tmp_path: P
     assert "a permission decision, but no turn is running" in stderr
 
 
+def test_a_byte_order_mark_before_the_first_turn_is_dropped(tmp_path: Path) -> None:
+    """Windows tools start a file with one; the first turn must still be read."""
+    with FakeModelServer([anthropic_reply("Hi.")]) as server:
+        session = Session([], anthropic_env(tmp_path, server), tmp_path)
+        assert session.proc.stdin is not None
+        session.proc.stdin.write(b"\xef\xbb\xbf" + json.dumps(turn("hello")).encode() + b"\n")
+        session.proc.stdin.flush()
+        session.until("result")
+        code = session.close()
+    events = assert_valid_stream(session.lines, 0)
+    assert code == 0 and events[-1].result == "Hi."
+
+
 def test_stdin_closed_mid_turn_finishes_the_turn_then_exits(tmp_path: Path) -> None:
     with FakeModelServer([anthropic_reply("All of it.", chunk=2)]) as server:
         session = Session([], anthropic_env(tmp_path, server), tmp_path)

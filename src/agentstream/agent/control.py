@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any, Final, Protocol
 
 from agentstream import protocol as p
+from agentstream._lines import UTF8_BOM
 from agentstream._signals import start_thread
 from agentstream._text import utf8_text
 from agentstream.agent.interrupt import TurnControl, TurnInterrupted
@@ -201,6 +202,8 @@ class TwoWaySession:
         number = 0
         try:
             for number, line in enumerate(self.source, 1):
+                if number == 1 and line.startswith(UTF8_BOM):  # see agentstream._lines.LeadingBom
+                    line = line[len(UTF8_BOM) :]
                 if line.strip():
                     try:
                         self.reader.handle(self, line, number)
