@@ -291,3 +291,26 @@ def test_toolbox_workspace_given_through_a_symlink_is_resolved(tmp_path: Path) -
     box = Toolbox(ToolContext(alias))
     assert box.ctx.workspace == workspace
     assert box.run("read_file", {"path": "a.txt"}).status == "success"
+
+
+@pytest.mark.parametrize(
+    ("argv", "mode"),
+    [
+        (["hi"], "workspace-write"),  # exec's own documented default
+        (["--dialect", "claude", "hi"], "default"),  # as Claude Code: ask before shell and writes
+        (["--dialect", "claude", "--permission-mode", "full", "hi"], "full"),
+        (["--dialect", "claude", "--dangerously-skip-permissions", "hi"], "bypassPermissions"),
+        (["--permission-mode", "read-only", "hi"], "read-only"),
+    ],
+)
+def test_the_default_permission_mode_follows_the_dialect(argv: list[str], mode: str) -> None:
+    import argparse
+
+    from agentstream.cli import exec_cmd
+    from agentstream.cli._exec_options import resolve_permission_mode
+
+    parser = argparse.ArgumentParser()
+    exec_cmd.configure(parser)
+    args = parser.parse_args(argv)
+    assert resolve_permission_mode(args) == mode
+    assert args.permission_mode == mode

@@ -189,3 +189,27 @@ def test_two_turns_on_one_client(tmp_path: Path) -> None:
     assert [sum(isinstance(m, ResultMessage) for m in turn) for turn in turns] == [1, 1]
     second = json.dumps(server.posts[1].body["messages"])
     assert "first question" in second and "First answer." in second and "second question" in second
+
+
+def test_can_use_tool_is_asked_when_no_permission_mode_is_given(tmp_path: Path) -> None:
+    """The SDK sends ``--permission-prompt-tool stdio`` and no ``--permission-mode``: Claude Code's default asks."""
+    asked: list[str] = []
+
+    async def can_use_tool(name: str, arguments: dict[str, Any], context: Any) -> PermissionResultDeny:
+        asked.append(name)
+        return PermissionResultDeny(message="ask me first")
+
+    script = [
+        anthropic_reply(tool_calls=[("toolu_03", "shell", {"command": "echo no > ran.txt"})]),
+        anthropic_reply("I did not run it."),
+    ]
+    with FakeModelServer(script) as server:
+        opts = options(tmp_path, server, can_use_tool=can_use_tool)
+        assert opts.permission_mode is None
+        messages = asyncio.run(client_turn("run it", opts))
+    assert asked == ["shell"]
+    assert not (tmp_path / "work" / "ran.txt").exists()
+    init = next(m for m in messages if isinstance(m, SystemMessage) and m.subtype == "init")
+    assert init.data["permissionMode"] == "default"
+    denied = tool_results(server.posts[1].body)[0]
+    assert denied["is_error"] and "ask me first" in denied["content"]

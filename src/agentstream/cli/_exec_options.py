@@ -14,7 +14,24 @@ from agentstream.cli._options import (
     positive_seconds,
 )
 
-__all__ = ["CLAUDE_IGNORED", "add_exec_options"]
+__all__ = ["CLAUDE_IGNORED", "add_exec_options", "resolve_permission_mode"]
+
+DEFAULT_PERMISSION_MODE = "workspace-write"
+"""``exec``'s own default mode (docs/agent.md)."""
+CLAUDE_DEFAULT_PERMISSION_MODE = "default"
+"""The default when agentstream speaks as Claude Code (``--dialect claude``, ``agentstream-claude``):
+Claude Code's own, which asks before shell commands and file writes. A Claude Agent SDK client with
+``can_use_tool`` and no ``permission_mode`` sends no ``--permission-mode`` and counts on being asked."""
+
+
+def resolve_permission_mode(args: argparse.Namespace) -> str:
+    """The mode a run starts in (stored back on ``args``): the one given, else the dialect's default."""
+    mode = getattr(args, "permission_mode", None)
+    if mode is None:
+        mode = CLAUDE_DEFAULT_PERMISSION_MODE if args.dialect == "claude" else DEFAULT_PERMISSION_MODE
+        args.permission_mode = mode
+    return str(mode)
+
 
 CLAUDE_IGNORED: dict[str, str] = {
     # Claude Code options the Claude Agent SDK may pass that have no meaning here: option -> nargs
@@ -118,8 +135,9 @@ def add_exec_options(parser: argparse.ArgumentParser) -> None:
     agent.add_argument(
         "--permission-mode",
         choices=ALL_PERMISSION_MODES,
-        default="workspace-write",
-        help="what tools may do; Claude Code's modes are accepted too (see docs/agent.md)",
+        default=None,
+        help="what tools may do (default workspace-write; with --dialect claude, Claude Code's default, "
+        "which asks first); Claude Code's modes are accepted too (see docs/agent.md)",
     )
     agent.add_argument(
         "--dangerously-skip-permissions",

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from agentstream.cli._exec_options import add_exec_options
+from agentstream.cli._exec_options import add_exec_options, resolve_permission_mode
 from agentstream.cli._options import resolve_output_format
 from agentstream.errors import AgentstreamError, UsageError
 
@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
 
     resolve_output_format(args)
     _say_ignored(args)
-
+    resolve_permission_mode(args)
     try:
         prompt = _first_prompt(args)
     except AgentstreamError as exc:
