@@ -232,3 +232,25 @@ def test_a_fifo_in_a_scanned_folder_is_not_waited_on(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "pipe.jsonl")
     totals = envelope(str(tmp_path))["result"]["totals"]  # usage() bounds the run's time
     assert totals["calls"] == envelope(str(CLAUDE_LOG))["result"]["totals"]["calls"]
+
+
+@pytest.mark.parametrize(
+    "total",
+    [{}, {"input_tokens": "5000", "output_tokens": 1}, {"input_tokens": -1, "output_tokens": 1}],
+    ids=["empty", "wrong-kind", "negative"],
+)
+def test_an_unreadable_codex_running_total_is_lost_whole_not_read_as_zeros(
+    tmp_path: Path, total: dict
+) -> None:
+    """Read as zeros, it made the next token_count count the whole session again (usage doubled)."""
+    lines = CODEX_LOG.read_text().splitlines(keepends=True)
+    info = {"total_token_usage": total, "last_token_usage": {}}
+    bad = {
+        "timestamp": "2026-11-03T10:00:03.000Z",
+        "type": "event_msg",
+        "payload": {"type": "token_count", "info": info},
+    }
+    corrupt = tmp_path / "rollout-corrupt.jsonl"
+    corrupt.write_text("".join(lines[:11]) + json.dumps(bad) + "\n" + "".join(lines[11:]))
+    clean = envelope(str(CODEX_LOG))["result"]["totals"]
+    assert envelope(str(corrupt))["result"]["totals"] == clean

@@ -51,10 +51,16 @@ class Tokens(NamedTuple):
 
     @classmethod
     def read(cls, value: object) -> Tokens | None:
-        if not isinstance(value, dict):
+        """The figures, or ``None`` when they cannot all be trusted: no input or output count, or any figure of
+        the wrong kind or below 0. A running total read as zeros would make the next one count the session
+        again, so an unreadable one is lost whole (the next good total is measured against the last good one).
+        """
+        if not isinstance(value, dict) or not ("input_tokens" in value or "output_tokens" in value):
             return None
-        figures = [value.get(key) for key in _FIELDS]
-        return cls(*(n if isinstance(n, int) and not isinstance(n, bool) and n >= 0 else 0 for n in figures))
+        figures = [value.get(key, 0) for key in _FIELDS]
+        if not all(type(n) is int and n >= 0 for n in figures):
+            return None
+        return cls(*figures)
 
 
 def usage_step(previous: Tokens | None, info: object) -> tuple[Tokens | None, Tokens | None]:
