@@ -234,17 +234,32 @@ def test_a_fifo_in_a_scanned_folder_is_not_waited_on(tmp_path: Path) -> None:
     assert totals["calls"] == envelope(str(CLAUDE_LOG))["result"]["totals"]["calls"]
 
 
+_SECOND_CALL = {
+    "input_tokens": 6000,
+    "cached_input_tokens": 5000,
+    "output_tokens": 120,
+    "reasoning_output_tokens": 44,
+}
+
+
 @pytest.mark.parametrize(
-    "total",
-    [{}, {"input_tokens": "5000", "output_tokens": 1}, {"input_tokens": -1, "output_tokens": 1}],
-    ids=["empty", "wrong-kind", "negative"],
+    ("total", "last"),
+    [
+        ({}, {}),
+        ({"input_tokens": "5000", "output_tokens": 1}, {}),
+        ({"input_tokens": -1, "output_tokens": 1}, {}),
+        (None, _SECOND_CALL),
+        ({"input_tokens": "11000"}, _SECOND_CALL),
+    ],
+    ids=["empty", "wrong-kind", "negative", "missing-with-last", "wrong-kind-with-last"],
 )
 def test_an_unreadable_codex_running_total_is_lost_whole_not_read_as_zeros(
-    tmp_path: Path, total: dict
+    tmp_path: Path, total: dict | None, last: dict
 ) -> None:
-    """Read as zeros, it made the next token_count count the whole session again (usage doubled)."""
+    """Read as zeros, it made the next token_count count the whole session again (usage doubled); its
+    last_token_usage counted, the next good total counted that call again."""
     lines = CODEX_LOG.read_text().splitlines(keepends=True)
-    info = {"total_token_usage": total, "last_token_usage": {}}
+    info = {"total_token_usage": total, "last_token_usage": last}
     bad = {
         "timestamp": "2026-11-03T10:00:03.000Z",
         "type": "event_msg",
@@ -253,4 +268,7 @@ def test_an_unreadable_codex_running_total_is_lost_whole_not_read_as_zeros(
     corrupt = tmp_path / "rollout-corrupt.jsonl"
     corrupt.write_text("".join(lines[:11]) + json.dumps(bad) + "\n" + "".join(lines[11:]))
     clean = envelope(str(CODEX_LOG))["result"]["totals"]
+    assert (
+        clean["input_tokens"] == 3000 and clean["cache_read_tokens"] == 8000 and clean["output_tokens"] == 520
+    )
     assert envelope(str(corrupt))["result"]["totals"] == clean

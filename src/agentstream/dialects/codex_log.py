@@ -67,13 +67,16 @@ def usage_step(previous: Tokens | None, info: object) -> tuple[Tokens | None, To
     """(the new running total, the usage of the call(s) since ``previous``) for one ``token_count`` ``info``.
 
     A repeated event adds nothing; a total that shrank (a new session file resumed
-    under another total) falls back to ``last_token_usage``.
+    under another total) falls back to ``last_token_usage``. An event whose total cannot
+    be read is lost whole and leaves ``previous`` as it was: counting its
+    ``last_token_usage`` would count that call again in the next good total's growth.
     """
     if not isinstance(info, dict):
         return previous, None
-    total, last = Tokens.read(info.get("total_token_usage")), Tokens.read(info.get("last_token_usage"))
+    total = Tokens.read(info.get("total_token_usage"))
     if total is None:
-        return previous, last if last is not None and any(last) else None
+        return previous, None
+    last = Tokens.read(info.get("last_token_usage"))
     if previous is None:
         step = total
     else:
@@ -238,7 +241,12 @@ class CodexLogDecoder(SessionLogDecoder):
         if kind in _REPEATED_EVENTS:
             return
         if kind == "token_count":
-            self._total, step = usage_step(self._total, event.obj.get("info"))
+            info = event.obj.get("info")
+            if isinstance(info, dict) and Tokens.read(info.get("total_token_usage")) is None:
+                event.child(info, "info").lose(
+                    "total_token_usage", "cannot be read as a running total of token counts"
+                )
+            self._total, step = usage_step(self._total, info)
             if step is not None:
                 self.emit(
                     p.Usage(
