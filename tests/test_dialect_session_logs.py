@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from _codex_log_cases import BAD_RECORD_TIME, unreadable_totals, with_bad_token_count
 from agentstream import protocol as p
 from agentstream.consumer import read
 from agentstream.errors import ErrorCode, UsageError
@@ -103,37 +104,13 @@ def test_codex_rollout_details() -> None:
     assert events[-1].result == "There are 2 files."
 
 
-_SECOND_CALL = {
-    "input_tokens": 6000,
-    "cached_input_tokens": 5000,
-    "output_tokens": 120,
-    "reasoning_output_tokens": 44,
-}
-
-
-@pytest.mark.parametrize(
-    ("total", "last"),
-    [
-        ({}, {}),
-        ({"input_tokens": "5000", "output_tokens": 1}, {}),
-        ({"input_tokens": 5000, "output_tokens": -1}, {}),
-        (None, _SECOND_CALL),
-        ({"input_tokens": "11000"}, _SECOND_CALL),
-    ],
-    ids=["empty", "wrong-kind", "negative", "missing-with-last", "wrong-kind-with-last"],
-)
+@unreadable_totals
 def test_a_codex_token_count_whose_running_total_cannot_be_read_loses_only_itself(
     total: dict | None, last: dict
 ) -> None:
     """It neither resets the running total (the next good one counted the whole session again) nor counts
     its last_token_usage (the next good total counted that call again): the usage is the clean log's."""
-    lines = LOGS["codex-log"].read_bytes().splitlines(keepends=True)
-    bad = {
-        "timestamp": "2026-11-03T10:00:03.000Z",
-        "type": "event_msg",
-        "payload": {"type": "token_count", "info": {"total_token_usage": total, "last_token_usage": last}},
-    }
-    events, _ = events_of(b"".join(lines[:11]) + json.dumps(bad).encode() + b"\n" + b"".join(lines[11:]))
+    events, _ = events_of(with_bad_token_count(LOGS["codex-log"], total, last))
     usages = of_type(events, p.Usage)
     assert [(u.input_tokens, u.cached_tokens, u.output_tokens, u.reasoning_tokens) for u in usages] == [
         (5000, 3000, 400, 256),
@@ -147,7 +124,7 @@ def test_a_codex_token_count_whose_running_total_cannot_be_read_loses_only_itsel
         520,
     )
     (warning,) = [e for e in of_type(events, p.Log) if "total_token_usage" in e.message]
-    assert warning.level == "warn" and warning.ts == bad["timestamp"]
+    assert warning.level == "warn" and warning.ts == BAD_RECORD_TIME
     assert not of_type(events, p.Error)
 
 

@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 from tests._claude_log_gen import MODELS, write_tree
 
+from _codex_log_cases import unreadable_totals, with_bad_token_count
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "dialects"
 CLAUDE_LOG = FIXTURES / "claude-log" / "project-log.jsonl"
@@ -234,39 +236,14 @@ def test_a_fifo_in_a_scanned_folder_is_not_waited_on(tmp_path: Path) -> None:
     assert totals["calls"] == envelope(str(CLAUDE_LOG))["result"]["totals"]["calls"]
 
 
-_SECOND_CALL = {
-    "input_tokens": 6000,
-    "cached_input_tokens": 5000,
-    "output_tokens": 120,
-    "reasoning_output_tokens": 44,
-}
-
-
-@pytest.mark.parametrize(
-    ("total", "last"),
-    [
-        ({}, {}),
-        ({"input_tokens": "5000", "output_tokens": 1}, {}),
-        ({"input_tokens": -1, "output_tokens": 1}, {}),
-        (None, _SECOND_CALL),
-        ({"input_tokens": "11000"}, _SECOND_CALL),
-    ],
-    ids=["empty", "wrong-kind", "negative", "missing-with-last", "wrong-kind-with-last"],
-)
+@unreadable_totals
 def test_an_unreadable_codex_running_total_is_lost_whole_not_read_as_zeros(
     tmp_path: Path, total: dict | None, last: dict
 ) -> None:
     """Read as zeros, it made the next token_count count the whole session again (usage doubled); its
     last_token_usage counted, the next good total counted that call again."""
-    lines = CODEX_LOG.read_text().splitlines(keepends=True)
-    info = {"total_token_usage": total, "last_token_usage": last}
-    bad = {
-        "timestamp": "2026-11-03T10:00:03.000Z",
-        "type": "event_msg",
-        "payload": {"type": "token_count", "info": info},
-    }
     corrupt = tmp_path / "rollout-corrupt.jsonl"
-    corrupt.write_text("".join(lines[:11]) + json.dumps(bad) + "\n" + "".join(lines[11:]))
+    corrupt.write_bytes(with_bad_token_count(CODEX_LOG, total, last))
     clean = envelope(str(CODEX_LOG))["result"]["totals"]
     assert (
         clean["input_tokens"] == 3000 and clean["cache_read_tokens"] == 8000 and clean["output_tokens"] == 520
