@@ -116,6 +116,8 @@ def test_tool_round_trip_with_bypass_permissions(tmp_path: Path) -> None:
         results[0].tool_use_id == "toolu_01" and "ok" in str(results[0].content) and not results[0].is_error
     )
     assert (tmp_path / "work" / "made.txt").read_text() == "made\n"
+    init = next(m for m in messages if isinstance(m, SystemMessage) and m.subtype == "init")
+    assert init.data["permissionMode"] == "bypassPermissions", "init says the mode the session runs in"
     final = [m for m in messages if isinstance(m, ResultMessage)]
     assert len(final) == 1 and final[0].result == "The file is made."
     assert tool_results(server.posts[1].body)[0]["content"].startswith("ok")

@@ -47,6 +47,7 @@ def test_init_of_cli_1_0_starts_the_session_with_its_id_model_and_tools() -> Non
         "claude-sonnet-4-20250514",
     )
     assert start.tools[:3] == ["Task", "Bash", "Glob"] and len(start.tools) == 16
+    assert start.permission_mode == "acceptEdits"
 
 
 def test_cli_2_0_76_capture_one_line_per_block_with_usage_counted_once() -> None:
@@ -258,7 +259,6 @@ LOST_INIT = {
     "skills",
     "plugins",
     "uuid",
-    "permissionMode",
     "apiKeySource",
 }
 

@@ -116,6 +116,8 @@ class Start(BaseEvent, tag="start", kw_only=True):
     provider: str | UnsetType = UNSET
     tools: list[str] = []
     parent_session_id: str | UnsetType = UNSET
+    permission_mode: str | UnsetType = UNSET
+    """What the producer's tools may do without asking, in its own words (``exec``: its ``--permission-mode``)."""
 
 
 class Message(BaseEvent, tag="message", kw_only=True):

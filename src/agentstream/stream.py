@@ -113,6 +113,7 @@ class Stream:
         provider: str | None = None,
         tools: Sequence[str] = (),
         parent_session_id: str | None = None,
+        permission_mode: str | None = None,
         color: ColorChoice | bool | None = None,
         redact: Callable[[p.Event], None] | None = None,
     ) -> None:
@@ -135,6 +136,7 @@ class Stream:
             model=model if model is not None else p.UNSET,
             provider=provider if provider is not None else p.UNSET,
             parent_session_id=parent_session_id if parent_session_id is not None else p.UNSET,
+            permission_mode=permission_mode if permission_mode is not None else p.UNSET,
         )
         self._sequencer = p.Sequencer(session_id)
         self._lock = threading.RLock()

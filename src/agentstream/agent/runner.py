@@ -347,8 +347,14 @@ class AgentRunner:
             model=provider.model,
             provider=provider.name,
             tools=self.loop.toolbox.names,
+            permission_mode=self._permission_mode(),
             redact=event_redactor(),
         )
+
+    def _permission_mode(self) -> str:
+        """The mode the next turn runs in: a two-way session's client may have changed it."""
+        approvals = self.loop.approvals
+        return approvals.mode if approvals is not None else self.options.permission_mode
 
     def _save(self, stream: Stream, status: str) -> None:
         """Store the conversation so far; a store failure costs a warning, never the run."""

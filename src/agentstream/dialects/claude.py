@@ -52,6 +52,12 @@ _CATEGORY_CODES: dict[str, str] = {
 }
 _CODE_CATEGORIES = first_keys(_CATEGORY_CODES)
 _DELTA_KINDS = {"text_delta": "text", "thinking_delta": "thinking"}
+CLAUDE_PERMISSION_MODE_OF = {
+    "full": "bypassPermissions",
+    "workspace-write": "acceptEdits",
+    "read-only": "default",
+}
+"""agentstream's own permission modes in Claude Code's words (Claude Code's own modes are kept as they are)."""
 _STREAM_ERROR_CODES = {
     "rate_limit_error": ErrorCode.RATE_LIMITED,
     "overloaded_error": ErrorCode.PROVIDER_ERROR,
@@ -541,10 +547,13 @@ class ClaudeDecoder(EventDecoder):
 
     def _init(self, f: Fields) -> None:
         session_id, cwd, model = f.opt_text("session_id"), f.opt_text("cwd"), f.opt_text("model")
-        tools = f.opt_strings("tools") or []
+        tools, mode = f.opt_strings("tools") or [], f.opt_text("permissionMode")
         self._flush_usage()
         self.adopt_session(session_id)
-        self.emit(p.Start(command=self.command, cwd=cwd or "", model=model or p.UNSET, tools=tools))
+        start = p.Start(command=self.command, cwd=cwd or "", model=model or p.UNSET, tools=tools)
+        if mode is not None:
+            start.permission_mode = mode
+        self.emit(start)
 
     def _api_retry(self, f: Fields) -> None:
         attempt, limit = f.opt_integer("attempt"), f.opt_integer("max_retries")
@@ -1034,8 +1043,9 @@ class ClaudeEncoder(EventEncoder):
         }
         if event.model is not p.UNSET:
             line["model"] = event.model
+        mode = event.permission_mode if event.permission_mode is not p.UNSET else "default"
         line.update(
-            permissionMode="default",
+            permissionMode=CLAUDE_PERMISSION_MODE_OF.get(mode, mode),
             apiKeySource="none",
             claude_code_version=CLAUDE_CODE_LEVEL,
             uuid=self.line_uuid(),
