@@ -357,6 +357,42 @@ def test_delta_guard_catches_a_secret_split_at_any_points() -> None:
     check()
 
 
+def test_canonical_chunks_are_guarded_per_run_and_released_before_what_completes_them() -> None:
+    """Two runs and a call's progress interleaved, each cutting the key in two: every piece is redacted, and
+    what a guard held back goes out just before the event that completes its run (or before the result)."""
+    from agentstream import protocol as p
+    from agentstream._secrets import guard_chunks
+
+    redactor = Redactor({"OPENAI_API_KEY": OPENAI_KEY})
+    head, tail = OPENAI_KEY[:10], OPENAI_KEY[10:]
+    events: list[p.AnyEvent] = [
+        p.MessageDelta(message_id="m", content="a " + head),
+        p.ReasoningDelta(reasoning_id="r", content="b " + head),
+        p.ToolProgress(call_id="c", content="c " + head),
+        p.MessageDelta(message_id="m", content=tail + " a"),
+        p.ReasoningDelta(reasoning_id="r", content=tail + " b"),
+        p.ToolProgress(call_id="c", content=tail + " c s"),
+        p.Message(message_id="m", role="assistant", content="a " + OPENAI_KEY + " a"),
+        p.MessageDelta(message_id="m2", content="ends with sk"),
+        p.Result(ok=True, exit_code=0, subtype="success"),
+    ]
+    out = list(guard_chunks(events, redactor))
+    shown = "[redacted:OPENAI_API_KEY]"
+
+    def joined(kind: type[p.Event], key: str, value: str) -> str:
+        return "".join(e.content for e in out if type(e) is kind and getattr(e, key) == value)  # type: ignore[attr-defined]
+
+    assert joined(p.MessageDelta, "message_id", "m") == f"a {shown} a"
+    assert joined(p.ReasoningDelta, "reasoning_id", "r") == f"b {shown} b"
+    assert joined(p.ToolProgress, "call_id", "c") == f"c {shown} c s"
+    assert joined(p.MessageDelta, "message_id", "m2") == "ends with sk"
+    assert type(out[-1]) is p.Result and type(out[-2]) is p.MessageDelta, (
+        "held text goes out before the result"
+    )
+    chunks = [e for e in out if isinstance(e, (p.MessageDelta, p.ReasoningDelta, p.ToolProgress))]
+    assert not [e for e in chunks if head in e.content or tail in e.content]
+
+
 def test_turn_events_are_redacted_at_the_provider_edge(monkeypatch: pytest.MonkeyPatch) -> None:
     """What a provider yields is redacted before the loop sees it: text runs, reasoning, tool calls."""
     from agentstream import _secrets

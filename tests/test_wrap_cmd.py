@@ -338,3 +338,38 @@ def test_a_secret_the_child_prints_reaches_neither_the_stream_nor_stderr_nor_the
     assert b"[redacted:ANTHROPIC_API_KEY]" in stored  # the run is on the bus, redacted
     for output in (done.stdout, done.stderr, stored):
         assert key.encode() not in output
+
+
+def test_a_secret_the_child_splits_across_two_deltas_is_still_redacted(tmp_path: Path) -> None:
+    """Each chunk holds half of the key: redacting each event alone would let both halves through."""
+    key = "sk-ant-api03-" + "Qx9" * 12
+    half = len(key) // 2
+    child = tmp_path / "splitting.py"
+    child.write_text(
+        "import json, os\n"
+        "key = os.environ['ANTHROPIC_API_KEY']\n"
+        f"head, tail = key[:{half}], key[{half}:]\n"
+        "def say(line): print(json.dumps(line), flush=True)\n"
+        "def stream(event): say({'type': 'stream_event', 'event': event})\n"
+        "say({'type': 'system', 'subtype': 'init', 'session_id': 'a', 'model': 'm', 'tools': []})\n"
+        "stream({'type': 'message_start', 'message': {'id': 'm1', 'model': 'm', 'usage': {}}})\n"
+        "stream({'type': 'content_block_start', 'index': 0, 'content_block': {'type': 'text', 'text': ''}})\n"
+        "for piece in ('the key is ' + head, tail + ' ok'):\n"
+        "    stream({'type': 'content_block_delta', 'index': 0, 'delta': {'type': 'text_delta', 'text': piece}})\n"
+        "block = {'type': 'text', 'text': 'the key is ' + key + ' ok'}\n"
+        "say({'type': 'assistant', 'message': {'id': 'm1', 'role': 'assistant', 'content': [block]}})\n"
+        "stream({'type': 'content_block_stop', 'index': 0})\n"
+        "stream({'type': 'message_stop'})\n"
+        "say({'type': 'result', 'subtype': 'success', 'is_error': False, 'result': 'done'})\n"
+    )
+    env = {**os.environ, "ANTHROPIC_API_KEY": key}
+    done = subprocess.run(
+        [PYTHON, "-m", "agentstream", "wrap", "--no-publish", "--from", "claude", "--", PYTHON, str(child)],
+        capture_output=True, timeout=30, cwd=ROOT, env=env,
+    )  # fmt: skip
+    events = assert_valid_stream(decode_output(done.stdout), exit_code=done.returncode)
+    deltas = "".join(e.content for e in events if isinstance(e, p.MessageDelta))
+    redacted = "the key is [redacted:ANTHROPIC_API_KEY] ok"
+    assert deltas == redacted, "the deltas, joined, read as the message does"
+    assert [e.content for e in events if isinstance(e, p.Message)] == [redacted]
+    assert key[:half].encode() not in done.stdout and key[half:].encode() not in done.stdout

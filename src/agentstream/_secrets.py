@@ -32,11 +32,14 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import lru_cache
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
+
+if TYPE_CHECKING:
+    from agentstream import protocol as p
 
 __all__ = [
     "DeltaGuard",
@@ -44,6 +47,7 @@ __all__ = [
     "Redactor",
     "configured_redactor",
     "event_redactor",
+    "guard_chunks",
     "is_secret",
     "redact_stderr",
     "scrubbed_environ",
@@ -187,6 +191,54 @@ class DeltaGuard:
             if secrets and any(secret.startswith(text[start:]) for secret in secrets):
                 return len(text) - start
         return 0
+
+
+def guard_chunks(events: Iterable[p.AnyEvent], redactor: Redactor) -> Iterator[p.AnyEvent]:
+    """``events`` with the text of every delta run and every tool call's progress redacted chunk by chunk.
+
+    Each run (and each call's progress) has a :class:`DeltaGuard` of its own, so a secret that the source
+    split across two chunks is still caught, even with several runs open at once. What a guard holds back
+    goes out as one more chunk just before the run's complete event (the call's result), or before a
+    ``result`` for anything still open. Per-event redaction (:func:`event_redactor`) still does the rest.
+    """
+    from agentstream import protocol as p
+
+    if not redactor:
+        yield from events
+        return
+    open_chunks: dict[
+        tuple[str, str], tuple[DeltaGuard, p.MessageDelta | p.ReasoningDelta | p.ToolProgress]
+    ] = {}
+    for event in events:
+        if isinstance(event, (p.MessageDelta, p.ReasoningDelta, p.ToolProgress)):
+            key = _chunk_key(event)
+            guard = open_chunks[key][0] if key in open_chunks else DeltaGuard(redactor)
+            open_chunks[key] = (guard, event)
+            text = guard.feed(event.content)
+            if text or not event.content:
+                event.content = text
+                yield event
+            continue
+        if isinstance(event, p.Result):
+            keys = list(open_chunks)
+        else:
+            key = _chunk_key(event)
+            keys = [key] if key in open_chunks else []
+        for key in keys:
+            guard, last = open_chunks.pop(key)
+            held = guard.flush()
+            if held:
+                yield msgspec.structs.replace(last, content=held)
+        yield event
+
+
+def _chunk_key(event: p.AnyEvent) -> tuple[str, str]:
+    """Which run or call a chunk (or the event that completes it) belongs to."""
+    for field in ("message_id", "reasoning_id", "call_id"):
+        value = getattr(event, field, None)
+        if isinstance(value, str):
+            return field, value
+    return "", ""
 
 
 @lru_cache(maxsize=1)

@@ -32,7 +32,7 @@ from agentstream.cli._bus_options import add_publish_options, publish
 from agentstream.cli._options import add_output_options, add_to_alias, check_dialect, seconds
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable, Iterator
     from types import FrameType
 
     from agentstream import protocol as p
@@ -241,6 +241,13 @@ def _command(argv: list[str]) -> list[str]:
     return argv
 
 
+def _chunks_guarded(events: Iterable[p.AnyEvent]) -> Iterator[p.AnyEvent]:
+    """The child's events with a secret it split across two deltas (or progress chunks) still redacted."""
+    from agentstream._secrets import configured_redactor, guard_chunks
+
+    return guard_chunks(events, configured_redactor())
+
+
 def _echo(line: str) -> None:
     sys.stderr.write(line + "\n")
     sys.stderr.flush()
@@ -286,7 +293,7 @@ class _Relay:
         final: p.Result | None = None
         with self.child:
             self.forwarder.handlers.install()
-            for event in self.child:
+            for event in _chunks_guarded(self.child):
                 if isinstance(event, p.Result):
                     final = event
                 else:
@@ -409,7 +416,7 @@ class _TwoWayRelay(_Relay):
         before_any_turn: list[p.AnyEvent] = []
         with self.child:
             self.forwarder.handlers.install()
-            for event in self.child:
+            for event in _chunks_guarded(self.child):
                 if not self.turns and self.turn is None and event.synthetic is True:
                     before_any_turn.append(event)  # the reader's own making; see below
                     continue
