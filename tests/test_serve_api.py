@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import threading
@@ -228,6 +229,22 @@ def test_post_runs_rejects_what_submit_rejects(server: Server) -> None:
     for body in (b"not json", b"[]", _json({"prompt": ""}), _json({"prompt": "x", "args": [1]})):
         reply = request(server, "POST", "/api/runs", body=body)
         assert reply.status == 400 and reply.json()["fix"].startswith("send JSON")
+
+
+def test_post_runs_refuses_a_body_over_1_mib_without_waiting_for_all_of_it(server: Server) -> None:
+    """A declared length over the limit is refused before the body comes; a chunked one once it passes it."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=15) as conn:
+        conn.sendall(
+            b"POST /api/runs HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n{" % (server.port, 64 << 20)
+        )  # and nothing more: a server that waited for the whole body would never answer
+        head = conn.recv(65536)
+    assert head.startswith(b"HTTP/1.1 413 "), head[:200]
+    chunk = b"x" * (1 << 16)
+    chunked = iter([b'{"prompt": "', *([chunk] * 24), b'"}'])  # 1.5 MiB, no Content-Length
+    reply = request(server, "POST", "/api/runs", body=chunked, headers={"Content-Type": "application/json"})  # type: ignore[arg-type]
+    assert reply.status == 413 and "too large" in reply.json()["error"]["message"]
+    assert reply.json()["fix"].startswith("send JSON")
 
 
 def test_cancel_ends_a_live_run_its_follower_sees_it_and_unknown_or_ended_runs_are_refused(

@@ -218,7 +218,11 @@ class _Api:
         from starlette.responses import RedirectResponse
 
         token = self.settings.token
-        form = parse_qs((await request.body())[:MAX_BODY].decode("utf-8", "replace"))
+        try:
+            body = await _bounded_body(request, "send only the login form's token and next fields")
+        except ApiError as exc:
+            return _error_response("agentstream serve", exc)
+        form = parse_qs(body.decode("utf-8", "replace"))
         given = form.get("token", [""])[-1]
         target = form.get("next", ["/"])[-1]
         if not target.startswith("/") or target.startswith("//") or "\\" in target:
@@ -271,7 +275,7 @@ class _Api:
         from agentstream.cli._submit import SUBMIT_COMMAND, submit_job, submitted_envelope
 
         async def build() -> Envelope:
-            prompt, args = _job_request(await request.body())
+            prompt, args = _job_request(await _bounded_body(request, _JOB_FIX))
             job = await self.hub.call(lambda bus: submit_job(bus, prompt, args))
             return submitted_envelope(job)
 
@@ -387,11 +391,31 @@ def _check_run_id(run_id: str) -> None:
         )
 
 
+_JOB_FIX: Final = 'send JSON: {"prompt": "what to do", "args": ["--max-turns", "3"]} (args optional)'
+
+
+async def _bounded_body(request: Request, fix: str) -> bytes:
+    """The request body, refused (413) as soon as it passes :data:`MAX_BODY`: never held whole beyond it."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_BODY:
+        raise _too_large(fix)
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_BODY:
+            raise _too_large(fix)
+    return bytes(body)
+
+
+def _too_large(fix: str) -> ApiError:
+    return ApiError(
+        413, f"request body too large (over {MAX_BODY} bytes)", code=ErrorCode.INVALID_INPUT, fix=fix
+    )
+
+
 def _job_request(body: bytes) -> tuple[str, list[str]]:
     """``{"prompt": "...", "args": ["--max-turns", "3"]}``: submit's PROMPT and exec options."""
-    fix = 'send JSON: {"prompt": "what to do", "args": ["--max-turns", "3"]} (args optional)'
-    if len(body) > MAX_BODY:
-        raise UsageError("request body too large", fix=fix)
+    fix = _JOB_FIX
     try:
         request = json.loads(body or b"null")
     except ValueError as exc:
