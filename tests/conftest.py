@@ -33,6 +33,15 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Compile the package once, up front, where this environment writes no bytecode
+    (``PYTHONDONTWRITEBYTECODE``): every process a test starts would compile it anew."""
+    if sys.dont_write_bytecode and not hasattr(config, "workerinput"):  # xdist workers: the controller did
+        import compileall
+
+        compileall.compile_dir(ROOT / "src", quiet=1)
+
+
 @pytest.fixture(autouse=True)
 def _private_state(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
