@@ -120,3 +120,31 @@ def test_a_request_fails_when_the_other_side_goes_away() -> None:
     peer.serve()  # the input is already at its end
     asker.join(5.0)
     assert len(errors) == 1  # raised, whether it was asked before or after the input ended
+
+
+def test_ids_and_params_are_checked_as_jsonrpc_asks() -> None:
+    """An id that is an object, an array or a boolean is an invalid request (answered with id null);
+    params that are not an object are invalid params, or, on a notification, a reported line."""
+    seen: list[object] = []
+    bad_lines: list[str] = []
+    written = serve(
+        [
+            b'{"jsonrpc":"2.0","id":{"n":1},"method":"f","params":{}}\n',
+            b'{"jsonrpc":"2.0","id":[1],"method":"f","params":{}}\n',
+            b'{"jsonrpc":"2.0","id":true,"method":"f","params":{}}\n',
+            b'{"jsonrpc":"2.0","id":4,"method":"f","params":[1]}\n',
+            b'{"jsonrpc":"2.0","id":5,"method":"f","params":"text"}\n',
+            b'{"jsonrpc":"2.0","method":"n","params":[1]}\n',
+            b'{"jsonrpc":"2.0","id":"s","method":"f"}\n',
+            b'{"jsonrpc":"2.0","id":1.5,"method":"f","params":null}\n',
+            b'{"jsonrpc":"2.0","id":null,"method":"f","params":{"k":1}}\n',
+        ],
+        requests={"f": lambda params: seen.append(params) or {"ok": True}},
+        notifications={"n": seen.append},
+        on_bad_line=lambda line, reason: bad_lines.append(reason),
+    )
+    refused = sorted(repr((m["id"], m["error"]["code"])) for m in written if "error" in m)  # type: ignore[index]
+    assert refused == ["(4, -32602)", "(5, -32602)", "(None, -32600)", "(None, -32600)", "(None, -32600)"]
+    assert sorted(str(m["id"]) for m in written if "result" in m) == ["1.5", "None", "s"]
+    assert sorted(map(str, seen)) == ["{'k': 1}", "{}", "{}"]  # a notification with bad params is not handled
+    assert len(bad_lines) == 4 and "the params of n must be an object, not an array" in bad_lines

@@ -17,13 +17,23 @@ from typing import IO, Any, Final
 
 from agentstream import protocol as p
 from agentstream.acp.mapping import PROTOCOL_VERSION, UpdateMapper, stop_reason
-from agentstream.acp.server import INTERNAL_ERROR, INVALID_PARAMS, PeerClosed, RpcError, RpcPeer, require
+from agentstream.acp.server import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    PeerClosed,
+    RpcError,
+    RpcPeer,
+    require,
+)
 from agentstream.errors import AgentstreamError, ErrorCode
 
 __all__ = ["AcpAgent", "AcpSession", "NullSink", "PermissionAnswer", "prompt_text"]
 
 RESOURCE_NOT_FOUND: Final = -32002
 """ACP's error code for an unknown session."""
+MAX_PROTOCOL_VERSION: Final = 65535
+"""ACP's protocol version is a uint16."""
 
 PERMISSION_OPTIONS: Final = [
     {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
@@ -107,6 +117,8 @@ class AcpAgent(ABC):
     def __init__(self) -> None:
         self.sessions: dict[str, AcpSession] = {}
         self.peer: RpcPeer
+        self.initialized = False
+        """Set by the first successful ``initialize``, before its answer is written."""
 
     def serve(self, source: IO[bytes], sink: Any) -> int:
         """Answer the client on ``source``/``sink`` until it closes the connection; 0."""
@@ -122,6 +134,7 @@ class AcpAgent(ABC):
             },
             notifications={"session/cancel": self.cancel},
             on_bad_line=_warn_bad_line,
+            admit=self._admit,
         )
         self.peer.serve()
         for session in self.sessions.values():
@@ -137,6 +150,14 @@ class AcpAgent(ABC):
     def initialize(self, params: dict[str, Any]) -> dict[str, Any]:
         from agentstream._version import __version__
 
+        version = require(params, "protocolVersion", int)
+        if not 0 <= version <= MAX_PROTOCOL_VERSION:
+            raise RpcError(
+                INVALID_PARAMS,
+                f"protocolVersion must be 0 to {MAX_PROTOCOL_VERSION}, not {version}",
+                {"param": "protocolVersion"},
+            )
+        self.initialized = True
         return {
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {
@@ -214,6 +235,15 @@ class AcpAgent(ABC):
         return []
 
     # -- helpers ---------------------------------------------------------------------
+
+    def _admit(self, method: str) -> None:
+        """ACP: nothing but ``initialize`` until it has succeeded (-32600, as the official SDK's agents answer)."""
+        if not self.initialized and method != "initialize":
+            raise RpcError(
+                INVALID_REQUEST,
+                f"{method} before initialize: the connection is not initialized yet",
+                {"fix": "send initialize first and wait for its answer", "method": method},
+            )
 
     def _session(self, params: dict[str, Any]) -> AcpSession:
         session_id = require(params, "sessionId", str)

@@ -47,9 +47,6 @@ class CliSpec:
     """Claude Code's control protocol on stdin (prompt, interrupt, permission answers)."""
 
 
-_CLAUDE_MODES: Final = {"full": "bypassPermissions", "workspace-write": "acceptEdits", "read-only": "default"}
-
-
 def _claude(prompt: str, resume: str | None) -> list[str]:
     base = ["--output-format", "stream-json", "--verbose", "--input-format", "stream-json"]
     base += ["--permission-prompt-tool", "stdio"]
@@ -269,7 +266,12 @@ class CliAgent(AcpAgent):
         """Claude Code gets the mode (its own names); the others keep their own defaults or ``-- ARGS``."""
         if self.name != "claude":
             return []
-        return ["--permission-mode", _CLAUDE_MODES.get(self.permission_mode, self.permission_mode)]
+        from agentstream.dialects.claude import CLAUDE_PERMISSION_MODE_OF
+
+        return [
+            "--permission-mode",
+            CLAUDE_PERMISSION_MODE_OF.get(self.permission_mode, self.permission_mode),
+        ]
 
     def make_session(self, cwd: str, session_id: str | None) -> AcpSession:
         if not os.path.isdir(cwd):

@@ -27,6 +27,7 @@ from agentstream._signals import start_thread
 __all__ = [
     "INTERNAL_ERROR",
     "INVALID_PARAMS",
+    "INVALID_REQUEST",
     "METHOD_NOT_FOUND",
     "PeerClosed",
     "RpcError",
@@ -93,6 +94,7 @@ class RpcPeer:
         notifications: dict[str, Handler] | None = None,
         on_bad_line: Callable[[bytes, str], None] | None = None,
         on_message: Callable[[], None] | None = None,
+        admit: Callable[[str], None] | None = None,
         label: str = "agentstream acp",
     ) -> None:
         self.source, self.sink = source, sink
@@ -101,6 +103,8 @@ class RpcPeer:
         self.on_bad_line = on_bad_line
         self.on_message = on_message
         """Called for every message received (the client's idle timer)."""
+        self.admit = admit
+        """Called with a request's method, in the order requests arrive; raises RpcError to refuse it."""
         self.label = label
         self.closed = threading.Event()
         self._ids = itertools.count(1)
@@ -194,15 +198,18 @@ class RpcPeer:
         method, ident = message.get("method"), message.get("id")
         if isinstance(method, str):
             params = message.get("params")
-            params = params if isinstance(params, dict) else {}
-            if "id" in message:
+            params = {} if params is None else params  # null is taken as absent, as the ACP SDKs take it
+            if "id" not in message:
+                self._serve_notification(line, method, params)
+            elif _is_id(ident):
                 self._serve_request(ident, method, params)
             else:
-                self._serve_notification(method, params)
-        elif isinstance(ident, int) and ("result" in message or "error" in message):
+                self._bad(line, "the request's id is not a string, a number or null", INVALID_REQUEST, None)
+        elif type(ident) is int and ("result" in message or "error" in message):
             self._answer(ident, message)
         else:
-            self._bad(line, "not a JSON-RPC request, notification or response", INVALID_REQUEST, ident)
+            reason = "not a JSON-RPC request, notification or response"
+            self._bad(line, reason, INVALID_REQUEST, ident if _is_id(ident) else None)
 
     def _bad(self, line: bytes, reason: str, code: int, ident: Any) -> None:
         if self.on_bad_line is not None:
@@ -230,21 +237,33 @@ class RpcPeer:
             waiting.result = message.get("result")
         waiting.answered.set()
 
-    def _serve_notification(self, method: str, params: dict[str, Any]) -> None:
+    def _serve_notification(self, line: bytes, method: str, params: Any) -> None:
         handler = self.notifications.get(method)
         if handler is None:
             return  # JSON-RPC: notifications are never answered, unknown ones are ignored
+        if not isinstance(params, dict):  # never answered either: only reported
+            if self.on_bad_line is not None:
+                self.on_bad_line(line, f"the params of {method} must be an object, not {_json_kind(params)}")
+            return
         try:
             handler(params)
         except Exception as exc:  # a handler bug costs one notification, never the connection
             sys.stderr.write(f"{self.label}: {method} failed: {exc}\n")
 
-    def _serve_request(self, ident: Any, method: str, params: dict[str, Any]) -> None:
+    def _serve_request(self, ident: Any, method: str, params: Any) -> None:
+        """Refuse the request at once (on this thread, so in arrival order) or start its handler."""
         handler = self.requests.get(method)
-        if handler is None:
-            self.send(
-                {"id": ident, "error": {"code": METHOD_NOT_FOUND, "message": f"unknown method {method!r}"}}
-            )
+        try:
+            if self.admit is not None:
+                self.admit(method)
+            if handler is None:
+                raise RpcError(METHOD_NOT_FOUND, f"unknown method {method!r}")
+            if not isinstance(params, dict):
+                raise RpcError(
+                    INVALID_PARAMS, f"the params of {method} must be an object, not {_json_kind(params)}"
+                )
+        except RpcError as exc:
+            self.send({"id": ident, "error": exc.to_json()})
             return
         worker = threading.Thread(
             target=self._run_request, args=(ident, handler, params), name=f"acp-{method}", daemon=True
@@ -265,9 +284,28 @@ class RpcPeer:
             self.send({"id": ident, "result": result if result is not None else {}})
 
 
+_JSON_TYPES: Final[dict[type, str]] = {
+    str: "a string",
+    int: "an integer",
+    float: "a number",
+    list: "an array",
+    dict: "an object",
+    bool: "a boolean",
+}
+
+
 def require(params: dict[str, Any], key: str, kind: type) -> Any:
     """A required parameter of the right JSON type, or an Invalid params error naming it."""
     value = params.get(key)
     if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-        raise RpcError(INVALID_PARAMS, f"{key} must be a {kind.__name__}", {"param": key})
+        raise RpcError(INVALID_PARAMS, f"{key} must be {_JSON_TYPES[kind]}", {"param": key})
     return value
+
+
+def _is_id(value: Any) -> bool:
+    """JSON-RPC 2.0's request id: a string, a number or null (never an object, an array or a boolean)."""
+    return value is None or isinstance(value, str | float) or type(value) is int
+
+
+def _json_kind(value: Any) -> str:
+    return _JSON_TYPES.get(type(value), "null")
