@@ -223,6 +223,89 @@ def test_the_session_is_published_to_the_bus(tmp_path: Path, work: Path, env: di
     assert any(e["type"] == "message" and e["content"] == "On the bus." for e in events)
 
 
+def test_the_demo_answers_every_prompt_of_a_session(tmp_path: Path, work: Path, env: dict[str, str]) -> None:
+    """The bundled demo holds one user turn; each prompt plays it again, with tool call ids of its own."""
+    agent = agentstream("acp", "--provider", "demo", "--permission-mode", "full", "--no-publish")
+    got = acp_client({"cwd": str(work), "prompts": ["one", "two", "three"]}, agent, env, cwd=work)
+    assert [s["stopReason"] for s in of_kind(got, "stop")] == ["end_turn"] * 3
+    ids = [u["toolCallId"] for u in updates(got, "tool_call")]
+    assert len(ids) == 9 and len(set(ids)) == 9
+    assert agent_text(got).count("quick tour") == 3
+
+
+# -- what the official client never sends: JSON-RPC the agent must refuse --------------------------
+
+INITIALIZE = {"protocolVersion": 1, "clientCapabilities": {}}
+
+
+def rpc(ident: Any, method: str, params: Any = None) -> dict[str, Any]:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": ident, "method": method}
+    return message if params is None else {**message, "params": params}
+
+
+def raw_answers(messages: list[dict[str, Any]], env: dict[str, str], cwd: Path) -> list[dict[str, Any]]:
+    """Send ``messages`` to ``agentstream acp`` at once, then end its input; its answers, in order."""
+    data = "".join(json.dumps(m) + "\n" for m in messages).encode()
+    agent = agentstream("acp", "--provider", "demo", "--no-publish")
+    done = subprocess.run(agent, input=data, capture_output=True, env=env, cwd=cwd, timeout=30)
+    assert done.returncode == 0, done.stderr.decode()
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert all(a["jsonrpc"] == "2.0" and ("result" in a) != ("error" in a) for a in answers)
+    return answers
+
+
+@pytest.mark.parametrize(
+    ("params", "why"),
+    [
+        ([1], "the params of initialize must be an object, not an array"),
+        ("hello", "the params of initialize must be an object, not a string"),
+        (1, "the params of initialize must be an object, not an integer"),
+        (None, "protocolVersion must be an integer"),
+        ({}, "protocolVersion must be an integer"),
+        ({"protocolVersion": "1"}, "protocolVersion must be an integer"),
+        ({"protocolVersion": -1}, "protocolVersion must be 0 to 65535"),
+    ],
+    ids=["array", "string", "number", "absent", "no-version", "string-version", "negative-version"],
+)
+def test_initialize_without_an_object_of_params_is_invalid_params(
+    work: Path, env: dict[str, str], params: Any, why: str
+) -> None:
+    (answer,) = raw_answers([rpc(1, "initialize", params)], env, work)
+    assert answer["id"] == 1 and answer["error"]["code"] == -32602
+    assert why in answer["error"]["message"]
+
+
+@pytest.mark.parametrize("ident", [{"n": 1}, [1], True], ids=["object", "array", "boolean"])
+def test_a_request_id_that_is_not_a_string_number_or_null_is_an_invalid_request(
+    work: Path, env: dict[str, str], ident: Any
+) -> None:
+    bad, good = raw_answers(
+        [rpc(ident, "initialize", INITIALIZE), rpc("init", "initialize", INITIALIZE)], env, work
+    )
+    assert bad["id"] is None and bad["error"]["code"] == -32600 and "id" in bad["error"]["message"]
+    assert good["id"] == "init" and good["result"]["protocolVersion"] == 1  # the connection goes on
+
+
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [
+        ("session/new", {"cwd": "/tmp", "mcpServers": []}),
+        ("session/load", {"sessionId": "ses_x", "cwd": "/tmp", "mcpServers": []}),
+        ("session/prompt", {"sessionId": "ses_x", "prompt": [{"type": "text", "text": "hi"}]}),
+        ("authenticate", {"methodId": "none"}),
+    ],
+)
+def test_a_session_method_before_initialize_is_refused(
+    work: Path, env: dict[str, str], method: str, params: dict[str, Any]
+) -> None:
+    """Refused in the order requests arrive: an initialize right behind it does not let it through."""
+    early, init = raw_answers([rpc(1, method, params), rpc(2, "initialize", INITIALIZE)], env, work)
+    assert early["id"] == 1 and early["error"]["code"] == -32600
+    assert f"{method} before initialize" in early["error"]["message"]
+    assert early["error"]["data"]["fix"]
+    assert init["id"] == 2 and init["result"]["protocolVersion"] == 1
+
+
 # -- agent CLIs as ACP agents -------------------------------------------------------------------
 
 

@@ -70,6 +70,34 @@ def test_demo_in_text_and_json_formats(tmp_path: Path, workspace: Path) -> None:
     assert assert_json_object(demo_json).ok
 
 
+def test_the_demo_answers_every_turn_of_a_two_way_session(tmp_path: Path, workspace: Path) -> None:
+    """The demo cassette holds one user turn: each turn plays it again, its tools for real, ids its own."""
+    turns = [{"type": "message", "role": "user", "content": f"turn {n}"} for n in (1, 2, 3)]
+    stdin = "".join(json.dumps(t) + "\n" for t in turns).encode()
+    run = run_exec(
+        ["--provider", "demo", "--input-format", "stream-json"],
+        exec_env(tmp_path),
+        cwd=workspace,
+        stdin=stdin,
+    )
+    assert run.returncode == 0, run.stderr
+    streams = [assert_valid_stream(s, 0) for s in split_streams(run.lines)]
+    assert len(streams) == 3
+    for events in streams:
+        results = [e for e in events if e.type == "tool_result"]
+        assert [r.name for r in results] == ["list_dir", "shell", "glob"]
+        assert all(r.status == "success" for r in results)
+        assert events[-1].ok and "demo cassette" in events[-1].result
+    call_ids = [e.call_id for events in streams for e in events if e.type == "tool_call"]
+    assert len(call_ids) == len(set(call_ids)) == 9
+    root = streams[0][0].session_id
+    messages = store(tmp_path).load(root).messages
+    assert [m["content"] for m in messages if m["role"] == "user"] == ["turn 1", "turn 2", "turn 3"]
+    resumed = run_exec(["--provider", "demo", "--resume", root, "turn 4"], exec_env(tmp_path), cwd=workspace)
+    assert_valid_stream(resumed.lines, 0)
+    assert [e.call_id for e in resumed.of_type("tool_call")] == [f"call_demo_0{n}_4" for n in (1, 2, 3)]
+
+
 @pytest.mark.parametrize("output", ["stream-json", "json", "text"])
 def test_no_provider_is_a_failure_never_a_demo(tmp_path: Path, workspace: Path, output: str) -> None:
     """Nothing configured: NO_PROVIDER, exit 2, ok false, and the fix names every way out."""

@@ -10,7 +10,9 @@ in order (the format is documented in ``docs/agent.md``)::
 ``events`` are the provider-neutral turn events of :mod:`.base`. A call with an
 ``error`` replays its partial events and then fails the same way, so the agent
 loop retries exactly as it did live. The playback ignores what the conversation
-says: call *n* of a run gets line *n*, whatever the tools returned.
+says: call *n* of a run gets line *n*, whatever the tools returned. The bundled
+demo (:class:`DemoProvider`) is the exception: it plays its one user turn again
+for every user turn.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import IO, TYPE_CHECKING, Final
 
 import msgspec
 
-from agentstream.agent.providers.base import Provider, ProviderSettings, TurnEvent
+from agentstream.agent.providers.base import Provider, ProviderSettings, ToolCallDone, TurnEvent
 from agentstream.errors import ErrorCode, ProviderError, UsageError
 from agentstream.protocol import JSON_ENCODER, now_ts
 
@@ -29,7 +31,7 @@ if TYPE_CHECKING:
     from agentstream.agent.conversation import Conversation
     from agentstream.agent.tools import ToolSpec
 
-__all__ = ["CASSETTE_VERSION", "RecordingProvider", "ReplayProvider"]
+__all__ = ["CASSETTE_VERSION", "DemoProvider", "RecordingProvider", "ReplayProvider"]
 
 CASSETTE_VERSION = 1
 
@@ -79,7 +81,7 @@ _call_decoder = msgspec.json.Decoder(CassetteCall)
 
 
 DEMO_CASSETTE: Final = Path(__file__).resolve().parent.parent.parent / "data" / "demo.cassette.jsonl"
-"""The recording ``exec`` replays when no model provider is configured."""
+"""The recording ``--provider demo`` plays: one user turn (three model calls)."""
 
 
 def from_settings(settings: ProviderSettings) -> ReplayProvider:
@@ -92,9 +94,9 @@ def from_settings(settings: ProviderSettings) -> ReplayProvider:
     return ReplayProvider(settings.cassette)
 
 
-def demo_from_settings(settings: ProviderSettings) -> ReplayProvider:
+def demo_from_settings(settings: ProviderSettings) -> DemoProvider:
     """The ``demo`` provider: the bundled demo conversation, played only when asked for by name."""
-    return ReplayProvider(DEMO_CASSETTE, name="demo")
+    return DemoProvider()
 
 
 class ReplayProvider(Provider):
@@ -124,6 +126,31 @@ class ReplayProvider(Provider):
         yield from call.events
         if call.error is not None:
             raise call.error.exception()
+
+
+class DemoProvider(ReplayProvider):
+    """The bundled demo: its cassette is one user turn, played from its first call for every user turn.
+
+    So a two-way (or ACP) session of many turns gets an answer to each. The tool
+    call ids of the n-th user turn end in ``_n`` (from the second on): an id ties a
+    result to its call, for ACP clients and for a model API the session is resumed
+    with, so one session never holds the same id twice.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(DEMO_CASSETTE, name="demo")
+
+    def _turn(
+        self, conversation: Conversation, tools: Sequence[ToolSpec], system: str
+    ) -> Iterator[TurnEvent]:
+        messages = conversation.messages
+        if messages and messages[-1].get("role") == "user":  # the first model call of a user turn
+            self._next = 0
+        user_turn = sum(1 for message in messages if message.get("role") == "user")
+        for event in super()._turn(conversation, tools, system):
+            if user_turn > 1 and isinstance(event, ToolCallDone):
+                event = msgspec.structs.replace(event, call_id=f"{event.call_id}_{user_turn}")
+            yield event
 
 
 def _load(path: Path) -> tuple[CassetteHeader, list[CassetteCall]]:
