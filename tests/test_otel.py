@@ -403,6 +403,58 @@ def test_export_to_a_dead_collector_exits_1(tmp_path: Path) -> None:
     assert "3 of 3 span(s) were not accepted" in done.stderr
 
 
+@pytest.mark.parametrize(
+    "content",
+    [b"", b"\n   \n\r\n", b"hello\nnot an event {\n"],
+    ids=["empty", "blank-lines", "noise"],
+)
+@pytest.mark.parametrize("where", ["file", "stdin"])
+def test_export_of_an_input_with_no_events_exports_nothing_and_fails(
+    receiver: Receiver, tmp_path: Path, content: bytes, where: str
+) -> None:
+    """The reader's made-up ending of such an input (a failed run) is no run to trace."""
+    path = tmp_path / "input.ndjson"
+    path.write_bytes(content)
+    done = subprocess.run(
+        [sys.executable, "-m", "agentstream", "export", "otel", *([str(path)] if where == "file" else [])],
+        input=content,
+        capture_output=True,
+        env=otel_env(receiver),
+        cwd=tmp_path,
+        timeout=60,
+    )
+    stderr = done.stderr.decode()
+    assert done.returncode == 2, stderr
+    assert done.stdout == b""
+    assert "agentstream export: INVALID_INPUT: " in stderr and "has no events to export" in stderr
+    assert ("stdin" if where == "stdin" else str(path)) in stderr and "\n  fix: " in stderr
+    assert receiver.requests == 0
+
+
+def test_export_of_a_stream_of_made_up_events_only_exports_nothing(
+    receiver: Receiver, tmp_path: Path
+) -> None:
+    """A saved made-up ending (convert of an empty input) says itself that no run is in it."""
+    empty = tmp_path / "empty.ndjson"
+    empty.write_bytes(b"")
+    made_up = agentstream("convert", str(empty), env=clean_env(), cwd=tmp_path)
+    assert [e["synthetic"] for e in events_of(made_up.stdout)] == [True, True, True]
+    path = tmp_path / "made-up.ndjson"
+    path.write_text(made_up.stdout)
+    done = agentstream("export", "otel", str(path), env=otel_env(receiver), cwd=tmp_path)
+    assert done.returncode == 2 and "has no events to export" in done.stderr
+    assert receiver.requests == 0
+
+
+def test_export_after_noise_lines_still_exports_the_run(receiver: Receiver, tmp_path: Path) -> None:
+    recorded = agentstream("exec", "--provider", "demo", "--no-publish", "hi", env=clean_env(), cwd=tmp_path)
+    path = tmp_path / "run.ndjson"
+    path.write_text("some noise first\n\n" + recorded.stdout)
+    done = agentstream("export", "otel", str(path), env=otel_env(receiver), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    check_replay_trace(receiver.wait_for(7), events_of(recorded.stdout)[0]["session_id"])
+
+
 # -- the mapping's corner cases, in-process against the SDK's in-memory exporter --------
 
 

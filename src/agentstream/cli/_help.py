@@ -119,8 +119,9 @@ a line on stderr saying stdout is not being read.
 The processes it starts inherit no blocked signal.
 
 A usage error (an unknown flag, a value that is not a number where one is meant, a
-negative count, an unknown dialect, a malformed `--bus` URL, an input that cannot be
-read: a missing `FILE`, or stdin closed with `<&-` when `FILE` is `-`) is exit 2
+negative count or number of seconds, 0 where it must be more, an unknown dialect, a
+malformed `--bus` URL, an input that cannot be read: a missing `FILE`, or stdin
+closed with `<&-` when `FILE` is `-`) is exit 2
 before anything runs, with the message and its fix on stderr. `exec`, `demo`, `wrap`,
 `logs` and `worker` still write a whole stream on stdout (`start`, `error`
 `INVALID_INPUT`, `result`); `follow` and `watch` their one synthetic terminal line;
@@ -132,7 +133,9 @@ the other commands nothing. The bus's connect timeout is
 from its first lines, or from the one JSON document a CLI's `--output-format json`
 writes. When no dialect matches, the input is read as canonical, and said so:
 `convert` writes an `UNKNOWN_DIALECT` error event, `validate` the same message and
-fix on stderr.
+fix on stderr. An input with no events at all (empty, blank lines, noise) is the
+reader's made-up failed ending to `convert` and `view`, a violation to `validate`
+(exit 1), and nothing to export to `export` (exit 2, `INVALID_INPUT` on stderr).
 """
 
 

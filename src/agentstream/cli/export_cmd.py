@@ -4,15 +4,22 @@ The file is read in any dialect (detected, or ``--from``) and each run in it
 becomes one trace, exactly as ``exec``/``wrap``/``follow`` export it live, with
 the events' own timestamps. One summary line goes to stderr. Exit 0 when every
 span was accepted, 1 when the collector did not take them, 2 for a usage
-problem (no endpoint, the ``[otel]`` extra missing, an unreadable file).
+problem (no endpoint, the ``[otel]`` extra missing, an unreadable file, an input
+with no events: nothing is exported then).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from agentstream.cli._options import add_input_argument
+
+if TYPE_CHECKING:
+    from agentstream.observe._otel_spans import OtelSink
+    from agentstream.protocol import AnyEvent
 
 TARGETS = ("otel",)
 
@@ -43,15 +50,19 @@ def run(args: argparse.Namespace) -> int:
     check_dialect(args.from_dialect)
     source = open_input(args.file)
     sink = build_sink(live=False, endpoint=args.endpoint)
-    events = 0
+    reader = read(source, args.from_dialect, label=args.file)
     try:
-        for event in read(source, args.from_dialect, label=args.file):
-            sink.on_event(event)
-            events += 1
+        events, real = _feed(reader, sink)
+    except BaseException:
+        sink.close()  # what was read is still exported
+        raise
     finally:
-        sink.close()
         if args.file != "-":  # stdin is not ours to close
             source.close()
+    if not real:
+        sink.discard()
+        raise _no_events("stdin" if args.file == "-" else args.file, reader.line_number)
+    sink.close()
     exporter = sink.exporter
     where = exporter.endpoint
     if exporter.failed:
@@ -65,3 +76,37 @@ def run(args: argparse.Namespace) -> int:
         f"exported to {where}\n"
     )
     return int(ExitCode.OK)
+
+
+def _feed(events: Iterable[AnyEvent], sink: OtelSink) -> tuple[int, bool]:
+    """Feed ``sink`` the events; how many, and whether any was not made up.
+
+    Until one is real, a result is held back: the reader's made-up ending of an
+    input with no events (a start, its errors, a failed result) must not close a
+    run, which would export it as a failed trace. The caller discards it instead.
+    """
+    from agentstream import protocol as p
+
+    count, real, held = 0, False, None
+    for event in events:
+        count += 1
+        if held is not None:
+            sink.on_event(held)
+            held = None
+        real = real or event.synthetic is not True
+        if not real and isinstance(event, p.Result):
+            held = event
+        else:
+            sink.on_event(event)
+    return count, real
+
+
+def _no_events(name: str, lines: int) -> Exception:
+    from agentstream.errors import UsageError
+
+    what = "it is empty" if not lines else f"its {lines} line(s) are blank, not events, or made-up events"
+    return UsageError(
+        f"{name} has no events to export: {what}; nothing was exported",
+        fix="pass a recorded stream or session log; if its lines are in a dialect that was not "
+        "detected, name it with --from NAME ('agentstream dialects' lists them)",
+    )

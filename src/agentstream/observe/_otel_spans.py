@@ -155,6 +155,13 @@ class OtelSink:
         """Export every span ended so far (bounded by the flush timeout); False if that timed out."""
         return self.provider.force_flush(self.flush_timeout_ms)
 
+    def discard(self) -> None:
+        """Shut down without exporting the open run: its spans never end, so they are never sent."""
+        with self._lock:
+            self._closed = True
+            self._run = None
+        self.provider.shutdown()
+
     def close(self) -> None:
         """End an unfinished run at its last event, flush, shut down. Idempotent."""
         with self._lock:
