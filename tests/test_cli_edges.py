@@ -238,8 +238,12 @@ BAD_USAGE = {
     "exec": ["exec", "--dialect", "nosuch", "hi"],
     "exec-flag": ["exec", "--no-such-flag", "hi"],
     "exec-max-turns": ["exec", "--max-turns", "-1", "hi"],
+    "exec-permission-timeout": ["exec", "--permission-timeout", "-1", "hi"],
+    "exec-heartbeat": ["exec", "--heartbeat", "-5", "hi"],
+    "exec-heartbeat-nan": ["exec", "--heartbeat", "nan", "hi"],
     "demo": ["demo", "--delay", "soon"],
     "wrap": ["wrap", "--grace", "-3", "--", "true"],
+    "wrap-idle-timeout": ["wrap", "--from", "acp", "-p", "hi", "--idle-timeout", "0", "--", "true"],
     "logs": ["logs", "--timeout", "-1", "-f", "x.log"],
     "worker": ["worker", "--concurrency", "0"],
 }
@@ -250,9 +254,8 @@ BAD_USAGE = {
 def test_a_usage_error_of_a_stream_command_is_still_a_whole_stream(
     name: str, output_format: str, tmp_path: Path
 ) -> None:
-    argv = [*BAD_USAGE[name], "-o", output_format] if name != "wrap" else BAD_USAGE[name]
-    if name == "wrap":
-        argv = ["wrap", "-o", output_format, *argv[1:]]
+    command, *rest = BAD_USAGE[name]
+    argv = [command, "-o", output_format, *rest]  # before wrap's "--"
     done = subprocess.run([*CLI, *argv], capture_output=True, cwd=tmp_path, timeout=60)
     assert done.returncode == 2, done.stderr.decode()
     assert b"INVALID_INPUT" in done.stderr  # the person reading stderr sees it too
@@ -276,14 +279,41 @@ def test_a_usage_error_of_a_stream_command_is_still_a_whole_stream(
         ["runs", "--limit", "1_0"],
         ["runs", "--limit", "\u0663"],  # an Arabic-Indic three: a digit to Python, not on a command line
         ["convert", "--max-line-bytes", "\u0663"],
+        ["acp", "--max-turns", "-1"],
+        ["acp", "--max-tokens", "0"],
+        ["sessions", "--limit", "1_0"],
     ],
-    ids=["convert", "validate", "runs", "runs-underscore", "runs-other-digits", "convert-other-digits"],
+    ids=[
+        "convert",
+        "validate",
+        "runs",
+        "runs-underscore",
+        "runs-other-digits",
+        "convert-other-digits",
+        "acp-max-turns",
+        "acp-max-tokens",
+        "sessions-underscore",
+    ],
 )
 def test_a_usage_error_of_a_data_command_writes_nothing_on_stdout(argv: list[str], tmp_path: Path) -> None:
     done = subprocess.run([*CLI, *argv], capture_output=True, cwd=tmp_path, timeout=60)
     assert done.returncode == 2
     assert done.stdout == b""
     assert b"INVALID_INPUT" in done.stderr and b"fix:" in done.stderr
+
+
+def test_every_numeric_option_is_range_checked() -> None:
+    """A bare int or float takes -1 (and float nan and inf): every number goes through cli._options' checks."""
+    from agentstream.cli import COMMANDS
+    from agentstream.cli._help import build_parser
+
+    unchecked = [
+        f"{name} {action.option_strings[0]}"
+        for name in COMMANDS
+        for action in build_parser(name)._actions
+        if action.type in (int, float)
+    ]
+    assert unchecked == []
 
 
 @pytest.mark.parametrize("command", ["follow", "watch"])

@@ -12,6 +12,7 @@ from agentstream.cli._options import (
     non_negative_int,
     positive_int,
     positive_seconds,
+    seconds,
 )
 
 __all__ = ["CLAUDE_IGNORED", "add_exec_options", "resolve_permission_mode"]
@@ -153,14 +154,14 @@ def add_exec_options(parser: argparse.ArgumentParser) -> None:
     )
     agent.add_argument(
         "--permission-timeout",
-        type=float,
+        type=positive_seconds,
         default=300.0,
         metavar="S",
-        help="deny a permission request nobody answered within S seconds (default 300)",
+        help="deny a permission request nobody answered within S seconds, more than 0 (default 300)",
     )
     agent.add_argument(
         "--heartbeat",
-        type=float,
+        type=seconds,
         default=None,
         metavar="S",
         help="emit a heartbeat after S silent seconds (two-way sessions: default 15; 0 turns them off)",

@@ -53,9 +53,10 @@ def seconds(text: str) -> float:
 
 def positive_seconds(text: str) -> float:
     """A duration that must be longer than zero (a timeout that could never be met otherwise)."""
-    value = seconds(text)
+    what = "a positive number of seconds"
+    value = float(_number(text, float, minimum=0.0, what=what))
     if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
     return value
 
 

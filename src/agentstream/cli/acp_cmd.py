@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from agentstream.agent.permissions import ALL_PERMISSION_MODES
 from agentstream.agent.providers import PROVIDER_NAMES
 from agentstream.cli._bus_options import add_publish_options
+from agentstream.cli._options import non_negative_int, positive_int
 
 if TYPE_CHECKING:
     from agentstream.acp.agent import AcpAgent
@@ -41,10 +42,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--base-url", metavar="URL", help="an OpenAI-compatible server")
     model.add_argument("--system", metavar="TEXT", help="replace the default system prompt")
     model.add_argument(
-        "--max-tokens", type=int, default=8192, metavar="N", help="answer tokens per Anthropic call"
+        "--max-tokens", type=positive_int, default=8192, metavar="N", help="answer tokens per Anthropic call"
     )
     model.add_argument(
-        "--max-turns", type=int, default=0, metavar="N", help="model calls per prompt (0: no limit)"
+        "--max-turns",
+        type=non_negative_int,
+        default=0,
+        metavar="N",
+        help="model calls per prompt (0: no limit)",
     )
     model.add_argument("--cassette", metavar="FILE", help="replay this cassette instead of calling a model")
     model.add_argument("--allowed-tools", metavar="LIST", help="tools that run without asking")

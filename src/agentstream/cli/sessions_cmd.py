@@ -10,6 +10,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from agentstream.cli._options import positive_int
+
 if TYPE_CHECKING:
     from agentstream.agent.sessions import SessionRecord
     from agentstream.protocol import NextAction
@@ -17,18 +19,8 @@ if TYPE_CHECKING:
 _COLUMNS = (("UPDATED", 16), ("STATUS", 11), ("TURNS", 5), ("MODEL", 22))
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}")
-    return value
-
-
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--limit", "-n", type=_positive, default=20, help="how many to show (default 20)")
+    parser.add_argument("--limit", "-n", type=positive_int, default=20, help="how many to show (default 20)")
     parser.add_argument("--json", action="store_true", help="print the JSON envelope even on a terminal")
 
 

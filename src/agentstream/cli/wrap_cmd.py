@@ -29,7 +29,13 @@ import sys
 from typing import TYPE_CHECKING
 
 from agentstream.cli._bus_options import add_publish_options, publish
-from agentstream.cli._options import add_output_options, add_to_alias, check_dialect, seconds
+from agentstream.cli._options import (
+    add_output_options,
+    add_to_alias,
+    check_dialect,
+    positive_seconds,
+    seconds,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
@@ -60,10 +66,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     acp.add_argument(
         "--idle-timeout",
-        type=float,
+        type=positive_seconds,
         default=600.0,
         metavar="SECONDS",
-        help="stop an ACP agent that sends nothing this long while it owes an answer (default 600)",
+        help="stop an ACP agent that sends nothing this long while it owes an answer, more than 0 (default 600)",
     )
     parser.add_argument(
         "--stderr-as-logs",
