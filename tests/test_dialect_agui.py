@@ -17,6 +17,7 @@ from _dialect_kit import (
     one,
     only,
     project,
+    round_trip,
     tool_names,
     violations,
 )
@@ -225,6 +226,27 @@ def test_our_events_validate_with_ag_ui_models_and_follow_its_ordering_rules() -
     assert tool.content == "timeout" and tool.metadata == {"status": "error", "duration_ms": 30}
     failed_step = next(m for m in models if isinstance(m, StepFinishedEvent))
     assert failed_step.metadata == {"error": "slow", "status": "failed"}
+
+
+def test_each_run_of_a_session_has_a_run_id_of_its_own_in_one_thread() -> None:
+    """Three turns of one session: three runs of one thread, each finished under the id it started with, and
+    reading them back gives one session again."""
+    from ag_ui.core import Event, RunFinishedEvent, RunStartedEvent
+    from pydantic import TypeAdapter
+
+    sequencer = p.Sequencer("ses_3")
+    turn: list[p.BaseEvent] = [
+        p.Start(command="agent"),
+        p.Message(message_id="m", role="assistant", content="hi"),
+        p.Result(ok=True, subtype="success", exit_code=0),
+    ]
+    events = [sequencer.stamp(e.__copy__()) for _ in range(3) for e in turn]
+    models = [TypeAdapter(Event).validate_json(line) for line in encode("agui", events)]
+    started = [(m.thread_id, m.run_id) for m in models if isinstance(m, RunStartedEvent)]
+    finished = [(m.thread_id, m.run_id) for m in models if isinstance(m, RunFinishedEvent)]
+    assert started == finished == [("ses_3", "ses_3"), ("ses_3", "ses_3.2"), ("ses_3", "ses_3.3")]
+    back = round_trip("agui", events)
+    assert {e.session_id for e in back} == {"ses_3"} and sum(isinstance(e, p.Result) for e in back) == 3
 
 
 def test_sse_framing_matches_ag_ui_event_encoder() -> None:

@@ -548,6 +548,9 @@ class AguiEncoder(EventEncoder):
         self._reasoning: dict[str, str] = {}
         self._steps: list[str] = []
         self._models: dict[str, p.UsageTotals] = {}
+        self._run_id = ""
+        self._runs: dict[str, int] = {}
+        """Runs started so far per session id: each run of a session gets an id of its own."""
 
     def end_turn(self) -> None:
         """``RUN_FINISHED`` and ``RUN_ERROR`` end the run and what was open in it; the next run starts clean."""
@@ -581,11 +584,19 @@ class AguiEncoder(EventEncoder):
         for field in ("model", "provider"):
             if getattr(event, field) is not p.UNSET:
                 meta[field] = getattr(event, field)
-        line = self._event(event, "RUN_STARTED", threadId=event.session_id, runId=event.session_id)
+        line = self._event(event, "RUN_STARTED", threadId=event.session_id, runId=self._next_run_id(event))
         if event.parent_session_id is not p.UNSET:
             line["parentRunId"] = event.parent_session_id
         line["metadata"] = meta
         return [line]
+
+    def _next_run_id(self, start: p.Start) -> str:
+        """The session id for a session's first run (the thread), then ``<session id>.<n>`` for its n-th:
+        AG-UI clients tell runs apart by ``runId``."""
+        session = start.session_id
+        count = self._runs[session] = self._runs.get(session, 0) + 1
+        self._run_id = session if count == 1 else f"{session}.{count}"
+        return self._run_id
 
     def on_result(self, event: p.Result) -> list[dict[str, Any]]:
         meta: dict[str, Any] = {
@@ -596,7 +607,7 @@ class AguiEncoder(EventEncoder):
         }
         if event.ok:  # RUN_ERROR may come at any time; RUN_FINISHED only once everything is closed
             lines = self._close_all(event)
-            line = self._event(event, "RUN_FINISHED", threadId=event.session_id, runId=event.session_id)
+            line = self._event(event, "RUN_FINISHED", threadId=event.session_id, runId=self._run_id)
             if event.result is not p.UNSET:
                 line["result"] = event.result
             usage = self._token_usage(event.usage)
