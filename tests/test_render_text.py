@@ -307,3 +307,56 @@ def test_counts_start_again_with_each_turn_of_a_session() -> None:
         ]
     )
     assert line == "■ done, 1 turn, exit 0"
+
+
+# -- deltas and the complete message ------------------------------------------------------------------
+
+
+def _stdout(events: list[p.AnyEvent]) -> str:
+    out = io.BytesIO()
+
+    class Out:
+        def write(self, data: bytes | bytearray) -> None:
+            out.write(data)
+
+    sink = TextSink(Out(), err=io.StringIO(), color="never")
+    for event in events:
+        sink.emit(event)
+    sink.close()
+    return out.getvalue().decode()
+
+
+@pytest.mark.parametrize(
+    ("deltas", "complete", "shown"),
+    [
+        (["Hel", "lo"], "Hello world.", "Hello world.\n"),  # continues the deltas: only the rest follows
+        (["Helo wrld"], "Hello world, corrected.", "Helo wrld\nHello world, corrected.\n"),
+        (["Line one\n"], "Line 1\n", "Line one\nLine 1\n"),
+        ([], "No deltas.", "No deltas.\n"),
+    ],
+)
+def test_the_complete_message_is_always_shown_even_when_it_does_not_continue_its_deltas(
+    deltas: list[str], complete: str, shown: str
+) -> None:
+    events: list[p.AnyEvent] = [p.Start(command="x")]
+    events += [p.MessageDelta(message_id="m", content=delta) for delta in deltas]
+    events += [
+        p.Message(message_id="m", role="assistant", content=complete),
+        p.Result(ok=True, subtype="success", exit_code=0),
+    ]
+    assert _stdout(events) == shown
+
+
+def test_view_and_convert_print_a_corrected_final_message(tmp_path: Path) -> None:
+    path = tmp_path / "corrected.ndjson"
+    events: list[p.Event] = [
+        p.Start(command="x"),
+        p.MessageDelta(message_id="m", content="Helo wrld"),
+        p.Message(message_id="m", role="assistant", content="Hello world, corrected."),
+        p.Result(ok=True, subtype="success", exit_code=0),
+    ]
+    sequencer = p.Sequencer("s", 0)
+    path.write_bytes(b"".join(p.encode(sequencer.stamp(event)) + b"\n" for event in events))
+    for argv in (["view", str(path)], ["convert", "-o", "text", str(path)]):
+        out, _, code = _run(argv, _env(), tty_err=False)
+        assert code == 0 and out.decode().splitlines()[-1] == "Hello world, corrected.", argv

@@ -233,6 +233,10 @@ class TextSink:
             self._say(e.content)
         elif e.content.startswith(shown):
             self._say(e.content[len(shown) :])
+        else:
+            # The complete text is authoritative: printed text cannot be taken back, so it follows in full.
+            self._end_message()
+            self._say(e.content)
         self._end_message()
 
     def _on_reasoning(self, e: p.Reasoning) -> None:
