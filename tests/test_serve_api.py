@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -168,19 +169,20 @@ def test_events_in_the_agui_dialect_validate_with_ag_ui_and_unknown_dialects_lis
     assert isinstance(models[0], RunStartedEvent) and models[0].run_id == "agui-done"
     assert any(isinstance(m, TextMessageContentEvent) and m.delta == "Looking at the tests." for m in models)
     assert isinstance(models[-1], RunFinishedEvent) and models[-1].result == "It is 18°C"
-    assert all(event.id is not None and event.id.isdigit() for event in got)
+    assert all(event.id is not None and re.fullmatch(r"\d+\.\d+", event.id) for event in got)
 
     # Resuming a dialect stream sends only what follows, encoded as in the full stream.
     last_id = got[-1].id
     assert last_id is not None
+    last_seq = last_id.split(".")[0]
     resumed = list(
         SseStream(
             server,
             "/api/runs/agui-done/events?dialect=agui",
-            headers={"Last-Event-ID": str(int(last_id) - 1)},
+            headers={"Last-Event-ID": str(int(last_seq) - 1)},
         ).events()
     )
-    assert [e.data for e in resumed] == [e.data for e in got if e.id == last_id]
+    assert [e.data for e in resumed] == [e.data for e in got if e.id and e.id.startswith(f"{last_seq}.")]
 
     claude = request(
         server, "GET", "/api/runs/agui-done/events?dialect=claude", headers={"Accept": "application/x-ndjson"}
@@ -192,6 +194,96 @@ def test_events_in_the_agui_dialect_validate_with_ag_ui_and_unknown_dialects_lis
     assert (
         unknown.json()["error"]["message"] == "unknown dialect 'klingon'" and "agui" in unknown.json()["fix"]
     )
+
+
+def _tool_run(bus_url: str, run_id: str) -> None:
+    """A run whose events become several lines in most dialects: deltas, a tool call, reasoning, a result."""
+    publish(
+        bus_url,
+        run_id,
+        [
+            p.Start(command="exec check the weather"),
+            p.ReasoningDelta(reasoning_id="r1", content="The user wants"),
+            p.Reasoning(reasoning_id="r1", content="The user wants the weather."),
+            p.MessageDelta(message_id="m1", content="Let me "),
+            p.Message(message_id="m1", role="assistant", content="Let me look."),
+            p.ToolCall(call_id="c1", name="weather", arguments={"city": "Oslo"}),
+            p.ToolResult(call_id="c1", name="weather", status="success", output="18°C", duration_ms=5),
+            p.Message(message_id="m2", role="assistant", content="It is 18°C."),
+            p.Usage(model="m", input_tokens=10, output_tokens=5),
+            p.Result(ok=True, subtype="success", exit_code=0, result="It is 18°C."),
+        ],
+    )
+
+
+_MADE_UP = re.compile(r'(?<="uuid":")[0-9a-f-]{36}(?=")|(?<=")[a-z]+_[0-9a-f]{16}(?=")')
+"""Ids an encoder makes up afresh each time it encodes (claude's line uuids, ``protocol.new_id``'s): a resumed
+stream is a new encoding, so only these may differ from the first stream's lines."""
+
+
+def _lines(stream: SseStream) -> list[tuple[str | None, str]]:
+    return [(e.id, _MADE_UP.sub("", e.data)) for e in stream.events()]
+
+
+def test_resuming_any_dialect_from_any_line_loses_none_and_repeats_none(server: Server, bus_url: str) -> None:
+    from agentstream.serve.events import writable_dialects
+
+    _tool_run(bus_url, "resume-every-line")
+    path = "/api/runs/resume-every-line/events"
+    for dialect in writable_dialects():
+        full = _lines(SseStream(server, f"{path}?dialect={dialect}"))
+        ids = [event_id for event_id, _ in full]
+        assert len(set(ids)) == len(ids), (dialect, ids)  # one id per line: a resume point is never ambiguous
+        for index, (event_id, _) in enumerate(full):
+            assert event_id is not None
+            resumed = SseStream(server, f"{path}?dialect={dialect}", headers={"Last-Event-ID": event_id})
+            assert _lines(resumed) == full[index + 1 :], (dialect, event_id)
+        # A plain seq (the canonical id, or from_seq) still names a whole event.
+        seqs = sorted({int(event_id.split(".")[0]) for event_id in ids if event_id})
+        for seq in seqs:
+            after = [line for line in full if line[0] and int(line[0].split(".")[0]) > seq]
+            resumed = SseStream(server, f"{path}?dialect={dialect}", headers={"Last-Event-ID": str(seq)})
+            assert _lines(resumed) == after, (dialect, seq)
+            starting = SseStream(server, f"{path}?dialect={dialect}&from_seq={seq}")
+            assert _lines(starting) == [
+                line for line in full if line[0] and int(line[0].split(".")[0]) >= seq
+            ], (dialect, seq)
+    agui = [e.id for e in SseStream(server, f"{path}?dialect=agui").events()]
+    assert len(agui) > len(
+        {event_id.split(".")[0] for event_id in agui if event_id}
+    )  # some event made several
+
+    canonical = [e.id for e in SseStream(server, path, headers={"Last-Event-ID": "4.0"}).events()]
+    assert canonical == [str(seq) for seq in range(5, 10)]
+    for bad in ("4.", ".1", "4.1.2", "4.x", "-1"):
+        reply = request(server, "GET", path, headers={"Last-Event-ID": bad})
+        assert reply.status == 400 and "Last-Event-ID" in reply.json()["error"]["message"], bad
+
+
+def test_dialects_are_those_that_can_be_written_and_decode_only_ones_are_refused_saying_so(
+    server: Server, bus_url: str
+) -> None:
+    from agentstream.dialects import available_dialects
+
+    finished_run(bus_url, "dialect-names")
+    decode_only = [d.name for d in available_dialects() if not d.can_encode]
+    writable = [d.name for d in available_dialects() if d.can_encode]
+    assert decode_only and writable
+    unknown = request(server, "GET", "/api/runs/dialect-names/events?dialect=klingon").json()
+    listed = unknown["fix"].removeprefix("use one of: ").split(", ")
+    assert listed == writable
+    for name in decode_only:
+        reply = request(server, "GET", f"/api/runs/dialect-names/events?dialect={name}")
+        assert reply.status == 400 and "decode-only" in reply.json()["error"]["message"], name
+        assert reply.json()["fix"] == unknown["fix"]
+    for name in writable:
+        reply = request(
+            server,
+            "GET",
+            f"/api/runs/dialect-names/events?dialect={name}",
+            headers={"Accept": "application/x-ndjson"},
+        )
+        assert reply.status == 200 and reply.body, name
 
 
 # -- submit and cancel ----------------------------------------------------------------------
@@ -229,6 +321,57 @@ def test_post_runs_rejects_what_submit_rejects(server: Server) -> None:
     for body in (b"not json", b"[]", _json({"prompt": ""}), _json({"prompt": "x", "args": [1]})):
         reply = request(server, "POST", "/api/runs", body=body)
         assert reply.status == 400 and reply.json()["fix"].startswith("send JSON")
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"prompt": 5}, "prompt must be a string, not a number"),
+        ({"prompt": None}, "prompt must be a string, not null"),
+        ({"prompt": ["x"]}, "prompt must be a string, not a list"),
+        ({"prompt": "   "}, "prompt is empty"),
+        ({}, "no prompt: the body needs a prompt"),
+        ({"prompt": "x", "args": "--max-turns 3"}, "args must be a list of strings, not a string"),
+        ({"prompt": "x", "args": {"max-turns": 3}}, "args must be a list of strings, not an object"),
+        ({"prompt": "x", "args": ["--max-turns", 3]}, "args must be a list of strings: args[1] is a number"),
+        (
+            {"prompt": "x", "arg": ["--max-turns", "3"]},
+            "unknown field 'arg': the body has only prompt and args",
+        ),
+        (5, "the body must be a JSON object, not a number"),
+    ],
+)
+def test_post_runs_says_which_field_is_wrong_and_how(server: Server, body: object, message: str) -> None:
+    reply = request(server, "POST", "/api/runs", body=_json(body))
+    assert reply.status == 400 and reply.json()["error"] == {"code": "INVALID_INPUT", "message": message}
+    assert reply.json()["fix"].startswith("send JSON")
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status", "allow"),
+    [
+        ("GET", "/api/bogus", 404, None),
+        ("GET", "/api/runs/%2Fetc", 404, None),
+        ("GET", "/api/runs/x/events/more", 404, None),
+        ("DELETE", "/api/runs/some-run", 405, "GET, HEAD"),
+        ("POST", "/api/runs/some-run/events", 405, "GET, HEAD"),
+        ("PUT", "/api/runs", 405, "GET, HEAD, POST"),
+        ("GET", "/api/runs/some-run/cancel", 405, "POST"),
+    ],
+)
+def test_every_api_answer_is_the_envelope_even_for_unknown_routes_and_methods(
+    server: Server, method: str, path: str, status: int, allow: str | None
+) -> None:
+    reply = request(server, method, path)
+    assert reply.status == status and reply.headers["content-type"] == "application/json"
+    envelope = reply.json()
+    assert envelope["ok"] is False and envelope["result"] is None
+    assert envelope["error"]["code"] == "INVALID_INPUT" and envelope["error"]["message"] and envelope["fix"]
+    assert reply.headers.get("allow") == allow
+    if allow is not None:
+        assert envelope["fix"] == f"use {allow} on this path"
+    # Outside the API, Starlette's own answers stay.
+    assert request(server, "GET", "/no-such-page").status == 404
 
 
 def test_post_runs_refuses_a_body_over_1_mib_without_waiting_for_all_of_it(server: Server) -> None:

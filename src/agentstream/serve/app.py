@@ -4,15 +4,16 @@ Routes (all behind the token when one is set, see :mod:`agentstream.serve.securi
 
 * ``GET /api/runs`` — the envelope ``agentstream runs`` prints (``?status=``, ``?limit=``).
 * ``GET /api/runs/{run_id}`` — one run's envelope.
-* ``GET /api/runs/{run_id}/events`` — SSE (``id:`` = ``seq``; ``Last-Event-ID`` or
-  ``?from_seq=`` resumes), NDJSON with ``Accept: application/x-ndjson``, any
-  dialect with ``?dialect=NAME``; ends after the run's ``result``.
+* ``GET /api/runs/{run_id}/events`` — SSE (``id:`` = ``seq``, ``SEQ.N`` for a dialect's
+  lines; ``Last-Event-ID`` or ``?from_seq=`` resumes), NDJSON with ``Accept:
+  application/x-ndjson``, any dialect that can be written with ``?dialect=NAME``; ends
+  after the run's ``result``.
 * ``POST /api/runs`` — queue a job, as ``agentstream submit`` does.
 * ``POST /api/runs/{run_id}/cancel`` — end a queued or live run as interrupted.
 * ``GET /``, ``GET /runs/{run_id}`` — the page; ``/static/…`` its files; ``/login`` the token form.
 
-Errors are the envelope every command prints on failure, with an HTTP status
-that matches its code.
+Errors under ``/api/`` (an unknown route and a method a route does not take included)
+are the envelope every command prints on failure, with an HTTP status that matches its code.
 """
 
 from __future__ import annotations
@@ -28,13 +29,15 @@ from agentstream._extras import require
 from agentstream.envelope import Envelope, envelope_json, error_envelope
 from agentstream.errors import AgentstreamError, ErrorCode, ExitCode, UsageError
 from agentstream.serve import security
-from agentstream.serve.events import Line, encoder_for, run_lines
+from agentstream.serve.events import Line, ResumePoint, encoder_for, run_lines
 from agentstream.serve.hub import RunHub
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
+    from starlette.exceptions import HTTPException
     from starlette.requests import Request
     from starlette.responses import Response
+    from starlette.routing import BaseRoute
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
     from agentstream.bus import Bus
@@ -78,6 +81,7 @@ def create_app(settings: ServeSettings) -> ASGIApp:
     from contextlib import asynccontextmanager
 
     from starlette.applications import Starlette
+    from starlette.exceptions import HTTPException
     from starlette.routing import Mount, Route
     from starlette.staticfiles import StaticFiles
 
@@ -103,7 +107,13 @@ def create_app(settings: ServeSettings) -> ASGIApp:
         Route("/api/runs/{run_id}/cancel", api.cancel, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
-    return _Guard(Starlette(routes=routes, lifespan=lifespan), settings.token)
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        return _routing_error(request, exc, routes)
+
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: http_error})
+    return _Guard(app, settings.token)
 
 
 def server_url(host: str, port: int) -> str:
@@ -180,6 +190,49 @@ class _Guard:
             ),
             headers={"WWW-Authenticate": 'Bearer realm="agentstream"'},
         )
+
+
+def _routing_error(request: Request, exc: HTTPException, routes: list[BaseRoute]) -> Response:
+    """Starlette's own 404 and 405: the envelope under ``/api/``, so every API answer has a code and a fix."""
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Match
+
+    path = request.url.path
+    if not path.startswith("/api/"):
+        return PlainTextResponse(exc.detail, status_code=exc.status_code, headers=exc.headers)
+    method = request.method
+    command = f"{method} {_shown(path, 200)}"
+    if exc.status_code == 405:
+        # Every route on this path, not only the first one Starlette tried (GET and POST /api/runs).
+        allowed = sorted(
+            {
+                verb
+                for route in routes
+                if route.matches(request.scope)[0] is not Match.NONE
+                for verb in getattr(route, "methods", None) or ()
+            }
+        )
+        allow = ", ".join(allowed)
+        error = ApiError(
+            405,
+            f"{method} is not allowed on {_shown(path, 200)}",
+            code=ErrorCode.INVALID_INPUT,
+            fix=f"use {allow} on this path",
+        )
+        return _error_response(command, error, headers={"Allow": allow})
+    error = ApiError(
+        exc.status_code,
+        f"no API route {command}" if exc.status_code == 404 else f"{exc.detail}: {command}",
+        code=ErrorCode.INVALID_INPUT,
+        fix=_ROUTES_FIX,
+    )
+    return _error_response(command, error, headers=dict(exc.headers or {}))
+
+
+_ROUTES_FIX: Final = (
+    "use GET /api/runs, GET /api/runs/RUN, GET /api/runs/RUN/events, POST /api/runs or "
+    "POST /api/runs/RUN/cancel, with RUN percent-encoded (a run id with '/' cannot be addressed)"
+)
 
 
 def _foreign_host(host: str | None, server: tuple[str, int] | None) -> Response:
@@ -316,12 +369,12 @@ class _Api:
         command = f"agentstream follow {run_id}"
         try:
             _check_run_id(run_id)
-            from_seq = _resume_point(request)
+            start = _resume_point(request)
             encoder = encoder_for(request.query_params.get("dialect"))
             await self.hub.call(lambda bus: known_run(bus, run_id))
         except AgentstreamError as exc:
             return _error_response(command, exc)
-        lines = run_lines(self.hub, run_id, from_seq, encoder)
+        lines = run_lines(self.hub, run_id, start, encoder)
         if NDJSON in request.headers.get("accept", ""):
             return _ndjson(lines)
         return self._sse(lines)
@@ -335,7 +388,7 @@ class _Api:
                 chunk = []
                 for line in batch:
                     data = line.data.decode("utf-8", "replace")
-                    chunk.append(ServerSentEvent(data=data, id=str(line.seq), retry=retry).encode())
+                    chunk.append(ServerSentEvent(data=data, id=line.id, retry=retry).encode())
                     retry = None
                 yield b"".join(chunk)
 
@@ -356,16 +409,27 @@ def _ndjson(batches: AsyncIterator[list[Line]]) -> Response:
     return StreamingResponse(body(), media_type=NDJSON, headers={"Cache-Control": "no-store"})
 
 
-def _resume_point(request: Request) -> int:
-    """``Last-Event-ID: N`` resumes after N; ``?from_seq=N`` starts at N (as ``follow --from-seq``)."""
+def _resume_point(request: Request) -> ResumePoint:
+    """``Last-Event-ID`` resumes after that line (``N``, or a dialect's ``N.K``: the K-th line of seq N);
+    ``?from_seq=N`` starts at seq N (as ``follow --from-seq``)."""
     last_id = request.headers.get("last-event-id")
     if last_id is not None and last_id.strip():
-        fix = "send the id of the last event received (its seq)"
-        return _whole_number(last_id.strip(), "Last-Event-ID", 0, MAX_SEQ, fix=fix) + 1
+        fix = "send the id of the last event received (N, or N.K for a dialect's line)"
+        seq_text, dot, frame_text = last_id.strip().partition(".")
+        try:
+            seq = _whole_number(seq_text, "Last-Event-ID", 0, MAX_SEQ, fix=fix)
+            if not dot:
+                return ResumePoint(seq + 1)
+            return ResumePoint(seq, _whole_number(frame_text, "Last-Event-ID", 0, MAX_SEQ, fix=fix) + 1)
+        except UsageError:
+            shown = _shown(last_id.strip())
+            message = f"bad Last-Event-ID {shown!r}: not N or N.K, whole numbers from 0 to {MAX_SEQ}"
+            raise UsageError(message, fix=fix) from None
     from_seq = request.query_params.get("from_seq")
     if from_seq is None:
-        return 0
-    return _whole_number(from_seq, "from_seq", 0, MAX_SEQ, fix="use a seq: a whole number, 0 for the start")
+        return ResumePoint(0)
+    fix = "use a seq: a whole number, 0 for the start"
+    return ResumePoint(_whole_number(from_seq, "from_seq", 0, MAX_SEQ, fix=fix))
 
 
 def _whole_number(text: str, name: str, low: int, high: int, *, fix: str) -> int:
@@ -379,8 +443,12 @@ def _whole_number(text: str, name: str, low: int, high: int, *, fix: str) -> int
         value = int(text)
         if low <= value <= high:
             return value
-    shown = text if len(text) <= 40 else f"{text[:40]}…"
-    raise UsageError(f"bad {name} {shown!r}: not a whole number from {low} to {high}", fix=fix)
+    raise UsageError(f"bad {name} {_shown(text)!r}: not a whole number from {low} to {high}", fix=fix)
+
+
+def _shown(text: str, limit: int = 40) -> str:
+    """Request text as an error repeats it: never longer than ``limit`` characters."""
+    return text if len(text) <= limit else f"{text[:limit]}…"
 
 
 def _check_run_id(run_id: str) -> None:
@@ -421,13 +489,36 @@ def _job_request(body: bytes) -> tuple[str, list[str]]:
     except ValueError as exc:
         raise UsageError(f"the body is not JSON: {exc}", fix=fix) from None
     if not isinstance(request, dict):
-        raise UsageError("the body is not a JSON object", fix=fix)
-    prompt, args = request.get("prompt"), request.get("args", [])
-    if not isinstance(prompt, str) or not prompt.strip():
-        raise UsageError("no prompt", fix=fix)
-    if not isinstance(args, list) or not all(isinstance(arg, str) for arg in args):
-        raise UsageError("args must be a list of strings", fix=fix)
+        raise UsageError(f"the body must be a JSON object, not {_json_kind(request)}", fix=fix)
+    unknown = sorted(set(request) - {"prompt", "args"})
+    if unknown:
+        raise UsageError(f"unknown field {_shown(unknown[0])!r}: the body has only prompt and args", fix=fix)
+    if "prompt" not in request:
+        raise UsageError("no prompt: the body needs a prompt", fix=fix)
+    prompt, args = request["prompt"], request.get("args", [])
+    if not isinstance(prompt, str):
+        raise UsageError(f"prompt must be a string, not {_json_kind(prompt)}", fix=fix)
+    if not prompt.strip():
+        raise UsageError("prompt is empty", fix=fix)
+    if not isinstance(args, list):
+        raise UsageError(f"args must be a list of strings, not {_json_kind(args)}", fix=fix)
+    for index, arg in enumerate(args):
+        if not isinstance(arg, str):
+            raise UsageError(f"args must be a list of strings: args[{index}] is {_json_kind(arg)}", fix=fix)
     return prompt, args
+
+
+def _json_kind(value: object) -> str:
+    """What a decoded JSON value is, in the words of an error message."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "a list" if isinstance(value, list) else "an object"
 
 
 async def _answer(command: str, build: Callable[[], Awaitable[Envelope]], *, status: int = 200) -> Response:

@@ -1,8 +1,10 @@
 """A run's records as the client asked for them: canonical lines, or another dialect's lines.
 
-Each output line keeps the ``seq`` of the canonical event it came from, which is
-the SSE ``id``; a client resuming after ``seq`` N gets exactly what follows. A
-dialect encoder is stateful (open messages, tool calls, steps), so a resumed
+A canonical line's SSE ``id`` is its ``seq``. One canonical event may become several
+lines of another dialect (AG-UI's TOOL_CALL_START, ARGS and END), so a dialect line's
+``id`` is ``SEQ.N``: the seq it came from and its place among that event's lines.
+A client resuming after either kind of id gets exactly what follows, nothing twice.
+A dialect encoder is stateful (open messages, tool calls, steps), so a resumed
 dialect stream is encoded from the run's first event and only the lines after
 the resume point are sent.
 """
@@ -13,39 +15,62 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, NamedTuple
 
 from agentstream import protocol as p
-from agentstream.errors import AgentstreamError
+from agentstream.errors import AgentstreamError, UnknownDialectError, UsageError
 
 if TYPE_CHECKING:
     from agentstream.dialects.base import DialectEncoder
     from agentstream.serve.hub import RunHub
 
-__all__ = ["Line", "encoder_for", "run_lines"]
+__all__ = ["Line", "ResumePoint", "encoder_for", "run_lines", "writable_dialects"]
 
 
 class Line(NamedTuple):
-    seq: int
+    id: str
     data: bytes
+
+
+class ResumePoint(NamedTuple):
+    """The first line to send: line ``frame`` of those made from the event with seq ``seq``."""
+
+    seq: int
+    frame: int = 0
+
+
+def writable_dialects() -> list[str]:
+    """The names ``?dialect=`` takes: every dialect that loads and can be written."""
+    from agentstream.dialects import available_dialects
+
+    return [dialect.name for dialect in available_dialects() if dialect.can_encode]
 
 
 def encoder_for(dialect: str | None) -> DialectEncoder | None:
     """The encoder of ``dialect`` (``None`` or ``canonical``: the stored lines as they are).
 
-    Raises :class:`~agentstream.errors.UnknownDialectError` (listing the names) for an unknown one.
+    Raises :class:`~agentstream.errors.UsageError` naming the dialects that can be written
+    for an unknown name or a decode-only dialect.
     """
     if dialect is None or dialect == "canonical":
         return None
-    from agentstream.dialects import get_dialect
+    from agentstream.dialects import DIALECTS
 
-    return get_dialect(dialect).encoder()
+    found = DIALECTS.get(dialect)
+    fix = f"use one of: {', '.join(writable_dialects())}"
+    if found is None:
+        raise UnknownDialectError(f"unknown dialect {dialect!r}", fix=fix)
+    if not found.can_encode:
+        raise UsageError(
+            f"the {dialect} dialect is decode-only: agentstream reads it but does not write it", fix=fix
+        )
+    return found.encoder()
 
 
 async def run_lines(
-    hub: RunHub, run_id: str, from_seq: int, encoder: DialectEncoder | None
+    hub: RunHub, run_id: str, start: ResumePoint, encoder: DialectEncoder | None
 ) -> AsyncIterator[list[Line]]:
-    """The run's lines from ``from_seq``, live, in batches, ending after its ``result``."""
-    if encoder is None:
-        async for batch in hub.batches(run_id, from_seq):
-            yield [Line(record.seq, record.line) for record in batch]
+    """The run's lines from ``start``, live, in batches, ending after its ``result``."""
+    if encoder is None:  # one line per event: a resume point inside an event means the next one
+        async for batch in hub.batches(run_id, start.seq + (1 if start.frame else 0)):
+            yield [Line(str(record.seq), record.line) for record in batch]
         return
     async for batch in hub.batches(run_id, 0):
         out = []
@@ -57,7 +82,10 @@ async def run_lines(
             lines = encoder.encode(event)
             if record.type == "result":
                 lines += encoder.finish()
-            if record.seq >= from_seq:
-                out += [Line(record.seq, line) for line in lines]
+            out += [
+                Line(f"{record.seq}.{frame}", line)
+                for frame, line in enumerate(lines)
+                if (record.seq, frame) >= start
+            ]
         if out:
             yield out
