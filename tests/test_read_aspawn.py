@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
+import subprocess
+import sys
+import textwrap
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -198,3 +203,56 @@ def _assert_gone(pid: int) -> None:
 
     os.kill(pid, signal.SIGKILL)
     pytest.fail(f"process {pid} was left running")
+
+
+GRANDCHILD_HOLDS_BOTH_PIPES = """
+import subprocess
+helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+sys.stderr.write(f"helper {helper.pid}\\n"); sys.stderr.flush()
+stream.message("leaving a helper behind, on stdout and stderr")
+os._exit(0)
+"""
+
+
+def test_a_grandchild_holding_stdout_and_stderr_costs_exit_timeout_s_and_no_more(tmp_path: Path) -> None:
+    """The documented bound: the reader stops waiting ``exit_timeout_s`` after the child's exit."""
+    child = aspawn(
+        agent_script(tmp_path, GRANDCHILD_HOLDS_BOTH_PIPES), exit_timeout_s=1.0, cancel_grace_s=0.3
+    )
+    began = time.monotonic()
+    events = assert_valid_stream(run_bounded(child))
+    took = time.monotonic() - began
+    helper = int(child.stderr.split()[1])
+    os.kill(helper, signal.SIGKILL)
+    assert fatal(events).code == "STREAM_TRUNCATED"
+    assert 1.0 <= took < 2.0, f"took {took:.1f}s for exit_timeout_s=1.0"  # a fixed 3 s came on top before
+
+
+def test_no_traceback_at_exit_when_a_grandchild_holds_the_pipes(tmp_path: Path) -> None:
+    """The pipes' transport is closed while the loop runs, not collected after it closed."""
+    argv = agent_script(tmp_path, GRANDCHILD_HOLDS_BOTH_PIPES)
+    program = tmp_path / "consumer.py"
+    program.write_text(
+        textwrap.dedent(
+            f"""
+            import asyncio, gc, os, signal
+            from agentstream import aspawn
+
+            async def main():
+                async with aspawn({argv!r}, exit_timeout_s=0.3) as child:
+                    async for event in child:
+                        pass
+                return child
+
+            child = asyncio.run(main())
+            os.kill(int(child.stderr.split()[1]), signal.SIGKILL)
+            del child
+            gc.collect()
+            print("done")
+            """
+        )
+    )
+    done = subprocess.run([sys.executable, str(program)], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "done\n"
+    assert done.stderr == "", done.stderr

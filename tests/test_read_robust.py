@@ -361,3 +361,55 @@ def test_a_lone_surrogate_escape_keeps_its_event_with_a_replacement_character() 
     messages = [e for e in events if isinstance(e, p.Message)]
     assert [m.content for m in messages] == ["half \ufffd, whole \U0001f600"]
     assert not [e for e in events if isinstance(e, p.Error) and e.code == "MALFORMED_EVENT"]
+
+
+# -- text sources: encoded as UTF-8, the protocol's encoding ---------------------------------
+
+
+def _session(text: str) -> bytes:
+    return canonical_session(lambda s: s.message(text))
+
+
+def _text_sources(text: str) -> dict[str, object]:
+    return {
+        "StringIO": io.StringIO(text),
+        "str chunks": [text[:7], text[7:]],
+        "str lines": io.StringIO(text).readlines(),
+        "generator": (line for line in text.splitlines(keepends=True)),
+    }
+
+
+@pytest.mark.parametrize("kind", ["StringIO", "str chunks", "str lines", "generator"])
+def test_text_sources_read_as_their_utf8_bytes(kind: str) -> None:
+    data = _session("é ✓ 𝄞 everywhere")
+    expected = list(read(data))
+    assert list(read(_text_sources(data.decode())[kind])) == expected  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("kind", ["StringIO", "str chunks", "str lines", "async generator"])
+def test_aread_takes_text_as_read_does(kind: str) -> None:
+    import asyncio
+
+    from agentstream.consumer import aread
+
+    data = _session("é ✓")
+    text = data.decode()
+
+    async def lines():  # type: ignore[no-untyped-def]
+        for line in text.splitlines(keepends=True):
+            yield line
+
+    source = lines() if kind == "async generator" else _text_sources(text)[kind]
+
+    async def collect() -> list[p.AnyEvent]:
+        return [event async for event in aread(source)]  # type: ignore[arg-type]
+
+    assert asyncio.run(collect()) == list(read(data))
+
+
+@pytest.mark.parametrize(
+    "source", [[1, 2], [None], 3.5, [{"type": "start"}]], ids=["ints", "none", "float", "dicts"]
+)
+def test_a_source_of_neither_bytes_nor_text_is_a_clear_type_error(source: object) -> None:
+    with pytest.raises(TypeError, match="pass a path, a file object, or chunks of bytes or of str"):
+        list(read(source))  # type: ignore[arg-type]

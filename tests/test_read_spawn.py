@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -247,3 +248,24 @@ def test_leaving_the_loop_early_stops_the_child(tmp_path: Path) -> None:
             if isinstance(event, p.Message):
                 break
     assert child.returncode == -signal.SIGTERM
+
+
+GRANDCHILD_HOLDS_BOTH_PIPES = """
+import subprocess
+helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+sys.stderr.write(f"helper {helper.pid}\\n"); sys.stderr.flush()
+stream.message("leaving a helper behind, on stdout and stderr")
+os._exit(0)
+"""
+
+
+def test_a_grandchild_holding_stdout_and_stderr_costs_exit_timeout_s_and_no_more(tmp_path: Path) -> None:
+    """The documented bound: the reader stops waiting ``exit_timeout_s`` after the child's exit."""
+    child = spawn(agent_script(tmp_path, GRANDCHILD_HOLDS_BOTH_PIPES), exit_timeout_s=1.0, cancel_grace_s=0.3)
+    began = time.monotonic()
+    events = assert_valid_stream(run_bounded(child))
+    took = time.monotonic() - began
+    helper = int(child.stderr.split()[1])  # the ending still has what the child wrote on stderr
+    os.kill(helper, signal.SIGKILL)
+    assert fatal(events).code == "STREAM_TRUNCATED"
+    assert 1.0 <= took < 2.0, f"took {took:.1f}s for exit_timeout_s=1.0"  # a fixed 3 s came on top before

@@ -41,7 +41,7 @@ from agentstream._signals import start_thread
 from agentstream.acp.mapping import PROTOCOL_VERSION, STOP_OUTCOMES
 from agentstream.acp.server import PeerClosed, RpcError, RpcPeer
 from agentstream.consumer.pipeline import Ending, Pipeline
-from agentstream.consumer.process import PopenChild, _StderrTail
+from agentstream.consumer.process import _STDERR_REST_S, PopenChild, _StderrTail
 from agentstream.errors import ERROR_CODES, ErrorCode, ExitCode
 
 __all__ = ["AcpSpawn"]
@@ -177,10 +177,11 @@ class AcpSpawn(PopenChild):
             proc.wait(timeout=self.exit_timeout_s)
         except subprocess.TimeoutExpired:
             self._stop_process()
-        self._stderr.join(timeout=1.0)
-        for pipe in (proc.stdout, proc.stderr):
-            if pipe is not None:
-                pipe.close()
+        self._stderr.settle(_STDERR_REST_S)
+        if proc.stdout is not None:
+            proc.stdout.close()
+        if proc.stderr is not None:
+            self._stderr.close_when_done(proc.stderr)
 
     def _stop_process(self) -> None:
         """SIGTERM, then SIGKILL after the grace period."""

@@ -28,6 +28,8 @@ __all__ = ["AsyncSpawn", "aspawn"]
 
 _EXIT_POLL_S = 0.1
 """How often the child's exit is polled where there is no pidfd."""
+_STREAM_LIMIT = 1 << 16
+"""The pipes' buffer limit, asyncio's default (``create_subprocess_exec``'s ``limit``)."""
 
 
 class AsyncSpawn(_ChildBase):
@@ -67,6 +69,7 @@ class AsyncSpawn(_ChildBase):
         )
         self._spawn_kwargs: dict[str, Any] = {"cwd": cwd, "env": env, "stdin": stdin}
         self.proc: asyncio.subprocess.Process | None = None
+        self._transport: asyncio.SubprocessTransport | None = None
         self._launch_error: OSError | None = None
         self._exited: asyncio.Future[int] | None = None
         self._exited_at = 0.0
@@ -81,8 +84,11 @@ class AsyncSpawn(_ChildBase):
         if self._started_at:
             return self
         self._started_at = time.monotonic()
+        loop = asyncio.get_running_loop()
         try:
-            self.proc = await asyncio.create_subprocess_exec(
+            # ``create_subprocess_exec`` without hiding the transport: aclose() closes it (see there)
+            self._transport, protocol = await loop.subprocess_exec(
+                lambda: asyncio.subprocess.SubprocessStreamProtocol(limit=_STREAM_LIMIT, loop=loop),
                 *self.argv,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -92,6 +98,7 @@ class AsyncSpawn(_ChildBase):
         except OSError as exc:
             self._launch_error = exc
             return self
+        self.proc = asyncio.subprocess.Process(self._transport, protocol, loop)
         self._exited = asyncio.get_running_loop().create_future()
         self._tasks = [asyncio.create_task(self._drain_stderr()), asyncio.create_task(self._watch_exit())]
         return self
@@ -136,17 +143,24 @@ class AsyncSpawn(_ChildBase):
         self.send_signal(signal.SIGKILL)
 
     async def aclose(self) -> None:
-        """Make sure the child is gone (bounded: terminate, then kill) and stop the helper tasks."""
-        if self.proc is None:
+        """Make sure the child is gone (bounded: terminate, then kill), stop the helper tasks, close the pipes.
+
+        The transport is closed here, while the loop runs: a grandchild holding the
+        child's stdout or stderr would otherwise keep it open until the interpreter
+        collects it, after the loop has closed ("Event loop is closed" at exit).
+        """
+        if self.proc is None or self._transport is None or self._transport.is_closing():
             return
         if self.proc.returncode is None:
             await self._reap(self.exit_timeout_s if self._pipeline.finished else 0.0)
         if self._kill_handle is not None:
             self._kill_handle.cancel()
-        await self._discard_output(1.0)  # so the pipe closes while the loop runs
-        _, pending = await asyncio.wait(self._tasks, timeout=1.0) if self._tasks else ((), ())
+        _, pending = await asyncio.wait(self._tasks, timeout=self._linger_left())
         for task in pending:  # stderr held open by a grandchild: stop reading it
             task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        self._transport.close()
+        await asyncio.sleep(0)  # the pipes' connection_lost callbacks run now, not on a closed loop
 
     async def _reap(self, wait_s: float) -> int:
         """Wait up to ``wait_s`` for the child to exit, then SIGTERM, then SIGKILL; return its status."""
@@ -183,7 +197,9 @@ class AsyncSpawn(_ChildBase):
                 await self._discard_until_exit()
                 return
             status = await self._wait_after_eof()
-            await asyncio.wait(self._tasks[:1], timeout=1.0)  # the rest of stderr, for the ending
+            await asyncio.wait(
+                self._tasks[:1], timeout=self._linger_left()
+            )  # the rest of stderr, for the ending
             for event in [*self._logs_now(), *pipeline.finish(self._ending(status))]:
                 yield event
         finally:
@@ -246,25 +262,25 @@ class AsyncSpawn(_ChildBase):
 
     async def _discard_until_exit(self) -> None:
         """After the result: drop further output until the child exits; stop it if it does not in time."""
-        drain = asyncio.ensure_future(self._discard_output(None))
+        drain = asyncio.ensure_future(self._discard_output())
         try:
             await self._reap(self.exit_timeout_s)
         finally:
             drain.cancel()
 
-    async def _discard_output(self, timeout_s: float | None) -> None:
-        """Read and drop stdout until it closes, for at most ``timeout_s``."""
+    async def _discard_output(self) -> None:
+        """Read and drop stdout until it closes."""
         assert self.proc is not None and self.proc.stdout is not None
-        stdout = self.proc.stdout
-
-        async def discard() -> None:
-            while await stdout.read(CHUNK_BYTES):
-                pass
-
-        try:
-            await asyncio.wait_for(discard(), timeout_s)
-        except TimeoutError:
+        while await self.proc.stdout.read(CHUNK_BYTES):
             pass
+
+    def _linger_left(self) -> float:
+        """What is left of the ``exit_timeout_s`` the child's pipes get to close after its exit.
+
+        The loop reads the pipes all along, so what the child wrote is read by then;
+        only the end of a pipe a grandchild holds is given up on.
+        """
+        return max(0.0, self._exited_at + self.exit_timeout_s - time.monotonic())
 
     async def _wait_after_eof(self) -> int:
         status = await self._wait_exit(self.exit_timeout_s)

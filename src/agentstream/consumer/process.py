@@ -42,6 +42,14 @@ Only bytes already in the pipe are waited for (a busy stderr thread catches up
 in microseconds), so this bounds the wait for a callback that is slow to return.
 """
 
+_STDERR_REST_S = 1.0
+"""Longest wait, once the child has exited, for the stderr it wrote to be handled (its tail goes in the ending).
+
+Only what is already in the pipe is waited for, never its end of file: a
+grandchild that keeps stderr open costs nothing, so the reader's waits after the
+child's exit stay within ``exit_timeout_s``.
+"""
+
 
 class _ChildBase:
     """What :class:`Spawn` and its async twin share: options, the pipeline, stderr, and how an end is told."""
@@ -247,6 +255,7 @@ class Spawn(_ChildBase, PopenChild):
         self._wake_lock = threading.Lock()
         self._watchdog: GroupWatchdog | None = None
         self._foreground = Foreground()
+        self._closed = False
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -319,8 +328,9 @@ class Spawn(_ChildBase, PopenChild):
     def close(self) -> None:
         """Make sure the child is gone (bounded: terminate, then kill) and release the pipes."""
         proc = self.proc
-        if proc is None:
+        if proc is None or self._closed:
             return
+        self._closed = True
         if proc.poll() is None:
             wait = self.exit_timeout_s if self._pipeline.finished else 0.0
             self._reap(wait)
@@ -330,9 +340,9 @@ class Spawn(_ChildBase, PopenChild):
             self._watchdog = None
         if self._kill_timer is not None:
             self._kill_timer.cancel()
-        if self._stderr.join(timeout=1.0):
-            assert proc.stderr is not None
-            proc.stderr.close()  # left open while a grandchild still holds the pipe and the thread reads it
+        self._stderr.settle(_STDERR_REST_S)
+        assert proc.stderr is not None
+        self._stderr.close_when_done(proc.stderr)
         with self._wake_lock:
             for fd in (self._wake_r, self._wake_w):
                 if fd >= 0:
@@ -360,7 +370,7 @@ class Spawn(_ChildBase, PopenChild):
                 self._drain_until_exit(time.monotonic() + self.exit_timeout_s)
                 return
             status = self._wait_after_eof()
-            self._stderr.join(timeout=1.0)
+            self._stderr.settle(_STDERR_REST_S)  # the rest of stderr, for the ending
             yield from self._logs_now()
             yield from pipeline.finish(self._ending(status))
         finally:
@@ -624,6 +634,8 @@ class _StderrTail:
         self._handled = 0
         """Bytes whose complete lines have gone to the callbacks."""
         self._ended = False
+        self._pipe: IO[bytes] | None = None
+        """The pipe to close when the draining ends (set by :meth:`close_when_done`)."""
 
     def start(self, fd: int) -> None:
         self._fd = fd
@@ -631,12 +643,17 @@ class _StderrTail:
             threading.Thread(target=self._run, args=(fd,), name="agentstream-stderr", daemon=True)
         )
 
-    def join(self, timeout: float) -> bool:
-        """Wait for the draining to end; True once it has."""
-        if self._thread is not None:
-            self._thread.join(timeout)
-            return not self._thread.is_alive()
-        return True
+    def close_when_done(self, pipe: IO[bytes]) -> None:
+        """Close ``pipe`` now if the draining has ended, else as soon as it ends.
+
+        A grandchild may hold stderr open long after the child is gone; the thread
+        still polls the pipe then, so it closes it itself, and nobody waits for it.
+        """
+        with self._progress:
+            if self._thread is not None and not self._ended:
+                self._pipe = pipe
+                return
+        pipe.close()
 
     def settle(self, timeout: float) -> None:
         """Wait until the lines the child had written on stderr by now are handled (bounded by ``timeout``).
@@ -678,6 +695,8 @@ class _StderrTail:
             with self._progress:
                 self._ended = True
                 self._progress.notify_all()
+                if self._pipe is not None:
+                    self._pipe.close()
 
     def feed(self, chunk: bytes) -> None:
         """The next chunk of stderr (``b""`` at its end), from the thread or an async reader."""

@@ -1,10 +1,17 @@
-"""Read a file, a pipe, a binary file object, byte chunks or an asyncio stream as canonical events."""
+"""Read a file, a pipe, a file object, byte chunks or an asyncio stream as canonical events.
+
+Text is taken too (a text file object, ``str`` chunks): it is encoded as UTF-8,
+the protocol's encoding. Whether a source is text is decided once, from the
+object or from its first chunk, so bytes cost nothing more.
+"""
 
 from __future__ import annotations
 
+import io
 import os
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
-from typing import IO, TYPE_CHECKING, TypeAlias, cast
+from itertools import chain
+from typing import IO, TYPE_CHECKING, Any, TypeAlias, cast
 
 from agentstream import protocol as p
 from agentstream.consumer.pipeline import CHUNK_BYTES, Ending, Pipeline, Turns
@@ -15,8 +22,8 @@ if TYPE_CHECKING:
 __all__ = ["AsyncReader", "AsyncSource", "Reader", "Source", "aread", "read"]
 
 
-Source: TypeAlias = "str | os.PathLike[str] | bytes | IO[bytes] | Iterable[bytes]"
-AsyncSource: TypeAlias = "str | os.PathLike[str] | bytes | IO[bytes] | asyncio.StreamReader | AsyncIterable[bytes] | Iterable[bytes]"
+Source: TypeAlias = "str | os.PathLike[str] | bytes | IO[bytes] | IO[str] | Iterable[bytes] | Iterable[str]"
+AsyncSource: TypeAlias = "str | os.PathLike[str] | bytes | IO[bytes] | IO[str] | asyncio.StreamReader | AsyncIterable[bytes] | AsyncIterable[str] | Iterable[bytes] | Iterable[str]"
 
 
 class _ReaderBase:
@@ -102,9 +109,8 @@ class Reader(_ReaderBase):
 
     def _chunk_source(self) -> Iterable[bytes]:
         if self._file is None:
-            return self._chunks or ()
-        # read1: whatever a pipe has, without waiting for more
-        self._read_some = getattr(self._file, "read1", self._file.read)
+            return _bytes_chunks(self._chunks or (), self._source)
+        self._read_some = _read_some(self._file)
         return iter(self._read_chunk, b"")
 
     def _read_chunk(self) -> bytes:
@@ -131,7 +137,7 @@ def read(
     label: str | None = None,
     turns: Turns = "many",
 ) -> Reader:
-    """Canonical events from a path, a binary file, ``bytes`` or an iterable of byte chunks.
+    """Canonical events from a path, a file object, ``bytes`` or an iterable of chunks (text is read as UTF-8).
 
     ``dialect="auto"`` detects the format from the first lines; pass a name to
     force one. ``max_line_bytes`` (off by default) turns longer lines into
@@ -149,7 +155,7 @@ def _label(source: object) -> str:
     return name if isinstance(name, str) else "<stream>"
 
 
-def _sync_source(source: Source) -> tuple[IO[bytes] | None, Iterable[bytes] | None, bool]:
+def _sync_source(source: Source) -> tuple[IO[Any] | None, Iterable[Any] | None, bool]:
     """(file, chunks, owned): exactly one of file and chunks is set."""
     if isinstance(source, (str, os.PathLike)):
         return open(source, "rb"), None, True
@@ -159,14 +165,52 @@ def _sync_source(source: Source) -> tuple[IO[bytes] | None, Iterable[bytes] | No
         return _binary_file(source), None, False
     if isinstance(source, Iterable):
         return None, source, False
-    raise TypeError(
-        f"cannot read events from {type(source).__name__}: pass a path, a binary file or byte chunks"
+    raise _unreadable(source)
+
+
+def _unreadable(source: object, chunk: object = None) -> TypeError:
+    what = type(source).__name__ + (f" of {type(chunk).__name__} chunks" if chunk is not None else "")
+    return TypeError(
+        f"cannot read events from {what}: pass a path, a file object, or chunks of bytes or of str"
     )
 
 
-def _binary_file(source: object) -> IO[bytes]:
+def _binary_file(source: object) -> IO[Any]:
     """The bytes of a file-like source: a text stream such as ``sys.stdin`` is read through its ``buffer``."""
-    return cast("IO[bytes]", getattr(source, "buffer", source))  # duck-typed: the caller saw it can read
+    return cast("IO[Any]", getattr(source, "buffer", source))  # duck-typed: the caller saw it can read
+
+
+def _read_some(file: IO[Any]) -> Callable[[int], bytes]:
+    """How to read a file's next chunk as bytes: ``read1`` (whatever a pipe has, without waiting for more).
+
+    A text file with no ``buffer`` under it (``io.StringIO``) is encoded as it is read.
+    """
+    if isinstance(file, io.TextIOBase):
+        return lambda size: _utf8(file.read(size))
+    return cast("Callable[[int], bytes]", getattr(file, "read1", file.read))
+
+
+def _utf8(text: str) -> bytes:
+    """Text as the protocol's UTF-8; characters a text layer decoded with ``surrogateescape`` get their bytes back."""
+    return text.encode("utf-8", "surrogateescape")
+
+
+def _is_text(first: object, source: object) -> bool:
+    """Whether chunks like ``first`` are text; a chunk of neither bytes nor text is a clear TypeError."""
+    if isinstance(first, str):
+        return True
+    if isinstance(first, (bytes, bytearray, memoryview)):
+        return False
+    raise _unreadable(source, first)
+
+
+def _bytes_chunks(chunks: Iterable[Any], source: object) -> Iterator[bytes]:
+    """``chunks`` as bytes, judged by the first one (a check once, not one per chunk)."""
+    rest = iter(chunks)
+    for first in rest:
+        whole = chain((first,), rest)
+        return map(_utf8, whole) if _is_text(first, source) else whole
+    return iter(())
 
 
 class AsyncReader(_ReaderBase):
@@ -222,28 +266,37 @@ async def _async_chunks(source: AsyncSource) -> AsyncIterator[bytes]:
     elif isinstance(source, (bytes, bytearray, memoryview)):  # the whole input at once, as read() takes it
         yield bytes(source)
     elif isinstance(source, AsyncIterable):
-        async for chunk in source:
-            yield chunk
+        chunks: AsyncIterator[Any] = aiter(source)
+        async for first in chunks:  # the first chunk tells text from bytes, once
+            if _is_text(first, source):
+                yield _utf8(first)
+                async for text in chunks:
+                    yield _utf8(text)
+            else:
+                yield first
+                async for chunk in chunks:
+                    yield chunk
+            return
     elif isinstance(source, (str, os.PathLike)) or hasattr(source, "read"):
         async for chunk in _file_chunks(source):  # type: ignore[arg-type]
             yield chunk
     elif isinstance(source, Iterable):
-        for chunk in source:
+        for chunk in _bytes_chunks(source, source):
             yield chunk
     else:
-        raise TypeError(f"cannot read events from {type(source).__name__}")
+        raise _unreadable(source)
 
 
-async def _file_chunks(source: str | os.PathLike[str] | IO[bytes]) -> AsyncIterator[bytes]:
+async def _file_chunks(source: str | os.PathLike[str] | IO[Any]) -> AsyncIterator[bytes]:
     """A file (or pipe) read in a worker thread, so the event loop never blocks on it."""
     import asyncio
 
-    file: IO[bytes]
+    file: IO[Any]
     if isinstance(source, (str, os.PathLike)):
         file, owned = open(source, "rb"), True  # noqa: ASYNC230, SIM115 (opening is instant; closed below)
     else:
         file, owned = _binary_file(source), False
-    read_some = getattr(file, "read1", file.read)
+    read_some = _read_some(file)
     try:
         while chunk := await asyncio.to_thread(read_some, CHUNK_BYTES):
             yield chunk
