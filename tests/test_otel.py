@@ -404,6 +404,62 @@ def test_export_to_a_dead_collector_exits_1(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    "order",
+    [
+        ["otel", "--endpoint", "{url}", "{file}"],
+        ["otel", "--from", "claude-log", "{file}", "--endpoint", "{url}"],
+        ["otel", "--endpoint", "{url}", "--from", "claude-log", "{file}"],
+        ["--endpoint", "{url}", "otel", "{file}"],
+    ],
+    ids=["options-then-file", "from-file-endpoint", "options-around", "option-before-target"],
+)
+def test_export_takes_its_options_and_file_in_any_order(
+    receiver: Receiver, tmp_path: Path, order: list[str]
+) -> None:
+    log = FIXTURES / "dialects" / "claude" / "session-2.0.76.ndjson"
+    argv = [word.format(url=receiver.endpoint, file=log) for word in order]
+    done = agentstream("export", *argv, env=clean_env(), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert len(receiver.wait_for(3)) == 3
+
+
+@pytest.mark.parametrize(
+    "url", ["notaurl", "localhost:4318", "ftp://collector:4318", "http://", "http://h:99999"]
+)
+def test_a_malformed_endpoint_is_a_usage_error_before_the_input_is_read(
+    receiver: Receiver, tmp_path: Path, url: str
+) -> None:
+    log = FIXTURES / "dialects" / "claude" / "session-2.0.76.ndjson"
+    done = agentstream("export", "otel", str(log), "--endpoint", url, env=clean_env(), cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert f"INVALID_INPUT: --endpoint {url!r} is not an OTLP/HTTP URL" in done.stderr
+    assert "\n  fix: " in done.stderr and "is it running" not in done.stderr
+    missing = agentstream(
+        "export", "otel", "no-such.ndjson", "--endpoint", url, env=clean_env(), cwd=tmp_path
+    )
+    assert (
+        missing.returncode == 2 and "is not an OTLP/HTTP URL" in missing.stderr
+    )  # before the input is opened
+    from_env = agentstream(
+        "export", "otel", str(log), env=clean_env(OTEL_EXPORTER_OTLP_ENDPOINT=url), cwd=tmp_path
+    )
+    assert from_env.returncode == 2 and f"OTEL_EXPORTER_OTLP_ENDPOINT {url!r} is not" in from_env.stderr
+    assert receiver.requests == 0
+
+
+def test_a_malformed_endpoint_in_the_environment_costs_a_live_run_one_warning(tmp_path: Path) -> None:
+    env = clean_env(OTEL_EXPORTER_OTLP_TRACES_ENDPOINT="collector:4318/v1/traces")
+    done = agentstream("exec", "--provider", "demo", "--no-publish", "hi", env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert events_of(done.stdout)[-1]["ok"] is True
+    warnings = [line for line in done.stderr.splitlines() if "otel" in line]
+    assert len(warnings) == 1, done.stderr
+    assert (
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT 'collector:4318/v1/traces' is not an OTLP/HTTP URL" in warnings[0]
+    )
+
+
+@pytest.mark.parametrize(
     "content",
     [b"", b"\n   \n\r\n", b"hello\nnot an event {\n"],
     ids=["empty", "blank-lines", "noise"],

@@ -4,8 +4,8 @@ The file is read in any dialect (detected, or ``--from``) and each run in it
 becomes one trace, exactly as ``exec``/``wrap``/``follow`` export it live, with
 the events' own timestamps. One summary line goes to stderr. Exit 0 when every
 span was accepted, 1 when the collector did not take them, 2 for a usage
-problem (no endpoint, the ``[otel]`` extra missing, an unreadable file, an input
-with no events: nothing is exported then).
+problem (no endpoint or a malformed one, the ``[otel]`` extra missing, an
+unreadable file, an input with no events: nothing is exported then).
 """
 
 from __future__ import annotations
@@ -26,6 +26,9 @@ TARGETS = ("otel",)
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", choices=TARGETS, help="where to export: otel (OTLP/HTTP)")
+    # Two positionals, the second optional: a plain parse takes both at TARGET (FILE as its
+    # default) and then refuses the FILE that follows an option ("otel --endpoint URL FILE").
+    parser.parse_args = parser.parse_intermixed_args  # type: ignore[method-assign]
     add_input_argument(parser)
     parser.add_argument(
         "--endpoint",
@@ -48,8 +51,12 @@ def run(args: argparse.Namespace) -> int:
             fix=f"set {ENDPOINT_VARS[1]}=http://localhost:4318 (or pass --endpoint URL)",
         )
     check_dialect(args.from_dialect)
-    source = open_input(args.file)
-    sink = build_sink(live=False, endpoint=args.endpoint)
+    sink = build_sink(live=False, endpoint=args.endpoint)  # its setup is checked before the input is opened
+    try:
+        source = open_input(args.file)
+    except BaseException:
+        sink.discard()
+        raise
     reader = read(source, args.from_dialect, label=args.file)
     try:
         events, real = _feed(reader, sink)

@@ -98,25 +98,48 @@ def build_sink(*, live: bool, endpoint: str | None = None) -> OtelSink:
     an export of a recorded file starts traces of its own.
     """
     _check_protocol()
+    url = traces_url(endpoint)
     from agentstream._extras import require
 
     require("opentelemetry.sdk.trace", "otel")
     require("opentelemetry.exporter.otlp.proto.http.trace_exporter", "otel")
     from agentstream.observe._otel_spans import OtelSink, otlp_http_exporter
 
-    exporter = otlp_http_exporter(traces_url(endpoint) if endpoint else None, _timeout_s())
+    exporter = otlp_http_exporter(url if endpoint else None, _timeout_s())
     parent = os.environ.get("TRACEPARENT") if live else None
-    return OtelSink(exporter, endpoint=traces_url(endpoint), parent_traceparent=parent, warn=_warn)
+    return OtelSink(exporter, endpoint=url, parent_traceparent=parent, warn=_warn)
 
 
 def traces_url(endpoint: str | None = None) -> str:
-    """Where spans go, for messages: the traces endpoint, or the base endpoint plus ``/v1/traces``."""
+    """Where spans go: the traces endpoint, or the base endpoint plus ``/v1/traces``.
+
+    Every endpoint, from ``--endpoint`` or the environment, is checked here: a
+    malformed URL is a usage error, not a collector that seems not to answer.
+    """
     if endpoint:
-        return f"{endpoint.rstrip('/')}{TRACES_PATH}"
+        return f"{_checked_url(endpoint, '--endpoint').rstrip('/')}{TRACES_PATH}"
     traces = os.environ.get(ENDPOINT_VARS[0], "").strip()
     if traces:
-        return traces
-    return f"{os.environ.get(ENDPOINT_VARS[1], '').strip().rstrip('/')}{TRACES_PATH}"
+        return _checked_url(traces, ENDPOINT_VARS[0])
+    base = _checked_url(os.environ.get(ENDPOINT_VARS[1], "").strip(), ENDPOINT_VARS[1])
+    return f"{base.rstrip('/')}{TRACES_PATH}"
+
+
+def _checked_url(url: str, name: str) -> str:
+    """``url`` if it is an http(s) URL with a host (and a valid port), else a usage error naming ``name``."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        valid = parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
+    except ValueError:  # a port that is not a number, or out of range
+        valid = False
+    if not valid:
+        raise UsageError(
+            f"{name} {url!r} is not an OTLP/HTTP URL (it needs http:// or https:// and a host)",
+            fix="give the collector's OTLP/HTTP base URL, e.g. http://localhost:4318",
+        )
+    return url
 
 
 def _check_protocol() -> None:
