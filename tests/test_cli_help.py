@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import shlex
 import shutil
 import subprocess
@@ -11,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from agentstream.cli import COMMANDS, main
-from agentstream.cli._help import EXAMPLES, build_parser, completion_script, reference_markdown
+from agentstream.cli._help import EXAMPLES, build_parser, reference_markdown
+from agentstream.cli.completion_cmd import command_completions, completion_script
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
@@ -104,3 +106,60 @@ def test_completion_command_prints_the_script() -> None:
         check=True,
     ).stdout
     assert out == completion_script("bash")
+
+
+def _bash_complete(script: Path, *words: str) -> list[str]:
+    """What the bash script offers for ``words`` (the last is the word being completed), run in a real bash."""
+    bash = shutil.which("bash")
+    assert bash, "bash is needed for this test"
+    probe = f'source {script}; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _agentstream; printf "%s\\n" "${{COMPREPLY[@]}}"'
+    done = subprocess.run([bash, "-c", probe, "_", *words], capture_output=True, text=True, check=True)
+    return done.stdout.split()
+
+
+def test_bash_completion_offers_the_choices_of_positionals_and_options(tmp_path: Path) -> None:
+    script = tmp_path / "agentstream.bash"
+    script.write_text(completion_script("bash"))
+    assert _bash_complete(script, "agentstream", "completion", "") == ["bash", "zsh", "fish"]
+    assert _bash_complete(script, "agentstream", "export", "") == ["otel"]
+    assert _bash_complete(script, "agentstream", "export", "--endpoint", "http://h:1", "o") == ["otel"]
+    (tmp_path / "run.ndjson").write_text("")
+    assert _bash_complete(script, "agentstream", "export", "otel", str(tmp_path / "r")) == [
+        str(tmp_path / "run.ndjson")
+    ]  # after the target, FILE
+    from agentstream.dialects import dialect_names
+
+    assert _bash_complete(script, "agentstream", "convert", "--to", "") == list(dialect_names())
+    assert _bash_complete(script, "agentstream", "convert", "--to", "=", "ge") == ["gemini", "gemini-log"]
+    assert _bash_complete(script, "agentstream", "view", "--from", "au") == ["auto"]
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_completion_offers_every_choice_argparse_knows(name: str, tmp_path: Path) -> None:
+    script = tmp_path / "agentstream.bash"
+    script.write_text(completion_script("bash"))
+    fish = completion_script("fish")
+    for action in build_parser(name)._actions:
+        if action.choices is None:
+            continue
+        choices = [str(choice) for choice in action.choices]
+        if action.option_strings:
+            for flag in action.option_strings:
+                assert _bash_complete(script, "agentstream", name, flag, "") == choices, flag
+            assert f"-x -a '{' '.join(choices)}'" in fish
+        else:
+            assert _bash_complete(script, "agentstream", name, "") == choices
+            assert f"-a '{' '.join(choices)}'" in fish
+    assert command_completions(build_parser(name)).flags == sorted(
+        flag for action in build_parser(name)._actions for flag in action.option_strings
+    )
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_options_may_come_before_a_positional_that_follows_another(name: str) -> None:
+    """argparse takes every positional at the first one, an optional one as its default; a later one is then refused."""
+    parser = build_parser(name)
+    positionals = [a for a in parser._actions if not a.option_strings]
+    later_optional = any(a.nargs in ("?", "*") for a in positionals[1:])
+    if later_optional:
+        assert parser.parse_args.__func__ is argparse.ArgumentParser.parse_intermixed_args  # type: ignore[attr-defined]

@@ -1,5 +1,5 @@
 """Help for people: each command's parser with examples, ``agentstream help``, the CLI
-reference in ``docs/cli.md`` and shell completion, all built from the same argparse
+reference in ``docs/cli.md`` (and, in ``completion_cmd``, shell completion), all built from the same argparse
 definitions so they cannot drift apart.
 
 Imported only when a command runs or help is asked for; ``--version`` never loads it.
@@ -16,7 +16,7 @@ from types import ModuleType
 
 from agentstream.cli import COMMANDS, command_summary
 
-__all__ = ["EXAMPLES", "build_parser", "completion_script", "reference_markdown"]
+__all__ = ["EXAMPLES", "build_parser", "reference_markdown"]
 
 EXAMPLES: dict[str, tuple[str, ...]] = {
     "exec": (
@@ -182,58 +182,3 @@ def _meaning(action: argparse.Action) -> str:
 
 def _escape(text: str) -> str:
     return text.replace("|", "\\|")
-
-
-# -- shell completion --------------------------------------------------------------------
-
-
-def completion_script(shell: str) -> str:
-    """A completion script for bash, zsh or fish: command names, then each command's options."""
-    options = {name: sorted(_flags(build_parser(name))) for name in COMMANDS}
-    if shell == "fish":
-        return _fish(options)
-    script = _bash(options)
-    if shell == "zsh":
-        return "autoload -U +X bashcompinit && bashcompinit\n" + script
-    return script
-
-
-def _flags(parser: argparse.ArgumentParser) -> Iterator[str]:
-    for action in parser._actions:
-        yield from action.option_strings
-
-
-def _bash(options: dict[str, list[str]]) -> str:
-    cases = "\n".join(f'    {name}) opts="{" ".join(flags)}" ;;' for name, flags in options.items())
-    return f"""# agentstream completion for bash (and zsh through bashcompinit)
-_agentstream() {{
-  local cur="${{COMP_WORDS[COMP_CWORD]}}" cmd="${{COMP_WORDS[1]}}" opts
-  if [ "$COMP_CWORD" -eq 1 ]; then
-    COMPREPLY=($(compgen -W "{" ".join(options)} help --help --version" -- "$cur"))
-    return
-  fi
-  case "$cmd" in
-{cases}
-    help) opts="{" ".join(options)}" ;;
-    *) opts="" ;;
-  esac
-  if [[ "$cur" == -* || "$cmd" == help ]]; then
-    COMPREPLY=($(compgen -W "$opts" -- "$cur"))
-  else
-    COMPREPLY=($(compgen -f -- "$cur"))
-  fi
-}}
-complete -F _agentstream agentstream
-"""
-
-
-def _fish(options: dict[str, list[str]]) -> str:
-    lines = ["# agentstream completion for fish", "complete -c agentstream -f"]
-    for name in options:
-        summary = COMMANDS[name].replace("'", "\\'")
-        lines.append(f"complete -c agentstream -n __fish_use_subcommand -a {name} -d '{summary}'")
-    for name, flags in options.items():
-        for flag in flags:
-            kind = "-l " + flag[2:] if flag.startswith("--") else "-s " + flag[1:]
-            lines.append(f"complete -c agentstream -n '__fish_seen_subcommand_from {name}' {kind}")
-    return "\n".join(lines) + "\n"
