@@ -135,3 +135,56 @@ def test_timestamps_are_rfc3339_utc_ms() -> None:
     ts = p.now_ts()
     assert msgspec.convert(ts, type=__import__("datetime").datetime, strict=False).tzinfo is not None
     assert len(ts) == 24 and ts.endswith("Z") and ts[19] == "."
+
+
+_START = {
+    "type": "start",
+    "v": 1,
+    "session_id": "s",
+    "seq": 0,
+    "ts": "2026-11-21T08:15:46.929Z",
+    "command": "c",
+}
+_RESULT = {
+    **_START,
+    "type": "result",
+    "seq": 1,
+    "ok": True,
+    "subtype": "success",
+    "exit_code": 0,
+}
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        {**_START, "v": 2},
+        {**_START, "seq": -1},
+        {**_START, "ts": "yesterday"},
+        {**_START, "ts": "2026-11-21 08:15:46"},
+        {**_START, "ts": "٢٠٢٦-11-21T08:15:46.929Z"},
+        {**_RESULT, "exit_code": 256},
+        {**_RESULT, "ok": False, "exit_code": -1},
+    ],
+    ids=[
+        "v-2",
+        "seq-negative",
+        "ts-not-a-time",
+        "ts-no-zone",
+        "ts-other-digits",
+        "exit-256",
+        "exit-negative",
+    ],
+)
+def test_the_published_schema_refuses_what_the_protocol_forbids_and_the_reader_still_decodes(
+    line: dict,
+) -> None:
+    """The schema states docs/protocol.md's rules; the reader stays liberal, and leaves them to the validator."""
+    import jsonschema
+
+    published = json.loads((DOCS / "protocol.schema.json").read_text())
+    validator = jsonschema.Draft202012Validator(published, format_checker=jsonschema.FormatChecker())
+    assert list(validator.iter_errors(line)), f"the schema takes {line}"
+    for good in (_START, _RESULT):
+        assert not list(validator.iter_errors(good))
+    assert p.decode(json.dumps(line).encode()).type == line["type"]

@@ -482,10 +482,8 @@ _STAMPS: Final = frozenset({"type", "v", "session_id", "seq", "ts"})
 def json_schema() -> dict[str, Any]:
     """The JSON Schema (2020-12) of one v1 event line."""
     schema = msgspec.json.schema(Event)
-    for definition in schema.get("$defs", {}).values():
-        # The stamps have defaults in code (a producer fills them), but every line on the wire carries them.
-        if definition.get("properties", {}).keys() >= _STAMPS:
-            definition["required"] = sorted({*definition.get("required", ()), *_STAMPS})
+    for name, definition in schema.get("$defs", {}).items():
+        _state_the_wire(name, definition)
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": "https://agentstream.dev/schema/v1/event.json",
@@ -493,6 +491,27 @@ def json_schema() -> dict[str, Any]:
         "description": "One line of an agentstream NDJSON stream. Unknown fields must be ignored.",
         **schema,
     }
+
+
+def _state_the_wire(name: str, definition: dict[str, Any]) -> None:
+    """Add to one event's generated schema what docs/protocol.md states of every line on the wire.
+
+    The decoder is liberal on purpose (a producer's slip is reported by the
+    validator, not a line lost), so these rules are not constraints on the
+    Structs: they are written into the published schema here, and only here.
+    """
+    properties = definition.get("properties", {})
+    if properties.keys() >= _STAMPS:
+        # The stamps have defaults in code (a producer fills them), but every line on the wire carries them.
+        definition["required"] = sorted({*definition.get("required", ()), *_STAMPS})
+        properties["v"] = {"type": "integer", "const": PROTOCOL_VERSION}
+        properties["session_id"] = {"type": "string"}
+        properties["seq"] = {"type": "integer", "minimum": 0}
+        # [0-9], not \d: a JSON Schema pattern is run by other regex engines, some of which take any digit
+        ts_pattern = _TIMESTAMP.pattern.replace(r"\d", "[0-9]")
+        properties["ts"] = {"type": "string", "format": "date-time", "pattern": f"^{ts_pattern}$"}
+    if name == "Result":
+        properties["exit_code"] = {"type": "integer", "minimum": 0, "maximum": 255}
 
 
 # -- the input side (``--input-format stream-json``) ------------------------------------
