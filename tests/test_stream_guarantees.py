@@ -104,7 +104,6 @@ def test_fail_exits_with_its_code(tmp_path: Path) -> None:
         """
 with Stream("job") as s:
     s.fail("AUTH_EXPIRED", "token expired", fix="log in again", exit_code=7)
-    s.message("ignored: after the result")
 """,
     )
     assert code == 7
@@ -346,7 +345,6 @@ def test_finish_is_idempotent() -> None:
     with Stream_for(buffer) as s:
         first = s.finish(ok=False, exit_code=5)
         second = s.finish()
-        s.message("dropped")
     assert first is second
     events = [json.loads(line) for line in buffer.getvalue().splitlines()]
     assert [e["type"] for e in events] == ["start", "result"] and events[-1]["exit_code"] == 5

@@ -2,8 +2,8 @@
 
 ``with Stream("my-tool") as s:`` emits ``start`` on entry and exactly one
 ``result`` on every way out — normal return, exception, ``sys.exit(n)``,
-SIGINT/SIGTERM/SIGHUP, or the reader closing the pipe — and makes the process
-exit with ``result.exit_code`` (141 or 1 instead when the output itself could
+SIGINT/SIGTERM/SIGHUP, a cancelled asyncio task, or the reader closing the
+pipe — and makes the process exit with ``result.exit_code`` (141 or 1 instead when the output itself could
 not be written: see :class:`~agentstream.render.OutputFailed`). A signal that
 arrives after the ``result`` is written does not change the exit code. Every event is written and flushed when it is
 emitted, through one write per line, under a lock, so threads and asyncio tasks
@@ -18,23 +18,24 @@ from __future__ import annotations
 
 import atexit
 import errno
+import math
 import os
 import signal
 import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import FrameType, TracebackType
-from typing import IO, Any, Final, Literal, TypeVar
+from typing import IO, Any, Final, Literal, TypeVar, get_args
 
 import msgspec
 
 from agentstream import _signals
 from agentstream import protocol as p
 from agentstream._signals import HeldSignal, Interrupted, SignalHandlers
-from agentstream.ending import closing_events
+from agentstream.ending import closing_events, process_exit_code
 from agentstream.errors import AgentstreamError, ErrorCode, ExitCode, exit_code_for_signal
 from agentstream.render import (
     ColorChoice,
@@ -67,12 +68,19 @@ class ToolCallScope:
         self.truncated: bool | None = None
 
     def progress(self, content: str) -> None:
+        if type(content) is not str:
+            _text("content", content)
         self.stream.emit(p.ToolProgress(call_id=self.call.call_id, content=content))
 
     def succeed(self, output: str, *, truncated: bool | None = None) -> None:
+        _text("output", output)
+        _flag("truncated", truncated, optional=True)
         self.status, self.output, self.truncated = "success", output, truncated
 
     def fail(self, error: str, *, status: p.ToolStatus = "error", output: str | None = None) -> None:
+        _text("error", error)
+        _choice("status", status, _TOOL_STATUSES)
+        _text("output", output, optional=True)
         self.status, self.error, self.output = status, error, output
 
 
@@ -98,6 +106,15 @@ class Stream:
         (``exec`` passes its configured secrets' redactor).
     """
 
+    # Set on the instance only once the result is written: each attribute an instance starts with makes
+    # every attribute lookup in emit() dearer (past about 27 of them, measurably).
+    _result_thread: int = 0
+    """The thread that wrote the result on purpose (0: a signal's ending): it may not emit after it."""
+    _dropped: bool = False
+    """Whether an event that came after the result was dropped (said once on stderr)."""
+    _owes_exit: bool = False
+    """Ended by a cancelled asyncio task, whose CancelledError goes on: the process exits with the code at its end."""
+
     def __init__(
         self,
         command: str,
@@ -117,6 +134,18 @@ class Stream:
         color: ColorChoice | bool | None = None,
         redact: Callable[[p.Event], None] | None = None,
     ) -> None:
+        _text("command", command)
+        for name, value in (
+            ("session_id", session_id),
+            ("cwd", cwd),
+            ("model", model),
+            ("provider", provider),
+            ("parent_session_id", parent_session_id),
+            ("permission_mode", permission_mode),
+        ):
+            _text(name, value, optional=True)
+        if isinstance(tools, str) or not all(type(tool) is str for tool in tools):
+            raise TypeError(f"tools must be a sequence of str (tool names), not {tools!r}")
         self.command = command
         self._redact = redact
         self.output_format = output_format
@@ -157,7 +186,6 @@ class Stream:
         """Set when the output could not be written before the ``result`` was: the process exits with it."""
         self.result: p.Result | None = None
         self.tally = Tally()
-        self._last_fatal: p.Error | None = None
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -206,6 +234,15 @@ class Stream:
         """Open the output and emit ``start``. Called by ``__enter__``; idempotent."""
         if self.started:
             return self
+        global _current
+        if self.owns_process or self._out_spec is None:
+            if _current is not None and not _current.finished:
+                raise RuntimeError(
+                    f"Stream({self.command!r}) cannot start while Stream({_current.command!r}) still writes this "
+                    "process's stdout (two sessions would interleave): end that one first, or give this one "
+                    "its own output with out=..."
+                )
+            _current = self
         self._started_at = time.monotonic()
         try:
             writer = self._open_output()
@@ -259,6 +296,11 @@ class Stream:
         return FileWriter(out)
 
     def __enter__(self) -> Stream:
+        if self.finished:
+            raise RuntimeError(
+                f"Stream({self.command!r}) has already ended (its result is written), so nothing in this `with` "
+                "block would be written: a Stream is one run, make a new Stream for the next one"
+            )
         return self.start()
 
     def __exit__(
@@ -266,6 +308,9 @@ class Stream:
     ) -> Literal[False]:
         self._end(exc)
         if not self.owns_process or self.result is None:
+            return False
+        if _is_cancelled(exc):  # asyncio's cancellation goes on unchanged: the exit code waits for the end
+            self._owes_exit = True
             return False
         code = self.exit_code
         if isinstance(exc, AgentstreamError):
@@ -314,9 +359,15 @@ class Stream:
             if status == 0:
                 self.finish()
             else:
-                self.fail(ErrorCode.EXCEPTION, f"exited with status {status}", exit_code=status)
+                self.fail(ErrorCode.EXCEPTION, _why_it_stopped(exc), exit_code=status)
         elif isinstance(exc, AgentstreamError):
-            self.fail(exc.code, exc.message, fix=exc.fix, exit_code=exc.exit_code)
+            self.fail(
+                exc.code, exc.message, fix=exc.fix, exit_code=process_exit_code(exc.exit_code, ok=False)
+            )
+        elif _is_cancelled(exc):
+            self.fail(
+                ErrorCode.INTERRUPTED, _why_it_stopped(exc), exit_code=ExitCode.SIGINT, subtype="interrupted"
+            )
         else:
             self.fail(
                 ErrorCode.EXCEPTION,
@@ -325,10 +376,9 @@ class Stream:
             )
 
     def _interrupt_result(self, signum: int) -> None:
-        name = signal.Signals(signum).name
         self.fail(
             ErrorCode.INTERRUPTED,
-            f"interrupted by {name}",
+            _interrupted_by(signum),
             exit_code=exit_code_for_signal(signum),
             subtype="interrupted",
         )
@@ -336,37 +386,44 @@ class Stream:
     def finish(
         self,
         *,
-        ok: bool = True,
+        ok: bool | None = None,
         exit_code: int | None = None,
         subtype: str | None = None,
         result: str | None = None,
         error: p.ErrorInfo | None = None,
         next_actions: Sequence[p.NextAction] = (),
     ) -> p.Result:
-        """Emit the one ``result`` and close the output. Later calls return the first result."""
+        """Emit the one ``result`` and close the output. Later calls return the first result.
+
+        ``ok`` and ``exit_code`` must agree (ok exactly when 0); either one alone sets the other.
+        """
         if self.result is not None:
             return self.result
+        ok, code = _outcome(ok, exit_code, "finish")
+        _text("subtype", subtype, optional=True)
+        _text("result", result, optional=True)
+        if error is not None and type(error) is not p.ErrorInfo:
+            raise TypeError(f"error must be a protocol.ErrorInfo, not {type(error).__name__}")
+        actions = _next_actions(next_actions)
         if not self.started:
             self.start()
         self._closing = True
         self._close_open_work("the run ended before this tool's result")
-        code = exit_code if exit_code is not None else (ExitCode.OK if ok else ExitCode.ERROR)
-        if not 0 <= code <= 255:  # not an exit status (256 would wrap to 0, a false success)
-            ok, code = False, ExitCode.ERROR
         final_text = result if result is not None else self.tally.last_text
         event = p.Result(
             ok=ok,
             subtype=subtype or ("success" if ok else "error"),
-            exit_code=int(code),
+            exit_code=code,
             duration_ms=int((time.monotonic() - self._started_at) * 1000),
             turn_count=self.turn_count,
-            tools_used=list(self.tools_used),
+            tools_used=[name for name in self.tools_used if type(name) is str],  # emit() checks nothing
             usage=self.usage,
-            result=final_text if final_text is not None else p.UNSET,
+            result=final_text if type(final_text) is str else p.UNSET,
             error=error if error is not None else p.UNSET,
             command=self.command,
-            next_actions=list(next_actions),
+            next_actions=actions,
         )
+        self._result_thread = 0 if self._signal_seen else threading.get_ident()
         self.result = event
         try:
             self.emit(event)
@@ -390,9 +447,17 @@ class Stream:
         details: Any = p.UNSET,
         next_actions: Sequence[p.NextAction] = (),
     ) -> p.Result:
-        """Emit a fatal ``error`` immediately followed by the ``result``."""
+        """Emit a fatal ``error`` immediately followed by the ``result`` (``exit_code`` 1–255: a failure is never 0)."""
         if self.result is not None:
             return self.result
+        _text("code", code)
+        _text("message", message)
+        _text("fix", fix, optional=True)
+        _text("subtype", subtype)
+        _outcome(False, exit_code, "fail")
+        _next_actions(next_actions)
+        if details is not p.UNSET:
+            _json("details", details)
         if not self.started:
             self.start()
         self._closing = True
@@ -427,50 +492,65 @@ class Stream:
         lock = self._lock
         lock.acquire()  # not ``with``: its enter and exit calls cost about a tenth of an emit
         try:
-            if self.result is None or event is self.result:
-                if not self._started_at:
-                    raise RuntimeError(
-                        "Stream.start() (or `with Stream(...)`) must come before emitting events"
-                    )
-                if self._redact is not None:
-                    self._redact(event)
-                sequencer = self._sequencer
-                event.session_id = sequencer.session_id
-                event.seq = sequencer.next_seq
-                sequencer.next_seq += 1
-                if not event.ts:
-                    event.ts = _now_ts()
-                if type(event) in _ACCOUNTED:
-                    self.tally.add(event)
-                failed: OutputFailed | None = None
-                fd = self._fast_fd
-                if fd >= 0:
-                    # Canonical lines to a descriptor: encode into one reused buffer, one write.
-                    buffer = self._buffer
-                    _encode_into(event, buffer)
-                    buffer.append(10)
-                    try:
-                        written = _os_write(fd, buffer)
-                    except OSError as exc:
-                        failed = output_failure(exc)
-                    else:
-                        if written < len(buffer):
-                            failed = self._write_rest(buffer, written)
-                elif not self._output_closed:
-                    failed = self._write(event)
-                if failed is not None:
-                    self._write_failed(failed)
-                if self._observers:
-                    if len(self._buffer) > _KEPT_BUFFER_BYTES:
-                        self._buffer.clear()  # a very long line, written: not held while observers encode it again
-                    for observer in self._observers:
-                        observer(event)  # the bus still gets the run, whatever happened to stdout
-                if failed is not None and event is not self.result:
-                    raise failed
+            if self.result is not None and event is not self.result:
+                return self._after_result(event)
+            if not self._started_at:
+                raise RuntimeError("Stream.start() (or `with Stream(...)`) must come before emitting events")
+            if self._redact is not None:
+                self._redact(event)
+            sequencer = self._sequencer
+            event.session_id = sequencer.session_id
+            event.seq = sequencer.next_seq
+            sequencer.next_seq += 1
+            if not event.ts:
+                event.ts = _now_ts()
+            if type(event) in _ACCOUNTED:
+                self.tally.add(event)
+            failed: OutputFailed | None = None
+            fd = self._fast_fd
+            if fd >= 0:
+                # Canonical lines to a descriptor: encode into one reused buffer, one write.
+                buffer = self._buffer
+                _encode_into(event, buffer)
+                buffer.append(10)
+                try:
+                    written = _os_write(fd, buffer)
+                except OSError as exc:
+                    failed = output_failure(exc)
+                else:
+                    if written < len(buffer):
+                        failed = self._write_rest(buffer, written)
+            elif not self._output_closed:
+                failed = self._write(event)
+            if failed is not None:
+                self._write_failed(failed)
+            if self._observers:
+                if len(self._buffer) > _KEPT_BUFFER_BYTES:
+                    self._buffer.clear()  # a very long line, written: not held while observers encode it again
+                for observer in self._observers:
+                    observer(event)  # the bus still gets the run, whatever happened to stdout
+            if failed is not None and event is not self.result:
+                raise failed
         finally:
             lock.release()
         if self._held.pending:
             self._raise_pending_signal()
+        return event
+
+    def _after_result(self, event: E) -> E:
+        """An event after the result: refused in the thread that wrote the result on purpose (a mistake);
+        elsewhere (another thread or task racing the ending, code unwinding from a signal) dropped, said once."""
+        if threading.get_ident() == self._result_thread:
+            raise RuntimeError(
+                f"Stream({self.command!r}) has ended (its result is written), so this {event.type} event would be "
+                "lost: emit it before finish()/fail() or the end of the `with` block, or start a new Stream"
+            )
+        if not self._dropped:
+            self._dropped = True
+            _say(
+                f"agentstream {self.command}: a {event.type} event came after the stream's result (from another "
+                "thread, or while a signal ended the run) and was dropped; so are any later ones"
+            )
         return event
 
     def _write_failed(self, failure: OutputFailed) -> None:
@@ -504,36 +584,70 @@ class Stream:
 
     # -- helpers for every event type ---------------------------------------
 
+    # Each checks its arguments (emit() checks nothing, for speed): a bad one is refused here, at the call,
+    # rather than written as a line no reader accepts (or lost after taking its ``seq``). Deltas come by the
+    # thousand, so theirs is one cheap test, and the helpers only run to say what was wrong.
+
     def message(
         self, content: str, *, role: p.Role = "assistant", message_id: str | None = None
     ) -> p.Message:
+        if (
+            type(content) is not str
+            or role not in _ROLES
+            or not (message_id is None or type(message_id) is str)
+        ):
+            _text("content", content)
+            _choice("role", role, _ROLES)
+            _text("message_id", message_id, optional=True)
         return self.emit(p.Message(message_id=message_id or p.new_id("msg"), role=role, content=content))
 
     def message_delta(self, content: str, *, message_id: str, role: p.Role = "assistant") -> p.MessageDelta:
+        if type(content) is not str or type(message_id) is not str or role not in _ROLES:
+            _text("content", content)
+            _text("message_id", message_id)
+            _choice("role", role, _ROLES)
         return self.emit(p.MessageDelta(message_id=message_id, role=role, content=content))
 
     def reasoning_delta(self, content: str, *, reasoning_id: str) -> p.ReasoningDelta:
+        if type(content) is not str or type(reasoning_id) is not str:
+            _text("content", content)
+            _text("reasoning_id", reasoning_id)
         return self.emit(p.ReasoningDelta(reasoning_id=reasoning_id, content=content))
 
     def reasoning(self, content: str, *, reasoning_id: str | None = None) -> p.Reasoning:
+        _text("content", content)
+        _text("reasoning_id", reasoning_id, optional=True)
         return self.emit(p.Reasoning(reasoning_id=reasoning_id or p.new_id("rsn"), content=content))
 
     def step_event(self, name: str, status: p.StepStatus, **fields: Any) -> p.Step:
+        _text("name", name)
+        _choice("status", status, _STEP_STATUSES)
+        _fields("step_event", fields, _STEP_FIELDS)
         return self.emit(p.Step(name=name, status=status, **fields))
 
     def progress(self, name: str, **fields: Any) -> p.Progress:
+        _text("name", name)
+        _fields("progress", fields, _PROGRESS_FIELDS)
         return self.emit(p.Progress(name=name, **fields))
 
     def log(self, message: str, *, level: p.LogLevel = "info") -> p.Log:
+        _text("message", message)
+        _choice("level", level, _LOG_LEVELS)
         return self.emit(p.Log(level=level, message=message))
 
     def status(self, status: str, message: str | None = None) -> p.Status:
+        _text("status", status)
+        _text("message", message, optional=True)
         return self.emit(p.Status(status=status, message=message if message is not None else p.UNSET))
 
     def event(self, name: str, data: Any = None) -> p.GenericEvent:
+        _text("name", name)
+        _json("data", data)
         return self.emit(p.GenericEvent(name=name, data=data))
 
     def record_usage(self, model: str, **tokens: Any) -> p.Usage:
+        _text("model", model)
+        _fields("record_usage", tokens, _USAGE_FIELDS)
         return self.emit(p.Usage(model=model, **tokens))
 
     def error(
@@ -546,6 +660,11 @@ class Stream:
         fix: str | None = None,
     ) -> p.Error:
         """A non-fatal error (use :meth:`fail` for a fatal one, which also ends the run)."""
+        _text("code", code)
+        _text("message", message)
+        _flag("recoverable", recoverable)
+        _fields("error", {} if retry_in_ms is None else {"retry_in_ms": retry_in_ms}, _ERROR_FIELDS)
+        _text("fix", fix, optional=True)
         return self.emit(
             p.Error(
                 code=code,
@@ -558,18 +677,24 @@ class Stream:
 
     @contextmanager
     def step(self, name: str) -> Iterator[None]:
-        """``started`` now; ``completed`` or ``failed`` (with the error) when the block ends."""
+        """``started`` now; ``completed`` or ``failed`` (with the error) when the block ends.
+
+        Nothing when the block ended the run itself (``fail()``, ``finish()``): its result is the last word.
+        """
+        _text("name", name)
         began = time.monotonic()
         started = p.Step(name=name, status="started")
         try:
             self.emit(started)
             yield
         except BaseException as exc:
-            if started.seq >= 0:
+            if started.seq >= 0 and self.result is None:
                 took = int((time.monotonic() - began) * 1000)
-                self.step_event(name, "failed", duration_ms=took, error=str(exc) or type(exc).__name__)
+                self.emit(p.Step(name=name, status="failed", duration_ms=took, error=_why_it_stopped(exc)))
             raise
-        self.step_event(name, "completed", duration_ms=int((time.monotonic() - began) * 1000))
+        if self.result is None:
+            took = int((time.monotonic() - began) * 1000)
+            self.emit(p.Step(name=name, status="completed", duration_ms=took))
 
     @contextmanager
     def tool_call(
@@ -578,8 +703,15 @@ class Stream:
         """Emit ``tool_call``, run the block, then exactly one ``tool_result`` — even if the block raises.
 
         The call is emitted inside the guarded block: a signal delivered right
-        after its line is written still gets its ``cancelled`` result.
+        after its line is written still gets its ``cancelled`` result (a block that
+        ended the run itself got its result from that ending).
         """
+        _text("name", name)
+        _text("call_id", call_id, optional=True)
+        if arguments is not None:
+            if type(arguments) is not dict:
+                raise TypeError(f"arguments must be a dict, not {type(arguments).__name__}")
+            _json("arguments", arguments)
         call = p.ToolCall(call_id=call_id or p.new_id("call"), name=name, arguments=arguments or {})
         scope = ToolCallScope(self, call)
         began = time.monotonic()
@@ -587,11 +719,11 @@ class Stream:
             self.emit(call)
             yield scope
         except BaseException as exc:
-            cancelled = isinstance(exc, (SystemExit, KeyboardInterrupt))
-            scope.fail(str(exc) or type(exc).__name__, status="cancelled" if cancelled else "error")
+            cancelled = isinstance(exc, (SystemExit, KeyboardInterrupt)) or _is_cancelled(exc)
+            scope.fail(_why_it_stopped(exc), status="cancelled" if cancelled else "error")
             raise
         finally:
-            if call.seq >= 0:  # only a call that was written gets a result
+            if call.seq >= 0 and self.result is None:  # only a call that was written gets a result
                 self.emit(
                     p.ToolResult(
                         call_id=call.call_id,
@@ -640,6 +772,7 @@ class Stream:
     def _deliver_signal(self, signum: int) -> None:
         """Unwind the main thread; a second signal while unwinding stops waiting for cleanup code."""
         if self.result is not None:
+            self._result_thread = 0  # what unwinds now may still emit: dropped, not refused
             raise _signals.SignalAfterResult(self.exit_code)  # the result is written: its code stands
         if self._signal_seen:
             self._interrupt_result(self._signal_seen)
@@ -648,8 +781,11 @@ class Stream:
         raise Interrupted(signum)
 
     def _at_exit(self) -> None:
-        """Last resort when the program exits without finishing its stream."""
+        """Last resort when the program exits without finishing its stream; or, after a cancelled task's
+        ending, the exit code it owes (unless a later Stream took the process over)."""
         if self.result is not None or not self.started:
+            if self._owes_exit and _current is self:
+                _hard_exit(self.exit_code)
             return
         try:
             self.fail(ErrorCode.NOT_FINISHED, "the program exited without finishing its stream")
@@ -740,6 +876,8 @@ def _silence_private_stdout() -> None:
 _stdout_fd = -1
 _stdout_isolated = False
 _process_stream_started = False
+_current: Stream | None = None
+"""The last Stream that wrote the real stdout or owned the process: another may start only once it has ended."""
 
 
 def stream_was_written() -> bool:
@@ -805,3 +943,122 @@ def _hard_exit(code: int) -> None:
         except Exception:
             pass
     os._exit(code)
+
+
+def _why_it_stopped(exc: BaseException) -> str:
+    """What cut a run, step or tool call short, in the words a person would use (not a bare ``143``)."""
+    if isinstance(exc, Interrupted):
+        return _interrupted_by(exc.signum)
+    if isinstance(exc, KeyboardInterrupt):
+        return str(exc) or _interrupted_by(signal.SIGINT)  # a subclass may say who interrupted
+    if _is_cancelled(exc):
+        return f"the asyncio task was cancelled: {exc}" if str(exc) else "the asyncio task was cancelled"
+    if isinstance(exc, SystemExit):
+        code = exc.code
+        if code is None or isinstance(code, int) or not str(code):
+            return f"exited with status {_exit_status(exc)}"
+        return str(code)  # ``sys.exit("message")``: what Python prints on stderr
+    return str(exc) or type(exc).__name__
+
+
+def _interrupted_by(signum: int) -> str:
+    return f"interrupted by {signal.Signals(signum).name}"
+
+
+def _is_cancelled(exc: BaseException | None) -> bool:
+    """An asyncio task's cancellation (asyncio is not imported for this: no asyncio, no such exception)."""
+    asyncio = sys.modules.get("asyncio")
+    return asyncio is not None and isinstance(exc, asyncio.CancelledError)
+
+
+def _outcome(ok: bool | None, exit_code: int | None, method: str) -> tuple[bool, int]:
+    """``ok`` and ``exit_code`` as a result carries them: they must agree (``ok-exit``); either one sets the other.
+
+    A code outside 0–255 is no exit status (256 would wrap to 0, a false success): it becomes 1, not ok.
+    """
+    if ok is not None and type(ok) is not bool:
+        raise TypeError(f"ok must be a bool, not {type(ok).__name__}")
+    if exit_code is not None and (type(exit_code) is bool or not isinstance(exit_code, int)):
+        raise TypeError(f"exit_code must be an int, not {type(exit_code).__name__}")
+    if ok is None:
+        ok = exit_code is None or exit_code == 0
+    elif exit_code is not None and ok != (exit_code == 0):
+        if ok:
+            fix = "pass ok=False, or leave ok out (exit_code alone sets it)"
+        elif method == "fail":
+            fix = "a failure exits non-zero: pass 1-255 or leave exit_code out (1); for a success, call finish()"
+        else:
+            fix = "a failure exits non-zero: pass 1-255, or leave exit_code out (1)"
+        args = f"exit_code={exit_code}" if method == "fail" else f"ok={ok}, exit_code={exit_code}"
+        raise ValueError(f"{method}({args}): ok is true exactly when the exit code is 0; {fix}")
+    code = process_exit_code(
+        exit_code if exit_code is not None else ExitCode.OK if ok else ExitCode.ERROR, ok=ok
+    )
+    return code == 0, code
+
+
+def _text(name: str, value: object, *, optional: bool = False) -> None:
+    """Refuse what is not a plain ``str`` (msgspec writes no subclass of it)."""
+    if type(value) is not str and not (optional and value is None):
+        raise TypeError(f"{name} must be a str{' or None' if optional else ''}, not {type(value).__name__}")
+
+
+def _flag(name: str, value: object, *, optional: bool = False) -> None:
+    if type(value) is not bool and not (optional and value is None):
+        raise TypeError(f"{name} must be a bool{' or None' if optional else ''}, not {type(value).__name__}")
+
+
+def _choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        _text(name, value)
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}, not {value!r}")
+
+
+def _fields(method: str, fields: dict[str, Any], kinds: Mapping[str, tuple[type, ...]]) -> None:
+    """Refuse a keyword the event does not have, or a value of another type (``True`` is no number here)."""
+    for name, value in fields.items():
+        kind = kinds.get(name)
+        if kind is None:
+            raise TypeError(f"{method}() got an unexpected keyword {name!r}; it takes {', '.join(kinds)}")
+        if type(value) not in kind:
+            expected = " or ".join(k.__name__ for k in kind)
+            raise TypeError(f"{method}(): {name} must be {expected}, not {type(value).__name__}")
+        if type(value) is float and not math.isfinite(value):
+            raise ValueError(f"{method}(): {name} must be a finite number, not {value}")
+
+
+def _json(name: str, value: object) -> None:
+    """Refuse what JSON cannot carry now, rather than when its line is written."""
+    try:
+        _check_encode(value)
+    except (TypeError, ValueError, OverflowError, msgspec.EncodeError) as exc:
+        raise TypeError(f"{name} must be JSON-serialisable: {exc}") from None
+
+
+def _next_actions(actions: Sequence[p.NextAction]) -> list[p.NextAction]:
+    listed = list(actions)
+    for action in listed:
+        if type(action) is not p.NextAction:
+            raise TypeError(f"next_actions must hold protocol.NextAction, not {type(action).__name__}")
+    return listed
+
+
+_ROLES: Final[tuple[str, ...]] = get_args(p.Role)
+_TOOL_STATUSES: Final[tuple[str, ...]] = get_args(p.ToolStatus)
+_STEP_STATUSES: Final[tuple[str, ...]] = get_args(p.StepStatus)
+_LOG_LEVELS: Final[tuple[str, ...]] = get_args(p.LogLevel)
+_INT: Final = (int,)
+_NUMBER: Final = (int, float)
+_STR: Final = (str,)
+_STEP_FIELDS: Final = {"duration_ms": _INT, "error": _STR}
+_PROGRESS_FIELDS: Final = {"percent": _NUMBER, "current": _NUMBER, "total": _NUMBER, "message": _STR}
+_USAGE_FIELDS: Final = {
+    "input_tokens": _INT,
+    "output_tokens": _INT,
+    "cached_tokens": _INT,
+    "reasoning_tokens": _INT,
+    "cache_write_tokens": _INT,
+    "cost_usd": _NUMBER,
+}
+_ERROR_FIELDS: Final = {"retry_in_ms": _INT}
+_check_encode = msgspec.json.Encoder().encode
