@@ -110,6 +110,16 @@ def strip_volatile(events: Iterable[p.AnyEvent]) -> list[object]:
     return out
 
 
+GRANDCHILD_HOLDS_BOTH_PIPES = """
+import subprocess
+helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+sys.stderr.write(f"helper {helper.pid}\\n"); sys.stderr.flush()
+stream.message("leaving a helper behind, on stdout and stderr")
+os._exit(0)
+"""
+"""An :func:`agent_script` body that exits leaving a helper process holding its stdout and stderr."""
+
+
 def agent_script(tmp_path: Path, code: str, name: str = "agent.py") -> list[str]:
     """A small Python "agent CLI": ``code`` runs with ``stream`` (a Stream on stdout, not owning the process)."""
     script = tmp_path / name

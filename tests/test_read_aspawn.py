@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from _consumer_support import agent_script, assert_valid_stream, is_synthetic
+from _consumer_support import GRANDCHILD_HOLDS_BOTH_PIPES, agent_script, assert_valid_stream, is_synthetic
 from agentstream import AsyncSpawn, aspawn
 from agentstream import protocol as p
 
@@ -203,15 +203,6 @@ def _assert_gone(pid: int) -> None:
 
     os.kill(pid, signal.SIGKILL)
     pytest.fail(f"process {pid} was left running")
-
-
-GRANDCHILD_HOLDS_BOTH_PIPES = """
-import subprocess
-helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-sys.stderr.write(f"helper {helper.pid}\\n"); sys.stderr.flush()
-stream.message("leaving a helper behind, on stdout and stderr")
-os._exit(0)
-"""
 
 
 def test_a_grandchild_holding_stdout_and_stderr_costs_exit_timeout_s_and_no_more(tmp_path: Path) -> None:
