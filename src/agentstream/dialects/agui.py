@@ -761,7 +761,7 @@ class AguiEncoder(EventEncoder):
         line = self._event(
             event,
             "TOOL_CALL_RESULT",
-            messageId=p.new_id("msg"),
+            messageId=self.made_up_id("msg"),
             toolCallId=event.call_id,
             content=content,
             role="tool",

@@ -117,6 +117,11 @@ class DialectEncoder(ABC):
         """Lines still owed when the stream ends."""
         return []
 
+    def reproducible(self, seed: str) -> None:
+        """Make every id this encoder makes up (one its lines need and no event gives) depend only on ``seed``
+        and the events, so that encoding the same events again gives the same lines (``serve`` encodes a run
+        again from its start to resume it). An encoder that makes up no ids has nothing to do."""
+
 
 class ExitMeaning(NamedTuple):
     """What a CLI's own exit status means, as the canonical error of a run that ended without its result."""

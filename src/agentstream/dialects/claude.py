@@ -1005,6 +1005,12 @@ class ClaudeEncoder(EventEncoder):
     def session(self, event: p.BaseEvent) -> str:
         return event.session_id
 
+    def reproducible(self, seed: str) -> None:
+        super().reproducible(seed)
+        self._uuid_prefix = str(uuid.uuid5(uuid.NAMESPACE_URL, "agentstream:" + seed))[:24]
+        self._uuid_prefix_bytes = self._uuid_prefix.encode()
+        self._uuids = 0
+
     def line_uuid(self) -> str:
         """A fresh line uuid: one random UUID v4 per stream with a counter in its last group (cheap, unique)."""
         self._uuids += 1
@@ -1103,7 +1109,7 @@ class ClaudeEncoder(EventEncoder):
     def on_tool_call(self, event: p.ToolCall) -> list[dict[str, Any]]:
         self._calls[event.call_id] = (event.name, event.arguments)
         block = {"type": "tool_use", "id": event.call_id, "name": event.name, "input": event.arguments}
-        line = {"type": "assistant", "message": self.api_message(p.new_id("msg"), block, "tool_use")}
+        line = {"type": "assistant", "message": self.api_message(self.made_up_id("msg"), block, "tool_use")}
         return [self.envelope(event, line)]
 
     def on_tool_result(self, event: p.ToolResult) -> list[dict[str, Any]]:
@@ -1176,7 +1182,7 @@ class ClaudeEncoder(EventEncoder):
             inner = _encode({"type": "message_delta", "delta": {"stop_reason": None}, "usage": usage})
             return [self._stream_line(event, inner)]
         message: dict[str, Any] = {
-            "id": p.new_id("msg"),
+            "id": self.made_up_id("msg"),
             "type": "message",
             "role": "assistant",
             "content": [],

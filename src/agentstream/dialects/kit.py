@@ -1089,6 +1089,8 @@ class EventEncoder(DialectEncoder):
         self.tally = Tally()
         self.held_fatal: p.Error | None = None
         self._delta_ids: set[str] = set()
+        self._id_stem: str | None = None
+        self._made_up = 0
         self._handlers: dict[type[p.BaseEvent], Callable[[Any], list[dict[str, Any]]] | None] = {}
 
     def encode(self, event: p.AnyEvent) -> list[bytes]:
@@ -1128,6 +1130,20 @@ class EventEncoder(DialectEncoder):
             self.ended_a_turn = True
             self.end_turn()
         return lines
+
+    def reproducible(self, seed: str) -> None:
+        import hashlib
+
+        self._id_stem = hashlib.sha256(seed.encode()).hexdigest()[:8]
+        self._made_up = 0
+
+    def made_up_id(self, prefix: str) -> str:
+        """An id such as ``msg_…`` that a line needs and no event gives: random, or after :meth:`reproducible`
+        the seed's stem and a count (the same length either way)."""
+        if self._id_stem is None:
+            return p.new_id(prefix)
+        self._made_up += 1
+        return f"{prefix}_{self._id_stem}{self._made_up:08x}"
 
     def end_turn(self) -> None:
         """Forget the turn whose ``result`` just went out, so that the next turn is written whole on its own.

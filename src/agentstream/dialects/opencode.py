@@ -235,8 +235,8 @@ class OpencodeEncoder(EventEncoder):
     def _open_step(self, event: p.BaseEvent) -> list[dict[str, Any]]:
         if self._step is not None:
             return []
-        self._step = p.new_id("msg")
-        return [self._line(event, "step_start", part=self._part(event, "step-start", p.new_id("prt")))]
+        self._step = self.made_up_id("msg")
+        return [self._line(event, "step_start", part=self._part(event, "step-start", self.made_up_id("prt")))]
 
     def on_message(self, event: p.Message) -> list[dict[str, Any]]:
         if event.role != "assistant":
@@ -274,7 +274,9 @@ class OpencodeEncoder(EventEncoder):
             state["error"] = event.error if event.error is not p.UNSET else event.status
         state["time"] = {"start": end - event.duration_ms, "end": end}
         lines = self._open_step(event)
-        part = self._part(event, "tool", p.new_id("prt"), callID=event.call_id, tool=event.name, state=state)
+        part = self._part(
+            event, "tool", self.made_up_id("prt"), callID=event.call_id, tool=event.name, state=state
+        )
         return [*lines, self._line(event, "tool_use", part=part)]
 
     def on_usage(self, event: p.Usage) -> list[dict[str, Any]]:
@@ -293,7 +295,9 @@ class OpencodeEncoder(EventEncoder):
             "cache": {"read": cached, "write": 0},
         }
         cost = usage.cost_usd if usage.cost_usd is not p.UNSET else 0
-        part = self._part(event, "step-finish", p.new_id("prt"), reason="stop", cost=cost, tokens=tokens)
+        part = self._part(
+            event, "step-finish", self.made_up_id("prt"), reason="stop", cost=cost, tokens=tokens
+        )
         self._step = None
         return [self._line(event, "step_finish", part=part)]
 

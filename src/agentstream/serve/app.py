@@ -371,6 +371,8 @@ class _Api:
             _check_run_id(run_id)
             start = _resume_point(request)
             encoder = encoder_for(request.query_params.get("dialect"))
+            if encoder is not None:
+                encoder.reproducible(run_id)  # a resumed stream is encoded again: the same ids, line for line
             await self.hub.call(lambda bus: known_run(bus, run_id))
         except AgentstreamError as exc:
             return _error_response(command, exc)
