@@ -663,6 +663,11 @@ class Stream:
         _text("code", code)
         _text("message", message)
         _flag("recoverable", recoverable)
+        if not recoverable:  # the protocol puts the result right after a fatal error: only fail() can
+            raise ValueError(
+                f"error({code!r}, recoverable=False) would write a fatal error that no result follows: "
+                "end the run with fail(code, message, ...) instead, which writes both"
+            )
         _fields("error", {} if retry_in_ms is None else {"retry_in_ms": retry_in_ms}, _ERROR_FIELDS)
         _text("fix", fix, optional=True)
         return self.emit(
