@@ -234,15 +234,9 @@ class Stream:
         """Open the output and emit ``start``. Called by ``__enter__``; idempotent."""
         if self.started:
             return self
-        global _current
         if self.owns_process or self._out_spec is None:
-            if _current is not None and not _current.finished:
-                raise RuntimeError(
-                    f"Stream({self.command!r}) cannot start while Stream({_current.command!r}) still writes this "
-                    "process's stdout (two sessions would interleave): end that one first, or give this one "
-                    "its own output with out=..."
-                )
-            _current = self
+            with _current_lock:  # two threads starting at once: one of them is refused
+                self._claim_stdout()
         self._started_at = time.monotonic()
         try:
             writer = self._open_output()
@@ -294,6 +288,17 @@ class Stream:
         if isinstance(out, int):
             return FdWriter(out)
         return FileWriter(out)
+
+    def _claim_stdout(self) -> None:
+        """Become the one Stream writing this process's stdout (two sessions would interleave there)."""
+        global _current
+        if _current is not None and not _current.finished:
+            raise RuntimeError(
+                f"Stream({self.command!r}) cannot start while Stream({_current.command!r}) still writes this "
+                "process's stdout (two sessions would interleave): end that one first, or give this one "
+                "its own output with out=..."
+            )
+        _current = self
 
     def __enter__(self) -> Stream:
         if self.finished:
@@ -883,6 +888,7 @@ _stdout_isolated = False
 _process_stream_started = False
 _current: Stream | None = None
 """The last Stream that wrote the real stdout or owned the process: another may start only once it has ended."""
+_current_lock = threading.Lock()
 
 
 def stream_was_written() -> bool:
