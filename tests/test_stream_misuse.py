@@ -76,6 +76,11 @@ BAD_CALLS: list[tuple[Callable[[Stream], object], type[Exception]]] = [
     (lambda s: s.record_usage("m", output_tokens=True), TypeError),
     (lambda s: s.error("E", "m", retry_in_ms="soon"), TypeError),  # type: ignore[arg-type]
     (lambda s: s.error("E", "m", recoverable=False), ValueError),  # a fatal error ends the run: fail()
+    (lambda s: s.finish(next_actions=[p.NextAction(command=5, description="d")]), TypeError),  # type: ignore[arg-type]
+    (
+        lambda s: s.fail("E", "m", next_actions=[p.NextAction(command="c", description="d", params=[1])]),
+        TypeError,
+    ),  # type: ignore[arg-type]
     (lambda s: s.finish(result=5), TypeError),  # type: ignore[arg-type]
     (lambda s: s.fail("E", 5), TypeError),  # type: ignore[arg-type]
     (lambda s: s.tool_call("shell", ["ls"]).__enter__(), TypeError),  # type: ignore[arg-type]

@@ -1051,6 +1051,12 @@ def _next_actions(actions: Sequence[p.NextAction]) -> list[p.NextAction]:
     for action in listed:
         if type(action) is not p.NextAction:
             raise TypeError(f"next_actions must hold protocol.NextAction, not {type(action).__name__}")
+        _text("NextAction.command", action.command)  # a Struct checks nothing when it is made
+        _text("NextAction.description", action.description)
+        if action.params is not p.UNSET:
+            if type(action.params) is not dict:
+                raise TypeError(f"NextAction.params must be a dict, not {type(action.params).__name__}")
+            _json("NextAction.params", action.params)
     return listed
 
 
