@@ -7,9 +7,9 @@ however long the stream is.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from operator import attrgetter
-from typing import IO, TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
 from agentstream import protocol as p
 from agentstream._lines import (
@@ -22,6 +22,7 @@ from agentstream._lines import (
     one_value_per_line,
     split_block,
 )
+from agentstream._recent_ids import RecentIds
 from agentstream.errors import ErrorCode, MalformedEventError
 
 if TYPE_CHECKING:
@@ -57,27 +58,6 @@ class Violation(NamedTuple):
     def __str__(self) -> str:
         where = f"line {self.line}" if self.line else "stream"
         return f"{where}: {self.rule}: {self.message}"
-
-
-K = TypeVar("K", bound=Hashable)
-
-
-class RecentIds(dict[K, None]):
-    """The last ``limit`` ids seen, so "used twice" checks stay exact for recent ids and memory stays flat.
-
-    A dict (keys in the order added), so that ``in`` on the checker's hot path is no Python call.
-    """
-
-    __slots__ = ("limit",)
-
-    def __init__(self, limit: int = 10_000) -> None:
-        super().__init__()
-        self.limit = limit
-
-    def add(self, key: K) -> None:
-        self[key] = None
-        if len(self) > self.limit:
-            del self[next(iter(self))]
 
 
 class Validator:

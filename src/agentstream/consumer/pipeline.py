@@ -26,11 +26,11 @@ from agentstream._lines import (
     parse_json,
     split_block,
 )
+from agentstream._recent_ids import RecentIds
 from agentstream.dialects.base import DialectDecoder
 from agentstream.ending import closing_events, ending_events, process_exit_code
 from agentstream.errors import AgentstreamError, ErrorCode, ExitCode, MalformedEventError
 from agentstream.transcript import Tally
-from agentstream.validate import RecentIds
 
 __all__ = ["CHUNK_BYTES", "DETECT_LINES", "Ending", "Pipeline", "Turns"]
 
