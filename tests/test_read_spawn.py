@@ -84,6 +84,26 @@ def test_a_child_killed_by_sigkill(tmp_path: Path) -> None:
     assert events[-1].exit_code == 128 + signal.SIGKILL  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize(
+    ("ends_itself", "status"),
+    [
+        ("os.kill(os.getpid(), signal.SIGTERM)", 128 + signal.SIGTERM),  # killed by it, from outside
+        ("os._exit(143)", 143),  # its own handler exits 128 + SIGTERM, as Claude Code does
+        ("os._exit(130)", 130),
+        ("os.kill(os.getpid(), signal.SIGHUP)", 128 + signal.SIGHUP),
+    ],
+)
+def test_a_child_interrupted_without_a_result_ends_interrupted(
+    tmp_path: Path, ends_itself: str, status: int
+) -> None:
+    """Stopped by SIGINT, SIGTERM or SIGHUP (or exiting 128 + one of them) is an interruption, not a crash."""
+    argv = agent_script(tmp_path, f"import signal\nstream.message('working')\n{ends_itself}")
+    events = assert_valid_stream(run_bounded(spawn(argv)))
+    error, result = fatal(events), events[-1]
+    assert error.code == "INTERRUPTED" and error.message.startswith("the child was interrupted by SIG")
+    assert isinstance(result, p.Result) and result.subtype == "interrupted" and result.exit_code == status
+
+
 def test_a_child_that_exits_0_without_a_result(tmp_path: Path) -> None:
     argv = agent_script(tmp_path, "stream.message('bye'); os._exit(0)")
     events = assert_valid_stream(run_bounded(spawn(argv)))

@@ -140,6 +140,9 @@ class _ChildBase:
         elif (meaning := self._exit_meaning(status)) is not None:
             code, message, fix = meaning
             subtype = _SUBTYPES.get(code, "error")
+        elif (signum := _interrupted_by(status)) is not None:  # stopped from outside, as a person or a runner does
+            code, subtype, fix = ErrorCode.INTERRUPTED, "interrupted", None
+            message = f"the child was interrupted by {_signal_name(signum)} ({died}) before its result event"
         else:
             code, subtype = ErrorCode.PROCESS_CRASHED, "error"
             message = f"the child ended ({died}) before its result event"
@@ -154,6 +157,15 @@ class _ChildBase:
 
         return get_dialect(name).error_for_exit(status)
 
+
+def _interrupted_by(status: int) -> int | None:
+    """The interrupting signal a child's status shows: killed by SIGINT, SIGTERM or SIGHUP, or an exit with the
+    shell's 128 + that signal (a CLI that ends itself on one, as Claude Code does on SIGTERM: 143)."""
+    signum = -status if status < 0 else status - 128
+    return signum if signum in _INTERRUPTING else None
+
+
+_INTERRUPTING = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
 
 _SUBTYPES = {ErrorCode.INTERRUPTED: "interrupted", ErrorCode.MAX_TURNS: "max_turns"}
 """Result subtypes of the error codes a CLI's exit status can mean (any other: ``error``)."""
