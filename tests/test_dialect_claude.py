@@ -176,6 +176,32 @@ def test_error_during_execution_without_a_result_key_names_the_missing_session()
     )  # type: ignore[union-attr]
 
 
+def test_an_api_error_line_with_no_result_after_it_is_why_the_turn_ended() -> None:
+    """Claude Code stops after an authentication failure without writing its result: the ending is that error
+    (AUTH_EXPIRED, with the API's text), not a stream cut short."""
+    init = b'{"type":"system","subtype":"init","cwd":"/w","session_id":"s1","tools":[],"model":"m"}'
+    api_error = (
+        b'{"type":"assistant","message":{"id":"m1","model":"<synthetic>","role":"assistant","content":'
+        b'[{"type":"text","text":"Invalid API key \xc2\xb7 Please run /login"}]},"error":"authentication_failed",'
+        b'"is_api_error_message":true,"session_id":"s1","uuid":"u1"}'
+    )
+    events = list(read(b"\n".join([init, api_error]) + b"\n", "claude"))
+    error = one(events, p.Error)
+    assert (error.code, error.message, error.recoverable) == (
+        "AUTH_EXPIRED",
+        "Invalid API key · Please run /login",
+        False,
+    )
+    result = events[-1]
+    assert isinstance(result, p.Result) and not result.ok and isinstance(result.error, p.ErrorInfo)
+    assert result.error.code == "AUTH_EXPIRED"
+    done = b'{"type":"result","subtype":"success","is_error":false,"duration_ms":1,"num_turns":1,"result":"hi","session_id":"s1"}'
+    later = list(read(b"\n".join([init, api_error, done, init]) + b"\n", "claude"))
+    assert [e.code for e in later if isinstance(e, p.Error) and not e.synthetic] == [], (
+        "a turn that ended says no more"
+    )
+
+
 def test_spurious_second_result_after_a_background_task_is_a_plain_failure() -> None:
     result = one(RESULTS[2], p.Result)
     assert (result.ok, result.exit_code) == (False, 1)

@@ -457,6 +457,8 @@ class ClaudeDecoder(EventDecoder):
         self._usage_done: set[str] = set()
         """Streamed messages whose usage went out at ``message_stop``; their later lines carry placeholders."""
         self._api_error: str | None = None
+        """The category of the turn's last API-error assistant line (``authentication_failed`` …)."""
+        self._api_error_text: str | None = None
 
     def decode_other(self, items: Any) -> list[p.AnyEvent] | None:
         """Also reads ``--output-format json --verbose``, which prints one array of every message (#84784)."""
@@ -526,6 +528,15 @@ class ClaudeDecoder(EventDecoder):
         self._flush_usage()
         self.close_named_runs()
         self.close_open_calls("the stream ended before the tool's result")
+        if self._api_error is not None and self.started and not self.turn_ended:
+            # Claude Code may stop after an API error without its result (an authentication failure does):
+            # that error, not a cut stream, is why the turn ended.
+            text = self._api_error_text or f"API error: {self._api_error}"
+            self.emit(
+                p.Error(
+                    code=_failure_code(None, self._api_error, None, text), message=text, recoverable=False
+                )
+            )
         return super().finish()
 
     # -- system --------------------------------------------------------------------
@@ -605,6 +616,7 @@ class ClaudeDecoder(EventDecoder):
         message_id = message_id or p.new_id("msg")
         if isinstance(error, str):
             self._api_error = error
+            self._api_error_text = next((block.text for block in blocks if block.kind == "text"), None)
         self._note_usage(message_id, model, _figures(usage), streamed=False)
         for block in blocks:
             self._assistant_block(message_id, block)
@@ -878,6 +890,7 @@ class ClaudeDecoder(EventDecoder):
                 error=error if error is not None else p.UNSET,
             )
         )
+        self._api_error = self._api_error_text = None  # the next turn's failure is its own
 
 
 def _document_usage(document: dict[str, Any], per_model: dict[str, Any]) -> list[p.Usage]:
