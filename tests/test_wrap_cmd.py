@@ -373,3 +373,21 @@ def test_a_secret_the_child_splits_across_two_deltas_is_still_redacted(tmp_path:
     assert deltas == redacted, "the deltas, joined, read as the message does"
     assert [e.content for e in events if isinstance(e, p.Message)] == [redacted]
     assert key[:half].encode() not in done.stdout and key[half:].encode() not in done.stdout
+
+
+def test_the_childs_own_turn_count_is_kept_when_it_reported_no_usage(tmp_path: Path) -> None:
+    """A failed Claude turn carries ``num_turns`` but no usage lines: the wrap's result says what convert says."""
+    child = tmp_path / "no_usage.py"
+    child.write_text(
+        "import json\n"
+        "print(json.dumps({'type': 'system', 'subtype': 'init', 'session_id': 'a', 'model': 'm', 'tools': []}))\n"
+        "print(json.dumps({'type': 'result', 'subtype': 'error_during_execution', 'is_error': True,"
+        " 'num_turns': 2, 'errors': ['API Error: 500'], 'session_id': 'a'}))\n"
+    )
+    done = subprocess.run(
+        [PYTHON, "-m", "agentstream", "wrap", "--no-publish", "--from", "claude", "--", PYTHON, str(child)],
+        capture_output=True, timeout=30, cwd=ROOT,
+    )  # fmt: skip
+    events = assert_valid_stream(decode_output(done.stdout), exit_code=done.returncode)
+    result = events[-1]
+    assert isinstance(result, p.Result) and not result.ok and result.turn_count == 2

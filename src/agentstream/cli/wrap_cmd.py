@@ -351,6 +351,8 @@ class _Relay:
         assert final is not None, "spawn() always ends with a result"
         if has_usage(final.usage):
             stream.usage = final.usage
+        # The child's own count, where it gave one (its usage events may be fewer than its turns).
+        stream.tally.turn_count = max(stream.tally.turn_count, final.turn_count)
         if held is not None:
             stream.emit(held)
         code = exit_code_of(final, self.child)
