@@ -140,7 +140,9 @@ class _ChildBase:
         elif (meaning := self._exit_meaning(status)) is not None:
             code, message, fix = meaning
             subtype = _SUBTYPES.get(code, "error")
-        elif (signum := _interrupted_by(status)) is not None:  # stopped from outside, as a person or a runner does
+        elif (
+            signum := _interrupted_by(status)
+        ) is not None:  # stopped from outside, as a person or a runner does
             code, subtype, fix = ErrorCode.INTERRUPTED, "interrupted", None
             message = f"the child was interrupted by {_signal_name(signum)} ({died}) before its result event"
         else:
