@@ -44,6 +44,7 @@ from _strategies import (
     usages,
 )
 from agentstream import protocol as p
+from agentstream.consumer import read
 from agentstream.dialects import detect_dialect, get_dialect
 from agentstream.errors import MalformedEventError
 
@@ -126,7 +127,15 @@ def test_the_seed_examples_decode_line_by_line() -> None:
         ["Read", "Grep", "Edit"],
     )
     assert flushed == []
-    assert not violations([event for chunk in per_line for event in chunk])
+    # Locus says success after its fatal error (its done line is written whatever happened): the decoder keeps
+    # that line's word, and the reader makes the run's outcome the fatal error, as the protocol requires.
+    raw = [event for chunk in per_line for event in chunk]
+    assert [v.split(": ")[1] for v in violations(raw)] == ["fatal-error"]
+    read_back = list(read(b"".join(line + b"\n" for line in _seed(*SESSION)), "locus"))
+    assert not violations(read_back)
+    final = read_back[-1]
+    assert isinstance(final, p.Result) and not final.ok and final.exit_code == 1
+    assert isinstance(final.error, p.ErrorInfo) and final.error.code == "NETWORK_TIMEOUT"
 
 
 def test_failed_tool_example() -> None:

@@ -413,3 +413,120 @@ def test_aread_takes_text_as_read_does(kind: str) -> None:
 def test_a_source_of_neither_bytes_nor_text_is_a_clear_type_error(source: object) -> None:
     with pytest.raises(TypeError, match="pass a path, a file object, or chunks of bytes or of str"):
         list(read(source))  # type: ignore[arg-type]
+
+
+# -- noise before a pretty-printed JSON document (a CLI's banner before its -o json output) ----------
+
+GEMINI_DOCUMENT = b"""{
+  "session_id": "s9",
+  "response": "Hello world",
+  "stats": {
+    "models": {
+      "gemini-2.5-pro": {
+        "api": {"totalRequests": 1, "totalErrors": 0, "totalLatencyMs": 100},
+        "tokens": {"input": 10, "prompt": 12, "candidates": 5, "total": 17, "cached": 2, "thoughts": 0, "tool": 0}
+      }
+    },
+    "tools": {"totalCalls": 0, "totalSuccess": 0, "totalFail": 0, "totalDurationMs": 0, "totalDecisions": {}, "byName": {}},
+    "files": {"totalLinesAdded": 0, "totalLinesRemoved": 0}
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("dialect", ["auto", "gemini"])
+@pytest.mark.parametrize("max_line_bytes", [None, 1 << 20])
+@pytest.mark.parametrize("chunk", [1 << 16, 7])
+def test_noise_before_a_document_is_reported_and_the_document_read(
+    dialect: str, max_line_bytes: int | None, chunk: int
+) -> None:
+    data = b"Loaded cached credentials.\n\n" + GEMINI_DOCUMENT + b"OpenTelemetry SDK shut down successfully\n"
+    chunks = [data[i : i + chunk] for i in range(0, len(data), chunk)]
+    reader = read(chunks, dialect, max_line_bytes=max_line_bytes)
+    events = assert_valid_stream(reader)
+    assert reader.dialect == "gemini"
+    assert kinds(events) == ["start", "error", "message", "usage", "result"]
+    noise = events[1]
+    assert isinstance(noise, p.Error) and noise.code == "MALFORMED_EVENT" and noise.details["line"] == 1
+    assert isinstance(events[2], p.Message) and events[2].content == "Hello world"
+    result = events[-1]
+    assert isinstance(result, p.Result) and result.ok and result.usage.output_tokens == 5
+    assert reader.after_end[1] == 1  # the trailing OTel line: noise after the run, reported aside
+
+
+def test_a_document_after_too_much_noise_is_read_line_by_line() -> None:
+    """Noise before a document is bounded like noise before detection: past it, lines are lines."""
+    from agentstream.consumer.pipeline import DETECT_NOISE_LINES
+
+    data = b"noise\n" * DETECT_NOISE_LINES + GEMINI_DOCUMENT
+    for dialect in ("auto", "gemini"):
+        events = assert_valid_stream(read(data, dialect))
+        assert not any(isinstance(e, p.Message) for e in events)
+        assert isinstance(events[-1], p.Result) and not events[-1].ok
+
+
+def test_a_brace_line_after_the_first_event_opens_no_document() -> None:
+    data = canonical_session()
+    first, rest = data.split(b"\n", 1)
+    events = assert_valid_stream(read(first + b"\nnoise\n{\n" + rest, "canonical"))
+    assert [e.details["line"] for e in events if isinstance(e, p.Error) and e.code == "MALFORMED_EVENT"] == [
+        2,
+        3,
+    ]
+
+
+# -- a fatal error followed by a result that says ok ---------------------------------------------------
+
+
+def _fatal_then(result: p.Result) -> bytes:
+    sequencer = p.Sequencer("s1")
+    events = [
+        p.Start(command="t"),
+        p.Error(code="UPSTREAM", message="rate limited", recoverable=False, fix="wait"),
+        result,
+    ]
+    return b"".join(p.encode_line(sequencer.stamp(e)) for e in events)
+
+
+def test_a_result_saying_ok_after_a_fatal_error_becomes_its_failure() -> None:
+    events = assert_valid_stream(read(_fatal_then(p.Result(ok=True, subtype="success", exit_code=0))))
+    fatal, result = events[-2:]
+    assert isinstance(fatal, p.Error) and not fatal.recoverable
+    assert isinstance(result, p.Result)
+    assert (result.ok, result.exit_code, result.subtype) == (False, 1, "error")
+    assert result.error == p.ErrorInfo(code="UPSTREAM", message="rate limited", fix="wait")
+
+
+def test_a_locus_error_chunk_before_a_successful_done_fails_the_run() -> None:
+    """Locus 0.16 sends its stream error, then ``done`` with exit code 0 and success."""
+    lines = [
+        {"type": "start", "payload": {"command": "exec"}},
+        {"type": "text_delta", "payload": {"content": "Hi"}},
+        {
+            "type": "error",
+            "payload": {"error": {"code": "UNKNOWN", "message": "rate limited", "recoverable": False}},
+        },
+        {"type": "done", "payload": {"exitCode": 0, "duration": 3, "success": True}},
+    ]
+    data = b"".join(
+        msgspec.json.encode({"protocol": 1, "sessionId": "s1", "timestamp": 1771000000000 + i, **line})
+        + b"\n"
+        for i, line in enumerate(lines)
+    )
+    events = assert_valid_stream(read(data))
+    result = events[-1]
+    assert isinstance(result, p.Result) and not result.ok and result.exit_code == 1
+    assert not isinstance(result.error, msgspec.UnsetType) and result.error.code == "UNKNOWN"
+
+
+def test_a_failed_result_after_a_fatal_error_keeps_its_own_error_and_exit_code() -> None:
+    own = p.ErrorInfo(code="MAX_TURNS", message="too many turns")
+    events = assert_valid_stream(
+        read(_fatal_then(p.Result(ok=False, subtype="error", exit_code=3, error=own)))
+    )
+    fatal, result = events[-2:]
+    assert isinstance(fatal, p.Error) and fatal.recoverable  # a notice: the result says why the run failed
+    assert isinstance(result, p.Result) and result.error == own and result.exit_code == 3
+    silent = assert_valid_stream(read(_fatal_then(p.Result(ok=False, subtype="error", exit_code=3))))[-1]
+    assert isinstance(silent, p.Result) and silent.exit_code == 3
+    assert not isinstance(silent.error, msgspec.UnsetType) and silent.error.code == "UPSTREAM"

@@ -46,6 +46,15 @@ def test_a_valid_stream_has_no_violations() -> None:
     assert rules(data, expect_exit=0) == []
 
 
+def test_a_fatal_error_then_a_result_that_repeats_it_is_valid() -> None:
+    data = stream(
+        start(),
+        p.Error(code="X", message="m"),
+        p.Result(ok=False, subtype="error", exit_code=1, error=p.ErrorInfo(code="X", message="m")),
+    )
+    assert rules(data, expect_exit=1) == []
+
+
 BROKEN = {
     "start-first": stream(p.Status(status="x"), ok()),
     "start-first/again": stream(start(), p.Status(status="x"), start(), ok()),
@@ -60,6 +69,15 @@ BROKEN = {
     ),
     "fatal-error/later-turn": stream(
         start(), ok(), start(), p.Error(code="X", message="m"), p.Status(status="oops"), ok()
+    ),
+    "fatal-error/says-ok": stream(start(), p.Error(code="X", message="m"), ok()),
+    "fatal-error/other-code": stream(
+        start(),
+        p.Error(code="X", message="m"),
+        p.Result(ok=False, subtype="error", exit_code=1, error=p.ErrorInfo(code="Y", message="n")),
+    ),
+    "fatal-error/no-error": stream(
+        start(), p.Error(code="X", message="m"), p.Result(ok=False, subtype="error", exit_code=1)
     ),
     "delta-closed": stream(start(), p.MessageDelta(message_id="m", content="a"), ok()),
     "fatal-error": stream(start(), p.Error(code="X", message="m"), p.Status(status="oops"), ok()),

@@ -43,7 +43,7 @@ RULES: dict[str, str] = {
     "session": "one session_id throughout",
     "tool-pairing": "every tool_call has exactly one later tool_result with its call_id",
     "delta-closed": "a message (or reasoning) with the same id closes each delta run",
-    "fatal-error": "a fatal error is immediately followed by result",
+    "fatal-error": "a fatal error is immediately followed by a failed result whose error repeats its code",
     "ok-exit": "result.ok is true exactly when result.exit_code is 0",
     "exit-code": "result.exit_code is an exit status (0–255) and equals the process exit code",
 }
@@ -88,6 +88,7 @@ class Validator:
         self._next_seq = 0
         self._session_id: str | None = None
         self._pending_fatal = 0
+        self._fatal_code = ""
         self._seen_start = False
         self._open_calls: dict[str, int] = {}
         self._closed_calls: RecentIds[str] = RecentIds()
@@ -260,7 +261,7 @@ class Validator:
 
     def _on_error(self, event: p.Error, line: int) -> None:
         if not event.recoverable:
-            self._pending_fatal = line
+            self._pending_fatal, self._fatal_code = line, event.code
 
     def _on_result(self, event: p.Result, line: int) -> None:
         if self.result is not None:
@@ -268,6 +269,8 @@ class Validator:
             return
         self.result, self._result_line = event, line
         self.turns += 1
+        if self._pending_fatal:
+            self._check_fatal_outcome(event, line)
         self._pending_fatal = 0
         if not 0 <= event.exit_code <= 255:
             self.report(line, "exit-code", f"exit_code {event.exit_code} is not an exit status (0–255)")
@@ -282,6 +285,17 @@ class Validator:
                     delta_line, "delta-closed", f"deltas of {run_id!r} never closed by a complete event"
                 )
             runs.clear()
+
+    def _check_fatal_outcome(self, event: p.Result, line: int) -> None:
+        """A run a fatal error ended cannot have succeeded, and its result says why it failed."""
+        fatal, code = self._pending_fatal, self._fatal_code
+        if event.ok:
+            self.report(line, "fatal-error", f"result says ok after the fatal error {code} (line {fatal})")
+        elif isinstance(event.error, p.UnsetType) or event.error.code != code:
+            said = "no error" if isinstance(event.error, p.UnsetType) else f"error {event.error.code}"
+            self.report(
+                line, "fatal-error", f"result has {said}, not the fatal error's {code} (line {fatal})"
+            )
 
     def close(self, *, exit_code: int | None = None) -> list[Violation]:
         """Finish: report what the end of input reveals. ``exit_code`` overrides ``expect_exit``."""

@@ -38,7 +38,8 @@ DETECT_LINES: Final = 8
 """JSON objects looked at, at most, to recognise the dialect."""
 DETECT_NOISE_LINES: Final = 256
 """Non-blank lines buffered at most to recognise the dialect: lines that are not JSON objects (a tool's
-warnings before its first event) do not count toward :data:`DETECT_LINES`, but do toward this."""
+warnings before its first event) do not count toward :data:`DETECT_LINES`, but do toward this. Also the
+noise lines, at most, before a multi-line JSON document that is still recognised as one."""
 PREVIEW_CHARS: Final = 120
 CHUNK_BYTES: Final = 1 << 16
 HELD_LIMIT: Final = 64
@@ -106,9 +107,11 @@ class Pipeline:
         self._objects: list[dict[str, Any]] = []
         self._probed = 0
         self._document: bytearray | None = None
-        """The lines of a multi-line JSON document being gathered (before anything else was read)."""
+        """The lines of a multi-line JSON document being gathered (before any event was read)."""
         self._document_first = 0
-        self._seen_content = False
+        self._preamble = True
+        """Before the first line read as an event: a line that is only ``{`` or ``[`` opens a document."""
+        self._bad_lines = 0
         self._held: list[p.Event] = []
         self._held_fatal: p.Error | None = None
         self._session = ""
@@ -184,7 +187,7 @@ class Pipeline:
         number = self.line_number
         parts = split_block(block)
         decoder = self._decoder
-        if decoder is None or self._document is not None or not self._seen_content or self.turns == "one":
+        if decoder is None or self._document is not None or self._preamble or self.turns == "one":
             out: list[p.AnyEvent] = []
             for data in parts:  # line by line: detection, a document, or a first result that ends the reading
                 number += 1
@@ -216,24 +219,38 @@ class Pipeline:
             return []
         if self._document is not None:
             return self._gather_document(item)
-        if not self._seen_content and isinstance(item, Line):
-            if not item.data.strip():
-                return []
-            self._seen_content = True
-            if _opens_document(item.data):
-                self._document, self._document_first = bytearray(item.data), item.number
-                return []
-            if item.data.lstrip()[:1] == b"[":  # a document on one line (Claude's json output with --verbose)
-                document = _parse_document(item.data)
-                if isinstance(document, list):
-                    self._document_first = item.number
-                    return self._decode_document(document)
-        self._seen_content = True
+        if self._preamble and isinstance(item, Line):
+            return self._before_events(item)
         if self._decoder is None:
             return self._detect(item)
         if isinstance(item, LineTooLong):
             return self.synthetic(_too_long(item))
         return self._decode(item.data, item.number, item.terminated)
+
+    def _before_events(self, item: Line) -> list[p.AnyEvent]:
+        """A line before the first event: the start of a document, or noise before one (a CLI's banner)."""
+        data = item.data
+        if not data.strip():
+            return []
+        if _opens_document(data):
+            self._document, self._document_first = bytearray(data), item.number
+            return []
+        if data.lstrip()[:1] == b"[":  # a document on one line (Claude's json output with --verbose)
+            document = _parse_document(data)
+            if isinstance(document, list):
+                self._document_first = item.number
+                return self._decode_document(document)
+        if self._decoder is None:
+            out = self._detect(item)  # settling ends the preamble
+            if self._objects:
+                self._preamble = False
+            return out
+        bad = self._bad_lines
+        out = self._decode(data, item.number, item.terminated)
+        self._probed += 1
+        if self._bad_lines == bad or self._probed >= DETECT_NOISE_LINES:
+            self._preamble = False
+        return out
 
     # -- a whole JSON document (a CLI's --output-format json, pretty-printed) ------------
 
@@ -260,12 +277,12 @@ class Pipeline:
 
     def _decode_document(self, obj: Any) -> list[p.AnyEvent]:
         """Hand a whole document to the dialect (detected from it when not given)."""
-        self._document = None
+        self._document, self._preamble = None, False
         out: list[p.AnyEvent] = []
-        if self._decoder is None:
+        if self._decoder is None:  # the noise before the document, if any, is reported first
             from agentstream.dialects import detect_document
 
-            out += self._choose(
+            out += self._settle(
                 detect_document(obj), f"the JSON document of lines {self._document_first}–{self.line_number}"
             )
         assert self._decoder is not None
@@ -283,7 +300,7 @@ class Pipeline:
 
     def _give_up_document(self, item: Line | LineTooLong | None) -> list[p.AnyEvent]:
         """Not one JSON document after all: read what was gathered line by line."""
-        document, self._document = self._document or bytearray(), None
+        document, self._document, self._preamble = self._document or bytearray(), None, False
         out: list[p.AnyEvent] = []
         for offset, data in enumerate(bytes(document).split(b"\n")):
             out += self.feed(Line(self._document_first + offset, data, True))
@@ -320,10 +337,10 @@ class Pipeline:
         settled = len(self._objects) >= DETECT_LINES or self._probed >= DETECT_NOISE_LINES
         return self._settle(None) if settled else []
 
-    def _settle(self, name: str | None) -> list[p.AnyEvent]:
+    def _settle(self, name: str | None, what: str = "") -> list[p.AnyEvent]:
         """Choose the decoder, then replay the buffered lines through it."""
-        out = self._choose(name, f"the first {self._probed} lines")
-        probe, self._probe, self._objects = self._probe, [], []
+        out = self._choose(name, what or f"the first {self._probed} lines")
+        probe, self._probe, self._objects, self._preamble = self._probe, [], [], False
         for item in probe:
             out += self.feed(item)
         return out
@@ -346,6 +363,7 @@ class Pipeline:
         data = line.data
         if not data.strip():
             return []
+        self._bad_lines += 1
         out: list[p.AnyEvent] = []
         try:
             data.decode()
@@ -561,6 +579,7 @@ class Pipeline:
                 self._emit(event, out)
         held, self._held_fatal = self._held_fatal, None
         if held is not None:
+            _fatal_outcome(held, result)
             self._emit(held, out)
         _coherent_outcome(result)
         self._emit(result, out)
@@ -691,6 +710,22 @@ def _coherent_outcome(result: p.Result) -> None:
     failed = not result.ok or result.exit_code != 0
     result.ok = not failed
     result.exit_code = process_exit_code(result.exit_code, ok=not failed)
+
+
+def _fatal_outcome(fatal: p.Error, result: p.Result) -> None:
+    """The result right after a fatal error tells its failure (a producer may still say ok, or fail otherwise).
+
+    A result that says ok, or fails without saying why, gets the fatal error as its error; one that fails
+    with another error keeps it, and the fatal error goes out as a notice (recoverable).
+    """
+    info = p.ErrorInfo(code=fatal.code, message=fatal.message, fix=fatal.fix)
+    if result.ok:
+        result.ok, result.subtype, result.error = False, "error", info
+        result.exit_code = result.exit_code or ExitCode.ERROR
+    elif isinstance(result.error, p.UnsetType):
+        result.error = info
+    elif result.error.code != fatal.code:
+        fatal.recoverable = True
 
 
 def _opens_document(data: bytes | bytearray) -> bool:
