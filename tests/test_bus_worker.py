@@ -13,6 +13,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from _agent_tools_support import gone_soon, process_alive, wait_for_file
 from _bus_fixtures import CASSETTE, PRODUCER, bus_home, bus_url, cli, lines_of, spawn_cli  # noqa: F401
 from agentstream import protocol as p
 from agentstream.bus import open_bus
@@ -117,17 +118,15 @@ def _job_pid(worker: subprocess.Popen[bytes]) -> int:
             return int(obj["data"]["pid"])
 
 
-def _gone(pid: int, timeout: float = 10) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/status").read_text()
-        except FileNotFoundError:
-            return True
-        if "\nState:\tZ" in state:
-            return True
-        time.sleep(0.05)
-    return False
+def _kill_machine(worker: subprocess.Popen[bytes], job_pid: int) -> None:
+    """SIGKILL a worker and its job's process group together, as when their machine dies: nobody ends the run.
+
+    The worker is frozen first, so it cannot see its child die and close the run itself.
+    """
+    os.killpg(worker.pid, signal.SIGSTOP)
+    os.killpg(job_pid, signal.SIGKILL)
+    os.killpg(worker.pid, signal.SIGKILL)
+    worker.wait(timeout=10)
 
 
 @pytest.mark.parametrize("victim", ["worker", "machine"])
@@ -142,10 +141,10 @@ def test_a_job_whose_worker_is_killed_is_reclaimed_and_retried(
     wait_for(started)
     if victim == "worker":
         first.send_signal(signal.SIGKILL)  # only the worker: its child must not outlive it
+        first.wait(timeout=10)
     else:
-        os.killpg(first.pid, signal.SIGKILL)  # the whole machine, as far as the job knows
-    first.wait(timeout=10)
-    assert _gone(pid), "the job's child outlived its worker"
+        _kill_machine(first, pid)
+    assert gone_soon(pid, 10), "the job's child outlived its worker"
 
     second = cli("worker", "--bus", bus_url, "--idle-timeout", "1", "--max-jobs", "1", timeout=60)
     assert second.returncode == 0, second.stderr
@@ -185,14 +184,13 @@ def test_a_run_lost_mid_tool_call_gets_a_whole_ending_in_the_bus_and_in_follow(
     started = tmp_path / "started"
     job = submit(url, f"tool events=200 interval=0.05 touch={started}")
     first = _start_worker(url, own_group=True)
-    _job_pid(first)
+    pid = _job_pid(first)
     wait_for(started)
     deadline = time.monotonic() + 20
     while "tool_call" not in [e.type for e in run_events(url, job["run_id"])]:  # published: now it is open
         assert time.monotonic() < deadline, "the tool call never reached the bus"
         time.sleep(0.05)
-    os.killpg(first.pid, signal.SIGKILL)
-    first.wait(timeout=10)
+    _kill_machine(first, pid)
     second = cli(
         "worker", "--bus", url, "--idle-timeout", "1", "--max-attempts", "1", "--max-jobs", "1", timeout=60
     )
@@ -218,10 +216,7 @@ def test_a_job_out_of_attempts_fails_with_a_terminal_event(
     started = tmp_path / "started"
     job = submit(url, f"events=50 interval=0.05 touch={started}")
     first = _start_worker(url, own_group=True)
-    _job_pid(first)
-    wait_for(started)
-    os.killpg(first.pid, signal.SIGKILL)
-    first.wait(timeout=10)
+    _kill_machine(first, _job_pid(first))
     second = cli(
         "worker", "--bus", url, "--idle-timeout", "1", "--max-attempts", "1", "--max-jobs", "1", timeout=60
     )
@@ -258,6 +253,31 @@ def test_sigterm_stops_the_worker_cleanly_and_leaves_the_job_for_another(
     assert evs[-1].subtype == "interrupted"  # type: ignore[attr-defined]
     with open_bus(url) as bus:
         assert bus.get_job(job["job_id"]).status == "running"  # type: ignore[union-attr]  # reclaimable
+
+
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_a_stopped_worker_leaves_no_grandchild_of_its_job_running(
+    bus_home: Path, tmp_path: Path, signum: int
+) -> None:
+    """Killed outright, or cancelling its job: the job's whole process group goes, not just its child."""
+    url = f"sqlite:///{tmp_path / 'bus.sqlite3'}"
+    pid_file = tmp_path / "grandchild.pid"
+    job = tmp_path / "job.sh"
+    job.write_text(f"#!/bin/sh\nsleep 60 &\necho $! > {pid_file}.new && mv {pid_file}.new {pid_file}\nwait\n")
+    job.chmod(0o755)
+    submit(url, "anything")
+    worker = _start_worker(url, "--grace", "0", "--exec-command", str(job))
+    _job_pid(worker)
+    grandchild = int(wait_for_file(pid_file))
+    try:
+        worker.send_signal(signum)
+        worker.wait(timeout=30)
+        assert gone_soon(grandchild), (
+            f"the job's grandchild outlived its worker ({signal.Signals(signum).name})"
+        )
+    finally:
+        if process_alive(grandchild):  # do not leave it behind when the test fails
+            os.kill(grandchild, signal.SIGKILL)
 
 
 def test_a_child_that_dies_without_a_result_gets_a_synthetic_ending(bus_home: Path, tmp_path: Path) -> None:

@@ -6,7 +6,8 @@
   parent dies, even by SIGKILL (``PR_SET_PDEATHSIG``, set by a tiny shim before the
   real program is executed);
 * :class:`GroupWatchdog` — a small process of its own that ends a child's whole
-  process group (grandchildren included) if we die without saying goodbye;
+  process group (grandchildren included) if we die without saying goodbye, or
+  when we ask it to;
 * :class:`Foreground` — hands the controlling terminal to a child's process group
   while it runs, so a CLI that reads its TTY or sets raw mode is not stopped by
   job control (SIGTTIN/SIGTTOU), and takes it back afterwards.
@@ -18,6 +19,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from typing import Final
 
@@ -113,11 +115,14 @@ class GroupWatchdog:
     """A process that ends process group ``pgid`` (SIGTERM, then SIGKILL) if this process dies first.
 
     It runs in its own session, so killing our process group does not kill it,
-    and waits on a pipe: end of file means we died; :meth:`release` (one byte)
-    means we finished and the group is ours to deal with.
+    and waits on a pipe: end of file means we died (or :meth:`fire`d); :meth:`release`
+    (one byte) means we finished and the group is ours to deal with.
     """
 
     def __init__(self, pgid: int, *, grace: float = 3.0) -> None:
+        self._grace = grace
+        self._fired = False
+        self._lock = threading.Lock()  # fire() and release() may come from different threads
         read_end, self._write_end = os.pipe()
         try:
             self._proc = subprocess.Popen(
@@ -131,20 +136,35 @@ class GroupWatchdog:
             os.close(read_end)
         os.set_inheritable(self._write_end, False)
 
+    def fire(self) -> None:
+        """End the whole group now, as if we had died, without waiting: grandchildren go with the child."""
+        self._hang_up(b"")
+
     def release(self) -> None:
-        """We are done with the group: the watchdog exits without touching it."""
-        if self._write_end < 0:
-            return
+        """We are done with the group: the watchdog exits without touching it (after :meth:`fire`: once it is gone)."""
+        self._hang_up(b".")
+        # A fired watchdog may need both of its grace periods; killing it sooner could spare a straggler.
+        timeout = 2 * self._grace + 5.0 if self._fired else 5.0
         try:
-            os.write(self._write_end, b".")
-        except OSError:
-            pass
-        os.close(self._write_end)
-        self._write_end = -1
-        try:
-            self._proc.wait(timeout=5.0)
+            self._proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self._proc.kill()
+            self._proc.wait()
+
+    def _hang_up(self, last_word: bytes) -> None:
+        """Close our end of the pipe, once: after ``last_word`` if any (a byte: leave the group alone)."""
+        with self._lock:
+            if self._write_end < 0:
+                return
+            if last_word:
+                try:
+                    os.write(self._write_end, last_word)
+                except OSError:
+                    pass
+            else:
+                self._fired = True
+            os.close(self._write_end)
+            self._write_end = -1
 
 
 class Foreground:

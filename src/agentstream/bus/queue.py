@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from agentstream import protocol as p
-from agentstream._children import orphan_guard, stop_process
+from agentstream._children import GroupWatchdog, orphan_guard
 from agentstream.actions import follow_action
 from agentstream.bus import (
     DEFAULT_RETRY_S,
@@ -63,6 +63,8 @@ EXEC_ENV: Final = "AGENTSTREAM_WORKER_EXEC"
 BUS_RETRY_FIRST_S: Final = 0.5
 BUS_RETRY_MAX_S: Final = 8.0
 """The worker's backoff while the bus is unreachable: 0.5 s, doubling, at most this."""
+STOP_GRACE_S: Final = 5.0
+"""How long a job's processes get between SIGTERM and SIGKILL when the worker stops them."""
 
 
 def exec_command(text: str | None = None) -> list[str]:
@@ -294,6 +296,7 @@ class _JobRun:
         self.claim = claim
         self.options = worker.options
         self.proc: subprocess.Popen[bytes] | None = None
+        self.watchdog: GroupWatchdog | None = None
         self.cancelled = False
         self.thread = threading.Thread(target=self._main, name=f"job-{claim.job.job_id}", daemon=True)
 
@@ -381,10 +384,22 @@ class _JobRun:
                 command="exec",
             )
             return 127
-        self._event("job.started", run_id=run_id, pid=self.proc.pid)
+        proc = self.proc
+        watchdog = self.watchdog = GroupWatchdog(proc.pid, grace=STOP_GRACE_S)
+        self._event("job.started", run_id=run_id, pid=proc.pid)
+        try:
+            return self._supervise(bus, run_id, proc)
+        finally:
+            if proc.poll() is None:  # the bus failed us mid-job: leave nothing running
+                watchdog.fire()
+            proc.wait()  # a fired watchdog SIGKILLs the group after its grace period
+            watchdog.release()
+
+    def _supervise(self, bus: Bus, run_id: str, proc: subprocess.Popen[bytes]) -> int | None:
+        """Heartbeat until the child exits (its status), or None once the claim is lost or the job cancelled."""
         while True:
             try:
-                return self.proc.wait(timeout=self.options.heartbeat_every)
+                return proc.wait(timeout=self.options.heartbeat_every)
             except subprocess.TimeoutExpired:
                 pass
             if self.cancelled:
@@ -419,10 +434,14 @@ class _JobRun:
         self._stop_child()
 
     def _stop_child(self) -> None:
-        proc = self.proc
-        if proc is None or proc.poll() is not None:
-            return
-        stop_process(proc, grace=5.0)
+        """SIGTERM the job's whole process group, then SIGKILL it after the grace period (in the background).
+
+        The group, not just the child: a grandchild left running would go on
+        working on a job that another worker may already be retrying.
+        """
+        watchdog = self.watchdog
+        if watchdog is not None:
+            watchdog.fire()
 
 
 def _cancelled(bus: Bus, run_id: str) -> bool:
@@ -443,9 +462,13 @@ def _heartbeat(bus: Bus, claim: Claim) -> bool:
 
 
 def _spawn(argv: list[str]) -> subprocess.Popen[bytes]:
-    """Start a job's child: stdout discarded (it publishes to the bus), stderr shared, no stdin.
+    """Start a job's child in a process group of its own: stdout discarded (it publishes to the bus),
+    stderr shared, no stdin.
 
-    The child gets SIGTERM if the worker dies, so no orphan keeps working (and
-    publishing) on a job that is about to be retried elsewhere.
+    Its own group so that the job's processes, grandchildren included, can be
+    ended together (:class:`GroupWatchdog`, also when the worker dies); the
+    guard covers the child itself until the watchdog is up.
     """
-    return subprocess.Popen(orphan_guard(argv), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    return subprocess.Popen(
+        orphan_guard(argv), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, process_group=0
+    )
