@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -496,6 +497,46 @@ def test_shell_real_sigint_to_agent_kills_group(ws: Path, tmp_path: Path) -> Non
     finally:
         agent.kill()
     assert gone_soon(pid)
+
+
+def test_a_signal_between_the_fork_and_the_pid_being_known_still_kills_the_group(ws: Path) -> None:
+    """The signal lands right after the fork, before ``Popen`` has stored the pid (a loaded machine can
+    leave the parent there while the command runs): the group is killed all the same."""
+    script = textwrap.dedent(
+        f"""
+        import os, signal, subprocess, time
+        from pathlib import Path
+        from agentstream.agent.tools import Toolbox, ToolContext
+
+        fork_exec = subprocess._fork_exec
+
+        def fork_exec_then_interrupted(*args):
+            pid = fork_exec(*args)
+            Path({str(ws)!r}, "shell.pid").write_text(str(pid))
+            deadline = time.monotonic() + 10
+            while not Path({str(ws)!r}, "bg.pid").exists() and time.monotonic() < deadline:
+                time.sleep(0.01)  # the command runs while the parent has not stored its pid yet
+            os.kill(os.getpid(), signal.SIGINT)
+            return pid
+
+        subprocess._fork_exec = fork_exec_then_interrupted
+        box = Toolbox(ToolContext(Path({str(ws)!r})))
+        box.run("shell", {{"command": "sleep 60 & echo $! > bg.pid; wait"}})
+        """
+    )
+    agent = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE)
+    try:
+        assert agent.wait(timeout=20) != 0
+    finally:
+        agent.kill()
+    assert b"KeyboardInterrupt" in (agent.stderr.read() if agent.stderr else b"")
+    pids = [int(wait_for_file(ws / name)) for name in ("shell.pid", "bg.pid")]
+    try:
+        assert all(gone_soon(pid) for pid in pids), "the shell or its background job outlived the interrupt"
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 _PEAK_RSS_SCRIPT = """

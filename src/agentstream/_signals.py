@@ -42,6 +42,7 @@ __all__ = [
     "MainThreadSignals",
     "SignalAfterResult",
     "SignalHandlers",
+    "SignalsHeld",
     "deliver_held",
     "ignore_late_signals",
     "inside",
@@ -124,6 +125,26 @@ class SignalHandlers:
             previous(signum, frame)
         elif previous != signal.SIG_IGN:
             raise Interrupted(signum)
+
+
+class SignalsHeld:
+    """Steps that must happen together: the handled signals only wait while the block runs (in the main
+    thread; in another, no handler runs anyway), then go to their handlers. Starting a child and storing what
+    stops it is one such: a handler that raised between the two would leave the child running unstoppable."""
+
+    def __init__(self) -> None:
+        self.arrived: list[int] = []
+        self._holding = SignalHandlers(lambda signum, frame: self.arrived.append(signum))
+
+    def __enter__(self) -> None:
+        self._holding.install()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._holding.restore()
+        if self.arrived:
+            signal.raise_signal(self.arrived[0])
 
 
 class MainThreadSignals:

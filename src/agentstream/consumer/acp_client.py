@@ -37,7 +37,7 @@ from typing import Any, Final
 
 from agentstream import protocol as p
 from agentstream._children import signal_child
-from agentstream._signals import start_thread
+from agentstream._signals import SignalsHeld, start_thread
 from agentstream.acp.mapping import PROTOCOL_VERSION, STOP_OUTCOMES
 from agentstream.acp.server import PeerClosed, RpcError, RpcPeer
 from agentstream.consumer.pipeline import Ending, Pipeline
@@ -118,15 +118,16 @@ class AcpSpawn(PopenChild):
     def start(self) -> AcpSpawn:
         if self.proc is not None:
             return self
-        self.proc = subprocess.Popen(
-            self.argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=self.cwd,
-            env=self.env,
-            process_group=0 if self.new_process_group else None,
-        )
+        with SignalsHeld():  # a signal cannot unwind this before the child is stored, where close() finds it
+            self.proc = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=self.cwd,
+                env=self.env,
+                process_group=0 if self.new_process_group else None,
+            )
         assert self.proc.stderr is not None
         self._stderr.start(self.proc.stderr.fileno())
         return self

@@ -19,7 +19,7 @@ from typing import IO, Any
 from agentstream import protocol as p
 from agentstream._children import Foreground, GroupWatchdog, shell_status, signal_child, stop_process
 from agentstream._lines import Line, LineSplitter, LineTooLong
-from agentstream._signals import start_thread
+from agentstream._signals import SignalsHeld, start_thread
 from agentstream.consumer.pipeline import CHUNK_BYTES, Ending, Pipeline, Turns
 from agentstream.errors import ErrorCode, ExitCode
 
@@ -278,20 +278,21 @@ class Spawn(_ChildBase, PopenChild):
         if self._started_at:
             return self
         self._started_at = time.monotonic()
-        try:
-            self.proc = subprocess.Popen(
-                self.argv,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                process_group=0 if self.new_process_group else None,
-                **self._popen_kwargs,
-            )
-        except OSError as exc:
-            self._launch_error = exc
-            return self
-        if self.new_process_group:
-            self._watchdog = GroupWatchdog(self.proc.pid, grace=self.cancel_grace_s)
-            self._foreground.give(self.proc.pid)
+        with SignalsHeld():  # the child, and what stops it, in place before a signal can unwind this
+            try:
+                self.proc = subprocess.Popen(
+                    self.argv,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    process_group=0 if self.new_process_group else None,
+                    **self._popen_kwargs,
+                )
+            except OSError as exc:
+                self._launch_error = exc
+                return self
+            if self.new_process_group:
+                self._watchdog = GroupWatchdog(self.proc.pid, grace=self.cancel_grace_s)
+                self._foreground.give(self.proc.pid)
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
         assert self.proc.stderr is not None

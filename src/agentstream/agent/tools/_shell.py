@@ -22,6 +22,7 @@ from functools import lru_cache
 from typing import Any, Final, cast
 
 from agentstream._secrets import scrubbed_environ
+from agentstream._signals import SignalsHeld
 from agentstream.agent.interrupt import TurnInterrupted
 from agentstream.agent.tools._base import HeadTail, Tool, ToolContext, ToolFailure, ToolOutcome, ToolSpec
 
@@ -197,25 +198,26 @@ def _with_note(text: str, note: str) -> str:
 def _started(command: str, ctx: ToolContext, env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
     """The command running in a new session (its process group is its pid); on leaving, the group is killed.
 
-    ``Popen()`` waits for the child's exec after forking, and a signal can interrupt that
-    wait (KeyboardInterrupt) after the command has started. Creating the object before
-    initialising it keeps hold of its ``pid`` in that case too, so no window between
-    the fork and the ``finally`` leaves a command running unobserved.
+    ``Popen()`` forks, stores the child's pid, then waits for its exec. A signal whose handler raises
+    (KeyboardInterrupt) between the fork and that store would leave the command running with no pid to
+    kill, and a loaded machine can let the command run for a while in that window. So, in the main thread,
+    the handled signals are only noted while the child starts, and delivered once its pid is known.
     """
     proc = cast(
         "subprocess.Popen[bytes]", subprocess.Popen.__new__(subprocess.Popen)
     )  # bytes: no text= below
     try:
         try:
-            proc.__init__(  # type: ignore[misc]
-                [_shell_binary(), "-c", command],
-                cwd=ctx.workspace,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+            with SignalsHeld():  # until Popen has stored the pid that the ``finally`` kills the group by
+                proc.__init__(  # type: ignore[misc]
+                    [_shell_binary(), "-c", command],
+                    cwd=ctx.workspace,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
         except OSError as exc:
             raise ToolFailure(f"shell: could not start {_shell_binary()}: {exc.strerror or exc}") from None
         yield proc
