@@ -65,7 +65,8 @@ def _outcome(signum: int, code: int, stdout: bytes, stderr: bytes) -> str:
     except ValueError:
         return f"torn output (exit {code})"
     if not events or events[0]["type"] != "start" or events[-1]["type"] != "result":
-        return f"no whole stream (exit {code}, {len(events)} lines)"
+        said = stderr.decode(errors="replace").strip().splitlines()[-3:]
+        return f"no whole stream (exit {code}, {len(events)} lines; stderr ends {said})"
     violations = list(validate_stream(io.BytesIO(stdout), expect_exit=code))
     if violations:
         return f"invalid stream: {violations[0]}"

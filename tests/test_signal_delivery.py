@@ -11,6 +11,7 @@ command line cuts such a wait short; ``spawn()`` in any program bounds its wait.
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -85,3 +86,33 @@ def test_a_program_reading_a_silent_child_still_gets_its_keyboard_interrupt(tmp_
     done = subprocess.run([sys.executable, str(script)], capture_output=True, timeout=15)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == [b"interrupted", str(-signal.SIGTERM).encode()]  # and the child was stopped
+
+
+_SIGNAL_WHILE_THE_STREAM_OPENS = """
+    import os, signal, sys
+    import agentstream.stream as stream
+
+    make_sink = stream.make_sink
+
+    def make_sink_then_signalled(*args, **kwargs):
+        stream.make_sink = make_sink  # once: the second stream, the command's fallback, opens untouched
+        sink = make_sink(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGTERM)  # lands before the stream is started: nothing is written yet
+        return sink
+
+    stream.make_sink = make_sink_then_signalled
+    from agentstream.cli import main
+
+    sys.exit(main(["demo"]))
+"""
+
+
+def test_a_signal_while_the_stream_opens_still_gives_one_whole_stream(tmp_path: Path) -> None:
+    """The command's own fallback writes the stream: the half-opened one no longer holds stdout against it."""
+    script = python_script(tmp_path, _SIGNAL_WHILE_THE_STREAM_OPENS)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, timeout=30, cwd=tmp_path)
+    assert done.returncode == 128 + signal.SIGTERM, done.stderr.decode()
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [event["type"] for event in events] == ["start", "error", "result"], done.stdout
+    assert events[-1]["error"]["code"] == "INTERRUPTED"
+    assert b"Traceback" not in done.stderr, done.stderr.decode()

@@ -237,22 +237,22 @@ class Stream:
         if self.owns_process or self._out_spec is None:
             with _current_lock:  # two threads starting at once: one of them is refused
                 self._claim_stdout()
-        self._started_at = time.monotonic()
         try:
-            writer = self._open_output()
-        except OutputFailed as failure:
-            writer = _NoOutput()
-            self._output_closed, self._output_failure = True, failure
-        self._sink = make_sink(
-            self.output_format, writer, dialect=self._dialect, err=self._err, color=self._color
-        )
-        if (
-            self.output_format == "stream-json"
-            and self._dialect in (None, "canonical")
-            and isinstance(writer, FdWriter)
-        ):
-            self._fast_fd = writer.fd
-        try:
+            try:
+                writer = self._open_output()
+            except OutputFailed as failure:
+                writer = _NoOutput()
+                self._output_closed, self._output_failure = True, failure
+            self._sink = make_sink(
+                self.output_format, writer, dialect=self._dialect, err=self._err, color=self._color
+            )
+            self._started_at = time.monotonic()
+            if (
+                self.output_format == "stream-json"
+                and self._dialect in (None, "canonical")
+                and isinstance(writer, FdWriter)
+            ):
+                self._fast_fd = writer.fd
             if self.owns_process:
                 global _process_stream_started
                 _process_stream_started = True
@@ -262,6 +262,9 @@ class Stream:
                 raise self._output_failure
             self.emit(self._start)
         except BaseException as exc:
+            if not self.started:  # a signal before anything is written: who catches it may start a stream
+                self._release_stdout()
+                raise
             # A signal, or no reader / no stdout, right at the start: still start … result.
             self._end_at_start(exc)
         return self
@@ -299,6 +302,12 @@ class Stream:
                 "its own output with out=..."
             )
         _current = self
+
+    def _release_stdout(self) -> None:
+        global _current
+        with _current_lock:
+            if _current is self:
+                _current = None
 
     def __enter__(self) -> Stream:
         if self.finished:
