@@ -310,3 +310,25 @@ def test_submit_rejects_bad_input_with_an_error_envelope(
     assert done.returncode == 2 and envelope["ok"] is False
     assert envelope["error"]["code"] == "INVALID_INPUT" and needle in envelope["error"]["message"]
     assert envelope["fix"] and envelope["result"] is None
+
+
+def test_a_job_that_ends_leaves_nothing_of_it_running(bus_home: Path, tmp_path: Path) -> None:
+    """A job whose child exits while something it started still runs: the rest of its group goes with it."""
+    url = f"sqlite:///{tmp_path / 'bus.sqlite3'}"
+    pid_file = tmp_path / "background.pid"
+    job = tmp_path / "job.sh"
+    job.write_text(
+        f"#!/bin/sh\nsleep 60 &\necho $! > {pid_file}.new && mv {pid_file}.new {pid_file}\nexit 0\n"
+    )
+    job.chmod(0o755)
+    submit(url, "anything")
+    worker = cli(
+        "worker", "--bus", url, "--max-jobs", "1", "--grace", "0.2", "--exec-command", str(job), timeout=60
+    )
+    background = int(wait_for_file(pid_file))
+    try:
+        assert worker.returncode == 0, worker.stderr
+        assert gone_soon(background), "a process the job left running outlived the job"
+    finally:
+        if process_alive(background):
+            os.kill(background, signal.SIGKILL)

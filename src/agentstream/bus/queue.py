@@ -390,8 +390,9 @@ class _JobRun:
         try:
             return self._supervise(bus, run_id, proc)
         finally:
-            if proc.poll() is None:  # the bus failed us mid-job: leave nothing running
-                watchdog.fire()
+            # However the job ended (its child exited, the bus failed us mid-job), nothing of it goes on:
+            # whatever the child left running in its group would outlive the job on a machine left unattended.
+            watchdog.fire()
             proc.wait()  # a fired watchdog SIGKILLs the group after its grace period
             watchdog.release()
 
