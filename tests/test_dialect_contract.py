@@ -72,9 +72,9 @@ def _dotted(path: tuple[Any, ...]) -> str:
 
 def _identifies(decoder: EventDecoder, obj: dict[str, Any], path: tuple[Any, ...]) -> bool:
     """Whether the field at ``path`` is (or holds) a field the dialect declares identifying for this line."""
-    kind = obj.get("type") if isinstance(obj.get("type"), str) else ""
     dotted = _dotted(path)
-    return any(ident == dotted or ident.startswith(dotted + ".") for ident in decoder.identifying_paths(kind))
+    identifying = decoder.identifying_paths(decoder.rules_kind(obj))
+    return any(ident == dotted or ident.startswith(dotted + ".") for ident in identifying)
 
 
 DERIVED = frozenset({"usage", "tool_progress", "event"})

@@ -14,17 +14,21 @@ from hypothesis import strategies as st
 
 from _dialect_kit import (
     assert_breakage_handled,
+    assert_field_lost,
     assert_junk_handled,
     decode,
     decode_each,
+    decode_fixture,
     encode,
     encode_objects,
     fields,
+    fixture_lines,
     junk,
     line,
     merged,
     mutants,
     one,
+    only,
     realistic,
     round_trip,
     seed_lines,
@@ -619,3 +623,132 @@ def test_junk_raises_only_malformed_event_errors(junk_lines: list[dict[str, Any]
 
 def test_every_single_field_breakage_is_decoded_or_malformed() -> None:
     assert_breakage_handled("locus", BASES)
+
+
+# -- the flat lines of the rewritten CLI (0.21 on) ---------------------------------------------------
+
+
+def test_the_rewritten_cli_flat_lines_decode() -> None:
+    events = decode_fixture("locus", "cli-v3.ndjson")
+    assert [type(e).__name__ for e in events] == [
+        "Start",
+        "Status",
+        "Status",
+        "ReasoningDelta",
+        "Reasoning",
+        "MessageDelta",
+        "MessageDelta",
+        "Message",
+        "ToolCall",
+        "ToolResult",
+        "MessageDelta",
+        "Message",
+        "Result",
+    ]
+    start, result = events[0], events[-1]
+    assert start.session_id == "stream-1741600812345" and start.command == "exec"
+    assert start.ts == "2026-03-10T10:00:12.345Z"
+    assert [e.status for e in only(events, p.Status)] == ["thinking", "working"]
+    assert [e.content for e in only(events, p.Message)] == [
+        "I'll update the import in tests/test_auth.py.",
+        "Done: the suite passes.",
+    ]
+    call, done = one(events, p.ToolCall), one(events, p.ToolResult)
+    assert call.name == "Edit" and call.arguments["file_path"] == "tests/test_auth.py"
+    assert (done.call_id, done.status, done.duration_ms) == (call.call_id, "success", 41)
+    assert (
+        done.output == "Edited tests/test_auth.py\n-from app.auth import check\n+from app.auth import verify"
+    )
+    assert (result.ok, result.exit_code, result.duration_ms, result.tools_used) == (True, 0, 9312, ["Edit"])
+    assert violations(events) == []
+
+
+def test_a_lone_error_ends_a_rewritten_cli_run_as_a_failure() -> None:
+    """The rewritten CLI writes no ``done`` after a failure (and exits 0): its error is the reason, not a cut."""
+    events = list(read(Path(__file__).parent / "fixtures" / "dialects" / "locus" / "cli-v3-failed.ndjson"))
+    error, result = events[-2], events[-1]
+    assert isinstance(error, p.Error) and not error.recoverable
+    assert (error.code, error.message) == ("UNKNOWN", "Claude CLI exited with code 1: rate limit reached")
+    assert error.details == {"retryable": True}
+    assert (result.ok, result.exit_code, result.error.code) == (False, 1, "UNKNOWN")
+    assert one(events, p.Message).content == "Looking at the build"
+    assert violations(events) == []
+
+
+@pytest.mark.parametrize(
+    ("message", "code"),
+    [
+        ("No prompt provided", "INVALID_INPUT"),
+        ("claude CLI not available", "CLI_NOT_FOUND"),
+        ('No sandbox configured for "codex". Run "locus sandbox" to create one.', "INVALID_INPUT"),
+        ("Execution failed", "UNKNOWN"),
+    ],
+)
+def test_the_rewritten_cli_failures_get_their_codes(message: str, code: str) -> None:
+    raw = line({"type": "error", "message": message, "retryable": False})
+    events = list(read([raw]))
+    assert detect_dialect([json.loads(raw)]) == "locus"
+    result = events[-1]
+    assert isinstance(result, p.Result) and (result.ok, result.error.code) == (False, code)
+    assert (result.error.fix is p.UNSET) == (code == "UNKNOWN")
+
+
+def test_an_error_the_rewritten_cli_went_on_after_was_not_fatal() -> None:
+    more = [
+        line({"type": "text_delta", "content": "retrying"}),
+        line({"type": "done", "sessionId": "s", "stats": {}}),
+    ]
+    events = list(read([raw + b"\n" for raw in (*fixture_lines("locus", "cli-v3-failed.ndjson"), *more)]))
+    assert one(events, p.Error).recoverable is True
+    assert events[-1].ok is True and violations(events) == []
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        {"type": "start", "sessionId": "stream-1", "timestamp": "2026-03-10T10:00:00.000Z"},
+        {"type": "status", "state": "thinking", "elapsed": 3},
+        {"type": "error", "message": "No prompt provided", "retryable": False},
+        {"type": "done", "sessionId": "stream-1", "stats": {"duration": 1, "tools": 0, "tokens": 0}},
+    ],
+)
+def test_the_rewritten_cli_lines_are_detected(first: dict[str, Any]) -> None:
+    assert detect_dialect([first]) == "locus"
+
+
+def test_flat_sniffing_leaves_other_shapes_alone() -> None:
+    locus = get_dialect("locus")
+    joelclaw_start = {"type": "start", "command": "joelclaw send", "ts": "2026-03-10T10:00:00.000Z"}
+    joelclaw_error = {"type": "error", "ok": False, "command": "c", "error": {"message": "m", "code": "X"}}
+    assert locus.sniff(joelclaw_start) == 0.0 and locus.sniff(joelclaw_error) == 0.0
+    assert locus.sniff({"type": "text_delta", "content": "x"}) == 0.0
+    assert detect_dialect([joelclaw_start]) == "joelclaw"
+
+
+def test_a_flat_field_of_another_kind_loses_only_that_field() -> None:
+    events = assert_field_lost(
+        "locus", line({"type": "tool_started", "tool": "Bash", "params": "ls -la"}), r"'params'"
+    )
+    assert one(events, p.ToolCall).arguments == {}
+    with pytest.raises(MalformedEventError, match=r"locus 'text_delta' line: field 'content'"):
+        get_dialect("locus").decoder().decode_line(line({"type": "text_delta", "content": 7}))
+
+
+FLAT_BASES = [
+    *(json.loads(raw) for raw in fixture_lines("locus", "cli-v3.ndjson")),
+    *(json.loads(raw) for raw in fixture_lines("locus", "cli-v3-failed.ndjson")),
+]
+
+
+def test_every_single_flat_field_breakage_is_decoded_or_malformed() -> None:
+    assert_breakage_handled("locus", FLAT_BASES)
+
+
+def test_the_rewritten_cli_converts_to_lines_locus_own_parser_accepts() -> None:
+    """Read the new shape, write the envelope: what an integration built on ``@locusai/shared`` can parse."""
+    events = decode_fixture("locus", "cli-v3.ndjson") + decode(
+        "locus", fixture_lines("locus", "cli-v3-failed.ndjson")
+    )
+    written = encode("locus", events)
+    report = _locus_check(written)
+    assert report == {"lines": len(written), "accepted": len(written), "rejected": []}

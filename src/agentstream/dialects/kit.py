@@ -846,6 +846,12 @@ class EventDecoder(DialectDecoder):
     without; ``"*"`` applies to every line type. The line type's own discriminator (``type``) always
     identifies it. Any other field of the wrong kind loses only that field (see :class:`Fields`)."""
 
+    def rules_kind(self, obj: dict[str, Any]) -> str:
+        """The key of :attr:`identifying` that applies to ``obj``: its type, unless the dialect writes one type
+        in two shapes and tells them apart."""
+        kind = obj.get("type")
+        return kind if isinstance(kind, str) else ""
+
     def identifying_paths(self, kind: str) -> frozenset[str]:
         """Everything that identifies a line of type ``kind`` (its ``type`` included)."""
         return self.identifying.get(kind, frozenset()) | self.identifying.get("*", frozenset()) | {"type"}

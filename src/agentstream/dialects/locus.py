@@ -9,6 +9,14 @@ followed by ``done``.
 Canonical error codes outside Locus's eight travel as ``UNKNOWN`` with the
 original code (and ``fix``, ``retry_in_ms``) under ``details.agentstream``, where
 the original ``details`` move to ``details.details``; the decoder undoes this.
+
+The rewritten CLI (0.21 on) writes the same type names flat, without the envelope
+or ``protocol``: ``start {sessionId, timestamp (ISO)}``, ``status {state, elapsed}``,
+``text_delta``/``thinking {content}``, ``tool_started {tool, params}``,
+``tool_completed {tool, duration, summary, diff?}``, ``done {sessionId, stats}``
+and ``error {message, retryable}``. It ends a failed run with that ``error`` alone
+(no ``done``, exit status 0), so the decoder reads such an error as fatal. The
+encoder writes the envelope, the shape with a schema.
 """
 
 from __future__ import annotations
@@ -35,6 +43,8 @@ LOCUS_CODES = frozenset(
 LOCUS_TYPES = frozenset(
     {"start", "text_delta", "thinking", "tool_started", "tool_completed", "status", "error", "done"}
 )
+_FLAT = "flat "
+"""Marks the line types of the rewritten CLI's flat lines in :attr:`LocusDecoder.identifying`."""
 _EXTRAS = "agentstream"
 _CARRIED_EXTRAS = ("code", "fix", "retry_in_ms")
 
@@ -44,11 +54,15 @@ class LocusDecoder(EventDecoder):
     command = "exec"
     identifying = identify(
         {
-            "*": frozenset({"payload"}),
-            "thinking": frozenset({"payload.content"}),
-            "tool_started": frozenset({"payload.tool"}),
-            "tool_completed": frozenset({"payload.tool"}),
-            "done": frozenset({"payload.success"}),
+            **{kind: frozenset({"payload"}) for kind in LOCUS_TYPES},
+            "thinking": frozenset({"payload", "payload.content"}),
+            "tool_started": frozenset({"payload", "payload.tool"}),
+            "tool_completed": frozenset({"payload", "payload.tool"}),
+            "done": frozenset({"payload", "payload.success"}),
+            **{_FLAT + kind: frozenset({"content"}) for kind in ("text_delta", "thinking")},
+            _FLAT + "tool_started": frozenset({"tool"}),
+            _FLAT + "tool_completed": frozenset({"tool"}),
+            _FLAT + "error": frozenset({"message"}),
         }
     )
 
@@ -62,7 +76,17 @@ class LocusDecoder(EventDecoder):
         if not isinstance(kind, str) or kind not in LOCUS_TYPES:
             super().decode_object(obj)
             return
-        self.checked(self._decode_envelope, self.fields(obj, f"locus '{kind}' line", kind))
+        rules_kind = self.rules_kind(obj)
+        fields = self.fields(obj, f"locus '{kind}' line", rules_kind)
+        self.checked(
+            self._decode_envelope if rules_kind == kind else getattr(self, "on_flat_" + kind), fields
+        )
+
+    def rules_kind(self, obj: dict[str, Any]) -> str:
+        """A line with neither the envelope's ``payload`` nor its ``protocol`` is one of the flat lines."""
+        kind = super().rules_kind(obj)
+        flat = kind in LOCUS_TYPES and "payload" not in obj and "protocol" not in obj
+        return _FLAT + kind if flat else kind
 
     def _decode_envelope(self, envelope: Fields) -> None:
         payload = envelope.sub("payload")
@@ -152,6 +176,69 @@ class LocusDecoder(EventDecoder):
         error = None if ok else self.fatal_info()
         # Locus sets success from exitCode; should they disagree, ok and exit_code must still agree.
         self.emit_result(ok=ok, exit_code=exit_code or (0 if ok else 1), ts=self._ts, error=error, **fields)
+
+    # the flat lines of the rewritten CLI (0.21 on)
+
+    def on_flat_start(self, f: Fields) -> None:
+        self.adopt_session(f.opt_text("sessionId"))
+        self.emit(p.Start(command=self.command), f.ts("timestamp"))
+
+    def on_flat_status(self, f: Fields) -> None:
+        self.emit(p.Status(status=f.text("state")))
+
+    def on_flat_text_delta(self, f: Fields) -> None:
+        self.chunk(f.text("content"))
+
+    def on_flat_thinking(self, f: Fields) -> None:
+        self.chunk(f.text("content"), reasoning=True)
+
+    def on_flat_tool_started(self, f: Fields) -> None:
+        name, arguments = f.text("tool"), f.opt_mapping("params") or {}
+        self.emit(p.ToolCall(call_id=self.tools.called(None, name), name=name, arguments=arguments))
+
+    def on_flat_tool_completed(self, f: Fields) -> None:
+        call_id, name = self.tools.finished(None, f.text("tool"))
+        summary, diff, duration = f.opt_text("summary"), f.opt_text("diff"), f.opt_number("duration")
+        output = "\n".join(part for part in (summary, diff) if part)
+        event = p.ToolResult(
+            call_id=call_id,
+            name=name,
+            status="success",
+            output=output or p.UNSET,
+            duration_ms=round(duration or 0),
+        )
+        self.emit(event)
+
+    def on_flat_error(self, f: Fields) -> None:
+        message, retryable = f.text("message"), f.opt_flag("retryable")
+        code, fix = _flat_error_code(message)
+        event = p.Error(
+            code=code,
+            message=message,
+            fix=fix or p.UNSET,
+            details={"retryable": retryable} if retryable is not None else p.UNSET,
+        )
+        self.emit(event)
+
+    def on_flat_done(self, f: Fields) -> None:
+        stats = f.opt_sub("stats")
+        duration = stats.opt_number("duration") if stats else None
+        self.emit_result(ok=True, exit_code=0, duration_ms=round(duration or 0))
+
+
+_FLAT_FAILURES = (
+    ("No prompt provided", ErrorCode.INVALID_INPUT, 'give the prompt: locus exec --json-stream "…"'),
+    ("CLI not available", ErrorCode.CLI_NOT_FOUND, "install the provider's CLI, or choose another provider"),
+    ("No sandbox configured", ErrorCode.INVALID_INPUT, "create the sandbox with `locus sandbox`"),
+)
+"""The failures the rewritten CLI words itself, told by their text (its ``error`` lines carry no code)."""
+
+
+def _flat_error_code(message: str) -> tuple[str, str | None]:
+    for words, code, fix in _FLAT_FAILURES:
+        if words in message:
+            return code, fix
+    return ErrorCode.UNKNOWN, None
 
 
 class LocusEncoder(EventEncoder):
@@ -275,11 +362,30 @@ class LocusDialect(SimpleDialect):
 
     def sniff(self, obj: dict[str, Any]) -> float:
         kind = obj.get("type")
-        if not isinstance(kind, str) or kind not in LOCUS_TYPES or not isinstance(obj.get("payload"), dict):
+        if not isinstance(kind, str) or kind not in LOCUS_TYPES:
             return 0.0
+        if not isinstance(obj.get("payload"), dict):
+            return _sniff_flat(kind, obj)
         if obj.get("protocol") == PROTOCOL and "sessionId" in obj:
             return 1.0
         return 0.8
+
+
+def _sniff_flat(kind: str, obj: dict[str, Any]) -> float:
+    """How sure a line is one of the rewritten CLI's: by the fields each of its types always has."""
+    if "protocol" in obj or "payload" in obj:
+        return 0.0
+    if kind == "start" and isinstance(obj.get("sessionId"), str) and isinstance(obj.get("timestamp"), str):
+        return 0.9 if len(obj) == 3 else 0.6
+    if kind == "done" and isinstance(obj.get("stats"), dict) and "sessionId" in obj:
+        return 0.9
+    if kind == "status" and "state" in obj and "elapsed" in obj:
+        return 0.8
+    if kind == "error" and isinstance(obj.get("retryable"), bool) and isinstance(obj.get("message"), str):
+        return 0.7
+    if kind == "tool_completed" and "summary" in obj:
+        return 0.6
+    return 0.0
 
 
 DIALECT = LocusDialect()
