@@ -682,3 +682,89 @@ def test_only_gemini_documents_are_read_as_gemini_documents() -> None:
         "message",
         "result",
     ]
+
+
+@pytest.mark.parametrize(
+    ("error", "code", "exit_code"),
+    [
+        (
+            {"type": "FatalTurnLimitedError", "message": "Reached max session turns", "code": 53},
+            "MAX_TURNS",
+            53,
+        ),
+        ({"type": "FatalAuthenticationError", "message": "Login expired", "code": 41}, "AUTH_EXPIRED", 41),
+        # An API error exits with its HTTP status (the process keeps its low byte: 429 & 0xFF).
+        (
+            {"type": "Error", "message": "[API Error: quota exceeded (Status: 429)]", "code": 429},
+            "RATE_LIMITED",
+            173,
+        ),
+        (
+            {"type": "Error", "message": "[API Error: internal (Status: 500)]", "code": 500},
+            "PROVIDER_ERROR",
+            244,
+        ),
+        # A fatal tool error names the tool's error type, and Gemini exits 54.
+        (
+            {
+                "type": "FatalToolExecutionError",
+                "message": "Error executing tool write_file: …",
+                "code": "no_space_left",
+            },
+            "TOOL_FAILED",
+            54,
+        ),
+    ],
+)
+def test_an_error_document_alone_is_detected_and_read_with_its_code(
+    error: dict[str, Any], code: str, exit_code: int
+) -> None:
+    """What Gemini prints on a failure in ``-o json``: ``{session_id, error}`` only, pretty-printed."""
+    import json
+
+    from agentstream.consumer import read
+
+    document = json.dumps({"session_id": "9b1c-json", "error": error}, indent=2).encode()
+    events = list(read([document + b"\n"]))
+    assert not violations(events)
+    start, result = events[0], events[-1]
+    assert start.command == "gemini" and start.session_id == "9b1c-json"
+    assert (result.ok, result.error.code, result.exit_code) == (False, code, exit_code)
+    assert result.error.message == error["message"]
+
+
+def test_a_fatal_tool_error_result_in_the_stream_is_a_tool_failure() -> None:
+    result_line = line(
+        {
+            "type": "result",
+            "timestamp": "2026-01-01T00:00:03.000Z",
+            "status": "error",
+            "error": {"type": "no_space_left", "message": "Error executing tool write_file: no space left"},
+        }
+    )
+    result = decode("gemini", [*_seed(INIT), result_line])[-1]
+    assert (result.ok, result.error.code, result.exit_code) == (False, "TOOL_FAILED", 54)
+
+
+@pytest.mark.parametrize(
+    ("status", "message", "expected"),
+    [
+        ("success", "[Operation Cancelled] Reason: User denied execution.", "cancelled"),
+        ("error", "[Operation Cancelled] Reason: User denied execution.", "cancelled"),
+        ("success", "File not found: a.txt", "error"),
+        ("error", "File not found: a.txt", "error"),
+    ],
+)
+def test_a_tool_line_with_an_error_is_never_a_success(status: str, message: str, expected: str) -> None:
+    """Gemini writes a cancelled call as ``success`` with its error: the typed and careful paths agree."""
+    tool_result = {
+        "type": "tool_result",
+        "timestamp": "2026-01-01T00:00:02.000Z",
+        "tool_id": seed_objects("gemini")[TOOL_USE]["tool_id"],
+        "status": status,
+        "error": {"type": "TOOL_EXECUTION_ERROR", "message": message},
+    }
+    for extra in ({}, {"unknown_field": 1}):  # the second one takes the careful path
+        events = decode("gemini", [*_seed(INIT, TOOL_USE), line({**tool_result, **extra})])
+        (result,) = only(events, p.ToolResult)
+        assert result.status == expected and result.error == f"TOOL_EXECUTION_ERROR: {message}"

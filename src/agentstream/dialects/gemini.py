@@ -43,6 +43,8 @@ _FATAL: tuple[tuple[str, str, int], ...] = (
     ("FatalToolExecutionError", ErrorCode.TOOL_FAILED, 54),
     ("FatalUntrustedWorkspaceError", ErrorCode.PERMISSION_DENIED, 55),
     ("FatalCancellationError", ErrorCode.INTERRUPTED, 130),
+    # A fatal tool error's result names the tool's own error type (Gemini's ToolErrorType) and exits 54.
+    ("no_space_left", ErrorCode.TOOL_FAILED, 54),
 )
 _BY_TYPE = {kind: (code, exit_code) for kind, code, exit_code in _FATAL}
 _EXIT_MEANINGS: dict[int, ExitMeaning] = {
@@ -97,6 +99,33 @@ def _code_and_exit(error_type: str) -> tuple[str, int]:
     if error_type in _BY_TYPE:
         return _BY_TYPE[error_type]
     return (error_type if error_type in ERROR_CODES else ErrorCode.UNKNOWN), 1
+
+
+_HTTP_CODES = ((401, ErrorCode.AUTH_EXPIRED), (403, ErrorCode.AUTH_EXPIRED), (429, ErrorCode.RATE_LIMITED))
+
+
+def _document_failure(error_type: str, code: int | str | None) -> tuple[str, int]:
+    """The canonical code and exit status of the ``-o json`` document's ``error {type, message, code?}``.
+
+    ``code`` is what Gemini exits with when it is a number (a ``Fatal*Error``'s exit code, or an API error's
+    HTTP status, of which the process keeps the low byte); for a fatal tool error it is the tool's error type.
+    The error's own type, when known, decides the canonical code.
+    """
+    if isinstance(code, str) and error_type not in _BY_TYPE:
+        error_type = code
+    canonical, exit_code = _code_and_exit(error_type)
+    if isinstance(code, int) and code > 0:
+        exit_code = code & 0xFF or 1
+        if canonical == ErrorCode.UNKNOWN:
+            meaning = _EXIT_MEANINGS.get(code)
+            canonical = meaning.code if meaning is not None else dict(_HTTP_CODES).get(code, canonical)
+            if canonical == ErrorCode.UNKNOWN and code >= 500:
+                canonical = ErrorCode.PROVIDER_ERROR
+    return canonical, exit_code
+
+
+_CANCELLED = "[Operation Cancelled]"
+"""How Gemini's scheduler begins the error of a cancelled tool call (whose line then says ``success``)."""
 
 
 def _typed_text(kind: str, message: str) -> str:
@@ -178,8 +207,8 @@ class GeminiDecoder(EventDecoder):
             self._tool_use(hot.tool_name, hot.tool_id, hot.parameters or {}, ts)
         else:
             error = hot.error
-            error_text = _typed_text(error.type or "", error.message) if error is not None else None
-            self._tool_result(hot.tool_id, hot.status, hot.output, error_text, ts)
+            failure = (error.type or "", error.message) if error is not None else None
+            self._tool_result(hot.tool_id, hot.status, hot.output, failure, ts)
 
     def decode_object(self, obj: dict[str, Any]) -> None:
         if self._held is not None and obj.get("type") != "result":
@@ -221,14 +250,18 @@ class GeminiDecoder(EventDecoder):
     def on_tool_result(self, f: Fields) -> None:
         call_id, status = f.text("tool_id"), f.choice("status", ("success", "error"), "error")
         output, error = f.opt_text("output"), f.opt_sub("error")
-        error_text = (
-            None if error is None else _typed_text(error.opt_text("type") or "", error.text("message"))
-        )
-        self._tool_result(call_id, status, output, error_text, f.ts("timestamp"))
+        failure = None if error is None else (error.opt_text("type") or "", error.text("message"))
+        self._tool_result(call_id, status, output, failure, f.ts("timestamp"))
 
     def _tool_result(
-        self, call_id: str, status: str, output: str | None, error: str | None, ts: str | None
+        self, call_id: str, status: str, output: str | None, failure: tuple[str, str] | None, ts: str | None
     ) -> None:
+        """``failure`` is the line's ``error`` (type, message): Gemini writes any call that did not fail as a
+        success, so a cancelled one (its error says so) is written ``success`` with its error."""
+        error = None
+        if failure is not None:
+            error = _typed_text(*failure)
+            status = "cancelled" if failure[1].startswith(_CANCELLED) else "error"
         call_id, name = self.tools.finished(call_id, None)
         event = p.ToolResult(
             call_id=call_id,
@@ -311,7 +344,9 @@ class GeminiDecoder(EventDecoder):
         by_name = tools.opt_mapping("byName") if tools is not None else None
         info, exit_code = None, 0
         if error is not None:
-            code, exit_code = _code_and_exit(error.opt_text("type") or "")
+            given = error.obj.get("code")  # an exit status, or a tool's error type: either kind is meant
+            exit_or_type = given if type(given) in (int, str) else None
+            code, exit_code = _document_failure(error.opt_text("type") or "", exit_or_type)
             message = error.opt_text("message") or "gemini reported an error it did not describe"
             info = p.ErrorInfo(code=code, message=message)
         self.adopt_session(session_id)
@@ -496,6 +531,13 @@ class GeminiDialect(SimpleDialect):
             return 0.9
         if isinstance(document.get("response"), str) and "session_id" in document:
             return 0.7
+        error = document.get("error")
+        if (
+            isinstance(error, dict)
+            and isinstance(error.get("type"), str)
+            and isinstance(error.get("message"), str)
+        ):
+            return 0.7 if document.keys() <= {"session_id", "error", "warnings"} else 0.0
         return 0.0
 
     def sniff(self, obj: dict[str, Any]) -> float:
