@@ -14,6 +14,7 @@ from _dialect_kit import (
     decode_fixture,
     encode,
     fixture_lines,
+    line,
     objects,
     one,
     only,
@@ -134,8 +135,63 @@ def test_encoder_reproduces_the_exec_doc_example() -> None:
     for mine, theirs in zip(made, example, strict=False):
         if "item" in theirs:  # item ids are renumbered from 0 in order (codex skipped item_2)
             assert {**mine["item"], "id": theirs["item"]["id"]} == theirs["item"]
+        elif theirs["type"] == "turn.completed":  # the example predates the reasoning and cache-write counts
+            assert mine["usage"] == {
+                **theirs["usage"],
+                "reasoning_output_tokens": 0,
+                "cache_write_input_tokens": 0,
+            }
         else:
             assert mine == theirs
+
+
+def _turn(usage: dict[str, int]) -> list[bytes]:
+    return [
+        line({"type": "thread.started", "thread_id": "0199a213-81c0-7800-8aa1-bbab2a035a53"}),
+        line({"type": "turn.started"}),
+        line({"type": "turn.completed", "usage": usage}),
+    ]
+
+
+FIRST_TOTAL = {
+    "input_tokens": 1000,
+    "cached_input_tokens": 600,
+    "cache_write_input_tokens": 100,
+    "output_tokens": 50,
+    "reasoning_output_tokens": 20,
+}
+SECOND_TOTAL = {
+    "input_tokens": 2500,
+    "cached_input_tokens": 1800,
+    "cache_write_input_tokens": 100,
+    "output_tokens": 90,
+    "reasoning_output_tokens": 30,
+}
+
+
+def test_turn_usage_is_what_the_threads_running_total_grew_by() -> None:
+    """``turn.completed.usage`` is the thread's total so far (``codex exec resume`` counts on): summing the turns'
+    figures as they are would count the first turn again in every later one."""
+    events = decode("codex", [*_turn(FIRST_TOTAL), *_turn(SECOND_TOTAL)])
+    first, second = only(events, p.Usage)
+    assert (first.input_tokens, first.cached_tokens, first.cache_write_tokens) == (1000, 600, 100)
+    assert (first.output_tokens, first.reasoning_tokens) == (50, 20)
+    assert (second.input_tokens, second.cached_tokens, second.cache_write_tokens) == (1500, 1200, p.UNSET)
+    assert (second.output_tokens, second.reasoning_tokens) == (40, 10)
+    assert only(events, p.Result)[-1].usage.input_tokens == 2500
+    assert not violations(events)
+
+
+def test_a_running_total_that_starts_again_is_a_new_count() -> None:
+    """Two processes' outputs in one file: a total below the last one is the new process's own."""
+    events = decode("codex", [*_turn(SECOND_TOTAL), *_turn(FIRST_TOTAL)])
+    assert [u.input_tokens for u in only(events, p.Usage)] == [2500, 1000]
+
+
+def test_the_encoder_writes_the_running_total_the_decoder_reads_back() -> None:
+    events = decode("codex", [*_turn(FIRST_TOTAL), *_turn(SECOND_TOTAL)])
+    written = [o for o in objects(encode("codex", events)) if o["type"] == "turn.completed"]
+    assert [o["usage"] for o in written] == [FIRST_TOTAL, SECOND_TOTAL]
 
 
 # -- round trip -------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ makes up the ending.
 # reads at import far faster than strings (see the note in agentstream.protocol).
 import re
 from collections.abc import Callable
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, NamedTuple
 
 import msgspec
 
@@ -309,6 +309,76 @@ class _TurnStarted(msgspec.Struct, tag="turn.started", tag_field="type", forbid_
 _TYPED_LINES = msgspec.json.Decoder(_ItemStarted | _ItemUpdated | _ItemCompleted | _TurnStarted)
 
 
+_TOKEN_FIELDS = (
+    "input_tokens",
+    "cached_input_tokens",
+    "output_tokens",
+    "reasoning_output_tokens",
+    "cache_write_input_tokens",
+)
+
+
+class Tokens(NamedTuple):
+    """One ``TokenUsage`` object: of a ``token_count`` event, or the ``usage`` of ``codex exec``'s ``turn.completed``."""
+
+    input: int = 0
+    cached: int = 0
+    output: int = 0
+    reasoning: int = 0
+    cache_write: int = 0
+
+    @classmethod
+    def read(cls, value: object) -> "Tokens | None":
+        """The figures, or ``None`` when they cannot all be trusted: no input or output count, or any figure of
+        the wrong kind or below 0. A running total read as zeros would make the next one count the session
+        again, so an unreadable one is lost whole (the next good total is measured against the last good one).
+        """
+        if not isinstance(value, dict) or not ("input_tokens" in value or "output_tokens" in value):
+            return None
+        figures = [value.get(key, 0) for key in _TOKEN_FIELDS]
+        if not all(type(n) is int and n >= 0 for n in figures):
+            return None
+        return cls(*figures)
+
+    @classmethod
+    def of(cls, totals: p.UsageTotals) -> "Tokens":
+        written = totals.cache_write_tokens
+        cache_write = 0 if written is p.UNSET else written
+        return cls(
+            totals.input_tokens,
+            totals.cached_tokens,
+            totals.output_tokens,
+            totals.reasoning_tokens,
+            cache_write,
+        )
+
+    def wire(self) -> dict[str, int]:
+        """The figures under Codex's names."""
+        return dict(zip(_TOKEN_FIELDS, self, strict=True))
+
+    def __add__(self, other: tuple[int, ...]) -> "Tokens":  # type: ignore[override]
+        return Tokens(*(mine + theirs for mine, theirs in zip(self, other, strict=True)))
+
+    def usage(self, model: str) -> p.Usage:
+        """These figures as one ``usage`` event (the meanings are the same)."""
+        return p.Usage(
+            model=model,
+            input_tokens=self.input,
+            cached_tokens=self.cached,
+            output_tokens=self.output,
+            reasoning_tokens=self.reasoning,
+            cache_write_tokens=self.cache_write or p.UNSET,
+        )
+
+
+def growth(previous: Tokens | None, total: Tokens) -> Tokens | None:
+    """What a running total grew by since ``previous``; ``None`` when it shrank (a count that started again)."""
+    if previous is None:
+        return total
+    step = Tokens(*(now - before for now, before in zip(total, previous, strict=True)))
+    return None if min(step) < 0 else step
+
+
 class CodexDecoder(EventDecoder):
     dialect = "codex"
     command = "codex exec"
@@ -327,6 +397,8 @@ class CodexDecoder(EventDecoder):
         """Text of agent messages and reasoning items seen in ``item.updated`` so far."""
         self._last_text: str | None = None
         self._turns = 0
+        self._usage_total: Tokens | None = None
+        """The last running total a ``turn.completed`` reported."""
 
     def handler_name(self, kind: str) -> str:
         return "on_" + kind.replace(".", "_")
@@ -357,16 +429,17 @@ class CodexDecoder(EventDecoder):
         """Nothing to say: ``exec`` runs one turn, and its end is the run's end."""
 
     def on_turn_completed(self, f: Fields) -> None:
-        usage = f.opt_sub("usage") or f.child({}, "usage")
-        event = p.Usage(
-            model=_UNKNOWN_MODEL,
-            input_tokens=usage.opt_integer("input_tokens") or 0,
-            output_tokens=usage.opt_integer("output_tokens") or 0,
-            cached_tokens=usage.opt_integer("cached_input_tokens") or 0,
-        )
+        """``usage`` is the thread's running total as this process counts it: the turn used what it grew by."""
+        total = Tokens.read(f.obj.get("usage"))
+        if total is None and f.obj.get("usage") is not None:
+            f.lose("usage", "cannot be read as a running total of token counts")
+        step = None if total is None else growth(self._usage_total, total)
+        if total is not None:
+            step = total if step is None else step  # a count that started again: a new process's own
+            self._usage_total = total
         self._end_turn()
-        if event.input_tokens or event.output_tokens or event.cached_tokens:  # zeros: codex reported nothing
-            self.emit(event)
+        if step is not None and any(step):  # zeros: codex reported nothing
+            self.emit(step.usage(_UNKNOWN_MODEL))
         self.emit(self._result(ok=True))
 
     def on_turn_failed(self, f: Fields) -> None:
@@ -507,9 +580,10 @@ class CodexEncoder(EventEncoder):
         """Open tool calls -> the item they are (its fields so far)."""
         self._usage = p.UsageTotals()
         self._usage_seen = False
+        self._thread_usage = Tokens()
 
     def end_turn(self) -> None:
-        """Item numbers go on through the session; the usage summed for ``turn.completed`` is the turn's own."""
+        """Item numbers go on through the session; ``turn.completed`` gives the thread's running total."""
         super().end_turn()
         self._calls.clear()
         self._usage = p.UsageTotals()
@@ -592,13 +666,8 @@ class CodexEncoder(EventEncoder):
             failure = self.failure(event)
             message = failure.message if failure is not None else "the turn failed"
             return [{"type": "turn.failed", "error": {"message": message}}]
-        usage = self._usage if self._usage_seen else event.usage
-        figures = {
-            "input_tokens": usage.input_tokens,
-            "cached_input_tokens": usage.cached_tokens,
-            "output_tokens": usage.output_tokens,
-        }
-        return [{"type": "turn.completed", "usage": figures}]
+        self._thread_usage += Tokens.of(self._usage if self._usage_seen else event.usage)
+        return [{"type": "turn.completed", "usage": self._thread_usage.wire()}]
 
 
 def _split_mcp(name: str) -> tuple[str, str]:

@@ -13,20 +13,21 @@ response items and are not decoded twice) and ``compacted``.
 Usage: ``token_count`` carries the session's running ``total_token_usage`` and
 the ``last_token_usage`` of one call, and is often written twice for one call;
 :func:`usage_step` takes the growth of the total, so each call counts once.
-Codex's ``input_tokens`` already include ``cached_input_tokens``, and its
-``output_tokens`` include ``reasoning_output_tokens`` — the canonical meanings.
+Codex's ``input_tokens`` already include ``cached_input_tokens`` (and the newer
+``cache_write_input_tokens``), and its ``output_tokens`` include
+``reasoning_output_tokens`` — the canonical meanings.
 """
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 from agentstream import protocol as p
 from agentstream.dialects._session_log import LogDialect, Outcome, SessionLogDecoder
-from agentstream.dialects.codex import _error_code
+from agentstream.dialects.codex import Tokens, _error_code, growth
 from agentstream.dialects.kit import Fields, identify, parse_arguments, text_or_json
 
-__all__ = ["DIALECT", "Tokens", "usage_step"]
+__all__ = ["DIALECT", "usage_step"]
 
 _REPEATED_EVENTS = frozenset(
     {"user_message", "agent_message", "agent_reasoning", "agent_reasoning_raw_content"}
@@ -38,29 +39,6 @@ _ROLES: dict[str, p.Role] = {
     "developer": "system",
     "system": "system",
 }
-_FIELDS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_output_tokens")
-
-
-class Tokens(NamedTuple):
-    """One ``TokenUsage`` object of a ``token_count`` event."""
-
-    input: int = 0
-    cached: int = 0
-    output: int = 0
-    reasoning: int = 0
-
-    @classmethod
-    def read(cls, value: object) -> Tokens | None:
-        """The figures, or ``None`` when they cannot all be trusted: no input or output count, or any figure of
-        the wrong kind or below 0. A running total read as zeros would make the next one count the session
-        again, so an unreadable one is lost whole (the next good total is measured against the last good one).
-        """
-        if not isinstance(value, dict) or not ("input_tokens" in value or "output_tokens" in value):
-            return None
-        figures = [value.get(key, 0) for key in _FIELDS]
-        if not all(type(n) is int and n >= 0 for n in figures):
-            return None
-        return cls(*figures)
 
 
 def usage_step(previous: Tokens | None, info: object) -> tuple[Tokens | None, Tokens | None]:
@@ -76,13 +54,9 @@ def usage_step(previous: Tokens | None, info: object) -> tuple[Tokens | None, To
     total = Tokens.read(info.get("total_token_usage"))
     if total is None:
         return previous, None
-    last = Tokens.read(info.get("last_token_usage"))
-    if previous is None:
-        step = total
-    else:
-        step = Tokens(*(now - before for now, before in zip(total, previous, strict=True)))
-        if min(step) < 0:
-            step = last or Tokens()
+    step = growth(previous, total)
+    if step is None:
+        step = Tokens.read(info.get("last_token_usage")) or Tokens()
     return total, step if any(step) else None
 
 
@@ -248,15 +222,7 @@ class CodexLogDecoder(SessionLogDecoder):
                 )
             self._total, step = usage_step(self._total, info)
             if step is not None:
-                self.emit(
-                    p.Usage(
-                        model=self.model,
-                        input_tokens=step.input,
-                        cached_tokens=step.cached,
-                        output_tokens=step.output,
-                        reasoning_tokens=step.reasoning,
-                    )
-                )
+                self.emit(step.usage(self.model))
         elif kind in ("task_started", "turn_started"):
             self._turn_open = True
         elif kind in ("task_complete", "turn_complete"):

@@ -326,9 +326,10 @@ class _CodexCounter:
                             session.session,
                             model,
                             ts,
-                            input=max(step.input - step.cached, 0),
+                            input=max(step.input - step.cached - step.cache_write, 0),
                             output=step.output,
                             cache_read=step.cached,
+                            cache_write=step.cache_write,
                             reasoning=step.reasoning,
                         )
                     )
