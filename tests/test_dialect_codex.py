@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -305,7 +306,7 @@ def test_native_codex_tools_round_trip_as_their_own_items() -> None:
     assert [(r.name, r.status, r.output if r.output is not p.UNSET else None) for r in results] == [
         ("command_execution", "error", "boom\n"),
         ("file_change", "success", "add x"),
-        ("web_search", "success", None),
+        ("web_search", "success", '{"query":"q"}'),
         ("command_execution", "denied", ""),
     ]
     assert results[0].error == "exit code 2"
@@ -342,3 +343,24 @@ def test_informational_fields_of_the_wrong_kind_are_lost_not_the_line(
 def test_unusable_lines_are_named_precisely(line: bytes, problem: str) -> None:
     with pytest.raises(MalformedEventError, match=problem):
         decode("codex", [line])
+
+
+def test_a_web_search_result_carries_the_query_codex_filled_in_at_completion() -> None:
+    started = {"id": "item_3", "type": "web_search", "query": "", "action": {"type": "other"}}
+    completed = {
+        **started,
+        "query": "codex cli jsonl",
+        "action": {"type": "search", "query": "codex cli jsonl"},
+    }
+    for extra in ({}, {"unknown_field": 1}):  # the typed path, then the careful one
+        events = decode(
+            "codex",
+            [
+                line({"type": "thread.started", "thread_id": "t"}),
+                line({"type": "item.started", "item": {**started, **extra}}),
+                line({"type": "item.completed", "item": {**completed, **extra}}),
+            ],
+        )
+        call, result = one(events, p.ToolCall), one(events, p.ToolResult)
+        assert call.arguments == {"query": "", "action": {"type": "other"}}
+        assert json.loads(result.output) == {"query": "codex cli jsonl", "action": completed["action"]}

@@ -27,6 +27,7 @@ from agentstream.dialects.kit import (
     EventEncoder,
     Fields,
     SimpleDialect,
+    arguments_text,
     identify,
     parse_arguments,
     text_or_json,
@@ -165,7 +166,13 @@ def _search_arguments(query: str | None, action: dict[str, Any] | None) -> tuple
 
 
 def _search_outcome(item: Fields) -> Outcome:
-    return "success", None, None
+    return _search_result(item.opt_text("query"), item.opt_mapping("action"))
+
+
+def _search_result(query: str | None, action: dict[str, Any] | None) -> Outcome:
+    """The completed search as the result's output: Codex fills its query and action in only once it is done
+    (the started item often says ``"query": ""``), and it reports no results of its own."""
+    return "success", arguments_text(_search_arguments(query, action)[1]), None
 
 
 _TOOLS: dict[str, tuple[Callable[[Fields], tuple[str, dict[str, Any]]], Callable[[Fields], Outcome]]] = {
@@ -280,6 +287,9 @@ class _SearchItem(_ToolItem, tag="web_search"):
 
     def call(self) -> tuple[str, dict[str, Any]]:
         return _search_arguments(self.query, self.action)
+
+    def outcome(self) -> Outcome:
+        return _search_result(self.query, self.action)
 
 
 _HotItem = _MessageItem | _ReasoningItem | _ErrorItem | _CommandItem | _FileItem | _McpItem | _SearchItem
