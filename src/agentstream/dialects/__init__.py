@@ -42,6 +42,7 @@ DIALECTS: Registry[Dialect] = Registry(
         for name in (
             "canonical",
             "acai",
+            "cake",
             "gemini",
             "locus",
             "cursor",

@@ -46,15 +46,20 @@ class AcaiDecoder(EventDecoder):
         self.emit(event)
 
     def on_message(self, f: Fields) -> None:
-        role, content = f.role("role"), f.text("content")
+        role, content = self.role_of(f), f.text("content")
         self.emit(p.Message(message_id=f.opt_text("id") or p.new_id("msg"), role=role, content=content))
 
+    def role_of(self, f: Fields) -> p.Role:
+        """A ``message``'s role; a dialect with roles of its own beyond the canonical four maps them here."""
+        return f.role("role")
+
     def on_reasoning(self, f: Fields) -> None:
-        segments = [
-            text for item in f.opt_list("summary") or [] if (text := _segment_text(f, item)) is not None
-        ]
         reasoning_id = f.opt_text("id") or p.new_id("rsn")
-        self.emit(p.Reasoning(reasoning_id=reasoning_id, content=_SUMMARY_SEPARATOR.join(segments)))
+        self.emit(p.Reasoning(reasoning_id=reasoning_id, content=_SUMMARY_SEPARATOR.join(self.segments(f))))
+
+    def segments(self, f: Fields) -> list[str]:
+        """The text of a ``reasoning`` item, in parts (joined with a blank line): its summary segments."""
+        return segment_texts(f, "summary")
 
     def on_function_call(self, f: Fields) -> None:
         call_id, name = f.text("call_id"), f.text("name")
@@ -71,7 +76,7 @@ class AcaiDecoder(EventDecoder):
         ok = f.flag("success")
         exit_code = 0 if ok else f.opt_integer("exit_code") or 1
         usage_fields = f.opt_sub("usage")
-        usage = _usage(usage_fields) if usage_fields is not None else self.tally.usage
+        usage = usage_totals(usage_fields) if usage_fields is not None else self.tally.usage
         error = None
         if not ok:
             message = f.opt_text("error") or "acai reported a failure without a message"
@@ -87,20 +92,24 @@ class AcaiDecoder(EventDecoder):
         )
 
 
-def _segment_text(f: Fields, item: object) -> str | None:
-    """A summary segment: a string, or a Responses API ``{"type": "summary_text", "text": ...}`` part.
+def segment_texts(f: Fields, key: str) -> list[str]:
+    """The segments of the list under ``key``: strings, or Responses API ``{"type": ..., "text": ...}`` parts.
 
     Anything else is left out (and reported).
     """
-    if isinstance(item, str):
-        return item
-    if isinstance(item, dict) and isinstance(item.get("text"), str):
-        return item["text"]
-    f.lose("summary", "must hold strings or objects with a string 'text'")
-    return None
+    texts = []
+    for item in f.opt_list(key) or []:
+        if isinstance(item, str):
+            texts.append(item)
+        elif isinstance(item, dict) and isinstance(item.get("text"), str):
+            texts.append(item["text"])
+        else:
+            f.lose(key, "must hold strings or objects with a string 'text'")
+    return texts
 
 
-def _usage(f: Fields) -> p.UsageTotals:
+def usage_totals(f: Fields) -> p.UsageTotals:
+    """A Responses API ``usage`` object (the ``*_details`` hold the cached and reasoning parts) as totals."""
     cached = f.opt_sub("input_tokens_details")
     reasoning = f.opt_sub("output_tokens_details")
     return p.UsageTotals(
@@ -129,7 +138,7 @@ class AcaiEncoder(EventEncoder):
         return [
             {
                 "type": "function_call",
-                "id": _item_id(event.call_id),
+                "id": item_id(event.call_id),
                 "call_id": event.call_id,
                 "name": event.name,
                 "arguments": arguments_text(event.arguments),
@@ -146,22 +155,24 @@ class AcaiEncoder(EventEncoder):
         failure = self.failure(event)
         if not event.ok:
             line["error"] = failure.message if failure is not None else "the run failed"
-        usage = event.usage
         line.update(
-            duration_ms=event.duration_ms,
-            turn_count=event.turn_count,
-            usage={
-                "input_tokens": usage.input_tokens,
-                "input_tokens_details": {"cached_tokens": usage.cached_tokens},
-                "output_tokens": usage.output_tokens,
-                "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
-                "total_tokens": usage.input_tokens + usage.output_tokens,
-            },
+            duration_ms=event.duration_ms, turn_count=event.turn_count, usage=usage_object(event.usage)
         )
         return [line]
 
 
-def _item_id(call_id: str) -> str:
+def usage_object(usage: p.UsageTotals) -> dict[str, Any]:
+    """The inverse of :func:`usage_totals`."""
+    return {
+        "input_tokens": usage.input_tokens,
+        "input_tokens_details": {"cached_tokens": usage.cached_tokens},
+        "output_tokens": usage.output_tokens,
+        "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+        "total_tokens": usage.input_tokens + usage.output_tokens,
+    }
+
+
+def item_id(call_id: str) -> str:
     """acai's own item id for a function call (``fc_…``), derived from the call id."""
     return "fc_" + call_id.removeprefix("call_")
 
