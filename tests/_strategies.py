@@ -165,13 +165,13 @@ any_tool_results = st.builds(
 
 @st.composite
 def any_usages(draw: st.DrawFn) -> p.Usage:
-    prompt = draw(small_int)
+    prompt, output = draw(small_int), draw(small_int)
     return p.Usage(
         model=draw(name),
         input_tokens=prompt,
-        output_tokens=draw(small_int),
+        output_tokens=output,
         cached_tokens=draw(st.integers(0, prompt)),
-        reasoning_tokens=draw(small_int),
+        reasoning_tokens=draw(st.integers(0, output)),  # the part of the output spent reasoning
         cost_usd=unset(draw(st.none() | st.integers(1, 10**6).map(lambda n: n / 1000))),
     )
 

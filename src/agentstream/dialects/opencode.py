@@ -9,7 +9,9 @@ session error: the run will exit 1) and, in newer versions, a closing ``done``
 (``reason: "idle"``, auto-rejected ``permissions``).
 
 opencode has no start line and never echoes the prompt. ``tokens.input`` leaves
-out cache reads and writes; canonical ``input_tokens`` counts them.
+out cache reads and writes, and ``tokens.output`` leaves out ``reasoning``
+(``getUsage`` subtracts them); canonical ``input_tokens`` and ``output_tokens``
+count them.
 """
 
 from __future__ import annotations
@@ -99,12 +101,14 @@ class OpencodeDecoder(EventDecoder):
         cache = tokens.opt_sub("cache")
         read = (cache.opt_integer("read") if cache else None) or 0
         write = (cache.opt_integer("write") if cache else None) or 0
+        reasoning = tokens.opt_integer("reasoning") or 0
         usage = p.Usage(
             model=_UNKNOWN_MODEL,
             input_tokens=(tokens.opt_integer("input") or 0) + read + write,
-            output_tokens=tokens.opt_integer("output") or 0,
+            output_tokens=(tokens.opt_integer("output") or 0) + reasoning,
             cached_tokens=read,
-            reasoning_tokens=tokens.opt_integer("reasoning") or 0,
+            reasoning_tokens=reasoning,
+            cache_write_tokens=write or p.UNSET,
         )
         if cost:
             usage.cost_usd = float(cost)
@@ -288,11 +292,16 @@ class OpencodeEncoder(EventEncoder):
             return []
         usage = usage or p.Usage(model=_UNKNOWN_MODEL)
         cached = min(usage.cached_tokens, usage.input_tokens)
+        written = min(
+            0 if usage.cache_write_tokens is p.UNSET else usage.cache_write_tokens,
+            usage.input_tokens - cached,
+        )
+        reasoning = min(usage.reasoning_tokens, usage.output_tokens)
         tokens = {
-            "input": usage.input_tokens - cached,
-            "output": usage.output_tokens,
-            "reasoning": usage.reasoning_tokens,
-            "cache": {"read": cached, "write": 0},
+            "input": usage.input_tokens - cached - written,
+            "output": usage.output_tokens - reasoning,
+            "reasoning": reasoning,
+            "cache": {"read": cached, "write": written},
         }
         cost = usage.cost_usd if usage.cost_usd is not p.UNSET else 0
         part = self._part(
