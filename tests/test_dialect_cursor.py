@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,11 +14,13 @@ from _dialect_kit import (
     assert_junk_handled,
     decode,
     decode_each,
+    encode,
     encode_objects,
     fields,
     junk,
     line,
     mutants,
+    one,
     only,
     realistic,
     round_trip,
@@ -28,6 +31,7 @@ from _dialect_kit import (
 )
 from _strategies import delta_runs, messages, reasonings, sessions, stamped, text, tool_round_trips, usages
 from agentstream import protocol as p
+from agentstream.consumer import read
 from agentstream.dialects import detect_dialect, get_dialect
 from agentstream.dialects.kit import RAW_ARGUMENTS_KEY
 
@@ -246,7 +250,9 @@ def test_result_usage_and_errors() -> None:
             )
         ],
     )[-1]
-    assert ok.usage == p.UsageTotals(input_tokens=100, output_tokens=50, cached_tokens=10)
+    assert ok.usage == p.UsageTotals(
+        input_tokens=100, output_tokens=50, cached_tokens=10, cache_write_tokens=5
+    )
     _, error, failed = decode(
         "cursor",
         [line({"type": "result", "subtype": "error", "is_error": True, "result": "model unavailable"})],
@@ -257,11 +263,144 @@ def test_result_usage_and_errors() -> None:
 
 def test_unknown_lines_and_subtypes_pass_through() -> None:
     status = {"type": "system", "subtype": "status", "x": 1}
-    mcp = {"type": "interaction_query", "id": 1}
-    assert decode("cursor", [line(status), line(mcp)]) == [
+    other = {"type": "telemetry", "id": 1}
+    stage = {"type": "tool_call", "subtype": "progress", "call_id": "c", "tool_call": {"shellToolCall": {}}}
+    assert decode("cursor", [line(status), line(other), line(stage)]) == [
         p.UnknownEvent(type="system", raw=status),
-        p.UnknownEvent(type="interaction_query", raw=mcp),
+        p.UnknownEvent(type="telemetry", raw=other),
+        p.UnknownEvent(type="tool_call", raw=stage),
     ]
+
+
+RUN_SESSION = "c6b62c6f-7ead-4fd6-9922-e952131177ff"
+
+
+def _completed(tool: str, args: dict[str, Any], result: dict[str, Any]) -> list[bytes]:
+    call = {"type": "tool_call", "call_id": "call_1", "session_id": RUN_SESSION}
+    return [
+        line({**call, "subtype": "started", "tool_call": {tool: {"args": args}}}),
+        line({**call, "subtype": "completed", "tool_call": {tool: {"args": args, "result": result}}}),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("tool", "result", "status", "error"),
+    [
+        ("shellToolCall", {"success": {"exitCode": 0, "stdout": "ok\n"}}, "success", None),
+        (
+            "shellToolCall",
+            {"success": {"exitCode": 2, "stdout": "", "stderr": "no such file"}},
+            "error",
+            "exit code 2",
+        ),
+        (
+            "shellToolCall",
+            {"rejected": {"reason": "Command rejected by the sandbox policy"}},
+            "denied",
+            "Command rejected by the sandbox policy",
+        ),
+        (
+            "editToolCall",
+            {"writePermissionDenied": {"path": "/etc/hosts"}},
+            "denied",
+            '{"path":"/etc/hosts"}',
+        ),
+        ("shellToolCall", {"needsConfirmation": {}}, "denied", "needsConfirmation"),
+        ("readToolCall", {"fileNotFound": {"path": "a.txt"}}, "error", 'fileNotFound: {"path":"a.txt"}'),
+        (
+            "shellToolCall",
+            {"timeout": {"message": "timed out after 30s"}},
+            "error",
+            "timeout: timed out after 30s",
+        ),
+        ("readToolCall", {"error": {"errorMessage": "boom"}}, "error", "boom"),
+        ("editToolCall", {"complete": {"linesAdded": 3}}, "success", None),
+        ("shellToolCall", {"stillRunning": {"pid": 42}}, "success", None),
+    ],
+)
+def test_every_kind_of_tool_outcome_gets_its_status(
+    tool: str, result: dict[str, Any], status: str, error: str | None
+) -> None:
+    """A completed call's ``result`` has one key naming the outcome: done, refused or failed."""
+    events = decode("cursor", _completed(tool, {"command": "ls"}, result))
+    (outcome,) = only(events, p.ToolResult)
+    assert (outcome.status, None if outcome.error is p.UNSET else outcome.error) == (status, error)
+
+
+def test_a_refused_call_round_trips_as_refused() -> None:
+    events = decode(
+        "cursor", _completed("shellToolCall", {"command": "rm -rf /"}, {"rejected": {"reason": "no"}})
+    )
+    (outcome,) = only(round_trip("cursor", events), p.ToolResult)
+    assert (outcome.status, outcome.error) == ("denied", "no")
+
+
+def test_an_mcp_call_is_named_by_its_server_and_tool_both_ways() -> None:
+    args = {
+        "name": "github-get_issue",
+        "toolName": "get_issue",
+        "providerIdentifier": "github",
+        "args": {"n": 1},
+    }
+    events = decode("cursor", _completed("mcpToolCall", args, {"success": {"content": [{"text": "#1"}]}}))
+    call = one(events, p.ToolCall)
+    assert (call.name, call.arguments) == ("mcp__github__get_issue", args)
+    written = [json.loads(raw) for raw in encode("cursor", events)]
+    assert [list(o["tool_call"]) for o in written if o["type"] == "tool_call"] == [
+        ["mcpToolCall"],
+        ["mcpToolCall"],
+    ]
+    assert one(round_trip("cursor", events), p.ToolCall).name == "mcp__github__get_issue"
+
+
+def test_questions_retries_and_reconnects_are_events_and_statuses() -> None:
+    query = {
+        "type": "interaction_query",
+        "subtype": "request",
+        "query_type": "createPlanRequestQuery",
+        "query": {"createPlanRequestQuery": {"args": {"plan": "1. read\n2. fix"}}},
+        "session_id": RUN_SESSION,
+    }
+    events = decode(
+        "cursor",
+        [
+            line(query),
+            line({"type": "retry", "subtype": "starting", "attempt": 2, "session_id": RUN_SESSION}),
+            line({"type": "connection", "subtype": "reconnected", "session_id": RUN_SESSION}),
+            line(
+                {"type": "system", "subtype": "task_notification", "task_id": "t1", "session_id": RUN_SESSION}
+            ),
+        ],
+    )
+    event, retry, reconnected, notice = events[1:]
+    assert (event.name, event.data["query"]) == ("cursor.interaction_query", query["query"])
+    assert (retry.status, retry.message, reconnected.status) == ("retry_starting", "attempt 2", "reconnected")
+    assert (notice.name, notice.data) == (
+        "cursor.task_notification",
+        {"subtype": "task_notification", "task_id": "t1"},
+    )
+    assert detect_dialect([query]) == "cursor"
+
+
+def test_the_json_output_line_alone_is_detected_and_read() -> None:
+    """``--output-format json`` prints one ``result`` line (Cursor's docs)."""
+    document = {
+        "type": "result",
+        "subtype": "success",
+        "is_error": False,
+        "duration_ms": 1234,
+        "duration_api_ms": 1234,
+        "result": "Done: 3 files listed.",
+        "session_id": RUN_SESSION,
+        "request_id": "req-9",
+    }
+    events = list(read([line(document) + b"\n"]))
+    result = events[-1]
+    assert events[0].session_id == RUN_SESSION and events[0].command == "cursor-agent"
+    assert (result.ok, result.result, result.duration_ms) == (True, "Done: 3 files listed.", 1234)
+    claude_result = {**document, "num_turns": 1}
+    del claude_result["request_id"], claude_result["duration_api_ms"]
+    assert get_dialect("cursor").sniff(claude_result) == 0.0
 
 
 # -- encoder ---------------------------------------------------------------------------------
@@ -288,12 +427,12 @@ def test_encoder_reproduces_the_documented_examples() -> None:
                 ok=True, subtype="success", exit_code=0, duration_ms=1234, result="<full assistant text>"
             ),
         ],
-        session_id=SESSION_ID,
+        session_id=RUN_SESSION,
     )
     encoded = encode_objects("cursor", events)
     assert without(encoded, IGNORED) == without(seed_objects("cursor"), IGNORED)
     assert encoded[0]["apiKeySource"] in ("env", "flag", "login")
-    assert {obj["session_id"] for obj in encoded} == {SESSION_ID}
+    assert {obj["session_id"] for obj in encoded} == {RUN_SESSION}
 
 
 def test_encoder_partial_output_and_reasoning_shapes() -> None:
@@ -452,7 +591,7 @@ BASES = [
         "type": "thinking",
         "subtype": "delta",
         "text": "t",
-        "session_id": SESSION_ID,
+        "session_id": RUN_SESSION,
         "timestamp_ms": 1770823434041,
     },
     {

@@ -40,7 +40,18 @@ _FUNCTION = "function"
 _NAMED_TOOLS = frozenset(
     {"read", "write", "edit", "shell", "grep", "glob", "ls", "delete", "mcp", "webSearch"}
 )
-_ERROR_TEXT_KEYS = ("message", "errorMessage", "error")
+_ERROR_TEXT_KEYS = ("message", "errorMessage", "error", "reason")
+_MCP = "mcp"
+_MCP_PREFIX = "mcp__"
+_DONE = frozenset({"success", "complete", "registered", "startSuccess", "saveSuccess", "discardSuccess"})
+"""Outcomes (the one key of a completed call's ``result``) that say the tool did its work."""
+_PENDING = frozenset({"approved", "async", "stillRunning"})
+"""Outcomes that answer the call without the work being done yet: not a failure."""
+_REFUSED = frozenset(
+    {"rejected", "needsConfirmation", "permissionDenied", "readPermissionDenied", "writePermissionDenied"}
+)
+"""Outcomes of a call that was not allowed to run (headless Cursor cannot ask for a confirmation)."""
+_CARRIED_SYSTEM = frozenset({"task_notification", "background_shell_timeout"})
 
 
 def _text_of(f: Fields) -> str:
@@ -96,11 +107,36 @@ class CursorDecoder(EventDecoder):
         super().decode_object(obj)
 
     def on_system(self, f: Fields) -> None:
-        if f.opt_text("subtype") != "init":
+        subtype = f.opt_text("subtype")
+        if subtype in _CARRIED_SYSTEM:
+            self._carry(subtype or "", f)
+            return
+        if subtype != "init":
             self.pass_through("system", f.obj)
             return
         cwd, model = f.opt_text("cwd"), f.opt_text("model")
         self.emit(p.Start(command=self.command, cwd=cwd or "", model=model or p.UNSET))
+
+    def _carry(self, name: str, f: Fields) -> None:
+        """A line with no canonical counterpart, kept whole as an ``event`` named ``cursor.<name>``."""
+        data = {key: value for key, value in f.obj.items() if key not in ("type", "session_id")}
+        self.emit(p.GenericEvent(name=f"cursor.{name}", data=data), rfc3339(f.opt_number("timestamp_ms")))
+
+    def on_interaction_query(self, f: Fields) -> None:
+        """A question the agent put to the client (a shell command to allow, a plan to accept …), and its answer."""
+        self._carry("interaction_query", f)
+
+    def on_retry(self, f: Fields) -> None:
+        self._progress_status(f"retry_{f.opt_text('subtype') or 'starting'}", f)
+
+    def on_connection(self, f: Fields) -> None:
+        self._progress_status(f.opt_text("subtype") or "reconnecting", f)
+
+    def _progress_status(self, status: str, f: Fields) -> None:
+        """Cursor retrying a model call or reconnecting: the run goes on, so a ``status``."""
+        attempt = f.opt_integer("attempt")
+        message = f"attempt {attempt}" if attempt is not None else p.UNSET
+        self.emit(p.Status(status=status, message=message), rfc3339(f.opt_number("timestamp_ms")))
 
     def on_user(self, f: Fields) -> None:
         content = _text_of(f.sub("message"))
@@ -129,7 +165,10 @@ class CursorDecoder(EventDecoder):
             self.pass_through("thinking", f.obj)
 
     def on_tool_call(self, f: Fields) -> None:
-        subtype, call_id = f.choice("subtype", ("started", "completed"), ""), f.opt_text("call_id")
+        subtype, call_id = f.text("subtype"), f.opt_text("call_id")
+        if subtype not in ("started", "completed"):
+            self.pass_through("tool_call", f.obj)  # a stage of a call this reader does not know
+            return
         key, tool = _tool_of(f.sub("tool_call"))
         ts = rfc3339(f.opt_number("timestamp_ms"))
         if key == _FUNCTION:
@@ -137,6 +176,8 @@ class CursorDecoder(EventDecoder):
             arguments, problem = parse_arguments(tool.obj.get("arguments"), tool, "arguments")
         else:
             name, arguments, problem = key.removesuffix(_SUFFIX), tool.opt_mapping("args") or {}, None
+            if name == _MCP:
+                name = _mcp_name(arguments)
         if subtype == "started":
             self.warn_arguments(tool, problem, ts)
             self.emit(
@@ -146,11 +187,8 @@ class CursorDecoder(EventDecoder):
         outcome = tool.opt_mapping("result")
         call_id, name = self.tools.finished(call_id, name)
         result = p.ToolResult(call_id=call_id, name=name, status="success")
-        if outcome is not None and "success" in outcome:
-            result.output = text_or_json(outcome["success"])
-        elif outcome:
-            result.status = "error"
-            result.error = _error_text(outcome.get("error", outcome))
+        if outcome:
+            _read_outcome(result, outcome)
         self.emit(result, ts)
 
     def on_result(self, f: Fields) -> None:
@@ -168,12 +206,38 @@ class CursorDecoder(EventDecoder):
         self.emit_result(ok=not is_error, exit_code=1 if is_error else 0, error=info, **fields)
 
 
+def _read_outcome(result: p.ToolResult, outcome: dict[str, Any]) -> None:
+    """A completed call's ``result``: one key naming the outcome (``success``, ``rejected``, ``fileNotFound``, …),
+    holding its details. A shell command that ran but exited non-zero failed, as a shell would say."""
+    kind, details = next(iter(outcome.items())) if len(outcome) == 1 else ("error", outcome)
+    if kind in _DONE or kind in _PENDING:
+        result.output = text_or_json(details)
+        exit_code = details.get("exitCode") if isinstance(details, dict) else None
+        if type(exit_code) is int and exit_code != 0:
+            result.status, result.error = "error", f"exit code {exit_code}"
+    elif kind in _REFUSED:
+        result.status, result.error = "denied", _error_text(details) if details else kind
+    else:
+        result.status = "error"
+        result.error = _error_text(details) if kind == "error" else f"{kind}: {_error_text(details)}"
+
+
+def _mcp_name(arguments: dict[str, Any]) -> str:
+    """An MCP call as ``mcp__<server>__<tool>``, the name MCP tools go by elsewhere (``mcp`` when it names none)."""
+    server, tool = arguments.get("providerIdentifier"), arguments.get("toolName")
+    if isinstance(server, str) and isinstance(tool, str) and server and tool:
+        return f"{_MCP_PREFIX}{server}__{tool}"
+    return _MCP
+
+
 def _usage(f: Fields) -> p.UsageTotals:
     """The camelCase ``usage`` block later Cursor builds put on ``result`` (undocumented)."""
+    written = f.opt_integer("cacheWriteTokens")
     return p.UsageTotals(
         input_tokens=f.opt_integer("inputTokens") or 0,
         output_tokens=f.opt_integer("outputTokens") or 0,
         cached_tokens=f.opt_integer("cacheReadTokens") or 0,
+        cache_write_tokens=written if written else p.UNSET,
     )
 
 
@@ -280,8 +344,9 @@ class CursorEncoder(EventEncoder):
 
     def on_tool_call(self, event: p.ToolCall) -> list[dict[str, Any]]:
         spec: dict[str, Any]
-        if event.name in _NAMED_TOOLS:
-            key, spec = event.name + _SUFFIX, {"args": event.arguments}
+        if event.name in _NAMED_TOOLS or _mcp_name(event.arguments) == event.name != _MCP:
+            key = (_MCP if event.name.startswith(_MCP_PREFIX) else event.name) + _SUFFIX
+            spec = {"args": event.arguments}
         else:
             key, spec = _FUNCTION, {"name": event.name, "arguments": arguments_text(event.arguments)}
         self._tools[event.call_id] = (key, spec)
@@ -291,7 +356,8 @@ class CursorEncoder(EventEncoder):
         key, spec = self._tools.pop(event.call_id, (_FUNCTION, {"name": event.name, "arguments": "{}"}))
         if event.status != "success":
             text = event.error if event.error is not p.UNSET else event.output
-            spec = {**spec, "result": {"error": {"message": text if text is not p.UNSET else event.status}}}
+            kind, field = ("rejected", "reason") if event.status == "denied" else ("error", "message")
+            spec = {**spec, "result": {kind: {field: text if text is not p.UNSET else event.status}}}
         elif event.output is not p.UNSET:
             spec = {**spec, "result": {"success": json_or_text(event.output)}}
         return [self._tool_line("completed", event.call_id, {key: spec})]
@@ -320,6 +386,8 @@ class CursorEncoder(EventEncoder):
                 "outputTokens": usage.output_tokens,
                 "cacheReadTokens": usage.cached_tokens,
             }
+            if usage.cache_write_tokens is not p.UNSET:
+                line["usage"]["cacheWriteTokens"] = usage.cache_write_tokens
         return [line]
 
 
@@ -346,7 +414,24 @@ class CursorDialect(SimpleDialect):
             return 0.9
         if kind == "thinking" and obj.get("subtype") in ("delta", "completed") and "v" not in obj:
             return 0.6
+        if kind == "result" and _json_output_result(obj):
+            return 0.8
+        if kind in ("interaction_query", "retry", "connection") and isinstance(obj.get("session_id"), str):
+            return 0.7
         return 0.0
+
+
+def _json_output_result(obj: dict[str, Any]) -> bool:
+    """The line ``--output-format json`` prints alone: Claude Code's and Amp's results count turns, and have
+    neither Cursor's ``request_id`` and ``duration_api_ms`` nor its camelCase ``usage``."""
+    if not isinstance(obj.get("is_error"), bool) or "num_turns" in obj:
+        return False
+    usage = obj.get("usage")
+    return (
+        "request_id" in obj
+        or "duration_api_ms" in obj
+        or (isinstance(usage, dict) and "inputTokens" in usage)
+    )
 
 
 DIALECT = CursorDialect()
