@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 
 from _dialect_kit import (
     FIXTURES,
+    decode,
     decode_fixture,
     encode,
     fixture_lines,
+    line,
     objects,
     project,
     round_trip,
@@ -110,3 +113,42 @@ def test_round_trip_keeps_what_the_amp_row_promises(events: list[p.BaseEvent]) -
     assert project(back, keep) == project(events, keep)
     result = back[-1]
     assert isinstance(result, p.Result) and result.tools_used == tool_names(events) and not violations(back)
+
+
+@pytest.mark.parametrize(
+    ("subtype", "code"), [("error_during_execution", "UNKNOWN"), ("error_max_turns", "MAX_TURNS")]
+)
+def test_an_error_result_keeps_the_cause_amp_gives_in_error(subtype: str, code: str) -> None:
+    """Amp's error results name their cause in ``error`` (Claude Code's list theirs in ``errors``)."""
+    failed = {
+        "type": "result",
+        "subtype": subtype,
+        "duration_ms": 2906,
+        "is_error": True,
+        "num_turns": 2,
+        "error": "Tool execution failed: the sandbox refused the command",
+        "session_id": "T-5f0c8a2e-1b7d-4e8a-9c0f-3a1b2c3d4e5f",
+    }
+    events = decode("amp", [line(failed)])
+    error, result = events[-2], events[-1]
+    assert isinstance(error, p.Error) and error.message == failed["error"] and not error.recoverable
+    assert (result.ok, result.error.code, result.error.message) == (False, code, failed["error"])
+    if code != "UNKNOWN":  # a subtype that names its cause says so, in the dialect's own name
+        bare = decode("amp", [line({key: value for key, value in failed.items() if key != "error"})])[-1]
+        assert bare.error.message.startswith(f"amp ended with {subtype}")
+
+
+def test_result_totals_keep_the_cache_writes() -> None:
+    usage = {
+        "input_tokens": 12,
+        "cache_creation_input_tokens": 367,
+        "cache_read_input_tokens": 9000,
+        "output_tokens": 80,
+    }
+    result = {"type": "result", "subtype": "success", "is_error": False, "num_turns": 1, "result": "ok"}
+    totals = decode("amp", [line({**result, "usage": usage, "session_id": "T-1"})])[-1].usage
+    assert (totals.input_tokens, totals.cached_tokens, totals.cache_write_tokens) == (
+        12 + 367 + 9000,
+        9000,
+        367,
+    )

@@ -275,6 +275,140 @@ def test_detection_prefers_claude_but_leaves_cursor_and_amp_inits_alone() -> Non
     assert get_dialect("claude").sniff(amp_init) == 0.0
 
 
+def test_server_tool_results_whose_content_is_one_object_keep_its_text_or_the_object() -> None:
+    """An ``advisor_tool_result`` (any ``*_tool_result``) holds one object, not text or blocks: no field is lost."""
+    events = decode_fixture("claude", "server-tools.ndjson")
+    assert not only(events, p.Log) and not violations([*events, _ok_result(events)])
+    advice, search = only(events, p.ToolResult)
+    assert (advice.call_id, advice.name, advice.status, advice.output) == (
+        "srvtoolu_01ABC",
+        "advisor",
+        "success",
+        "Consider edge cases around empty input.",
+    )
+    assert (search.name, search.status, search.output) == ("web_search", "error", p.UNSET)
+    assert search.error == '{"type":"web_search_tool_result_error","error_code":"max_uses_exceeded"}'
+    redacted = (
+        b'{"type":"assistant","message":{"id":"m","model":"m","content":[{"type":"advisor_tool_result",'
+        b'"tool_use_id":"srvtoolu_1","content":{"type":"advisor_redacted_result","encrypted_content":"EuYD"}}]}}'
+    )
+    result = one(decode("claude", [redacted]), p.ToolResult)
+    assert (result.status, result.output) == (
+        "success",
+        '{"type":"advisor_redacted_result","encrypted_content":"EuYD"}',
+    )
+
+
+def test_conversation_reset_is_an_event_that_the_encoder_writes_back_for_the_sdk() -> None:
+    from claude_agent_sdk import ConversationResetMessage
+    from claude_agent_sdk._internal.message_parser import parse_message
+
+    events = decode_fixture("claude", "server-tools.ndjson")
+    reset = one(events, p.GenericEvent)
+    assert reset.name == "claude.conversation_reset"
+    assert reset.data == {"new_conversation_id": "d2f4a573-ca99-42a2-bb7a-905b40c908e8"}
+    written = next(obj for obj in objects(encode("claude", events)) if obj["type"] == "conversation_reset")
+    parsed = parse_message(written)
+    assert isinstance(parsed, ConversationResetMessage)
+    assert parsed.new_conversation_id == "d2f4a573-ca99-42a2-bb7a-905b40c908e8"
+    odd = b'{"type":"conversation_reset","new_conversation_id":7,"uuid":"u","session_id":"s"}'
+    kept = decode("claude", [_INIT, odd])
+    assert one(kept, p.GenericEvent).data == {} and "new_conversation_id" in one(kept, p.Log).message
+
+
+_INIT = (
+    b'{"type":"system","subtype":"init","cwd":"/w","session_id":"s1","tools":[],"mcp_servers":[],"model":"m"}'
+)
+_ASK = (
+    b'{"type":"assistant","message":{"id":"msg_1","model":"m","role":"assistant","content":[{"type":"tool_use",'
+    b'"id":"toolu_1","name":"AskUserQuestion","input":{"q":"?"}}]},"session_id":"s1","uuid":"u1"}'
+)
+
+
+def _deferred_result(deferred: str = '{"id":"toolu_1","name":"AskUserQuestion","input":{"q":"?"}}') -> bytes:
+    return (
+        b'{"type":"result","subtype":"success","is_error":false,"duration_ms":5,"duration_api_ms":4,"num_turns":1,'
+        b'"result":"","stop_reason":"tool_deferred","session_id":"s1","deferred_tool_use":%b,'
+        b'"terminal_reason":"tool_deferred","uuid":"u2"}' % deferred.encode()
+    )
+
+
+def _ok_result(events: list[p.AnyEvent]) -> p.Result:
+    return p.Result(
+        ok=True,
+        subtype="success",
+        exit_code=0,
+        session_id=events[0].session_id,
+        seq=events[-1].seq + 1,
+        ts=p.now_ts(),
+    )
+
+
+def test_a_deferred_tool_use_is_a_permission_request_the_run_ends_on() -> None:
+    """A PreToolUse hook returned "defer": the run stops, successful, and its result names the call it holds."""
+    events = decode("claude", [_INIT, _ASK, _deferred_result()])
+    assert [e.type for e in events] == [
+        "start",
+        "tool_call",
+        "event",
+        "permission_request",
+        "tool_result",
+        "result",
+    ]
+    deferred, request, closed, result = events[2:]
+    assert deferred.name == "claude.deferred_tool_use"
+    assert deferred.data == {"id": "toolu_1", "name": "AskUserQuestion", "input": {"q": "?"}}
+    assert (request.call_id, request.name, request.arguments) == ("toolu_1", "AskUserQuestion", {"q": "?"})
+    assert "resume" in request.reason
+    assert (closed.call_id, closed.status, closed.synthetic) == ("toolu_1", "cancelled", p.UNSET)
+    assert result.ok and result.exit_code == 0 and result.tools_used == ["AskUserQuestion"]
+    assert not violations(events), "the producer said why the call has no result: nothing was repaired"
+
+
+def test_a_deferred_call_not_seen_before_is_called_and_a_lost_one_is_the_last_open_call() -> None:
+    unseen = decode("claude", [_INIT, _deferred_result()])
+    assert [e.type for e in unseen][1:] == [
+        "tool_call",
+        "event",
+        "permission_request",
+        "tool_result",
+        "result",
+    ]
+    call = one(unseen, p.ToolCall)
+    assert (call.call_id, call.name, call.arguments) == ("toolu_1", "AskUserQuestion", {"q": "?"})
+    assert not violations(unseen)
+    lost = decode("claude", [_INIT, _ASK, _deferred_result('"toolu_1"')])  # only terminal_reason says it
+    assert one(lost, p.PermissionRequest).call_id == "toolu_1" and one(lost, p.ToolCall).call_id == "toolu_1"
+    assert "deferred_tool_use" in one(lost, p.Log).message and not violations(lost)
+    answered = (
+        b'{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1",'
+        b'"content":"done"}]},"session_id":"s1","uuid":"u3"}'
+    )
+    late = decode("claude", [_INIT, _ASK, answered, _deferred_result()])
+    assert not only(late, p.PermissionRequest) and len(only(late, p.ToolCall)) == 1 and not violations(late)
+
+
+def test_a_deferred_tool_use_round_trips_and_reaches_the_sdk() -> None:
+    from claude_agent_sdk import DeferredToolUse, ResultMessage
+    from claude_agent_sdk._internal.message_parser import parse_message
+
+    for lines in ([_INIT, _ASK, _deferred_result()], [_INIT, _deferred_result()]):
+        events = decode("claude", lines)
+        written = objects(encode("claude", events))
+        assert [obj["type"] for obj in written] == ["system", "assistant", "result"]
+        line = written[-1]
+        assert (line["stop_reason"], line["terminal_reason"], line["is_error"]) == (
+            "tool_deferred",
+            "tool_deferred",
+            False,
+        )
+        parsed = parse_message(line)
+        assert isinstance(parsed, ResultMessage) and isinstance(parsed.deferred_tool_use, DeferredToolUse)
+        assert (parsed.deferred_tool_use.id, parsed.deferred_tool_use.input) == ("toolu_1", {"q": "?"})
+        back = decode("claude", encode("claude", events))
+        assert project(back[1:], lambda event: event) == project(events[1:], lambda event: event)
+
+
 # -- encoder: reproduces the examples -------------------------------------------------------
 
 LOST_INIT = {

@@ -5,8 +5,9 @@ Lines: ``system`` (``init`` first unless startup hooks precede it; also
 line per completed content block — text, thinking, tool_use — all sharing the
 API message id), ``user`` (prompts and ``tool_result`` blocks), ``stream_event``
 (raw API stream events, only with ``--include-partial-messages``),
-``rate_limit_event`` and the closing ``result``. Control-protocol frames and
-types this module does not know pass through as unknown events.
+``rate_limit_event``, ``conversation_reset`` (after ``/clear``) and the closing
+``result`` (with ``deferred_tool_use`` when a hook deferred a call). Control-protocol
+frames and types this module does not know pass through as unknown events.
 
 Producer quirks the decoder absorbs (see ``docs/dialects.md``): the complete
 ``assistant`` line repeats text already streamed as deltas (it closes the run
@@ -104,11 +105,27 @@ def _block(f: Fields) -> _Block:
             "tool_use", call_id=f.text("id"), name=f.text("name"), arguments=f.opt_mapping("input") or {}
         )
     if f.opt_text("tool_use_id") is not None and (kind == "tool_result" or kind.endswith("_tool_result")):
-        text = _result_text(f, f.obj.get("content"))
+        content = f.obj.get("content")
+        if kind != "tool_result" and isinstance(content, dict):
+            return _server_result(f, content)
+        text = _result_text(f, content)
         return _Block(
             "tool_result", text, call_id=f.text("tool_use_id"), is_error=f.opt_flag("is_error") is True
         )
     return _Block("other", raw=f.obj)
+
+
+def _server_result(f: Fields, content: dict[str, Any]) -> _Block:
+    """A server tool's result (``advisor_tool_result``, ``web_fetch_tool_result`` …) whose content is one object.
+
+    The API gives such a tool's outcome as an object of the tool's own ``type``: its ``text`` is the output when it
+    has one (the advisor's advice), else the object is kept whole as compact JSON. A ``*_error`` type
+    (``advisor_tool_result_error``, ``web_search_tool_result_error`` …) is a failed call.
+    """
+    text, kind = content.get("text"), content.get("type")
+    failed = (isinstance(kind, str) and kind.endswith("_error")) or f.opt_flag("is_error") is True
+    output = text if isinstance(text, str) else text_or_json(content)
+    return _Block("tool_result", output, call_id=f.text("tool_use_id"), is_error=failed)
 
 
 def _blocks(message: Fields) -> list[_Block]:
@@ -164,20 +181,30 @@ def _figures(usage: dict[str, Any] | None) -> dict[str, int]:
     return found
 
 
-def _totals(figures: dict[str, int]) -> tuple[int, int, int]:
-    """(input, output, cached): canonical input counts every prompt token, cached ones included."""
-    cached = figures.get("cache_read_input_tokens", 0)
-    prompt = figures.get("input_tokens", 0) + figures.get("cache_creation_input_tokens", 0) + cached
-    return prompt, figures.get("output_tokens", 0), cached
+def _totals(figures: dict[str, int]) -> p.UsageTotals:
+    """Canonical input counts every prompt token, the cache's reads and writes included."""
+    cached, written = figures.get("cache_read_input_tokens", 0), figures.get("cache_creation_input_tokens")
+    return p.UsageTotals(
+        input_tokens=figures.get("input_tokens", 0) + (written or 0) + cached,
+        output_tokens=figures.get("output_tokens", 0),
+        cached_tokens=cached,
+        cache_write_tokens=written or p.UNSET,  # Claude Code writes 0 when nothing was written
+    )
 
 
-def _api_usage(input_tokens: int, output_tokens: int, cached_tokens: int) -> dict[str, int]:
-    cached = min(cached_tokens, input_tokens)
+def _api_usage(usage: p.UsageTotals | p.Usage) -> dict[str, int]:
+    """The inverse of :func:`_totals`: the API's input counts neither cache reads nor writes."""
+    cached = min(usage.cached_tokens, usage.input_tokens)
+    written = (
+        0
+        if usage.cache_write_tokens is p.UNSET
+        else min(usage.cache_write_tokens, usage.input_tokens - cached)
+    )
     return {
-        "input_tokens": input_tokens - cached,
-        "cache_creation_input_tokens": 0,
+        "input_tokens": usage.input_tokens - cached - written,
+        "cache_creation_input_tokens": written,
         "cache_read_input_tokens": cached,
-        "output_tokens": output_tokens,
+        "output_tokens": usage.output_tokens,
     }
 
 
@@ -459,6 +486,8 @@ class ClaudeDecoder(EventDecoder):
         self._api_error: str | None = None
         """The category of the turn's last API-error assistant line (``authentication_failed`` …)."""
         self._api_error_text: str | None = None
+        self._answered: set[str] = set()
+        """Calls whose result went out this turn: a deferred call among them gets no second ``tool_call``."""
 
     def decode_other(self, items: Any) -> list[p.AnyEvent] | None:
         """Also reads ``--output-format json --verbose``, which prints one array of every message (#84784)."""
@@ -636,6 +665,7 @@ class ClaudeDecoder(EventDecoder):
 
     def _tool_result(self, block: _Block) -> None:
         call_id, name = self.tools.finished(block.call_id, None)
+        self._answered.add(call_id)
         if block.is_error:
             self.emit(p.ToolResult(call_id=call_id, name=name, status="error", error=block.text))
         else:
@@ -823,34 +853,37 @@ class ClaudeDecoder(EventDecoder):
             return
         if pending.streamed:
             self._usage_done.add(pending.message_id)
-        prompt, output, cached = _totals(pending.figures)
-        written = pending.figures.get("cache_creation_input_tokens")
-        self.emit(
-            p.Usage(
-                model=pending.model,
-                input_tokens=prompt,
-                output_tokens=output,
-                cached_tokens=cached,
-                cache_write_tokens=written if written is not None else p.UNSET,
-            )
-        )
+        self.emit(_usage_event(pending.model, _totals(pending.figures)))
 
     # -- the end -------------------------------------------------------------------------
 
     def on_rate_limit_event(self, f: Fields) -> None:
         self.emit(p.GenericEvent(name="claude.rate_limit", data=f.opt_mapping("rate_limit_info") or {}))
 
+    def on_conversation_reset(self, f: Fields) -> None:
+        """``/clear`` (or another reset) replaced the conversation mid-session; consumers summing totals need it."""
+        data = {key: value for key, value in f.obj.items() if key not in _STAMP_KEYS}
+        if f.opt_text("new_conversation_id") is None:  # of another kind: lost (and reported), not carried
+            data.pop("new_conversation_id", None)
+        self.emit(p.GenericEvent(name="claude.conversation_reset", data=data))
+
     def on_result(self, f: Fields) -> None:
         is_error = f.opt_flag("is_error")
         subtype = f.opt_text("subtype") or ("error_during_execution" if is_error else "success")
         text, errors = f.opt_text("result"), f.opt_strings("errors") or []
+        if not errors and (said := f.opt_text("error")):  # Amp names an error result's cause in ``error``
+            errors = [said]
         status, reason = f.opt_integer("api_error_status"), f.opt_text("terminal_reason")
         cost = f.opt_number("total_cost_usd")
         cost = cost if cost is not None else f.opt_number("cost_usd")
         usage, turns = f.opt_mapping("usage"), f.opt_integer("num_turns")
         denied = _denied_calls(f)
+        deferred, stop = f.opt_sub("deferred_tool_use"), f.opt_text("stop_reason")
         ok = subtype == "success" and not is_error
         self._end_of_turn()
+        if deferred is not None or _DEFERRED_REASON in (reason, stop):
+            self._deferred_call(deferred)
+        self._answered.clear()
         for call_id in denied:
             if any(call_id == open_id for open_id, _ in self.tools.unanswered()):
                 call_id, name = self.tools.finished(call_id, None)
@@ -867,14 +900,11 @@ class ClaudeDecoder(EventDecoder):
         described = message or code or status is not None or self._api_error or "errors" in f.obj
         if not ok and described:
             code = code or _failure_code(status, self._api_error, reason, message)
-            ending = f"claude ended with {subtype}" + (f" ({reason})" if reason else "")
+            ending = f"{self.dialect} ended with {subtype}" + (f" ({reason})" if reason else "")
             error = p.ErrorInfo(code=code, message=message or ending)
             self.emit(p.Error(code=error.code, message=error.message, recoverable=False))
-        if usage is not None:  # the result's totals are authoritative; per-line figures are placeholders
-            prompt, output, cached = _totals(_figures(usage))
-            totals = p.UsageTotals(input_tokens=prompt, output_tokens=output, cached_tokens=cached)
-        else:
-            totals = msgspec.structs.replace(self.tally.usage)
+        # The result's totals are authoritative; per-line figures are placeholders.
+        totals = _totals(_figures(usage)) if usage is not None else msgspec.structs.replace(self.tally.usage)
         if cost is not None:
             totals.cost_usd = float(cost)
         self.emit(
@@ -891,6 +921,48 @@ class ClaudeDecoder(EventDecoder):
             )
         )
         self._api_error = self._api_error_text = None  # the next turn's failure is its own
+
+    def _deferred_call(self, deferred: Fields | None) -> None:
+        """The call a PreToolUse hook deferred: the run stopped before it, so that its caller decides.
+
+        The caller answers by resuming the session, not in this stream: the call (its ``tool_call`` unless one
+        went out) gets a ``permission_request`` and a ``cancelled`` result, after a ``claude.deferred_tool_use``
+        event that keeps the fact (and lets the encoder write the line back). Without a readable
+        ``deferred_tool_use`` (only the stop reason says so) the deferred call is the last one still open.
+        """
+        call_id = name = None
+        arguments: dict[str, Any] | None = None
+        if deferred is not None:
+            call_id, name = deferred.opt_text("id"), deferred.opt_text("name")
+            arguments = deferred.opt_mapping("input")
+        running = dict(self.tools.unanswered())
+        if call_id is None and running:
+            call_id = next(reversed(running))
+        if call_id is None and not name:
+            return  # nothing names the call
+        name = running.get(call_id or "") or name or "unknown"
+        arguments = arguments if arguments is not None else {}
+        if call_id is not None and call_id in self._answered:  # its result is out: only the fact is kept
+            self.emit(
+                p.GenericEvent(name=_DEFERRED_EVENT, data={"id": call_id, "name": name, "input": arguments})
+            )
+            return
+        if call_id is None or call_id not in running:
+            call_id = self.tools.called(call_id, name)
+            self.emit(p.ToolCall(call_id=call_id, name=name, arguments=arguments))
+        self.emit(
+            p.GenericEvent(name=_DEFERRED_EVENT, data={"id": call_id, "name": name, "input": arguments})
+        )
+        self.emit(p.PermissionRequest(call_id=call_id, name=name, arguments=arguments, reason=_DEFERRED_ASK))
+        call_id, name = self.tools.finished(call_id, None)
+        self.emit(p.ToolResult(call_id=call_id, name=name, status="cancelled", error=_DEFERRED_END))
+
+
+_DEFERRED_REASON = "tool_deferred"
+"""The ``terminal_reason`` (and ``stop_reason``) of a run a PreToolUse hook stopped by deferring a call."""
+_DEFERRED_EVENT = "claude.deferred_tool_use"
+_DEFERRED_ASK = "a PreToolUse hook deferred this call to the caller: resume the session to decide it"
+_DEFERRED_END = "deferred by a PreToolUse hook: the run stopped before the call"
 
 
 def _document_usage(document: dict[str, Any], per_model: dict[str, Any]) -> list[p.Usage]:
@@ -915,8 +987,17 @@ def _document_usage(document: dict[str, Any], per_model: dict[str, Any]) -> list
     usage_object = document.get("usage")
     if found or not isinstance(usage_object, dict) or not _figures(usage_object):
         return found
-    prompt, output, cached = _totals(_figures(usage_object))
-    return [p.Usage(model="unknown", input_tokens=prompt, output_tokens=output, cached_tokens=cached)]
+    return [_usage_event("unknown", _totals(_figures(usage_object)))]
+
+
+def _usage_event(model: str, totals: p.UsageTotals) -> p.Usage:
+    return p.Usage(
+        model=model,
+        input_tokens=totals.input_tokens,
+        output_tokens=totals.output_tokens,
+        cached_tokens=totals.cached_tokens,
+        cache_write_tokens=totals.cache_write_tokens,
+    )
 
 
 _MODEL_USAGE_KEYS = ("inputTokens", "outputTokens", "cacheReadInputTokens", "cacheCreationInputTokens")
@@ -1006,12 +1087,15 @@ class ClaudeEncoder(EventEncoder):
         self._calls: dict[str, tuple[str, dict[str, Any]]] = {}
         """Open tool calls -> (name, input), for the result's ``permission_denials``."""
         self._denials: list[dict[str, Any]] = []
+        self._deferred: dict[str, Any] | None = None
+        """The turn's ``claude.deferred_tool_use`` (id, name, input): the result line carries it."""
         self._session_json: tuple[str | None, bytes] = (None, b"")
         """The last session id and its JSON, for stream lines (written as bytes, not objects)."""
 
     def end_turn(self) -> None:
         super().end_turn()
         self._calls.clear()  # its result's permission denials are out; a later turn cannot answer them
+        self._deferred = None
 
     # line shapes (Amp overrides these)
 
@@ -1083,15 +1167,18 @@ class ClaudeEncoder(EventEncoder):
         }
         if event.result is not p.UNSET:
             line["result"] = event.result
-        line["stop_reason"] = "end_turn" if event.ok else None
-        if reason is not None:
-            line["terminal_reason"] = reason
+        deferred = self._deferred
+        line["stop_reason"] = _DEFERRED_REASON if deferred else "end_turn" if event.ok else None
+        if reason is not None or deferred:
+            line["terminal_reason"] = reason or _DEFERRED_REASON
         line["session_id"] = self.session(event)
         if event.usage.cost_usd is not p.UNSET:
             line["total_cost_usd"] = event.usage.cost_usd
         usage = event.usage
-        line["usage"] = _api_usage(usage.input_tokens, usage.output_tokens, usage.cached_tokens)
+        line["usage"] = _api_usage(usage)
         line["permission_denials"], self._denials = self._denials, []
+        if deferred:
+            line["deferred_tool_use"] = deferred
         if failure is not None:
             line["errors"] = [failure.message]
         line["uuid"] = self.line_uuid()
@@ -1127,6 +1214,8 @@ class ClaudeEncoder(EventEncoder):
 
     def on_tool_result(self, event: p.ToolResult) -> list[dict[str, Any]]:
         name, arguments = self._calls.pop(event.call_id, (event.name, {}))
+        if self._deferred_here(event.call_id) and event.status == "cancelled":
+            return []  # the deferred call has no result line: the result's deferred_tool_use says it
         if event.status == "denied":
             self._denials.append({"tool_name": name, "tool_use_id": event.call_id, "tool_input": arguments})
         text = event.output if event.status == "success" or event.error is p.UNSET else event.error
@@ -1141,7 +1230,12 @@ class ClaudeEncoder(EventEncoder):
         return [self.envelope(event, line)]
 
     def on_permission_request(self, event: p.PermissionRequest) -> list[dict[str, Any]]:
-        """Claude Code asks its SDK over the control protocol: a ``can_use_tool`` request."""
+        """Claude Code asks its SDK over the control protocol: a ``can_use_tool`` request.
+
+        For a deferred call it asks nothing: the result's ``deferred_tool_use`` hands the decision over.
+        """
+        if self._deferred_here(event.call_id):
+            return []
         request: dict[str, Any] = {
             "subtype": "can_use_tool",
             "tool_name": event.name,
@@ -1154,6 +1248,9 @@ class ClaudeEncoder(EventEncoder):
             request["decision_reason"] = event.reason
         request_id = event.request_id if event.request_id is not p.UNSET else f"perm_{event.call_id}"
         return [{"type": "control_request", "request_id": request_id, "request": request}]
+
+    def _deferred_here(self, call_id: str) -> bool:
+        return self._deferred is not None and self._deferred["id"] == call_id
 
     def on_heartbeat(self, event: p.Heartbeat) -> list[dict[str, Any]]:
         """Claude Code's liveness line; receivers ignore it."""
@@ -1171,6 +1268,11 @@ class ClaudeEncoder(EventEncoder):
             line = {"type": "system", "subtype": name.removeprefix("claude.system."), **data}
         elif name == "claude.rate_limit" and isinstance(data, dict):
             line = {"type": "rate_limit_event", "rate_limit_info": data}
+        elif name == "claude.conversation_reset" and isinstance(data, dict) and _resets(data):
+            line = {"type": "conversation_reset", **data}
+        elif name == _DEFERRED_EVENT and isinstance(data, dict) and _deferral(data):
+            self._deferred = {"id": data["id"], "name": data["name"], "input": data["input"]}
+            return []  # written with the result line, as Claude Code writes it
         else:
             line = {"type": "system", "subtype": "agentstream_event", "name": name, "data": data}
         return [self.envelope(event, line, parent=False)]
@@ -1190,7 +1292,7 @@ class ClaudeEncoder(EventEncoder):
     def on_usage(self, event: p.Usage) -> list[EncodedLine]:
         if not self.streams:
             return []
-        usage = _api_usage(event.input_tokens, event.output_tokens, event.cached_tokens)
+        usage = _api_usage(event)
         if self._current is not None:
             inner = _encode({"type": "message_delta", "delta": {"stop_reason": None}, "usage": usage})
             return [self._stream_line(event, inner)]
@@ -1284,6 +1386,20 @@ class ClaudeEncoder(EventEncoder):
             self._stream_line(event, _MESSAGE_END),
             self._stream_line(event, _MESSAGE_STOP),
         ]
+
+
+def _resets(data: dict[str, Any]) -> bool:
+    """Whether an event's data makes a ``conversation_reset`` line the Claude Agent SDK accepts."""
+    return isinstance(data.get("new_conversation_id"), str) and not _STAMP_KEYS & data.keys()
+
+
+def _deferral(data: dict[str, Any]) -> bool:
+    """Whether an event's data is a ``deferred_tool_use`` as the Claude Agent SDK reads it."""
+    return (
+        isinstance(data.get("id"), str)
+        and isinstance(data.get("name"), str)
+        and isinstance(data.get("input"), dict)
+    )
 
 
 def _claude_subtype(event: p.Result) -> tuple[str, str | None]:
