@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import msgspec
@@ -273,6 +274,31 @@ def test_detection_prefers_claude_but_leaves_cursor_and_amp_inits_alone() -> Non
     assert get_dialect("claude").sniff(cursor_init) == 0.0
     amp_init = objects(fixture_lines("amp", "stream-json.ndjson"))[0]
     assert get_dialect("claude").sniff(amp_init) == 0.0
+
+
+def test_a_web_search_result_list_keeps_what_it_found() -> None:
+    """Each ``web_search_result`` block (no text of its own) is its title and address, not a bare marker."""
+    found = [
+        {
+            "type": "web_search_result",
+            "title": "Streaming output",
+            "url": "https://example.com/a",
+            "page_age": "1d",
+        },
+        {"type": "web_search_result", "url": "https://example.com/b", "encrypted_content": "Eq"},
+        {"type": "image", "source": {}},
+    ]
+    message = {
+        "id": "msg_01Web",
+        "model": "claude-sonnet-4-5",
+        "content": [
+            {"type": "server_tool_use", "id": "srvtoolu_9", "name": "web_search", "input": {"query": "q"}},
+            {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_9", "content": found},
+        ],
+    }
+    raw = json.dumps({"type": "assistant", "message": message}).encode()
+    result = one(decode("claude", [raw]), p.ToolResult)
+    assert result.output == "Streaming output <https://example.com/a>\nhttps://example.com/b\n[image]"
 
 
 def test_server_tool_results_whose_content_is_one_object_keep_its_text_or_the_object() -> None:

@@ -154,6 +154,9 @@ def _joined(content: str | list[Any] | None) -> str:
     for item in content:
         if isinstance(item, dict) and isinstance(item.get("text"), str):
             parts.append(item["text"])
+        elif isinstance(item, dict) and isinstance(item.get("url"), str):  # a search result: what it found
+            title = item.get("title")
+            parts.append(f"{title} <{item['url']}>" if isinstance(title, str) and title else item["url"])
         elif isinstance(item, dict):
             parts.append(f"[{item.get('type', 'block')}]")
         else:
