@@ -152,3 +152,26 @@ def test_result_totals_keep_the_cache_writes() -> None:
         9000,
         367,
     )
+
+
+def test_a_stream_without_init_goes_on_under_the_session_its_lines_name() -> None:
+    session = "T-5f0c8a2e-1b7d-4e8a-9c0f-3a1b2c3d4e5f"
+    lines = [
+        line(
+            {
+                "type": "assistant",
+                "message": {
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": "hi"}],
+                    "stop_reason": "end_turn",
+                },
+                "parent_tool_use_id": None,
+                "session_id": session,
+            }
+        ),
+        line(
+            {"type": "result", "subtype": "success", "is_error": False, "num_turns": 1, "session_id": session}
+        ),
+    ]
+    for dialect in ("amp", "claude"):
+        assert {event.session_id for event in decode(dialect, lines)} == {session}

@@ -543,6 +543,10 @@ class ClaudeDecoder(EventDecoder):
             super().decode_object(obj)  # when it is malformed, the startup lines stay held
             self._replay_startup()
         else:  # no init: the startup lines keep their place before this one
+            own = next(
+                (line["session_id"] for line in (*held, obj) if isinstance(line.get("session_id"), str)), None
+            )
+            self.adopt_session(own)  # every line names the session: the stream goes on under its real id
             self._replay_startup()
             super().decode_object(obj)
 
