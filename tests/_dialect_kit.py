@@ -442,3 +442,24 @@ def assert_breakage_handled(dialect: str, bases: Sequence[dict[str, Any]]) -> No
     assert len(broken_lines) > 100
     for obj in broken_lines:
         assert_junk_handled(dialect, [obj])
+
+
+def response_items(
+    events: Iterable[p.BaseEvent | p.UnknownEvent], *, timed: bool = False
+) -> list[tuple[Any, ...]]:
+    """What the Responses-style dialects (acai, cake) carry: messages of every role, reasoning, tool calls and
+    their outputs (with each event's time, for a dialect whose lines carry one)."""
+    kept: list[tuple[Any, ...]] = []
+    for event in events:
+        if isinstance(event, p.Message):
+            item: tuple[Any, ...] = ("message", event.message_id, event.role, event.content)
+        elif isinstance(event, p.Reasoning):
+            item = ("reasoning", event.reasoning_id, event.content)
+        elif isinstance(event, p.ToolCall):
+            item = ("call", event.call_id, event.name, event.arguments)
+        elif isinstance(event, p.ToolResult):
+            item = ("output", event.call_id, event.name, event.output)
+        else:
+            continue
+        kept.append((*item, event.ts) if timed else item)
+    return kept

@@ -19,6 +19,7 @@ from _dialect_kit import (
     line,
     mutants,
     realistic,
+    response_items,
     round_trip,
     seed_lines,
     seed_objects,
@@ -258,21 +259,6 @@ def test_encoder_drops_what_acai_cannot_carry_and_always_ends_with_a_result() ->
 # -- properties ---------------------------------------------------------------------------
 
 
-def _kept(events: list[p.AnyEvent]) -> list[tuple[Any, ...]]:
-    """What acai carries: messages of every role, reasoning, tool calls and their outputs."""
-    kept: list[tuple[Any, ...]] = []
-    for event in events:
-        if isinstance(event, p.Message):
-            kept.append(("message", event.message_id, event.role, event.content))
-        elif isinstance(event, p.Reasoning):
-            kept.append(("reasoning", event.reasoning_id, event.content))
-        elif isinstance(event, p.ToolCall):
-            kept.append(("call", event.call_id, event.name, event.arguments))
-        elif isinstance(event, p.ToolResult):
-            kept.append(("output", event.call_id, event.name, event.output))
-    return kept
-
-
 @settings(max_examples=60, deadline=None)
 @given(
     sessions(
@@ -291,7 +277,7 @@ def test_round_trip_keeps_what_acai_carries(session: list[p.BaseEvent]) -> None:
         session[0].cwd,
         session[0].tools,
     )
-    assert _kept(decoded) == _kept(session)
+    assert response_items(decoded) == response_items(session)
     original = session[-1]
     assert (result.ok, result.subtype, result.exit_code, result.duration_ms, result.turn_count) == (
         original.ok,

@@ -22,6 +22,7 @@ from _dialect_kit import (
     objects,
     only,
     realistic,
+    response_items,
     round_trip,
     seed_objects,
     violations,
@@ -500,20 +501,6 @@ def test_fixtures_round_trip_through_the_encoder(name: str) -> None:
     assert _same(again) == _same(decoded)
 
 
-def _kept(events: list[p.AnyEvent]) -> list[tuple[Any, ...]]:
-    kept: list[tuple[Any, ...]] = []
-    for event in events:
-        if isinstance(event, p.Message):
-            kept.append(("message", event.message_id, event.role, event.content, event.ts))
-        elif isinstance(event, p.Reasoning):
-            kept.append(("reasoning", event.reasoning_id, event.content, event.ts))
-        elif isinstance(event, p.ToolCall):
-            kept.append(("call", event.call_id, event.name, event.arguments, event.ts))
-        elif isinstance(event, p.ToolResult):
-            kept.append(("output", event.call_id, event.name, event.output, event.ts))
-    return kept
-
-
 @settings(max_examples=60, deadline=None)
 @given(
     sessions(
@@ -535,7 +522,7 @@ def test_round_trip_keeps_what_cake_carries(session: list[p.BaseEvent]) -> None:
         original_start.tools,
         original_start.ts,
     )
-    assert _kept(decoded) == _kept(session)
+    assert response_items(decoded, timed=True) == response_items(session, timed=True)
     assert (result.ok, result.duration_ms, result.turn_count, result.usage, result.tools_used) == (
         original.ok,
         original.duration_ms,

@@ -110,6 +110,17 @@ def test_tool_results_of_cli_2_1_205_success_and_error() -> None:
     assert (failed.status, failed.error, failed.output) == ("error", "File does not exist.", p.UNSET)
 
 
+def _ok_result(events: list[p.AnyEvent]) -> p.Result:
+    return p.Result(
+        ok=True,
+        subtype="success",
+        exit_code=0,
+        session_id=events[0].session_id,
+        seq=events[-1].seq + 1,
+        ts=p.now_ts(),
+    )
+
+
 def test_partial_message_lines_become_deltas_closed_at_eof() -> None:
     events = decode_fixture("claude", "stream-events.ndjson")
     text_delta, thinking_delta = one(events, p.MessageDelta), one(events, p.ReasoningDelta)
@@ -121,19 +132,7 @@ def test_partial_message_lines_become_deltas_closed_at_eof() -> None:
         and closing.synthetic is True
     )
     assert one(events, p.Reasoning).synthetic is True
-    assert not violations(
-        [
-            *events,
-            p.Result(
-                ok=True,
-                subtype="success",
-                exit_code=0,
-                session_id=events[0].session_id,
-                seq=events[-1].seq + 1,
-                ts=p.now_ts(),
-            ),
-        ]
-    )
+    assert not violations([*events, _ok_result(events)])
 
 
 def test_deltas_and_the_complete_assistant_line_are_not_added_twice() -> None:
@@ -356,17 +355,6 @@ def _deferred_result(deferred: str = '{"id":"toolu_1","name":"AskUserQuestion","
         b'{"type":"result","subtype":"success","is_error":false,"duration_ms":5,"duration_api_ms":4,"num_turns":1,'
         b'"result":"","stop_reason":"tool_deferred","session_id":"s1","deferred_tool_use":%b,'
         b'"terminal_reason":"tool_deferred","uuid":"u2"}' % deferred.encode()
-    )
-
-
-def _ok_result(events: list[p.AnyEvent]) -> p.Result:
-    return p.Result(
-        ok=True,
-        subtype="success",
-        exit_code=0,
-        session_id=events[0].session_id,
-        seq=events[-1].seq + 1,
-        ts=p.now_ts(),
     )
 
 

@@ -275,6 +275,18 @@ class UsageTotals(Struct, kw_only=True):
     cost_usd: float | UnsetType = UNSET
     cache_write_tokens: int | UnsetType = UNSET
 
+    def as_usage(self, model: str) -> Usage:
+        """These figures as one ``usage`` event of ``model`` (a producer that reports only totals)."""
+        return Usage(
+            model=model,
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            cached_tokens=self.cached_tokens,
+            reasoning_tokens=self.reasoning_tokens,
+            cost_usd=self.cost_usd,
+            cache_write_tokens=self.cache_write_tokens,
+        )
+
     def add(self, usage: Usage) -> None:
         """Fold one model call's usage into the totals."""
         self.input_tokens += usage.input_tokens

@@ -203,16 +203,7 @@ class CakeDecoder(AcaiDecoder):
         usage = f.opt_sub("usage")
         if usage is None:
             return
-        totals = usage_totals(usage)
-        self.emit(
-            p.Usage(
-                model=self._meta[1] or "unknown",
-                input_tokens=totals.input_tokens,
-                output_tokens=totals.output_tokens,
-                cached_tokens=totals.cached_tokens,
-                reasoning_tokens=totals.reasoning_tokens,
-            )
-        )
+        self.emit(usage_totals(usage).as_usage(self._meta[1] or "unknown"))
 
     def on_replay_error(self, f: Fields) -> None:
         """``cake replay`` could not read the session: the run fails with the exit code cake names."""

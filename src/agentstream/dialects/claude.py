@@ -860,7 +860,7 @@ class ClaudeDecoder(EventDecoder):
             return
         if pending.streamed:
             self._usage_done.add(pending.message_id)
-        self.emit(_usage_event(pending.model, _totals(pending.figures)))
+        self.emit(_totals(pending.figures).as_usage(pending.model))
 
     # -- the end -------------------------------------------------------------------------
 
@@ -994,17 +994,7 @@ def _document_usage(document: dict[str, Any], per_model: dict[str, Any]) -> list
     usage_object = document.get("usage")
     if found or not isinstance(usage_object, dict) or not _figures(usage_object):
         return found
-    return [_usage_event("unknown", _totals(_figures(usage_object)))]
-
-
-def _usage_event(model: str, totals: p.UsageTotals) -> p.Usage:
-    return p.Usage(
-        model=model,
-        input_tokens=totals.input_tokens,
-        output_tokens=totals.output_tokens,
-        cached_tokens=totals.cached_tokens,
-        cache_write_tokens=totals.cache_write_tokens,
-    )
+    return [_totals(_figures(usage_object)).as_usage("unknown")]
 
 
 _MODEL_USAGE_KEYS = ("inputTokens", "outputTokens", "cacheReadInputTokens", "cacheCreationInputTokens")
