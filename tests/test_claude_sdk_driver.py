@@ -215,3 +215,13 @@ def test_can_use_tool_is_asked_when_no_permission_mode_is_given(tmp_path: Path) 
     assert init.data["permissionMode"] == "default"
     denied = tool_results(server.posts[1].body)[0]
     assert denied["is_error"] and "ask me first" in denied["content"]
+
+
+def test_an_extra_args_value_is_the_flags_not_a_turn_of_its_own(tmp_path: Path) -> None:
+    """``extra_args={"flag": "value"}`` arrives as ``--flag value``: the value is no prompt to answer."""
+    with FakeModelServer([anthropic_reply("The one answer.")]) as server:
+        opts = options(tmp_path, server, extra_args={"future-flag": "some-value"})
+        messages = asyncio.run(client_turn("the real question", opts))
+    assert texts(messages) == ["The one answer."]
+    prompts = [post.body["messages"][0]["content"][0]["text"] for post in server.posts]
+    assert prompts == ["the real question"]

@@ -38,7 +38,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     exec_cmd.configure(parser)
     parser.set_defaults(dialect="claude")
-    parsed, unknown = parser.parse_known_args(args)
+    parsed, unknown = parser.parse_known_args(_bind_unknown_values(parser, args))
     for option in unknown:
         if option.startswith("-"):
             sys.stderr.write(f"agentstream-claude: debug: unknown option {option} ignored\n")
@@ -52,3 +52,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AgentstreamError as exc:
         sys.stderr.write(f"agentstream-claude: {exc.code}: {exc.message}\n")
         return exc.exit_code
+
+
+def _bind_unknown_values(parser: argparse.ArgumentParser, args: list[str]) -> list[str]:
+    """``--flag value`` of an option this command does not know, as ``--flag=value``.
+
+    The SDK's ``extra_args`` pass a flag's value as the next word; left apart, that value would be taken for
+    the prompt and answered as a turn of its own (every later answer one turn late).
+    """
+    known = parser._option_string_actions  # argparse has no public way to ask which options it knows
+    bound: list[str] = []
+    index = 0
+    while index < len(args):
+        word = args[index]
+        value = args[index + 1] if index + 1 < len(args) else None
+        if word == "--":
+            bound += args[index:]
+            break
+        if (
+            word.startswith("--")
+            and "=" not in word
+            and word not in known
+            and value
+            and not value.startswith("-")
+        ):
+            bound.append(f"{word}={value}")
+            index += 2
+            continue
+        bound.append(word)
+        index += 1
+    return bound
