@@ -225,3 +225,26 @@ def test_an_extra_args_value_is_the_flags_not_a_turn_of_its_own(tmp_path: Path) 
     assert texts(messages) == ["The one answer."]
     prompts = [post.body["messages"][0]["content"][0]["text"] for post in server.posts]
     assert prompts == ["the real question"]
+
+
+def test_every_turn_names_the_one_session_a_later_run_resumes(tmp_path: Path) -> None:
+    """As with Claude Code, the session id on each turn's messages is the conversation's: resuming from the
+    latest result's ``session_id`` continues it, with every earlier turn in the model's history."""
+    script = [anthropic_reply("First answer."), anthropic_reply("Second answer."), anthropic_reply("Third.")]
+
+    async def two_turns(opts: ClaudeAgentOptions) -> list[str]:
+        ids = []
+        async with ClaudeSDKClient(opts) as client:
+            for prompt in ("first question", "second question"):
+                await client.query(prompt)
+                ids += [m.session_id async for m in client.receive_response() if isinstance(m, ResultMessage)]
+        return ids
+
+    with FakeModelServer(script) as server:
+        ids = asyncio.run(two_turns(options(tmp_path, server)))
+        assert len(ids) == 2 and ids[0] == ids[1]
+        resumed = asyncio.run(collect("third question", options(tmp_path, server, resume=ids[-1])))
+    result = next(m for m in resumed if isinstance(m, ResultMessage))
+    assert (result.subtype, result.session_id) == ("success", ids[0])
+    history = json.dumps(server.posts[2].body["messages"])
+    assert "first question" in history and "Second answer." in history and "third question" in history

@@ -33,7 +33,7 @@ class AmpEncoder(ClaudeEncoder):
     streams = False
 
     def session(self, event: p.BaseEvent) -> str:
-        session_id = event.session_id
+        session_id = super().session(event)
         return session_id if session_id.startswith("T-") else "T-" + session_id
 
     def envelope(self, event: p.BaseEvent, line: dict[str, Any], *, parent: bool = True) -> dict[str, Any]:

@@ -1086,6 +1086,8 @@ class ClaudeEncoder(EventEncoder):
         self._denials: list[dict[str, Any]] = []
         self._deferred: dict[str, Any] | None = None
         """The turn's ``claude.deferred_tool_use`` (id, name, input): the result line carries it."""
+        self._conversation: str | None = None
+        """The stored session the current run continues (its ``start``'s parent), written as the session id."""
         self._session_json: tuple[str | None, bytes] = (None, b"")
         """The last session id and its JSON, for stream lines (written as bytes, not objects)."""
 
@@ -1097,7 +1099,9 @@ class ClaudeEncoder(EventEncoder):
     # line shapes (Amp overrides these)
 
     def session(self, event: p.BaseEvent) -> str:
-        return event.session_id
+        """Claude Code's ``session_id`` is the conversation's, the one to resume: a run that continues a stored
+        session (its ``start`` names it as the parent) goes out under that session's id."""
+        return self._conversation or event.session_id
 
     def reproducible(self, seed: str) -> None:
         super().reproducible(seed)
@@ -1133,6 +1137,8 @@ class ClaudeEncoder(EventEncoder):
     def on_start(self, event: p.Start) -> list[dict[str, Any]]:
         if event.model is not p.UNSET:
             self._model = event.model
+        parent = event.parent_session_id
+        self._conversation = parent if parent is not p.UNSET else None
         line: dict[str, Any] = {
             "type": "system",
             "subtype": "init",
