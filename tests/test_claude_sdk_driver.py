@@ -20,6 +20,7 @@ from claude_agent_sdk import (  # the test extra: pip install -e '.[test]'
     AssistantMessage,
     ClaudeAgentOptions,
     ClaudeSDKClient,
+    HookMatcher,
     PermissionResultDeny,
     ResultMessage,
     StreamEvent,
@@ -248,3 +249,55 @@ def test_every_turn_names_the_one_session_a_later_run_resumes(tmp_path: Path) ->
     assert (result.subtype, result.session_id) == ("success", ids[0])
     history = json.dumps(server.posts[2].body["messages"])
     assert "first question" in history and "Second answer." in history and "third question" in history
+
+
+def test_a_pre_tool_use_hook_decides_before_the_permission_mode(tmp_path: Path) -> None:
+    """Hooks registered at ``initialize`` are run (``hook_callback``) before each call they match: a denial holds
+    even under ``bypassPermissions``; an allow may edit the input; a matcher for another tool is not asked."""
+    seen: list[tuple[str, str, dict[str, Any], str | None]] = []
+
+    def hook(verdict: str) -> Any:
+        async def run(data: dict[str, Any], tool_use_id: str | None, context: Any) -> dict[str, Any]:
+            seen.append((verdict, data["tool_name"], data["tool_input"], tool_use_id))
+            assert data["hook_event_name"] == "PreToolUse" and data["permission_mode"] == "bypassPermissions"
+            if verdict == "deny":
+                output = {"permissionDecision": "deny", "permissionDecisionReason": "no deletions here"}
+            else:
+                output = {
+                    "permissionDecision": "allow",
+                    "updatedInput": {"command": "echo edited > made.txt"},
+                }
+            return {"hookSpecificOutput": {"hookEventName": "PreToolUse", **output}}
+
+        return run
+
+    script = [
+        anthropic_reply(tool_calls=[("toolu_1", "shell", {"command": "rm -rf important"})]),
+        anthropic_reply(tool_calls=[("toolu_2", "shell", {"command": "echo original > made.txt"})]),
+        anthropic_reply("Done."),
+    ]
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "important").mkdir()
+    decisions = iter(["deny", "allow"])
+
+    async def decide(data: dict[str, Any], tool_use_id: str | None, context: Any) -> dict[str, Any]:
+        return await hook(next(decisions))(data, tool_use_id, context)
+
+    hooks = {
+        "PreToolUse": [
+            HookMatcher(matcher="Bash", hooks=[decide]),
+            HookMatcher(matcher="Write|Edit", hooks=[hook("deny")]),
+        ]
+    }
+    with FakeModelServer(script) as server:
+        opts = options(tmp_path, server, permission_mode="bypassPermissions", hooks=hooks)
+        messages = asyncio.run(client_turn("tidy up", opts))
+    assert [(verdict, name, tool_use_id) for verdict, name, _, tool_use_id in seen] == [
+        ("deny", "Bash", "toolu_1"),
+        ("allow", "Bash", "toolu_2"),
+    ]
+    assert (tmp_path / "work" / "important").is_dir(), "a denied call ran"
+    assert (tmp_path / "work" / "made.txt").read_text() == "edited\n", "the hook's edited input was not used"
+    denied = tool_results(server.posts[1].body)[0]
+    assert denied["is_error"] and "no deletions here" in denied["content"]
+    assert [m.subtype for m in messages if isinstance(m, ResultMessage)] == ["success"]

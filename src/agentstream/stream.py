@@ -194,6 +194,11 @@ class Stream:
         return self._sequencer.session_id
 
     @property
+    def start_event(self) -> p.Start:
+        """The ``start`` this stream opens (or opened) with: its working directory, model, parent session …"""
+        return self._start
+
+    @property
     def usage(self) -> p.UsageTotals:
         """Token totals so far (the ``result`` reports them); a wrapper may replace them with its child's."""
         return self.tally.usage

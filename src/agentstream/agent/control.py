@@ -23,6 +23,7 @@ that ends in the error (or, in Claude's dialect, an error ``control_response``).
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import queue
 import select
@@ -140,13 +141,28 @@ class InputReader(Protocol):
 
 @dataclass
 class _Pending:
-    """A permission request waiting for its decision."""
+    """A permission request (or a hook's call) waiting for its answer."""
 
     call_id: str
     request_id: str
     arguments: dict[str, Any]
+    hook: bool = False
     answered: threading.Event = field(default_factory=threading.Event)
     decision: Decision | None = None
+    """The answer; for a hook, None when it had no opinion about the call."""
+
+
+@dataclass(frozen=True)
+class ToolHook:
+    """A client's hook run before each tool call it matches (Claude Code's ``PreToolUse``)."""
+
+    matches: Callable[[str], bool]
+    """Whether the hook wants a call of this tool."""
+    request: Callable[[str, Stream, ToolCallDone], dict[str, Any]]
+    """The line asking the client to run the hook for a call (given the request id)."""
+    timeout_s: float
+    fail_closed: bool
+    """A hook that fails or gives no answer in time denies the call (else: no opinion)."""
 
 
 _END: Final = object()
@@ -180,7 +196,11 @@ class TwoWaySession:
         self._pending: dict[str, _Pending] = {}
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._read, name="agentstream-control", daemon=True)
+        self.tool_hooks: list[ToolHook] = []
+        """Set by the reader when the client registers hooks (Claude Code's ``initialize``)."""
+        self._hook_requests = 0
         approvals.ask = self.ask
+        approvals.before = self.before_tool
         output.on_closed = control.cancel.set
 
     def start(self, first_prompt: str | None) -> None:
@@ -247,7 +267,11 @@ class TwoWaySession:
         self.control.cancel.set()
         return True
 
-    def decide(self, key: str, decision: Decision) -> bool:
+    def is_hook_request(self, request_id: str) -> bool:
+        with self._lock:
+            return any(item.hook and item.request_id == request_id for item in self._pending.values())
+
+    def decide(self, key: str, decision: Decision | None) -> bool:
         """Answer the pending request with this call id or request id; False when none waits."""
         with self._lock:
             pending = self._pending.get(key) or next(
@@ -273,11 +297,9 @@ class TwoWaySession:
         if self.input_closed.is_set():
             return Decision(False, "the input is closed, so no one can answer a permission request")
         pending = _Pending(call.call_id, f"perm_{call.call_id}", call.arguments)
-        with self._lock:
-            self._pending[call.call_id] = pending
         timeout_s = self.permission_timeout_s
-        previous, self.control.waiting_on = self.control.waiting_on, "permission"
-        try:
+
+        def send() -> None:
             stream.emit(
                 p.PermissionRequest(
                     call_id=call.call_id,
@@ -288,6 +310,43 @@ class TwoWaySession:
                     timeout_ms=int(timeout_s * 1000),
                 )
             )
+
+        failed = self._wait(pending, send, timeout_s)
+        return failed if failed is not None else pending.decision or Decision(False, "no decision")
+
+    def before_tool(self, stream: Stream, call: ToolCallDone) -> Decision | None:
+        """Run the client's hooks that want this call, in turn: the first denial stands; an allow (which may edit
+        the arguments) lets the call run without asking; no opinion leaves the call to the permission mode."""
+        allowed: Decision | None = None
+        for hook in self.tool_hooks:
+            if not hook.matches(call.name):
+                continue
+            self._hook_requests += 1
+            pending = _Pending(call.call_id, f"hook_{self._hook_requests}", call.arguments, hook=True)
+            current = call if allowed is None or allowed.arguments is None else _with(call, allowed.arguments)
+            line = hook.request(pending.request_id, stream, current)
+            failed = self._wait(pending, functools.partial(self.output.send, line), hook.timeout_s)
+            if failed is not None:
+                self.note(f"a hook did not answer about {call.name}: {failed.message}")
+                if hook.fail_closed:
+                    return Decision(False, f"a hook failed: {failed.message}")
+                continue
+            decision = pending.decision
+            if decision is not None and not decision.allow:
+                return decision
+            if decision is not None:
+                allowed = Decision(
+                    True, arguments=decision.arguments or (allowed.arguments if allowed else None)
+                )
+        return allowed
+
+    def _wait(self, pending: _Pending, send: Callable[[], None], timeout_s: float) -> Decision | None:
+        """Send a request and wait for its answer (None once it came), or the denial that ends the wait."""
+        with self._lock:
+            self._pending[pending.request_id if pending.hook else pending.call_id] = pending
+        previous, self.control.waiting_on = self.control.waiting_on, "permission"
+        try:
+            send()
             deadline = time.monotonic() + timeout_s
             while not pending.answered.wait(_POLL_S):
                 if self.control.cancel.is_set():
@@ -298,12 +357,18 @@ class TwoWaySession:
                 if time.monotonic() >= deadline:
                     self.reader.permission_timed_out(self, pending.request_id)
                     return Decision(False, f"no decision within {timeout_s:g}s")
-            assert pending.decision is not None
-            return pending.decision
+            return None
         finally:
             self.control.waiting_on = previous
             with self._lock:
-                self._pending.pop(call.call_id, None)
+                self._pending.pop(pending.request_id if pending.hook else pending.call_id, None)
+
+
+def _with(call: ToolCallDone, arguments: dict[str, Any]) -> ToolCallDone:
+    """The call as an earlier hook edited it."""
+    from agentstream.agent.providers.base import ToolCallDone
+
+    return ToolCallDone(call_id=call.call_id, name=call.name, arguments=dict(arguments))
 
 
 # -- the canonical input -----------------------------------------------------------------

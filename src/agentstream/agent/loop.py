@@ -343,7 +343,20 @@ class AgentLoop:
             return ToolOutcome("error", error=call.error), False
         arguments = call.arguments
         access = self.toolbox.access(call.name)
-        if self.approvals is not None and access and self.approvals.needs_asking(call.name, access):
+        before = self.approvals.before if self.approvals is not None else None
+        hooked = before(stream, call) if before is not None else None
+        if hooked is not None and not hooked.allow:
+            return ToolOutcome("denied", error=f"denied by a hook: {hooked.message or 'no reason given'}"), (
+                hooked.interrupt
+            )
+        if hooked is not None and hooked.arguments is not None:
+            arguments = dict(hooked.arguments)
+        if (
+            hooked is None
+            and self.approvals is not None
+            and access
+            and self.approvals.needs_asking(call.name, access)
+        ):
             decision = (
                 self.approvals.ask(stream, call)
                 if self.approvals.ask is not None

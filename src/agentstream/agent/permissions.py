@@ -266,6 +266,8 @@ class Approvals:
         self.set_mode(mode)
         self.always_allowed = always_allowed
         self.ask: Callable[[Stream, ToolCallDone], Decision] | None = None
+        self.before: Callable[[Stream, ToolCallDone], Decision | None] | None = None
+        """The client's hooks on every call, asked first (a two-way session whose client registered some)."""
 
     def set_mode(self, mode: str) -> None:
         if mode not in _RUNS_BY_ITSELF:

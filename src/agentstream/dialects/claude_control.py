@@ -4,13 +4,17 @@ What the Claude Agent SDK writes to its CLI, and what it gets back:
 
 * ``user`` lines: a turn each.
 * ``control_request`` (SDK → CLI), answered with a ``control_response`` carrying
-  the same ``request_id``: ``initialize`` (what this CLI offers), ``interrupt``
-  (stop the running turn), ``set_permission_mode``, ``set_model``; any other
-  subtype gets ``subtype: "error"`` naming it.
+  the same ``request_id``: ``initialize`` (what this CLI offers; its ``PreToolUse``
+  hooks are run before each tool call they match), ``interrupt`` (stop the running
+  turn), ``set_permission_mode``, ``set_model``; any other subtype gets
+  ``subtype: "error"`` naming it.
 * ``control_response`` (SDK → CLI): the answer to a ``can_use_tool`` request the
   Claude encoder wrote for a canonical ``permission_request``
   (``{"behavior": "allow", "updatedInput": …}`` or ``{"behavior": "deny",
-  "message": …, "interrupt"?: true}``).
+  "message": …, "interrupt"?: true}``), or to a ``hook_callback`` request
+  (``{"continue"?, "decision"?: "block", "reason"?, "hookSpecificOutput"?:
+  {"permissionDecision": "allow" | "deny" | "ask", "permissionDecisionReason"?,
+  "updatedInput"?}}``).
 * ``keep_alive`` and ``control_cancel_request`` are accepted and ignored.
 
 A line that is none of these is a bad line (see :mod:`agentstream.agent.control`).
@@ -19,15 +23,19 @@ A line that is none of these is a bad line (see :mod:`agentstream.agent.control`
 from __future__ import annotations
 
 import os
+import re
+import sys
 from typing import TYPE_CHECKING, Any
 
 from agentstream import protocol as p
-from agentstream.agent.control import TURN_FIX, user_text
+from agentstream.agent.control import TURN_FIX, ToolHook, user_text
 from agentstream.agent.permissions import Decision
 from agentstream.errors import AgentstreamError, UsageError
 
 if TYPE_CHECKING:
     from agentstream.agent.control import TwoWaySession
+    from agentstream.agent.providers.base import ToolCallDone
+    from agentstream.stream import Stream
 
 __all__ = ["ClaudeInput"]
 
@@ -84,6 +92,7 @@ class ClaudeInput:
         subtype = request["subtype"]
         try:
             if subtype == "initialize":
+                session.tool_hooks = _tool_hooks(request.get("hooks"), session)
                 _success(session, request_id, _server_info(session))
             elif subtype == "interrupt":
                 session.interrupt()  # with no turn running there is nothing to stop; still a success
@@ -113,7 +122,8 @@ class ClaudeInput:
                 )
             )
             return
-        if not session.decide(request_id, _decision(response)):
+        decision = _hook_decision(response) if session.is_hook_request(request_id) else _decision(response)
+        if not session.decide(request_id, decision):
             session.note(f"stdin line {number}: control_response for {request_id!r}, which no one waits for")
 
     def permission_timed_out(self, session: TwoWaySession, request_id: str) -> None:
@@ -136,6 +146,115 @@ def _decision(response: dict[str, Any]) -> Decision:
         message if isinstance(message, str) and message else "",
         interrupt=inner.get("interrupt") is True,
     )
+
+
+def _hook_decision(response: dict[str, Any]) -> Decision | None:
+    """What a ``PreToolUse`` hook said about the call: deny (``decision: "block"``, ``permissionDecision:
+    "deny"``, or ``continue: false``, which also stops the turn), allow (perhaps with edited input), or nothing."""
+    if response.get("subtype") != "success":
+        error = response.get("error")
+        return Decision(False, f"the hook failed: {error if isinstance(error, str) else 'error'}")
+    output = response.get("response")
+    output = output if isinstance(output, dict) else {}
+    specific = output.get("hookSpecificOutput")
+    specific = specific if isinstance(specific, dict) else {}
+    said = specific.get("permissionDecision")
+    reason = next(
+        (
+            text
+            for text in (
+                specific.get("permissionDecisionReason"),
+                output.get("reason"),
+                output.get("stopReason"),
+            )
+            if isinstance(text, str) and text
+        ),
+        "",
+    )
+    if output.get("continue") is False:
+        return Decision(False, reason or "a hook stopped the run", interrupt=True)
+    if said == "deny" or output.get("decision") == "block":
+        return Decision(False, reason)
+    if said == "allow":
+        updated = specific.get("updatedInput")
+        return Decision(True, arguments=updated if isinstance(updated, dict) else None)
+    return None
+
+
+_CLAUDE_NAMES: dict[str, str] = {}
+"""agentstream's tool names -> Claude Code's (what a hook's matcher and its input name)."""
+
+
+def _claude_name(tool: str) -> str:
+    if not _CLAUDE_NAMES:
+        from agentstream.agent.runner import CLAUDE_TOOL_NAMES
+
+        _CLAUDE_NAMES.update({ours: theirs for theirs, ours in reversed(CLAUDE_TOOL_NAMES.items())})
+    return _CLAUDE_NAMES.get(tool, tool)
+
+
+def _tool_hooks(config: object, session: TwoWaySession) -> list[ToolHook]:
+    """The ``PreToolUse`` hooks of ``initialize``; hooks of other events are not run, and said so on stderr."""
+    if not isinstance(config, dict):
+        return []
+    others = sorted(str(event) for event, matchers in config.items() if event != "PreToolUse" and matchers)
+    if others:
+        sys.stderr.write(f"agentstream-claude: debug: hooks for {', '.join(others)} are not run\n")
+    hooks = []
+    for matcher in config.get("PreToolUse") or []:
+        if not isinstance(matcher, dict):
+            continue
+        timeout = matcher.get("timeout")
+        timeout_s = float(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else 60.0
+        matches = _matcher(matcher.get("matcher"))
+        fail_closed = matcher.get("onFailure", "continue") != "continue"
+        hooks += [
+            ToolHook(matches, _hook_request(callback_id, session), timeout_s, fail_closed)
+            for callback_id in matcher.get("hookCallbackIds") or []
+            if isinstance(callback_id, str)
+        ]
+    return hooks
+
+
+def _matcher(pattern: object) -> Any:
+    """Claude Code's matcher: none, ``""`` or ``*`` for every tool, else a tool name or a regular expression,
+    matched against the tool's Claude Code name and its own."""
+    if pattern in (None, "", "*"):
+        return lambda tool: True
+    text = str(pattern)
+    try:
+        compiled = re.compile(text)
+    except re.error:
+        return lambda tool: text in (tool, _claude_name(tool))
+    return lambda tool: any(compiled.fullmatch(name) for name in (tool, _claude_name(tool)))
+
+
+def _hook_request(callback_id: str, session: TwoWaySession) -> Any:
+    def request(request_id: str, stream: Stream, call: ToolCallDone) -> dict[str, Any]:
+        opened = stream.start_event
+        parent = opened.parent_session_id
+        hook_input = {
+            "session_id": parent if isinstance(parent, str) else stream.session_id,
+            "transcript_path": "",
+            "cwd": opened.cwd,
+            "permission_mode": session.approvals.mode,
+            "hook_event_name": "PreToolUse",
+            "tool_name": _claude_name(call.name),
+            "tool_input": call.arguments,
+            "tool_use_id": call.call_id,
+        }
+        return {
+            "type": "control_request",
+            "request_id": request_id,
+            "request": {
+                "subtype": "hook_callback",
+                "callback_id": callback_id,
+                "input": hook_input,
+                "tool_use_id": call.call_id,
+            },
+        }
+
+    return request
 
 
 def _server_info(session: TwoWaySession) -> dict[str, Any]:
