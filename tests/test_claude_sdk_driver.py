@@ -301,3 +301,22 @@ def test_a_pre_tool_use_hook_decides_before_the_permission_mode(tmp_path: Path) 
     denied = tool_results(server.posts[1].body)[0]
     assert denied["is_error"] and "no deletions here" in denied["content"]
     assert [m.subtype for m in messages if isinstance(m, ResultMessage)] == ["success"]
+
+
+def test_mcp_status_and_setting_the_model_back_to_the_default(tmp_path: Path) -> None:
+    script = [anthropic_reply("One."), anthropic_reply("Two."), anthropic_reply("Three.")]
+
+    async def session(opts: ClaudeAgentOptions) -> dict[str, Any]:
+        async with ClaudeSDKClient(opts) as client:
+            status = await client.get_mcp_status()
+            for model in ("claude-other", None, "unchanged"):
+                if model != "unchanged":
+                    await client.set_model(model)
+                await client.query("hello")
+                _ = [m async for m in client.receive_response()]
+        return dict(status)
+
+    with FakeModelServer(script) as server:
+        status = asyncio.run(session(options(tmp_path, server, model="claude-first")))
+    assert status == {"mcpServers": []}
+    assert [post.body["model"] for post in server.posts] == ["claude-other", "claude-first", "claude-first"]

@@ -196,6 +196,7 @@ class TwoWaySession:
         self._pending: dict[str, _Pending] = {}
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._read, name="agentstream-control", daemon=True)
+        self._first_model = provider.model
         self.tool_hooks: list[ToolHook] = []
         """Set by the reader when the client registers hooks (Claude Code's ``initialize``)."""
         self._hook_requests = 0
@@ -287,8 +288,9 @@ class TwoWaySession:
         """Raises AgentstreamError for an unknown mode."""
         self.approvals.set_mode(mode)
 
-    def set_model(self, model: str) -> None:
-        self.provider.model = model
+    def set_model(self, model: str | None) -> None:
+        """Switch the model for the next calls; None goes back to the one the session started with."""
+        self.provider.model = model if model is not None else self._first_model
 
     # -- what the agent loop calls (main thread) ------------------------------------------
 

@@ -6,7 +6,7 @@ What the Claude Agent SDK writes to its CLI, and what it gets back:
 * ``control_request`` (SDK → CLI), answered with a ``control_response`` carrying
   the same ``request_id``: ``initialize`` (what this CLI offers; its ``PreToolUse``
   hooks are run before each tool call they match), ``interrupt`` (stop the running
-  turn), ``set_permission_mode``, ``set_model``; any other subtype gets
+  turn), ``set_permission_mode``, ``set_model``, ``mcp_status`` (no servers); any other subtype gets
   ``subtype: "error"`` naming it.
 * ``control_response`` (SDK → CLI): the answer to a ``can_use_tool`` request the
   Claude encoder wrote for a canonical ``permission_request``
@@ -100,10 +100,11 @@ class ClaudeInput:
             elif subtype == "set_permission_mode":
                 session.set_permission_mode(str(request.get("mode")))
                 _success(session, request_id, {})
+            elif subtype == "mcp_status":
+                _success(session, request_id, {"mcpServers": []})  # this CLI connects to no MCP server
             elif subtype == "set_model":
                 model = request.get("model")
-                if isinstance(model, str) and model:
-                    session.set_model(model)
+                session.set_model(model if isinstance(model, str) and model else None)  # none: the default
                 _success(session, request_id, {})
             else:
                 _error(session, request_id, f"unsupported control request subtype: {subtype}")
