@@ -21,7 +21,9 @@ from claude_agent_sdk import (  # the test extra: pip install -e '.[test]'
     ClaudeAgentOptions,
     ClaudeSDKClient,
     HookMatcher,
+    PermissionResultAllow,
     PermissionResultDeny,
+    PermissionUpdate,
     ResultMessage,
     StreamEvent,
     SystemMessage,
@@ -31,6 +33,7 @@ from claude_agent_sdk import (  # the test extra: pip install -e '.[test]'
     UserMessage,
     query,
 )
+from claude_agent_sdk.types import PermissionRuleValue
 
 from _agent_fakes import FakeModelServer, anthropic_env, anthropic_reply
 
@@ -320,3 +323,27 @@ def test_mcp_status_and_setting_the_model_back_to_the_default(tmp_path: Path) ->
         status = asyncio.run(session(options(tmp_path, server, model="claude-first")))
     assert status == {"mcpServers": []}
     assert [post.body["model"] for post in server.posts] == ["claude-other", "claude-first", "claude-first"]
+
+
+def test_an_allow_that_adds_a_rule_is_not_asked_again(tmp_path: Path) -> None:
+    """``PermissionResultAllow(updated_permissions=[addRules …])``, the SDK's "always allow": the next call of that
+    tool runs without a ``can_use_tool``."""
+    asked: list[str] = []
+
+    async def can_use_tool(name: str, arguments: dict[str, Any], context: Any) -> PermissionResultAllow:
+        asked.append(arguments["command"])
+        rule = PermissionRuleValue(tool_name="Bash")
+        always = PermissionUpdate(type="addRules", rules=[rule], behavior="allow", destination="session")
+        return PermissionResultAllow(updated_permissions=[always])
+
+    script = [
+        anthropic_reply(tool_calls=[("toolu_1", "shell", {"command": "echo one"})]),
+        anthropic_reply(tool_calls=[("toolu_2", "shell", {"command": "echo two"})]),
+        anthropic_reply("Both ran."),
+    ]
+    with FakeModelServer(script) as server:
+        opts = options(tmp_path, server, permission_mode="default", can_use_tool=can_use_tool)
+        messages = asyncio.run(client_turn("run both", opts))
+    assert asked == ["echo one"]
+    assert [r["content"].split()[0] for r in tool_results(server.posts[2].body)] == ["one", "two"]
+    assert [m.subtype for m in messages if isinstance(m, ResultMessage)] == ["success"]

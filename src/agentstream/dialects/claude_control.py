@@ -123,7 +123,12 @@ class ClaudeInput:
                 )
             )
             return
-        decision = _hook_decision(response) if session.is_hook_request(request_id) else _decision(response)
+        if session.is_hook_request(request_id):
+            decision = _hook_decision(response)
+        else:
+            decision = _decision(response)
+            if decision.allow:
+                _update_permissions(session, response.get("response"))
         if not session.decide(request_id, decision):
             session.note(f"stdin line {number}: control_response for {request_id!r}, which no one waits for")
 
@@ -147,6 +152,39 @@ def _decision(response: dict[str, Any]) -> Decision:
         message if isinstance(message, str) and message else "",
         interrupt=inner.get("interrupt") is True,
     )
+
+
+def _update_permissions(session: TwoWaySession, answer: object) -> None:
+    """An allow's ``updatedPermissions`` ("always allow"): ``setMode`` changes the session's permission mode,
+    ``addRules`` with ``behavior: "allow"`` lets the named tools run without asking for the rest of the session.
+    Rules with a ``ruleContent`` (``Bash(git:*)``) and other destinations' persistence are not kept."""
+    updates = answer.get("updatedPermissions") if isinstance(answer, dict) else None
+    for update in updates if isinstance(updates, list) else []:
+        if not isinstance(update, dict):
+            continue
+        if update.get("type") == "setMode" and isinstance(update.get("mode"), str):
+            try:
+                session.set_permission_mode(update["mode"])
+            except AgentstreamError as exc:
+                session.note(f"updatedPermissions: {exc.message}")
+        elif update.get("type") == "addRules" and update.get("behavior") == "allow":
+            rules = update.get("rules")
+            rules = rules if isinstance(rules, list) else []
+            tools = {
+                _our_name(rule["toolName"])
+                for rule in rules
+                if isinstance(rule, dict)
+                and isinstance(rule.get("toolName"), str)
+                and not rule.get("ruleContent")
+            }
+            session.approvals.always_allowed |= tools
+
+
+def _our_name(tool: str) -> str:
+    """A Claude Code tool name as agentstream's (``Bash`` → ``shell``); other names as they are."""
+    from agentstream.agent.runner import CLAUDE_TOOL_NAMES
+
+    return CLAUDE_TOOL_NAMES.get(tool, tool)
 
 
 def _hook_decision(response: dict[str, Any]) -> Decision | None:
