@@ -347,3 +347,25 @@ def test_an_allow_that_adds_a_rule_is_not_asked_again(tmp_path: Path) -> None:
     assert asked == ["echo one"]
     assert [r["content"].split()[0] for r in tool_results(server.posts[2].body)] == ["one", "two"]
     assert [m.subtype for m in messages if isinstance(m, ResultMessage)] == ["success"]
+
+
+def test_a_forked_session_goes_on_under_a_new_id_and_leaves_the_original_as_it_was(tmp_path: Path) -> None:
+    script = [
+        anthropic_reply("First answer."),
+        anthropic_reply("Answer in the fork."),
+        anthropic_reply("Answer in the original."),
+    ]
+
+    def session_of(messages: list[Any]) -> str:
+        return next(m.session_id for m in messages if isinstance(m, ResultMessage))
+
+    with FakeModelServer(script) as server:
+        first = session_of(asyncio.run(collect("first question", options(tmp_path, server))))
+        forked = asyncio.run(
+            collect("question in the fork", options(tmp_path, server, resume=first, fork_session=True))
+        )
+        original = asyncio.run(collect("question in the original", options(tmp_path, server, resume=first)))
+    assert session_of(forked) != first and session_of(original) == first
+    in_fork, in_original = (json.dumps(post.body["messages"]) for post in server.posts[1:])
+    assert "first question" in in_fork and "first question" in in_original
+    assert "question in the fork" not in in_original, "the fork's turn went into the original session"

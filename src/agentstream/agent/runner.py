@@ -13,6 +13,7 @@ permission decisions and settings act on the turn that is running.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from dataclasses import dataclass, fields
@@ -81,6 +82,7 @@ class ExecOptions:
     session_id: str | None = None
     resume: str | None = None
     continue_: bool = False
+    fork_session: bool = False
     bus: str | None = None
     no_publish: bool = False
 
@@ -394,11 +396,20 @@ def _previous_session(store: SessionStore, options: ExecOptions, cwd: Path) -> S
     """The session to continue (``--resume`` / ``--continue``), after checking the options agree."""
     if options.resume and options.continue_:
         raise UsageError("--resume and --continue both pick a session", fix="use one of them")
-    if options.session_id and (options.resume or options.continue_):
-        raise UsageError("--session-id names a new session", fix="drop it when resuming")
+    picked = options.resume or options.continue_
+    if options.fork_session and not picked:
+        raise UsageError(
+            "--fork-session copies a stored session", fix="name it with --resume ID or --continue"
+        )
+    if options.session_id and picked and not options.fork_session:
+        raise UsageError(
+            "--session-id names a new session", fix="drop it when resuming, or add --fork-session"
+        )
+    if options.session_id:
+        _require_new(store, options.session_id)
     if options.resume:
-        return store.load(options.resume)
-    if options.continue_:
+        previous = store.load(options.resume)
+    elif options.continue_:
         latest = store.latest(str(cwd))
         if latest is None:
             raise AgentstreamError(
@@ -406,10 +417,12 @@ def _previous_session(store: SessionStore, options: ExecOptions, cwd: Path) -> S
                 code=ErrorCode.SESSION_NOT_FOUND,
                 fix="start one without --continue",
             )
-        return latest
-    if options.session_id:
-        _require_new(store, options.session_id)
-    return None
+        previous = latest
+    else:
+        return None
+    if options.fork_session:  # the copy goes on; the stored one stays as it was
+        return dataclasses.replace(previous, session_id=options.session_id or _new_session_id())
+    return previous
 
 
 def _require_new(store: SessionStore, session_id: str) -> None:

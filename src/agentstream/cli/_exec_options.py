@@ -46,7 +46,6 @@ CLAUDE_IGNORED: dict[str, str] = {
     "--mcp-config": "1",
     "--include-hook-events": "0",
     "--strict-mcp-config": "0",
-    "--fork-session": "0",
     "--resume-session-at": "1",
     "--resume-drops-turn": "1",
     "--session-mirror": "0",
@@ -194,6 +193,11 @@ def add_exec_options(parser: argparse.ArgumentParser) -> None:
     session.add_argument("--resume", metavar="ID", help="continue this stored session")
     session.add_argument(
         "--continue", dest="continue_", action="store_true", help="continue the latest session here"
+    )
+    session.add_argument(
+        "--fork-session",
+        action="store_true",
+        help="with --resume or --continue: go on in a copy under a new id, leaving the stored session as it was",
     )
     add_publish_options(parser)
     claude = parser.add_argument_group("Claude Code compatibility (accepted, no effect; see docs/agent.md)")
