@@ -369,3 +369,19 @@ def test_a_forked_session_goes_on_under_a_new_id_and_leaves_the_original_as_it_w
     in_fork, in_original = (json.dumps(post.body["messages"]) for post in server.posts[1:])
     assert "first question" in in_fork and "first question" in in_original
     assert "question in the fork" not in in_original, "the fork's turn went into the original session"
+
+
+def test_max_budget_usd_stops_the_run_once_its_calls_cost_that_much(tmp_path: Path) -> None:
+    """100,000 prompt tokens of Claude Sonnet cost $0.30: a $0.10 budget stops the agent after that call (its tool
+    call still answered), as Claude Code does, with ``error_max_budget_usd``."""
+    script = [
+        anthropic_reply(tool_calls=[("toolu_1", "shell", {"command": "echo one"})], usage=(100_000, 1_000)),
+        anthropic_reply("never asked for"),
+    ]
+    with FakeModelServer(script) as server:
+        opts = options(tmp_path, server, permission_mode="bypassPermissions", max_budget_usd=0.10)
+        messages = asyncio.run(client_turn("spend", opts))
+    result = next(m for m in messages if isinstance(m, ResultMessage))
+    assert (result.subtype, result.is_error) == ("error_max_budget_usd", True)
+    assert result.total_cost_usd is not None and result.total_cost_usd >= 0.10
+    assert len(server.posts) == 1, "the agent went on past its budget"

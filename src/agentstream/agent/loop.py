@@ -69,6 +69,8 @@ class LoopOptions:
     system: str
     max_turns: int = 0
     """Model calls allowed per prompt; 0 means no limit."""
+    max_budget_usd: float = 0.0
+    """What a prompt's model calls may cost, in US dollars; 0 means no limit."""
     deltas: bool = True
     max_retries: int = 3
     """Retries of a failed model call, so ``max_retries + 1`` attempts in all."""
@@ -200,7 +202,7 @@ class TurnWriter:
 class Outcome:
     """How one prompt's run ended; ``status`` is also the session's status."""
 
-    status: Literal["completed", "failed", "max_turns"]
+    status: Literal["completed", "failed", "max_turns", "max_budget"]
     error: ProviderError | None = None
 
     def finish(self, stream: Stream, next_actions: Sequence[p.NextAction] = ()) -> None:
@@ -215,9 +217,13 @@ class Outcome:
             error.message,
             fix=error.fix,
             exit_code=ExitCode.MAX_TURNS if max_turns else error.exit_code,
-            subtype="max_turns" if max_turns else "error",
+            subtype=_SUBTYPES.get(self.status, "error"),
             next_actions=next_actions,
         )
+
+
+_SUBTYPES = {"max_turns": "max_turns", "max_budget": "max_budget_usd"}
+"""The ``result`` subtype of a run a limit stopped (Claude Code's names, without ``error_``)."""
 
 
 class AgentLoop:
@@ -252,10 +258,23 @@ class AgentLoop:
         """
         self.conversation.add_user(prompt)
         try:
-            if self._turns(stream):
-                return Outcome("completed")
+            stopped = self._turns(stream)
         except ProviderError as exc:
             return Outcome("failed", exc)
+        if stopped is None:
+            return Outcome("completed")
+        if stopped == "max_budget":
+            budget = self.options.max_budget_usd
+            spent = stream.usage.cost_usd
+            return Outcome(
+                "max_budget",
+                ProviderError(
+                    f"stopped after spending ${spent if isinstance(spent, float) else 0:.4f} of the "
+                    f"${budget:g} budget (--max-budget-usd {budget:g})",
+                    code=ErrorCode.MAX_BUDGET,
+                    fix="raise --max-budget-usd, or resume the session to let the agent go on",
+                ),
+            )
         limit = self.options.max_turns
         error = ProviderError(
             f"stopped after {limit} model turn{'s' if limit != 1 else ''} (--max-turns {limit})",
@@ -264,12 +283,12 @@ class AgentLoop:
         )
         return Outcome("max_turns", error)
 
-    def _turns(self, stream: Stream) -> bool:
-        """Model and tools back and forth; False when the turn limit stopped the agent."""
+    def _turns(self, stream: Stream) -> Literal["max_turns", "max_budget"] | None:
+        """Model and tools back and forth; the limit that stopped the agent, or None when it was done."""
         turn = 0
         while True:
             if self.options.max_turns and turn >= self.options.max_turns:
-                return False
+                return "max_turns"
             turn += 1
             with stream.step(f"turn {turn}"):
                 answer = self._call_model(stream)
@@ -277,7 +296,10 @@ class AgentLoop:
                 for call in answer.tool_calls:
                     self._run_tool(stream, call)
             if not answer.tool_calls:
-                return True
+                return None
+            spent, budget = stream.usage.cost_usd, self.options.max_budget_usd
+            if budget and isinstance(spent, float) and spent >= budget:
+                return "max_budget"
 
     def _call_model(self, stream: Stream) -> AssistantTurn:
         """One model call, retried with backoff while the failure is recoverable."""

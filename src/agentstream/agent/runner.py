@@ -69,6 +69,7 @@ class ExecOptions:
     record: str | None = None
     cwd: str | None = None
     max_turns: int = 0
+    max_budget_usd: float | None = None
     permission_mode: str = "workspace-write"
     permission_prompt_tool: str | None = None
     permission_timeout: float = 300.0
@@ -479,6 +480,7 @@ def _loop(
     loop_options = LoopOptions(
         system=_system_prompt(options, cwd),
         max_turns=max(options.max_turns, 0),
+        max_budget_usd=options.max_budget_usd or 0.0,
         deltas=not options.no_deltas,
         max_retries=max(options.max_retries if options.max_retries is not None else max_retries, 0),
         retry_base_ms=retry_base_ms,

@@ -10,6 +10,7 @@ from agentstream.cli._bus_options import add_publish_options
 from agentstream.cli._options import (
     add_output_options,
     non_negative_int,
+    positive_dollars,
     positive_int,
     positive_seconds,
     seconds,
@@ -37,7 +38,6 @@ def resolve_permission_mode(args: argparse.Namespace) -> str:
 CLAUDE_IGNORED: dict[str, str] = {
     # Claude Code options the Claude Agent SDK may pass that have no meaning here: option -> nargs
     "--verbose": "0",
-    "--max-budget-usd": "1",
     "--task-budget": "1",
     "--fallback-model": "1",
     "--betas": "1",
@@ -131,6 +131,12 @@ def add_exec_options(parser: argparse.ArgumentParser) -> None:
         default=0,
         metavar="N",
         help="model calls per prompt (default: no limit)",
+    )
+    agent.add_argument(
+        "--max-budget-usd",
+        type=positive_dollars,
+        metavar="USD",
+        help="stop a prompt's run once its model calls cost this much (default: no limit)",
     )
     agent.add_argument(
         "--permission-mode",

@@ -60,6 +60,15 @@ def positive_seconds(text: str) -> float:
     return value
 
 
+def positive_dollars(text: str) -> float:
+    """An amount of money that must be more than zero (a budget nothing could be spent within otherwise)."""
+    what = "a positive amount in US dollars"
+    value = float(_number(text, float, minimum=0.0, what=what))
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
+    return value
+
+
 def add_output_options(parser: argparse.ArgumentParser, *, default: str | None = "stream-json") -> None:
     """``-o/--output-format`` and ``--dialect``; ``default=None`` means text on a terminal, else stream-json."""
     shown = default or "text on a terminal, stream-json when piped"

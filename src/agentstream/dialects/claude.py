@@ -1016,6 +1016,8 @@ def _outcome(subtype: str, ok: bool, reason: str | None) -> tuple[str, int, str]
         return "interrupted", ExitCode.SIGINT, ErrorCode.INTERRUPTED
     if subtype == "error_max_turns" or reason == "max_turns":
         return "max_turns", ExitCode.MAX_TURNS, ErrorCode.MAX_TURNS
+    if subtype == "error_max_budget_usd":
+        return "max_budget_usd", ExitCode.ERROR, ErrorCode.MAX_BUDGET
     if subtype in ("success", "error_during_execution") or not subtype.startswith("error_"):
         return "error", ExitCode.ERROR, ""
     return subtype.removeprefix("error_"), ExitCode.ERROR, ""
