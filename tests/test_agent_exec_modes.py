@@ -458,3 +458,25 @@ def test_a_missing_model_sdk_names_the_extra_to_install(
     assert (run.returncode, run.result.error.code) == (2, "MISSING_DEPENDENCY"), run.stderr
     assert run.result.error.fix == "pip install 'agentstream[agent]'"
     assert "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize("dialect", ["canonical", "claude"])
+def test_content_the_model_will_not_see_is_said_on_stderr(
+    tmp_path: Path, workspace: Path, dialect: str
+) -> None:
+    """Only text reaches the model: a turn with an image is run on its text, and stderr says the image was not
+    sent (the stream stays the chosen format alone)."""
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
+    content = [{"type": "text", "text": "what is in this picture?"}, image]
+    if dialect == "claude":
+        turn = {"type": "user", "message": {"role": "user", "content": content}}
+    else:
+        turn = {"type": "message", "role": "user", "content": content}
+    run = run_exec(
+        ["--provider", "demo", "--input-format", "stream-json", "--dialect", dialect],
+        exec_env(tmp_path),
+        cwd=workspace,
+        stdin=(json.dumps(turn) + "\n").encode(),
+    )
+    assert run.returncode == 0, run.stderr
+    assert "stdin line 1: image content is not sent to the model (only text is)" in run.stderr

@@ -439,10 +439,12 @@ class CanonicalInput:
             self._settings(session, item, number)
 
     def _turn(self, session: TwoWaySession, message: object, number: int, key: str) -> None:
-        text = user_text(message.get(key) if isinstance(message, dict) else None)
+        content = message.get(key) if isinstance(message, dict) else None
+        text = user_text(content)
         if text is None or not text.strip():
             session.bad_line(UsageError(f"stdin line {number} has no text content", fix=TURN_FIX))
             return
+        note_other_blocks(session, content, number)
         try:  # a JSON escape can hold a lone surrogate, which no model or store can take
             session.submit_turn(utf8_text(text, f"the text of stdin line {number}"))
         except UsageError as exc:
@@ -459,6 +461,17 @@ class CanonicalInput:
 
     def permission_timed_out(self, session: TwoWaySession, request_id: str) -> None:
         """The ``tool_result`` (status ``denied``) that follows says so; nothing else to send."""
+
+
+def note_other_blocks(session: TwoWaySession, content: object, number: int) -> None:
+    """Say on stderr which blocks of a turn's content the model will not see (only text goes to it)."""
+    if not isinstance(content, list):
+        return
+    kinds = sorted({str(b.get("type")) for b in content if isinstance(b, dict) and b.get("type") != "text"})
+    if kinds:
+        session.note(
+            f"stdin line {number}: {', '.join(kinds)} content is not sent to the model (only text is)"
+        )
 
 
 def user_text(content: object) -> str | None:

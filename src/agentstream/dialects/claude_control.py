@@ -28,7 +28,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from agentstream import protocol as p
-from agentstream.agent.control import TURN_FIX, ToolHook, user_text
+from agentstream.agent.control import TURN_FIX, ToolHook, note_other_blocks, user_text
 from agentstream.agent.permissions import Decision
 from agentstream.errors import AgentstreamError, UsageError
 
@@ -60,10 +60,12 @@ class ClaudeInput:
         kind = obj.get("type") if isinstance(obj, dict) else None
         if kind == "user":
             message = obj.get("message")
-            text = user_text(message.get("content") if isinstance(message, dict) else None)
+            content = message.get("content") if isinstance(message, dict) else None
+            text = user_text(content)
             if text is None or not text.strip():
                 session.bad_line(UsageError(f"stdin line {number} has no text content", fix=TURN_FIX))
             else:
+                note_other_blocks(session, content, number)
                 session.submit_turn(text)
         elif kind == "control_request":
             self._request(session, obj, number)
