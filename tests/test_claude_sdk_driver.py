@@ -385,3 +385,28 @@ def test_max_budget_usd_stops_the_run_once_its_calls_cost_that_much(tmp_path: Pa
     assert (result.subtype, result.is_error) == ("error_max_budget_usd", True)
     assert result.total_cost_usd is not None and result.total_cost_usd >= 0.10
     assert len(server.posts) == 1, "the agent went on past its budget"
+
+
+def test_a_hook_that_fails_gives_no_decision_and_the_call_goes_on(tmp_path: Path) -> None:
+    """A hook callback that raises is, as in Claude Code by default, no opinion: the permission mode decides."""
+
+    async def broken(data: dict[str, Any], tool_use_id: str | None, context: Any) -> dict[str, Any]:
+        raise RuntimeError("the hook's own bug")
+
+    script = [
+        anthropic_reply(tool_calls=[("toolu_1", "shell", {"command": "echo ran > ran.txt"})]),
+        anthropic_reply("Done."),
+    ]
+    said: list[str] = []
+    with FakeModelServer(script) as server:
+        opts = options(
+            tmp_path,
+            server,
+            permission_mode="bypassPermissions",
+            hooks={"PreToolUse": [HookMatcher(matcher=None, hooks=[broken])]},
+            stderr=said.append,
+        )
+        messages = asyncio.run(client_turn("go", opts))
+    assert (tmp_path / "work" / "ran.txt").read_text() == "ran\n"
+    assert any("a hook gave no decision about shell" in line for line in said), said
+    assert [m.subtype for m in messages if isinstance(m, ResultMessage)] == ["success"]

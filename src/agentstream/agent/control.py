@@ -328,10 +328,12 @@ class TwoWaySession:
             current = call if allowed is None or allowed.arguments is None else _with(call, allowed.arguments)
             line = hook.request(pending.request_id, stream, current)
             failed = self._wait(pending, functools.partial(self.output.send, line), hook.timeout_s)
+            if failed is None and pending.decision is not None and pending.decision.failed:
+                failed = pending.decision
             if failed is not None:
-                self.note(f"a hook did not answer about {call.name}: {failed.message}")
+                self.note(f"a hook gave no decision about {call.name}: {failed.message}")
                 if hook.fail_closed:
-                    return Decision(False, f"a hook failed: {failed.message}")
+                    return Decision(False, f"a hook gave no decision: {failed.message}")
                 continue
             decision = pending.decision
             if decision is not None and not decision.allow:

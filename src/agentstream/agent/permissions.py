@@ -252,6 +252,8 @@ class Decision:
     """Run with these arguments instead (an allow may edit the call)."""
     interrupt: bool = False
     """Deny and also stop the turn."""
+    failed: bool = False
+    """No decision: the one asked failed to make one (a hook whose callback raised)."""
 
 
 class Approvals:

@@ -194,7 +194,9 @@ def _hook_decision(response: dict[str, Any]) -> Decision | None:
     "deny"``, or ``continue: false``, which also stops the turn), allow (perhaps with edited input), or nothing."""
     if response.get("subtype") != "success":
         error = response.get("error")
-        return Decision(False, f"the hook failed: {error if isinstance(error, str) else 'error'}")
+        return Decision(
+            False, f"the hook failed: {error if isinstance(error, str) else 'error'}", failed=True
+        )
     output = response.get("response")
     output = output if isinstance(output, dict) else {}
     specific = output.get("hookSpecificOutput")
