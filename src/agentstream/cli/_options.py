@@ -53,16 +53,15 @@ def seconds(text: str) -> float:
 
 def positive_seconds(text: str) -> float:
     """A duration that must be longer than zero (a timeout that could never be met otherwise)."""
-    what = "a positive number of seconds"
-    value = float(_number(text, float, minimum=0.0, what=what))
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
-    return value
+    return _positive(text, "a positive number of seconds")
 
 
 def positive_dollars(text: str) -> float:
     """An amount of money that must be more than zero (a budget nothing could be spent within otherwise)."""
-    what = "a positive amount in US dollars"
+    return _positive(text, "a positive amount in US dollars")
+
+
+def _positive(text: str, what: str) -> float:
     value = float(_number(text, float, minimum=0.0, what=what))
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
