@@ -346,8 +346,9 @@ class TwoWaySession:
 
     def _wait(self, pending: _Pending, send: Callable[[], None], timeout_s: float) -> Decision | None:
         """Send a request and wait for its answer (None once it came), or the denial that ends the wait."""
+        key = pending.request_id if pending.hook else pending.call_id  # a call may have a hook and a prompt
         with self._lock:
-            self._pending[pending.request_id if pending.hook else pending.call_id] = pending
+            self._pending[key] = pending
         previous, self.control.waiting_on = self.control.waiting_on, "permission"
         try:
             send()
@@ -365,7 +366,7 @@ class TwoWaySession:
         finally:
             self.control.waiting_on = previous
             with self._lock:
-                self._pending.pop(pending.request_id if pending.hook else pending.call_id, None)
+                self._pending.pop(key, None)
 
 
 def _with(call: ToolCallDone, arguments: dict[str, Any]) -> ToolCallDone:

@@ -22,6 +22,7 @@ A line that is none of these is a bad line (see :mod:`agentstream.agent.control`
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -224,16 +225,16 @@ def _hook_decision(response: dict[str, Any]) -> Decision | None:
     return None
 
 
-_CLAUDE_NAMES: dict[str, str] = {}
-"""agentstream's tool names -> Claude Code's (what a hook's matcher and its input name)."""
-
-
 def _claude_name(tool: str) -> str:
-    if not _CLAUDE_NAMES:
-        from agentstream.agent.runner import CLAUDE_TOOL_NAMES
+    """An agentstream tool name as Claude Code's (what a hook's matcher and its input name): ``shell`` → ``Bash``."""
+    return _claude_names().get(tool, tool)
 
-        _CLAUDE_NAMES.update({ours: theirs for theirs, ours in reversed(CLAUDE_TOOL_NAMES.items())})
-    return _CLAUDE_NAMES.get(tool, tool)
+
+@functools.cache
+def _claude_names() -> dict[str, str]:
+    from agentstream.agent.runner import CLAUDE_TOOL_NAMES
+
+    return {ours: theirs for theirs, ours in reversed(CLAUDE_TOOL_NAMES.items())}  # Edit before MultiEdit
 
 
 def _tool_hooks(config: object, session: TwoWaySession) -> list[ToolHook]:
