@@ -356,7 +356,7 @@ class LocusEncoder(EventEncoder):
 
 class LocusDialect(SimpleDialect):
     name = "locus"
-    summary = "Locus exec --json-stream (CliStreamEvent envelope)"
+    summary = "Locus exec --json-stream (the CliStreamEvent envelope, or the flat lines of 0.21 on)"
     decoder_class = LocusDecoder
     encoder_class = LocusEncoder
 
