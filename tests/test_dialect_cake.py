@@ -630,3 +630,10 @@ def test_every_single_field_breakage_is_decoded_or_malformed() -> None:
 )
 def test_junk_raises_only_malformed_event_errors(junk_lines: list[dict[str, Any]]) -> None:
     assert_junk_handled("cake", junk_lines)
+
+
+def test_a_task_complete_is_stamped_with_the_end_of_its_task() -> None:
+    """``task_complete`` has no timestamp of its own: its events take the task's start plus its duration."""
+    events = decode_fixture("cake", "cake_run.jsonl")
+    assert events[0].ts == "2026-05-11T09:15:02.481Z"
+    assert events[-1].ts == "2026-05-11T09:15:06.252Z"  # 02.481 + 3.771 s

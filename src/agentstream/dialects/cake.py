@@ -23,7 +23,7 @@ from agentstream.dialects.acai import (
     usage_object,
     usage_totals,
 )
-from agentstream.dialects.kit import ExitMeaning, Fields, SimpleDialect, identify, iso, rfc3339
+from agentstream.dialects.kit import ExitMeaning, Fields, SimpleDialect, epoch_ms, identify, iso, rfc3339
 from agentstream.errors import ErrorCode, ExitCode
 
 
@@ -108,12 +108,18 @@ class CakeDecoder(AcaiDecoder):
         super().__init__(session_id)
         self._task_open = False
         """Whether a ``task_start`` is still waiting for its ``task_complete``."""
+        self._task_ts: str | None = None
+        """When the open task started (its ``task_start``'s time)."""
         self._meta: tuple[str, str | None, list[str]] = ("", None, [])
         """The working directory, model and tools of the session (from ``session_meta``), for each ``start``."""
 
     def decode_object(self, obj: dict[str, Any]) -> None:
-        """Stamp the line's events with its own ``timestamp`` (events of lines without one: the time read)."""
+        """Stamp the line's events with its own ``timestamp``. A ``task_complete`` has none: its events are
+        stamped with the end of the task (its start plus ``duration_ms``); other events of lines without one,
+        with the time read."""
         self.line_ts = rfc3339(obj.get("timestamp"))
+        if self.line_ts is None and obj.get("type") == "task_complete":
+            self.line_ts = _task_end(self._task_ts, obj.get("duration_ms"))
         super().decode_object(obj)
 
     def role_of(self, f: Fields) -> p.Role:
@@ -136,6 +142,7 @@ class CakeDecoder(AcaiDecoder):
         self._open_turn()
 
     def on_task_start(self, f: Fields) -> None:
+        self._task_ts = self.line_ts
         self.adopt_session(f.opt_text("session_id"))
         if self._task_open:
             self._end_unfinished_task()
@@ -212,6 +219,13 @@ class CakeDecoder(AcaiDecoder):
         message = f.opt_text("error") or "cake could not replay the session"
         exit_code = f.opt_integer("exit_code") or ExitCode.ERROR
         self.emit_result(ok=False, exit_code=exit_code, error=p.ErrorInfo(code=code, message=message))
+
+
+def _task_end(started: str | None, duration_ms: object) -> str | None:
+    """The moment a task that started at ``started`` and took ``duration_ms`` ended, when both are known."""
+    if started is None or type(duration_ms) is not int or duration_ms < 0:
+        return None
+    return rfc3339(epoch_ms(started) + duration_ms)
 
 
 def _unknown_outcome(f: Fields, kind: str) -> _Outcome:
