@@ -11,6 +11,8 @@ Exception tree::
 
 from __future__ import annotations
 
+import re
+from functools import cache
 from typing import Final
 
 __all__ = [
@@ -22,6 +24,7 @@ __all__ = [
     "ProviderError",
     "UnknownDialectError",
     "UsageError",
+    "code_from_wording",
     "exit_code_for_signal",
 ]
 
@@ -95,6 +98,39 @@ ERROR_CODES: Final[frozenset[str]] = frozenset(
     value for name, value in vars(ErrorCode).items() if name.isupper() and isinstance(value, str)
 )
 """Every code listed in :class:`ErrorCode`."""
+
+_WORDINGS: Final = (
+    (
+        ErrorCode.RATE_LIMITED,
+        r"\b429\b|rate[ _-]?limit|usage limit|too many requests|resource[ _]exhausted|quota",
+    ),
+    (
+        ErrorCode.AUTH_EXPIRED,
+        r"\b401\b|unauthori[sz]ed|invalid (?:x-)?api[ _-]?key|authentication (?:failed|error)",
+    ),
+    (ErrorCode.CONTEXT_LIMIT, r"context (?:window|length)|prompt is too long|maximum context"),
+    (
+        ErrorCode.PROVIDER_ERROR,
+        r"\b50[0234]\b|overloaded|internal server error|service unavailable|bad gateway|stream disconnected",
+    ),
+)
+
+
+@cache
+def _wording_patterns() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    return tuple((code, re.compile(words, re.IGNORECASE)) for code, words in _WORDINGS)
+
+
+def code_from_wording(message: str) -> str:
+    """The canonical code a provider's free-text error names (HTTP status or the words providers use), else UNKNOWN.
+
+    For CLIs whose error lines carry no code of their own, so that a quota error reads as
+    ``RATE_LIMITED`` whichever CLI relayed it.
+    """
+    for code, pattern in _wording_patterns():
+        if pattern.search(message):
+            return code
+    return ErrorCode.UNKNOWN
 
 
 class AgentstreamError(Exception):

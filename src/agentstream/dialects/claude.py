@@ -36,7 +36,7 @@ from agentstream.dialects.kit import (
     malformed,
     text_or_json,
 )
-from agentstream.errors import ErrorCode, ExitCode, MalformedEventError
+from agentstream.errors import ErrorCode, ExitCode, MalformedEventError, code_from_wording
 
 # Claude's ``error`` categories (assistant lines, api_retry); the first one per code is the one we write.
 _CATEGORY_CODES: dict[str, str] = {
@@ -609,7 +609,7 @@ class ClaudeDecoder(EventDecoder):
         if isinstance(category, str) and category in _CATEGORY_CODES:
             code = _CATEGORY_CODES[category]
         else:
-            code = _code_for_status(status) if status is not None else ErrorCode.UNKNOWN
+            code = _code_for_status(status) if status is not None else code_from_wording(message or "")
         if message is None:
             what = text_or_json(category) if category is not None else f"status {status}"
             message = f"API request failed ({what}); retry {attempt or '?'} of {limit or '?'}"
@@ -1032,7 +1032,7 @@ def _failure_code(status: int | None, api_error: str | None, reason: str | None,
         return ErrorCode.CONTEXT_LIMIT
     if "No conversation found" in message:
         return ErrorCode.SESSION_NOT_FOUND
-    return ErrorCode.UNKNOWN
+    return code_from_wording(message)
 
 
 # -- encoding ----------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from agentstream.dialects.kit import (
     parse_arguments,
     text_or_json,
 )
-from agentstream.errors import ErrorCode
+from agentstream.errors import ErrorCode, code_from_wording
 
 _RENAMED = {"assistant_message": "agent_message"}
 """Item types before openai/codex#4610 (which also renamed ``item_type`` to ``type``)."""
@@ -49,17 +49,11 @@ Outcome = tuple[p.ToolStatus, str | None, str | None]
 
 
 def _error_code(message: str) -> str:
-    """A canonical code for Codex's free-text errors."""
-    lowered = message.lower()
-    if "429" in lowered or "rate limit" in lowered:
-        return ErrorCode.RATE_LIMITED
-    if "401" in lowered or "unauthorized" in lowered:
-        return ErrorCode.AUTH_EXPIRED
-    if "context window" in lowered or "context length" in lowered:
-        return ErrorCode.CONTEXT_LIMIT
-    if _RETRY.search(message) or "stream disconnected" in lowered:
+    """A canonical code for Codex's free-text errors: a retry notice is the provider's trouble."""
+    code = code_from_wording(message)
+    if code == ErrorCode.UNKNOWN and _RETRY.search(message):
         return ErrorCode.PROVIDER_ERROR
-    return ErrorCode.UNKNOWN
+    return code
 
 
 def _retry_error(message: str) -> p.Error:

@@ -31,7 +31,7 @@ from agentstream.dialects.kit import (
     rfc3339,
     text_or_json,
 )
-from agentstream.errors import ErrorCode
+from agentstream.errors import code_from_wording
 
 _SUFFIX = "ToolCall"
 _FUNCTION = "function"
@@ -202,7 +202,8 @@ class CursorDecoder(EventDecoder):
             fields["usage"] = _usage(usage)
         info = None
         if is_error:
-            info = p.ErrorInfo(code=ErrorCode.UNKNOWN, message=text or "cursor-agent reported an error")
+            message = text or "cursor-agent reported an error"
+            info = p.ErrorInfo(code=code_from_wording(message), message=message)
         self.emit_result(ok=not is_error, exit_code=1 if is_error else 0, error=info, **fields)
 
 

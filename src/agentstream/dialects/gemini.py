@@ -29,7 +29,7 @@ from agentstream.dialects.kit import (
     iso,
     rfc3339,
 )
-from agentstream.errors import ERROR_CODES, ErrorCode
+from agentstream.errors import ERROR_CODES, ErrorCode, code_from_wording
 
 # (Gemini error type, canonical code, Gemini's exit code). The first row for a code is
 # the type the encoder writes for it.
@@ -94,17 +94,17 @@ _TYPED_TEXT = re.compile(r"([A-Za-z_][\w.]*): (.*)", re.DOTALL)
 _GENERIC_TYPE = "Error"
 
 
-def _code_and_exit(error_type: str) -> tuple[str, int]:
-    """The canonical code and Gemini's exit code for an error type."""
+def _code_and_exit(error_type: str, message: str) -> tuple[str, int]:
+    """The canonical code and Gemini's exit code for an error type; an API error's type says nothing, its words do."""
     if error_type in _BY_TYPE:
         return _BY_TYPE[error_type]
-    return (error_type if error_type in ERROR_CODES else ErrorCode.UNKNOWN), 1
+    return (error_type if error_type in ERROR_CODES else code_from_wording(message)), 1
 
 
 _HTTP_CODES = ((401, ErrorCode.AUTH_EXPIRED), (403, ErrorCode.AUTH_EXPIRED), (429, ErrorCode.RATE_LIMITED))
 
 
-def _document_failure(error_type: str, code: int | str | None) -> tuple[str, int]:
+def _document_failure(error_type: str, code: int | str | None, message: str) -> tuple[str, int]:
     """The canonical code and exit status of the ``-o json`` document's ``error {type, message, code?}``.
 
     ``code`` is what Gemini exits with when it is a number (a ``Fatal*Error``'s exit code, or an API error's
@@ -113,7 +113,7 @@ def _document_failure(error_type: str, code: int | str | None) -> tuple[str, int
     """
     if isinstance(code, str) and error_type not in _BY_TYPE:
         error_type = code
-    canonical, exit_code = _code_and_exit(error_type)
+    canonical, exit_code = _code_and_exit(error_type, message)
     if isinstance(code, int) and code > 0:
         exit_code = code & 0xFF or 1
         if canonical == ErrorCode.UNKNOWN:
@@ -223,7 +223,7 @@ class GeminiDecoder(EventDecoder):
     def _release(self, *, recoverable: bool) -> None:
         assert self._held is not None
         (message, ts), self._held = self._held, None
-        self.emit(p.Error(code=ErrorCode.UNKNOWN, message=message, recoverable=recoverable), ts)
+        self.emit(p.Error(code=code_from_wording(message), message=message, recoverable=recoverable), ts)
 
     def on_init(self, f: Fields) -> None:
         session_id, model = f.text("session_id"), f.opt_text("model")
@@ -281,15 +281,16 @@ class GeminiDecoder(EventDecoder):
         if severity == "error":
             self._held = (message, ts)
         else:
-            self.emit(p.Error(code=ErrorCode.UNKNOWN, message=message, recoverable=True), ts)
+            self.emit(p.Error(code=code_from_wording(message), message=message, recoverable=True), ts)
 
     def on_result(self, f: Fields) -> None:
         ok = f.choice("status", ("success", "error"), "error") == "success"
         error, stats, ts = f.opt_sub("error"), f.opt_sub("stats"), f.ts("timestamp")
         info, exit_code = None, 0
         if not ok and error is not None:
-            code, exit_code = _code_and_exit(error.opt_text("type") or "")
-            info = p.ErrorInfo(code=code, message=error.text("message"))
+            message = error.text("message")
+            code, exit_code = _code_and_exit(error.opt_text("type") or "", message)
+            info = p.ErrorInfo(code=code, message=message)
         usage, duration_ms, per_model = _stats(stats) if stats is not None else (self.tally.usage, 0, [])
         for usage_event in per_model:
             self.emit(usage_event, ts)
@@ -346,8 +347,8 @@ class GeminiDecoder(EventDecoder):
         if error is not None:
             given = error.obj.get("code")  # an exit status, or a tool's error type: either kind is meant
             exit_or_type = given if type(given) in (int, str) else None
-            code, exit_code = _document_failure(error.opt_text("type") or "", exit_or_type)
             message = error.opt_text("message") or "gemini reported an error it did not describe"
+            code, exit_code = _document_failure(error.opt_text("type") or "", exit_or_type, message)
             info = p.ErrorInfo(code=code, message=message)
         self.adopt_session(session_id)
         self.emit(p.Start(command=self.command, model=per_model[0].model if per_model else p.UNSET))

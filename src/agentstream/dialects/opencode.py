@@ -31,7 +31,7 @@ from agentstream.dialects.kit import (
     identify,
     rfc3339,
 )
-from agentstream.errors import ErrorCode
+from agentstream.errors import ErrorCode, code_from_wording
 
 _TYPES = frozenset({"step_start", "step_finish", "text", "reasoning", "tool_use", "error", "done"})
 _UNKNOWN_MODEL = "unknown"
@@ -163,6 +163,8 @@ class OpencodeDecoder(EventDecoder):
             (data.opt_text("message") if data is not None else None) or error.opt_text("message") or name
         )
         code = _ERROR_NAMES.get(name, ErrorCode.UNKNOWN)
+        if code == ErrorCode.UNKNOWN:
+            code = code_from_wording(message)
         status = data.opt_integer("statusCode") if data is not None else None
         if status == 429:
             code = ErrorCode.RATE_LIMITED
