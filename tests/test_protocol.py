@@ -8,6 +8,8 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agentstream import protocol as p
 from agentstream.errors import MalformedEventError
@@ -188,3 +190,54 @@ def test_the_published_schema_refuses_what_the_protocol_forbids_and_the_reader_s
     for good in (_START, _RESULT):
         assert not list(validator.iter_errors(good))
     assert p.decode(json.dumps(line).encode()).type == line["type"]
+
+
+TIMESTAMP_EDGES = [
+    "2026-11-27T03:04:58.123Z",
+    "2026-11-27T03:04:58Z",
+    "2026-11-27t03:04:58Z",
+    "2026-11-27 03:04:58Z",
+    "2026-11-27T03:04:58z",
+    "2026-11-27T03:04:58.123456789+05:30",
+    "2026-11-27T03:04:58.1234567891Z",
+    "2026-11-27T03:04:58-23:59",
+    "2026-11-27T03:04:58+24:00",
+    "2026-11-27T03:04:58+0000",
+    "2026-11-27T03:04:58",
+    "2026-02-30T00:00:00Z",  # not a real day, but RFC 3339's grammar admits it
+    "2026-11-27T23:59:60Z",  # a leap second
+    "0000-01-01T00:00:00Z",
+    "2026-13-01T00:00:00Z",
+    "2026-00-10T00:00:00Z",
+    "2026-11-32T00:00:00Z",
+    "2026-11-27T24:00:00Z",
+    "2026-11-27T03:60:00Z",
+    "2026-11-27T03:04:61Z",
+    "٢٠٢٦-11-27T03:04:58Z",
+    '2026-11-27T03:04:58Z","2026-11-27T03:04:58Z',
+    "2026-11-27T03:04:58Z\\",
+    "2026-11-27T03:04:58Z\n2026-11-27T03:04:58Z",
+    "\ud83d",
+    "",
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(TIMESTAMP_EDGES), min_size=1, max_size=6), st.integers(0, 40))
+def test_a_block_of_timestamps_gets_the_verdict_of_each_alone(values: list[str], shift: int) -> None:
+    """The block check (a shape comparison and a typed decode, else one regex) agrees with the check per value."""
+    block = [value.replace("04:58", f"{shift // 60:02}:{shift % 60:02}", 1) for value in values]
+    assert p.are_timestamps(block) == all(map(p.is_timestamp, block))
+
+
+def test_a_block_of_one_shape_is_still_checked_value_by_value() -> None:
+    same_shape = ["2026-11-27T03:04:58Z", "2026-11-27T03:04:59Z"]
+    assert p.are_timestamps(same_shape)
+    assert p.are_timestamps([*same_shape, "2026-02-30T00:00:00Z", "2026-11-27T23:59:60Z"])
+    for wrong in (
+        "2026-13-01T00:00:00Z",
+        "2026-11-27T24:00:00Z",
+        "2026-11-27T03:60:00Z",
+        "2026-11-32T00:00:00Z",
+    ):
+        assert not p.are_timestamps([*same_shape, wrong]), wrong
