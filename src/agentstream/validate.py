@@ -147,12 +147,15 @@ class Validator:
 
         The commonest case, a delta that continues an open run, costs one lookup.
         """
-        checks, message_delta = _CHECKS, p.MessageDelta
-        open_messages = self._open_runs[message_delta]
+        checks, message_delta, reasoning_delta = _CHECKS, p.MessageDelta, p.ReasoningDelta
+        open_messages, open_reasoning = self._open_runs[message_delta], self._open_runs[reasoning_delta]
         for index in range(start, len(events)):
             event = events[index]
             kind = type(event)
-            if kind is message_delta and event.message_id in open_messages:  # type: ignore[union-attr]
+            if kind is message_delta:
+                if event.message_id in open_messages:  # type: ignore[union-attr]
+                    continue
+            elif kind is reasoning_delta and event.reasoning_id in open_reasoning:  # type: ignore[union-attr]
                 continue
             check = checks.get(kind)
             if check is not None:
