@@ -135,13 +135,17 @@ def test_a_tool_command_starts_with_no_signal_blocked(
     assert output.split() == ["SigBlk:", "0" * 16]
 
 
-def test_cancel_mid_tool_ends_the_turn_cancelled(tmp_path: Path, work: Path, env: dict[str, str]) -> None:
+@pytest.mark.parametrize("cancel_by", ["notification", "request"])
+def test_cancel_mid_tool_ends_the_turn_cancelled(
+    tmp_path: Path, work: Path, env: dict[str, str], cancel_by: str
+) -> None:
+    """By ``session/cancel``, or by the SDK's cancellation of the prompt request itself (``$/cancel_request``)."""
     calls = [
         [tool("call_s", "shell", command="echo started; sleep 30; echo never > never.txt")],
         [text("unused")],
     ]
     cassette = write_cassette(tmp_path / "c.ndjson", calls)
-    plan = {"cwd": str(work), "prompts": ["wait"], "cancelOn": "tool_call"}
+    plan = {"cwd": str(work), "prompts": ["wait"], "cancelOn": "tool_call", "cancelBy": cancel_by}
     got = acp_client(plan, own_agent(cassette, "--permission-mode", "full"), env, cwd=work, timeout=20)
     assert of_kind(got, "cancel_sent")
     assert of_kind(got, "stop") == [{"kind": "stop", "stopReason": "cancelled"}]
@@ -192,6 +196,9 @@ def test_two_prompts_then_load_replays_the_session(tmp_path: Path, work: Path, e
         replay[4]["update"]["status"] == "completed"
         and "remember me" in replay[4]["update"]["content"][0]["content"]["text"]
     )
+    chunks = [item["update"] for item in replay if item["update"]["sessionUpdate"].endswith("_chunk")]
+    message_ids = [chunk["messageId"] for chunk in chunks]
+    assert all(message_ids) and len(set(message_ids)) == len(chunks)  # each replayed message its own
     assert all(item["sessionId"] == session_id for item in replay)
     assert of_kind(loaded, "stop")[0]["stopReason"] == "end_turn"
 
@@ -418,3 +425,68 @@ def test_claude_cancel_uses_the_control_protocol(tmp_path: Path, work: Path) -> 
             timeout=20,
         )
     assert of_kind(got, "stop") == [{"kind": "stop", "stopReason": "cancelled"}]
+
+
+def test_chunks_name_their_message_and_tool_calls_their_tool(
+    tmp_path: Path, work: Path, env: dict[str, str]
+) -> None:
+    """``messageId`` tells two messages apart (the deltas of one share it); ``name`` is the tool's own name."""
+    calls = [[text("Looking."), tool("call_l", "list_dir", path=".")], [text("Done looking.")]]
+    got = in_full_mode(tmp_path, work, env, calls)
+    chunks = updates(got, "agent_message_chunk")
+    by_message: dict[str, str] = {}
+    for chunk in chunks:
+        by_message[chunk["messageId"]] = by_message.get(chunk["messageId"], "") + chunk["content"]["text"]
+    assert list(by_message.values()) == ["Looking.", "Done looking."]
+    (call,) = updates(got, "tool_call")
+    assert call["name"] == "list_dir" and call["title"].startswith("list_dir")
+
+
+def test_a_failed_tool_call_replays_with_its_error_once(
+    tmp_path: Path, work: Path, env: dict[str, str]
+) -> None:
+    calls = [[tool("call_m", "read_file", path="missing.txt")], [text("No such file.")]]
+    got = in_full_mode(tmp_path, work, env, calls)
+    live = updates(got, "tool_call_update")[-1]
+    session_id = of_kind(got, "session")[0]["sessionId"]
+    later = write_cassette(tmp_path / "later.ndjson", [[text("unused")]])
+    loaded = acp_client({"cwd": str(work), "load": session_id}, own_agent(later), env, cwd=work)
+    replayed = updates(loaded, "tool_call_update")[-1]
+    assert live["status"] == replayed["status"] == "failed"
+    shown = replayed["content"][0]["content"]["text"]
+    assert "missing.txt" in shown and not shown.startswith("error\n")
+
+
+@pytest.mark.parametrize(
+    ("cwd", "why"),
+    [(".", "cwd must be an absolute path, not '.'"), ("/no/such/dir", "cwd /no/such/dir is not a directory")],
+)
+def test_a_session_cwd_must_be_an_existing_absolute_path(
+    work: Path, env: dict[str, str], cwd: str, why: str
+) -> None:
+    _, new, load = raw_answers(
+        [
+            rpc(1, "initialize", INITIALIZE),
+            rpc(2, "session/new", {"cwd": cwd, "mcpServers": []}),
+            rpc(3, "session/load", {"sessionId": "ses_x", "cwd": cwd, "mcpServers": []}),
+        ],
+        env,
+        work,
+    )
+    for answer in (new, load):
+        assert answer["error"]["code"] == -32602 and answer["error"]["message"] == why
+        assert answer["error"]["data"]["param"] == "cwd" and answer["error"]["data"]["fix"]
+
+
+def test_an_unknown_session_to_load_is_named_in_the_error(work: Path, env: dict[str, str]) -> None:
+    _, load = raw_answers(
+        [
+            rpc(1, "initialize", INITIALIZE),
+            rpc(2, "session/load", {"sessionId": "ses_missing0000", "cwd": str(work), "mcpServers": []}),
+        ],
+        env,
+        work,
+    )
+    assert load["error"]["code"] == -32002
+    data = load["error"]["data"]
+    assert (data["code"], data["sessionId"]) == ("SESSION_NOT_FOUND", "ses_missing0000")

@@ -69,6 +69,7 @@ def test_permission_requests_are_answered_by_the_mode(
         ("max_turns", "MAX_TURNS", "max_turns", 3),
         ("error", "RATE_LIMITED", "error", 1),
         ("garbage", "MALFORMED_EVENT", "error", 1),
+        ("future", "MALFORMED_EVENT", "error", 1),  # ACP: a client given a version it lacks disconnects
         ("crash", "PROCESS_CRASHED", "error", 3),
     ],
 )
@@ -80,6 +81,13 @@ def test_failures_end_the_stream_well_formed(
     assert isinstance(run.result.error, p.ErrorInfo) and run.result.error.code == code
     calls = {e.call_id for e in run.of_type("tool_call")}
     assert calls == {e.call_id for e in run.of_type("tool_result")}  # an open call still gets its result
+
+
+def test_a_new_message_id_starts_a_new_message(tmp_path: Path) -> None:
+    run = wrap(tmp_path, "messages")
+    assert [e.content for e in run.of_type("message")] == ["first message.", "second message."]
+    (said,) = [e for e in run.of_type("log") if "content block" in e.message]  # once, for two images
+    assert said.level == "warn" and "'image'" in said.message
 
 
 def test_garbage_lines_are_reported_and_lose_nothing(tmp_path: Path) -> None:

@@ -9,6 +9,8 @@
 //   crash       a chunk and an open tool call, then exits with status 3
 //   hang        a chunk, then never answers
 //   garbage     a non-JSON line and a response with an unknown stopReason
+//   messages    two messages told apart only by their messageId, and an image block in a message
+//   future      initialize answers a protocol version newer than the client's
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
 
@@ -19,7 +21,7 @@ let cancelled = null;
 const app = acp
   .agent({ name: "agentstream-test-agent" })
   .onRequest(acp.methods.agent.initialize, async () => ({
-    protocolVersion: acp.PROTOCOL_VERSION,
+    protocolVersion: mode === "future" ? acp.PROTOCOL_VERSION + 1 : acp.PROTOCOL_VERSION,
     agentCapabilities: { loadSession: false },
     authMethods: [],
   }))
@@ -107,6 +109,15 @@ const app = acp
     if (mode === "hang") {
       await say("thinking forever");
       return new Promise(() => {});
+    }
+    if (mode === "messages") {
+      const chunk = (messageId, content) => update({ sessionUpdate: "agent_message_chunk", messageId, content });
+      await chunk("m1", { type: "text", text: "first " });
+      await chunk("m1", { type: "text", text: "message." });
+      await chunk("m2", { type: "text", text: "second message." });
+      await chunk("m2", { type: "image", data: "iVBORw0KGgo=", mimeType: "image/png" });
+      await chunk("m2", { type: "image", data: "iVBORw0KGgo=", mimeType: "image/png" });
+      return { stopReason: "end_turn" };
     }
     if (mode === "garbage") {
       process.stdout.write("this is not json\n");

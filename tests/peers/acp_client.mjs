@@ -2,7 +2,9 @@
 //
 // usage: node acp_client.mjs PLAN_JSON -- AGENT_CMD [ARGS...]
 // PLAN_JSON: {"cwd": "/abs", "load": "ses_..."?, "permission": "allow"|"reject"|"cancel"?,
-//             "prompts": ["..."], "cancelOn": "tool_call"|"tool_start"|"message"|"permission"?}
+//             "prompts": ["..."], "cancelOn": "tool_call"|"tool_start"|"message"|"permission"?,
+//             "cancelBy": "notification" (session/cancel, the default) | "request" (the SDK's
+//             cancellationSignal on the prompt request, which sends $/cancel_request)}
 // Prints one JSON object per line on stdout: what the SDK delivered, in order.
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
@@ -19,11 +21,13 @@ const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(chil
 let sessionId = null;
 let context = null;
 let cancelSent = false;
+let promptAbort = null;
 const cancel = () => {
   if (!cancelSent && sessionId && context) {
     cancelSent = true;
     out({ kind: "cancel_sent" });
-    context.notify(acp.methods.agent.session.cancel, { sessionId });
+    if (plan.cancelBy === "request") promptAbort.abort();
+    else context.notify(acp.methods.agent.session.cancel, { sessionId });
   }
 };
 
@@ -70,10 +74,12 @@ try {
     }
     for (const text of plan.prompts ?? []) {
       try {
-        const response = await ctx.request(acp.methods.agent.session.prompt, {
-          sessionId,
-          prompt: [{ type: "text", text }],
-        });
+        promptAbort = new AbortController();
+        const response = await ctx.request(
+          acp.methods.agent.session.prompt,
+          { sessionId, prompt: [{ type: "text", text }] },
+          { cancellationSignal: promptAbort.signal },
+        );
         out({ kind: "stop", stopReason: response.stopReason });
       } catch (error) {
         out({ kind: "error", code: error.code, message: error.message, data: error.data ?? null });

@@ -9,6 +9,7 @@ round trip.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from abc import ABC, abstractmethod
@@ -135,6 +136,7 @@ class AcpAgent(ABC):
             notifications={"session/cancel": self.cancel},
             on_bad_line=_warn_bad_line,
             admit=self._admit,
+            cancellable={"session/prompt": self.cancel},
         )
         self.peer.serve()
         for session in self.sessions.values():
@@ -170,17 +172,24 @@ class AcpAgent(ABC):
         }
 
     def new_session(self, params: dict[str, Any]) -> dict[str, Any]:
-        cwd = require(params, "cwd", str)
+        cwd = _cwd(params)
         session = self._guarded(lambda: self.make_session(cwd, None))
         self.sessions[session.session_id] = session
         return {"sessionId": session.session_id}
 
     def load_session(self, params: dict[str, Any]) -> dict[str, Any]:
-        cwd = require(params, "cwd", str)
+        cwd = _cwd(params)
         session_id = require(params, "sessionId", str)
         if not self.can_load:
             raise RpcError(INVALID_PARAMS, "this agent cannot load sessions (loadSession is false)")
-        session = self._guarded(lambda: self.make_session(cwd, session_id))
+        open_session = self.sessions.get(session_id)
+        if open_session is not None and open_session.busy.locked():
+            raise RpcError(
+                INVALID_PARAMS,
+                f"session {session_id!r} is running a prompt on this connection; cancel it first",
+                {"sessionId": session_id},
+            )
+        session = self._guarded(lambda: self.make_session(cwd, session_id), session_id)
         for update in self.history(session):
             self.update(session.session_id, update)
         self.sessions[session.session_id] = session
@@ -255,13 +264,33 @@ class AcpAgent(ABC):
         return session
 
     @staticmethod
-    def _guarded(make: Callable[[], AcpSession]) -> AcpSession:
+    def _guarded(make: Callable[[], AcpSession], session_id: str | None = None) -> AcpSession:
         try:
             return make()
         except AgentstreamError as exc:
-            code = RESOURCE_NOT_FOUND if exc.code == ErrorCode.SESSION_NOT_FOUND else INVALID_PARAMS
-            data = {"code": exc.code, **({"fix": exc.fix} if exc.fix else {})}
+            data: dict[str, Any] = {"code": exc.code, **({"fix": exc.fix} if exc.fix else {})}
+            code = INVALID_PARAMS
+            if exc.code == ErrorCode.SESSION_NOT_FOUND:
+                code, data["sessionId"] = RESOURCE_NOT_FOUND, session_id
             raise RpcError(code, exc.message, data) from None
+
+
+def _cwd(params: dict[str, Any]) -> str:
+    """The session's working directory: ACP requires an absolute path, and it must exist here."""
+    cwd = require(params, "cwd", str)
+    if not os.path.isabs(cwd):
+        raise RpcError(
+            INVALID_PARAMS,
+            f"cwd must be an absolute path, not {cwd!r}",
+            {"param": "cwd", "fix": "send the workspace's absolute path"},
+        )
+    if not os.path.isdir(cwd):
+        raise RpcError(
+            INVALID_PARAMS,
+            f"cwd {cwd} is not a directory",
+            {"param": "cwd", "fix": "send an existing directory of the machine the agent runs on"},
+        )
+    return cwd
 
 
 def prompt_text(blocks: list[Any]) -> str:

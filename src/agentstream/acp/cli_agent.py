@@ -274,12 +274,6 @@ class CliAgent(AcpAgent):
         ]
 
     def make_session(self, cwd: str, session_id: str | None) -> AcpSession:
-        if not os.path.isdir(cwd):
-            raise AgentstreamError(
-                f"cwd {cwd} is not a directory",
-                code=ErrorCode.INVALID_INPUT,
-                fix="pass an existing directory",
-            )
         return CliSession(self, p.new_id("ses"), cwd)
 
 

@@ -112,23 +112,19 @@ class UpdateMapper:
         if isinstance(event, p.MessageDelta):
             self._streamed.add(event.message_id)
             kind = "agent_message_chunk" if event.role == "assistant" else "user_message_chunk"
-            return [{"sessionUpdate": kind, "content": _text(event.content)}] if event.content else []
+            return [_chunk(kind, event.content, event.message_id)] if event.content else []
         if isinstance(event, p.Message):
             if event.message_id in self._streamed or not event.content or event.role == "system":
                 return []
             kind = "user_message_chunk" if event.role == "user" else "agent_message_chunk"
-            return [{"sessionUpdate": kind, "content": _text(event.content)}]
+            return [_chunk(kind, event.content, event.message_id)]
         if isinstance(event, p.ReasoningDelta):
             self._streamed.add(event.reasoning_id)
-            return (
-                [{"sessionUpdate": "agent_thought_chunk", "content": _text(event.content)}]
-                if event.content
-                else []
-            )
+            return [_chunk("agent_thought_chunk", event.content, event.reasoning_id)] if event.content else []
         if isinstance(event, p.Reasoning):
             if event.reasoning_id in self._streamed or not event.content:
                 return []
-            return [{"sessionUpdate": "agent_thought_chunk", "content": _text(event.content)}]
+            return [_chunk("agent_thought_chunk", event.content, event.reasoning_id)]
         if isinstance(event, p.ToolCall):
             return self._tool_call(event)
         if isinstance(event, p.ToolProgress):
@@ -170,6 +166,7 @@ class UpdateMapper:
         arguments = call.arguments if isinstance(call.arguments, dict) else {}
         fields: dict[str, Any] = {
             "title": _title(call.name, arguments),
+            "name": call.name,
             "kind": tool_kind(call.name),
             "rawInput": arguments,
         }
@@ -214,6 +211,11 @@ class UpdateMapper:
 
     def _absolute(self, path: str) -> str:
         return os.path.normpath(os.path.join(self.cwd, path)) if self.cwd else path
+
+
+def _chunk(kind: str, text: str, message_id: str) -> dict[str, Any]:
+    """A message or thought chunk; ``messageId`` tells a client where one message ends and the next begins."""
+    return {"sessionUpdate": kind, "content": _text(text), "messageId": message_id}
 
 
 def _block(text: str) -> dict[str, Any]:
@@ -269,29 +271,26 @@ def replay_conversation(messages: list[dict[str, Any]], cwd: str) -> list[dict[s
     for message in messages:
         role, content = message.get("role"), message.get("content")
         if role == "user" and isinstance(content, str) and content:
-            out.append({"sessionUpdate": "user_message_chunk", "content": _text(content)})
+            out.append(_chunk("user_message_chunk", content, p.new_id("msg")))
         elif role == "assistant":
             out.extend(
-                {"sessionUpdate": "agent_thought_chunk", "content": _text(block["text"])}
+                _chunk("agent_thought_chunk", block["text"], p.new_id("rsn"))
                 for block in message.get("reasoning") or ()
                 if isinstance(block, dict) and isinstance(block.get("text"), str) and block["text"]
             )
             if isinstance(content, str) and content:
-                out.append({"sessionUpdate": "agent_message_chunk", "content": _text(content)})
+                out.append(_chunk("agent_message_chunk", content, p.new_id("msg")))
             for call in message.get("tool_calls") or ():
                 names[call["id"]] = call["name"]
                 out += mapper.updates(
                     p.ToolCall(call_id=call["id"], name=call["name"], arguments=call["arguments"])
                 )
         elif role == "tool":
-            call_id = message.get("call_id", "")
-            status: p.ToolStatus = "error" if message.get("is_error") else "success"
-            out += mapper.updates(
-                p.ToolResult(
-                    call_id=call_id,
-                    name=names.get(call_id, message.get("name", "")),
-                    status=status,
-                    output=content if isinstance(content, str) else "",
-                )
-            )
+            call_id, text = message.get("call_id", ""), content if isinstance(content, str) else ""
+            name = names.get(call_id, message.get("name", ""))
+            if message.get("is_error"):  # what the model read of a failure is its error, shown once
+                result = p.ToolResult(call_id=call_id, name=name, status="error", error=text)
+            else:
+                result = p.ToolResult(call_id=call_id, name=name, status="success", output=text)
+            out += mapper.updates(result)
     return out

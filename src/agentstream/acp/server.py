@@ -40,6 +40,7 @@ INVALID_REQUEST: Final = -32600
 METHOD_NOT_FOUND: Final = -32601
 INVALID_PARAMS: Final = -32602
 INTERNAL_ERROR: Final = -32603
+CANCEL_REQUEST: Final = "$/cancel_request"
 
 
 class RpcError(Exception):
@@ -95,6 +96,7 @@ class RpcPeer:
         on_bad_line: Callable[[bytes, str], None] | None = None,
         on_message: Callable[[], None] | None = None,
         admit: Callable[[str], None] | None = None,
+        cancellable: dict[str, Handler] | None = None,
         label: str = "agentstream acp",
     ) -> None:
         self.source, self.sink = source, sink
@@ -105,6 +107,8 @@ class RpcPeer:
         """Called for every message received (the client's idle timer)."""
         self.admit = admit
         """Called with a request's method, in the order requests arrive; raises RpcError to refuse it."""
+        self.cancellable = cancellable or {}
+        """Method -> what cancels a running request of it (given its params), on ``$/cancel_request``."""
         self.label = label
         self.closed = threading.Event()
         self._ids = itertools.count(1)
@@ -112,6 +116,8 @@ class RpcPeer:
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()
         self._workers: list[threading.Thread] = []
+        self._running: dict[tuple[type, Any], tuple[str, dict[str, Any]]] = {}
+        """The requests being handled, by id (its type too: 1 and "1" are two ids), for ``$/cancel_request``."""
 
     # -- sending -----------------------------------------------------------------
 
@@ -200,7 +206,10 @@ class RpcPeer:
             params = message.get("params")
             params = {} if params is None else params  # null is taken as absent, as the ACP SDKs take it
             if "id" not in message:
-                self._serve_notification(line, method, params)
+                if method == CANCEL_REQUEST:
+                    self._cancel_request(params)
+                else:
+                    self._serve_notification(line, method, params)
             elif _is_id(ident):
                 self._serve_request(ident, method, params)
             else:
@@ -265,23 +274,45 @@ class RpcPeer:
         except RpcError as exc:
             self.send({"id": ident, "error": exc.to_json()})
             return
+        if method in self.cancellable:
+            with self._lock:
+                self._running[(type(ident), ident)] = (method, params)
         worker = threading.Thread(
             target=self._run_request, args=(ident, handler, params), name=f"acp-{method}", daemon=True
         )
         self._workers = [w for w in self._workers if w.is_alive()] + [worker]
         worker.start()  # not start_thread: a handler may start processes (tools), which would inherit the mask
 
+    def _cancel_request(self, params: Any) -> None:
+        """JSON-RPC cancellation (ACP's ``$/cancel_request``): a running request that can stop early does.
+
+        It then answers as its method says a cancelled call does (a prompt: ``stopReason: cancelled``);
+        a request already answered, unknown, or that cannot be cancelled is left alone, as the protocol allows.
+        """
+        ident = params.get("requestId") if isinstance(params, dict) else None
+        if not _is_id(ident):
+            return
+        with self._lock:
+            running = self._running.get((type(ident), ident))
+        if running is None:
+            return
+        method, request_params = running
+        try:
+            self.cancellable[method](request_params)
+        except Exception as exc:  # a canceller bug costs the cancel, never the connection
+            sys.stderr.write(f"{self.label}: cancelling {method} failed: {exc}\n")
+
     def _run_request(self, ident: Any, handler: Handler, params: dict[str, Any]) -> None:
         try:
             result = handler(params)
+            answer: dict[str, Any] = {"result": result if result is not None else {}}
         except RpcError as exc:
-            self.send({"id": ident, "error": exc.to_json()})
+            answer = {"error": exc.to_json()}
         except Exception as exc:
-            self.send(
-                {"id": ident, "error": {"code": INTERNAL_ERROR, "message": f"{type(exc).__name__}: {exc}"}}
-            )
-        else:
-            self.send({"id": ident, "result": result if result is not None else {}})
+            answer = {"error": {"code": INTERNAL_ERROR, "message": f"{type(exc).__name__}: {exc}"}}
+        with self._lock:  # answered from here on: a late cancel finds nothing to stop
+            self._running.pop((type(ident), ident), None)
+        self.send({"id": ident, **answer})
 
 
 _JSON_TYPES: Final[dict[type, str]] = {

@@ -105,7 +105,10 @@ class AcpSpawn(PopenChild):
         self._cancelled_with = 0
         self._stopped_hung = False
         self._runs: dict[str, list[Any]] = {}
-        self._open_run: tuple[str, str] | None = None
+        self._open_run: tuple[str, str, object] | None = None
+        """(kind, our run id, the agent's ``messageId``) of the message or thought being streamed."""
+        self._unshown: set[str] = set()
+        """Content block types the agent sent in a message that canonical text cannot hold (said once each)."""
         self._open_calls: dict[str, str] = {}
         self._seq = -1
         self._early: list[dict[str, Any]] = []
@@ -274,6 +277,11 @@ class AcpSpawn(PopenChild):
             )
             if not isinstance(init, dict) or not isinstance(init.get("protocolVersion"), int):
                 raise _Garbage(f"initialize answered {_preview(init)} (no protocolVersion)")
+            if init["protocolVersion"] > PROTOCOL_VERSION:  # ACP: the client disconnects
+                raise _Garbage(
+                    f"the agent speaks ACP version {init['protocolVersion']} only;"
+                    f" agentstream speaks version {PROTOCOL_VERSION}"
+                )
             created = peer.request("session/new", {"cwd": self.cwd, "mcpServers": []})
             session_id = created.get("sessionId") if isinstance(created, dict) else None
             if not isinstance(session_id, str) or not session_id:
@@ -394,11 +402,14 @@ class AcpSpawn(PopenChild):
         kind = update.get("sessionUpdate")
         content = update.get("content")
         if kind in ("agent_message_chunk", "agent_thought_chunk"):
-            text = (
-                content.get("text") if isinstance(content, dict) and content.get("type") == "text" else None
-            )
+            block = content.get("type") if isinstance(content, dict) else None
+            if block != "text":
+                self._unshown_block(block)
+                return
+            text = content.get("text")  # type: ignore[union-attr]  # a dict: its type is "text"
             if isinstance(text, str) and text:
-                self._chunk("message" if kind == "agent_message_chunk" else "reasoning", text)
+                run = "message" if kind == "agent_message_chunk" else "reasoning"
+                self._chunk(run, text, update.get("messageId"))
             return
         if kind == "user_message_chunk":
             return
@@ -423,12 +434,14 @@ class AcpSpawn(PopenChild):
                 }
             )
 
-    def _chunk(self, kind: str, text: str) -> None:
-        if self._open_run is None or self._open_run[0] != kind:
+    def _chunk(self, kind: str, text: str, message_id: object) -> None:
+        """One chunk of the open run; a new run when the kind changes, or the agent's ``messageId`` does."""
+        open_run = self._open_run
+        if open_run is None or open_run[0] != kind or (message_id is not None and message_id != open_run[2]):
             self._close_runs()
-            self._open_run = (kind, p.new_id("msg" if kind == "message" else "rsn"))
-            self._runs[self._open_run[1]] = []
-        run_id = self._open_run[1]
+            open_run = self._open_run = (kind, p.new_id("msg" if kind == "message" else "rsn"), message_id)
+            self._runs[open_run[1]] = []
+        run_id = open_run[1]
         self._runs[run_id].append(text)
         if kind == "message":
             self._emit({"type": "message_delta", "message_id": run_id, "role": "assistant", "content": text})
@@ -438,13 +451,26 @@ class AcpSpawn(PopenChild):
     def _close_runs(self) -> None:
         if self._open_run is None:
             return
-        kind, run_id = self._open_run
+        kind, run_id, _ = self._open_run
         self._open_run = None
         text = "".join(self._runs.pop(run_id, []))
         if kind == "message":
             self._emit({"type": "message", "message_id": run_id, "role": "assistant", "content": text})
         else:
             self._emit({"type": "reasoning", "reasoning_id": run_id, "content": text})
+
+    def _unshown_block(self, block: object) -> None:
+        name = block if isinstance(block, str) else "untyped"
+        if name in self._unshown:
+            return
+        self._unshown.add(name)
+        self._emit(
+            {
+                "type": "log",
+                "level": "warn",
+                "message": f"the ACP agent sent a {name!r} content block in a message; only text is kept",
+            }
+        )
 
     def _tool_call(self, update: dict[str, Any]) -> None:
         call_id = update.get("toolCallId")
