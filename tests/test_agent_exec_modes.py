@@ -83,6 +83,14 @@ def test_the_demo_answers_every_turn_of_a_two_way_session(tmp_path: Path, worksp
     assert run.returncode == 0, run.stderr
     streams = [assert_valid_stream(s, 0) for s in split_streams(run.lines)]
     assert len(streams) == 3
+    whole = subprocess.run(
+        [sys.executable, "-m", "agentstream", "validate", "--expect-exit", "0", "-"],
+        input=b"".join(line + b"\n" for line in run.lines),
+        capture_output=True,
+    )
+    assert whole.returncode == 0, (
+        whole.stdout + whole.stderr
+    )  # the session as written is one valid stream too
     for events in streams:
         results = [e for e in events if e.type == "tool_result"]
         assert [r.name for r in results] == ["list_dir", "shell", "glob"]

@@ -46,6 +46,20 @@ def test_a_valid_stream_has_no_violations() -> None:
     assert rules(data, expect_exit=0) == []
 
 
+def test_a_later_turn_goes_on_in_its_session_or_begins_a_stream_of_its_own() -> None:
+    turn = (start(), p.Message(message_id="m", role="assistant", content="a"), ok())
+    going_on = stream(*turn, *turn)
+    own_streams = stream(*turn) + stream(*turn, session="s2")
+    assert rules(going_on, expect_exit=0) == rules(own_streams, expect_exit=0) == []
+    restarted_seq = stream(*turn) + stream(*turn)  # the same session, seq from 0 again
+    counting_on = going_on.replace(b'"session_id":"s1","seq":3', b'"session_id":"s2","seq":3', 1)
+    assert b'"s2","seq":3' in counting_on
+    assert rules(restarted_seq) == ["seq"]
+    assert rules(counting_on)[0] == "session"
+    mid_turn = stream(*turn[:2]) + stream(turn[2], session="s2")  # only a turn's start may begin a stream
+    assert "session" in rules(mid_turn)
+
+
 def test_a_fatal_error_then_a_result_that_repeats_it_is_valid() -> None:
     data = stream(
         start(),

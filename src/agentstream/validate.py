@@ -40,7 +40,7 @@ RULES: dict[str, str] = {
     "start-first": "start is the first event, exactly once per turn",
     "result-last": "exactly one result per turn; after it only the next turn's start",
     "seq": "seq counts 0, 1, 2 … with no gap or repeat (a skipped bad line may take one)",
-    "session": "one session_id throughout",
+    "session": "one session_id throughout (a later turn may begin a stream of its own: new session_id, seq 0)",
     "tool-pairing": "every tool_call has exactly one later tool_result with its call_id",
     "delta-closed": "a message (or reasoning) with the same id closes each delta run",
     "fatal-error": "a fatal error is immediately followed by a failed result whose error repeats its code",
@@ -69,8 +69,9 @@ class Validator:
     :attr:`violations` grows until a caller takes them (:meth:`take`), as the
     streaming functions here do, so a long bad stream costs no memory either.
 
-    A session of many turns is several start … result runs in a row, with one
-    session id and ``seq`` going on across them (see docs/protocol.md).
+    A session of many turns is several start … result runs in a row: each later turn either goes
+    on in the same session (``seq`` counting on) or is a stream of its own (a new session id, ``seq``
+    from 0), as agentstream's two-way producers write them (see docs/protocol.md).
     """
 
     def __init__(self, *, expect_exit: int | None = None, check_stamps: bool = True) -> None:
@@ -199,6 +200,8 @@ class Validator:
             check(self, event, line)
 
     def _check_stamps(self, event: p.AnyEvent, line: int) -> None:
+        if self.result is not None and type(event) is p.Start and self._begins_a_stream(event):
+            self._session_id, self._next_seq = event.session_id, 0
         seq, expected = event.seq, self._next_seq
         if seq != expected and not (expected < seq <= expected + self._skipped):
             self.report(line, "seq", f"seq {seq}, expected {expected}")
@@ -214,6 +217,10 @@ class Validator:
             self.report(line, "session", f"session_id {event.session_id!r}, expected {self._session_id!r}")
         if event.v != p.PROTOCOL_VERSION:
             self.report(line, "version", f"v {event.v} is not {p.PROTOCOL_VERSION}")
+
+    def _begins_a_stream(self, start: p.Start) -> bool:
+        """A turn's start may also begin a stream of its own: a new ``session_id``, ``seq`` from 0."""
+        return start.session_id != self._session_id and start.seq == 0 and bool(start.session_id)
 
     def _on_start(self, event: p.Start, line: int) -> None:
         if self._seen_start:
