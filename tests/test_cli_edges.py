@@ -247,6 +247,11 @@ BAD_USAGE = {
     "wrap-idle-timeout": ["wrap", "--from", "acp", "-p", "hi", "--idle-timeout", "0", "--", "true"],
     "logs": ["logs", "--timeout", "-1", "-f", "x.log"],
     "worker": ["worker", "--concurrency", "0"],
+    # A dialect agentstream only reads cannot be the output (it once ended in a traceback).
+    "exec-decode-only": ["exec", "--provider", "demo", "--dialect", "gemini-log", "hi"],
+    "demo-decode-only": ["demo", "--dialect", "claude-log"],
+    "wrap-decode-only": ["wrap", "--dialect", "codex-log", "--", "true"],
+    "logs-decode-only": ["logs", "--dialect", "gemini-log", "x.log"],
 }
 
 
@@ -259,7 +264,9 @@ def test_a_usage_error_of_a_stream_command_is_still_a_whole_stream(
     argv = [command, "-o", output_format, *rest]  # before wrap's "--"
     done = subprocess.run([*CLI, *argv], capture_output=True, cwd=tmp_path, timeout=60)
     assert done.returncode == 2, done.stderr.decode()
-    assert b"INVALID_INPUT" in done.stderr  # the person reading stderr sees it too
+    assert (
+        b"INVALID_INPUT" in done.stderr and b"Traceback" not in done.stderr
+    )  # the person reading stderr sees it
     if output_format == "json":
         result = json.loads(done.stdout)
     else:

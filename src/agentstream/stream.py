@@ -155,7 +155,7 @@ class Stream:
         if dialect is not None:
             from agentstream.dialects import get_dialect
 
-            get_dialect(dialect)  # an unknown name is a usage error now, before any output is touched
+            get_dialect(dialect).check_writable()  # a usage error now, before any output is touched
         self._dialect = dialect
         self._color = color
         self._start = p.Start(

@@ -167,3 +167,14 @@ class Dialect(ABC):
 
     @abstractmethod
     def encoder(self) -> DialectEncoder: ...
+
+    def check_writable(self) -> None:
+        """Raise the usage error that says what to write instead, for a dialect agentstream only reads."""
+        if not self.can_encode:
+            from agentstream.errors import UsageError
+
+            raise UsageError(
+                f"the {self.name} dialect is decode-only: agentstream reads it but does not write it",
+                fix="choose a dialect agentstream writes (canonical, claude, codex, …); "
+                "'agentstream dialects' lists them",
+            )

@@ -92,7 +92,7 @@ from agentstream import protocol as p
 from agentstream._lines import is_long
 from agentstream.dialects.base import Dialect, DialectDecoder, DialectEncoder, ExitMeaning
 from agentstream.ending import ending_events
-from agentstream.errors import ErrorCode, ExitCode, MalformedEventError, UsageError
+from agentstream.errors import ErrorCode, ExitCode, MalformedEventError
 from agentstream.transcript import Tally
 
 __all__ = [
@@ -1225,10 +1225,5 @@ class SimpleDialect(Dialect):
         return self.decoder_class(session_id)
 
     def encoder(self) -> DialectEncoder:
-        if not self.can_encode:
-            raise UsageError(
-                f"the {self.name} dialect is decode-only: agentstream reads it but does not write it",
-                fix="convert to a dialect that can be written (--to canonical, claude, codex, …); "
-                "'agentstream dialects' lists them",
-            )
+        self.check_writable()
         return self.encoder_class()
