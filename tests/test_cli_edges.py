@@ -372,6 +372,26 @@ def test_logs_follow_never_yields_a_torn_line_while_the_file_is_truncated_and_re
     assert messages and not torn, torn[:5]
 
 
+@pytest.mark.parametrize("stop", ["timeout", "signal"])
+def test_logs_follow_keeps_the_unterminated_last_line_when_it_stops(tmp_path: Path, stop: str) -> None:
+    log = tmp_path / "app.log"
+    log.write_text("")
+    argv = [*CLI, "logs", "--follow", str(log), *(["--timeout", "3"] if stop == "timeout" else [])]
+    tail = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+    assert tail.stdout is not None
+    while b'"following"' not in tail.stdout.readline():
+        pass
+    with open(log, "a") as f:
+        f.write("fatal: first\nWarning: no newline yet")
+    if stop == "signal":
+        time.sleep(1.0)  # for the tail to read the lines before the signal
+        tail.send_signal(signal.SIGTERM)
+    stdout, _ = tail.communicate(timeout=30)
+    logs = [(e["level"], e["message"]) for e in _events(stdout) if e["type"] == "log"]
+    assert logs == [("error", "fatal: first"), ("warn", "Warning: no newline yet")]
+    assert tail.returncode == (0 if stop == "timeout" else 143)
+
+
 def test_an_ending_closes_the_delta_runs_it_cut_short() -> None:
     from agentstream import Stream
 

@@ -15,6 +15,7 @@ import re
 import time
 from typing import TYPE_CHECKING, Final
 
+from agentstream import _signals
 from agentstream.cli._bus_options import add_publish_options
 from agentstream.cli._options import add_output_options, seconds
 
@@ -28,6 +29,7 @@ POLL_MIN_S: Final = 0.01
 POLL_MAX_S: Final = 0.25
 _LEVEL: Final = re.compile(
     r"\b(DEBUG|INFO|NOTICE|WARN(?:ING)?|ERROR|ERR|CRITICAL|FATAL|PANIC)\b|\[(\w+)\]|level=(\w+)"
+    r"|\b((?i:debug|info|notice|warn(?:ing)?|error|err|critical|fatal|panic)):"  # git's "fatal:", "Warning:"
 )
 _LEVELS: Final[dict[str, LogLevel]] = {
     "debug": "debug",
@@ -185,9 +187,17 @@ class _Tail:
                 time.sleep(self.poll)
                 self.poll = min(self.poll * 2, POLL_MAX_S)
             self._read_new()
+        except _signals.Interrupted:
+            self._emit_partial()  # a signal stops following, not the line already read
+            raise
         finally:
             self._close()
+        self._emit_partial()
         self.stream.finish(ok=True, subtype="timeout")
+
+    def _emit_partial(self) -> None:
+        """The last line read, unterminated so far: when following stops it is a line too, as without -f."""
+        self.partial = _emit_lines(self.stream, self.partial, self.level, final=True)
 
     def _open(self, *, at_end: bool) -> bool:
         try:
@@ -245,7 +255,7 @@ class _Tail:
         if self.fd >= 0:
             while self._read_new():
                 pass
-            self.partial = _emit_lines(self.stream, self.partial, self.level, final=True)
+            self._emit_partial()
             self._close()
             self.stream.status("rotated", f"{self.path} was replaced; reading the new file")
         return self._open(at_end=False)
