@@ -139,13 +139,15 @@ def test_since_and_a_user_price_file(tmp_path: Path) -> None:
 def test_bad_input_gets_a_clear_error(tmp_path: Path) -> None:
     broken = tmp_path / "prices.json"
     broken.write_text('{"models": {"x": {"input": "cheap"}}}')
+    # Usage errors, as every data command has them: exit 2, the message and its fix on stderr, nothing on stdout.
     done = usage(*EVERY_LOG, "--pricing", str(broken), "--json")
-    assert done.returncode == 2
-    failure = json.loads(done.stdout)
-    assert failure["ok"] is False and "'input'" in failure["error"]["message"] and failure["fix"]
+    assert (done.returncode, done.stdout) == (2, "")
+    assert "'input'" in done.stderr and "fix:" in done.stderr
     for not_a_day in ("last week", "2026-13-45", "20260230", "٢٠٢٦-11-01"):
         done = usage(*EVERY_LOG, "--since", not_a_day, "--json")
-        assert done.returncode == 2 and "--since" in json.loads(done.stdout)["error"]["message"], not_a_day
+        assert (done.returncode, done.stdout) == (2, "") and "--since" in done.stderr, not_a_day
+    done = usage(str(tmp_path / "no-such-dir"), "--json")
+    assert (done.returncode, done.stdout) == (2, "") and "no-such-dir" in done.stderr
 
 
 def test_unknown_files_are_skipped_and_said_so(tmp_path: Path) -> None:

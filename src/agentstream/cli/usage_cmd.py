@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from typing import Any
@@ -37,19 +38,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from agentstream.agent.pricing import load_table
-    from agentstream.envelope import action, ok_envelope, print_envelope, print_error
-    from agentstream.errors import AgentstreamError
+    from agentstream.envelope import action, ok_envelope, print_envelope
+    from agentstream.errors import UsageError
     from agentstream.observe.usage import CLIS, group_totals, scan, scan_bus
 
     command = "agentstream usage"
     as_json = args.json or not sys.stdout.isatty()
-    try:
-        since = _since(args.since) if args.since else None
-        prices = load_table(args.pricing)
-    except AgentstreamError as exc:
-        if as_json:
-            return print_error(command, exc)
-        raise
+    since = _since(args.since) if args.since else None  # usage errors: exit 2, nothing on stdout (cli.md)
+    prices = load_table(args.pricing)
+    missing = [path for path in args.paths if not os.path.lexists(path)]
+    if missing:
+        raise UsageError(
+            f"no such file or directory: {', '.join(missing)}",
+            fix="check the path; with no PATH, usage reads every CLI's log locations",
+        )
     progress = _Progress() if sys.stderr.isatty() else None
     found = scan(args.paths, clis=(args.cli,) if args.cli else CLIS, progress=progress)
     if progress is not None:

@@ -1,7 +1,10 @@
 """Bus access for the server: blocking bus calls off the event loop, and one tail per followed run.
 
 The bus API is synchronous and one :class:`~agentstream.bus.Bus` serves one
-thread, so every call runs in a worker thread with that thread's own bus. A run
+thread at a time, so every call runs in a worker thread with a bus checked out of a
+small pool for that call. Buses are pooled rather than kept per thread because
+anyio's worker threads come and go (they exit after a quiet spell): a bus per thread
+would leave one open connection behind for every thread that ever ran. A run
 that many clients follow is tailed by a single thread (one blocking read at a
 time, however many followers), which hands each batch of new records to every
 follower's asyncio queue. The hub holds no state that matters: a follower reads
@@ -15,7 +18,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Final, TypeVar
 
 from agentstream.bus import BusUnavailable, Record, open_bus
@@ -29,46 +33,73 @@ T = TypeVar("T")
 PAGE: Final = 1000
 TAIL_BLOCK_S: Final = 1.0
 """Longest blocking read of a tail, so it notices within this long that its followers left."""
+POOL_IDLE: Final = 16
+"""Idle buses kept for the next calls; more are opened while more calls run at once, and closed after."""
 RECHECK_S: Final = 5.0
 """A follower that hears nothing for this long reads the bus itself (in case its tail failed)."""
 
 
 class RunHub:
-    """Opens buses per thread and shares one tail thread among the followers of a run."""
+    """Lends pooled buses to worker threads and shares one tail thread among the followers of a run."""
 
     def __init__(self, bus_url: str | None) -> None:
         self.bus_url = bus_url
-        self._local = threading.local()
-        self._opened: list[Bus] = []
+        self._idle: list[Bus] = []
+        self._lent = 0
         self._lock = threading.Lock()
         self._tails: dict[str, _Tail] = {}
         self.closed = False
 
-    def thread_bus(self) -> Bus:
-        """This thread's bus, opened on first use."""
-        bus: Bus | None = getattr(self._local, "bus", None)
-        if bus is None:
-            bus = open_bus(self.bus_url)
-            self._local.bus = bus
+    @property
+    def open_buses(self) -> int:
+        """Buses open for calls now (idle or lent): at most :data:`POOL_IDLE` plus the calls under way."""
+        with self._lock:
+            return len(self._idle) + self._lent
+
+    @contextmanager
+    def lent_bus(self) -> Iterator[Bus]:
+        """A bus for one call: an idle one, else a new one; back to the pool after, or closed if it is full.
+
+        A bus whose call failed with :class:`BusUnavailable` is closed rather than pooled, so a broken
+        connection is not lent again.
+        """
+        with self._lock:
+            bus = self._idle.pop() if self._idle else None
+            self._lent += 1
+        broken = False
+        try:
+            if bus is None:
+                bus = open_bus(self.bus_url)
+            yield bus
+        except BusUnavailable:
+            broken = True
+            raise
+        finally:
             with self._lock:
-                self._opened.append(bus)
-        return bus
+                self._lent -= 1
+                keep = bus is not None and not broken and not self.closed and len(self._idle) < POOL_IDLE
+                if keep and bus is not None:
+                    self._idle.append(bus)
+            if not keep and bus is not None:
+                _close_quietly(bus)
 
     async def call(self, function: Callable[[Bus], T]) -> T:
         """``function(bus)`` in a worker thread, without blocking the event loop."""
         import anyio.to_thread
 
-        return await anyio.to_thread.run_sync(lambda: function(self.thread_bus()))
+        def lent_call() -> T:
+            with self.lent_bus() as bus:
+                return function(bus)
+
+        return await anyio.to_thread.run_sync(lent_call)
 
     def close(self) -> None:
-        self.closed = True
+        """Close the idle buses; a bus lent out now is closed when it comes back."""
         with self._lock:
-            opened, self._opened = self._opened, []
-        for bus in opened:
-            try:
-                bus.close()
-            except Exception:
-                pass
+            self.closed = True
+            idle, self._idle = self._idle, []
+        for bus in idle:
+            _close_quietly(bus)
 
     async def batches(self, run_id: str, from_seq: int) -> AsyncIterator[list[Record]]:
         """The run's records from ``from_seq`` in ``seq`` order, live, in batches; the last one ends with the ``result``.
@@ -83,6 +114,8 @@ class RunHub:
             next_seq = page[-1].seq + 1
             if ended:
                 return
+        if await self._ended_behind(run_id, next_seq):
+            return  # a finished run resumed past its end: no tail to start
         queue: asyncio.Queue[list[Record]] = asyncio.Queue()
         tail = self._subscribe(run_id, next_seq, queue)
         try:
@@ -105,6 +138,8 @@ class RunHub:
                         batch = batch + queue.get_nowait()
                     fresh = [record for record in batch if record.seq >= next_seq]
                     if not fresh:
+                        if any(record.type == "result" for record in batch):
+                            return  # the run ended below this follower's resume point
                         continue
                     if fresh[0].seq != next_seq:
                         break  # a hole: read it from the bus
@@ -164,12 +199,24 @@ def _through_result(records: list[Record]) -> tuple[list[Record], bool]:
     return records, False
 
 
+def _close_quietly(bus: Bus) -> None:
+    try:
+        bus.close()
+    except Exception:
+        pass  # closing a connection that already failed: nothing left to release
+
+
 def _read_page(bus: Bus, *, run_id: str, from_seq: int) -> list[Record]:
     return bus.read(run_id, from_seq, limit=PAGE)
 
 
 class _Tail(threading.Thread):
-    """Reads one run's new records as they are stored and hands each batch to every follower."""
+    """Reads one run's new records as they are stored and hands each batch to every follower.
+
+    It starts at the first follower's next seq, but never past what the run has stored: a
+    follower resuming beyond the end must not make the tail skip the records every other
+    follower waits for (they would get them only from their own reads, every RECHECK_S).
+    """
 
     def __init__(self, hub: RunHub, run_id: str, from_seq: int) -> None:
         super().__init__(name=f"tail-{run_id[:40]}", daemon=True)
@@ -182,6 +229,7 @@ class _Tail(threading.Thread):
         import time
 
         bus = open_bus(self.hub.bus_url)
+        started = False
         try:
             while not self.hub.closed:
                 with self.hub._lock:
@@ -189,6 +237,9 @@ class _Tail(threading.Thread):
                 if not followers:
                     return
                 try:
+                    if not started:
+                        self._start_within_stored(bus)
+                        started = True
                     batch = bus.read(self.run_id, self.next_seq, block=TAIL_BLOCK_S)
                 except BusUnavailable:
                     time.sleep(0.5)  # followers fall back to their own reads meanwhile
@@ -206,3 +257,9 @@ class _Tail(threading.Thread):
         finally:
             self.hub._tail_done(self)
             bus.close()
+
+    def _start_within_stored(self, bus: Bus) -> None:
+        """Move the start back to the run's stored last seq + 1 when a follower asked for more."""
+        info = bus.get_run(self.run_id)
+        if info is not None:
+            self.next_seq = min(self.next_seq, info.last_seq + 1)

@@ -16,16 +16,28 @@ const Markdown = (() => {
     return node;
   }
 
-  // Inline spans: a small scanner over the text, each match turned into an element.
-  const INLINE = [
-    { re: /`([^`]+)`/, make: (m) => textEl("code", m[1]) },
-    { re: /\*\*([^*]+)\*\*/, make: (m) => spanEl("strong", m[1]) },
-    { re: /__([^_]+)__/, make: (m) => spanEl("strong", m[1]) },
-    { re: /~~([^~]+)~~/, make: (m) => spanEl("del", m[1]) },
-    { re: /\*([^*\s][^*]*)\*/, make: (m) => spanEl("em", m[1]) },
-    { re: /(?:^|(?<=\W))_([^_\s][^_]*)_(?=\W|$)/, make: (m) => spanEl("em", m[1]) },
-    { re: /\[([^\]]+)\]\(([^)\s]+)\)/, make: linkEl },
+  // Inline spans. Each rule's `make` gets the rule's own capture groups and the whole match.
+  const RULES = [
+    { re: /`([^`]+)`/, make: (g) => textEl("code", g[0]) },
+    { re: /\*\*([^*]+)\*\*/, make: (g) => spanEl("strong", g[0]) },
+    { re: /__([^_]+)__/, make: (g) => spanEl("strong", g[0]) },
+    { re: /~~([^~]+)~~/, make: (g) => spanEl("del", g[0]) },
+    { re: /\*([^*\s][^*]*)\*/, make: (g) => spanEl("em", g[0]) },
+    // Opens only at the start of the text, right after another span or after a non-word
+    // character: appendInline checks that, since a lookbehind cannot see span boundaries.
+    { re: /_([^_\s][^_]*)_(?=\W|$)/, make: (g) => spanEl("em", g[0]), wordStart: true },
+    { re: /\[([^\]]+)\]\(([^)\s]+)\)/, make: (g, whole) => linkEl(g[0], g[1], whole) },
   ];
+  // All rules as one alternation, so a single left-to-right scan finds the earliest span
+  // (ties go to the earlier rule): linear in the text, where re-running every rule on the
+  // rest of the line after each span was quadratic.
+  const INLINE = new RegExp(RULES.map((rule) => rule.re.source).join("|"), "g");
+  let group = 1;
+  for (const rule of RULES) {
+    rule.group = group; // index of the rule's first capture group in INLINE's matches
+    rule.groups = new RegExp(`${rule.re.source}|`).exec("").length - 1; // its group count
+    group += rule.groups;
+  }
 
   function textEl(tag, text) {
     const node = el(tag);
@@ -39,32 +51,33 @@ const Markdown = (() => {
     return node;
   }
 
-  function linkEl(m) {
-    const href = m[2];
-    if (!SAFE_LINK.test(href)) return document.createTextNode(m[0]);
+  function linkEl(label, href, whole) {
+    if (!SAFE_LINK.test(href)) return document.createTextNode(whole);
     const a = el("a");
     a.href = href;
     a.rel = "noopener noreferrer nofollow";
     a.target = "_blank";
-    appendInline(a, m[1]);
+    appendInline(a, label);
     return a;
   }
 
   function appendInline(parent, text) {
-    while (text) {
-      let best = null;
-      for (const rule of INLINE) {
-        const m = rule.re.exec(text);
-        if (m && (best === null || m.index < best.m.index)) best = { m, rule };
+    let done = 0; // text before this is on the page
+    let from = 0; // where the scan goes on
+    for (;;) {
+      INLINE.lastIndex = from; // set before every exec: make() recurses with the same regex
+      const m = INLINE.exec(text);
+      if (m === null) break;
+      const rule = RULES.find((r) => m[r.group] !== undefined);
+      if (rule.wordStart && m.index > done && /\w/.test(text[m.index - 1])) {
+        from = m.index + 1; // not a span here; look further on
+        continue;
       }
-      if (best === null) {
-        parent.appendChild(document.createTextNode(text));
-        return;
-      }
-      if (best.m.index > 0) parent.appendChild(document.createTextNode(text.slice(0, best.m.index)));
-      parent.appendChild(best.rule.make(best.m));
-      text = text.slice(best.m.index + best.m[0].length);
+      if (m.index > done) parent.appendChild(document.createTextNode(text.slice(done, m.index)));
+      parent.appendChild(rule.make(m.slice(rule.group, rule.group + rule.groups), m[0]));
+      done = from = m.index + m[0].length;
     }
+    if (done < text.length) parent.appendChild(document.createTextNode(text.slice(done)));
   }
 
   const FENCE = /^\s{0,3}(```|~~~)\s*([\w+-]*)\s*$/;
@@ -74,9 +87,12 @@ const Markdown = (() => {
   const NUMBERED = /^\s{0,3}(\d{1,9})[.)]\s+(.*)$/;
   const QUOTE = /^\s{0,3}>\s?(.*)$/;
   const INDENTED = /^( {4}|\t)(.*)$/;
+  // Quotes nest by recursion; deeper than this the rest is shown as plain text, so a
+  // message of thousands of ">" cannot overflow the stack.
+  const MAX_QUOTE_DEPTH = 20;
 
   // Block structure, line by line; returns a DocumentFragment.
-  function render(source) {
+  function render(source, depth = 0) {
     const out = document.createDocumentFragment();
     const lines = String(source).replace(/\r\n?/g, "\n").split("\n");
     let i = 0;
@@ -106,7 +122,8 @@ const Markdown = (() => {
           i++;
         }
         const quote = el("blockquote");
-        quote.appendChild(render(body.join("\n")));
+        if (depth < MAX_QUOTE_DEPTH) quote.appendChild(render(body.join("\n"), depth + 1));
+        else quote.appendChild(textEl("p", body.join("\n")));
         out.appendChild(quote);
       } else if (BULLET.test(line) || NUMBERED.test(line)) {
         i = list(lines, i, out);
