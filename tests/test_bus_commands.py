@@ -46,6 +46,15 @@ def test_runs_lists_runs_as_one_envelope_with_fillable_next_actions(bus_url: str
     assert [r["run_id"] for r in only["result"]["runs"]] == ["done"]
 
 
+def test_runs_creates_no_bus_where_none_was_recorded(bus_home: Path) -> None:
+    """Listing reads: a SQLite bus that does not exist (a mistyped --bus, say) is said, not made."""
+    where = bus_home / "typo" / "deeper" / "bus.sqlite3"
+    done = cli("runs", "--bus", f"sqlite://{where}")
+    assert done.returncode == 0 and msgspec.json.decode(done.stdout)["result"]["runs"] == []
+    assert f"no bus at {where}".encode() in done.stderr
+    assert not (bus_home / "typo").exists()
+
+
 def test_runs_reports_an_unreachable_bus_with_code_and_fix(bus_home: Path) -> None:
     done = cli("runs", "--bus", f"redis://127.0.0.1:{free_port()}")
     envelope = msgspec.json.decode(done.stdout)

@@ -11,11 +11,15 @@ def state_dir() -> Path:
 
     Created on first use, private to the user.
     """
-    explicit = os.environ.get("AGENTSTREAM_HOME")
-    if explicit:
-        path = Path(explicit)
-    else:
-        base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-        path = Path(base) / "agentstream"
+    path = state_path()
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     return path
+
+
+def state_path() -> Path:
+    """Where :func:`state_dir` is, without creating it (for what only looks)."""
+    explicit = os.environ.get("AGENTSTREAM_HOME")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "agentstream"

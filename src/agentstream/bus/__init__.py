@@ -25,6 +25,7 @@ from __future__ import annotations
 import abc
 import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Final, Literal, NamedTuple, Protocol, TypeAlias, get_args
 from urllib.parse import parse_qs, urlsplit
 
@@ -320,6 +321,10 @@ _URL_FIX: Final = (
 )
 
 
+DEFAULT_BUS_FILE: Final = "bus.sqlite3"
+"""The embedded bus's file, in the state directory."""
+
+
 def default_bus_url() -> str:
     """``$AGENTSTREAM_BUS``, else the embedded SQLite bus in the state directory."""
     explicit = os.environ.get(BUS_ENV, "").strip()
@@ -327,7 +332,7 @@ def default_bus_url() -> str:
         return explicit
     from agentstream._paths import state_dir
 
-    return f"sqlite:///{state_dir() / 'bus.sqlite3'}"
+    return f"sqlite:///{state_dir() / DEFAULT_BUS_FILE}"
 
 
 def check_bus_url(url: str | None) -> str:
@@ -353,6 +358,26 @@ def check_bus_url(url: str | None) -> str:
         raise UsageError(f"the bus URL {redact_url(url)!r} names no path", fix=_URL_FIX)
     _bus_options(url)
     return url
+
+
+def missing_local_bus(url: str | None) -> Path | None:
+    """The file of a SQLite bus that does not exist yet, else ``None`` (it exists, or the bus is a server).
+
+    A command that only reads the bus (``runs``, ``usage``) checks this first: opening would create the
+    file and its directories, and a mistyped ``--bus`` would then pass for an empty bus.
+    """
+    if not (url or "").strip() and not os.environ.get(BUS_ENV, "").strip():
+        from agentstream._paths import state_path
+
+        path = state_path() / DEFAULT_BUS_FILE  # the default bus: its directory is not made either
+    else:
+        url = check_bus_url(url)
+        if url.split(":", 1)[0].lower() != "sqlite":
+            return None
+        from agentstream.bus.sqlite import sqlite_path
+
+        path = sqlite_path(url)
+    return None if path.exists() else path
 
 
 def open_bus(url: str | None = None) -> Bus:

@@ -26,6 +26,7 @@ import msgspec
 from agentstream._sqlite import use_wal
 from agentstream.bus import (
     BOUND_LINE_BYTES,
+    DEFAULT_BUS_FILE,
     DEFAULT_RETENTION_S,
     TERMINAL_STATUSES,
     Bus,
@@ -106,7 +107,7 @@ def sqlite_path(url: str) -> Path:
     if not path:
         from agentstream._paths import state_dir
 
-        return state_dir() / "bus.sqlite3"
+        return state_dir() / DEFAULT_BUS_FILE
     return Path(os.path.expanduser(path))
 
 

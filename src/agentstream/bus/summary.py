@@ -36,12 +36,15 @@ class RunNotFound(AgentstreamError):
     code = ErrorCode.RUN_NOT_FOUND
 
 
-def runs_envelope(bus: Bus, *, statuses: Sequence[str] = (), limit: int = 20) -> Envelope:
-    """The runs, newest first, as ``runs`` prints them."""
-    runs = bus.list_runs(statuses=statuses, limit=limit)
-    actions = [follow_action(runs[0].run_id)] if runs else [submit_action()]
+def runs_envelope(bus: Bus | None, *, statuses: Sequence[str] = (), limit: int = 20) -> Envelope:
+    """The runs, newest first, as ``runs`` prints them (``None``: a bus that does not exist yet, so none)."""
+    listed = (
+        [run_row(bus, info) for info in bus.list_runs(statuses=statuses, limit=limit)]
+        if bus is not None
+        else []
+    )
+    actions = [follow_action(listed[0]["run_id"])] if listed else [submit_action()]
     actions += [runs_action(), watch_action()]
-    listed = [run_row(bus, info) for info in runs]
     return ok_envelope(RUNS_COMMAND, {"runs": listed, "count": len(listed)}, actions)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from agentstream.bus import RUN_STATUSES
@@ -27,7 +28,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from agentstream.actions import runs_action
-    from agentstream.bus import open_bus
+    from agentstream.bus import missing_local_bus, open_bus
     from agentstream.bus.summary import RUNS_COMMAND, runs_envelope
     from agentstream.envelope import print_envelope, print_error
     from agentstream.errors import AgentstreamError, UsageError
@@ -35,8 +36,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.limit < 1:
             raise UsageError(f"--limit must be at least 1, not {args.limit}", fix="pass --limit 20, say")
-        with open_bus(args.bus) as bus:
-            envelope = runs_envelope(bus, statuses=args.status, limit=args.limit)
+        missing = missing_local_bus(args.bus)
+        if missing is not None:  # listing creates nothing: a mistyped --bus is said, not made
+            sys.stderr.write(f"agentstream runs: no bus at {missing} yet: no run was recorded there\n")
+            envelope = runs_envelope(None, statuses=args.status, limit=args.limit)
+        else:
+            with open_bus(args.bus) as bus:
+                envelope = runs_envelope(bus, statuses=args.status, limit=args.limit)
     except AgentstreamError as exc:
         return print_error(RUNS_COMMAND, exc, [runs_action()], json_flag=args.json)
     return print_envelope(envelope, human=_table, json_flag=args.json)

@@ -411,19 +411,20 @@ def _gemini_records(data: bytes) -> Iterator[dict[str, Any]]:
 def scan_bus(out: Scan, url: str | None, warn: Callable[[str], None]) -> None:
     """Count the finished runs on the bus: each run's ``result`` carries its usage totals.
 
-    Without an explicit bus (``--bus`` or ``$AGENTSTREAM_BUS``) and with no embedded bus
-    file yet, there is nothing to count and nothing is created.
+    A SQLite bus whose file does not exist yet holds nothing to count, and is not created
+    (said on stderr when the bus was named with ``--bus`` or ``$AGENTSTREAM_BUS``).
     """
     from agentstream import protocol as p
-    from agentstream.bus import BUS_ENV, open_bus
+    from agentstream.bus import BUS_ENV, missing_local_bus, open_bus
     from agentstream.errors import AgentstreamError, MalformedEventError
 
-    if not url and not os.environ.get(BUS_ENV, "").strip():
-        home = os.environ.get("AGENTSTREAM_HOME") or os.path.join(
-            os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state"), "agentstream"
-        )
-        if not os.path.exists(os.path.join(home, "bus.sqlite3")):
-            return
+    missing = missing_local_bus(url)
+    if missing is not None:
+        if (
+            url or os.environ.get(BUS_ENV, "").strip()
+        ):  # a bus named on purpose: a typo must not pass silently
+            warn(f"no bus at {missing}: no run was recorded there")
+        return
     try:
         with open_bus(url) as bus:
             for run in bus.list_runs(statuses=("succeeded", "failed", "interrupted"), limit=1_000_000):
