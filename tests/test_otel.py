@@ -391,6 +391,14 @@ def test_export_otel_reads_a_session_log_dialect(receiver: Receiver, tmp_path: P
     assert agent.status == "ERROR"  # the log stops mid-run
 
 
+def test_export_otel_says_what_followed_the_last_result(receiver: Receiver, tmp_path: Path) -> None:
+    """Claude Code's stray results after a run's result are no run: not exported, and said so, as convert says."""
+    results = FIXTURES / "dialects" / "claude" / "results.ndjson"
+    done = agentstream("export", "otel", str(results), env=otel_env(receiver), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "1 run(s)" in done.stderr and "what followed the last result was not read" in done.stderr
+
+
 def test_export_to_a_dead_collector_exits_1(tmp_path: Path) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -282,4 +282,6 @@ def note_after_end(reader: Reader) -> None:
     if not count:
         return
     first = getattr(reports[0], "message", "") if reports else ""
-    sys.stderr.write(f"agentstream: {count} line(s) after the last result were not read: {first}\n")
+    sys.stderr.write(
+        f"agentstream: what followed the last result was not read ({count} report(s); the first: {first})\n"
+    )

@@ -40,7 +40,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agentstream.cli._options import check_dialect, open_input
+    from agentstream.cli._options import check_dialect, note_after_end, open_input
     from agentstream.consumer import read
     from agentstream.errors import ExitCode, UsageError
     from agentstream.observe.otel import ENDPOINT_VARS, build_sink, endpoint_configured
@@ -69,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
     if not real:
         sink.discard()
         raise _no_events("stdin" if args.file == "-" else args.file, reader.line_number)
+    note_after_end(reader)  # what no turn took is not exported either: said, as convert and view say it
     sink.close()
     exporter = sink.exporter
     where = exporter.endpoint
