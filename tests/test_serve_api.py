@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import re
 import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import quote
 
@@ -98,10 +100,198 @@ def test_one_run_unknown_run_and_odd_run_ids(server: Server, bus_url: str) -> No
     )  # a slash never reaches a handler
     control = request(server, "GET", "/api/runs/bad%0Aid")
     assert control.status == 400 and control.json()["error"]["code"] == "INVALID_INPUT"
-    assert request(server, "GET", f"/api/runs/{'x' * 300}").status == 400
+    assert request(server, "GET", f"/api/runs/{'x' * 4097}").status == 400
+
+
+UNUSUAL_RUN_IDS = (
+    "nbsp\u00a0id",
+    "ideographic\u3000space",
+    "em\u2003space and\u2028line separator",
+    "zero\u200bwidth",
+    "ü" * 300,
+    "y" * 4096,
+)
+
+
+def test_run_ids_exec_accepts_are_served_and_only_control_characters_are_refused(
+    server: Server, bus_url: str
+) -> None:
+    """Any id the bus and ``exec --session-id`` take can be opened: Unicode spaces, and up to 4096 characters."""
+    for run_id in UNUSUAL_RUN_IDS:
+        finished_run(bus_url, run_id)
+        path = f"/api/runs/{quote(run_id, safe='')}"
+        reply = request(server, "GET", path)
+        assert reply.status == 200, (run_id[:20], reply.body[:300])
+        assert reply.json()["result"]["run"]["run_id"] == run_id
+        lines = request(server, "GET", f"{path}/events", headers={"Accept": "application/x-ndjson"})
+        assert lines.status == 200 and len(lines.body.splitlines()) == 4
+        assert request(server, "POST", f"{path}/cancel").status == 409  # found, and already ended
+    listed = {
+        row["run_id"] for row in request(server, "GET", "/api/runs?limit=1000").json()["result"]["runs"]
+    }
+    assert set(UNUSUAL_RUN_IDS) <= listed
+
+    for encoded in ("bad%0Aid", "nul%00", "del%7F", "nel%C2%85", "esc%1B%5B31m", "x" * 4097):
+        for path in (f"/api/runs/{encoded}", f"/api/runs/{encoded}/events"):
+            refused = request(server, "GET", path)
+            assert refused.status == 400, (encoded[:20], refused.body)
+            assert refused.json()["error"]["code"] == "INVALID_INPUT" and refused.json()["fix"]
+
+
+def test_a_found_run_and_an_unknown_one_name_the_same_command(server: Server, bus_url: str) -> None:
+    finished_run(bus_url, "named-run")
+    found = request(server, "GET", "/api/runs/named-run").json()
+    missing = request(server, "GET", "/api/runs/no-such-run").json()
+    assert found["command"] == "agentstream runs named-run"
+    assert missing["command"] == "agentstream runs no-such-run"
+    assert missing["error"]["code"] == "RUN_NOT_FOUND"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "without"),
+    [
+        ("GET", "/api/runs/", "GET /api/runs"),
+        ("POST", "/api/runs/", "POST /api/runs"),
+        ("GET", "/api/runs/slash-run/", "GET /api/runs/slash-run"),
+        ("GET", "/api/runs/slash-run/events/?from_seq=1", "GET /api/runs/slash-run/events?from_seq=1"),
+        ("POST", "/api/runs/slash-run/cancel/", "POST /api/runs/slash-run/cancel"),
+        ("GET", "/api/bogus/", None),
+    ],
+)
+def test_a_trailing_slash_is_answered_with_the_envelope_not_a_bodiless_redirect(
+    server: Server, method: str, path: str, without: str | None
+) -> None:
+    reply = request(server, method, path)
+    assert reply.status == 404 and reply.headers["content-type"] == "application/json", reply.body
+    envelope = reply.json()
+    assert envelope["ok"] is False and envelope["error"]["code"] == "INVALID_INPUT"
+    assert "location" not in reply.headers
+    if without is None:
+        assert envelope["fix"].startswith("use GET /api/runs")
+    else:
+        assert envelope["fix"] == f"drop the trailing slash: {without}"
+
+
+def test_a_page_with_a_trailing_slash_still_redirects_to_the_page(server: Server) -> None:
+    reply = request(server, "GET", "/runs/some-run/")
+    assert reply.status == 307 and reply.headers["location"] == "/runs/some-run"
 
 
 # -- events ----------------------------------------------------------------------------
+
+
+def test_resuming_past_the_end_of_a_finished_run_is_204_so_event_source_stops_reconnecting(
+    server: Server, bus_url: str
+) -> None:
+    finished_run(bus_url, "resume-past-end")  # seqs 0 to 3
+    path = "/api/runs/resume-past-end/events"
+    for query, headers in (
+        ("", {"Last-Event-ID": "3"}),
+        ("?from_seq=4", {}),
+        ("?from_seq=99", {}),
+        ("", {"Last-Event-ID": "3.0"}),
+    ):
+        reply = request(server, "GET", path + query, headers={"Accept": "text/event-stream", **headers})
+        assert reply.status == 204 and reply.body == b"", (query, headers)
+        assert reply.headers["cache-control"] == "no-store"
+    # One event left is still a stream.
+    last = SseStream(server, path, headers={"Last-Event-ID": "2"})
+    assert last.status == 200 and [event.id for event in last.events()] == ["3"]
+    # A dialect's stream: after its very last line, 204 too.
+    agui = list(SseStream(server, f"{path}?dialect=agui").events())
+    last_id = agui[-1].id
+    assert last_id is not None
+    reply = request(server, "GET", f"{path}?dialect=agui", headers={"Last-Event-ID": last_id})
+    assert reply.status == 204 and reply.body == b""
+    # NDJSON is read to its end, not reconnected: 200 with no lines.
+    ndjson = request(server, "GET", f"{path}?from_seq=4", headers={"Accept": "application/x-ndjson"})
+    assert ndjson.status == 200 and ndjson.body == b""
+    assert ndjson.headers["content-type"].startswith("application/x-ndjson")
+
+
+def _fds_on(path: Path) -> int:
+    """Open file descriptors of this process on ``path`` (and its ``-wal`` and ``-shm`` files)."""
+    count = 0
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            if os.readlink(fd).startswith(str(path)):
+                count += 1
+        except OSError:
+            pass  # closed since it was listed
+    return count
+
+
+def test_bus_connections_stay_bounded_however_many_worker_threads_come_and_go(tmp_path: Path) -> None:
+    """anyio's worker threads end (after a quiet spell, or with their event loop); their buses must not stay open.
+
+    Each ``asyncio.run`` is a new loop with new worker threads, the old ones gone: the
+    churn a long-running server sees, without waiting for anyio's idle timeout.
+    """
+    from agentstream.serve.hub import POOL_IDLE, RunHub
+
+    bus_path = tmp_path / "bus.sqlite3"
+    bus_url = f"sqlite:///{bus_path}"
+    finished_run(bus_url, "pooled")
+    hub = RunHub(bus_url)
+
+    async def burst() -> None:
+        found = await asyncio.gather(*(hub.call(lambda bus: bus.get_run("pooled")) for _ in range(8)))
+        assert all(info is not None and info.terminal for info in found)
+
+    try:
+        for _ in range(40):
+            asyncio.run(burst())
+        # SQLite holds up to three descriptors per connection (the file, -wal, -shm).
+        assert _fds_on(bus_path) <= 3 * POOL_IDLE
+        assert hub.open_buses <= POOL_IDLE
+    finally:
+        hub.close()
+    assert hub.open_buses == 0 and _fds_on(bus_path) == 0
+
+
+async def _until(check: Callable[[], object], what: str) -> object:
+    """Poll ``check()`` until it is truthy (readiness, not a timing assertion)."""
+    for _ in range(1000):
+        value = check()
+        if value:
+            return value
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_a_follower_resuming_past_the_end_does_not_move_the_shared_tail_past_the_run(tmp_path: Path) -> None:
+    """The tail a far-ahead follower starts reads from the run's stored end, so the others get each event from it."""
+    from agentstream.serve.hub import RunHub
+
+    bus_url = f"sqlite:///{tmp_path / 'bus.sqlite3'}"
+    publish(bus_url, "shared-tail", [p.Start(command="exec live")])
+    hub = RunHub(bus_url)
+
+    async def scenario() -> None:
+        async def seqs(from_seq: int) -> list[int]:
+            return [record.seq async for batch in hub.batches("shared-tail", from_seq) for record in batch]
+
+        ahead = asyncio.create_task(seqs(1000))  # resumes far past the run's last seq, 0
+        await _until(lambda: hub.tail_next_seq("shared-tail") is not None, "the far-ahead follower's tail")
+        await _until(lambda: hub.tail_next_seq("shared-tail") == 1, "the tail to start at the stored end")
+
+        behind = hub.batches("shared-tail", 0)
+        assert [record.seq for record in await anext(behind)] == [0]
+        await asyncio.to_thread(
+            publish, bus_url, "shared-tail", [p.Log(level="info", message="one")], first_seq=1
+        )
+        assert [record.seq for record in await anext(behind)] == [1]
+        assert (hub.tail_next_seq("shared-tail") or 0) <= 2  # never past what the run has stored
+
+        result = p.Result(ok=True, subtype="success", exit_code=0)
+        await asyncio.to_thread(publish, bus_url, "shared-tail", [result], first_seq=2)
+        assert [record.seq async for batch in behind for record in batch] == [2]
+        assert await ahead == []  # the run ended below its resume point: it ends, empty
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        hub.close()
 
 
 def test_events_as_sse_ids_are_seqs_data_the_stored_lines_and_resume_after_last_event_id(
@@ -118,7 +308,7 @@ def test_events_as_sse_ids_are_seqs_data_the_stored_lines_and_resume_after_last_
     from_seq = SseStream(server, "/api/runs/sse-done/events?from_seq=3")
     assert [e.id for e in from_seq.events()] == ["3"]
     past_end = SseStream(server, "/api/runs/sse-done/events?from_seq=99")
-    assert list(past_end.events()) == []
+    assert past_end.status == 204 and list(past_end.events()) == []
     bad = request(server, "GET", "/api/runs/sse-done/events", headers={"Last-Event-ID": "x"})
     assert bad.status == 400
 

@@ -227,3 +227,70 @@ def test_screenshot_of_the_run_page_for_the_docs(
     wait_for(lambda: _text_of(browser, "#result"), what="the run page")
     shot = tmp_path / "run.png"
     assert browser.save_screenshot(str(shot)) and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _finished(bus_url: str, run_id: str, *events: p.Event) -> None:
+    publish(bus_url, run_id, [*events, p.Result(ok=True, subtype="success", exit_code=0)])
+
+
+def test_a_line_of_forty_thousand_code_spans_renders_without_freezing_the_page(
+    browser: Any, server: Server, bus_url: str
+) -> None:
+    _finished(bus_url, "many-spans", p.Message(message_id="m", role="assistant", content="`a`" * 40_000))
+    browser.get(f"{server.base}/runs/many-spans")
+    wait_for(lambda: _text_of(browser, "#result"), what="the run to render")
+    assert _js(browser, "return document.querySelectorAll('.message .content code').length") == 40_000
+
+
+def test_a_deeply_nested_quote_is_shown(browser: Any, server: Server, bus_url: str) -> None:
+    _finished(
+        bus_url, "deep-quote", p.Message(message_id="m", role="assistant", content=">" * 20_000 + " deep")
+    )
+    browser.get(f"{server.base}/runs/deep-quote")
+    wait_for(lambda: _text_of(browser, "#result"), what="the run to render")
+    assert "deep" in _text_of(browser, ".message .content")
+    assert _js(browser, "return document.querySelectorAll('.message .content blockquote').length") > 1
+
+
+def test_a_result_that_fails_to_render_is_shown_as_text_and_still_ends_the_stream(
+    browser: Any, server: Server, bus_url: str
+) -> None:
+    run_id = "render-bug"
+    publish(bus_url, run_id, [p.Start(command="exec buggy")])
+    browser.get(f"{server.base}/runs/{run_id}")
+    wait_for(lambda: "started" in _text_of(browser, "#timeline"), what="the first event")
+    _js(browser, "Markdown.render = () => { throw new Error('renderer bug'); };")  # a rendering bug
+    publish(
+        bus_url, run_id, [p.Result(ok=True, subtype="success", exit_code=0, result="the answer")], first_seq=1
+    )
+    # "finished" is shown right after the EventSource is closed (else: "reconnecting…" forever).
+    wait_for(lambda: _text_of(browser, "#connection") == "finished", what="the stream to end")
+    assert "the answer" in _text_of(browser, ".event.unrendered")
+    assert _js(browser, "return document.querySelector('.event.unrendered').dataset.seq") == "1"
+
+
+def test_an_unknown_run_says_so(browser: Any, server: Server) -> None:
+    browser.get(f"{server.base}/runs/does-not-exist")
+    wait_for(lambda: _text_of(browser, "#connection") == "run not found", what="the not-found state")
+    assert "RUN_NOT_FOUND" in _text_of(browser, ".summary")
+
+
+def test_a_malformed_run_address_shows_an_error(browser: Any, server: Server) -> None:
+    browser.get(f"{server.base}/runs/%E0%A4%A")
+    wait_for(lambda: "Bad run address" in _text_of(browser, "main"), what="the error")
+    assert "Loading" not in _text_of(browser, "main")
+    assert "%E0%A4%A" in _text_of(browser, "main .error-text")
+
+
+def test_only_known_roles_become_a_class(browser: Any, server: Server, bus_url: str) -> None:
+    _finished(
+        bus_url,
+        "odd-role",
+        p.Message(message_id="m1", role="assistant streaming result", content="odd"),  # type: ignore[arg-type]
+        p.Message(message_id="m2", role="user", content="known"),
+    )
+    browser.get(f"{server.base}/runs/odd-role")
+    wait_for(lambda: _text_of(browser, "#result"), what="the run to render")
+    classes = _js(browser, "return [...document.querySelectorAll('.message')].map(n => n.className)")
+    assert classes == ["message role-other", "message role-user"]
+    assert _text_of(browser, ".message .role") == "assistant streaming result"

@@ -256,6 +256,24 @@ def test_cli_detects_a_dialect_and_checks_its_promises(tmp_path: Path) -> None:
     assert b"tool-pairing" in broken.stdout
 
 
+def test_expect_exit_holds_a_dialect_without_exact_statuses_to_success_or_failure(tmp_path: Path) -> None:
+    """Gemini's result says the turn limit was hit (its CLI exits 53); agentstream writing it exits 3."""
+    gemini = tmp_path / "gemini.ndjson"
+    gemini.write_bytes(
+        b'{"type":"init","timestamp":"2025-01-01T00:00:00.000Z","session_id":"s","model":"gemini-pro"}\n'
+        b'{"type":"result","timestamp":"2025-01-01T00:00:03.000Z","status":"error",'
+        b'"error":{"type":"FatalTurnLimitedError","message":"turn limit"}}\n'
+    )
+    assert run_cli(str(gemini), "--expect-exit", "3").returncode == 0
+    wrong = run_cli(str(gemini), "--expect-exit", "0")
+    assert wrong.returncode == 1
+    assert b"exit-code: process exited 0 but the stream's result is a failure" in wrong.stdout
+    canonical = tmp_path / "canonical.ndjson"
+    canonical.write_bytes(stream(start(), p.Result(ok=False, subtype="error", exit_code=53)))
+    assert run_cli(str(canonical), "--expect-exit", "53").returncode == 0
+    assert run_cli(str(canonical), "--expect-exit", "3").returncode == 1  # canonical carries the status itself
+
+
 def test_cli_reads_a_forced_dialect_from_a_pipe() -> None:
     claude = (FIXTURES / "dialects" / "claude" / "partial-messages.ndjson").read_bytes()
     checked = run_cli("--from", "claude", "-", data=claude)

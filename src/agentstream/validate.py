@@ -74,9 +74,13 @@ class Validator:
     from 0), as agentstream's two-way producers write them (see docs/protocol.md).
     """
 
-    def __init__(self, *, expect_exit: int | None = None, check_stamps: bool = True) -> None:
+    def __init__(
+        self, *, expect_exit: int | None = None, check_stamps: bool = True, exact_exit: bool = True
+    ) -> None:
         self.expect_exit = expect_exit
         self.check_stamps = check_stamps
+        self.exact_exit = exact_exit
+        """False for a dialect whose result carries only success or failure: only that is compared."""
         self.violations: list[Violation] = []
         self.count = 0
         """Violations found so far, including those already taken."""
@@ -317,10 +321,15 @@ class Validator:
         if self.result is None:
             self.report(0, "result-last", "the stream has no result (the producer died or was cut off)")
         expected = exit_code if exit_code is not None else self.expect_exit
-        if expected is not None and self.result is not None and self.result.exit_code != expected:
-            self.report(
-                0, "exit-code", f"process exited {expected} but result.exit_code is {self.result.exit_code}"
-            )
+        if expected is not None and self.result is not None:
+            said = self.result.exit_code
+            if self.exact_exit and said != expected:
+                self.report(0, "exit-code", f"process exited {expected} but result.exit_code is {said}")
+            elif (said == 0) != (expected == 0):
+                outcome = "success" if said == 0 else "failure"
+                self.report(
+                    0, "exit-code", f"process exited {expected} but the stream's result is a {outcome}"
+                )
         return self.violations
 
 

@@ -9,6 +9,7 @@ from agentstream.cli._bus_options import add_bus_option
 from agentstream.cli._options import non_negative_int, positive_seconds
 
 MAX_PORT = 65535
+MIN_HEARTBEAT_S = 0.1
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -29,10 +30,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--heartbeat",
-        type=positive_seconds,  # 0 would make some sse-starlette versions send pings without pause
+        type=_heartbeat,
         default=15.0,
         metavar="S",
-        help="seconds between keep-alive comments on an idle event stream, more than 0 (default 15)",
+        help=f"seconds between keep-alive comments on an idle event stream, {MIN_HEARTBEAT_S} or more "
+        "(default 15)",
     )
 
 
@@ -87,4 +89,14 @@ def _port(text: str) -> int:
     value = non_negative_int(text)
     if value > MAX_PORT:
         raise argparse.ArgumentTypeError(f"{text!r} is not a port (0 to {MAX_PORT}; 0 picks a free one)")
+    return value
+
+
+def _heartbeat(text: str) -> float:
+    """Seconds between pings, with a floor: a tiny interval floods every idle client with comments."""
+    value = positive_seconds(text)
+    if value < MIN_HEARTBEAT_S:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is too short a heartbeat: use {MIN_HEARTBEAT_S} seconds or more (default 15)"
+        )
     return value

@@ -26,7 +26,11 @@ DEFAULT_MAX_VIOLATIONS = 100
 def configure(parser: argparse.ArgumentParser) -> None:
     add_input_argument(parser)
     parser.add_argument(
-        "--expect-exit", type=exit_status, metavar="N", help="also require result.exit_code == N"
+        "--expect-exit",
+        type=exit_status,
+        metavar="N",
+        help="also require result.exit_code == N (only success or failure, in a dialect that cannot"
+        " carry the exact status: every one but canonical, locus and agui)",
     )
     parser.add_argument(
         "--json", action="store_true", help="print violations as NDJSON objects, then a summary"
@@ -64,7 +68,9 @@ def run(args: argparse.Namespace) -> int:
         if unknown is not None and not args.quiet:  # said as a usage error is, for the person reading stderr
             fix = f"\n  fix: {unknown.fix}" if unknown.fix else ""
             sys.stderr.write(f"agentstream validate: {unknown.code}: {unknown.message}{fix}\n")
-    validator = Validator(expect_exit=args.expect_exit, check_stamps=dialect == "canonical")
+    validator = Validator(
+        expect_exit=args.expect_exit, check_stamps=dialect == "canonical", exact_exit=_exact_exit(dialect)
+    )
     limit = args.max_violations or None
     count = 0
     for violation in _violations(source, dialect, validator, args):
@@ -113,6 +119,14 @@ def _violations(
         iter_lines(source, max_line_bytes=args.max_line_bytes) if args.max_line_bytes else iter_blocks(source)
     )
     return validate_items(with_progress(framed, source, sys.stderr, verb="validating"), validator)
+
+
+def _exact_exit(dialect: str) -> bool:
+    if dialect == "canonical":  # known without loading the dialects (start-up time)
+        return True
+    from agentstream.dialects import get_dialect
+
+    return get_dialect(dialect).exact_exit_code
 
 
 def _write_json(obj: dict[str, object]) -> None:

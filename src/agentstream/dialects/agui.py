@@ -808,6 +808,7 @@ class AguiEncoder(EventEncoder):
 
 class AguiDialect(SimpleDialect):
     name = "agui"
+    exact_exit_code = True
     summary = "AG-UI events (NDJSON; SSE data: frames are read too)"
     decoder_class = AguiDecoder
     encoder_class = AguiEncoder

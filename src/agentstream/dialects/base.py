@@ -138,6 +138,9 @@ class Dialect(ABC):
     summary: ClassVar[str]
     can_encode: ClassVar[bool] = True
     """False for decode-only dialects (session logs), whose :meth:`encoder` raises a ``UsageError``."""
+    exact_exit_code: ClassVar[bool] = False
+    """Whether a result in this dialect carries the producer's exit status exactly. Most CLIs' formats carry
+    success or failure only (or their own CLI's codes), so ``validate --expect-exit`` compares just that."""
     has_start_line: ClassVar[bool] = True
     """Whether the dialect's streams open with a line that becomes ``start``. Without one (opencode), the
     decoder always makes ``start`` up (``synthetic``), and ``validate`` does not count that as a repair."""

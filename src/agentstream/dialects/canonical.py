@@ -107,6 +107,7 @@ class CanonicalEncoder(DialectEncoder):
 
 class CanonicalDialect(SimpleDialect):
     name = "canonical"
+    exact_exit_code = True
     summary = "agentstream protocol v1"
     decoder_class = CanonicalDecoder
     encoder_class = CanonicalEncoder

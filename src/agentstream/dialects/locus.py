@@ -356,6 +356,7 @@ class LocusEncoder(EventEncoder):
 
 class LocusDialect(SimpleDialect):
     name = "locus"
+    exact_exit_code = True
     summary = "Locus exec --json-stream (the CliStreamEvent envelope, or the flat lines of 0.21 on)"
     decoder_class = LocusDecoder
     encoder_class = LocusEncoder

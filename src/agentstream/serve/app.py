@@ -19,7 +19,8 @@ are the envelope every command prints on failure, with an HTTP status that match
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+import unicodedata
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -46,7 +47,9 @@ __all__ = ["ServeSettings", "create_app", "server_url"]
 
 STATIC: Final = Path(__file__).with_name("static")
 NDJSON: Final = "application/x-ndjson"
-MAX_RUN_ID: Final = 256
+MAX_RUN_ID: Final = 4096
+"""The longest run id served, in characters. The bus and ``exec --session-id`` set no limit;
+this one only keeps a request from making the server look up (and repeat) megabytes."""
 MAX_BODY: Final = 1 << 20
 MAX_SEQ: Final = 2**63 - 2
 """The largest seq a client may name: the one after it must still fit the bus's signed 64-bit integers."""
@@ -113,6 +116,8 @@ def create_app(settings: ServeSettings) -> ASGIApp:
         return _routing_error(request, exc, routes)
 
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: http_error})
+    # Starlette would answer "/api/runs/" with a bodiless 307; _routing_error answers instead.
+    app.router.redirect_slashes = False
     return _Guard(app, settings.token)
 
 
@@ -194,11 +199,14 @@ class _Guard:
 
 def _routing_error(request: Request, exc: HTTPException, routes: list[BaseRoute]) -> Response:
     """Starlette's own 404 and 405: the envelope under ``/api/``, so every API answer has a code and a fix."""
-    from starlette.responses import PlainTextResponse
+    from starlette.responses import PlainTextResponse, RedirectResponse
     from starlette.routing import Match
 
     path = request.url.path
+    unslashed = _without_trailing_slash(request, routes) if exc.status_code == 404 else None
     if not path.startswith("/api/"):
+        if unslashed is not None:  # a page: the redirect Starlette would have made
+            return RedirectResponse(unslashed, status_code=307)
         return PlainTextResponse(exc.detail, status_code=exc.status_code, headers=exc.headers)
     method = request.method
     command = f"{method} {_shown(path, 200)}"
@@ -220,13 +228,28 @@ def _routing_error(request: Request, exc: HTTPException, routes: list[BaseRoute]
             fix=f"use {allow} on this path",
         )
         return _error_response(command, error, headers={"Allow": allow})
+    fix = _ROUTES_FIX if unslashed is None else f"drop the trailing slash: {method} {_shown(unslashed, 200)}"
     error = ApiError(
         exc.status_code,
         f"no API route {command}" if exc.status_code == 404 else f"{exc.detail}: {command}",
         code=ErrorCode.INVALID_INPUT,
-        fix=_ROUTES_FIX,
+        fix=fix,
     )
     return _error_response(command, error, headers=dict(exc.headers or {}))
+
+
+def _without_trailing_slash(request: Request, routes: list[BaseRoute]) -> str | None:
+    """The request's URL path without its trailing slash, when a route takes that path; else None."""
+    from starlette.routing import Match
+
+    path: str = request.scope["path"]
+    if path == "/" or not path.endswith("/"):
+        return None
+    scope = {**request.scope, "path": path.rstrip("/") or "/"}
+    if not any(route.matches(scope)[0] is not Match.NONE for route in routes):
+        return None
+    url = request.url.path.rstrip("/") or "/"
+    return f"{url}?{request.url.query}" if request.url.query else url
 
 
 _ROUTES_FIX: Final = (
@@ -322,7 +345,7 @@ class _Api:
             _check_run_id(run_id)
             return await self.hub.call(lambda bus: run_envelope(bus, run_id))
 
-        return await _answer(RUNS_COMMAND, build)
+        return await _answer(f"{RUNS_COMMAND} {run_id}", build)  # the command run_envelope names on success
 
     async def submit(self, request: Request) -> Response:
         from agentstream.cli._submit import SUBMIT_COMMAND, submit_job, submitted_envelope
@@ -373,13 +396,18 @@ class _Api:
             encoder = encoder_for(request.query_params.get("dialect"))
             if encoder is not None:
                 encoder.reproducible(run_id)  # a resumed stream is encoded again: the same ids, line for line
-            await self.hub.call(lambda bus: known_run(bus, run_id))
+            info = await self.hub.call(lambda bus: known_run(bus, run_id))
         except AgentstreamError as exc:
             return _error_response(command, exc)
         lines = run_lines(self.hub, run_id, start, encoder)
-        if NDJSON in request.headers.get("accept", ""):
-            return _ndjson(lines)
-        return self._sse(lines)
+        ndjson = NDJSON in request.headers.get("accept", "")
+        if info.terminal and not ndjson:
+            # A finished run's lines are all stored, so the first batch comes at once. None at all:
+            # the client resumed past the end, and 204 is what stops an EventSource reconnecting.
+            lines, empty = await _peeked(lines)
+            if empty:
+                return _no_content()
+        return _ndjson(lines) if ndjson else self._sse(lines)
 
     def _sse(self, batches: AsyncIterator[list[Line]]) -> Response:
         from sse_starlette import EventSourceResponse, ServerSentEvent
@@ -399,6 +427,30 @@ class _Api:
             ping=self.settings.heartbeat_s,
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
+
+
+async def _peeked(
+    batches: AsyncGenerator[list[Line], None],
+) -> tuple[AsyncGenerator[list[Line], None], bool]:
+    """``batches`` with its first batch already read (the same batches), and whether there were none."""
+    first = await anext(batches, None)
+
+    async def again() -> AsyncGenerator[list[Line], None]:
+        try:
+            if first is not None:
+                yield first
+                async for batch in batches:
+                    yield batch
+        finally:
+            await batches.aclose()  # a client that leaves early: the hub unsubscribes now, not at GC
+
+    return again(), first is None
+
+
+def _no_content() -> Response:
+    from starlette.responses import Response
+
+    return Response(status_code=204, headers={"Cache-Control": "no-store"})
 
 
 def _ndjson(batches: AsyncIterator[list[Line]]) -> Response:
@@ -454,11 +506,20 @@ def _shown(text: str, limit: int = 40) -> str:
 
 
 def _check_run_id(run_id: str) -> None:
-    if not run_id or len(run_id) > MAX_RUN_ID or not run_id.isprintable():
-        raise UsageError(
-            "bad run id (empty, too long, or with control characters)",
-            fix="use a run id from GET /api/runs",
-        )
+    """Refuse only what no run id can be: empty, over :data:`MAX_RUN_ID`, or with control characters.
+
+    Anything ``exec --session-id`` and the bus take (spaces of any script, NBSP, U+3000,
+    symbols) must stay addressable, so this checks Unicode categories Cc (controls) and
+    Cs (lone surrogates), not :meth:`str.isprintable`.
+    """
+    fix = "use a run id from GET /api/runs, percent-encoded"
+    if not run_id:
+        raise UsageError("bad run id: empty", fix=fix)
+    if len(run_id) > MAX_RUN_ID:
+        raise UsageError(f"bad run id: {len(run_id)} characters, over {MAX_RUN_ID}", fix=fix)
+    bad = next((char for char in run_id if unicodedata.category(char) in ("Cc", "Cs")), None)
+    if bad is not None:
+        raise UsageError(f"bad run id: it holds the control character U+{ord(bad):04X}", fix=fix)
 
 
 _JOB_FIX: Final = 'send JSON: {"prompt": "what to do", "args": ["--max-turns", "3"]} (args optional)'

@@ -11,7 +11,7 @@ the resume point are sent.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, NamedTuple
 
 from agentstream import protocol as p
@@ -66,7 +66,7 @@ def encoder_for(dialect: str | None) -> DialectEncoder | None:
 
 async def run_lines(
     hub: RunHub, run_id: str, start: ResumePoint, encoder: DialectEncoder | None
-) -> AsyncIterator[list[Line]]:
+) -> AsyncGenerator[list[Line], None]:
     """The run's lines from ``start``, live, in batches, ending after its ``result``."""
     if encoder is None:  # one line per event: a resume point inside an event means the next one
         async for batch in hub.batches(run_id, start.seq + (1 if start.frame else 0)):

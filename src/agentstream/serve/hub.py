@@ -166,6 +166,12 @@ class RunHub:
         info = await self.call(lambda bus: bus.get_run(run_id))
         return info is None or (info.terminal and info.last_seq < next_seq)
 
+    def tail_next_seq(self, run_id: str) -> int | None:
+        """The next seq the run's shared tail reads (None: no tail), to check it never runs past the run."""
+        with self._lock:
+            tail = self._tails.get(run_id)
+            return tail.next_seq if tail is not None else None
+
     def _subscribe(self, run_id: str, from_seq: int, queue: asyncio.Queue[list[Record]]) -> _Tail:
         loop = asyncio.get_running_loop()
         with self._lock:

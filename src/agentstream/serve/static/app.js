@@ -6,6 +6,7 @@
 
 const LIST_REFRESH_MS = 1500;
 const RUN_REFRESH_MS = 2000;
+const KNOWN_ROLES = new Set(["user", "assistant", "system", "tool"]);
 
 function el(tag, className, text) {
   const node = document.createElement(tag);
@@ -135,7 +136,10 @@ class RunView {
     this.source.onmessage = (message) => this.onMessage(message);
     this.source.onopen = () => setConnection("live");
     this.source.onerror = () => {
-      if (!this.ended) setConnection("reconnecting…");
+      if (this.ended) return;
+      // CLOSED: the browser gave up (an answer other than an event stream, e.g. a 404).
+      if (this.source.readyState === EventSource.CLOSED) setConnection("disconnected: reload to retry");
+      else setConnection("reconnecting…");
     };
   }
 
@@ -144,6 +148,7 @@ class RunView {
       const envelope = await api(`/api/runs/${encodeURIComponent(this.runId)}`);
       if (!envelope.ok) {
         this.showSummary(null, envelope);
+        if (envelope.error.code === "RUN_NOT_FOUND") this.notFound();
         return;
       }
       this.showSummary(envelope.result.run, envelope);
@@ -151,6 +156,14 @@ class RunView {
     } catch (error) {
       setConnection(`cannot read the run: ${error.message}`);
     }
+  }
+
+  // No such run: nothing will come, so stop following (the events stream was a 404 too).
+  notFound() {
+    this.ended = true;
+    this.source.close();
+    clearInterval(this.timer);
+    setConnection("run not found");
   }
 
   showSummary(run, envelope) {
@@ -182,14 +195,21 @@ class RunView {
     let event;
     try {
       event = JSON.parse(message.data);
+      if (event === null || typeof event !== "object") throw new Error("not a JSON object");
     } catch (error) {
       this.add(el("div", "event error", `unreadable event: ${error.message}`));
       return;
     }
     if (Number.isInteger(seq)) this.lastSeq = seq;
-    const handler = this[`on_${event.type}`];
-    if (typeof handler === "function") handler.call(this, event);
-    else this.onOther(event);
+    try {
+      const handler = this[`on_${event.type}`];
+      if (typeof handler === "function") handler.call(this, event);
+      else this.onOther(event);
+    } catch (error) {
+      // A bug in showing one event must not hide it or keep the stream open: show it as text.
+      const node = this.add(el("div", "event unrendered plain", message.data), event.seq);
+      node.title = `could not render this event: ${error.message}`;
+    }
     if (event.type === "result") {
       this.ended = true;
       this.source.close();
@@ -212,7 +232,9 @@ class RunView {
   messageBlock(event) {
     let block = this.messages.get(event.message_id);
     if (!block) {
-      const node = this.add(el("article", `message role-${event.role || "assistant"}`), event.seq);
+      const role = event.role || "assistant";
+      // The role is untrusted: an unknown one must not add classes of its own.
+      const node = this.add(el("article", `message role-${KNOWN_ROLES.has(role) ? role : "other"}`), event.seq);
       node.appendChild(el("div", "role", event.role || "assistant"));
       block = { node, body: node.appendChild(el("div", "content")), text: "" };
       this.messages.set(event.message_id, block);
@@ -408,7 +430,16 @@ function route() {
   const main = document.getElementById("main");
   const match = /^\/runs\/([^/]+)$/.exec(location.pathname);
   if (match) {
-    const runId = decodeURIComponent(match[1]);
+    let runId;
+    try {
+      runId = decodeURIComponent(match[1]);
+    } catch {
+      clear(main); // a malformed %-escape: no run id can be read from this address
+      main.appendChild(el("h1", null, "Bad run address"));
+      main.appendChild(el("p", "error-text", `The run id in this address is not valid percent-encoding: ${match[1]}`));
+      setConnection("bad address");
+      return;
+    }
     document.title = `${runId} · agentstream`;
     new RunView(main, runId).start();
   } else {
