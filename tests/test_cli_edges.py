@@ -252,6 +252,8 @@ BAD_USAGE = {
     "demo-decode-only": ["demo", "--dialect", "claude-log"],
     "wrap-decode-only": ["wrap", "--dialect", "codex-log", "--", "true"],
     "logs-decode-only": ["logs", "--dialect", "gemini-log", "x.log"],
+    "wrap-two-dialects": ["wrap", "--to", "claude", "--dialect", "gemini", "--", "true"],
+    "logs-timeout-without-follow": ["logs", "--timeout", "2", "x.log"],
 }
 
 
@@ -290,6 +292,9 @@ def test_a_usage_error_of_a_stream_command_is_still_a_whole_stream(
         ["acp", "--max-turns", "-1"],
         ["acp", "--max-tokens", "0"],
         ["sessions", "--limit", "1_0"],
+        ["convert", "--to", "claude", "--dialect", "gemini"],
+        ["convert", "-o", "text", "--to", "gemini"],
+        ["validate", "--json", "--quiet"],
     ],
     ids=[
         "convert",
@@ -301,6 +306,9 @@ def test_a_usage_error_of_a_stream_command_is_still_a_whole_stream(
         "acp-max-turns",
         "acp-max-tokens",
         "sessions-underscore",
+        "convert-two-dialects",
+        "convert-dialect-without-a-stream",
+        "validate-json-quiet",
     ],
 )
 def test_a_usage_error_of_a_data_command_writes_nothing_on_stdout(argv: list[str], tmp_path: Path) -> None:

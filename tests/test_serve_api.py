@@ -174,7 +174,7 @@ def test_a_trailing_slash_is_answered_with_the_envelope_not_a_bodiless_redirect(
 
 def test_a_page_with_a_trailing_slash_still_redirects_to_the_page(server: Server) -> None:
     reply = request(server, "GET", "/runs/some-run/")
-    assert reply.status == 307 and reply.headers["location"] == "/runs/some-run"
+    assert reply.status == 307 and reply.headers["location"].endswith("/runs/some-run")
 
 
 # -- events ----------------------------------------------------------------------------
@@ -242,7 +242,8 @@ def test_bus_connections_stay_bounded_however_many_worker_threads_come_and_go(tm
         for _ in range(40):
             asyncio.run(burst())
         # SQLite holds up to three descriptors per connection (the file, -wal, -shm).
-        assert _fds_on(bus_path) <= 3 * POOL_IDLE
+        fds = _fds_on(bus_path)
+        assert fds <= 3 * POOL_IDLE, f"{fds} descriptors open on the bus file"
         assert hub.open_buses <= POOL_IDLE
     finally:
         hub.close()

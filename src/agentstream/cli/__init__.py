@@ -186,6 +186,7 @@ def _run(args: list[str]) -> int:
     if name not in COMMANDS and command_registry().get(name) is None:
         return _unknown_command(name)
     from agentstream import _signals
+    from agentstream.cli._options import check_output_choice
     from agentstream.errors import AgentstreamError
     from agentstream.render import OutputFailed
 
@@ -194,6 +195,7 @@ def _run(args: list[str]) -> int:
         module = _command(name)  # inside the guard: a signal during its imports still ends well
         parsed = _parser(name, module).parse_args(args[1:])
         _signals.deliver_held()
+        check_output_choice(parsed)
         return _flushed(int(module.run(parsed)))
     except AgentstreamError as exc:
         fix = f"\n  fix: {exc.fix}" if exc.fix else ""

@@ -130,7 +130,7 @@ def add_exec_options(parser: argparse.ArgumentParser) -> None:
         type=non_negative_int,
         default=0,
         metavar="N",
-        help="model calls per prompt (default: no limit)",
+        help="model calls per prompt (default 0: no limit)",
     )
     agent.add_argument(
         "--max-budget-usd",

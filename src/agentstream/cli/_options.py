@@ -82,9 +82,40 @@ def add_output_options(parser: argparse.ArgumentParser, *, default: str | None =
         "--dialect",
         metavar="NAME",
         default=None,
+        action=OneDialect,
         help="with stream-json, write this tool's wire format instead of the canonical one",
     )
     add_color_option(parser)
+
+
+class OneDialect(argparse.Action):
+    """``--dialect`` and its alias ``--to``: naming two different output dialects is a usage error, not the last one."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        chosen = getattr(namespace, self.dest, None)
+        if chosen is not None and chosen != values:
+            parser.error(
+                f"{option_string} {values} conflicts with the output dialect already named ({chosen})"
+            )
+        setattr(namespace, self.dest, values)
+
+
+def check_output_choice(args: argparse.Namespace) -> None:
+    """An output dialect is a stream format: with ``-o json`` or ``-o text`` it would be silently ignored."""
+    dialect, output_format = getattr(args, "dialect", None), getattr(args, "output_format", None)
+    if dialect not in (None, "canonical") and output_format not in (None, "stream-json"):
+        from agentstream.errors import UsageError
+
+        raise UsageError(
+            f"--dialect/--to {dialect} names a stream format, but -o {output_format} writes no stream",
+            fix=f"drop -o {output_format} (--dialect means stream-json), or drop --dialect",
+        )
 
 
 def add_color_option(parser: argparse.ArgumentParser) -> None:
@@ -254,7 +285,9 @@ def _is_canonical_line(line: bytes) -> bool:
 
 def add_to_alias(parser: argparse.ArgumentParser) -> None:
     """``--to NAME``, the same option as ``--dialect NAME`` (reads better next to ``--from``)."""
-    parser.add_argument("--to", dest="dialect", metavar="NAME", default=None, help="alias of --dialect")
+    parser.add_argument(
+        "--to", dest="dialect", metavar="NAME", default=None, action=OneDialect, help="alias of --dialect"
+    )
 
 
 def check_dialect(name: str | None) -> None:

@@ -73,8 +73,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from agentstream._secrets import event_redactor
     from agentstream.cli._bus_options import publish
+    from agentstream.errors import UsageError
     from agentstream.stream import Stream
 
+    if not args.follow and (args.timeout is not None or args.from_start):
+        given = "--timeout" if args.timeout is not None else "--from-start"
+        raise UsageError(f"{given} applies to --follow only", fix=f"add --follow, or drop {given}")
     stream = Stream(
         f"logs {args.file}",
         output_format=args.output_format,

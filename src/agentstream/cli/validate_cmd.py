@@ -58,8 +58,11 @@ def run(args: argparse.Namespace) -> int:
     checked for the promises that dialect can make (start, one terminal event,
     tool pairing, delta runs, fatal errors).
     """
+    from agentstream.errors import UsageError
     from agentstream.validate import Validator
 
+    if args.json and args.quiet:
+        raise UsageError("--json and --quiet ask for opposite things", fix="pass one of them")
     check_dialect(args.from_dialect)  # an unknown name is a usage error before anything is read
     source = open_input(args.file)
     dialect = args.from_dialect

@@ -239,9 +239,8 @@ class _Tail(threading.Thread):
         try:
             while not self.hub.closed:
                 with self.hub._lock:
-                    followers = list(self.followers.items())
-                if not followers:
-                    return
+                    if not self.followers:
+                        return
                 try:
                     if not started:
                         self._start_within_stored(bus)
@@ -253,6 +252,10 @@ class _Tail(threading.Thread):
                 if not batch:
                     continue
                 self.next_seq = batch[-1].seq + 1
+                with self.hub._lock:
+                    # Taken after the read: a follower that joined during it may have read the bus
+                    # before this batch was stored, so it must get the batch from here.
+                    followers = list(self.followers.items())
                 for queue, loop in followers:
                     try:
                         loop.call_soon_threadsafe(queue.put_nowait, batch)
