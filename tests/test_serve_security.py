@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from _bus_fixtures import cli
-from _serve_support import Reply, Server, SseStream, finished_run, request
+from _serve_support import Reply, Server, SseStream, finished_run, publish, request
+from agentstream import protocol as p
 from agentstream.serve.security import cross_site
 
 MAX_SEQ = 2**63 - 2
@@ -202,15 +203,16 @@ def test_every_number_in_a_request_is_checked_and_a_bad_one_is_a_400(bus_url: st
             envelope = _assert_error(reply, 400, "INVALID_INPUT")
             assert "limit" in envelope["error"]["message"], text
 
-        # The edges of each range are served.
+        # The edges of each range are served (past the end of a finished run: 204, nothing to follow).
         assert request(server, "GET", "/api/runs?limit=1000").status == 200
         assert request(server, "GET", "/api/runs?limit=0001").json()["result"]["count"] == 1
         for path, headers in (
             (f"/api/runs/numbers/events?from_seq={MAX_SEQ}", {}),
             ("/api/runs/numbers/events", {"Last-Event-ID": str(MAX_SEQ)}),
+            ("/api/runs/numbers/events", {"Last-Event-ID": f"{MAX_SEQ}.{MAX_SEQ}"}),
         ):
             stream = SseStream(server, path, headers=headers)
-            assert stream.status == 200 and list(stream.events()) == []
+            assert stream.status == 204 and list(stream.events()) == []
             stream.close()
         resumed = SseStream(server, "/api/runs/numbers/events", headers={"Last-Event-ID": "0002"})
         assert [event.id for event in resumed.events()] == ["3"]
@@ -228,6 +230,8 @@ def test_every_number_in_a_request_is_checked_and_a_bad_one_is_a_400(bus_url: st
         ("--heartbeat", "0", "argument --heartbeat"),
         ("--heartbeat", "nan", "argument --heartbeat"),
         ("--heartbeat", "inf", "argument --heartbeat"),
+        ("--heartbeat", "1e-9", "'1e-9' is too short a heartbeat: use 0.1 seconds or more"),
+        ("--heartbeat", "0.09", "'0.09' is too short a heartbeat: use 0.1 seconds or more"),
         ("--port", "70000", "is not a port (0 to 65535"),
         ("--port", "65536", "is not a port (0 to 65535"),
         ("--port", "-1", "argument --port"),
@@ -242,6 +246,15 @@ def test_a_bad_numeric_option_exits_2_before_serving(
     assert done.returncode == 2, done.stderr
     assert says.encode() in done.stderr and b"fix: " in done.stderr
     assert b"listening on" not in done.stderr and b"Traceback" not in done.stderr
+
+
+def test_the_shortest_heartbeat_is_served_and_pings_an_idle_stream(bus_url: str) -> None:
+    publish(bus_url, "idle-run", [p.Start(command="exec idle")])
+    with Server(bus_url, "--heartbeat", "0.1") as server:
+        stream = SseStream(server, "/api/runs/idle-run/events?from_seq=1")
+        first = stream.response.readline()  # nothing to send but pings
+        stream.close()
+    assert first.startswith(b": ping"), first
 
 
 def test_a_host_that_cannot_be_encoded_exits_2_before_serving(bus_url: str) -> None:

@@ -271,7 +271,8 @@ def test_expect_exit_holds_a_dialect_without_exact_statuses_to_success_or_failur
     canonical = tmp_path / "canonical.ndjson"
     canonical.write_bytes(stream(start(), p.Result(ok=False, subtype="error", exit_code=53)))
     assert run_cli(str(canonical), "--expect-exit", "53").returncode == 0
-    assert run_cli(str(canonical), "--expect-exit", "3").returncode == 1  # canonical carries the status itself
+    # Canonical carries the status itself: it must be the process's.
+    assert run_cli(str(canonical), "--expect-exit", "3").returncode == 1
 
 
 def test_cli_reads_a_forced_dialect_from_a_pipe() -> None:

@@ -7,7 +7,7 @@ Routes (all behind the token when one is set, see :mod:`agentstream.serve.securi
 * ``GET /api/runs/{run_id}/events`` — SSE (``id:`` = ``seq``, ``SEQ.N`` for a dialect's
   lines; ``Last-Event-ID`` or ``?from_seq=`` resumes), NDJSON with ``Accept:
   application/x-ndjson``, any dialect that can be written with ``?dialect=NAME``; ends
-  after the run's ``result``.
+  after the run's ``result``. Over SSE, a resume point past a finished run's end is 204.
 * ``POST /api/runs`` — queue a job, as ``agentstream submit`` does.
 * ``POST /api/runs/{run_id}/cancel`` — end a queued or live run as interrupted.
 * ``GET /``, ``GET /runs/{run_id}`` — the page; ``/static/…`` its files; ``/login`` the token form.
@@ -397,16 +397,16 @@ class _Api:
             if encoder is not None:
                 encoder.reproducible(run_id)  # a resumed stream is encoded again: the same ids, line for line
             info = await self.hub.call(lambda bus: known_run(bus, run_id))
+            lines = run_lines(self.hub, run_id, start, encoder)
+            ndjson = NDJSON in request.headers.get("accept", "")
+            if info.terminal and not ndjson:
+                # A finished run's lines are all stored, so the first batch comes at once. None at all:
+                # the client resumed past the end, and 204 is what stops an EventSource reconnecting.
+                lines, empty = await _peeked(lines)
+                if empty:
+                    return _no_content()
         except AgentstreamError as exc:
             return _error_response(command, exc)
-        lines = run_lines(self.hub, run_id, start, encoder)
-        ndjson = NDJSON in request.headers.get("accept", "")
-        if info.terminal and not ndjson:
-            # A finished run's lines are all stored, so the first batch comes at once. None at all:
-            # the client resumed past the end, and 204 is what stops an EventSource reconnecting.
-            lines, empty = await _peeked(lines)
-            if empty:
-                return _no_content()
         return _ndjson(lines) if ndjson else self._sse(lines)
 
     def _sse(self, batches: AsyncIterator[list[Line]]) -> Response:
