@@ -235,7 +235,7 @@ class RunView {
       const role = event.role || "assistant";
       // The role is untrusted: an unknown one must not add classes of its own.
       const node = this.add(el("article", `message role-${KNOWN_ROLES.has(role) ? role : "other"}`), event.seq);
-      node.appendChild(el("div", "role", event.role || "assistant"));
+      node.appendChild(el("div", "role", role));
       block = { node, body: node.appendChild(el("div", "content")), text: "" };
       this.messages.set(event.message_id, block);
     }

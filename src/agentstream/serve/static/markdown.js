@@ -26,7 +26,9 @@ const Markdown = (() => {
     // Opens only at the start of the text, right after another span or after a non-word
     // character: appendInline checks that, since a lookbehind cannot see span boundaries.
     { re: /_([^_\s][^_]*)_(?=\W|$)/, make: (g) => spanEl("em", g[0]), wordStart: true },
-    { re: /\[([^\]]+)\]\(([^)\s]+)\)/, make: (g, whole) => linkEl(g[0], g[1], whole) },
+    // The label stops at a "[" and the address at a "](", so a failed try never scans past
+    // the next link's start (else "[[[[…" is quadratic). "]" alone may be in it: http://[::1]/.
+    { re: /\[([^[\]]+)\]\(((?:[^)\s\]]|\](?!\())+)\)/, make: (g, whole) => linkEl(g[0], g[1], whole) },
   ];
   // All rules as one alternation, so a single left-to-right scan finds the earliest span
   // (ties go to the earlier rule): linear in the text, where re-running every rule on the
