@@ -62,6 +62,28 @@ def test_demo_runs_from_an_empty_environment(tmp_path: Path, workspace: Path) ->
     assert run.result.turn_count == 3 and "demo cassette" in run.result.result
 
 
+@pytest.mark.parametrize("dialect", ["claude", "cursor"])
+def test_json_in_a_dialect_is_that_cli_s_one_result_object(
+    tmp_path: Path, workspace: Path, dialect: str
+) -> None:
+    """``claude -p --output-format json`` prints its result line alone; so does exec in that dialect."""
+    from agentstream.dialects import detect_document
+
+    run = run_exec(
+        ["hi", "--provider", "demo", "--dialect", dialect, "-o", "json"], exec_env(tmp_path), cwd=workspace
+    )
+    assert run.returncode == 0, run.stderr
+    (line,) = run.stdout.splitlines()
+    document = json.loads(line)
+    assert document["type"] == "result" and document["is_error"] is False
+    assert "demo cassette" in document["result"] and run.stdout.endswith(b"\n")
+    assert detect_document(document) == dialect  # what reads that CLI's JSON output reads ours
+    refused = run_exec(
+        ["hi", "--provider", "demo", "--dialect", "gemini", "-o", "json"], exec_env(tmp_path), cwd=workspace
+    )
+    assert refused.returncode == 2 and json.loads(refused.stdout)["v"] == 1  # gemini's JSON is another shape
+
+
 def test_demo_in_text_and_json_formats(tmp_path: Path, workspace: Path) -> None:
     text = run_exec(["hi", "--provider", "demo", "-o", "text"], exec_env(tmp_path), cwd=workspace)
     assert text.returncode == 0 and b"quick tour" in text.stdout and b'"type"' not in text.stdout

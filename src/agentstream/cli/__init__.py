@@ -292,8 +292,13 @@ def _output_choice(args: list[str], parsed: argparse.Namespace | None) -> tuple[
     from agentstream.render import OUTPUT_FORMATS
 
     if parsed is not None and hasattr(parsed, "output_format"):
-        from agentstream.cli._options import resolve_output_format
+        from agentstream.cli._options import check_output_choice, resolve_output_format
+        from agentstream.errors import UsageError
 
+        try:
+            check_output_choice(parsed)
+        except UsageError:  # the dialect cannot go with that format: the format asked for, canonical
+            return parsed.output_format, None
         resolve_output_format(parsed)  # unset: text for a person, stream-json for a program
         return parsed.output_format, getattr(parsed, "dialect", None)
     output_format = "stream-json"

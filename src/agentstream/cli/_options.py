@@ -83,7 +83,8 @@ def add_output_options(parser: argparse.ArgumentParser, *, default: str | None =
         metavar="NAME",
         default=None,
         action=OneDialect,
-        help="with stream-json, write this tool's wire format instead of the canonical one",
+        help="with stream-json, write this tool's wire format instead of the canonical one; with -o json,"
+        " its one result object (claude and cursor, whose JSON output is their result line)",
     )
     add_color_option(parser)
 
@@ -107,15 +108,23 @@ class OneDialect(argparse.Action):
 
 
 def check_output_choice(args: argparse.Namespace) -> None:
-    """An output dialect is a stream format: with ``-o json`` or ``-o text`` it would be silently ignored."""
+    """An output dialect is a stream format: with ``-o text`` (or ``-o json``, unless the dialect's CLI prints
+    its result line as its JSON output) it would be silently ignored."""
     dialect, output_format = getattr(args, "dialect", None), getattr(args, "output_format", None)
-    if dialect not in (None, "canonical") and output_format not in (None, "stream-json"):
-        from agentstream.errors import UsageError
+    if dialect in (None, "canonical") or output_format in (None, "stream-json"):
+        return
+    if output_format == "json":
+        from agentstream.dialects import get_dialect
 
-        raise UsageError(
-            f"--dialect/--to {dialect} names a stream format, but -o {output_format} writes no stream",
-            fix=f"drop -o {output_format} (--dialect means stream-json), or drop --dialect",
-        )
+        if get_dialect(dialect).json_output_is_result_line:
+            return
+    from agentstream.errors import UsageError
+
+    raise UsageError(
+        f"--dialect/--to {dialect} names a stream format, but -o {output_format} writes no stream"
+        + (f" (and {dialect}'s JSON output is not its result line)" if output_format == "json" else ""),
+        fix=f"drop -o {output_format} (--dialect means stream-json), or drop --dialect",
+    )
 
 
 def add_color_option(parser: argparse.ArgumentParser) -> None:

@@ -141,6 +141,10 @@ class Dialect(ABC):
     exact_exit_code: ClassVar[bool] = False
     """Whether a result in this dialect carries the producer's exit status exactly. Most CLIs' formats carry
     success or failure only (or their own CLI's codes), so ``validate --expect-exit`` compares just that."""
+    json_output_is_result_line: ClassVar[bool] = False
+    """Whether the CLI's ``--output-format json`` prints its stream's ``result`` line alone (Claude Code,
+    Cursor): ``-o json`` in this dialect then writes that line, so a script that reads the CLI's one object
+    reads ours."""
     has_start_line: ClassVar[bool] = True
     """Whether the dialect's streams open with a line that becomes ``start``. Without one (opencode), the
     decoder always makes ``start`` up (``synthetic``), and ``validate`` does not count that as a repair."""

@@ -1487,6 +1487,7 @@ def _api_blocks(message: dict[str, Any]) -> bool:
 
 class ClaudeDialect(SimpleDialect):
     name = "claude"
+    json_output_is_result_line = True
     summary = "Claude Code -p --output-format stream-json --verbose"
     decoder_class = ClaudeDecoder
     encoder_class = ClaudeEncoder

@@ -394,6 +394,7 @@ class CursorEncoder(EventEncoder):
 
 class CursorDialect(SimpleDialect):
     name = "cursor"
+    json_output_is_result_line = True
     summary = "Cursor CLI --output-format stream-json"
     decoder_class = CursorDecoder
     encoder_class = CursorEncoder

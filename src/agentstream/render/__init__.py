@@ -155,7 +155,7 @@ def make_sink(
     if output_format == "json":
         from agentstream.render.json import JsonSink
 
-        return JsonSink(out)
+        return JsonSink(out, dialect=dialect)
     if output_format == "text":
         from agentstream.render.text import TextSink
 

@@ -16,17 +16,32 @@ if TYPE_CHECKING:
 
 
 class JsonSink:
-    """Keeps the last ``result`` (a session of many turns has one per turn) and writes it at the close."""
+    """Keeps the last ``result`` (a session of many turns has one per turn) and writes it at the close.
 
-    def __init__(self, out: Writer) -> None:
+    With a ``dialect`` whose CLI prints its ``result`` line as its JSON output (Claude Code's
+    ``--output-format json``), every event goes through that dialect's encoder, and the last
+    ``result`` line it wrote is the object.
+    """
+
+    def __init__(self, out: Writer, *, dialect: str | None = None) -> None:
         self._out = out
-        self._result: Result | None = None
+        self._line: bytes | None = None
+        self._encoder = None
+        if dialect not in (None, "canonical"):
+            from agentstream.dialects import get_dialect
+
+            self._encoder = get_dialect(dialect).encoder()
 
     def emit(self, event: AnyEvent) -> None:
-        if type(event) is Result:
-            self._result = event
+        if self._encoder is not None:
+            lines = self._encoder.encode(event)
+            if type(event) is Result and lines:
+                line = lines[-1]
+                self._line = line if line.endswith(b"\n") else line + b"\n"
+        elif type(event) is Result:
+            self._line = encode_line(event)
 
     def close(self) -> None:
-        result, self._result = self._result, None
-        if result is not None:
-            self._out.write(encode_line(result))
+        line, self._line = self._line, None
+        if line is not None:
+            self._out.write(line)
