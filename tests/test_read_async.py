@@ -115,3 +115,28 @@ def test_binary_pipe_object_is_read_in_a_thread() -> None:
 def _write_all(fd: int, data: bytes) -> None:
     with os.fdopen(fd, "wb") as out:
         out.write(data)
+
+
+def test_cancelling_the_reader_of_a_silent_pipe_lets_asyncio_run_return() -> None:
+    """The read blocked on the pipe is not in the loop's executor, which asyncio.run() would wait for."""
+    program = (
+        "import asyncio, subprocess\n"
+        "from agentstream import aread\n"
+        "child = subprocess.Popen(['sleep', '60'], stdout=subprocess.PIPE)  # silent, and alive throughout\n"
+        "async def main():\n"
+        "    async def consume():\n"
+        "        async for _ in aread(child.stdout):\n"
+        "            pass\n"
+        "    try:\n"
+        "        await asyncio.wait_for(consume(), 0.3)\n"
+        "    except TimeoutError:\n"
+        "        print('cancelled', flush=True)\n"
+        "asyncio.run(main())\n"
+        "print('returned', flush=True)\n"
+        "child.kill()\n"
+    )
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["cancelled", "returned"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -530,3 +531,20 @@ def test_a_failed_result_after_a_fatal_error_keeps_its_own_error_and_exit_code()
     silent = assert_valid_stream(read(_fatal_then(p.Result(ok=False, subtype="error", exit_code=3))))[-1]
     assert isinstance(silent, p.Result) and silent.exit_code == 3
     assert not isinstance(silent.error, msgspec.UnsetType) and silent.error.code == "UPSTREAM"
+
+
+def test_a_text_file_read_partly_is_read_on_from_where_its_reader_stopped(tmp_path: Path) -> None:
+    """After a readline() the text layer holds bytes its buffer has passed: they are read, not lost."""
+    lines = [
+        b'{"type":"start","v":1,"session_id":"s","seq":0,"ts":"2026-01-01T00:00:00Z","command":"t"}\n',
+        b'{"type":"message","v":1,"session_id":"s","seq":1,"ts":"2026-01-01T00:00:00Z","message_id":"m",'
+        b'"role":"assistant","content":"kept"}\n',
+        b'{"type":"result","v":1,"session_id":"s","seq":2,"ts":"2026-01-01T00:00:00Z","ok":true,'
+        b'"subtype":"success","exit_code":0}\n',
+    ]
+    path = tmp_path / "run.ndjson"
+    path.write_bytes(b'{"note":"a header line the caller reads itself"}\n' + b"".join(lines))
+    with open(path, encoding="utf-8") as text:
+        text.readline()
+        events = list(read(text, "canonical"))
+    assert [e.type for e in events] == ["start", "message", "result"]

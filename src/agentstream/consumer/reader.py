@@ -176,8 +176,20 @@ def _unreadable(source: object, chunk: object = None) -> TypeError:
 
 
 def _binary_file(source: object) -> IO[Any]:
-    """The bytes of a file-like source: a text stream such as ``sys.stdin`` is read through its ``buffer``."""
-    return cast("IO[Any]", getattr(source, "buffer", source))  # duck-typed: the caller saw it can read
+    """The bytes of a file-like source: a text stream such as ``sys.stdin`` is read through its ``buffer``,
+    unless its text layer has read ahead of it already (after a ``readline()``): the rest is then read as text."""
+    buffer = getattr(source, "buffer", None)
+    if buffer is None or (isinstance(source, io.TextIOBase) and _read_ahead(source, buffer)):
+        return cast("IO[Any]", source)  # duck-typed: the caller saw it can read
+    return cast("IO[Any]", buffer)
+
+
+def _read_ahead(text: io.TextIOBase, buffer: Any) -> bool:
+    """Whether a seekable text file's layer holds bytes its buffer has passed (so reading the buffer loses them)."""
+    try:
+        return bool(text.seekable()) and text.tell() != buffer.tell()
+    except (OSError, ValueError, AttributeError):  # a position it cannot tell, or no buffer position
+        return False
 
 
 def _read_some(file: IO[Any]) -> Callable[[int], bytes]:
@@ -288,21 +300,56 @@ async def _async_chunks(source: AsyncSource) -> AsyncIterator[bytes]:
 
 
 async def _file_chunks(source: str | os.PathLike[str] | IO[Any]) -> AsyncIterator[bytes]:
-    """A file (or pipe) read in a worker thread, so the event loop never blocks on it."""
+    """A file (or pipe) read in a thread of its own, one chunk per request, so the event loop never blocks on it.
+
+    Not the loop's default executor: a read blocked on a silent pipe would keep ``asyncio.run()`` from
+    returning after the consumer was cancelled. This daemon thread is left blocked instead; it reads
+    nothing more once its request is withdrawn.
+    """
     import asyncio
+    import queue
+    import threading
 
     file: IO[Any]
     if isinstance(source, (str, os.PathLike)):
-        file, owned = open(source, "rb"), True  # noqa: ASYNC230, SIM115 (opening is instant; closed below)
+        file, owned = open(source, "rb"), True  # noqa: ASYNC230, SIM115 (opening is instant; closed by the reader)
     else:
         file, owned = _binary_file(source), False
     read_some = _read_some(file)
+    loop = asyncio.get_running_loop()
+    requests: queue.SimpleQueue[asyncio.Future[bytes] | None] = queue.SimpleQueue()
+
+    def answer(future: asyncio.Future[bytes], chunk: bytes | None, error: BaseException | None) -> None:
+        if not future.done():
+            future.set_exception(error) if error is not None else future.set_result(chunk or b"")
+
+    def serve_requests() -> None:
+        try:
+            while (future := requests.get()) is not None:
+                try:
+                    chunk, error = read_some(CHUNK_BYTES), None
+                except Exception as exc:
+                    chunk, error = None, exc
+                loop.call_soon_threadsafe(answer, future, chunk, error)
+                if error is not None or not chunk:
+                    return
+        except RuntimeError:  # the loop closed while a chunk was on its way: nobody is reading
+            pass
+        finally:
+            if owned:
+                file.close()
+
+    threading.Thread(target=serve_requests, name="agentstream-aread", daemon=True).start()
     try:
-        while chunk := await asyncio.to_thread(read_some, CHUNK_BYTES):
+        while True:
+            future: asyncio.Future[bytes] = loop.create_future()
+            requests.put(future)
+            chunk = await future
+            if not chunk:
+                return
             yield chunk
     finally:
-        if owned:
-            file.close()
+        requests.put(None)
 
 
 WAITING = frozenset({Reader._read_chunk.__code__})
