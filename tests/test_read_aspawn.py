@@ -61,6 +61,20 @@ def test_a_well_behaved_child_streams_its_own_events(tmp_path: Path) -> None:
     assert child.returncode == 0 and child.dialect == "canonical"
 
 
+def test_many_turns_are_read_to_the_end_of_the_session(tmp_path: Path) -> None:
+    code = """
+    stream.message('one'); stream.finish(result='first')
+    second = Stream('fake-agent', out=1, owns_process=False, session_id=stream.session_id)
+    second.start(); second.message('two'); second.finish(result='second')
+    """
+    child = aspawn(agent_script(tmp_path, code), turns="many")
+    events = run_bounded(child)
+    results = [e for e in events if isinstance(e, p.Result)]
+    assert [r.result for r in results] == ["first", "second"] and child.returncode == 0
+    one_turn = run_bounded(aspawn(agent_script(tmp_path, code, "again.py")))
+    assert [e.type for e in one_turn][-1] == "result" and sum(e.type == "result" for e in one_turn) == 1
+
+
 def test_a_child_that_crashes_mid_stream(tmp_path: Path) -> None:
     argv = agent_script(
         tmp_path,

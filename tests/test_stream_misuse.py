@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import signal
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -254,3 +255,39 @@ def test_sys_exit_with_a_message_reports_the_message(tmp_path: Path) -> None:
     assert events[-2]["message"] == "fatal: config missing"
     assert events[-1]["error"]["message"] == "fatal: config missing"
     assert err == b"fatal: config missing\n"  # as Python prints it, once
+
+
+def test_mistaken_arguments_fail_at_once_with_what_to_pass_instead() -> None:
+    from agentstream import read, spawn
+
+    with pytest.raises(TypeError, match="a binary file"):
+        Stream("t", out=io.StringIO())  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="list of words, such as \\['gemini', '-p', 'hi'\\]"):
+        spawn("gemini -p hi")
+    with pytest.raises(TypeError, match="cannot read events from dict"):
+        list(read({"type": "start"}))  # type: ignore[arg-type]
+
+
+def test_a_stream_that_owns_the_process_is_refused_outside_the_main_thread() -> None:
+    """Only the main thread can set the exit code and take the signals; a worker thread passes out=."""
+    failures: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            Stream("in-thread").start()
+        except RuntimeError as exc:
+            failures.append(exc)
+        with Stream("in-thread", out=written, owns_process=False) as stream:
+            stream.message("fine")
+
+    written = io.BytesIO()
+    worker = threading.Thread(target=work)
+    worker.start()
+    worker.join()
+    (refused,) = failures
+    assert "owns_process=False" in str(refused)
+    assert [line.split(b'"')[3] for line in written.getvalue().splitlines()] == [
+        b"start",
+        b"message",
+        b"result",
+    ]

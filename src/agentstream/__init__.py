@@ -19,9 +19,6 @@ TYPE_CHECKING = False  # not ``typing``: the command line imports this package f
 if TYPE_CHECKING:
     from typing import Any
 
-if TYPE_CHECKING:
-    from typing import Any
-
     from agentstream.consumer import AsyncReader, AsyncSpawn, Reader, Spawn, aread, aspawn, read, spawn
     from agentstream.errors import (
         AgentstreamError,
@@ -37,9 +34,11 @@ if TYPE_CHECKING:
         Error,
         Event,
         GenericEvent,
+        Heartbeat,
         Log,
         Message,
         MessageDelta,
+        PermissionRequest,
         Progress,
         Reasoning,
         ReasoningDelta,
@@ -66,9 +65,11 @@ _PROTOCOL_NAMES = (
     "Error",
     "Event",
     "GenericEvent",
+    "Heartbeat",
     "Log",
     "Message",
     "MessageDelta",
+    "PermissionRequest",
     "Progress",
     "Reasoning",
     "ReasoningDelta",
@@ -113,10 +114,12 @@ __all__ = [
     "Error",
     "Event",
     "GenericEvent",
+    "Heartbeat",
     "Log",
     "MalformedEventError",
     "Message",
     "MessageDelta",
+    "PermissionRequest",
     "Progress",
     "ProviderError",
     "Reader",

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import atexit
 import errno
+import io
 import math
 import os
 import signal
@@ -146,6 +147,11 @@ class Stream:
             _text(name, value, optional=True)
         if isinstance(tools, str) or not all(type(tool) is str for tool in tools):
             raise TypeError(f"tools must be a sequence of str (tool names), not {tools!r}")
+        if isinstance(out, io.TextIOBase):
+            raise TypeError(
+                "out must be a file descriptor or a binary file (lines are bytes): pass its .buffer"
+                " (sys.stdout.buffer), or open the file with 'wb'"
+            )
         self.command = command
         self._redact = redact
         self.output_format = output_format
@@ -239,6 +245,12 @@ class Stream:
         """Open the output and emit ``start``. Called by ``__enter__``; idempotent."""
         if self.started:
             return self
+        if self.owns_process and threading.current_thread() is not threading.main_thread():
+            raise RuntimeError(
+                f"Stream({self.command!r}) owns the process (the default, out=None): it sets the exit code and"
+                " takes the signals, which only the main thread can; in another thread, pass"
+                " out=sys.stdout.buffer (or another binary file) and owns_process=False"
+            )
         if self.owns_process or self._out_spec is None:
             with _current_lock:  # two threads starting at once: one of them is refused
                 self._claim_stdout()

@@ -5,12 +5,13 @@
 * :func:`spawn` — run a child process and read its stdout, with bounded waits everywhere.
 * :func:`aspawn` — the same for asyncio.
 
-Whatever the input, the output is a valid canonical stream: ``start`` first
-(made up if the input had none), exactly one ``result`` last (made up if the
-input ended without one), contiguous ``seq``. Every event the reader makes up
-carries ``synthetic: true``. Bad lines become recoverable ``error`` events and
-reading goes on. Reading stops at the first ``result``; anything after it is
-not read (see ``docs/consumer.md``).
+Whatever the input, the output is a valid canonical stream: each turn opens
+with ``start`` (made up if the input had none) and ends with exactly one
+``result`` (made up if the input ended without one), ``seq`` contiguous. Every
+event the reader makes up carries ``synthetic: true``. Bad lines become
+recoverable ``error`` events and reading goes on. A session of many turns is
+read to its end; ``turns="one"`` stops at the first ``result`` (see
+``docs/consumer.md``).
 """
 
 from typing import TYPE_CHECKING, Any

@@ -41,7 +41,7 @@ from agentstream._signals import SignalsHeld, start_thread
 from agentstream.acp.mapping import PROTOCOL_VERSION, STOP_OUTCOMES
 from agentstream.acp.server import PeerClosed, RpcError, RpcPeer
 from agentstream.consumer.pipeline import Ending, Pipeline
-from agentstream.consumer.process import _STDERR_REST_S, PopenChild, _StderrTail
+from agentstream.consumer.process import _STDERR_REST_S, PopenChild, _StderrTail, command_words
 from agentstream.errors import ERROR_CODES, ErrorCode, ExitCode
 
 __all__ = ["AcpSpawn"]
@@ -81,11 +81,9 @@ class AcpSpawn(PopenChild):
         stderr_limit: int = 1 << 20,
         **ignored: Any,
     ) -> None:
-        if not argv:
-            raise ValueError("spawn() needs a command to run")
         if not prompt:
             raise ValueError("an ACP agent needs a prompt: spawn(argv, dialect='acp', prompt='...')")
-        self.argv, self.prompt = list(argv), prompt
+        self.argv, self.prompt = command_words(argv), prompt
         self.permission_mode = permission_mode
         self.idle_timeout_s, self.cancel_grace_s, self.exit_timeout_s = (
             idle_timeout_s,

@@ -21,7 +21,7 @@ from typing import IO, Any
 
 from agentstream import protocol as p
 from agentstream._children import signal_child
-from agentstream.consumer.pipeline import CHUNK_BYTES
+from agentstream.consumer.pipeline import CHUNK_BYTES, Turns
 from agentstream.consumer.process import _ChildBase, _launch_failure, _pidfd
 
 __all__ = ["AsyncSpawn", "aspawn"]
@@ -54,6 +54,7 @@ class AsyncSpawn(_ChildBase):
         stdin: int | IO[Any] | None = subprocess.DEVNULL,
         new_process_group: bool = False,
         stderr_limit: int = 1 << 20,
+        turns: Turns = "one",
     ) -> None:
         super().__init__(
             argv,
@@ -66,6 +67,7 @@ class AsyncSpawn(_ChildBase):
             cwd=cwd,
             new_process_group=new_process_group,
             stderr_limit=stderr_limit,
+            turns=turns,
         )
         self._spawn_kwargs: dict[str, Any] = {"cwd": cwd, "env": env, "stdin": stdin}
         self.proc: asyncio.subprocess.Process | None = None

@@ -69,9 +69,7 @@ class _ChildBase:
         stderr_limit: int,
         turns: Turns = "one",
     ) -> None:
-        if not argv:
-            raise ValueError("spawn() needs a command to run")
-        self.argv = list(argv)
+        self.argv = command_words(argv)
         self.stderr_as_logs = stderr_as_logs
         self.cancel_grace_s = cancel_grace_s
         self.exit_timeout_s = exit_timeout_s
@@ -503,6 +501,17 @@ def spawn(argv: Sequence[str], dialect: str = "auto", **options: Any) -> Spawn:
 
         return AcpSpawn(argv, **options)  # type: ignore[return-value]  # the same surface as Spawn
     return Spawn(argv, dialect, **options)
+
+
+def command_words(argv: Sequence[str]) -> list[str]:
+    """The command as a list of words; a string (a ``Sequence[str]`` too) would run a program named by its first letter."""
+    if isinstance(argv, (str, bytes)):
+        raise TypeError(
+            f"spawn() takes the command as a list of words, such as {shlex.split(str(argv))[:3]!r}, not one string"
+        )
+    if not argv:
+        raise ValueError("spawn() needs a command to run")
+    return list(argv)
 
 
 def _launch_failure(program: str, exc: OSError) -> Ending:

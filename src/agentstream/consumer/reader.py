@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping
+from collections.abc import Set as AbstractSet
 from itertools import chain
 from typing import IO, TYPE_CHECKING, Any, TypeAlias, cast
 
@@ -163,7 +164,9 @@ def _sync_source(source: Source) -> tuple[IO[Any] | None, Iterable[Any] | None, 
         return None, [bytes(source)], False
     if hasattr(source, "readline"):
         return _binary_file(source), None, False
-    if isinstance(source, Iterable):
+    if isinstance(source, Iterable) and not isinstance(
+        source, (Mapping, AbstractSet)
+    ):  # chunks come in order
         return None, source, False
     raise _unreadable(source)
 
@@ -292,7 +295,7 @@ async def _async_chunks(source: AsyncSource) -> AsyncIterator[bytes]:
     elif isinstance(source, (str, os.PathLike)) or hasattr(source, "read"):
         async for chunk in _file_chunks(source):  # type: ignore[arg-type]
             yield chunk
-    elif isinstance(source, Iterable):
+    elif isinstance(source, Iterable) and not isinstance(source, (Mapping, AbstractSet)):
         for chunk in _bytes_chunks(source, source):
             yield chunk
     else:
