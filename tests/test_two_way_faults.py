@@ -249,7 +249,11 @@ def test_a_signal_after_a_turn_ends_the_session(tmp_path: Path, signum: int, pau
     assert b"Fatal Python error" not in stderr, stderr
     streams = split_streams(session.lines)
     last = assert_valid_stream(streams[-1], code)  # the exit code is the last stream's
+    if pause:  # well after the result, the session was waiting: an interrupted stream of its own
+        assert len(streams) == 2
     if len(streams) == 2:
         assert code == 128 + signum and last[-1].error.code == "INTERRUPTED"  # type: ignore[union-attr]
+        first = assert_valid_stream(streams[0], 0)
+        assert last[0].parent_session_id == first[0].session_id  # type: ignore[union-attr]
     else:
         assert code == 0

@@ -342,8 +342,11 @@ def deliver_held() -> None:
         raise Interrupted(_held.take())
 
 
-def note_final_exit(code: int) -> None:
-    """A stream that owns the process wrote its ``result``: later signals must not change the exit code."""
+def note_final_exit(code: int | None) -> None:
+    """A stream that owns the process wrote its ``result``: later signals must not change the exit code.
+
+    ``None`` takes that back, for a session waiting for its next turn: a signal then interrupts the session.
+    """
     global _final_exit
     _final_exit = code
 

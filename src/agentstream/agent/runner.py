@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
 
 from agentstream._secrets import event_redactor
-from agentstream._signals import SignalAfterResult
-from agentstream.errors import AgentstreamError, ErrorCode, UsageError
+from agentstream._signals import Interrupted, SignalAfterResult, note_final_exit
+from agentstream.errors import AgentstreamError, ErrorCode, UsageError, exit_code_for_signal
 
 if TYPE_CHECKING:
     import argparse
@@ -314,7 +314,18 @@ class AgentRunner:
         self.session.start(self.first_prompt)
         code = 0
         first = True  # the first real turn of a new session carries the session's id
-        for turn in self.session.turns():
+        turns = self.session.turns()
+        while True:
+            try:
+                turn = next(turns)  # waiting for the client
+            except StopIteration:
+                return code
+            except Interrupted as stop:
+                from agentstream.stream import stream_was_written
+
+                if not stream_was_written():
+                    raise  # before any turn: the command's own ending says so
+                return self._interrupted_between_turns(stop.signum)
             try:
                 code = self._turn_or_error(turn, first)
             except SystemExit as exc:
@@ -322,6 +333,20 @@ class AgentRunner:
                 if isinstance(exc, SignalAfterResult) or (code >= 128 and not self.client_interrupted):
                     raise  # a signal (during the turn or as it ended), or the reader went away
             first = first and not isinstance(turn, str)
+            note_final_exit(None)  # the turn is over: a signal now interrupts the session, in a stream of its own
+
+    def _interrupted_between_turns(self, signum: int) -> int:
+        """A signal while the session waited for its next turn: a stream of its own says so, with the code."""
+        import signal
+
+        code = exit_code_for_signal(signum)
+        with self._stream(first=False) as stream:
+            stream.fail(
+                ErrorCode.INTERRUPTED,
+                f"interrupted by {signal.Signals(signum).name} between turns",
+                exit_code=code,
+                subtype="interrupted",
+            )
         return code
 
     def _turn_or_error(self, turn: str | UsageError, first: bool) -> int:
