@@ -121,6 +121,29 @@ def test_interrupt_during_a_model_stream(tmp_path: Path) -> None:
     assert json.loads(second[-1])["result"] == "Back." and code == 0
 
 
+def test_an_interrupt_sent_right_behind_its_turn_stops_that_turn(tmp_path: Path) -> None:
+    """A client interrupts just after sending (the turn queued, not begun): that turn stops before any tool."""
+    work = tmp_path / "work"
+    work.mkdir()
+    script = [anthropic_reply(tool_calls=[("toolu_1", "shell", {"command": "sleep 30"})])] * 2 + [
+        anthropic_reply("Done.")
+    ]
+    with FakeModelServer(script) as server:
+        session = Session(["--permission-mode", "full"], anthropic_env(tmp_path, server), work)
+        session.send(turn("run it"))
+        session.send({"type": "interrupt"})
+        result = session.until("result")
+        session.send(turn("say something"))
+        session.send({"type": "interrupt"})
+        session.until("result")
+        code = session.close()
+    first, second = split_streams(session.lines)
+    for events in (assert_valid_stream(first, 130), assert_valid_stream(second, 130)):
+        assert events[-1].subtype == "interrupted"  # type: ignore[union-attr]
+        assert not [e for e in events if e.type == "tool_progress"]  # the 30 s command never ran
+    assert result["subtype"] == "interrupted" and code == 130
+
+
 def test_an_unanswered_permission_request_is_denied_after_the_timeout(tmp_path: Path) -> None:
     script = [
         anthropic_reply(tool_calls=[("toolu_2", "shell", {"command": "touch nope.txt"})]),

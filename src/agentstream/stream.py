@@ -1003,9 +1003,13 @@ def _interrupted_by(signum: int) -> str:
 
 
 def _is_cancelled(exc: BaseException | None) -> bool:
-    """An asyncio task's cancellation (asyncio is not imported for this: no asyncio, no such exception)."""
-    asyncio = sys.modules.get("asyncio")
-    return asyncio is not None and isinstance(exc, asyncio.CancelledError)
+    """An asyncio task's cancellation (asyncio is not imported for this: no asyncio, no such exception).
+
+    Another thread may be importing asyncio right now (a model SDK, on first use): a module not yet
+    initialised has no ``CancelledError``, and nothing raised here can be one.
+    """
+    cancelled = getattr(sys.modules.get("asyncio"), "CancelledError", None)
+    return cancelled is not None and isinstance(exc, cancelled)
 
 
 def _outcome(ok: bool | None, exit_code: int | None, method: str) -> tuple[bool, int]:

@@ -191,6 +191,9 @@ class TwoWaySession:
         self.permission_timeout_s = permission_timeout_s
         self.stream: Stream | None = None
         """The running turn's stream (None between turns)."""
+        self._due = 0
+        """Turns sent and not begun yet (queued, or being started): what an interrupt between turns may stop."""
+        self._interrupt_next = False
         self.input_closed = threading.Event()
         self._turns: queue.Queue[object] = queue.Queue()
         self._pending: dict[str, _Pending] = {}
@@ -206,7 +209,7 @@ class TwoWaySession:
 
     def start(self, first_prompt: str | None) -> None:
         if first_prompt:
-            self._turns.put(first_prompt)
+            self.submit_turn(first_prompt)
         start_thread(self._thread)
 
     def turns(self) -> Iterator[str | UsageError]:
@@ -240,7 +243,17 @@ class TwoWaySession:
     # -- what readers call -------------------------------------------------------------
 
     def submit_turn(self, text: str) -> None:
+        with self._lock:
+            self._due += 1
         self._turns.put(text)
+
+    def begin_turn(self, stream: Stream) -> bool:
+        """The next turn runs in ``stream`` now; True when the client interrupted it before it began."""
+        with self._lock:
+            self._due = max(0, self._due - 1)
+            self.stream = stream
+            interrupted, self._interrupt_next = self._interrupt_next, False
+        return interrupted
 
     def bad_line(self, error: UsageError) -> None:
         """Report a line that asks for nothing valid, in the running turn's stream or a stream of its own."""
@@ -262,9 +275,14 @@ class TwoWaySession:
         return stream is not None and not stream.finished
 
     def interrupt(self) -> bool:
-        """Stop the running turn; False when none runs."""
-        if self.stream is None:
-            return False
+        """Stop the running turn, or the one sent and not begun yet (a client interrupts right after sending);
+        False when there is neither."""
+        with self._lock:
+            if not self.turn_running:  # none yet, or its result is written (the next one may be due)
+                if not self._due:
+                    return False
+                self._interrupt_next = True
+                return True
         self.control.cancel.set()
         return True
 

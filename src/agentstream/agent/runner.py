@@ -237,8 +237,8 @@ class AgentRunner:
         from agentstream.agent.interrupt import TurnInterrupted
 
         self.control.begin()
-        if self.session is not None:
-            self.session.stream = stream
+        if self.session is not None and self.session.begin_turn(stream):
+            self.control.cancel.set()  # interrupted before it began: it stops at its first step
         try:
             with self._heartbeats(stream):
                 outcome = self.loop.run(stream, prompt)

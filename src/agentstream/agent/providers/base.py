@@ -284,8 +284,8 @@ def transport_error(exc: Exception) -> ProviderError | None:
     The SDKs' HTTP library (``httpx2``) is not our dependency: if nothing has imported
     it, none of its exceptions can be in flight, so it is looked up, never imported.
     """
-    http = sys.modules.get("httpx2")
-    if isinstance(exc, OSError) or (http is not None and isinstance(exc, http.TransportError)):
+    transport = getattr(sys.modules.get("httpx2"), "TransportError", None)  # None while still importing
+    if isinstance(exc, OSError) or (transport is not None and isinstance(exc, transport)):
         return network_error(f"the connection to the model failed: {exc}")
     return None
 
