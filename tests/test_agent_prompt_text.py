@@ -121,3 +121,13 @@ def test_submit_refuses_bad_bytes_before_queueing(tmp_path: Path) -> None:
         [sys.executable, "-m", "agentstream", "runs", "--json"], capture_output=True, env=env, timeout=60
     )
     assert b"ses_" not in runs.stdout  # nothing was queued
+
+
+def test_a_stream_json_turn_with_a_lone_surrogate_escape_is_named_so(tmp_path: Path) -> None:
+    """msgspec calls such a line truncated; the client is told what is really wrong with it."""
+    line = b'{"type":"message","role":"user","content":"cut \\ud83d"}\n'
+    done = _exec([b"--input-format", b"stream-json"], exec_env(tmp_path), tmp_path, line)
+    (stream,) = split_streams(done.stdout.splitlines())
+    result = assert_valid_stream(stream, done.returncode)[-1]
+    assert done.returncode == 2 and result.error.code == "INVALID_UTF8", result
+    assert "lone UTF-16 surrogate escape" in result.error.message

@@ -89,7 +89,7 @@ def parse_long_line(line: LongLine, finish: Callable[[Any], T | None]) -> T | No
         text = line.decode()
     except UnicodeDecodeError:
         raise NotSure from None
-    if re.search(_SURROGATE_ESCAPE, text) is not None:
+    if re.search(SURROGATE_ESCAPE, text) is not None:
         raise NotSure  # msgspec refuses a lone one, the standard library takes it
     import json
 
@@ -109,7 +109,7 @@ def parse_long_line(line: LongLine, finish: Callable[[Any], T | None]) -> T | No
     return result
 
 
-_SURROGATE_ESCAPE: Final = r"\\u[dD][89a-fA-F]"
+SURROGATE_ESCAPE: Final = r"\\u[dD][89a-fA-F]"
 """A UTF-16 surrogate written as an escape (compiled on first use: most runs never need it)."""
 
 

@@ -387,6 +387,22 @@ class TwoWaySession:
                 self._pending.pop(key, None)
 
 
+def _lone_surrogate(line: bytes) -> bool:
+    """Whether a line msgspec refused is JSON whose only fault is a lone surrogate escape (which it calls
+    truncated input)."""
+    import re
+
+    from agentstream._lines import SURROGATE_ESCAPE, lenient_json
+
+    if re.search(SURROGATE_ESCAPE.encode(), line) is None:
+        return False
+    try:
+        lenient_json(line)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
 def _with(call: ToolCallDone, arguments: dict[str, Any]) -> ToolCallDone:
     """The call as an earlier hook edited it."""
     from agentstream.agent.providers.base import ToolCallDone
@@ -411,9 +427,10 @@ class CanonicalInput:
         try:
             obj = p.JSON_DECODER.decode(line)
         except msgspec.DecodeError as exc:
-            if "surrogate" in str(exc):  # a JSON escape of half a character: text no model or store can take
+            if _lone_surrogate(line):  # a JSON escape of half a character: text no model or store can take
                 error = UsageError(
-                    f"stdin line {number} is not valid UTF-8 ({exc})",
+                    f"stdin line {number} is not valid UTF-8 text: it holds a lone UTF-16 surrogate escape"
+                    " (half a character)",
                     code=ErrorCode.INVALID_UTF8,
                     fix=TURN_FIX,
                 )
