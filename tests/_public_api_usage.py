@@ -19,10 +19,12 @@ from agentstream import (
     Error,
     Event,
     GenericEvent,
+    Heartbeat,
     Log,
     MalformedEventError,
     Message,
     MessageDelta,
+    PermissionRequest,
     Progress,
     ProviderError,
     Reader,
@@ -54,7 +56,7 @@ from agentstream import (
 
 EVENT_CLASSES: tuple[type[Event] | type[UnknownEvent], ...] = (
     Start, Message, MessageDelta, ReasoningDelta, Reasoning, ToolCall, ToolProgress, ToolResult,
-    Usage, Step, Progress, Log, Status, GenericEvent, Error, Result, UnknownEvent,
+    Usage, Step, Progress, Log, Status, GenericEvent, Error, Result, UnknownEvent, PermissionRequest, Heartbeat,
 )  # fmt: skip
 ERRORS: tuple[type[AgentstreamError], ...] = (
     MalformedEventError,
