@@ -333,7 +333,8 @@ class AgentRunner:
                 if isinstance(exc, SignalAfterResult) or (code >= 128 and not self.client_interrupted):
                     raise  # a signal (during the turn or as it ended), or the reader went away
             first = first and not isinstance(turn, str)
-            note_final_exit(None)  # the turn is over: a signal now interrupts the session, in a stream of its own
+            # The turn is over: a signal now interrupts the session, in a stream of its own.
+            note_final_exit(None)
 
     def _interrupted_between_turns(self, signum: int) -> int:
         """A signal while the session waited for its next turn: a stream of its own says so, with the code."""
