@@ -332,3 +332,18 @@ def test_a_job_that_ends_leaves_nothing_of_it_running(bus_home: Path, tmp_path: 
     finally:
         if process_alive(background):
             os.kill(background, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("bus_url", ["sqlite"], indirect=True)
+def test_a_job_waits_out_a_bus_outage_the_worker_has_shown_is_one(
+    bus_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker reached the bus: its job's publisher gets the retry window even for its first batch, so a
+    Redis restart just as the job begins is waited out instead of giving the whole run up after 2 s."""
+    seen = tmp_path / "connect_timeout.txt"
+    monkeypatch.setenv(EXEC_ENV, f"sh -c 'echo \"$AGENTSTREAM_BUS_CONNECT_TIMEOUT\" > {seen}' job")
+    monkeypatch.setenv("AGENTSTREAM_BUS_RETRY", "45")
+    submit(bus_url, "anything")
+    worker = cli("worker", "--bus", bus_url, "--max-jobs", "1", "--idle-timeout", "5", timeout=60)
+    assert seen.exists(), worker.stderr
+    assert seen.read_text().strip() == "45"

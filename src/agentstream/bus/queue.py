@@ -372,7 +372,7 @@ class _JobRun:
         if self.options.bus_url:
             argv += ["--bus", self.options.bus_url]
         try:
-            self.proc = _spawn(argv)
+            self.proc = _spawn(argv, _job_environment())
         except OSError as exc:
             close_run(
                 bus,
@@ -462,7 +462,25 @@ def _heartbeat(bus: Bus, claim: Claim) -> bool:
         return True
 
 
-def _spawn(argv: list[str]) -> subprocess.Popen[bytes]:
+def _job_environment() -> dict[str, str]:
+    """The job's environment: this worker has reached the bus, so for the job a failure to reach it is an
+    outage to wait out (for the retry window), not a bus never reached (given up after the connect timeout,
+    which lost a whole run to a Redis restart as the job began)."""
+    from agentstream.bus import (
+        CONNECT_TIMEOUT_ENV,
+        DEFAULT_CONNECT_TIMEOUT_S,
+        DEFAULT_RETRY_S,
+        RETRY_ENV,
+        bus_seconds,
+    )
+
+    wait = max(
+        bus_seconds(RETRY_ENV, DEFAULT_RETRY_S), bus_seconds(CONNECT_TIMEOUT_ENV, DEFAULT_CONNECT_TIMEOUT_S)
+    )
+    return {**os.environ, CONNECT_TIMEOUT_ENV: f"{wait:g}"}
+
+
+def _spawn(argv: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
     """Start a job's child in a process group of its own: stdout discarded (it publishes to the bus),
     stderr shared, no stdin.
 
@@ -471,5 +489,5 @@ def _spawn(argv: list[str]) -> subprocess.Popen[bytes]:
     guard covers the child itself until the watchdog is up.
     """
     return subprocess.Popen(
-        orphan_guard(argv), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, process_group=0
+        orphan_guard(argv), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, process_group=0, env=env
     )
