@@ -11,8 +11,11 @@ import subprocess
 import sys
 import time
 
-from _bus_fixtures import PRODUCER, RedisServer, bus_home, lines_of, redis_server, spawn_cli  # noqa: F401
+import pytest
+
+from _bus_fixtures import PRODUCER, RedisServer, bus_home, cli, lines_of, redis_server, spawn_cli  # noqa: F401
 from agentstream.bus import open_bus
+from agentstream.bus.queue import EXEC_ENV
 
 EVENTS = 100
 
@@ -58,3 +61,26 @@ def test_follow_survives_a_redis_restart_without_loss_or_duplicates(redis_server
         info = bus.get_run("survivor")
     assert [r.seq for r in stored] == list(range(EVENTS + 2))
     assert info is not None and info.status == "succeeded"
+
+
+def test_a_worker_says_when_its_running_job_loses_the_bus_and_when_it_is_back(
+    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(EXEC_ENV, f"{sys.executable} {PRODUCER}")
+    url = redis_server.url
+    submitted = cli("submit", "events=60 interval=0.05", "--bus", url)
+    assert submitted.returncode == 0, submitted.stderr
+    worker = spawn_cli("worker", "--bus", url, "--max-jobs", "1", "--idle-timeout", "2")
+    assert worker.stdout is not None
+    while b"job.started" not in worker.stdout.readline():  # the job runs now
+        pass
+    redis_server.kill()
+    time.sleep(1.5)  # at least one heartbeat (every 0.5 s) meets the outage
+    redis_server.start()
+    out, err = worker.communicate(timeout=60)
+    assert worker.returncode == 0, err
+    events = lines_of(out)  # from after job.started
+    outage = [e for e in events if e["type"] == "error" and e["code"] == "BUS_UNAVAILABLE"]
+    assert outage and all(e["recoverable"] and e["retry_in_ms"] > 0 for e in outage)
+    assert any(e["type"] == "status" and e["status"] == "bus_available" for e in events)
+    assert [e["name"] for e in events if e["type"] == "event"] == ["job.succeeded"]

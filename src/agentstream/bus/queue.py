@@ -298,6 +298,8 @@ class _JobRun:
         self.proc: subprocess.Popen[bytes] | None = None
         self.watchdog: GroupWatchdog | None = None
         self.cancelled = False
+        self._outage = False
+        """Whether the last heartbeat found the bus unreachable (said once on the worker's stream)."""
         self.thread = threading.Thread(target=self._main, name=f"job-{claim.job.job_id}", daemon=True)
 
     def _event(self, name: str, **data: Any) -> None:
@@ -405,7 +407,7 @@ class _JobRun:
                 pass
             if self.cancelled:
                 continue
-            if not _heartbeat(bus, self.claim):
+            if not self._heartbeat(bus):
                 self._event("job.lost", run_id=run_id, reason="another worker took the job over")
                 self._stop_child()
                 return None
@@ -430,6 +432,27 @@ class _JobRun:
         if bus.finish_job(self.claim, status):
             self._event(f"job.{status}", run_id=run_id, exit_code=code)
 
+    def _heartbeat(self, bus: Bus) -> bool:
+        """True unless the bus says the claim is lost. An unreachable bus is not a lost claim: the worker's
+        stream says so once (a recoverable ``BUS_UNAVAILABLE``), and says when it is back."""
+        try:
+            held = bus.heartbeat(self.claim)
+        except BusUnavailable as exc:
+            if not self._outage:
+                self._outage = True
+                retry_in_ms = int(self.options.heartbeat_every * 1000)
+                self.worker.stream.error(
+                    exc.code,
+                    f"job {self.claim.job.job_id}: {exc.message}",
+                    fix=exc.fix,
+                    retry_in_ms=retry_in_ms,
+                )
+            return True
+        if self._outage:
+            self._outage = False
+            self.worker.stream.status("bus_available", "the bus is reachable again")
+        return held
+
     def cancel(self) -> None:
         self.cancelled = True
         self._stop_child()
@@ -452,14 +475,6 @@ def _cancelled(bus: Bus, run_id: str) -> bool:
     except BusUnavailable:
         return False
     return info is not None and info.terminal and info.subtype == CANCELLED
-
-
-def _heartbeat(bus: Bus, claim: Claim) -> bool:
-    """True unless the bus says the claim is lost; an unreachable bus is not a lost claim."""
-    try:
-        return bus.heartbeat(claim)
-    except BusUnavailable:
-        return True
 
 
 def _job_environment() -> dict[str, str]:
