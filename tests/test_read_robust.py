@@ -548,3 +548,13 @@ def test_a_text_file_read_partly_is_read_on_from_where_its_reader_stopped(tmp_pa
         text.readline()
         events = list(read(text, "canonical"))
     assert [e.type for e in events] == ["start", "message", "result"]
+
+
+def test_a_reader_read_twice_says_so() -> None:
+    """An input is read once: a second pass would silently be empty (or fail on the closed file)."""
+    reader = read(
+        b'{"type":"start","v":1,"session_id":"s","seq":0,"ts":"2026-01-01T00:00:00Z","command":"t"}\n'
+    )
+    assert [e.type for e in reader][0] == "start"
+    with pytest.raises(RuntimeError, match="read already"):
+        list(reader)

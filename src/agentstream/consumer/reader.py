@@ -95,6 +95,8 @@ class Reader(_ReaderBase):
     def batches(self) -> Iterator[list[p.AnyEvent]]:
         """The same events as iterating, in lists (one per chunk of input, maybe empty): less overhead per event."""
         pipeline = self._pipeline
+        if pipeline.finished or self._read_some is not None:
+            raise RuntimeError("this reader was read already: an input is read once; call read() again on it")
         try:
             for chunk in self._chunk_source():
                 yield pipeline.feed_chunk(chunk)
