@@ -414,7 +414,7 @@ def _lines(stream: SseStream) -> list[tuple[str | None, str]]:
 
 
 def test_resuming_any_dialect_from_any_line_loses_none_and_repeats_none(server: Server, bus_url: str) -> None:
-    from agentstream.serve.events import writable_dialects
+    from agentstream.dialects import writable_dialects
 
     _tool_run(bus_url, "resume-every-line")
     path = "/api/runs/resume-every-line/events"

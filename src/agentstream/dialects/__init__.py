@@ -86,6 +86,11 @@ def available_dialects() -> list[Dialect]:
     return list(DIALECTS.load_all().values())
 
 
+def writable_dialects() -> list[str]:
+    """The names of every dialect that loads and can be written (what an output dialect may be)."""
+    return [dialect.name for dialect in available_dialects() if dialect.can_encode]
+
+
 def detect_dialect(objects: list[dict[str, Any]]) -> str | None:
     """The dialect that best explains the first parsed objects of a stream, or ``None``."""
     canonical = get_dialect("canonical")

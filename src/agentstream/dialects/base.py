@@ -178,10 +178,10 @@ class Dialect(ABC):
     def check_writable(self) -> None:
         """Raise the usage error that says what to write instead, for a dialect agentstream only reads."""
         if not self.can_encode:
+            from agentstream.dialects import writable_dialects
             from agentstream.errors import UsageError
 
             raise UsageError(
                 f"the {self.name} dialect is decode-only: agentstream reads it but does not write it",
-                fix="choose a dialect agentstream writes (canonical, claude, codex, …); "
-                "'agentstream dialects' lists them",
+                fix=f"use one of: {', '.join(writable_dialects())}",
             )

@@ -15,13 +15,13 @@ from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, NamedTuple
 
 from agentstream import protocol as p
-from agentstream.errors import AgentstreamError, UnknownDialectError, UsageError
+from agentstream.errors import AgentstreamError, UnknownDialectError
 
 if TYPE_CHECKING:
     from agentstream.dialects.base import DialectEncoder
     from agentstream.serve.hub import RunHub
 
-__all__ = ["Line", "ResumePoint", "encoder_for", "run_lines", "writable_dialects"]
+__all__ = ["Line", "ResumePoint", "encoder_for", "run_lines"]
 
 
 class Line(NamedTuple):
@@ -36,13 +36,6 @@ class ResumePoint(NamedTuple):
     frame: int = 0
 
 
-def writable_dialects() -> list[str]:
-    """The names ``?dialect=`` takes: every dialect that loads and can be written."""
-    from agentstream.dialects import available_dialects
-
-    return [dialect.name for dialect in available_dialects() if dialect.can_encode]
-
-
 def encoder_for(dialect: str | None) -> DialectEncoder | None:
     """The encoder of ``dialect`` (``None`` or ``canonical``: the stored lines as they are).
 
@@ -51,17 +44,14 @@ def encoder_for(dialect: str | None) -> DialectEncoder | None:
     """
     if dialect is None or dialect == "canonical":
         return None
-    from agentstream.dialects import DIALECTS
+    from agentstream.dialects import DIALECTS, writable_dialects
 
     found = DIALECTS.get(dialect)
-    fix = f"use one of: {', '.join(writable_dialects())}"
     if found is None:
-        raise UnknownDialectError(f"unknown dialect {dialect!r}", fix=fix)
-    if not found.can_encode:
-        raise UsageError(
-            f"the {dialect} dialect is decode-only: agentstream reads it but does not write it", fix=fix
+        raise UnknownDialectError(
+            f"unknown dialect {dialect!r}", fix=f"use one of: {', '.join(writable_dialects())}"
         )
-    return found.encoder()
+    return found.encoder()  # a decode-only dialect's is the usage error naming the ones that can be written
 
 
 async def run_lines(
