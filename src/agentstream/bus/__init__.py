@@ -129,6 +129,9 @@ class RunInfo(msgspec.Struct, kw_only=True, omit_defaults=True):
     """Unix time of the first write (registration or first event)."""
     updated: float = 0.0
     """Unix time of the last event."""
+    alive: float = 0.0
+    """Unix time its producer last proved alive (an append, or a touch while quiet); 0 when nobody
+    keeps this record (an older producer, or a backend without :meth:`Bus.touch`)."""
     last_seq: int = -1
     exit_code: int | None = None
     subtype: str | None = None
@@ -208,6 +211,12 @@ class Bus(abc.ABC):
     @abc.abstractmethod
     def list_runs(self, *, statuses: Sequence[str] = (), limit: int = 50) -> list[RunInfo]:
         """Newest first."""
+
+    def touch(self, run_id: str) -> None:
+        """Stamp a running run's ``alive`` time: its producer is quiet, not dead (:mod:`agentstream.bus.liveness`).
+
+        A backend that keeps no such record may leave this as is: its runs are never declared lost.
+        """
 
     @abc.abstractmethod
     def register_run(

@@ -35,6 +35,7 @@ from agentstream import protocol as p
 from agentstream._signals import HeldSignal, SignalHandlers, inside_import
 from agentstream.actions import follow_action, resume_action, runs_action, watch_action
 from agentstream.bus import BOUND_LINE_BYTES, BusUnavailable, FeedItem, Record
+from agentstream.bus.liveness import ProducerWatch
 from agentstream.ending import add_line, ending_events
 from agentstream.errors import AgentstreamError, ErrorCode, ExitCode, exit_code_for_signal
 from agentstream.transcript import Tally
@@ -196,6 +197,8 @@ class _RunTail:
     """Whether the bus answered once: from then on an outage is retried for ``reconnect_for``."""
     tally: Tally = field(default_factory=lambda: Tally(for_ending=True))
     """What was printed still open, for a whole ending if the follower stops first."""
+    watch: ProducerWatch | None = None
+    """Whether the run's producer still shows signs of life (set once the bus is open)."""
 
     def __post_init__(self) -> None:
         self.next_seq = max(self.options.from_seq, 0)  # a signal before the first read resumes here too
@@ -204,6 +207,7 @@ class _RunTail:
         if self.options.timeout is not None:
             self.deadline = time.monotonic() + self.options.timeout
         try:
+            self.watch = ProducerWatch()
             self.bus = open_bus()
         except AgentstreamError as exc:
             raise _Ended(_subtype_of(exc), exc, exc.exit_code) from exc
@@ -261,6 +265,8 @@ class _RunTail:
             try:
                 answer = call(self.bus)
             except BusUnavailable as exc:
+                if self.watch is not None:
+                    self.watch.forget()  # the producer could not prove itself alive through the outage either
                 waiting = self.options.wait and not self.reached
                 limit = self.options.reconnect_for if self.reached else self.options.connect_for
                 if waiting:
@@ -275,8 +281,14 @@ class _RunTail:
                 return answer
 
     def _result_behind(self) -> Record | None:
-        """The run's ``result`` when it is stored below ``next_seq`` (``--from-seq`` past the end)."""
+        """The run's ``result`` when it is stored below ``next_seq`` (``--from-seq`` past the end).
+
+        A run whose producer is lost is ended on the bus here; the next read prints that ending.
+        """
         info = self._with_reconnect(lambda bus: bus.get_run(self.options.run_id))
+        watch = self.watch
+        if info is not None and watch is not None and not info.terminal:
+            self._with_reconnect(lambda bus: watch.end_if_lost(bus, info))
         if info is None or not info.terminal or info.last_seq >= self.next_seq:
             return None
         last = info.last_seq

@@ -8,8 +8,10 @@ default 10 s) until everything up to it is stored, so the end of a run is never
 lost to an early exit. A bus that cannot be reached at all is given up after its
 connect timeout (``AGENTSTREAM_BUS_CONNECT_TIMEOUT``, default 2 s); an outage of a
 bus that was reached is retried in the background with backoff for up to
-``AGENTSTREAM_BUS_RETRY`` seconds (default 30). A run that someone else ended on
-the bus (cancelled, or ended for a lost worker) is closed, and the bus refuses
+``AGENTSTREAM_BUS_RETRY`` seconds (default 30). While the run is quiet the thread
+touches it every lease, so its followers can tell it from a dead producer's
+(:mod:`agentstream.bus.liveness`). A run that someone else ended on the bus
+(cancelled, ended for a lost worker or producer) is closed, and the bus refuses
 its producer's later events. Each of these costs one warning line on stderr and
 never an exception in the producer; once given up, the rest of the run is not
 published (and costs nothing more). A malformed URL is refused up front
@@ -78,6 +80,7 @@ class Publisher:
         retry_for: float | None = None,
     ) -> None:
         from agentstream.bus import DEFAULT_RETRY_S, RETRY_ENV, bus_seconds, connect_timeout
+        from agentstream.bus.liveness import lease_seconds
 
         self.url = url
         self.run_id = run_id
@@ -86,6 +89,7 @@ class Publisher:
         )
         self.retry_for = retry_for if retry_for is not None else bus_seconds(RETRY_ENV, DEFAULT_RETRY_S)
         self.connect_for = connect_timeout(url)
+        self._lease = lease_seconds()
         self._reached = False
         """Whether the bus ever took a batch: an outage is retried, a bus never reached is not waited for."""
         self._given_up = False
@@ -139,6 +143,8 @@ class Publisher:
                 batch, markers, stop = self._next_batch()
                 if batch:
                     bus = self._store(bus, batch)
+                elif not (markers or stop) and bus is not None:
+                    self._touch(bus)
                 for marker in markers:
                     marker.set()
                 if stop:
@@ -148,10 +154,16 @@ class Publisher:
                 _close_quietly(bus)
 
     def _next_batch(self) -> tuple[list[Record], list[threading.Event], bool]:
-        """Block for one item, then take whatever else is already waiting (up to BATCH records)."""
+        """Block for one item, then take whatever else is already waiting (up to BATCH records).
+
+        Nothing at all for a lease (once the bus took the run): an empty batch, so the run is touched.
+        """
         batch: list[Record] = []
         markers: list[threading.Event] = []
-        item = self._queue.get()
+        try:
+            item = self._queue.get(timeout=self._lease if self._reached and not self._given_up else None)
+        except queue.Empty:
+            return batch, markers, False
         while True:
             if item is None:
                 return batch, markers, True
@@ -204,6 +216,13 @@ class Publisher:
                 return bus
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
+
+    def _touch(self, bus: Bus) -> None:
+        """Prove the quiet producer alive (:mod:`agentstream.bus.liveness`); a failure shows at the next append."""
+        try:
+            bus.touch(self.run_id)
+        except Exception:  # never let a bus bug reach the producer
+            pass
 
     def _check_fenced(self, bus: Bus, batch: list[Record], added: int) -> None:
         """Tell a run closed by someone else (cancelled, reclaimed) from a retry whose events were stored already.

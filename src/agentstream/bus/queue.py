@@ -91,17 +91,21 @@ def close_run(
     command: str,
     details: Any = p.UNSET,
     next_actions: Sequence[p.NextAction] = (),
+    only_at: int | None = None,
 ) -> bool:
     """End a run that has no ``result`` with a synthetic fatal ``error`` + ``result``; False if it had one.
 
     Appends right after the run's last stored event (a ``start`` first if it has
-    none), retrying when its producer slips in another event meanwhile.
+    none), retrying when its producer slips in another event meanwhile; with
+    ``only_at``, only while the run's next ``seq`` is that one, with no retry.
     """
-    for _ in range(20):
+    for _ in range(20 if only_at is None else 1):
         info = bus.get_run(run_id)
         if info is not None and info.terminal:
             return False
         next_seq = info.last_seq + 1 if info is not None else 0
+        if only_at is not None and next_seq != only_at:
+            return False
         ending = _ending(bus, run_id, next_seq, error, subtype, command, details, next_actions)
         if next_seq == 0:
             ending.insert(0, p.Start(command=command))

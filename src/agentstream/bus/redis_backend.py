@@ -3,7 +3,7 @@
 Keys (``{id}`` is a run or job id)::
 
     agentstream:run:{id}      stream, one entry per event, entry ID 0-(seq+1), fields t (type), l (line)
-    agentstream:runmeta:{id}  hash: status, command, created, updated, last_seq, exit_code, subtype, job_id, attempt
+    agentstream:runmeta:{id}  hash: status, command, created, updated, alive, last_seq, exit_code, subtype, job_id, attempt
     agentstream:runs          sorted set of run ids by creation time (the index behind ``runs``)
     agentstream:events        stream of every run's events (r, s, t, l), capped with MAXLEN ~ (``watch``)
     agentstream:jobs          stream of job ids, consumed by the group ``workers``
@@ -87,7 +87,7 @@ for _, record in ipairs(cmsgpack.unpack(ARGV[RECORDS_ARG])) do
     added = added + 1
   end
 end
-redis.call('HSET', KEYS[2], 'run_id', ARGV[1], 'last_seq', last, 'updated', ARGV[2])
+redis.call('HSET', KEYS[2], 'run_id', ARGV[1], 'last_seq', last, 'updated', ARGV[2], 'alive', ARGV[2])
 if redis.call('HSETNX', KEYS[2], 'created', ARGV[2]) == 1 then
   redis.call('ZADD', KEYS[3], 'NX', ARGV[2], ARGV[1])
 end
@@ -104,6 +104,11 @@ if tonumber(ARGV[4]) > 0 then
 end
 return {added, last}
 """.replace("RECORDS_ARG", str(_RECORDS_ARG))
+
+# KEYS: run meta. ARGV: now. Only a running run: a touch must not bring back a run retention removed.
+_TOUCH: Final = """
+if redis.call('HGET', KEYS[1], 'status') == 'running' then redis.call('HSET', KEYS[1], 'alive', ARGV[1]) end
+"""
 
 # KEYS: jobs stream, job hash. ARGV: group, consumer, entry id, attempt, then optional field/value pairs to set.
 # Succeeds only while this consumer owns the entry for this attempt; resets the entry's idle time.
@@ -166,6 +171,7 @@ class RedisBus(Bus):
         self._client = _client(url, connect_timeout)
         self._append = self._client.register_script(_APPEND)
         self._owned = self._client.register_script(_OWNED)
+        self._touch = self._client.register_script(_TOUCH)
         self._group_ready = False
 
     def close(self) -> None:
@@ -213,6 +219,10 @@ class RedisBus(Bus):
         if added < 0:
             raise SeqConflict(f"run {run_id} is at seq {int(last) + 1}, not {if_next_seq}")
         return int(added)
+
+    def touch(self, run_id: str) -> None:
+        with self._translated():
+            self._touch(keys=[_meta_key(run_id)], args=[repr(time.time())])
 
     def read(
         self, run_id: str, from_seq: int = 0, *, limit: int = 1000, block: float | None = None
@@ -463,6 +473,7 @@ def _run_info(fields: dict[bytes, bytes]) -> RunInfo:
         command=text.get("command", ""),
         created=float(text.get("created", 0)),
         updated=float(text.get("updated", 0)),
+        alive=float(text.get("alive", 0)),
         last_seq=int(text.get("last_seq", -1)),
         exit_code=number("exit_code"),
         subtype=text.get("subtype") or None,

@@ -71,7 +71,8 @@ CREATE TABLE IF NOT EXISTS runs (
     exit_code INTEGER,
     subtype   TEXT,
     job_id    TEXT,
-    attempt   INTEGER
+    attempt   INTEGER,
+    alive     REAL NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS runs_by_updated ON runs (updated);
 CREATE TABLE IF NOT EXISTS jobs (
@@ -90,7 +91,7 @@ CREATE INDEX IF NOT EXISTS jobs_by_status ON jobs (status, created);
 """
 
 _RUN_COLUMNS: Final = (
-    "run_id, status, command, created, updated, last_seq, exit_code, subtype, job_id, attempt"
+    "run_id, status, command, created, updated, last_seq, exit_code, subtype, job_id, attempt, alive"
 )
 _JOB_COLUMNS: Final = "job_id, run_id, prompt, args, status, attempt, worker, created, updated"
 
@@ -138,6 +139,7 @@ class SqliteBus(Bus):
             use_wal(db)
             db.execute("PRAGMA synchronous = NORMAL")
             db.executescript(_SCHEMA)
+            _add_alive_column(db)
             return db
         except (OSError, sqlite3.Error) as exc:
             raise BusUnavailable(
@@ -201,18 +203,24 @@ class SqliteBus(Bus):
         status, command, exit_code, subtype = update
         if not exists:
             db.execute(
-                "INSERT INTO runs (run_id, status, command, created, updated, last_seq, exit_code, subtype)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (run_id, status or "running", command or "", now, now, top, exit_code, subtype),
+                "INSERT INTO runs (run_id, status, command, created, updated, last_seq, exit_code, subtype, alive)"
+                " VALUES (?1, ?2, ?3, ?4, ?4, ?5, ?6, ?7, ?4)",
+                (run_id, status or "running", command or "", now, top, exit_code, subtype),
             )
             return
         db.execute(
             "UPDATE runs SET status = CASE WHEN ?1 IS NOT NULL THEN ?1"
             " WHEN status = 'queued' THEN 'running' ELSE status END,"
             " command = coalesce(?2, command), exit_code = coalesce(?3, exit_code),"
-            " subtype = coalesce(?4, subtype), last_seq = ?5, updated = ?6 WHERE run_id = ?7",
+            " subtype = coalesce(?4, subtype), last_seq = ?5, updated = ?6, alive = ?6 WHERE run_id = ?7",
             (status, command, exit_code, subtype, top, now, run_id),
         )
+
+    def touch(self, run_id: str) -> None:
+        with self._write() as db:
+            db.execute(
+                "UPDATE runs SET alive = ? WHERE run_id = ? AND status = 'running'", (time.time(), run_id)
+            )
 
     def _maybe_prune(self, now: float) -> None:
         """Delete runs (and finished jobs) whose last event is older than the retention."""
@@ -402,7 +410,7 @@ def _feed_position(cursor: str) -> int:
 
 
 def _run_info(row: tuple[Any, ...]) -> RunInfo:
-    run_id, status, command, created, updated, last_seq, exit_code, subtype, job_id, attempt = row
+    run_id, status, command, created, updated, last_seq, exit_code, subtype, job_id, attempt, alive = row
     return RunInfo(
         run_id=run_id,
         status=status,
@@ -414,7 +422,19 @@ def _run_info(row: tuple[Any, ...]) -> RunInfo:
         subtype=subtype,
         job_id=job_id,
         attempt=attempt,
+        alive=alive,
     )
+
+
+def _add_alive_column(db: sqlite3.Connection) -> None:
+    """Give a bus file made before runs had an ``alive`` time that column (another process may race us to it)."""
+    if any(row[1] == "alive" for row in db.execute("PRAGMA table_info(runs)")):
+        return
+    try:
+        db.execute("ALTER TABLE runs ADD COLUMN alive REAL NOT NULL DEFAULT 0")
+    except sqlite3.OperationalError as exc:
+        if "duplicate column" not in str(exc):
+            raise
 
 
 def _job(row: tuple[Any, ...]) -> Job:

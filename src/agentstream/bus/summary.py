@@ -68,7 +68,7 @@ def run_envelope(bus: Bus, run_id: str) -> Envelope:
 
 def run_row(bus: Bus, info: RunInfo) -> dict[str, Any]:
     row: dict[str, Any] = msgspec.to_builtins(info)
-    for key in ("created", "updated"):
+    for key in ("created", "updated", "alive"):
         row[key] = _rfc3339(row[key]) if row.get(key) else None
     usage, duration_ms = _usage_and_duration(bus, info)
     row["duration_ms"] = duration_ms

@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Final, TypeVar
 
 from agentstream.bus import BusUnavailable, Record, open_bus
+from agentstream.bus.liveness import ProducerWatch, lost_after_seconds
 
 if TYPE_CHECKING:
     from agentstream.bus import Bus
@@ -49,6 +50,8 @@ class RunHub:
         self._lock = threading.Lock()
         self._tails: dict[str, _Tail] = {}
         self.closed = False
+        self.lost_after = lost_after_seconds()
+        """After how long without a sign of life a tail ends a run (:mod:`agentstream.bus.liveness`)."""
 
     @property
     def open_buses(self) -> int:
@@ -230,6 +233,7 @@ class _Tail(threading.Thread):
         self.run_id = run_id
         self.next_seq = from_seq
         self.followers: dict[asyncio.Queue[list[Record]], asyncio.AbstractEventLoop] = {}
+        self.watch = ProducerWatch(hub.lost_after)
 
     def run(self) -> None:
         import time
@@ -246,10 +250,12 @@ class _Tail(threading.Thread):
                         self._start_within_stored(bus)
                         started = True
                     batch = bus.read(self.run_id, self.next_seq, block=TAIL_BLOCK_S)
+                    if not batch:
+                        self._end_if_producer_lost(bus)
+                        continue
                 except BusUnavailable:
+                    self.watch.forget()
                     time.sleep(0.5)  # followers fall back to their own reads meanwhile
-                    continue
-                if not batch:
                     continue
                 self.next_seq = batch[-1].seq + 1
                 with self.hub._lock:
@@ -266,6 +272,12 @@ class _Tail(threading.Thread):
         finally:
             self.hub._tail_done(self)
             bus.close()
+
+    def _end_if_producer_lost(self, bus: Bus) -> None:
+        """End the run on the bus when its producer is lost: the next read hands that ending to every follower."""
+        info = bus.get_run(self.run_id)
+        if info is not None:
+            self.watch.end_if_lost(bus, info)
 
     def _start_within_stored(self, bus: Bus) -> None:
         """Move the start back to the run's stored last seq + 1 when a follower asked for more."""
