@@ -142,3 +142,11 @@ def test_wrap_from_acp_needs_a_prompt(tmp_path: Path) -> None:
         timeout=20,
     )
     assert proc.returncode == 2 and b"needs a prompt" in proc.stderr
+
+
+def test_spawn_options_an_acp_agent_cannot_use_are_accepted_but_a_misspelt_one_is_a_type_error() -> None:
+    """One call serves any dialect (``stdin``, ``turns`` … mean nothing to ACP), but a typo is not dropped silently."""
+    child = spawn(["agent"], dialect="acp", prompt="hi", stdin=None, turns="many", stall_timeout_s=5.0)
+    assert child.prompt == "hi"  # type: ignore[attr-defined]
+    with pytest.raises(TypeError, match="permision_mode"):
+        spawn(["agent"], dialect="acp", prompt="hi", permision_mode="bypassPermissions")

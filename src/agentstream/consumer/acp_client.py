@@ -55,6 +55,9 @@ _STOPS: Final[dict[str, tuple[str, int, str]]] = {
     "refusal": (ErrorCode.PROVIDER_ERROR, ExitCode.ERROR, "refusal"),
 }
 _DONE: Final = object()
+_SPAWN_ONLY_OPTIONS: Final = frozenset({"stdin", "turns", "stall_timeout_s", "max_line_bytes", "passthrough"})
+"""Options of :class:`Spawn` that mean nothing to an ACP agent (its stdin carries the protocol, its silence is
+bounded by ``idle_timeout_s``): accepted and left unused, so one call serves either; any other name is a typo."""
 
 
 class AcpSpawn(PopenChild):
@@ -79,10 +82,13 @@ class AcpSpawn(PopenChild):
         on_stderr: Callable[[str], None] | None = None,
         new_process_group: bool = False,
         stderr_limit: int = 1 << 20,
-        **ignored: Any,
+        **not_for_acp: Any,
     ) -> None:
         if not prompt:
             raise ValueError("an ACP agent needs a prompt: spawn(argv, dialect='acp', prompt='...')")
+        unknown = sorted(set(not_for_acp) - _SPAWN_ONLY_OPTIONS)
+        if unknown:
+            raise TypeError(f"spawn(dialect='acp') got unexpected keyword argument(s): {', '.join(unknown)}")
         self.argv, self.prompt = command_words(argv), prompt
         self.permission_mode = permission_mode
         self.idle_timeout_s, self.cancel_grace_s, self.exit_timeout_s = (
