@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 
 from _consumer_support import assert_valid_stream, canonical_session, strip_volatile
 from agentstream import protocol as p
-from agentstream.consumer import aread, read
+from agentstream.consumer import AsyncReader, aread, read
 
 INPUTS = {
     "valid": canonical_session(),
@@ -140,3 +141,36 @@ def test_cancelling_the_reader_of_a_silent_pipe_lets_asyncio_run_return() -> Non
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["cancelled", "returned"]
+
+
+def _open_descriptors_on(path: Path) -> int:
+    return sum(
+        1 for fd in os.listdir("/proc/self/fd") if os.path.realpath(f"/proc/self/fd/{fd}") == str(path)
+    )
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors through /proc (Linux)")
+def test_async_with_closes_the_file_of_a_reading_left_unfinished_and_a_second_pass_says_so(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "run.ndjson"
+    path.write_bytes(canonical_session() * 2000)  # many chunks: the reading is left well before the end
+
+    async def leave_early() -> AsyncReader:
+        async with aread(path) as reader:
+            async for _ in reader:
+                break
+        return reader
+
+    async def read_again(reader: AsyncReader) -> None:
+        async for _ in reader:
+            pass
+
+    reader = asyncio.run(leave_early())
+    for _ in range(200):  # the reading thread closes the file once it is told to stop
+        if _open_descriptors_on(path) == 0:
+            break
+        time.sleep(0.01)
+    assert _open_descriptors_on(path) == 0
+    with pytest.raises(RuntimeError, match="read already"):
+        asyncio.run(read_again(reader))

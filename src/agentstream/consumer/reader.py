@@ -9,7 +9,15 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterable,
+    AsyncIterator,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+)
 from collections.abc import Set as AbstractSet
 from itertools import chain
 from typing import IO, TYPE_CHECKING, Any, TypeAlias, cast
@@ -231,7 +239,12 @@ def _bytes_chunks(chunks: Iterable[Any], source: object) -> Iterator[bytes]:
 
 
 class AsyncReader(_ReaderBase):
-    """The async twin of :class:`Reader`: same events, same guarantees."""
+    """The async twin of :class:`Reader`: same events, same guarantees.
+
+    ``async with aread(...) as reader`` (or :meth:`aclose`) stops a reading left unfinished at once: the
+    file it opened is closed, and a pipe's reading thread is let go, rather than when the garbage
+    collector gets to it.
+    """
 
     def __init__(
         self,
@@ -244,19 +257,44 @@ class AsyncReader(_ReaderBase):
     ) -> None:
         super().__init__(source, dialect, max_line_bytes, label, turns)
         self._source = source
+        self._reading: AsyncGenerator[list[p.AnyEvent], None] | None = None
 
-    async def batches(self) -> AsyncIterator[list[p.AnyEvent]]:
+    def batches(self) -> AsyncIterator[list[p.AnyEvent]]:
+        """The same events as iterating, in lists (one per chunk of input, maybe empty)."""
+        if self._reading is not None:
+            raise RuntimeError(
+                "this reader was read already: an input is read once; call aread() again on it"
+            )
+        self._reading = self._batches()
+        return self._reading
+
+    async def _batches(self) -> AsyncGenerator[list[p.AnyEvent], None]:
         pipeline = self._pipeline
-        async for chunk in _async_chunks(self._source):
-            yield pipeline.feed_chunk(chunk)
-            if pipeline.finished:
-                return
-        yield pipeline.finish()
+        chunks = _async_chunks(self._source)
+        try:
+            async for chunk in chunks:
+                yield pipeline.feed_chunk(chunk)
+                if pipeline.finished:
+                    return
+            yield pipeline.finish()
+        finally:
+            await chunks.aclose()
 
     async def __aiter__(self) -> AsyncIterator[p.AnyEvent]:
         async for batch in self.batches():
             for event in batch:
                 yield event
+
+    async def aclose(self) -> None:
+        """Stop reading now (idempotent); the events not yet taken are not read."""
+        if self._reading is not None:
+            await self._reading.aclose()
+
+    async def __aenter__(self) -> AsyncReader:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
 
 def aread(
@@ -274,7 +312,7 @@ def aread(
     return AsyncReader(source, dialect, max_line_bytes=max_line_bytes, label=label, turns=turns)
 
 
-async def _async_chunks(source: AsyncSource) -> AsyncIterator[bytes]:
+async def _async_chunks(source: AsyncSource) -> AsyncGenerator[bytes, None]:
     import asyncio
 
     if isinstance(source, asyncio.StreamReader):
@@ -304,7 +342,7 @@ async def _async_chunks(source: AsyncSource) -> AsyncIterator[bytes]:
         raise _unreadable(source)
 
 
-async def _file_chunks(source: str | os.PathLike[str] | IO[Any]) -> AsyncIterator[bytes]:
+async def _file_chunks(source: str | os.PathLike[str] | IO[Any]) -> AsyncGenerator[bytes, None]:
     """A file (or pipe) read in a thread of its own, one chunk per request, so the event loop never blocks on it.
 
     Not the loop's default executor: a read blocked on a silent pipe would keep ``asyncio.run()`` from
