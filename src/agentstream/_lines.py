@@ -140,16 +140,25 @@ def lenient_json(data: bytes | bytearray) -> Any:
     """
     import json
 
-    return _without_lone_surrogates(json.loads(data, parse_constant=float))
+    return without_lone_surrogates(json.loads(data, parse_constant=float))
 
 
-def _without_lone_surrogates(value: Any) -> Any:
+def without_lone_surrogates(value: Any) -> Any:
+    """``value`` with each lone surrogate (which UTF-8 cannot encode) replaced by U+FFFD, as invalid UTF-8 is.
+
+    Strings, lists and dicts are copied; a msgspec struct (an event) is changed in place and returned.
+    """
     if isinstance(value, str):
         return re.sub(_LONE_SURROGATE, "\ufffd", value)
     if isinstance(value, list):
-        return [_without_lone_surrogates(item) for item in value]
+        return [without_lone_surrogates(item) for item in value]
     if isinstance(value, dict):
-        return {_without_lone_surrogates(key): _without_lone_surrogates(item) for key, item in value.items()}
+        return {without_lone_surrogates(key): without_lone_surrogates(item) for key, item in value.items()}
+    import msgspec  # loaded already: see parse_json
+
+    if isinstance(value, msgspec.Struct):
+        for name in value.__struct_fields__:
+            setattr(value, name, without_lone_surrogates(getattr(value, name)))
     return value
 
 

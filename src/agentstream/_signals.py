@@ -105,13 +105,20 @@ class SignalHandlers:
         _handled += 1  # tells the wake-up thread the signal was seen (see wake_main_thread_on_signals)
         return self.handler(signum, frame)
 
-    def restore(self, final_exit: int | None = None) -> None:
+    def restore(self, final_exit: int | None = None, *, keep_exit_code: bool = False) -> None:
         """Put the previous handlers back; with ``final_exit`` (the run's code, its ending written), note it first
         (:func:`note_final_exit`), so that a signal landing as the command line's handler comes back finds it
-        there rather than ending a finished run as interrupted."""
+        there rather than ending a finished run as interrupted.
+
+        ``keep_exit_code`` (a library's Stream that owns the process): where the previous handler was Python's
+        default, put :func:`_end_with_final_exit` instead, so a signal while the program winds down ends it
+        with the run's code rather than 130/143; a handler the program installed itself is handed back as is.
+        """
         if final_exit is not None:
             note_final_exit(final_exit)
         for signum, handler in self.previous.items():
+            if keep_exit_code and final_exit is not None and handler in _DEFAULT_DISPOSITIONS:
+                handler = _end_with_final_exit
             signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
         self.previous.clear()
 
@@ -349,6 +356,14 @@ def note_final_exit(code: int | None) -> None:
     """
     global _final_exit
     _final_exit = code
+
+
+_DEFAULT_DISPOSITIONS: Final = (None, signal.SIG_DFL, signal.default_int_handler)
+
+
+def _end_with_final_exit(signum: int, frame: FrameType | None) -> None:
+    """After a run's ending, in a program without handlers of its own: end with that run's code."""
+    raise SignalAfterResult(_final_exit if _final_exit is not None else 128 + signum)
 
 
 def _on_cli_signal(signum: int, frame: FrameType | None) -> None:

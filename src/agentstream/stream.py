@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 import traceback
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import FrameType, TracebackType
@@ -115,6 +116,10 @@ class Stream:
     """Whether an event that came after the result was dropped (said once on stderr)."""
     _owes_exit: bool = False
     """Ended by a cancelled asyncio task, whose CancelledError goes on: the process exits with the code at its end."""
+    _output_fd: int = -1
+    """The output's descriptor, when it has one (see :meth:`_output_is_stuck`)."""
+    _forked: bool = False
+    """This process is a fork of the one running the stream (:func:`_in_forked_child`): it writes nothing."""
 
     def __init__(
         self,
@@ -264,12 +269,15 @@ class Stream:
                 self.output_format, writer, dialect=self._dialect, err=self._err, color=self._color
             )
             self._started_at = time.monotonic()
+            if isinstance(writer, FdWriter):
+                self._output_fd = writer.fd
             if (
                 self.output_format == "stream-json"
                 and self._dialect in (None, "canonical")
                 and isinstance(writer, FdWriter)
             ):
                 self._fast_fd = writer.fd
+            _started_streams.add(self)
             if self.owns_process:
                 global _process_stream_started
                 _process_stream_started = True
@@ -337,6 +345,8 @@ class Stream:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> Literal[False]:
+        if self._forked:  # the forked process leaves as it would have without a stream: its parent ends it
+            return False
         self._end(exc)
         if not self.owns_process or self.result is None:
             return False
@@ -367,7 +377,8 @@ class Stream:
 
     def _leave(self, exc: BaseException | None) -> None:
         """Hand the signals back with the process's exit code fixed; say once why the output failed."""
-        self._handlers.restore(self.exit_code if self.owns_process and self.result is not None else None)
+        final = self.exit_code if self.owns_process and self.result is not None else None
+        self._handlers.restore(final, keep_exit_code=True)
         failure = self._output_failure
         if failure is not None and self.owns_process:
             if isinstance(failure, OutputError):
@@ -438,6 +449,24 @@ class Stream:
         actions = _next_actions(next_actions)
         if not self.started:
             self.start()
+        with self._lock:  # other threads wait from here: none adds work between its closing and the result
+            if self.result is not None:  # another thread's ending came first
+                return self.result
+            event = self._write_result(ok, code, subtype, result, error, actions)
+        if not self._exiting:
+            self._deliver_held_signal()
+        return event
+
+    def _write_result(
+        self,
+        ok: bool,
+        code: int,
+        subtype: str | None,
+        result: str | None,
+        error: p.ErrorInfo | None,
+        actions: list[p.NextAction],
+    ) -> p.Result:
+        """Close the open work and write the result (the lock held throughout)."""
         self._closing = True
         self._close_open_work("the run ended before this tool's result")
         final_text = result if result is not None else self.tally.last_text
@@ -463,8 +492,6 @@ class Stream:
         except OutputFailed as failure:
             self._output_closed = True
             self._output_failure = self._output_failure or failure
-        if not self._exiting:
-            self._deliver_held_signal()
         return event
 
     def fail(
@@ -527,22 +554,30 @@ class Stream:
                 return self._after_result(event)
             if not self._started_at:
                 raise RuntimeError("Stream.start() (or `with Stream(...)`) must come before emitting events")
+            kind = type(event)
+            if kind in _GUARDED:
+                self._check_guarded(event)
             if self._redact is not None:
                 self._redact(event)
             sequencer = self._sequencer
             event.session_id = sequencer.session_id
             event.seq = sequencer.next_seq
-            sequencer.next_seq += 1
             if not event.ts:
                 event.ts = _now_ts()
-            if type(event) in _ACCOUNTED:
+            # Encoded before the seq is taken and the event counted: one that cannot be written takes neither.
+            buffer = self._buffer
+            try:
+                _encode_into(event, buffer)
+            except _UNENCODABLE as exc:
+                _make_encodable(event, exc)
+                _encode_into(event, buffer)
+            sequencer.next_seq += 1
+            if kind in _ACCOUNTED:
                 self.tally.add(event)
             failed: OutputFailed | None = None
             fd = self._fast_fd
             if fd >= 0:
-                # Canonical lines to a descriptor: encode into one reused buffer, one write.
-                buffer = self._buffer
-                _encode_into(event, buffer)
+                # Canonical lines to a descriptor: the line is in the reused buffer already, one write.
                 buffer.append(10)
                 try:
                     written = _os_write(fd, buffer)
@@ -567,6 +602,20 @@ class Stream:
         if self._held.pending:
             self._raise_pending_signal()
         return event
+
+    def _check_guarded(self, event: p.Event) -> None:
+        """A ``start``, ``result`` or ``usage`` handed to :meth:`emit` must leave the run's own start and result valid."""
+        if type(event) is p.Start and event is not self._start:
+            raise ValueError(
+                "a Stream writes its own start (the first event): pass its fields to Stream(...)"
+            )
+        if type(event) is p.Result and event is not self.result:
+            raise ValueError("a Stream writes its one result itself: end the run with finish() or fail()")
+        if type(event) is p.Usage:
+            for name in _USAGE_FIELDS:
+                value = getattr(event, name)
+                if value is not p.UNSET and value is not None:
+                    _fields("Usage", {name: value}, _USAGE_FIELDS)
 
     def _after_result(self, event: E) -> E:
         """An event after the result: refused in the thread that wrote the result on purpose (a mistake);
@@ -787,7 +836,11 @@ class Stream:
                 # the first is held, or one that is still held 20 ms on while the run already unwinds.
                 was_held = self._held.pending
                 again = self._held.hold(signum, frame, redeliver=bool(self._signal_seen))
-                if (again or (was_held and self._signal_seen)) and not _signals.inside_import(frame):
+                if (
+                    (again or (was_held and self._signal_seen))
+                    and not _signals.inside_import(frame)
+                    and self._output_is_stuck()
+                ):
                     _signals.stop_waiting_for_output(self._signal_seen or self._held.pending)
                 return
         elif not self._held.pending and _signals.inside(frame, _FINISH_CODE):
@@ -798,6 +851,18 @@ class Stream:
             return
         self._held.take()
         self._deliver_signal(signum)
+
+    def _output_is_stuck(self) -> bool:
+        """Whether the line being written waits on a reader that stopped reading: its descriptor takes nothing
+        now. A busy output (a relay writing line after line) is not stuck; a file object cannot tell, so is."""
+        if self._output_fd < 0:
+            return True
+        import select
+
+        try:
+            return not select.select([], [self._output_fd], [], 0)[1]
+        except (OSError, ValueError):
+            return True
 
     def _deliver_held_signal(self) -> None:
         """A signal held while the result was written or published (:meth:`finish`): now that both are done,
@@ -819,6 +884,8 @@ class Stream:
     def _at_exit(self) -> None:
         """Last resort when the program exits without finishing its stream; or, after a cancelled task's
         ending, the exit code it owes (unless a later Stream took the process over)."""
+        if self._forked:
+            return
         if self.result is not None or not self.started:
             if self._owes_exit and _current is self:
                 _hard_exit(self.exit_code)
@@ -828,6 +895,19 @@ class Stream:
         except OutputFailed:
             pass  # nowhere to write it: the exit code says it
         _hard_exit(ExitCode.ERROR)
+
+    def _become_forked_copy(self) -> None:
+        """In a fork of the process running this stream: the parent goes on writing it, so this copy writes
+        nothing (an event raises), ends nothing and leaves the signals as they were before the stream."""
+        self._forked = True
+        self._fast_fd = -1
+        self._output_closed = False
+        self._sink = _ForkedCopy(self.command)
+        self._observers = []
+        try:
+            self._handlers.restore()
+        except ValueError:  # forked from a thread that is not the main one: no handler can be set there
+            pass
 
     def run(self, main: Callable[[Stream], object]) -> int:
         """Run ``main(stream)`` inside the stream and return the exit code (for embedding)."""
@@ -880,6 +960,34 @@ def fail_before_start(
         if close is not None:
             close()
     return stream.exit_code
+
+
+class _ForkedCopy:
+    """The sink of a stream in a forked process: refuses every event (two processes would write one session)."""
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+
+    def emit(self, event: p.AnyEvent) -> None:
+        raise RuntimeError(
+            f"this process is a fork of the one that runs Stream({self.command!r}): only that process writes the "
+            "stream; give the child a Stream of its own with out=..., or report back to the parent"
+        )
+
+    def close(self) -> None:
+        return None
+
+
+_started_streams: weakref.WeakSet[Stream] = weakref.WeakSet()
+"""Every stream started in this process (:func:`_in_forked_child` makes each an inert copy in a fork)."""
+
+
+def _in_forked_child() -> None:
+    for stream in list(_started_streams):
+        stream._become_forked_copy()
+
+
+os.register_at_fork(after_in_child=_in_forked_child)
 
 
 class _NoOutput:
@@ -951,6 +1059,22 @@ _now_ts = p.now_ts
 _ACCOUNTED: frozenset[type[p.BaseEvent]] = frozenset(
     {p.Usage, p.ToolCall, p.ToolResult, p.Message, p.MessageDelta, p.Reasoning, p.ReasoningDelta}
 )
+_GUARDED: frozenset[type[p.BaseEvent]] = frozenset({p.Start, p.Result, p.Usage})
+"""What :meth:`Stream.emit` checks, although it checks nothing else: each could make the run's start or result invalid."""
+_UNENCODABLE: Final = (TypeError, ValueError, OverflowError, msgspec.EncodeError)
+
+
+def _make_encodable(event: p.Event, exc: Exception) -> None:
+    """Lone surrogates (a file name decoded with ``surrogateescape``) become U+FFFD in place; anything else
+    that JSON cannot carry is refused before the event takes a ``seq``."""
+    from agentstream._lines import without_lone_surrogates
+
+    if isinstance(exc, UnicodeEncodeError):
+        without_lone_surrogates(event)
+        return
+    raise TypeError(f"a {event.type} event cannot be written as JSON: {exc}") from None
+
+
 _CRITICAL_CODE = frozenset(
     {
         Stream.emit.__code__,
@@ -1071,8 +1195,13 @@ def _fields(method: str, fields: dict[str, Any], kinds: Mapping[str, tuple[type,
 def _json(name: str, value: object) -> None:
     """Refuse what JSON cannot carry now, rather than when its line is written."""
     try:
-        _check_encode(value)
-    except (TypeError, ValueError, OverflowError, msgspec.EncodeError) as exc:
+        try:
+            _check_encode(value)
+        except UnicodeEncodeError:  # lone surrogates: replaced when the line is written; anything else?
+            from agentstream._lines import without_lone_surrogates
+
+            _check_encode(without_lone_surrogates(value))
+    except _UNENCODABLE as exc:
         raise TypeError(f"{name} must be JSON-serialisable: {exc}") from None
 
 
