@@ -131,6 +131,7 @@ def test_a_child_that_closes_stdout_but_never_exits(tmp_path: Path) -> None:
     assert error.code == "STREAM_TRUNCATED"
     assert "had not exited" in error.message and "SIGTERM" in error.message
     assert child.returncode == -signal.SIGTERM
+    assert events[-1].exit_code == 1  # type: ignore[union-attr]  # a failure, not a run interrupted by SIGTERM
 
 
 def test_a_child_that_hangs_after_its_result(tmp_path: Path) -> None:
