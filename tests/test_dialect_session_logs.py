@@ -204,3 +204,49 @@ def test_a_message_of_the_older_gemini_form_that_cannot_be_read_loses_only_itsel
     assert error.message.startswith("gemini-log 'user' line: field 'id'")
     assert [m.content for m in of_type(events, p.Message)] == ["hello"]
     assert isinstance(events[-1], p.Result) and events[-1].ok
+
+
+def test_claude_token_counts_of_another_kind_are_read_as_numbers_or_lost_with_a_warning() -> None:
+    """``250.0`` is 250 and ``"10"`` is 10; a count that is no number is lost, said once, not the record."""
+    lines = _claude_lines()
+    for line in lines:
+        usage = line.get("message", {}).get("usage") if line["type"] == "assistant" else None
+        if usage is not None:
+            usage["input_tokens"] = str(usage["input_tokens"])
+            usage["output_tokens"] = float(usage["output_tokens"])
+    clean, _ = events_of(LOGS["claude-log"])
+    liberal, _ = events_of(b"".join(json.dumps(line).encode() + b"\n" for line in lines))
+    figures = [(u.input_tokens, u.output_tokens, u.cached_tokens) for u in of_type(liberal, p.Usage)]
+    assert figures == [(u.input_tokens, u.output_tokens, u.cached_tokens) for u in of_type(clean, p.Usage)]
+    assert not of_type(liberal, p.Log)
+
+    for line in lines:
+        if line["type"] == "assistant":
+            line["message"]["usage"]["output_tokens"] = "lots"
+    lossy, _ = events_of(b"".join(json.dumps(line).encode() + b"\n" for line in lines))
+    assert [u.output_tokens for u in of_type(lossy, p.Usage)] == [0, 0]
+    assert [u.input_tokens for u in of_type(lossy, p.Usage)] == [
+        u.input_tokens for u in of_type(clean, p.Usage)
+    ]
+    (warning,) = of_type(lossy, p.Log)
+    assert "field 'output_tokens' must be an integer" in warning.message and warning.level == "warn"
+    assert isinstance(lossy[-1], p.Result) and lossy[-1].ok
+
+
+@pytest.mark.parametrize(
+    ("dialect", "provider"),
+    [("claude-log", "anthropic"), ("codex-log", "openai"), ("gemini-log", "gcp.gemini")],
+)
+def test_a_session_log_s_start_names_the_provider_its_cli_calls(dialect: str, provider: str) -> None:
+    events, _ = events_of(LOGS[dialect])
+    start = events[0]
+    assert isinstance(start, p.Start) and start.provider == provider
+
+
+def test_a_codex_rollout_that_names_its_model_provider_is_taken_at_its_word() -> None:
+    lines = LOGS["codex-log"].read_bytes().splitlines(keepends=True)
+    meta = json.loads(lines[0])
+    assert meta["type"] == "session_meta"
+    meta["payload"]["model_provider"] = "azure"
+    events, _ = events_of(json.dumps(meta).encode() + b"\n" + b"".join(lines[1:]))
+    assert isinstance(events[0], p.Start) and events[0].provider == "azure"

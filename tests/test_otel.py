@@ -328,6 +328,7 @@ def test_wrap_exports_the_child_run_and_passes_it_a_traceparent(receiver: Receiv
     assert agent.trace_id == outer_trace and agent.parent_span_id == outer_span
     assert seen.read_text() == f"00-{agent.trace_id}-{agent.span_id}-01"
     assert agent.name == f"invoke_agent {Path(sys.executable).name}"
+    assert agent.attributes["agentstream.command"] == Path(sys.executable).name  # its arguments stay out
     chats = by_operation(spans, "chat")
     assert [c.attributes["gen_ai.usage.input_tokens"] for c in chats] == [11, 20]
     assert [c.attributes["gen_ai.response.finish_reasons"] for c in chats] == [("tool_calls",), ("stop",)]
@@ -642,3 +643,191 @@ def test_each_run_of_a_multi_turn_input_is_its_own_trace_and_orphan_results_keep
         (_sink_ns(11.5), _sink_ns(12)),
     ]
     assert [t.parent.span_id for t in tools] == [a.context.span_id for a in agents]
+
+
+# -- what a trace must not say, and what it must ---------------------------------------
+
+
+def test_the_command_is_exported_without_its_prompt_or_any_value() -> None:
+    """A prompt on the command line (or a key in an option) stays out: the program and its option names go."""
+    from agentstream import protocol as p
+
+    command = "/usr/local/bin/claude -p 'my secret prompt: password hunter2' --api-key=sk-1 --output-format stream-json"
+    spans = _sink_spans(
+        [
+            p.Start(command=command, ts=_at(0), session_id="s"),
+            p.Result(ok=True, subtype="success", exit_code=0, ts=_at(1)),
+        ]
+    )
+    (agent,) = _op(spans, "invoke_agent")
+    assert agent.attributes["agentstream.command"] == "claude -p --api-key --output-format"
+    values = [str(v) for span in spans for v in span.attributes.values()]
+    assert not [v for v in values if "hunter2" in v or "sk-1" in v or "stream-json" in v]
+
+
+def _cut_stream(path: Path) -> list[dict]:
+    """A recorded run cut off while a tool runs (no result), from long ago."""
+    events = [
+        {"type": "start", "command": "exec", "model": "m1", "provider": "demo", "cwd": "/"},
+        {"type": "step", "name": "turn 1", "status": "started"},
+        {"type": "message_delta", "message_id": "a", "role": "assistant", "content": "let me "},
+        {"type": "tool_call", "call_id": "c1", "name": "shell", "arguments": {"command": "ls"}},
+    ]
+    lines = [
+        {**event, "v": 1, "session_id": "ses_cut", "seq": seq, "ts": f"2026-01-01T00:00:0{seq}.000Z"}
+        for seq, event in enumerate(events)
+    ]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return lines
+
+
+def test_export_of_a_cut_file_ends_its_trace_at_its_last_event(receiver: Receiver, tmp_path: Path) -> None:
+    """Not at the time of the export (the reader's made-up ending), so exporting it again gives the same trace."""
+    path = tmp_path / "cut.ndjson"
+    lines = _cut_stream(path)
+    done = agentstream("export", "otel", str(path), env=otel_env(receiver), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"1 run(s), 3 span(s) from {len(lines)} event(s)" in done.stderr
+    spans = receiver.wait_for(3)
+    last = ns(lines[-1]["ts"])
+    agent = the_agent_span(spans)
+    assert (agent.start_ns, agent.end_ns) == (ns(lines[0]["ts"]), last)
+    assert agent.status == "ERROR" and agent.attributes["error.type"] == "NOT_FINISHED"
+    (chat,) = by_operation(spans, "chat")
+    assert chat.end_ns == last and chat.attributes["error.type"] == "NOT_FINISHED"
+    (tool,) = by_operation(spans, "execute_tool")
+    assert tool.end_ns == last and tool.attributes["agentstream.tool.status"] == "cancelled"
+
+
+def test_a_run_cut_by_the_next_one_ends_at_its_own_last_event() -> None:
+    from agentstream import protocol as p
+
+    spans = _sink_spans(
+        [
+            p.Start(command="exec", ts=_at(0), session_id="one"),
+            p.MessageDelta(message_id="m", content="par", ts=_at(1)),
+            p.Start(command="exec", ts=_at(9), session_id="two"),
+            p.Result(ok=True, subtype="success", exit_code=0, ts=_at(10), session_id="two"),
+        ]
+    )
+    first, second = _op(spans, "invoke_agent")
+    assert first.end_time == _sink_ns(1) and first.attributes["error.type"] == "NOT_FINISHED"
+    assert second.end_time == _sink_ns(10)
+
+
+def test_a_stream_that_stops_after_its_fatal_error_ends_with_that_error() -> None:
+    from agentstream import protocol as p
+
+    spans = _sink_spans(
+        [
+            p.Start(command="exec", model="m", ts=_at(0), session_id="s"),
+            p.Error(code="AUTH_EXPIRED", message="bad key", ts=_at(2)),
+        ]
+    )
+    (agent,) = _op(spans, "invoke_agent")
+    assert agent.attributes["error.type"] == "AUTH_EXPIRED" and agent.status.description == "bad key"
+    assert agent.end_time == _sink_ns(2)
+
+
+def test_a_model_call_answered_by_a_tool_call_alone_finishes_with_tool_calls() -> None:
+    from agentstream import protocol as p
+
+    spans = _sink_spans(
+        [
+            p.Start(command="exec", ts=_at(0), session_id="s"),
+            p.Step(name="turn 1", status="started", ts=_at(1)),
+            p.ToolCall(call_id="c1", name="shell", ts=_at(2)),
+            p.Usage(model="m", input_tokens=10, output_tokens=5, ts=_at(3)),
+            p.ToolResult(call_id="c1", name="shell", status="success", ts=_at(4)),
+            p.Message(message_id="a", role="assistant", content="done", ts=_at(5)),
+            p.Usage(model="m", input_tokens=20, output_tokens=5, ts=_at(6)),
+            p.Result(ok=True, subtype="success", exit_code=0, ts=_at(7)),
+        ]
+    )
+    first, second = _op(spans, "chat")
+    assert first.attributes["gen_ai.response.finish_reasons"] == ("tool_calls",)
+    assert (first.start_time, first.end_time) == (_sink_ns(1), _sink_ns(3))
+    assert second.attributes["gen_ai.response.finish_reasons"] == ("stop",)
+    assert (second.start_time, second.end_time) == (_sink_ns(4), _sink_ns(6))
+
+
+def test_a_tool_duration_the_stream_did_not_give_is_not_exported_as_zero() -> None:
+    from agentstream import protocol as p
+
+    spans = _sink_spans(
+        [
+            p.Start(command="exec", ts=_at(0), session_id="s"),
+            p.ToolCall(call_id="quick", name="grep", ts=_at(1)),
+            p.ToolResult(call_id="quick", name="grep", status="success", ts=_at(2)),
+            p.ToolCall(call_id="timed", name="shell", ts=_at(3)),
+            p.ToolResult(call_id="timed", name="shell", status="success", duration_ms=250, ts=_at(4)),
+            p.Result(ok=True, subtype="success", exit_code=0, ts=_at(5)),
+        ]
+    )
+    durations = {
+        t.attributes["gen_ai.tool.name"]: t.attributes.get("agentstream.tool.duration_ms")
+        for t in _op(spans, "execute_tool")
+    }
+    assert durations == {"grep": None, "shell": 250}
+
+
+@pytest.mark.parametrize(
+    ("log", "provider"),
+    [
+        ("claude-log/project-log.jsonl", "anthropic"),
+        ("codex-log/rollout.jsonl", "openai"),
+        ("gemini-log/chat.jsonl", "gcp.gemini"),
+    ],
+)
+def test_the_spans_of_a_session_log_name_the_cli_s_provider(log: str, provider: str) -> None:
+    from agentstream.consumer import read
+
+    with read(FIXTURES / "dialects" / log) as reader:
+        spans = _sink_spans(list(reader))
+    model_spans = _op(spans, "invoke_agent") + _op(spans, "chat")
+    assert len(model_spans) == 3
+    assert {s.attributes["gen_ai.provider.name"] for s in model_spans} == {provider}
+
+
+def test_cache_writes_are_exported_when_the_stream_knows_them() -> None:
+    from agentstream.consumer import read
+
+    with read(FIXTURES / "dialects" / "claude-log" / "project-log.jsonl") as reader:
+        spans = _sink_spans(list(reader))
+    chats = _op(spans, "chat")
+    assert [c.attributes["gen_ai.usage.cache_creation.input_tokens"] for c in chats] == [1500, 300]
+    (agent,) = _op(spans, "invoke_agent")
+    assert agent.attributes["gen_ai.usage.cache_creation.input_tokens"] == 1800
+    with read(FIXTURES / "dialects" / "gemini-log" / "chat.jsonl") as reader:
+        unknown = _sink_spans(list(reader))  # Gemini's logs do not say: nothing is made up
+    assert not [s for s in unknown if "gen_ai.usage.cache_creation.input_tokens" in s.attributes]
+
+
+def test_a_collector_that_refuses_the_spans_is_said_to_by_its_status(tmp_path: Path) -> None:
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from threading import Thread
+
+    class Refusing(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            self.send_response(500)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: object) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Refusing)
+    Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        host, port = server.server_address[:2]
+        log = FIXTURES / "dialects" / "claude" / "session-2.0.76.ndjson"
+        done = agentstream(
+            "export", "otel", str(log), "--endpoint", f"http://{host}:{port}", env=clean_env(), cwd=tmp_path
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert done.returncode == 1
+    (warning,) = [line for line in done.stderr.splitlines() if "otel" in line]
+    assert "the collector answered HTTP 500" in warning and "is it running" not in warning

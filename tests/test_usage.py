@@ -41,12 +41,12 @@ def envelope(*args: str, env: dict[str, str] | None = None) -> dict:
     return json.loads(done.stdout)
 
 
-def ccusage(config_dir: Path) -> dict:
+def ccusage(config_dir: Path, *options: str) -> dict:
     node = shutil.which("node")
     if node is None or not CCUSAGE.exists():
         pytest.fail("ccusage is the oracle here: install node and run 'npm ci' in tests/peers")
     done = subprocess.run(
-        [node, str(CCUSAGE), "daily", "--json", "--offline"],
+        [node, str(CCUSAGE), "daily", "--json", "--offline", *options],
         capture_output=True,
         text=True,
         env={**os.environ, "CLAUDE_CONFIG_DIR": str(config_dir), "TZ": "UTC"},
@@ -251,3 +251,141 @@ def test_an_unreadable_codex_running_total_is_lost_whole_not_read_as_zeros(
         clean["input_tokens"] == 3000 and clean["cache_read_tokens"] == 8000 and clean["output_tokens"] == 520
     )
     assert envelope(str(corrupt))["result"]["totals"] == clean
+
+
+def claude_record(
+    ts: str, message_id: str, usage: dict[str, Any], *, tool: bool = False, **extra: Any
+) -> dict[str, Any]:
+    """One assistant record of a Claude Code log (session ``s-1``), with a tool call when ``tool``."""
+    block = (
+        {"type": "tool_use", "id": f"toolu_{message_id}", "name": "Bash", "input": {"command": "ls"}}
+        if tool
+        else {"type": "text", "text": "ok"}
+    )
+    return {
+        "parentUuid": None,
+        "isSidechain": False,
+        "type": "assistant",
+        "sessionId": "s-1",
+        "uuid": f"u-{message_id}-{ts}",
+        "timestamp": ts,
+        "requestId": f"req_{message_id}",
+        "message": {
+            "id": message_id,
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-sonnet-4-20250514",
+            "content": [block],
+            "usage": usage,
+        },
+        **extra,
+    }
+
+
+def write_log(path: Path, records: list[dict[str, Any]], *, prefix: bytes = b"") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(prefix + "".join(json.dumps(r) + "\n" for r in records).encode())
+    return path
+
+
+SMALL = {"input_tokens": 10, "output_tokens": 20}
+
+
+def test_since_counts_only_the_tool_calls_and_wall_time_on_or_after_it(tmp_path: Path) -> None:
+    log = write_log(
+        tmp_path / "s-1.jsonl",
+        [
+            claude_record("2026-10-01T10:00:00.000Z", "m1", SMALL, tool=True),
+            claude_record("2026-10-01T10:10:00.000Z", "m2", SMALL, tool=True),
+            claude_record("2026-10-02T09:00:00.000Z", "m3", SMALL, tool=True),
+            claude_record("2026-10-02T09:30:00.000Z", "m4", SMALL),
+        ],
+    )
+    every = envelope(str(log))["result"]["totals"]
+    assert (every["calls"], every["tool_calls"]) == (4, 3)
+    late = envelope(str(log), "--since", "2026-10-02")["result"]
+    assert (late["totals"]["calls"], late["totals"]["tool_calls"]) == (2, 1)
+    assert (
+        late["totals"]["wall_time_ms"] == 30 * 60 * 1000
+    )  # from its first record that day, not the day before
+    assert [group["key"] for group in late["groups"]] == ["2026-10-02"]
+
+
+def test_days_are_utc_days_whatever_offset_a_time_is_written_with(tmp_path: Path) -> None:
+    log = write_log(
+        tmp_path / "s-1.jsonl",
+        [
+            claude_record("2025-09-05T01:04:00+02:00", "m1", SMALL),  # 2025-09-04T23:04Z
+            claude_record("2025-09-05T00:30:00.000Z", "m2", SMALL),
+        ],
+    )
+    days = envelope(str(log))["result"]["groups"]
+    assert [(day["key"], day["calls"]) for day in days] == [("2025-09-04", 1), ("2025-09-05", 1)]
+    assert envelope(str(log), "--since", "2025-09-05")["result"]["totals"]["calls"] == 1
+
+
+def test_token_counts_written_as_a_float_or_a_string_are_counted(tmp_path: Path) -> None:
+    """As the dialects read numbers: an integral float is that integer, a numeric string its number."""
+    log = write_log(
+        tmp_path / "s-1.jsonl",
+        [
+            claude_record("2026-10-01T10:00:00.000Z", "m1", {"input_tokens": "10", "output_tokens": 250.0}),
+            claude_record("2026-10-01T10:01:00.000Z", "m2", {"input_tokens": "many", "output_tokens": 5}),
+        ],
+    )
+    totals = envelope(str(log))["result"]["totals"]
+    assert (totals["calls"], totals["input_tokens"], totals["output_tokens"]) == (2, 10, 255)
+
+
+def test_a_log_that_starts_with_a_byte_order_mark_loses_no_record(tmp_path: Path) -> None:
+    records = [
+        claude_record("2026-10-01T10:00:00.000Z", "m1", SMALL),
+        claude_record("2026-10-01T10:01:00.000Z", "m2", SMALL),
+    ]
+    home = tmp_path / "home"
+    log = write_log(home / ".claude" / "projects" / "p" / "s-1.jsonl", records, prefix=b"\xef\xbb\xbf")
+    assert envelope(str(log))["result"]["totals"]["calls"] == 2
+    env = {"HOME": str(home), "CLAUDE_CONFIG_DIR": "", "CODEX_HOME": "", "AGENTSTREAM_BUS": ""}
+    assert envelope("--cli", "claude", env=env)["result"]["totals"]["calls"] == 2
+
+
+def test_gemini_s_prompt_history_is_no_session_log_wherever_it_is_found(tmp_path: Path) -> None:
+    """``~/.gemini/tmp/<project>/logs.json`` holds the prompts typed, no usage: never a file counted."""
+    home = tmp_path / "home"
+    project = home / ".gemini" / "tmp" / "9f86d081"
+    (project / "chats").mkdir(parents=True)
+    shutil.copy(GEMINI_LOG, project / "chats" / "session-2026-11-04T08-00-5b6c7d8e.jsonl")
+    prompts = [{"sessionId": "s", "messageId": 0, "type": "user", "message": "hi", "timestamp": "2026-11-04"}]
+    (project / "logs.json").write_text(json.dumps(prompts, indent=2))
+    env = {"HOME": str(home), "CLAUDE_CONFIG_DIR": "", "CODEX_HOME": "", "AGENTSTREAM_BUS": ""}
+    by_default = envelope("--cli", "gemini", env=env)["result"]
+    named = envelope(str(home / ".gemini"), env=env)["result"]
+    assert by_default["files"] == named["files"] == 1
+    assert by_default["totals"] == named["totals"] and named["totals"]["calls"] == 2
+
+
+def test_where_ccusage_counts_otherwise_it_is_as_the_docs_say(tmp_path: Path) -> None:
+    """docs/usage.md: the largest figure of a call's records against ccusage's first; our table against a
+    record's ``costUSD`` (ccusage's default mode), the same cost as ccusage's ``--mode calculate``."""
+    grown = tmp_path / "grown"
+    write_log(
+        grown / "projects" / "p" / "s-1.jsonl",
+        [
+            claude_record("2026-10-01T10:00:00.000Z", "m1", {"input_tokens": 10, "output_tokens": 12}),
+            claude_record("2026-10-01T10:00:01.000Z", "m1", {"input_tokens": 10, "output_tokens": 250}),
+        ],
+    )
+    ours = envelope(str(grown), "--cli", "claude")["result"]["totals"]
+    assert (ours["output_tokens"], ccusage(grown)["totals"]["outputTokens"]) == (250, 12)
+
+    priced = tmp_path / "priced"
+    write_log(
+        priced / "projects" / "p" / "s-1.jsonl",
+        [claude_record("2026-10-01T10:00:00.000Z", "m1", SMALL, costUSD=1.0)],
+    )
+    ours = envelope(str(priced), "--cli", "claude")["result"]["totals"]
+    assert ccusage(priced)["totals"]["totalCost"] == pytest.approx(1.0)
+    assert ccusage(priced, "--mode", "calculate")["totals"]["totalCost"] == pytest.approx(
+        ours["cost_usd"], abs=1e-6
+    )
+    assert ours["cost_usd"] < 0.01

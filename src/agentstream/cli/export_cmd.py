@@ -59,14 +59,14 @@ def run(args: argparse.Namespace) -> int:
         raise
     reader = read(source, args.from_dialect, label=args.file)
     try:
-        events, real = _feed(reader, sink)
+        events = _feed(reader, sink)
     except BaseException:
         sink.close()  # what was read is still exported
         raise
     finally:
         if args.file != "-":  # stdin is not ours to close
             source.close()
-    if not real:
+    if not events:
         sink.discard()
         raise _no_events("stdin" if args.file == "-" else args.file, reader.line_number)
     note_after_end(reader)  # what no turn took is not exported either: said, as convert and view say it
@@ -86,27 +86,29 @@ def run(args: argparse.Namespace) -> int:
     return int(ExitCode.OK)
 
 
-def _feed(events: Iterable[AnyEvent], sink: OtelSink) -> tuple[int, bool]:
-    """Feed ``sink`` the events; how many, and whether any was not made up.
+def _feed(events: Iterable[AnyEvent], sink: OtelSink) -> int:
+    """Feed ``sink`` the events; how many of them the input held (made-up ones not counted).
 
-    Until one is real, a result is held back: the reader's made-up ending of an
-    input with no events (a start, its errors, a failed result) must not close a
-    run, which would export it as a failed trace. The caller discards it instead.
+    Made-up events (``synthetic``) that come after a run's last real event are its made-up ending — the
+    reader's for a cut file, stamped with the time of reading — and are not fed: the sink then ends that
+    run at its last real event, as not finished. Made-up events followed by a real one of the same run
+    (a dialect's start, a call closed on the input's word) are fed in their place.
     """
     from agentstream import protocol as p
 
-    count, real, held = 0, False, None
+    count, held = 0, list[p.AnyEvent]()
     for event in events:
+        if event.synthetic is True:
+            held.append(event)
+            continue
         count += 1
-        if held is not None:
-            sink.on_event(held)
-            held = None
-        real = real or event.synthetic is not True
-        if not real and isinstance(event, p.Result):
-            held = event
-        else:
-            sink.on_event(event)
-    return count, real
+        if held and not isinstance(event, p.Start):
+            ending = max((i for i, e in enumerate(held) if isinstance(e, p.Result)), default=-1)
+            for earlier in held[ending + 1 :]:  # what came after a made-up result belongs to this run
+                sink.on_event(earlier)
+        held.clear()
+        sink.on_event(event)
+    return count
 
 
 def _no_events(name: str, lines: int) -> Exception:

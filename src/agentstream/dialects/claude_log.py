@@ -28,6 +28,8 @@ from agentstream.dialects.claude import ClaudeDecoder
 from agentstream.dialects.kit import Fields
 from agentstream.errors import ErrorCode
 
+PROVIDER = "anthropic"
+"""Whose models Claude Code calls, named as the OpenTelemetry GenAI conventions name providers."""
 INTERRUPT_MARK = "[Request interrupted by user"
 """How Claude Code logs a turn the user stopped (a user text that starts so)."""
 _HOLD_LIMIT = 256
@@ -85,7 +87,7 @@ class ClaudeLogDecoder(SessionLogDecoder, ClaudeDecoder):
         record = self.fields(obj, f"{self.dialect} '{kind}' line", kind if isinstance(kind, str) else "")
         self.adopt_session(record.opt_text("sessionId"))
         self.note_time(obj.get("timestamp"))
-        self.emit(p.Start(command=self.command, cwd=record.opt_text("cwd") or ""))
+        self.emit(p.Start(command=self.command, cwd=record.opt_text("cwd") or "", provider=PROVIDER))
         held, self._before_start = self._before_start, []
         for earlier in held:
             self._decode_record(earlier)

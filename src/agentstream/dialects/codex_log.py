@@ -29,6 +29,8 @@ from agentstream.dialects.kit import Fields, identify, parse_arguments, text_or_
 
 __all__ = ["DIALECT", "usage_step"]
 
+PROVIDER = "openai"
+"""Whose models Codex calls when its rollout does not name a ``model_provider`` (the GenAI conventions' name)."""
 _REPEATED_EVENTS = frozenset(
     {"user_message", "agent_message", "agent_reasoning", "agent_reasoning_raw_content"}
 )
@@ -126,7 +128,8 @@ class CodexLogDecoder(SessionLogDecoder):
     def on_session_meta(self, f: Fields) -> None:
         meta = f.sub("payload")
         self.adopt_session(meta.opt_text("id"))
-        self.emit(p.Start(command=self.command, cwd=meta.opt_text("cwd") or ""))
+        provider = meta.opt_text("model_provider") or PROVIDER
+        self.emit(p.Start(command=self.command, cwd=meta.opt_text("cwd") or "", provider=provider))
 
     def on_turn_context(self, f: Fields) -> None:
         context = f.sub("payload")

@@ -27,6 +27,8 @@ from agentstream.errors import ErrorCode, MalformedEventError
 
 __all__ = ["DIALECT", "GeminiTokens", "parts_text"]
 
+PROVIDER = "gcp.gemini"
+"""Whose models Gemini CLI calls, named as the OpenTelemetry GenAI conventions name providers."""
 _FINISHED = {"success": "success", "error": "error", "cancelled": "cancelled"}
 _STATUSES = ("validating", "scheduled", "awaiting_approval", "executing", *_FINISHED)
 """Every ``ToolCallStatus`` Gemini CLI records; the last three mean the call is over."""
@@ -149,7 +151,7 @@ class GeminiLogDecoder(SessionLogDecoder):
         self.note_time(record.obj.get("startTime"))
         if not self.started:
             self.adopt_session(session_id)
-            self.emit(p.Start(command=self.command))
+            self.emit(p.Start(command=self.command, provider=PROVIDER))
         self._messages(
             record.opt_list("messages") or []
         )  # the older form: the whole conversation in one record

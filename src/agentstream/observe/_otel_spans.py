@@ -9,6 +9,8 @@ same trace as exporting it live. ``docs/otel.md`` describes the mapping.
 
 from __future__ import annotations
 
+import os
+import re
 import shlex
 import threading
 from collections.abc import Callable, Sequence
@@ -43,16 +45,78 @@ PROVIDER_ERRORS: Final = frozenset(
 )
 """Fatal error codes that mean a model call failed: they end an open (or a new) ``chat`` span."""
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+_UNFINISHED: Final = "the stream ended without a result"
 _MODEL_OUTPUT: Final = (p.MessageDelta, p.Message, p.ReasoningDelta, p.Reasoning)
 
 Warn = Callable[[str], None]
 
 
+_CREDENTIAL_VARS: Final = (
+    "OTEL_PYTHON_EXPORTER_OTLP_HTTP_CREDENTIAL_PROVIDER",
+    "OTEL_PYTHON_EXPORTER_OTLP_HTTP_TRACES_CREDENTIAL_PROVIDER",
+)
+"""When one is set, the exporter builds its own HTTP session (from that provider), whose answers are not seen."""
+_NO_ANSWER: Final = "the collector did not answer (is it running, and is this its OTLP/HTTP port?)"
+
+
 def otlp_http_exporter(endpoint: str | None, timeout_s: float | None) -> SpanExporter:
-    """The official OTLP/HTTP protobuf exporter; None arguments are read from ``OTEL_*`` by the exporter."""
+    """The official OTLP/HTTP protobuf exporter; None arguments are read from ``OTEL_*`` by the exporter.
+
+    Its HTTP session notes the status of each answer, so a refusal can be told from a collector that is not there.
+    """
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-    return OTLPSpanExporter(endpoint=endpoint, timeout=timeout_s)
+    if any(os.environ.get(name) for name in _CREDENTIAL_VARS):
+        return OTLPSpanExporter(endpoint=endpoint, timeout=timeout_s)
+    import requests
+
+    answers = _Answers()
+    session = requests.Session()
+    session.hooks["response"].append(answers.note)
+    return _AnsweredExporter(OTLPSpanExporter(endpoint=endpoint, timeout=timeout_s, session=session), answers)
+
+
+class _Answers:
+    """The HTTP status of the collector's last answer (None: no answer came)."""
+
+    def __init__(self) -> None:
+        self.status: int | None = None
+
+    def note(self, response: Any, *args: Any, **kwargs: Any) -> None:
+        self.status = response.status_code
+
+
+class _AnsweredExporter(SpanExporter):
+    """An exporter that can say why its last export failed: the collector's answer, or that none came."""
+
+    def __init__(self, inner: SpanExporter, answers: _Answers) -> None:
+        self.inner = inner
+        self.answers = answers
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.answers.status = None
+        return self.inner.export(spans)
+
+    def why_not(self) -> str:
+        status = self.answers.status
+        if status is None:
+            return _NO_ANSWER
+        hint = _STATUS_HINTS.get(status, "see the collector's log for why")
+        return f"the collector answered HTTP {status} ({hint})"
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+
+_STATUS_HINTS: Final = {
+    401: "check the credentials in OTEL_EXPORTER_OTLP_HEADERS",
+    403: "check the credentials in OTEL_EXPORTER_OTLP_HEADERS",
+    404: "is this its OTLP/HTTP endpoint?",
+    413: "the batch was too large for it",
+}
 
 
 class _ReportingExporter(SpanExporter):
@@ -71,7 +135,7 @@ class _ReportingExporter(SpanExporter):
         except Exception as exc:  # an exporter bug must never reach the run
             result, why = SpanExportResult.FAILURE, f"{type(exc).__name__}: {exc}"
         else:
-            why = "the collector did not accept them (is it running, and is this its OTLP/HTTP port?)"
+            why = self.inner.why_not() if isinstance(self.inner, _AnsweredExporter) else _NO_ANSWER
         if result is SpanExportResult.SUCCESS:
             self.exported += len(spans)
         else:
@@ -142,7 +206,7 @@ class OtelSink:
 
     def _feed(self, event: p.Event) -> None:
         if isinstance(event, p.Start) and self._run is not None:
-            self._run.abandon(_ns(event.ts, self._run.last_ns))
+            self._run.abandon(self._run.last_ns)
             self._run = None
         if self._run is None:
             self._run = _RunSpans.begin(self.tracer, self.parent, event)
@@ -219,7 +283,7 @@ class _RunSpans:
         _put(attributes, "gen_ai.provider.name", provider)
         _put(attributes, "gen_ai.request.model", model)
         if start is not None:
-            _put(attributes, "agentstream.command", start.command)
+            _put(attributes, "agentstream.command", _command_shape(start.command))
             _put(attributes, "agentstream.parent_session_id", _text(start.parent_session_id))
         agent = tracer.start_span(
             f"invoke_agent {agent_name}",
@@ -282,6 +346,8 @@ class _RunSpans:
         attributes["gen_ai.usage.output_tokens"] = usage.output_tokens
         if usage.cached_tokens:
             attributes["gen_ai.usage.cache_read.input_tokens"] = usage.cached_tokens
+        if usage.cache_write_tokens is not p.UNSET:
+            attributes["gen_ai.usage.cache_creation.input_tokens"] = usage.cache_write_tokens
         if usage.reasoning_tokens:
             attributes["gen_ai.usage.reasoning.output_tokens"] = usage.reasoning_tokens
         if usage.cost_usd is not p.UNSET:
@@ -312,9 +378,11 @@ class _RunSpans:
     # -- tools ----------------------------------------------------------------------
 
     def _on_tool_call(self, call: p.ToolCall, ns: int) -> None:
+        """A tool call is the model's output: it ends the call whose usage came, else marks the one under way
+        (a call may answer with tool calls alone, no text before them)."""
         if self.pending is not None:
             self._settle("tool_calls")
-        elif self.call_open:
+        else:
             self.call_saw_tools = True
         self._open_tool(call.call_id, call.name, ns)
 
@@ -337,12 +405,15 @@ class _RunSpans:
             span = self._open_tool(result.call_id, result.name, ns - result.duration_ms * 1_000_000)
             self.tools.pop(result.call_id)
         span.set_attribute("agentstream.tool.status", result.status)
-        span.set_attribute("agentstream.tool.duration_ms", result.duration_ms)
+        if result.duration_ms:  # 0: the stream did not say
+            span.set_attribute("agentstream.tool.duration_ms", result.duration_ms)
         if result.status != "success":
             error = result.error if isinstance(result.error, str) else result.status
             _record_error(span, result.status, error, ns)
         span.end(end_time=ns)
-        self._mark_boundary(ns)
+        if not self.call_open:  # the model call that asked for it is over: the next one starts here
+            self.boundary_ns = ns
+            self.call_saw_tools = False
 
     # -- errors and the end ---------------------------------------------------------
 
@@ -379,6 +450,8 @@ class _RunSpans:
         )
         if result.usage.cached_tokens:
             agent.set_attribute("gen_ai.usage.cache_read.input_tokens", result.usage.cached_tokens)
+        if result.usage.cache_write_tokens is not p.UNSET:
+            agent.set_attribute("gen_ai.usage.cache_creation.input_tokens", result.usage.cache_write_tokens)
         if not result.ok:
             _record_error(agent, code, message, ns)
         agent.end(end_time=ns)
@@ -392,13 +465,15 @@ class _RunSpans:
         self.tools.clear()
 
     def abandon(self, ns: int) -> None:
-        """The stream stopped without a result (a cut file, a process gone): end everything as not finished."""
+        """The stream stopped without a result (a cut file, a process gone): end everything as not finished,
+        or as the fatal error it stopped on."""
         self._settle("stop")
-        message = "the stream ended without a result"
+        fatal = self.fatal
+        code, message = (fatal.code, fatal.message) if fatal else (ErrorCode.NOT_FINISHED, _UNFINISHED)
         if self.call_open:
-            self._failed_call(ErrorCode.NOT_FINISHED, message, ns)
-        self._end_tools(ErrorCode.NOT_FINISHED, message, ns)
-        _record_error(self.agent, ErrorCode.NOT_FINISHED, message, ns)
+            self._failed_call(code, message, ns)
+        self._end_tools(code, message, ns)
+        _record_error(self.agent, code, message, ns)
         self.agent.end(end_time=max(ns, self.last_ns))
 
     def _child(self, name: str, kind: SpanKind, start_ns: int) -> Span:
@@ -441,11 +516,33 @@ def _agent_name(command: str) -> str:
     """``agentstream`` for its own agent; else the program a command line runs (``claude``, ``codex``…)."""
     if command in ("", "exec"):
         return "agentstream"
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        words = command.split()
+    words = _words(command)
     return PurePath(words[0]).name if words else "agentstream"
+
+
+_OPTION = re.compile(r"-[A-Za-z]|--[A-Za-z][A-Za-z0-9_-]*", re.ASCII)
+"""An option's name: a short one alone (``-pVALUE`` may be a value glued on), a long one up to its ``=``."""
+
+
+def _command_shape(command: str) -> str:
+    """A command line without anything it was given: the program's name and the names of its options.
+
+    A prompt, a path or an option's value (``--key=value`` included) may hold what the user would not send
+    anywhere: ``claude -p 'my secret' --output-format stream-json`` is ``claude -p --output-format``.
+    """
+    words = _words(command)
+    if not words:
+        return ""
+    given = words[1 : words.index("--")] if "--" in words else words[1:]  # after "--", arguments only
+    options = (word.partition("=")[0] for word in given)
+    return " ".join([PurePath(words[0]).name, *(word for word in options if _OPTION.fullmatch(word))])
+
+
+def _words(command: str) -> list[str]:
+    try:
+        return shlex.split(command)
+    except ValueError:
+        return command.split()
 
 
 def _text(value: object) -> str | None:

@@ -21,6 +21,7 @@ neither read from nor written to the prompt cache, ``cache_read`` and
 
 from __future__ import annotations
 
+import codecs
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -71,22 +72,35 @@ class Call:
 
 @dataclass
 class Session:
-    """What is counted per session rather than per call."""
+    """What is counted per session rather than per call, kept per UTC day so that ``--since`` can cut it."""
 
     cli: str
     session: str
-    first_ts: str = ""
-    last_ts: str = ""
-    tool_calls: int = 0
+    days: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """UTC day -> the first and last time of the session's records read that day."""
+    tools: dict[str, int] = field(default_factory=dict)
+    """UTC day (``""`` when the record had no time) -> the tool calls made that day."""
     wall_time_ms: int = 0
-    """Given by the bus for its runs; otherwise from the first to the last timestamp of the session's records read."""
+    """Given by the bus for its runs; otherwise from the first to the last time of the records counted."""
 
-    def saw(self, ts: str | None) -> None:
+    def saw(self, ts: str) -> None:
+        """A record at ``ts`` (canonical UTC, ``""`` when unknown)."""
         if ts:
-            if not self.first_ts or ts < self.first_ts:
-                self.first_ts = ts
-            if ts > self.last_ts:
-                self.last_ts = ts
+            day = ts[:10]
+            first, last = self.days.get(day, (ts, ts))
+            self.days[day] = (min(first, ts), max(last, ts))
+
+    def called(self, ts: str, count: int = 1) -> None:
+        """``count`` tool calls in a record at ``ts``."""
+        day = ts[:10]
+        self.tools[day] = self.tools.get(day, 0) + count
+
+
+def _utc(stamp: object) -> str:
+    """A record's time as canonical UTC (``""`` when it has none that can be read): days are UTC days."""
+    from agentstream.dialects.kit import rfc3339
+
+    return rfc3339(stamp) or ""
 
 
 @dataclass
@@ -145,6 +159,8 @@ def _sniff_cli(path: Path) -> str | None:
             head = [line for line in (file.readline() for _ in range(DETECT_LINES)) if line.strip()]
     except OSError:
         return None
+    if head:
+        head[0] = head[0].removeprefix(codecs.BOM_UTF8)
     if path.suffix == ".json" and head and head[0].strip() == b"{":
         return "gemini"  # the older, pretty-printed chat log
     return _DIALECT_CLI.get(detect_dialect_in_lines(head) or "")
@@ -198,14 +214,7 @@ def _claude_lenient(line: bytes) -> _ClaudeRecord | None:
     if not isinstance(obj, dict) or not isinstance(obj.get("message"), dict):
         return None
     message, usage = obj["message"], obj["message"].get("usage")
-    figures = {
-        key: value
-        for key, value in (usage.items() if isinstance(usage, dict) else ())
-        if key in _ClaudeUsage.__struct_fields__
-        and isinstance(value, int)
-        and not isinstance(value, bool)
-        and 0 <= value <= MAX_TOKENS
-    }
+    figures = _claude_figures(usage) if isinstance(usage, dict) else {}
     content = message.get("content")
     blocks = [
         _ClaudeBlock(type=str(b.get("type", "")), id=b.get("id") if isinstance(b.get("id"), str) else None)
@@ -227,6 +236,15 @@ def _claude_lenient(line: bytes) -> _ClaudeRecord | None:
             content=blocks,
         ),
     )
+
+
+def _claude_figures(usage: dict[str, Any]) -> dict[str, int]:
+    """The token counts read as the dialects read numbers (``250.0`` is 250, ``"10"`` is 10); others are lost."""
+    from agentstream.dialects.kit import Fields
+
+    fields = Fields(usage, "usage")
+    figures = {key: fields.opt_integer(key) for key in _ClaudeUsage.__struct_fields__}
+    return {key: value for key, value in figures.items() if value is not None and 0 <= value <= MAX_TOKENS}
 
 
 class _ClaudeCounter:
@@ -253,11 +271,12 @@ class _ClaudeCounter:
                 continue
             message, usage = record.message, record.message.usage
             session = self.out.session("claude", record.sessionId or fallback)
-            session.saw(record.timestamp)
+            ts = _utc(record.timestamp)
+            session.saw(ts)
             if isinstance(message.content, list):
                 for block in message.content:
                     if block.type == "tool_use" and (block.id is None or block.id not in self.tools):
-                        session.tool_calls += 1
+                        session.called(ts)
                         if block.id is not None:
                             self.tools.add(block.id)
             if message.model == "<synthetic>":
@@ -266,7 +285,7 @@ class _ClaudeCounter:
                 "claude",
                 session.session,
                 message.model or "unknown",
-                record.timestamp or "",
+                ts,
                 input=usage.input_tokens,
                 output=usage.output_tokens,
                 cache_read=usage.cache_read_input_tokens or 0,
@@ -307,16 +326,15 @@ class _CodexCounter:
             payload = obj.get("payload") if isinstance(obj, dict) else None
             if not isinstance(payload, dict):
                 continue
-            kind, ts = obj.get("type"), obj.get("timestamp")
-            ts = ts if isinstance(ts, str) else ""
+            kind, ts = obj.get("type"), _utc(obj.get("timestamp"))
             if kind == "session_meta" and isinstance(payload.get("id"), str):
-                if not session.first_ts and not session.tool_calls:
+                if not session.days and not session.tools:
                     del self.out.sessions[("codex", session.session)]
                     session = self.out.session("codex", payload["id"])
             elif kind == "turn_context" and isinstance(payload.get("model"), str):
                 model = payload["model"]
             elif kind == "response_item" and payload.get("type") in _CODEX_CALLS:
-                session.tool_calls += 1
+                session.called(ts)
             elif kind == "event_msg" and payload.get("type") == "token_count":
                 total, step = usage_step(total, payload.get("info"))
                 if step is not None:
@@ -363,13 +381,13 @@ class _GeminiCounter:
 
         session = self.out.session("gemini", session_id)
         for message in messages:
-            stamp, model = message.get("timestamp"), message.get("model")
-            ts = stamp if isinstance(stamp, str) else ""
+            model, ts = message.get("model"), _utc(message.get("timestamp"))
             session.saw(ts)
             if message.get("type") != "gemini":
                 continue
             calls = message.get("toolCalls")
-            session.tool_calls += len(calls) if isinstance(calls, list) else 0
+            if isinstance(calls, list) and calls:
+                session.called(ts, len(calls))
             tokens = GeminiTokens.read(message.get("tokens"))
             if tokens is None:
                 continue
@@ -441,7 +459,8 @@ def scan_bus(out: Scan, url: str | None, warn: Callable[[str], None]) -> None:
                 written = usage.cache_write_tokens if usage.cache_write_tokens is not p.UNSET else 0
                 session = out.session("agentstream", run.run_id)
                 session.saw(stamp)
-                session.tool_calls += len(result.tools_used)
+                if result.tools_used:
+                    session.called(stamp, len(result.tools_used))
                 session.wall_time_ms = result.duration_ms
                 out.calls.append(
                     Call(
@@ -528,9 +547,10 @@ def scan(
             if owner in wanted:
                 targets += [(owner, file) for root in roots for file in _log_files(root, owner)]
     for named, path in targets:
-        cli = named or _sniff_cli(path)
+        cli = _sniff_cli(path) if named is None or named == "gemini" else named
         if cli is None:
-            out.skipped.append(f"{path}: not a session log agentstream knows")
+            if named is None:  # a file of Gemini's own that is no chat (its prompt history) is passed over
+                out.skipped.append(f"{path}: not a session log agentstream knows")
             continue
         if cli not in counters:
             continue
@@ -539,7 +559,7 @@ def scan(
         except OSError as exc:
             out.skipped.append(f"{path}: {exc.strerror}")
             continue
-        counters[cli].file(path, data)
+        counters[cli].file(path, data.removeprefix(codecs.BOM_UTF8))
         out.files += 1
         out.bytes += len(data)
         if progress is not None:
@@ -584,20 +604,40 @@ class Totals:
         return data
 
 
-def _session_wall_ms(session: Session) -> int:
-    if session.wall_time_ms or not session.first_ts:
-        return session.wall_time_ms
-    from agentstream.dialects.kit import epoch_ms
+@dataclass
+class _Window:
+    """What a session did on or after the first day counted: its tool calls and the span of its records."""
 
-    return max(epoch_ms(session.last_ts) - epoch_ms(session.first_ts), 0)
+    tool_calls: int
+    first_ts: str
+    last_ts: str
+
+    @classmethod
+    def of(cls, session: Session, since: str | None) -> _Window:
+        spans = [span for day, span in session.days.items() if not since or day >= since]
+        tools = sum(count for day, count in session.tools.items() if not since or day >= since)
+        if not spans:
+            return cls(tools, "", "")
+        return cls(tools, min(first for first, _ in spans), max(last for _, last in spans))
+
+    def wall_ms(self, session: Session) -> int:
+        """The bus's own figure for its runs; else from the first to the last record counted."""
+        if not self.first_ts:
+            return 0
+        if session.wall_time_ms:
+            return session.wall_time_ms
+        from agentstream.dialects.kit import epoch_ms
+
+        return max(epoch_ms(self.last_ts) - epoch_ms(self.first_ts), 0)
 
 
 def group_totals(
     found: Scan, prices: PriceTable, *, by: GroupBy = "day", since: str | None = None
 ) -> tuple[Totals, list[tuple[str, Totals]]]:
-    """The totals and the groups (sorted by key) of the calls made on or after ``since`` (``YYYY-MM-DD``, UTC).
+    """The totals and the groups (sorted by key) of what was done on or after ``since`` (``YYYY-MM-DD``, UTC).
 
-    Tool calls and wall time belong to sessions: each session's go to the group of its first call.
+    Tool calls and wall time belong to sessions: what each session did in that window goes to the group of
+    its first call there (or, for a session with no call there, of its first record there).
     """
 
     def key_of(call: Call) -> str:
@@ -613,7 +653,7 @@ def group_totals(
     session_group: dict[tuple[str, str], str] = {}
     for call in sorted(found.calls, key=lambda c: c.ts):
         if since and call.ts[:10] < since:
-            continue
+            continue  # a call without a time has none in the window either
         key = key_of(call)
         group = groups.get(key)
         if group is None:
@@ -622,18 +662,17 @@ def group_totals(
         totals.add_call(call, prices)
         session_group.setdefault((call.cli, call.session), key)
     for session_key, session in found.sessions.items():
+        window = _Window.of(session, since)
         found_key = session_group.get(session_key)
         if found_key is not None:
             key = found_key
         else:
-            if since and session.first_ts[:10] < since:
+            if not window.tool_calls:
                 continue
-            if not session.tool_calls:
-                continue
-            key = key_of(Call(session.cli, session.session, "unknown", session.first_ts))
+            key = key_of(Call(session.cli, session.session, "unknown", window.first_ts))
             groups.setdefault(key, Totals())
-        wall = _session_wall_ms(session)
+        wall = window.wall_ms(session)
         for target in (groups[key], totals):
-            target.tool_calls += session.tool_calls
+            target.tool_calls += window.tool_calls
             target.wall_time_ms += wall
     return totals, sorted(groups.items())
