@@ -47,6 +47,20 @@ def test_json_output_is_one_result_object(tmp_path: Path) -> None:
     assert isinstance(result, p.Result) and result.ok
 
 
+@pytest.mark.parametrize("dialect", ["claude", "cursor"])
+def test_json_output_in_a_dialect_is_that_cli_s_result_line(dialect: str) -> None:
+    """``-o json --dialect claude`` prints what ``claude -p --output-format json`` would: its result line."""
+    import io
+
+    from agentstream.cli.convert_cmd import convert
+
+    out = io.BytesIO()
+    convert(io.BytesIO(canonical_session()), out, to_dialect=dialect, output_format="json")
+    (line,) = out.getvalue().splitlines()
+    result = msgspec.json.decode(line)
+    assert result["type"] == "result" and "v" not in result and result["is_error"] is False
+
+
 @pytest.mark.parametrize("dialect", OTHER_DIALECTS)
 def test_round_trip_through_each_dialect(dialect: str) -> None:
     """canonical → DIALECT → canonical: still a whole stream, ending with the dialect's own (successful) result."""

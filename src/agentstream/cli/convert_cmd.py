@@ -147,7 +147,7 @@ def convert(
     sink = (
         _LinesOut(writer, to_dialect)
         if output_format == "stream-json"
-        else make_sink(output_format, writer, color=color)
+        else make_sink(output_format, writer, dialect=to_dialect, color=color)
     )
     with read(source, from_dialect, max_line_bytes=max_line_bytes, label=label) as reader:
         batches: Iterable[list[AnyEvent]] = reader.batches()

@@ -104,6 +104,14 @@ def _block(f: Fields) -> _Block:
         return _Block(
             "tool_use", call_id=f.text("id"), name=f.text("name"), arguments=f.opt_mapping("input") or {}
         )
+    if kind == "mcp_tool_use":  # the API's MCP connector: named as Claude Code names MCP tools
+        server, name = f.opt_text("server_name"), f.text("name")
+        return _Block(
+            "tool_use",
+            call_id=f.text("id"),
+            name=f"mcp__{server}__{name}" if server else name,
+            arguments=f.opt_mapping("input") or {},
+        )
     if f.opt_text("tool_use_id") is not None and (kind == "tool_result" or kind.endswith("_tool_result")):
         content = f.obj.get("content")
         if kind != "tool_result" and isinstance(content, dict):
@@ -157,6 +165,8 @@ def _joined(content: str | list[Any] | None) -> str:
         elif isinstance(item, dict) and isinstance(item.get("url"), str):  # a search result: what it found
             title = item.get("title")
             parts.append(f"{title} <{item['url']}>" if isinstance(title, str) and title else item["url"])
+        elif isinstance(item, dict) and isinstance(item.get("tool_name"), str):
+            parts.append(item["tool_name"])  # a tool_reference (ToolSearch's answer): the tool it found
         elif isinstance(item, dict):
             parts.append(f"[{item.get('type', 'block')}]")
         else:
@@ -164,16 +174,20 @@ def _joined(content: str | list[Any] | None) -> str:
     return "\n".join(parts)
 
 
-def _count(usage: dict[str, Any], key: str) -> int | None:
-    value = usage.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+def _count(f: Fields, key: str) -> int | None:
+    """A token count, read as the kit reads any number ("12" is 12, 5.5 is 6); a negative one is lost too."""
+    value = f.opt_integer(key)
+    if value is not None and value < 0:
+        f.lose(key, "must not be negative")
+        return None
+    return value
 
 
 _USAGE_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 
 
-def _figures(usage: dict[str, Any] | None) -> dict[str, int]:
-    """The token counts of an API usage object that are present and sane."""
+def _figures(usage: Fields | None) -> dict[str, int]:
+    """The token counts of an API usage object that are present and readable (the others are lost, reported)."""
     if usage is None:
         return {}
     found = {}
@@ -348,12 +362,40 @@ class _BlockStart(_Typed, tag="content_block_start"):
     content_block: _TextStart | _ThinkingStart | _ToolUseStart
 
 
+_Count = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
+
+
+class _Usage(_Closed):
+    """An API usage object whose token counts are plain and non-negative: any other count is read liberally
+    (and reported) on the careful path."""
+
+    input_tokens: _Count | None = None
+    output_tokens: _Count | None = None
+    cache_creation_input_tokens: _Count | None = None
+    cache_read_input_tokens: _Count | None = None
+    cache_creation: Any = None
+    server_tool_use: Any = None
+    service_tier: Any = None
+
+
+def _typed_figures(usage: _Usage | None) -> dict[str, int]:
+    """:func:`_figures` of a usage object the typed path read (its counts are already plain, non-negative)."""
+    if usage is None:
+        return {}
+    found = {}
+    for key in _USAGE_KEYS:
+        value = getattr(usage, key)
+        if value is not None:
+            found[key] = value
+    return found
+
+
 class _MessageFields(_Closed, kw_only=True):
     """What an API message object carries besides its content."""
 
     id: str | None = None
     model: str | None = None
-    usage: dict[str, Any] | None = None
+    usage: _Usage | None = None
     type: Any = None
     role: Any = None
     stop_reason: Any = None
@@ -371,7 +413,7 @@ class _MessageStart(_Typed, tag="message_start"):
 
 
 class _MessageDelta(_Typed, tag="message_delta"):
-    usage: dict[str, Any] | None = None
+    usage: _Usage | None = None
     delta: Any = None
     context_management: Any = None
 
@@ -491,6 +533,10 @@ class ClaudeDecoder(EventDecoder):
         self._api_error_text: str | None = None
         self._answered: set[str] = set()
         """Calls whose result went out this turn: a deferred call among them gets no second ``tool_call``."""
+        self._stopped: set[str] = set()
+        """Streamed blocks closed at their ``content_block_stop`` (no ``assistant`` line came before it)."""
+        self._running: tuple[str | None, p.UsageTotals | None, float | None] | None = None
+        """The previous result's session, ``modelUsage`` summed and ``total_cost_usd`` (running totals)."""
 
     def decode_other(self, items: Any) -> list[p.AnyEvent] | None:
         """Also reads ``--output-format json --verbose``, which prints one array of every message (#84784)."""
@@ -503,11 +549,10 @@ class ClaudeDecoder(EventDecoder):
         return self.drain()
 
     def decode_document(self, document: Any) -> list[p.AnyEvent] | None:
-        """``claude -p --output-format json``: start, the final text as a message, usage, result.
+        """``claude -p --output-format json``: the ``result`` object alone, read as that line is when it opens a
+        stream (see :meth:`_whole_run`), so that the compact and the pretty-printed output agree.
 
-        The document is the ``result`` object alone (``--verbose`` makes it an array of every message, which is
-        read line by line as stream-json is). Usage comes from ``modelUsage`` (one event per model) when present,
-        else from ``usage``; the outcome and the error follow the same rules as a stream's ``result`` line.
+        ``--verbose`` makes the output an array of every message, read line by line as stream-json is.
         """
         if isinstance(document, list):
             if document and isinstance(document[-1], dict) and document[-1].get("type") == "result":
@@ -515,17 +560,6 @@ class ClaudeDecoder(EventDecoder):
             return None
         if not isinstance(document, dict) or document.get("type") != "result":
             return None
-        own_session = document.get("session_id")
-        self.adopt_session(own_session if isinstance(own_session, str) else None)
-        per_model = document.get("modelUsage")
-        usages = _document_usage(document, per_model if isinstance(per_model, dict) else {})
-        main = max((u for u in usages if u.model != "unknown"), key=lambda u: u.output_tokens, default=None)
-        self.emit(p.Start(command=self.command, model=main.model if main is not None else p.UNSET))
-        text, is_error = document.get("result"), document.get("is_error")
-        if isinstance(text, str) and text and is_error is not True and document.get("subtype") == "success":
-            self.emit(p.Message(message_id=p.new_id("msg"), role="assistant", content=text))
-        for usage in usages:
-            self.emit(usage)
         self.decode_object(document)
         return self.drain()
 
@@ -637,7 +671,7 @@ class ClaudeDecoder(EventDecoder):
             message.opt_text("id"),
             message.opt_text("model"),
             f.obj.get("error"),
-            message.opt_mapping("usage"),
+            _figures(message.opt_sub("usage")),
             blocks,
         )
 
@@ -646,22 +680,26 @@ class ClaudeDecoder(EventDecoder):
         message_id: str | None,
         model: str | None,
         error: object,
-        usage: dict[str, Any] | None,
+        figures: dict[str, int] | None,
         blocks: list[_Block],
     ) -> None:
         message_id = message_id or p.new_id("msg")
         if isinstance(error, str):
             self._api_error = error
             self._api_error_text = next((block.text for block in blocks if block.kind == "text"), None)
-        self._note_usage(message_id, model, _figures(usage), streamed=False)
+        self._note_usage(message_id, model, figures or {}, streamed=False)
         for block in blocks:
             self._assistant_block(message_id, block)
 
     def _assistant_block(self, message_id: str, block: _Block) -> None:
-        if block.kind == "text":
-            self.complete(self._ids.take(message_id, "text"), block.text)
-        elif block.kind == "thinking":
-            self.complete(self._ids.take(message_id, "thinking"), block.text, reasoning=True)
+        if block.kind == "text" or block.kind == "thinking":
+            reasoning = block.kind == "thinking"
+            block_id = self._ids.take(message_id, block.kind)
+            if block_id in self._stopped:  # closed at its content_block_stop, with the same text
+                self._stopped.discard(block_id)
+                return
+            # Claude Code >= 2.1.211 writes a streamed thinking block's text only as deltas: the line's is empty.
+            self.complete(block_id, block.text or None, reasoning=reasoning)
         elif block.kind == "tool_use":
             call_id = self.tools.called(block.call_id, block.name)
             self.emit(p.ToolCall(call_id=call_id, name=block.name, arguments=block.arguments))
@@ -674,7 +712,9 @@ class ClaudeDecoder(EventDecoder):
         call_id, name = self.tools.finished(block.call_id, None)
         self._answered.add(call_id)
         if block.is_error:
-            self.emit(p.ToolResult(call_id=call_id, name=name, status="error", error=block.text))
+            # The result's permission_denials name such a call only after its result went out: read its words.
+            status: p.ToolStatus = "denied" if block.text.startswith(_NOT_GRANTED) else "error"
+            self.emit(p.ToolResult(call_id=call_id, name=name, status=status, error=block.text))
         else:
             self.emit(p.ToolResult(call_id=call_id, name=name, status="success", output=block.text))
 
@@ -703,6 +743,7 @@ class ClaudeDecoder(EventDecoder):
         self._ids.forget()
         self._streams.clear()
         self._usage_done.clear()
+        self._stopped.clear()
         self._current = None
 
     # -- partial messages ------------------------------------------------------------
@@ -716,7 +757,7 @@ class ClaudeDecoder(EventDecoder):
         if kind == "message_start":
             message = event.sub("message")
             self._message_start(
-                message.opt_text("id"), message.opt_text("model"), message.opt_mapping("usage")
+                message.opt_text("id"), message.opt_text("model"), _figures(message.opt_sub("usage"))
             )
         elif kind == "content_block_start":
             index, block = event.integer("index"), event.sub("content_block")
@@ -733,8 +774,10 @@ class ClaudeDecoder(EventDecoder):
                 self._stream_delta(index, "text", delta.text("text"))
             elif delta_kind == "thinking_delta":
                 self._stream_delta(index, "thinking", delta.text("thinking"))
+        elif kind == "content_block_stop":
+            self._block_stop(raw.get("index"))
         elif kind == "message_delta":
-            self._message_delta(event.opt_mapping("usage"))
+            self._message_delta(_figures(event.opt_sub("usage")))
         elif kind == "message_stop":
             self._message_stop()
         elif kind == "error":
@@ -756,6 +799,8 @@ class ClaudeDecoder(EventDecoder):
                     self._stream_delta(event.index, "text", delta.text)
                 elif type(delta) is _ThinkingDelta:
                     self._stream_delta(event.index, "thinking", delta.thinking)
+            elif kind is _BlockStop:
+                self._block_stop(event.index)
             elif kind is _BlockStart:
                 block = event.content_block
                 if type(block) is _TextStart:
@@ -764,15 +809,15 @@ class ClaudeDecoder(EventDecoder):
                     self._block_start(event.index, "thinking", block.thinking)
             elif kind is _MessageStart:
                 message = event.message
-                self._message_start(message.id, message.model, message.usage)
+                self._message_start(message.id, message.model, _typed_figures(message.usage))
             elif kind is _MessageDelta:
-                self._message_delta(event.usage)
+                self._message_delta(_typed_figures(event.usage))
             elif kind is _MessageStop:
                 self._message_stop()
         elif kind is _AssistantLine:
             message = line.message
             blocks = _typed_blocks(message.content)
-            self._assistant(message.id, message.model, line.error, message.usage, blocks)
+            self._assistant(message.id, message.model, line.error, _typed_figures(message.usage), blocks)
         else:
             self._user(line.uuid, _typed_blocks(line.message.content))
 
@@ -781,11 +826,11 @@ class ClaudeDecoder(EventDecoder):
     def typed_ready(self) -> bool:
         return self._startup is None
 
-    def _message_start(self, message_id: str | None, model: str | None, usage: dict[str, Any] | None) -> None:
+    def _message_start(self, message_id: str | None, model: str | None, figures: dict[str, int]) -> None:
         message_id = message_id or p.new_id("msg")
         self._streams.setdefault(message_id, {})
         self._current = message_id
-        self._note_usage(message_id, model, _figures(usage), streamed=True)
+        self._note_usage(message_id, model, figures, streamed=True)
 
     def _block_start(self, index: int, kind: str, initial: str | None) -> None:
         blocks = self._stream_blocks()
@@ -793,8 +838,19 @@ class ClaudeDecoder(EventDecoder):
         if initial:
             self._stream_delta(index, kind, initial)
 
-    def _message_delta(self, usage: dict[str, Any] | None) -> None:
-        figures = _figures(usage)
+    def _block_stop(self, index: object) -> None:
+        """A text or thinking block ends. Its ``assistant`` line comes before its stop, and closes its run: a run
+        still open here gets none (Claude Code writes no thinking lines since 2.1.8), so it closes with its deltas.
+        Should a line for it come later all the same, it is not repeated."""
+        blocks = self._streams.get(self._current) if self._current is not None else None
+        if blocks is None or type(index) is not int or index not in blocks:
+            return
+        kind, block_id = blocks.pop(index)
+        if self.run_is_open(block_id, reasoning=kind == "thinking"):
+            self.complete(block_id, reasoning=kind == "thinking")
+            self._stopped.add(block_id)
+
+    def _message_delta(self, figures: dict[str, int]) -> None:
         if self._usage is not None and self._usage.message_id == self._current:
             self._usage.figures.update(figures)
 
@@ -869,6 +925,7 @@ class ClaudeDecoder(EventDecoder):
 
     def on_conversation_reset(self, f: Fields) -> None:
         """``/clear`` (or another reset) replaced the conversation mid-session; consumers summing totals need it."""
+        self._running = None  # Claude Code's running totals start again
         data = {key: value for key, value in f.obj.items() if key not in _STAMP_KEYS}
         if f.opt_text("new_conversation_id") is None:  # of another kind: lost (and reported), not carried
             data.pop("new_conversation_id", None)
@@ -883,10 +940,14 @@ class ClaudeDecoder(EventDecoder):
         status, reason = f.opt_integer("api_error_status"), f.opt_text("terminal_reason")
         cost = f.opt_number("total_cost_usd")
         cost = cost if cost is not None else f.opt_number("cost_usd")
-        usage, turns = f.opt_mapping("usage"), f.opt_integer("num_turns")
+        usage, turns = f.opt_sub("usage"), f.opt_integer("num_turns")
+        figures, per_model = _figures(usage), _model_usage(f)
         denied = _denied_calls(f)
         deferred, stop = f.opt_sub("deferred_tool_use"), f.opt_text("stop_reason")
+        structured = f.obj.get("structured_output")
         ok = subtype == "success" and not is_error
+        if not self.started:  # the result alone (``--output-format json``): it says what the run did
+            self._whole_run(text if ok else None, figures, per_model)
         self._end_of_turn()
         if deferred is not None or _DEFERRED_REASON in (reason, stop):
             self._deferred_call(deferred)
@@ -904,16 +965,16 @@ class ClaudeDecoder(EventDecoder):
         error: p.ErrorInfo | None = None
         # On "success" with is_error the result text is the API's error; error subtypes list theirs in errors.
         message = "; ".join(errors) or (text if subtype == "success" and is_error and text else "")
-        described = message or code or status is not None or self._api_error or "errors" in f.obj
-        if not ok and described:
+        if structured is not None:
+            self.emit(p.GenericEvent(name=_STRUCTURED_EVENT, data=structured))
+        if not ok:
             code = code or _failure_code(status, self._api_error, reason, message)
             ending = f"{self.dialect} ended with {subtype}" + (f" ({reason})" if reason else "")
             error = p.ErrorInfo(code=code, message=message or ending)
             self.emit(p.Error(code=error.code, message=error.message, recoverable=False))
-        # The result's totals are authoritative; per-line figures are placeholders.
-        totals = _totals(_figures(usage)) if usage is not None else msgspec.structs.replace(self.tally.usage)
-        if cost is not None:
-            totals.cost_usd = float(cost)
+        totals = self._turn_totals(
+            f.opt_text("session_id"), figures if usage is not None else None, per_model, cost
+        )
         self.emit(
             p.Result(
                 ok=ok,
@@ -928,6 +989,56 @@ class ClaudeDecoder(EventDecoder):
             )
         )
         self._api_error = self._api_error_text = None  # the next turn's failure is its own
+
+    def _whole_run(self, text: str | None, figures: dict[str, int], per_model: dict[str, p.Usage]) -> None:
+        """What a result that opens the stream tells of the run before it: ``claude -p --output-format json``
+        prints that object alone (compact or pretty-printed, read the same way).
+
+        ``start`` (the model is the one with the most output), the answer as an assistant ``message`` (a
+        failed run's text is its error), and one ``usage`` per model of ``modelUsage`` (else one from ``usage``).
+        """
+        models = list(per_model.values())
+        main = max(models, key=lambda usage: usage.output_tokens, default=None)
+        self.emit(p.Start(command=self.command, model=main.model if main is not None else p.UNSET))
+        if text:
+            self.emit(p.Message(message_id=p.new_id("msg"), role="assistant", content=text))
+        if not models and figures:
+            models = [_totals(figures).as_usage("unknown")]
+        for usage in models:
+            self.emit(usage)
+
+    def _turn_totals(
+        self,
+        session: str | None,
+        figures: dict[str, int] | None,
+        per_model: dict[str, p.Usage],
+        cost: float | None,
+    ) -> p.UsageTotals:
+        """The turn's totals, every figure of one scope: all models, this turn.
+
+        ``usage`` counts the main model's calls of this turn only, while ``modelUsage`` (every model, subagents
+        included) and ``total_cost_usd`` are the process's running totals: with stream-json input, one result
+        per turn, each turn's share is what they grew by since the previous result of the same conversation (a
+        figure that went down means the totals started again: it is the turn's own). Tokens come from
+        ``modelUsage`` when it is there, else from ``usage``, else from the turn's ``usage`` events.
+        """
+        running: p.UsageTotals | None = None
+        if per_model:
+            running = p.UsageTotals()
+            for usage in per_model.values():
+                running.add(msgspec.structs.replace(usage, cost_usd=p.UNSET))
+        previous, self._running = self._running, (session, running, cost)
+        before = previous if previous is not None and previous[0] == session else None
+        if running is not None:
+            totals = _grown(running, before[1] if before is not None else None)
+        elif figures is not None:
+            totals = _totals(figures)
+        else:
+            totals = msgspec.structs.replace(self.tally.usage)
+        if cost is not None:
+            earlier = before[2] if before is not None else None
+            totals.cost_usd = float(cost) if earlier is None or cost < earlier else round(cost - earlier, 10)
+        return totals
 
     def _deferred_call(self, deferred: Fields | None) -> None:
         """The call a PreToolUse hook deferred: the run stopped before it, so that its caller decides.
@@ -965,6 +1076,10 @@ class ClaudeDecoder(EventDecoder):
         self.emit(p.ToolResult(call_id=call_id, name=name, status="cancelled", error=_DEFERRED_END))
 
 
+_NOT_GRANTED = "Claude requested permissions to use "
+"""How the result Claude Code gives a call that was not allowed begins (``… but you haven't granted it yet.``)."""
+_STRUCTURED_EVENT = "claude.structured_output"
+"""The event that carries a result's ``structured_output`` (``--json-schema``): the result has no field for it."""
 _DEFERRED_REASON = "tool_deferred"
 """The ``terminal_reason`` (and ``stop_reason``) of a run a PreToolUse hook stopped by deferring a call."""
 _DEFERRED_EVENT = "claude.deferred_tool_use"
@@ -972,32 +1087,58 @@ _DEFERRED_ASK = "a PreToolUse hook deferred this call to the caller: resume the 
 _DEFERRED_END = "deferred by a PreToolUse hook: the run stopped before the call"
 
 
-def _document_usage(document: dict[str, Any], per_model: dict[str, Any]) -> list[p.Usage]:
-    """One usage event per model of ``modelUsage`` (camelCase figures), else one from ``usage``."""
-    found = []
-    for model, figures in per_model.items():
-        if not isinstance(figures, dict):
+def _model_usage(f: Fields) -> dict[str, p.Usage]:
+    """``modelUsage`` (camelCase figures, each model's cost): one ``usage`` per model, counts read liberally."""
+    per_model = f.opt_sub("modelUsage")
+    if per_model is None:
+        return {}
+    found = {}
+    for model in list(per_model.obj):
+        figures = per_model.opt_sub(model)
+        if figures is None:
             continue
-        counts = {key: _count(figures, key) or 0 for key in _MODEL_USAGE_KEYS}
-        usage = p.Usage(
-            model=model,
-            input_tokens=counts["inputTokens"]
-            + counts["cacheReadInputTokens"]
-            + counts["cacheCreationInputTokens"],
-            output_tokens=counts["outputTokens"],
-            cached_tokens=counts["cacheReadInputTokens"],
-        )
-        cost = figures.get("costUSD")
-        if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost >= 0:
+        counts = {
+            api: value for camel, api in _MODEL_USAGE_KEYS if (value := _count(figures, camel)) is not None
+        }
+        usage = _totals(counts).as_usage(model)
+        cost = figures.opt_number("costUSD")
+        if cost is not None and cost >= 0:
             usage.cost_usd = float(cost)
-        found.append(usage)
-    usage_object = document.get("usage")
-    if found or not isinstance(usage_object, dict) or not _figures(usage_object):
-        return found
-    return [_totals(_figures(usage_object)).as_usage("unknown")]
+        found[model] = usage
+    return found
 
 
-_MODEL_USAGE_KEYS = ("inputTokens", "outputTokens", "cacheReadInputTokens", "cacheCreationInputTokens")
+_MODEL_USAGE_KEYS = (
+    ("inputTokens", "input_tokens"),
+    ("outputTokens", "output_tokens"),
+    ("cacheReadInputTokens", "cache_read_input_tokens"),
+    ("cacheCreationInputTokens", "cache_creation_input_tokens"),
+)
+
+
+def _written(totals: p.UsageTotals) -> int:
+    return 0 if totals.cache_write_tokens is p.UNSET else totals.cache_write_tokens
+
+
+def _grown(running: p.UsageTotals, before: p.UsageTotals | None) -> p.UsageTotals:
+    """What running token totals grew by since ``before``; all of them when one went down (they started again)."""
+    if before is None:
+        return running
+    written, earlier = _written(running), _written(before)
+    pairs = (
+        (running.input_tokens, before.input_tokens),
+        (running.output_tokens, before.output_tokens),
+        (running.cached_tokens, before.cached_tokens),
+        (written, earlier),
+    )
+    if any(now < then for now, then in pairs):
+        return running
+    return p.UsageTotals(
+        input_tokens=running.input_tokens - before.input_tokens,
+        output_tokens=running.output_tokens - before.output_tokens,
+        cached_tokens=running.cached_tokens - before.cached_tokens,
+        cache_write_tokens=written - earlier if running.cache_write_tokens is not p.UNSET else p.UNSET,
+    )
 
 
 def _denied_calls(f: Fields) -> list[str]:
@@ -1088,6 +1229,10 @@ class ClaudeEncoder(EventEncoder):
         self._denials: list[dict[str, Any]] = []
         self._deferred: dict[str, Any] | None = None
         """The turn's ``claude.deferred_tool_use`` (id, name, input): the result line carries it."""
+        self._structured: Any = None
+        """The turn's ``claude.structured_output``, written in its result line."""
+        self._spent: tuple[str | None, float] = (None, 0.0)
+        """The session of the last result line and the running cost it wrote."""
         self._conversation: str | None = None
         """The stored session the current run continues (its ``start``'s parent), written as the session id."""
         self._session_json: tuple[str | None, bytes] = (None, b"")
@@ -1096,7 +1241,7 @@ class ClaudeEncoder(EventEncoder):
     def end_turn(self) -> None:
         super().end_turn()
         self._calls.clear()  # its result's permission denials are out; a later turn cannot answer them
-        self._deferred = None
+        self._deferred = self._structured = None
 
     # line shapes (Amp overrides these)
 
@@ -1177,11 +1322,18 @@ class ClaudeEncoder(EventEncoder):
         if reason is not None or deferred:
             line["terminal_reason"] = reason or _DEFERRED_REASON
         line["session_id"] = self.session(event)
-        if event.usage.cost_usd is not p.UNSET:
-            line["total_cost_usd"] = event.usage.cost_usd
+        line_session, spent = self._spent
+        if event.usage.cost_usd is p.UNSET:
+            self._spent = (line["session_id"], 0.0)
+        else:  # Claude Code's cost is the session's running total (each turn's result repeats it grown)
+            spent = round((spent if line_session == line["session_id"] else 0.0) + event.usage.cost_usd, 10)
+            self._spent = (line["session_id"], spent)
+            line["total_cost_usd"] = spent
         usage = event.usage
         line["usage"] = _api_usage(usage)
         line["permission_denials"], self._denials = self._denials, []
+        if self._structured is not None:
+            line["structured_output"] = self._structured
         if deferred:
             line["deferred_tool_use"] = deferred
         if failure is not None:
@@ -1275,9 +1427,13 @@ class ClaudeEncoder(EventEncoder):
             line = {"type": "rate_limit_event", "rate_limit_info": data}
         elif name == "claude.conversation_reset" and isinstance(data, dict) and _resets(data):
             line = {"type": "conversation_reset", **data}
+            self._spent = (None, 0.0)  # the running totals start again
         elif name == _DEFERRED_EVENT and isinstance(data, dict) and _deferral(data):
             self._deferred = {"id": data["id"], "name": data["name"], "input": data["input"]}
             return []  # written with the result line, as Claude Code writes it
+        elif name == _STRUCTURED_EVENT and data is not None:
+            self._structured = data
+            return []  # the result line's structured_output
         else:
             line = {"type": "system", "subtype": "agentstream_event", "name": name, "data": data}
         return [self.envelope(event, line, parent=False)]
@@ -1473,7 +1629,9 @@ def claude_score(obj: dict[str, Any]) -> float:
 _CLAUDE_LINE_KEYS = frozenset({"parent_tool_use_id", "is_api_error_message", "request_id"})
 _API_MESSAGE_KEYS = frozenset({"model", "id", "stop_reason"})
 """Keys of an Anthropic API message (Cursor's messages have only role and content)."""
-_API_BLOCKS = frozenset({"thinking", "redacted_thinking", "tool_use", "server_tool_use", "tool_result"})
+_API_BLOCKS = frozenset(
+    {"thinking", "redacted_thinking", "tool_use", "server_tool_use", "mcp_tool_use", "tool_result"}
+)
 _CLAUDE_RESULT_KEYS = frozenset({"duration_api_ms", "terminal_reason", "api_error_status", "total_cost_usd"})
 
 

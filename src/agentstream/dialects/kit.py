@@ -994,6 +994,10 @@ class EventDecoder(DialectDecoder):
         run = self._named.pop((reasoning, run_id), None) or _Run(reasoning, role, run_id)
         self.emit(run.complete(content), ts)
 
+    def run_is_open(self, run_id: str, *, reasoning: bool = False) -> bool:
+        """Whether a named run has deltas out and its complete event still owed."""
+        return (reasoning, run_id) in self._named
+
     def close_named_runs(self) -> None:
         """Close every named run the dialect never ended, with ``synthetic`` complete events."""
         runs, self._named = list(self._named.values()), {}
