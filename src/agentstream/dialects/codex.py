@@ -313,6 +313,8 @@ class _TurnStarted(msgspec.Struct, tag="turn.started", tag_field="type", forbid_
 _TYPED_LINES = msgspec.json.Decoder(_ItemStarted | _ItemUpdated | _ItemCompleted | _TurnStarted)
 
 
+_INT_LIMIT = 2**63
+"""Where :meth:`Fields.opt_integer` stops reading integers as they are."""
 _TOKEN_FIELDS = (
     "input_tokens",
     "cached_input_tokens",
@@ -343,6 +345,26 @@ class Tokens(NamedTuple):
         if not all(type(n) is int and n >= 0 for n in figures):
             return None
         return cls(*figures)
+
+    @classmethod
+    def read_each(cls, usage: Fields, previous: "Tokens | None") -> "Tokens":
+        """The figures read liberally (``"12"`` and ``11.6`` are 12), each on its own: one that is missing, null,
+        not a number or below 0 is unknown, and counts nothing this time (it keeps ``previous``'s figure, 0 for
+        the first total), so the next total that has it is measured against the last one known. What cannot be
+        read is reported through ``usage``; the rest of the usage stands.
+        """
+        obj = usage.obj
+        figures = [obj.get(key, 0) for key in _TOKEN_FIELDS]
+        if all(type(n) is int and 0 <= n < _INT_LIMIT for n in figures):  # as Codex writes them
+            return cls(*figures)
+        read: list[int] = []
+        for key, last in zip(_TOKEN_FIELDS, previous or cls(), strict=True):
+            figure = usage.opt_integer(key)
+            if figure is not None and figure < 0:
+                usage.lose(key, f"must be a count of 0 or more, not {figure}")
+                figure = None
+            read.append(last if figure is None else figure)
+        return cls(*read)
 
     @classmethod
     def of(cls, totals: p.UsageTotals) -> "Tokens":
@@ -401,8 +423,12 @@ class CodexDecoder(EventDecoder):
         """Text of agent messages and reasoning items seen in ``item.updated`` so far."""
         self._last_text: str | None = None
         self._turns = 0
+        self._turn_over = False
+        """Whether the last turn ended (its ``result`` is out) and no line opened another."""
         self._usage_total: Tokens | None = None
         """The last running total a ``turn.completed`` reported."""
+        self._last_error: tuple[p.Error, int] | None = None
+        """The last top-level ``error`` line's event and the ``seq`` after it: the cause of a turn that ends there."""
 
     def handler_name(self, kind: str) -> str:
         return "on_" + kind.replace(".", "_")
@@ -411,7 +437,8 @@ class CodexDecoder(EventDecoder):
 
     def decode_typed(self, hot: _ItemLine | _TurnStarted) -> None:
         if isinstance(hot, _TurnStarted):
-            return  # nothing to say (see on_turn_started)
+            self._open_turn()
+            return
         item, phase = hot.item, hot.phase
         if isinstance(item, _ToolItem):
             outcome = item.outcome() if phase == "completed" else None
@@ -422,20 +449,37 @@ class CodexDecoder(EventDecoder):
             self._error_item(item.message)
 
     def finish(self) -> list[p.AnyEvent]:
+        """A turn cut off right after an ``error`` line (not a retry notice) ended for that error (``exec`` stops
+        so on a 401), not because the stream was cut: the error is promoted to the fatal one the made-up ending
+        names."""
+        last = self._last_error
+        cause = last[0] if last is not None and last[1] == self.sequencer.next_seq else None
         self.close_open_calls("the stream ended before the item completed")
+        if cause is not None and self.started and not self._turn_over:
+            self.emit(p.Error(code=cause.code, message=cause.message, recoverable=False))
         return super().finish()
 
     def on_thread_started(self, f: Fields) -> None:
         self.adopt_session(f.text("thread_id"))
         self.emit(p.Start(command=self.command), f.ts("timestamp"))
+        self._turn_over = False
 
     def on_turn_started(self, f: Fields) -> None:
-        """Nothing to say: ``exec`` runs one turn, and its end is the run's end."""
+        self._open_turn()
+
+    def _open_turn(self) -> None:
+        """Nothing to say in a run's first turn (``thread.started`` opened it): ``exec`` runs one turn, and its end
+        is the run's end. A turn after an ended one without its own ``thread.started`` gets a made-up start."""
+        if self._turn_over or not self.started:
+            self.emit(p.Start(command=self.command, synthetic=True))
+        self._turn_over = False
 
     def on_turn_completed(self, f: Fields) -> None:
         """``usage`` is the thread's running total as this process counts it: the turn used what it grew by."""
-        total = Tokens.read(f.obj.get("usage"))
-        if total is None and f.obj.get("usage") is not None:
+        usage, total = f.opt_sub("usage"), None
+        if usage is not None and ("input_tokens" in usage.obj or "output_tokens" in usage.obj):
+            total = Tokens.read_each(usage, self._usage_total)
+        elif usage is not None:
             f.lose("usage", "cannot be read as a running total of token counts")
         step = None if total is None else growth(self._usage_total, total)
         if total is not None:
@@ -456,6 +500,7 @@ class CodexDecoder(EventDecoder):
 
     def _end_turn(self) -> None:
         self._turns += 1
+        self._turn_over = True
         self.close_named_runs()
         self.close_open_calls("the turn ended before the item completed")
         self._shown.clear()
@@ -474,7 +519,10 @@ class CodexDecoder(EventDecoder):
         )
 
     def on_error(self, f: Fields) -> None:
-        self.emit(_retry_error(f.text("message")))
+        error = _retry_error(f.text("message"))
+        self.emit(error)
+        if error.details is p.UNSET:  # a retry notice is never the cause: Codex was still trying
+            self._last_error = (error, self.sequencer.next_seq)
 
     def on_item_started(self, f: Fields) -> None:
         self._item(f, "started")

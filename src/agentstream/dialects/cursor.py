@@ -106,6 +106,15 @@ class CursorDecoder(EventDecoder):
         self.adopt_session(session_id if isinstance(session_id, str) else None)
         super().decode_object(obj)
 
+    def _moment(self, stamp: float | None) -> str | None:
+        """A line's ``timestamp_ms`` as its time, which also stamps the events of later lines that carry none (a
+        ``log`` warning, a ``user`` or ``result`` line), so the stream's times do not jump to the clock's and back.
+        """
+        ts = rfc3339(stamp) if stamp is not None else None
+        if ts is not None:
+            self.line_ts = ts
+        return ts
+
     def on_system(self, f: Fields) -> None:
         subtype = f.opt_text("subtype")
         if subtype in _CARRIED_SYSTEM:
@@ -120,7 +129,9 @@ class CursorDecoder(EventDecoder):
     def _carry(self, name: str, f: Fields) -> None:
         """A line with no canonical counterpart, kept whole as an ``event`` named ``cursor.<name>``."""
         data = {key: value for key, value in f.obj.items() if key not in ("type", "session_id")}
-        self.emit(p.GenericEvent(name=f"cursor.{name}", data=data), rfc3339(f.opt_number("timestamp_ms")))
+        self.emit(
+            p.GenericEvent(name=f"cursor.{name}", data=data), self._moment(f.opt_number("timestamp_ms"))
+        )
 
     def on_interaction_query(self, f: Fields) -> None:
         """A question the agent put to the client (a shell command to allow, a plan to accept …), and its answer."""
@@ -136,7 +147,7 @@ class CursorDecoder(EventDecoder):
         """Cursor retrying a model call or reconnecting: the run goes on, so a ``status``."""
         attempt = f.opt_integer("attempt")
         message = f"attempt {attempt}" if attempt is not None else p.UNSET
-        self.emit(p.Status(status=status, message=message), rfc3339(f.opt_number("timestamp_ms")))
+        self.emit(p.Status(status=status, message=message), self._moment(f.opt_number("timestamp_ms")))
 
     def on_user(self, f: Fields) -> None:
         content = _text_of(f.sub("message"))
@@ -145,18 +156,17 @@ class CursorDecoder(EventDecoder):
     def on_assistant(self, f: Fields) -> None:
         content = _text_of(f.sub("message"))
         stamp, model_call = f.opt_number("timestamp_ms"), f.opt_text("model_call_id")
+        ts = self._moment(stamp)
         if stamp is not None and model_call is None:
             self._partial = True
-            self.chunk(content, ts=rfc3339(stamp))
+            self.chunk(content, ts=ts)
         elif self._partial:
             self.close_run()
         else:
-            self.emit(
-                p.Message(message_id=p.new_id("msg"), role="assistant", content=content), rfc3339(stamp)
-            )
+            self.emit(p.Message(message_id=p.new_id("msg"), role="assistant", content=content), ts)
 
     def on_thinking(self, f: Fields) -> None:
-        subtype, ts = f.text("subtype"), rfc3339(f.opt_number("timestamp_ms"))
+        subtype, ts = f.text("subtype"), self._moment(f.opt_number("timestamp_ms"))
         if subtype == "delta":
             self.chunk(f.opt_text("text") or "", ts=ts, reasoning=True)
         elif subtype == "completed":
@@ -170,7 +180,7 @@ class CursorDecoder(EventDecoder):
             self.pass_through("tool_call", f.obj)  # a stage of a call this reader does not know
             return
         key, tool = _tool_of(f.sub("tool_call"))
-        ts = rfc3339(f.opt_number("timestamp_ms"))
+        ts = self._moment(f.opt_number("timestamp_ms"))
         if key == _FUNCTION:
             name = tool.text("name")
             arguments, problem = parse_arguments(tool.obj.get("arguments"), tool, "arguments")
@@ -402,12 +412,7 @@ class CursorDialect(SimpleDialect):
     def sniff(self, obj: dict[str, Any]) -> float:
         kind = obj.get("type")
         if kind == "system" and obj.get("subtype") == "init":
-            # Claude Code's and Amp's init carry tools and mcp_servers; Cursor's does not (yet).
-            if any(key in obj for key in ("tools", "mcp_servers", "claude_code_version", "uuid")):
-                return 0.0
-            if obj.get("apiKeySource") in ("env", "flag", "login") or "permissionMode" in obj:
-                return 0.9
-            return 0.0
+            return _init_score(obj)
         if (
             kind == "tool_call"
             and obj.get("subtype") in ("started", "completed")
@@ -421,6 +426,28 @@ class CursorDialect(SimpleDialect):
         if kind in ("interaction_query", "retry", "connection") and isinstance(obj.get("session_id"), str):
             return 0.7
         return 0.0
+
+
+def _init_score(obj: dict[str, Any]) -> float:
+    """A ``system/init`` line. Claude Code's and Amp's look the same and carry ``tools`` and ``mcp_servers``,
+    which Cursor's may carry too (its docs say they may be added), so those do not tell them apart: Cursor's
+    ``apiKeySource`` values (``env``, ``flag``, ``login``; Claude Code writes ``none``, ``ANTHROPIC_API_KEY``,
+    ``user`` …) do, above Claude's score for the same shape, unless the line has a field only Claude Code writes.
+    """
+    if not _CLAUDE_INIT_KEYS.isdisjoint(obj.keys()):
+        return 0.0
+    source = obj.get("apiKeySource")
+    cursor_key = isinstance(source, str) and source in _API_KEY_SOURCES
+    if "tools" in obj or "mcp_servers" in obj:
+        return 0.95 if cursor_key else 0.0
+    return 0.9 if cursor_key or "permissionMode" in obj else 0.0
+
+
+_API_KEY_SOURCES = frozenset({"env", "flag", "login"})
+_CLAUDE_INIT_KEYS = frozenset(
+    {"claude_code_version", "uuid", "slash_commands", "output_style", "agents", "skills", "plugins"}
+)
+"""Fields of Claude Code's ``system/init`` that Cursor's has never had."""
 
 
 def _json_output_result(obj: dict[str, Any]) -> bool:

@@ -193,6 +193,8 @@ class GeminiDecoder(EventDecoder):
         super().__init__(session_id)
         self._held: tuple[str, str | None] | None = None
         """A severity ``error`` line, held to learn whether the run's failure follows it."""
+        self._answer: list[str] = []
+        """The turn's assistant text so far: the ``result``'s text, as ``-o json``'s ``response`` has it."""
 
     typed_lines = _TYPED_LINES
 
@@ -201,6 +203,8 @@ class GeminiDecoder(EventDecoder):
         if self._held is not None:
             self._release(recoverable=True)
         ts = rfc3339(hot.timestamp)
+        if ts is not None:
+            self.line_ts = ts
         if isinstance(hot, _MessageLine):
             self._message(hot.role, hot.content, ts, delta=bool(hot.delta))
         elif isinstance(hot, _ToolUseLine):
@@ -211,8 +215,13 @@ class GeminiDecoder(EventDecoder):
             self._tool_result(hot.tool_id, hot.status, hot.output, failure, ts)
 
     def decode_object(self, obj: dict[str, Any]) -> None:
+        """Events with no time of their own (a ``log`` warning, a run closed at the end) take the last one the
+        stream gave, so its times do not jump to the clock's and back."""
         if self._held is not None and obj.get("type") != "result":
             self._release(recoverable=True)
+        ts = rfc3339(obj.get("timestamp"))
+        if ts is not None:
+            self.line_ts = ts
         super().decode_object(obj)
 
     def finish(self) -> list[p.AnyEvent]:
@@ -228,6 +237,7 @@ class GeminiDecoder(EventDecoder):
     def on_init(self, f: Fields) -> None:
         session_id, model = f.text("session_id"), f.opt_text("model")
         self.adopt_session(session_id)
+        self._answer = []
         self.emit(p.Start(command=self.command, model=model or p.UNSET), f.ts("timestamp"))
 
     def on_message(self, f: Fields) -> None:
@@ -235,6 +245,8 @@ class GeminiDecoder(EventDecoder):
         self._message(role, content, ts, delta=bool(f.opt_flag("delta")))
 
     def _message(self, role: p.Role, content: str, ts: str | None, *, delta: bool) -> None:
+        if role == "assistant":
+            self._answer.append(content)
         if delta:
             self.chunk(content, ts=ts, role=role)
         else:
@@ -304,6 +316,7 @@ class GeminiDecoder(EventDecoder):
         subtype = "success" if ok else _SUBTYPE_FOR_CODE.get(info.code if info else "", "error")
         # Without an error object a failure is Gemini's InvalidStream, which exits 0; ok and exit must agree: 1.
         exit_code = 0 if ok else exit_code or 1
+        answer, self._answer = self._answer, []
         self.emit_result(
             ok=ok,
             exit_code=exit_code,
@@ -312,6 +325,7 @@ class GeminiDecoder(EventDecoder):
             subtype=subtype,
             duration_ms=duration_ms,
             usage=usage,
+            result="".join(answer) if answer else p.UNSET,
         )
 
     def decode_document(self, document: Any) -> list[p.AnyEvent] | None:

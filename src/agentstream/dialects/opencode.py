@@ -70,11 +70,25 @@ class OpencodeDecoder(EventDecoder):
         self._ended = False
 
     def decode_object(self, obj: dict[str, Any]) -> None:
+        """Every line names the session and its time; the time also stamps the events that carry none of their
+        own (a ``log`` warning, the ending made up at EOF), so the stream's times do not jump to the clock's."""
         session_id = obj.get("sessionID")
         self.adopt_session(session_id if isinstance(session_id, str) else None)
+        stamp = obj.get("timestamp")
+        ts = rfc3339(stamp) if type(stamp) is int else _liberal_time(obj)
+        if ts is not None:
+            self.line_ts = ts
+        if self._ended:
+            self._next_run()
         if self._held is not None and obj.get("type") not in ("error", "done"):
             self._release_error()
         super().decode_object(obj)
+
+    def _next_run(self) -> None:
+        """A line after ``done`` is the next run's (``opencode run --continue`` appended): it opens with a start
+        made up as the first run's is, and how it ends is its own."""
+        self._ended, self._failed, self._last_reason, self._last_text = False, None, None, None
+        self.emit(p.Start(command=self.command, synthetic=True))
 
     def _release_error(self) -> None:
         """The run went on after a session error: report it now; the result still fails."""
@@ -85,14 +99,14 @@ class OpencodeDecoder(EventDecoder):
     def finish(self) -> list[p.AnyEvent]:
         """EOF without ``done``: an error, or a last step that stopped normally, still tells how the run ended."""
         if not self._ended and (self._failed is not None or self._last_reason == "stop"):
-            self._end(None)
+            self._end()
         return super().finish()
 
     def on_step_start(self, f: Fields) -> None:
         f.opt_sub("part")
 
     def on_step_finish(self, f: Fields) -> None:
-        part, ts = f.sub("part"), f.ts("timestamp")
+        part = f.sub("part")
         tokens = part.opt_sub("tokens")
         cost = part.opt_number("cost")
         self._last_reason = part.opt_text("reason")
@@ -113,21 +127,21 @@ class OpencodeDecoder(EventDecoder):
         if cost:
             usage.cost_usd = float(cost)
         if usage.input_tokens or usage.output_tokens or usage.reasoning_tokens or cost:
-            self.emit(usage, ts)
+            self.emit(usage)
 
     def on_text(self, f: Fields) -> None:
         part = f.sub("part")
         text, part_id = part.text("text"), part.opt_text("id") or p.new_id("msg")
         self._last_text = text
-        self.emit(p.Message(message_id=part_id, role="assistant", content=text), f.ts("timestamp"))
+        self.emit(p.Message(message_id=part_id, role="assistant", content=text))
 
     def on_reasoning(self, f: Fields) -> None:
         part = f.sub("part")
         text, part_id = part.text("text"), part.opt_text("id") or p.new_id("rsn")
-        self.emit(p.Reasoning(reasoning_id=part_id, content=text), f.ts("timestamp"))
+        self.emit(p.Reasoning(reasoning_id=part_id, content=text))
 
     def on_tool_use(self, f: Fields) -> None:
-        part, ts = f.sub("part"), f.ts("timestamp")
+        part = f.sub("part")
         call_id, name, state = part.text("callID"), part.text("tool"), part.sub("state")
         status = state.choice("status", ("completed", "error", "running", "pending"), "")
         arguments = state.opt_mapping("input") or {}
@@ -138,7 +152,7 @@ class OpencodeDecoder(EventDecoder):
             self._running.add(call_id)
             self.emit(
                 p.ToolCall(call_id=self.tools.called(call_id, name), name=name, arguments=arguments),
-                _ts(start) or ts,
+                _ts(start),
             )
         if status not in ("completed", "error"):
             return  # opencode prints only finished tools; one still running is closed at the end
@@ -153,7 +167,7 @@ class OpencodeDecoder(EventDecoder):
                 error=(error if error is not None else "the tool failed") if status == "error" else p.UNSET,
                 duration_ms=max(end - start, 0) if start is not None and end is not None else 0,
             ),
-            _ts(end) or ts,
+            _ts(end),
         )
 
     def on_error(self, f: Fields) -> None:
@@ -171,18 +185,18 @@ class OpencodeDecoder(EventDecoder):
         if self._held is not None:
             self._release_error()
         self._failed = p.ErrorInfo(code=code, message=message)
-        self._held = (self._failed, f.ts("timestamp"))
+        self._held = (self._failed, self.line_ts)
 
     def on_done(self, f: Fields) -> None:
         rejected = f.opt_list("rejected") or []
         if rejected:
-            self.emit(p.GenericEvent(name="opencode.rejected", data=rejected), f.ts("timestamp"))
-        self._end(f.ts("timestamp"))
+            self.emit(p.GenericEvent(name="opencode.rejected", data=rejected))
+        self._end()
 
-    def _end(self, ts: str | None) -> None:
+    def _end(self) -> None:
         self._ended = True
         self._running.clear()
-        self.close_open_calls("opencode finished without the tool's result", ts=ts)
+        self.close_open_calls("opencode finished without the tool's result")
         held, self._held = self._held, None
         if held is not None:
             info, error_ts = held
@@ -198,13 +212,21 @@ class OpencodeDecoder(EventDecoder):
                 usage=msgspec.structs.replace(self.tally.usage),
                 result=self._last_text if self._last_text is not None else p.UNSET,
                 error=self._failed if self._failed is not None else p.UNSET,
-            ),
-            ts,
+            )
         )
 
 
 def _ts(ms: int | None) -> str | None:
     return rfc3339(ms) if ms is not None else None
+
+
+def _liberal_time(obj: dict[str, Any]) -> str | None:
+    """A ``timestamp`` that is not an integer: epoch ms read as any number is (``"1761000003000"``), or an
+    ISO 8601 string; ``None`` when it is neither."""
+    stamp = obj.get("timestamp")
+    if stamp is None:
+        return None
+    return rfc3339(Fields(obj, "opencode line").opt_number("timestamp")) or rfc3339(stamp)
 
 
 # -- encoding ----------------------------------------------------------------------------
