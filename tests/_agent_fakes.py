@@ -45,10 +45,11 @@ class Sse:
 
     ``drop_after``: close the socket after that many events (no final chunk), as a
     dropped connection does. ``stall_after``: stop sending after that many events
-    and hold the connection open until the server shuts down.
+    and hold the connection open until the server shuts down. A number among the
+    events is a pause of that many seconds (see :func:`paced`).
     """
 
-    events: list[bytes]
+    events: list[bytes | float]
     drop_after: int | None = None
     stall_after: int | None = None
 
@@ -56,11 +57,13 @@ class Sse:
 @dataclass
 class Status:
     """An error status with a JSON body; ``{authorization}`` in the body is replaced by the
-    credential header the client sent, like a careless proxy that echoes it."""
+    credential header the client sent, like a careless proxy that echoes it. A ``str`` body
+    with another ``content_type`` is sent as it is (a proxy's HTML page)."""
 
     status: int
     body: Any
     headers: dict[str, str] = field(default_factory=dict)
+    content_type: str = "application/json"
 
 
 Reply = Sse | Status
@@ -76,8 +79,22 @@ def _chunks(text: str, size: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)] if text else []
 
 
-ToolCallSpec = tuple[str, str, dict[str, Any]]
-"""(call id, tool name, arguments)"""
+ToolCallSpec = tuple[str, str, dict[str, Any] | str]
+"""(call id, tool name, arguments); arguments given as a string are sent as they are (broken JSON)."""
+
+
+def _arguments_text(arguments: dict[str, Any] | str) -> str:
+    return arguments if isinstance(arguments, str) else json.dumps(arguments)
+
+
+def paced(events: Sequence[bytes], every: float, *, after: int = 0) -> list[bytes | float]:
+    """``events`` with a pause of ``every`` seconds before each one past the first ``after``."""
+    out: list[bytes | float] = []
+    for number, event in enumerate(events):
+        if number >= after:
+            out.append(every)
+        out.append(event)
+    return out
 
 
 def openai_reply(
@@ -89,9 +106,12 @@ def openai_reply(
     cached: int = 0,
     model: str = OPENAI_MODEL,
     chunk: int = 4,
+    finish: str | None = None,
     **sse: Any,
 ) -> Sse:
-    """A Chat Completions stream: content deltas, indexed tool-call deltas, finish, usage, [DONE]."""
+    """A Chat Completions stream: content deltas, indexed tool-call deltas, finish, usage, [DONE].
+
+    ``finish`` overrides the finish reason (``length``, ``content_filter``)."""
     base = {
         "id": "chatcmpl-fake",
         "object": "chat.completion.chunk",
@@ -114,9 +134,9 @@ def openai_reply(
             "function": {"name": name, "arguments": ""},
         }
         events.append(chunk_event({"tool_calls": [opening]}))
-        for part in _chunks(json.dumps(arguments), 7):
+        for part in _chunks(_arguments_text(arguments), 7):
             events.append(chunk_event({"tool_calls": [{"index": index, "function": {"arguments": part}}]}))
-    events.append(chunk_event({}, "tool_calls" if tool_calls else "stop"))
+    events.append(chunk_event({}, finish or ("tool_calls" if tool_calls else "stop")))
     prompt, completion = usage
     totals = {
         "prompt_tokens": prompt,
@@ -140,9 +160,16 @@ def anthropic_reply(
     cached: int = 0,
     model: str = ANTHROPIC_MODEL,
     chunk: int = 4,
+    stop: str | None = None,
+    cache_write: int = 0,
+    input_at_end: bool = False,
     **sse: Any,
 ) -> Sse:
-    """A Messages stream: message_start, content blocks with their deltas, message_delta, message_stop."""
+    """A Messages stream: message_start, content blocks with their deltas, message_delta, message_stop.
+
+    ``stop`` overrides the stop reason; ``input_at_end`` gives the input tokens only in
+    message_delta's usage (message_start says 0), as some compatible servers do.
+    """
     prompt, completion = usage
     message = {
         "id": "msg_fake",
@@ -152,7 +179,12 @@ def anthropic_reply(
         "content": [],
         "stop_reason": None,
         "stop_sequence": None,
-        "usage": {"input_tokens": prompt, "output_tokens": 1, "cache_read_input_tokens": cached},
+        "usage": {
+            "input_tokens": 0 if input_at_end else prompt,
+            "output_tokens": 1,
+            "cache_read_input_tokens": cached,
+            "cache_creation_input_tokens": cache_write,
+        },
     }
     events = [
         _sse({"type": "message_start", "message": message}, "message_start"),
@@ -176,7 +208,8 @@ def anthropic_reply(
         )
     for call_id, name, arguments in tool_calls:
         parts = [
-            {"type": "input_json_delta", "partial_json": part} for part in _chunks(json.dumps(arguments), 7)
+            {"type": "input_json_delta", "partial_json": part}
+            for part in _chunks(_arguments_text(arguments), 7)
         ]
         blocks.append(({"type": "tool_use", "id": call_id, "name": name, "input": {}}, parts))
     for index, (start, deltas) in enumerate(blocks):
@@ -190,12 +223,9 @@ def anthropic_reply(
                 _sse({"type": "content_block_delta", "index": index, "delta": delta}, "content_block_delta")
             )
         events.append(_sse({"type": "content_block_stop", "index": index}, "content_block_stop"))
-    stop = {"stop_reason": "tool_use" if tool_calls else "end_turn", "stop_sequence": None}
-    events.append(
-        _sse(
-            {"type": "message_delta", "delta": stop, "usage": {"output_tokens": completion}}, "message_delta"
-        )
-    )
+    ending = {"stop_reason": stop or ("tool_use" if tool_calls else "end_turn"), "stop_sequence": None}
+    final_usage = {"output_tokens": completion, **({"input_tokens": prompt} if input_at_end else {})}
+    events.append(_sse({"type": "message_delta", "delta": ending, "usage": final_usage}, "message_delta"))
     events.append(_sse({"type": "message_stop"}, "message_stop"))
     return Sse(events, **sse)
 
@@ -326,15 +356,18 @@ def _handler_for(server: FakeModelServer) -> type[BaseHTTPRequestHandler]:
             reply = server.next_reply()
             if isinstance(reply, Status):
                 credential = self.headers.get("authorization") or self.headers.get("x-api-key") or ""
-                text = json.dumps(reply.body).replace("{authorization}", credential)
-                self._send_json(reply.status, text, reply.headers)
+                body = reply.body if isinstance(reply.body, str) else json.dumps(reply.body)
+                text = body.replace("{authorization}", credential)
+                self._send_json(reply.status, text, reply.headers, reply.content_type)
             else:
                 self._send_sse(reply)
 
-        def _send_json(self, status: int, body: Any, headers: Mapping[str, str]) -> None:
+        def _send_json(
+            self, status: int, body: Any, headers: Mapping[str, str], content_type: str = "application/json"
+        ) -> None:
             data = (body if isinstance(body, str) else json.dumps(body)).encode()
             self.send_response(status)
-            self.send_header("content-type", "application/json")
+            self.send_header("content-type", content_type)
             self.send_header("content-length", str(len(data)))
             for name, value in headers.items():
                 self.send_header(name, value)
@@ -355,6 +388,10 @@ def _handler_for(server: FakeModelServer) -> type[BaseHTTPRequestHandler]:
                         server.stop.wait(60)
                         self.close_connection = True
                         return
+                    if isinstance(event, float):
+                        if server.stop.wait(event):
+                            return
+                        continue
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
                     self.wfile.flush()
                 self.wfile.write(b"0\r\n\r\n")

@@ -5,7 +5,8 @@ Four message shapes, each a dict with a ``role``::
     {"role": "user", "content": "text"}
     {"role": "assistant", "content": "text",
      "reasoning": [{"text": ..., "signature": ..., "provider": "anthropic"}],   # optional
-     "tool_calls": [{"id": ..., "name": ..., "arguments": {...}}]}              # optional
+     "tool_calls": [{"id": ..., "name": ..., "arguments": {...},                # optional
+                     "raw_arguments": "..."}]}   # only when the model's were not a JSON object
     {"role": "tool", "call_id": ..., "name": ..., "content": "text", "is_error": false}
 
 Each provider converts this list to its own wire format, so a session started
@@ -33,6 +34,8 @@ class AssistantTurn:
     text: str = ""
     reasoning: list[ReasoningBlock] = field(default_factory=list)
     tool_calls: list[ToolCallDone] = field(default_factory=list)
+    stop: str = ""
+    """The provider's stop reason (``TurnEnd.reason``)."""
 
 
 class Conversation:
@@ -56,10 +59,7 @@ class Conversation:
         if turn.reasoning:
             message["reasoning"] = [_reasoning_dict(block, provider) for block in turn.reasoning]
         if turn.tool_calls:
-            message["tool_calls"] = [
-                {"id": call.call_id, "name": call.name, "arguments": call.arguments}
-                for call in turn.tool_calls
-            ]
+            message["tool_calls"] = [_call_dict(call) for call in turn.tool_calls]
         self.messages.append(message)
 
     def add_tool_result(self, call_id: str, name: str, content: str, *, is_error: bool) -> None:
@@ -92,6 +92,13 @@ class Conversation:
                 if call["id"] not in answered
             )
         self.messages = repaired
+
+
+def _call_dict(call: ToolCallDone) -> dict[str, Any]:
+    entry: dict[str, Any] = {"id": call.call_id, "name": call.name, "arguments": call.arguments}
+    if call.raw_arguments is not None:
+        entry["raw_arguments"] = call.raw_arguments
+    return entry
 
 
 def _reasoning_dict(block: ReasoningBlock, provider: str) -> dict[str, Any]:

@@ -25,8 +25,10 @@ import os
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
+
+import msgspec
 
 from agentstream import protocol as p
 from agentstream.agent.conversation import AssistantTurn, Conversation
@@ -39,8 +41,10 @@ from agentstream.agent.providers.base import (
     ReasoningDelta,
     TextDelta,
     ToolCallDone,
+    TurnEnd,
     TurnEvent,
     TurnUsage,
+    stop_kind,
 )
 from agentstream.agent.tools import ToolOutcome
 from agentstream.errors import ErrorCode, ExitCode, ProviderError
@@ -62,6 +66,8 @@ __all__ = [
 ]
 
 MAX_BACKOFF_MS = 30_000
+MAX_PAUSES = 5
+"""Paused answers (Anthropic ``pause_turn``) in a row that are sent back to go on before the run gives up."""
 
 
 @dataclass(frozen=True)
@@ -120,6 +126,7 @@ class TurnWriter:
         self.open: _Run | None = None
         self.calls: list[ToolCallDone] = []
         self.usage = TurnUsage()
+        self.stop = ""
 
     def feed(self, event: TurnEvent) -> None:
         if isinstance(event, TextDelta):
@@ -133,6 +140,8 @@ class TurnWriter:
             self.calls.append(event)
         elif isinstance(event, TurnUsage):
             self.usage = event
+        elif isinstance(event, TurnEnd):
+            self.stop = event.reason
 
     def _chunk(self, kind: Literal["message", "reasoning"], text: str) -> None:
         if not text:
@@ -167,7 +176,7 @@ class TurnWriter:
                 self.stream.reasoning(run.text, reasoning_id=run.run_id)
         self._emit_usage(model)
         blocks = [run.block or ReasoningBlock(text=run.text) for run in self.runs if run.kind == "reasoning"]
-        return AssistantTurn(text="\n\n".join(texts), reasoning=blocks, tool_calls=self.calls)
+        return AssistantTurn(text="\n\n".join(texts), reasoning=blocks, tool_calls=self.calls, stop=self.stop)
 
     def discard(self) -> None:
         """The call failed part-way: close every delta run it opened as discarded (empty content)."""
@@ -184,7 +193,11 @@ class TurnWriter:
     def _emit_usage(self, model: str) -> None:
         u = self.usage
         cost = cost_usd(
-            model, input_tokens=u.input_tokens, output_tokens=u.output_tokens, cached_tokens=u.cached_tokens
+            model,
+            input_tokens=u.input_tokens,
+            output_tokens=u.output_tokens,
+            cached_tokens=u.cached_tokens,
+            cache_write_tokens=u.cache_write_tokens,
         )
         self.stream.emit(
             p.Usage(
@@ -194,6 +207,7 @@ class TurnWriter:
                 cached_tokens=u.cached_tokens,
                 reasoning_tokens=u.reasoning_tokens,
                 cost_usd=cost if cost is not None else p.UNSET,
+                cache_write_tokens=u.cache_write_tokens or p.UNSET,
             )
         )
 
@@ -204,6 +218,8 @@ class Outcome:
 
     status: Literal["completed", "failed", "max_turns", "max_budget"]
     error: ProviderError | None = None
+    subtype: str | None = None
+    """The ``result`` subtype when the status alone does not give it (``refusal``)."""
 
     def finish(self, stream: Stream, next_actions: Sequence[p.NextAction] = ()) -> None:
         """Emit the result (after a fatal error, if any)."""
@@ -217,7 +233,7 @@ class Outcome:
             error.message,
             fix=error.fix,
             exit_code=ExitCode.MAX_TURNS if max_turns else error.exit_code,
-            subtype=_SUBTYPES.get(self.status, "error"),
+            subtype=self.subtype or _SUBTYPES.get(self.status, "error"),
             next_actions=next_actions,
         )
 
@@ -249,6 +265,8 @@ class AgentLoop:
         """Which tool calls must be asked about first (None: the toolbox's mode decides alone)."""
         self.control = control
         """Set in a two-way session: lets the client interrupt the turn."""
+        self.call_ids: set[str] = set()
+        """The protocol call ids used in this run's stream, each once (a model may repeat its own)."""
 
     def run(self, stream: Stream, prompt: str) -> Outcome:
         """Answer ``prompt``, writing to ``stream``; say how the run should end without ending it.
@@ -257,8 +275,11 @@ class AgentLoop:
         session, so that a resume offered in the result always finds it.
         """
         self.conversation.add_user(prompt)
+        self.call_ids = set()
         try:
             stopped = self._turns(stream)
+        except _Refused as exc:
+            return Outcome("failed", exc, subtype="refusal")
         except ProviderError as exc:
             return Outcome("failed", exc)
         if stopped is None:
@@ -285,17 +306,31 @@ class AgentLoop:
 
     def _turns(self, stream: Stream) -> Literal["max_turns", "max_budget"] | None:
         """Model and tools back and forth; the limit that stopped the agent, or None when it was done."""
-        turn = 0
+        turn = pauses = 0
         while True:
             if self.options.max_turns and turn >= self.options.max_turns:
                 return "max_turns"
             turn += 1
             with stream.step(f"turn {turn}"):
                 answer = self._call_model(stream)
+                kind = stop_kind(answer.stop)
+                if kind in ("truncated", "refused"):
+                    # Kept for a resume, but without its tool calls: a cut-off call is never run as complete.
+                    self.conversation.add_assistant(
+                        replace(answer, tool_calls=[]), provider=self.provider.name
+                    )
+                    raise _stopped_error(kind, answer.stop)
                 self.conversation.add_assistant(answer, provider=self.provider.name)
                 for call in answer.tool_calls:
                     self._run_tool(stream, call)
-            if not answer.tool_calls:
+            pauses = pauses + 1 if kind == "paused" else 0
+            if pauses > MAX_PAUSES:
+                raise ProviderError(
+                    f"the model paused its answer {pauses} times in a row (stop reason {answer.stop})",
+                    code=ErrorCode.PROVIDER_ERROR,
+                    fix="resume the session to let the agent go on",
+                )
+            if not answer.tool_calls and kind != "paused":
                 return None
             spent, budget = stream.usage.cost_usd, self.options.max_budget_usd
             if budget and isinstance(spent, float) and spent >= budget:
@@ -320,8 +355,9 @@ class AgentLoop:
                 if not exc.recoverable:
                     raise
                 if attempt == attempts:
+                    tries = f"{attempts} attempts" if attempts != 1 else "1 attempt (retries are off)"
                     raise ProviderError(
-                        f"gave up after {attempts} attempts: {exc.message}", code=exc.code, fix=exc.fix
+                        f"gave up after {tries}: {exc.message}", code=exc.code, fix=exc.fix
                     ) from exc
                 self._wait(stream, exc, attempt, attempts)
             except BaseException:
@@ -344,11 +380,13 @@ class AgentLoop:
             time.sleep(delay / 1000)
 
     def _run_tool(self, stream: Stream, call: ToolCallDone) -> None:
+        """Run one call under a protocol id unique in the stream; the model reads the result under its own id."""
         stop_after = False
-        with stream.tool_call(call.name, call.arguments, call_id=call.call_id) as scope:
+        shown = msgspec.structs.replace(call, call_id=self._protocol_id(call.call_id))
+        with stream.tool_call(call.name, call.shown_arguments, call_id=shown.call_id) as scope:
             self.progress.scope = scope
             try:
-                outcome, stop_after = self._outcome(stream, call)
+                outcome, stop_after = self._outcome(stream, shown)
             finally:
                 self.progress.scope = None
             _report(scope, outcome)
@@ -358,6 +396,15 @@ class AgentLoop:
         if stop_after and self.control is not None:
             self.control.cancel.set()
             self.control.check()
+
+    def _protocol_id(self, call_id: str) -> str:
+        """``call_id``, or ``call_id_N`` with the first N that makes it new in this stream."""
+        unique, n = call_id, 1
+        while unique in self.call_ids:
+            n += 1
+            unique = f"{call_id}_{n}"
+        self.call_ids.add(unique)
+        return unique
 
     def _outcome(self, stream: Stream, call: ToolCallDone) -> tuple[ToolOutcome, bool]:
         """The call's outcome, and whether the decision about it also stops the turn."""
@@ -392,6 +439,25 @@ class AgentLoop:
         if self.control is not None:
             self.control.waiting_on = "tool"
         return self.toolbox.run(call.name, arguments), False
+
+
+class _Refused(ProviderError):
+    """The model (or the provider's filter) refused: the ``result`` subtype is ``refusal``."""
+
+
+def _stopped_error(kind: str, reason: str) -> ProviderError:
+    """The fatal error of an answer that ended without being complete (cut off, or refused)."""
+    if kind == "truncated":
+        return ProviderError(
+            f"the model's answer was cut off at its token limit (stop reason {reason})",
+            code=ErrorCode.CONTEXT_LIMIT,
+            fix="raise --max-tokens, or start a new session if the context is full",
+        )
+    return _Refused(
+        f"the model's answer was refused (stop reason {reason})",
+        code=ErrorCode.PROVIDER_ERROR,
+        fix="rephrase the request",
+    )
 
 
 def _report(scope: ToolCallScope, outcome: ToolOutcome) -> None:

@@ -10,8 +10,9 @@ during tool use.
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agentstream.agent.providers.base import (
@@ -23,6 +24,7 @@ from agentstream.agent.providers.base import (
     TurnEnd,
     TurnEvent,
     TurnUsage,
+    shown_arguments,
     tool_call_from_json,
 )
 
@@ -43,7 +45,8 @@ class AnthropicProvider(SdkProvider):
 
     def __init__(self, settings: ProviderSettings) -> None:
         model = settings.model or os.environ.get("AGENTSTREAM_MODEL") or DEFAULT_MODEL
-        super().__init__(model, settings, _credential(), settings.base_url)
+        credential, source = _credential()
+        super().__init__(model, settings, credential, settings.base_url, credential_source=source)
 
     def _turn(
         self, conversation: Conversation, tools: Sequence[ToolSpec], system: str
@@ -58,25 +61,29 @@ class AnthropicProvider(SdkProvider):
             body["tools"] = to_anthropic_tools(tools)
         if budget:
             body["thinking"] = {"type": "enabled", "budget_tokens": budget}
-        stream = self.client().messages.create(
-            # max_tokens must exceed the thinking budget: the answer gets its own room on top.
-            model=self.model,
-            max_tokens=self.settings.max_tokens + budget,
-            messages=[],
-            stream=True,
-            extra_body=body,
+        yield from self.read(
+            lambda: self.client().messages.create(
+                # max_tokens must exceed the thinking budget: the answer gets its own room on top.
+                model=self.model,
+                max_tokens=self.settings.max_tokens + budget,
+                messages=[],
+                stream=True,
+                extra_body=body,
+            ),
+            lambda stream, progress: _StreamReader().events(stream, progress),
         )
-        with stream:
-            yield from _StreamReader().events(stream)
 
 
-def _credential() -> dict[str, str] | None:
-    """The SDK keyword for the key in the environment: an API key (``api_key``), else a bearer token (``auth_token``)."""
-    if os.environ.get("ANTHROPIC_API_KEY"):
-        return {"api_key": os.environ["ANTHROPIC_API_KEY"]}
-    if os.environ.get("ANTHROPIC_AUTH_TOKEN"):
-        return {"auth_token": os.environ["ANTHROPIC_AUTH_TOKEN"]}
-    return None
+def _credential() -> tuple[dict[str, str] | None, str]:
+    """The SDK keyword for the key in the environment (an API key, ``api_key``, else a bearer token,
+    ``auth_token``) and the variable it came from."""
+    for variable, keyword in (("ANTHROPIC_API_KEY", "api_key"), ("ANTHROPIC_AUTH_TOKEN", "auth_token")):
+        if os.environ.get(variable):
+            return {keyword: os.environ[variable]}, variable
+    return None, "ANTHROPIC_API_KEY"
+
+
+_USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 
 
 class _StreamReader:
@@ -84,28 +91,40 @@ class _StreamReader:
 
     def __init__(self) -> None:
         self.blocks: dict[int, dict[str, Any]] = {}
-        self.usage = TurnUsage()
+        self.counts: dict[str, int] = dict.fromkeys(_USAGE_FIELDS, 0)
         self.stop_reason: str | None = None
         self.stopped = False
 
-    def events(self, stream: Any) -> Iterator[TurnEvent]:
-        for event in stream:
+    def events(self, stream: Any, progress: Callable[[], None]) -> Iterator[TurnEvent]:
+        for event in stream:  # the SDK drops ``ping`` keep-alives: every event here is progress
+            progress()
             handler = getattr(self, f"_on_{event.type}", None)
             if handler is not None:
                 yield from handler(event)
         if self.stopped:
-            yield self.usage
+            yield self.usage()
             yield TurnEnd(self.stop_reason or "end_turn")
 
-    def _on_message_start(self, event: Any) -> Iterator[TurnEvent]:
-        usage = event.message.usage
-        cached = usage.cache_read_input_tokens or 0
-        written = usage.cache_creation_input_tokens or 0
-        self.usage = TurnUsage(
-            input_tokens=usage.input_tokens + cached + written,
-            output_tokens=usage.output_tokens or 0,
+    def usage(self) -> TurnUsage:
+        """The call's usage; Anthropic's ``input_tokens`` leaves out the cache reads and writes."""
+        counts = self.counts
+        cached, written = counts["cache_read_input_tokens"], counts["cache_creation_input_tokens"]
+        return TurnUsage(
+            input_tokens=counts["input_tokens"] + cached + written,
+            output_tokens=counts["output_tokens"],
             cached_tokens=cached,
+            cache_write_tokens=written,
         )
+
+    def _count(self, usage: Any) -> None:
+        """Take the counts ``usage`` gives (message_delta's are cumulative and may be the only input count)."""
+        for name in _USAGE_FIELDS:
+            value = getattr(usage, name, None)
+            if isinstance(value, int):
+                self.counts[name] = value
+
+    def _on_message_start(self, event: Any) -> Iterator[TurnEvent]:
+        self._count(event.message.usage)
         return iter(())
 
     def _on_content_block_start(self, event: Any) -> Iterator[TurnEvent]:
@@ -114,6 +133,7 @@ class _StreamReader:
             "type": block.type,
             "text": [],
             "json": [],
+            "input": getattr(block, "input", None),
             "signature": getattr(block, "signature", "") or "",
             "id": getattr(block, "id", ""),
             "name": getattr(block, "name", ""),
@@ -145,21 +165,26 @@ class _StreamReader:
         elif block["type"] == "redacted_thinking":
             yield ReasoningBlock(redacted=block["data"])
         elif block["type"] == "tool_use":
-            yield tool_call_from_json(block["id"], block["name"], "".join(block["json"]))
+            yield tool_call_from_json(block["id"], block["name"], _tool_input(block))
 
     def _on_message_delta(self, event: Any) -> Iterator[TurnEvent]:
         self.stop_reason = event.delta.stop_reason or self.stop_reason
-        if event.usage is not None and event.usage.output_tokens is not None:
-            self.usage = TurnUsage(
-                input_tokens=self.usage.input_tokens,
-                output_tokens=event.usage.output_tokens,
-                cached_tokens=self.usage.cached_tokens,
-            )
+        if event.usage is not None:
+            self._count(event.usage)
         return iter(())
 
     def _on_message_stop(self, event: Any) -> Iterator[TurnEvent]:
         self.stopped = True
         return iter(())
+
+
+def _tool_input(block: dict[str, Any]) -> str:
+    """A tool_use block's arguments: the streamed JSON, else the ``input`` its start gave whole."""
+    streamed = "".join(block["json"])
+    given = block["input"]
+    if streamed.strip() or not given:
+        return streamed
+    return json.dumps(given)
 
 
 def to_anthropic_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
@@ -195,7 +220,12 @@ def _blocks(message: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
         return "user", text
     thinking = [_thinking_block(r) for r in message.get("reasoning", ()) if r.get("provider") == "anthropic"]
     calls = [
-        {"type": "tool_use", "id": c["id"], "name": c["name"], "input": c["arguments"]}
+        {
+            "type": "tool_use",
+            "id": c["id"],
+            "name": c["name"],
+            "input": shown_arguments(c["arguments"], c.get("raw_arguments")),
+        }
         for c in message.get("tool_calls", ())
     ]
     return "assistant", [b for b in thinking if b] + text + calls

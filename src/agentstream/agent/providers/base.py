@@ -16,12 +16,13 @@ import json
 import os
 import re
 import sys
+import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, TypeAlias
 
 import msgspec
 
@@ -48,7 +49,9 @@ __all__ = [
     "network_error",
     "new_call_id",
     "scrub",
+    "shown_arguments",
     "status_error",
+    "stop_kind",
     "tool_call_from_json",
 ]
 
@@ -81,21 +84,36 @@ class ReasoningBlock(msgspec.Struct, tag="reasoning", frozen=True, omit_defaults
 
 
 class ToolCallDone(msgspec.Struct, tag="tool_call", frozen=True, omit_defaults=True):
-    """A complete tool call. ``error`` is set when the arguments were not a JSON object."""
+    """A complete tool call. ``error`` is set when the arguments were not a JSON object.
+
+    ``raw_arguments`` then keeps what the model wrote, so the stream and the history
+    sent back show the model its own mistake rather than an empty object.
+    """
 
     call_id: str
     name: str
     arguments: dict[str, Any] = {}
     error: str | None = None
+    raw_arguments: str | None = None
+
+    @property
+    def shown_arguments(self) -> dict[str, Any]:
+        return shown_arguments(self.arguments, self.raw_arguments)
+
+
+def shown_arguments(arguments: dict[str, Any], raw: str | None) -> dict[str, Any]:
+    """Arguments for places that take only an object: what the model wrote under ``_raw`` when it was not one."""
+    return {"_raw": raw} if raw is not None else arguments
 
 
 class TurnUsage(msgspec.Struct, tag="usage", frozen=True):
-    """Tokens of this call. ``input_tokens`` includes ``cached_tokens``."""
+    """Tokens of this call. ``input_tokens`` includes ``cached_tokens`` and ``cache_write_tokens``."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     cached_tokens: int = 0
     reasoning_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 class TurnEnd(msgspec.Struct, tag="end", frozen=True):
@@ -107,6 +125,22 @@ class TurnEnd(msgspec.Struct, tag="end", frozen=True):
 TurnEvent: TypeAlias = TextDelta | ReasoningDelta | ReasoningBlock | ToolCallDone | TurnUsage | TurnEnd
 """What :meth:`Provider.stream_turn` yields; also the event format of replay cassettes."""
 
+StopKind: TypeAlias = Literal["done", "truncated", "refused", "paused"]
+
+_STOP_KINDS: Final[dict[str, StopKind]] = {
+    "length": "truncated",  # OpenAI
+    "max_tokens": "truncated",  # Anthropic
+    "model_context_window_exceeded": "truncated",  # Anthropic
+    "content_filter": "refused",  # OpenAI
+    "refusal": "refused",  # Anthropic
+    "pause_turn": "paused",  # Anthropic: a long turn paused; sending it back lets the model go on
+}
+
+
+def stop_kind(reason: str) -> StopKind:
+    """What a provider's stop reason means for the run; a reason not known here is a normal end."""
+    return _STOP_KINDS.get(reason, "done")
+
 
 def tool_call_from_json(call_id: str, name: str, raw: str) -> ToolCallDone:
     """A tool call from its streamed argument text; malformed arguments become ``error``, not an exception."""
@@ -114,9 +148,11 @@ def tool_call_from_json(call_id: str, name: str, raw: str) -> ToolCallDone:
     try:
         arguments = msgspec.json.decode(text)
     except msgspec.DecodeError as exc:
-        return ToolCallDone(call_id, name, error=f"the arguments were not valid JSON ({exc}): {text[:200]}")
+        error = f"the arguments were not valid JSON ({exc}): {text[:200]}"
+        return ToolCallDone(call_id, name, error=error, raw_arguments=text)
     if not isinstance(arguments, dict):
-        return ToolCallDone(call_id, name, error=f"the arguments must be a JSON object, got: {text[:200]}")
+        error = f"the arguments must be a JSON object, got: {text[:200]}"
+        return ToolCallDone(call_id, name, error=error, raw_arguments=text)
     return ToolCallDone(call_id, name, arguments)
 
 
@@ -209,11 +245,15 @@ class SdkProvider(Provider):
         settings: ProviderSettings,
         credential: Mapping[str, str] | None,
         base_url: str | None,
+        *,
+        credential_source: str = "the API key",
     ) -> None:
         super().__init__(model)
         self.settings = settings
         self.credential = credential
         """The SDK's keyword argument(s) for the key, or ``None`` when there is none."""
+        self.credential_source = credential_source
+        """Where the key came from (an environment variable's name), for messages that must not show it."""
         self.base_url = base_url
         self._client: Any = None
 
@@ -222,6 +262,7 @@ class SdkProvider(Provider):
             if self.credential is None:
                 message, fix = self.no_credential
                 raise ProviderError(message, code=ErrorCode.AUTH_EXPIRED, fix=fix)
+            _check_header_safe(self.credential.values(), self.credential_source)
             sdk_class = getattr(self._sdk(), self.client_class)
             self._client = sdk_class(
                 **self.credential, base_url=self.base_url, max_retries=0, timeout=self.settings.timeout_s
@@ -237,6 +278,127 @@ class SdkProvider(Provider):
 
     def _sdk(self) -> ModuleType:
         return require(self.sdk, "agent")
+
+    def read(
+        self, open_stream: Callable[[], Any], reader: Callable[[Any, Callable[[], None]], Iterator[TurnEvent]]
+    ) -> Iterator[TurnEvent]:
+        """The events of one SDK stream, under the ``--timeout`` progress deadline.
+
+        The SDK's read timeout restarts with every byte, so a server that sends only
+        keep-alives (Anthropic ``ping`` events, SSE comments) would hold a call
+        forever. Here ``reader(stream, progress)`` calls ``progress()`` for each piece
+        of the answer (text, reasoning, a tool-call fragment, the end); a call with no
+        progress for ``timeout_s`` is cut and fails as a recoverable timeout. A reply
+        that ends without finishing and was not an event stream at all (a JSON body, a
+        captive portal's page) fails for good: retrying the same URL cannot help.
+        """
+        timeout = self.settings.timeout_s
+        with _ProgressDeadline(timeout) as deadline:
+            stream = open_stream()
+            finished = False
+            with stream:
+                deadline.watch(stream.response)
+                try:
+                    for event in reader(stream, deadline.progress):
+                        finished = finished or isinstance(event, TurnEnd)
+                        yield event
+                except Exception:
+                    if deadline.expired:
+                        raise deadline.error() from None
+                    raise
+                if not finished:
+                    if deadline.expired:
+                        raise deadline.error()
+                    _require_event_stream(stream.response)
+
+
+def _require_event_stream(response: Any) -> None:
+    """Raise the non-retried error for a 200 reply that is not ``text/event-stream``."""
+    content_type = str(response.headers.get("content-type") or "none")
+    if content_type.split(";")[0].strip().lower() != "text/event-stream":
+        raise ProviderError(
+            f"the model's reply was not a stream (content type {content_type[:80]})",
+            code=ErrorCode.PROVIDER_ERROR,
+            fix="check the provider's base URL (a proxy or captive portal may be answering instead)",
+        )
+
+
+class _ProgressDeadline:
+    """Cuts a model call that has made no progress for ``timeout_s`` seconds, keep-alives or not.
+
+    A watcher thread waits out the deadline (moved on by each :meth:`progress`); on
+    expiry it shuts the response's socket down, which wakes the read blocked in the
+    SDK, and the reading side turns whatever that read raised into :meth:`error`.
+    """
+
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self.last = 0.0
+        self.expired = False
+        self._done = threading.Event()
+        self._response: Any = None
+
+    def __enter__(self) -> _ProgressDeadline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+
+    def progress(self) -> None:
+        self.last = time.monotonic()
+
+    def watch(self, response: Any) -> None:
+        """Start the clock on ``response`` (the wait for its headers is the SDK's read timeout's)."""
+        self._response = response
+        self.last = time.monotonic()
+        from agentstream._signals import start_thread
+
+        # Signals blocked in it: they are the main thread's to take (the watcher starts no process).
+        start_thread(threading.Thread(target=self._watch, name="agentstream-model-deadline", daemon=True))
+
+    def error(self) -> ProviderError:
+        return network_error(
+            f"the request to the model timed out: no progress for {self.timeout_s:g} s (--timeout)"
+        )
+
+    def _watch(self) -> None:
+        while not self._done.wait(max(self.last + self.timeout_s - time.monotonic(), 0.0)):
+            if time.monotonic() - self.last >= self.timeout_s:
+                self.expired = True
+                _cut(self._response)
+                return
+
+
+def _cut(response: Any) -> None:
+    """Shut the response's connection down from another thread (close alone may not wake a blocked read)."""
+    import socket
+
+    stream = getattr(response, "extensions", {}).get("network_stream")
+    sock = stream.get_extra_info("socket") if stream is not None else None
+    try:
+        if isinstance(sock, socket.socket):
+            sock.shutdown(socket.SHUT_RDWR)
+        else:
+            response.close()
+    except Exception:  # already closed, or a transport without sockets: the read timeout still applies
+        pass
+
+
+def _check_header_safe(values: Iterable[str], source: str) -> None:
+    """Refuse a key that cannot travel in an HTTP header (a pasted newline, a non-ASCII letter) before sending it.
+
+    Sent, it fails deep in the HTTP library as a connection error or an encoding
+    exception; retrying cannot help, and the message must name where the key came
+    from, never the key.
+    """
+    for value in values:
+        if value != value.strip() or not all(" " <= char <= "~" for char in value):
+            raise ProviderError(
+                f"{source} cannot be sent: it holds whitespace at an end, a control character "
+                "or a non-ASCII character",
+                code=ErrorCode.AUTH_EXPIRED,
+                fix=f"check the key in {source} (a line ending copied from a .env file, a stray character)",
+            )
 
 
 # -- error mapping ------------------------------------------------------------------

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -58,8 +58,11 @@ class OpenAIProvider(SdkProvider):
     ) -> None:
         model = settings.model or os.environ.get("AGENTSTREAM_MODEL") or DEFAULT_MODEL
         base_url = base_url or settings.base_url or os.environ.get("OPENAI_BASE_URL")
+        source = "the API key" if api_key else "OPENAI_API_KEY"
         api_key = api_key or os.environ.get("OPENAI_API_KEY") or (_NO_KEY if base_url else None)
-        super().__init__(model, settings, {"api_key": api_key} if api_key else None, base_url)
+        super().__init__(
+            model, settings, {"api_key": api_key} if api_key else None, base_url, credential_source=source
+        )
 
     def _turn(
         self, conversation: Conversation, tools: Sequence[ToolSpec], system: str
@@ -70,29 +73,34 @@ class OpenAIProvider(SdkProvider):
         body: dict[str, Any] = {"messages": to_openai_messages(conversation, system)}
         if tools:
             body["tools"] = to_openai_tools(tools)
-        stream = self.client().chat.completions.create(
-            model=self.model,
-            messages=[],
-            stream=True,
-            stream_options={"include_usage": True},
-            extra_body=body,
+        yield from self.read(
+            lambda: self.client().chat.completions.create(
+                model=self.model,
+                messages=[],
+                stream=True,
+                stream_options={"include_usage": True},
+                extra_body=body,
+            ),
+            _events,
         )
-        with stream:
-            yield from _events(stream)
 
 
-def _events(stream: Any) -> Iterator[TurnEvent]:
+def _events(stream: Any, progress: Callable[[], None]) -> Iterator[TurnEvent]:
+    """The turn events of a Chat Completions stream; ``progress()`` for each chunk that carries some of the answer."""
     calls: dict[int, dict[str, str]] = {}
     usage = TurnUsage()
     finish: str | None = None
     for chunk in stream:
         if chunk.usage is not None:
             usage = _usage(chunk.usage)
+            progress()
         if not chunk.choices:
             continue
         choice = chunk.choices[0]
         delta = choice.delta
         thought = _reasoning_text(delta)
+        if thought or delta.content or delta.tool_calls or choice.finish_reason:
+            progress()
         if thought:
             yield ReasoningDelta(thought)
         if delta.content:
@@ -117,7 +125,16 @@ def _reasoning_text(delta: Any) -> str | None:
 
 
 def _merge_call(calls: dict[int, dict[str, str]], fragment: Any) -> None:
-    index = fragment.index if fragment.index is not None else len(calls)
+    """Add one tool-call fragment to the call its ``index`` names.
+
+    Some servers leave ``index`` out: such a fragment continues the call in progress
+    unless it brings an id of its own, which starts the next call.
+    """
+    index = fragment.index
+    if index is None:
+        current = max(calls, default=-1)
+        same = current >= 0 and (not fragment.id or fragment.id == calls[current]["id"])
+        index = current if same else current + 1
     call = calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
     if fragment.id:
         call["id"] = fragment.id
@@ -174,7 +191,10 @@ def _assistant_message(message: dict[str, Any]) -> dict[str, Any]:
             {
                 "id": c["id"],
                 "type": "function",
-                "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])},
+                "function": {
+                    "name": c["name"],
+                    "arguments": c.get("raw_arguments") or json.dumps(c["arguments"]),
+                },
             }
             for c in calls
         ]
