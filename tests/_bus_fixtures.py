@@ -56,6 +56,8 @@ class RedisServer:
     def start(self) -> None:
         argv = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", ""]
         argv += ["--appendonly", "yes" if self.persistent else "no", "--dir", str(self.directory)]
+        if self.persistent:  # every write on disk before its reply: a SIGKILL right after a claim keeps it
+            argv += ["--appendfsync", "always"]
         self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self._wait_ready()
 

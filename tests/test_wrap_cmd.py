@@ -93,7 +93,7 @@ def test_a_missing_binary(tmp_path: Path) -> None:
 def test_a_child_that_hangs_after_closing_stdout(tmp_path: Path) -> None:
     argv = agent_script(tmp_path, "stream.message('done?'); os.close(1); time.sleep(60)")
     events, code, _ = wrap(*FAST, "--", *argv)
-    assert code == 128 + signal.SIGTERM and events[-2].code == "STREAM_TRUNCATED"  # type: ignore[union-attr]
+    assert code == 1 and events[-2].code == "STREAM_TRUNCATED"  # type: ignore[union-attr]  # stopped by us
 
 
 def test_junk_on_the_childs_stdout_is_reported_not_passed_on(tmp_path: Path) -> None:
