@@ -131,7 +131,8 @@ class _ChildBase:
                 f"the child closed its output without a result and had not exited {self.exit_timeout_s:g}s later;"
                 f" it was stopped ({died})"
             )
-            exit_code = ExitCode.ERROR  # the signal was the reader's, not one sent to the run: 143 would say so
+            # The signal was the reader's, not one sent to the run: 143 would say it was.
+            exit_code = ExitCode.ERROR
         elif status == 0:
             code, subtype = ErrorCode.STREAM_TRUNCATED, "error"
             message = "the child exited with status 0 without a result event (its stream was cut short)"
