@@ -190,12 +190,8 @@ def _figures(usage: Fields | None) -> dict[str, int]:
     """The token counts of an API usage object that are present and readable (the others are lost, reported)."""
     if usage is None:
         return {}
-    found = {}
-    for key in _USAGE_KEYS:
-        value = _count(usage, key)
-        if value is not None:
-            found[key] = value
-    return found
+    counts = {key: _count(usage, key) for key in _USAGE_KEYS}
+    return {key: value for key, value in counts.items() if value is not None}
 
 
 def _totals(figures: dict[str, int]) -> p.UsageTotals:
@@ -382,12 +378,7 @@ def _typed_figures(usage: _Usage | None) -> dict[str, int]:
     """:func:`_figures` of a usage object the typed path read (its counts are already plain, non-negative)."""
     if usage is None:
         return {}
-    found = {}
-    for key in _USAGE_KEYS:
-        value = getattr(usage, key)
-        if value is not None:
-            found[key] = value
-    return found
+    return {key: getattr(usage, key) for key in _USAGE_KEYS if getattr(usage, key) is not None}
 
 
 class _MessageFields(_Closed, kw_only=True):
