@@ -171,3 +171,25 @@ def test_a_bus_file_made_before_alive_times_gains_the_column(bus_home: Path, tmp
         bus.touch("new")
         fresh = bus.get_run("new")
         assert fresh is not None and fresh.alive > 0
+
+
+def test_a_backend_without_touches_never_has_a_run_declared_lost(bus_home: Path, tmp_path: Path) -> None:
+    """Its quiet producers cannot prove they live, so silence says nothing there, whatever ``alive`` it keeps."""
+    from agentstream.bus import Bus
+    from agentstream.bus.sqlite import SqliteBus
+
+    class WithoutTouches(SqliteBus):
+        touch = Bus.touch
+
+    url = f"sqlite:///{tmp_path / 'bus.sqlite3'}"
+    start = p.Sequencer("quiet").stamp(p.Start(command="test"))
+    for backend, ended in ((WithoutTouches, False), (SqliteBus, True)):
+        bus = backend(url)
+        run_id = f"quiet-{backend.__name__}"
+        bus.append(run_id, [Record(0, "start", p.encode(start))])
+        watch = ProducerWatch(lost_after=0.0)
+        looks = [watch.end_if_lost(bus, info) for info in [bus.get_run(run_id)] * 2 if info is not None]
+        assert looks == [False, ended]
+        final = bus.get_run(run_id)
+        assert final is not None and final.terminal is ended
+        bus.close()

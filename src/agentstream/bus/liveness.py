@@ -11,7 +11,8 @@ bus as a worker ends a lost worker's: the open tool calls and delta runs closed,
 run's own, and the bus refuses the producer's later events should it come back.
 
 Runs of a job are left to the workers, which reclaim them with a retry; runs whose
-``alive`` is 0 (an older producer, a backend without touches) are never declared lost.
+``alive`` is 0 (an older producer) and runs on a backend that does not implement
+:meth:`~agentstream.bus.Bus.touch` are never declared lost.
 """
 
 from __future__ import annotations
@@ -77,9 +78,12 @@ class ProducerWatch:
     def end_if_lost(self, bus: Bus, info: RunInfo) -> bool:
         """End the run on the bus when its producer is lost; True if this call ended it.
 
-        Only while the run still ends where it was watched: an event stored meanwhile is a sign of life.
+        Only while the run still ends where it was watched: an event stored meanwhile is a sign of life. Only on
+        a backend whose producers can touch their runs: on one without :meth:`Bus.touch`, a quiet run would look dead.
         """
-        if not self.is_lost(info):
+        from agentstream.bus import Bus
+
+        if type(bus).touch is Bus.touch or not self.is_lost(info):
             return False
         from agentstream.bus.queue import close_run
 
