@@ -15,8 +15,9 @@ Names are unique per group. A plugin that reuses a built-in's name is ignored
 (the built-in wins) and, between two plugins, the one found first on
 ``sys.path`` wins; either way the loser is reported once on stderr. A plugin
 that fails to import, or exports the wrong kind of object, is reported once on
-stderr with its distribution's name and skipped: a broken plugin never breaks a
-command that does not need it.
+stderr with its distribution's name, what was expected and a fix, and skipped: a
+broken plugin never breaks a command that does not need it, and a command that
+names it says why it cannot be used rather than calling it unknown.
 """
 
 from __future__ import annotations
@@ -27,7 +28,16 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any, Final, Generic, NamedTuple, TypeVar
 
-__all__ = ["GROUPS", "EntryPoint", "Registry", "installed_entry_points", "load_reference", "report_once"]
+__all__ = [
+    "GROUPS",
+    "EntryPoint",
+    "PluginProblem",
+    "Registry",
+    "describe",
+    "installed_entry_points",
+    "load_reference",
+    "report_once",
+]
 
 T = TypeVar("T")
 
@@ -55,6 +65,13 @@ class EntryPoint(NamedTuple):
         return load_reference(self.value)
 
 
+class PluginProblem(NamedTuple):
+    """Why a plugin cannot be used: one line naming it and its distribution, and what to do about it."""
+
+    message: str
+    fix: str
+
+
 def load_reference(reference: str) -> Any:
     """Import ``"package.module:attribute"`` (or a bare module path), as an entry point's value is read."""
     module, _, attribute = reference.partition(":")
@@ -67,8 +84,10 @@ def load_reference(reference: str) -> Any:
 class Registry(Generic[T]):
     """The named objects of one entry-point ``group``: the built-ins first, then installed plugins.
 
-    ``accepts`` tells whether a loaded object is of the right kind; a plugin's object
-    that is not is reported and skipped. Loaded objects are cached for the process.
+    A plugin's object is checked when it loads: ``check(name, value)`` says what is
+    wrong with it (``None`` when nothing is); a plain ``accepts(value)`` predicate,
+    with ``expected`` saying what it wants, does for a kind with nothing more to say.
+    An object that fails is reported and skipped. Loaded objects are cached for the process.
     """
 
     def __init__(
@@ -78,13 +97,18 @@ class Registry(Generic[T]):
         *,
         kind: str,
         accepts: Callable[[object], bool] | None = None,
+        expected: str = "",
+        check: Callable[[str, Any], str | None] | None = None,
     ) -> None:
         self.group = group
         self.kind = kind
         self._builtins = dict(builtins)
         self._accepts = accepts
+        self._expected = expected
+        self._check = check
         self._loaded: dict[str, T] = {}
         self._plugins: dict[str, EntryPoint] | None = None
+        self._problems: dict[str, PluginProblem] = {}
 
     @property
     def builtin_names(self) -> tuple[str, ...]:
@@ -97,8 +121,15 @@ class Registry(Generic[T]):
         return dict(self._builtins)
 
     def names(self) -> tuple[str, ...]:
-        """Every name: the built-ins, then the installed plugins' (reads entry points once)."""
+        """Every declared name: the built-ins, then the installed plugins' (reads entry points once).
+
+        This includes plugins that fail to load; :meth:`usable_names` does not.
+        """
         return (*self._builtins, *self._discover())
+
+    def usable_names(self) -> tuple[str, ...]:
+        """The names that load (each plugin is imported): what a message may offer as choices."""
+        return tuple(self.load_all())
 
     def plugin_distribution(self, name: str) -> str | None:
         """The distribution that provides plugin ``name`` (``None`` for a built-in or an unknown name)."""
@@ -107,14 +138,17 @@ class Registry(Generic[T]):
         entry = self._discover().get(name)
         return entry.distribution if entry is not None else None
 
-    def get(self, name: str) -> T | None:
+    def get(self, name: str, *, report: bool = True) -> T | None:
         """The object called ``name``; ``None`` when nothing by that name can be loaded.
 
         A built-in that fails to import raises (that is a bug or a broken install,
-        not a plugin problem); a plugin that fails is reported once and gives ``None``.
+        not a plugin problem); a plugin that fails is reported once (unless ``report``
+        is false: the caller makes :meth:`problem` its error) and gives ``None``.
         """
         if name in self._loaded:
             return self._loaded[name]
+        if name in self._problems:
+            return None  # failed before: not imported again
         reference = self._builtins.get(name)
         if reference is not None:
             value: T = load_reference(reference)
@@ -122,7 +156,7 @@ class Registry(Generic[T]):
             entry = self._discover().get(name)
             if entry is None:
                 return None
-            loaded = self._load_plugin(name, entry)
+            loaded = self._load_plugin(name, entry, report)
             if loaded is None:
                 return None
             value = loaded
@@ -138,17 +172,86 @@ class Registry(Generic[T]):
                 found[name] = value
         return found
 
-    def _load_plugin(self, name: str, entry: EntryPoint) -> T | None:
-        where = f"{self.kind} {name!r} from the plugin {entry.distribution!r}"
+    def problem(self, name: str) -> PluginProblem | None:
+        """Why the plugin ``name`` cannot be used (it is loaded first), or ``None``: it loads, or none has that name."""
+        if name not in self._builtins and name in self._discover():
+            self.get(name, report=False)
+        return self._problems.get(name)
+
+    def missing(self, name: str) -> PluginProblem:
+        """What to say of a ``name`` that gives no object: the plugin's own failure, else an unknown name."""
+        return self.problem(name) or PluginProblem(
+            f"unknown {self.kind} {name!r}", f"use one of: {', '.join(self.usable_names())}"
+        )
+
+    def reject(self, name: str, what: str, fix: str) -> None:
+        """Drop the loaded plugin ``name`` for the rest of the process and report it once: ``what`` went wrong.
+
+        For a fault found after loading (a method that raises, a wrong return type); ``fix`` says what to do.
+        """
+        entry = self._discover().get(name)
+        if entry is None or name in self._builtins:
+            return
+        self._loaded.pop(name, None)
+        self._fail(name, entry, what, fix)
+
+    def where(self, name: str) -> str:
+        """``"dialect 'x' from the plugin 'dist'"``: how messages name a plugin (a built-in by its name alone)."""
+        distribution = self.plugin_distribution(name)
+        plugin = f" from the plugin {distribution!r}" if distribution else ""
+        return f"{self.kind} {name!r}{plugin}"
+
+    def fix_for(self, name: str, change: str) -> str:
+        """The fix of a plugin's fault: what its author must change, or what its user can do meanwhile."""
+        distribution = self.plugin_distribution(name) or "agentstream"
+        return f"{change}; meanwhile update it or uninstall it (pip uninstall {distribution})"
+
+    def _load_plugin(self, name: str, entry: EntryPoint, report: bool = True) -> T | None:
         try:
             value: T = entry.load()
-        except Exception as exc:  # any failure inside third-party code: report it, keep the command alive
-            report_once(f"{where} failed to load ({type(exc).__name__}: {exc}); skipped")
+        except BaseException as exc:  # third-party code, even its sys.exit(): report it, carry on
+            if _lets_through(exc):
+                raise
+            self._fail(
+                name,
+                entry,
+                f"failed to load ({type(exc).__name__}: {exc})",
+                f"update or reinstall {entry.distribution!r} (its entry point {name} = {entry.value}), "
+                f"or uninstall it (pip uninstall {entry.distribution})",
+                report,
+            )
             return None
-        if self._accepts is not None and not self._accepts(value):
-            report_once(f"{where} is not a {self.kind} ({type(value).__name__}); skipped")
+        fault = self._fault(name, value)
+        if fault is not None:
+            self._fail(
+                name,
+                entry,
+                fault,
+                f"{entry.distribution!r} must fix its entry point {name} = {entry.value}, "
+                f"or be uninstalled (pip uninstall {entry.distribution})",
+                report,
+            )
             return None
         return value
+
+    def _fault(self, name: str, value: object) -> str | None:
+        """What is wrong with a plugin's loaded object, or ``None``."""
+        if self._check is not None:
+            return self._check(name, value)
+        if self._accepts is not None and not self._accepts(value):
+            expected = f"expected {self._expected}, got" if self._expected else "got"
+            return f"is not a {self.kind}: {expected} {describe(value)}"
+        return None
+
+    def _fail(self, name: str, entry: EntryPoint, what: str, fix: str, report: bool = True) -> None:
+        """Record why plugin ``name`` cannot be used; report it now, or count it as said by the caller's error."""
+        problem = PluginProblem(f"{self.kind} {name!r} from the plugin {entry.distribution!r} {what}", fix)
+        self._problems[name] = problem
+        line = f"{problem.message}; skipped (fix: {problem.fix})"
+        if report:
+            report_once(line)
+        else:
+            _reported.add(line)
 
     def _discover(self) -> dict[str, EntryPoint]:
         if self._plugins is None:
@@ -169,6 +272,31 @@ class Registry(Generic[T]):
                 else:
                     self._plugins[entry.name] = entry
         return self._plugins
+
+
+def _lets_through(exc: BaseException) -> bool:
+    """Whether an exception met while importing a plugin is not the plugin's failure.
+
+    Every ``Exception`` is, and so is any other a plugin raises itself (``sys.exit("…")`` when a
+    dependency is missing); ``KeyboardInterrupt`` and agentstream's own signal and output exceptions
+    (``SystemExit`` subclasses) must end the command as they would anywhere else.
+    """
+    if isinstance(exc, Exception):
+        return False
+    ours = type(exc).__module__.startswith("agentstream.")
+    return ours or isinstance(exc, (KeyboardInterrupt, GeneratorExit))
+
+
+def describe(value: object) -> str:
+    """A wrong object, for a message: ``the class X``, ``the module m``, ``a list``, ``None``."""
+    if value is None:
+        return "None"
+    if isinstance(value, type):
+        return f"the class {value.__qualname__} (not an instance of it)"
+    if type(value).__name__ == "module":
+        return f"the module {getattr(value, '__name__', '?')}"
+    article = "an" if type(value).__name__[:1] in "aeiou" else "a"
+    return f"{article} {type(value).__name__}"
 
 
 _installed: dict[str, list[EntryPoint]] | None = None

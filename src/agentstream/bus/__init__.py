@@ -321,6 +321,7 @@ BACKENDS: Registry[BusFactory] = Registry(
     },
     kind="bus backend",
     accepts=callable,
+    expected="a callable (url, *, retention, maxlen, connect_timeout) -> Bus",
 )
 """Bus backends by URL scheme."""
 
@@ -352,8 +353,17 @@ def check_bus_url(url: str | None) -> str:
     """
     url = (url or "").strip() or default_bus_url()
     scheme = url.split(":", 1)[0].lower() if ":" in url else ""
-    if not scheme or BACKENDS.get(scheme) is None:
-        raise UsageError(f"unsupported bus URL {redact_url(url)!r}", fix=_URL_FIX)
+    if not scheme or BACKENDS.get(scheme, report=False) is None:
+        problem = BACKENDS.problem(scheme) if scheme else None
+        if problem is not None:
+            raise UsageError(f"unsupported bus URL {redact_url(url)!r}: {problem.message}", fix=problem.fix)
+        plugins = [name for name in BACKENDS.usable_names() if name not in BACKENDS.builtins]
+        also = (
+            f"; or an installed plugin's scheme: {', '.join(f'{name}://…' for name in plugins)}"
+            if plugins
+            else ""
+        )
+        raise UsageError(f"unsupported bus URL {redact_url(url)!r}", fix=_URL_FIX + also)
     parts = urlsplit(url)
     try:
         port = parts.port  # raises ValueError for a port that is not a number in range
@@ -398,15 +408,48 @@ def open_bus(url: str | None = None) -> Bus:
     (after at most :func:`connect_timeout` seconds).
     """
     url = check_bus_url(url)
-    factory = BACKENDS.get(url.split(":", 1)[0].lower())
+    scheme = url.split(":", 1)[0].lower()
+    factory = BACKENDS.get(scheme)
     assert factory is not None  # check_bus_url found it
     options = _bus_options(url)
-    return factory(
-        url,
-        retention=options.get("retention", DEFAULT_RETENTION_S),
-        maxlen=options.get("maxlen"),
-        connect_timeout=connect_timeout(url),
-    )
+    if scheme in BACKENDS.builtins:
+        return factory(
+            url,
+            retention=options.get("retention", DEFAULT_RETENTION_S),
+            maxlen=options.get("maxlen"),
+            connect_timeout=connect_timeout(url),
+        )
+    return _open_plugin_bus(scheme, factory, url, options)
+
+
+def _open_plugin_bus(scheme: str, factory: BusFactory, url: str, options: dict[str, Any]) -> Bus:
+    """A plugin backend's bus: what its factory raises (but our own errors) or returns that is no
+    :class:`Bus` becomes a :class:`BusUnavailable` naming the plugin, not a traceback in the command."""
+    where = f"{BACKENDS.where(scheme)} could not open {redact_url(url)!r}"
+    try:
+        bus = factory(
+            url,
+            retention=options.get("retention", DEFAULT_RETENTION_S),
+            maxlen=options.get("maxlen"),
+            connect_timeout=connect_timeout(url),
+        )
+    except AgentstreamError:
+        raise  # the backend's own message (BusUnavailable, UsageError): it says what went wrong
+    except Exception as exc:
+        raise BusUnavailable(
+            f"{where} ({type(exc).__name__}: {exc})",
+            fix=BACKENDS.fix_for(
+                scheme, "its factory must raise BusUnavailable with a reason, or return a Bus"
+            ),
+        ) from exc
+    if not isinstance(bus, Bus):
+        from agentstream.plugins import describe
+
+        raise BusUnavailable(
+            f"{where}: its factory returned {describe(bus)}, expected an agentstream.bus.Bus",
+            fix=BACKENDS.fix_for(scheme, "its factory must return an instance of agentstream.bus.Bus"),
+        )
+    return bus
 
 
 def connect_timeout(url: str | None) -> float:

@@ -75,18 +75,39 @@ def command_registry() -> Registry[ModuleType]:
             "agentstream.commands",
             {name: f"agentstream.cli.{name}_cmd" for name in COMMANDS},
             kind="command",
-            accepts=lambda module: (
-                callable(getattr(module, "configure", None)) and callable(getattr(module, "run", None))
-            ),
+            check=_check_command,
         )
     return _registry
 
 
+def _check_command(name: str, module: object) -> str | None:
+    """What keeps a plugin's object from being a command, or ``None``: it needs ``configure`` and ``run``."""
+    from agentstream.plugins import describe
+
+    missing = [f"{attr}()" for attr in ("configure", "run") if not callable(getattr(module, attr, None))]
+    if not missing:
+        return None
+    return (
+        "is not a command: expected a module with configure(parser) and run(args) -> int, "
+        f"got {describe(module)} without {' and '.join(missing)}"
+    )
+
+
 def command_summary(name: str, module: ModuleType | None) -> str:
+    """A command's line in ``--help``; a plugin's without one is reported (it would show a blank line)."""
     if name in COMMANDS:
         return COMMANDS[name]
     summary = getattr(module, "SUMMARY", None) or (module.__doc__ or "").strip().partition("\n")[0]
-    return str(summary)
+    if summary:
+        return str(summary)
+    from agentstream.plugins import report_once
+
+    registry = command_registry()
+    report_once(
+        f"{registry.where(name)} has no SUMMARY (fix: "
+        f"{registry.fix_for(name, 'its module must set SUMMARY to a one-line description')})"
+    )
+    return "(no summary)"
 
 
 def _top_help() -> str:
@@ -122,12 +143,33 @@ def _command(name: str) -> ModuleType:
 
 
 def _unknown_command(name: str) -> int:
+    """Exit 2 for a name that gives no command: why its plugin cannot be used, or the nearest valid name."""
+    registry = command_registry()
+    problem = registry.problem(name)
+    if problem is not None:
+        sys.stderr.write(f"agentstream: {problem.message}\n  fix: {problem.fix}\n")
+        return 2
     from difflib import get_close_matches
 
-    near = get_close_matches(name, command_registry().names(), n=1)
+    near = get_close_matches(name, registry.usable_names(), n=1)
     hint = f" (did you mean '{near[0]}'?)" if near else ""
     sys.stderr.write(f"agentstream: unknown command '{name}'{hint}\nRun 'agentstream --help' for the list.\n")
     return 2
+
+
+def _exit_code(name: str, code: object) -> int:
+    """What a command's ``run`` returned, checked: a plugin's wrong return is its error, named, not a traceback."""
+    if isinstance(code, int):
+        return code
+    from agentstream.errors import AgentstreamError, ErrorCode
+    from agentstream.plugins import describe
+
+    registry = command_registry()
+    raise AgentstreamError(
+        f"{registry.where(name)} returned {describe(code)} from run(), expected an exit code (int)",
+        code=ErrorCode.EXCEPTION,
+        fix=registry.fix_for(name, "its run(args) must return an int, 0 for success"),
+    )
 
 
 STREAM_COMMANDS: frozenset[str] = frozenset({"exec", "demo", "wrap", "logs", "worker"})
@@ -183,7 +225,7 @@ def _run(args: list[str]) -> int:
     if args[0] == "help":
         args = [args[1], "--help"]
     name = args[0]
-    if name not in COMMANDS and command_registry().get(name) is None:
+    if name not in COMMANDS and command_registry().get(name, report=False) is None:
         return _unknown_command(name)
     from agentstream import _signals
     from agentstream.cli._options import check_output_choice
@@ -196,7 +238,7 @@ def _run(args: list[str]) -> int:
         parsed = _parser(name, module).parse_args(args[1:])
         _signals.deliver_held()
         check_output_choice(parsed)
-        return _flushed(int(module.run(parsed)))
+        return _flushed(_exit_code(name, module.run(parsed)))
     except AgentstreamError as exc:
         fix = f"\n  fix: {exc.fix}" if exc.fix else ""
         sys.stderr.write(f"agentstream {name}: {exc.code}: {exc.message}{fix}\n")

@@ -3,7 +3,8 @@
 Built from the parsers, so it cannot drift from them: each command's flags, the
 values an option or a positional takes where argparse knows them (``choices``),
 and the dialect names for the options that take one (those are plugins, so
-argparse has no list; the script has the ones installed when it was made).
+argparse has no list; the script has the ones installed, and loading, when it was
+made), and the installed plugins' commands.
 """
 
 from __future__ import annotations
@@ -11,6 +12,10 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from types import ModuleType
 
 SHELLS = ("bash", "zsh", "fish")
 
@@ -40,12 +45,13 @@ class Completions:
 
 def completion_script(shell: str) -> str:
     """A completion script for bash, zsh or fish: command names, then each command's options and values."""
-    from agentstream.cli import COMMANDS
+    from agentstream.cli import command_registry
     from agentstream.cli._help import build_parser
 
-    commands = {name: command_completions(build_parser(name)) for name in COMMANDS}
+    modules = command_registry().load_all()
+    commands = {name: command_completions(build_parser(name, module)) for name, module in modules.items()}
     if shell == "fish":
-        return _fish(commands)
+        return _fish(commands, modules)
     script = _bash(commands)
     if shell == "zsh":
         return "autoload -U +X bashcompinit && bashcompinit\n" + script
@@ -134,12 +140,12 @@ complete -F _agentstream agentstream
 """
 
 
-def _fish(commands: dict[str, Completions]) -> str:
-    from agentstream.cli import COMMANDS
+def _fish(commands: dict[str, Completions], modules: dict[str, ModuleType]) -> str:
+    from agentstream.cli import command_summary
 
     lines = ["# agentstream completion for fish", "complete -c agentstream -f"]
     for name in commands:
-        summary = COMMANDS[name].replace("'", "\\'")
+        summary = command_summary(name, modules[name]).replace("'", "\\'")
         lines.append(f"complete -c agentstream -n __fish_use_subcommand -a {name} -d '{summary}'")
     for name, c in commands.items():
         seen = f"__fish_seen_subcommand_from {name}"

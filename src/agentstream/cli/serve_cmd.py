@@ -42,15 +42,16 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     from agentstream._extras import require
-    from agentstream.bus import open_bus, redact_url
+    from agentstream.bus import check_bus_url, open_bus, redact_url
     from agentstream.serve.app import ServeSettings, create_app, server_url
     from agentstream.serve.security import check_bind, resolve_token
 
     token = resolve_token(args.token)
     check_bind(args.host, token)
     uvicorn = require("uvicorn", "serve")
-    with open_bus(args.bus) as bus:  # a bad URL fails here, before listening
-        bus_url = bus.url
+    bus_url = check_bus_url(args.bus)  # the URL opened, as given: a plugin's Bus need not keep it
+    with open_bus(bus_url):  # a bad URL fails here, before listening
+        pass
     app = create_app(ServeSettings(bus_url=args.bus, token=token, heartbeat_s=args.heartbeat))
     listener = _listen(args.host, args.port)
     port = listener.getsockname()[1]

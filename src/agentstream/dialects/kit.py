@@ -28,6 +28,7 @@ modules. A minimal dialect::
     class ToyDialect(SimpleDialect):
         name, summary = "toy", "the toy CLI's --json output"
         decoder_class, encoder_class = ToyDecoder, ToyEncoder
+        has_start_line = False  # its streams open with no line of their own: 'start' is always made up
 
         def sniff(self, obj: dict) -> float:  # how sure a first line is ours, 0.0 to 1.0
             return 0.9 if obj.get("type") == "said" and "toy_version" in obj else 0.0
