@@ -241,6 +241,9 @@ def test_wrong_returns_are_errors_naming_the_plugin(site: Path) -> None:
     assert (
         f"dialect 'strout' from the plugin '{DISTRIBUTION}' returned a list holding a str" in converted.stderr
     )
+    written = run(site, "demo", "--dialect", "strout")  # the producer cannot end its stream either: said, once
+    no_traceback(written)
+    assert written.returncode == 1 and "returned a list holding a str" in written.stderr
 
 
 def test_a_bus_backend_without_url_serves_and_a_broken_factory_is_named(site: Path, tmp_path: Path) -> None:
