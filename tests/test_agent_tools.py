@@ -89,6 +89,16 @@ def test_read_file_bad_ranges(ws: Path, box: Toolbox, args: dict[str, Any], need
     assert out.status == "error" and needle in (out.error or "")
 
 
+def test_read_file_past_the_end_of_a_one_line_file(ws: Path, box: Toolbox) -> None:
+    (ws / "one.txt").write_text("a\n")
+    out = box.run("read_file", {"path": "one.txt", "start_line": 3})
+    assert out.error == "one.txt has only 1 line; start_line 3 is past the end"
+    assert (
+        box.run("write_file", {"path": "one.txt", "content": "b"}).output
+        == "wrote 1 bytes (1 line) to one.txt"
+    )
+
+
 def test_read_file_empty_and_missing(ws: Path, box: Toolbox) -> None:
     (ws / "empty").write_text("")
     assert box.run("read_file", {"path": "empty"}).output == "(empty file)"
@@ -275,6 +285,9 @@ def test_glob_failures_and_empty(ws: Path, box: Toolbox) -> None:
         bad = box.run("glob", {"pattern": pattern})
         assert bad.status == "error" and "must be relative" in (bad.error or "")
     assert box.run("glob", {"pattern": "*", "path": "missing"}).status == "error"
+    for tool, args in (("glob", {"pattern": "[z-a]"}), ("grep", {"pattern": "x", "glob": "[z-a]"})):
+        bad = box.run(tool, args)
+        assert bad.status == "error" and (bad.error or "").startswith("invalid glob pattern '[z-a]': ")
 
 
 def test_glob_cap(ws: Path, box: Toolbox, monkeypatch: pytest.MonkeyPatch) -> None:

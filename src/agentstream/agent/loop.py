@@ -33,7 +33,6 @@ import msgspec
 from agentstream import protocol as p
 from agentstream.agent.conversation import AssistantTurn, Conversation
 from agentstream.agent.interrupt import interruptible
-from agentstream.agent.permissions import Decision
 from agentstream.agent.pricing import cost_usd
 from agentstream.agent.providers.base import (
     Provider,
@@ -419,26 +418,37 @@ class AgentLoop:
                 hooked.interrupt
             )
         if hooked is not None and hooked.arguments is not None:
-            arguments = dict(hooked.arguments)
+            arguments = _rewritten(stream, arguments, hooked.arguments, call.name, "a hook")
         if (
             hooked is None
             and self.approvals is not None
             and access
             and self.approvals.needs_asking(call.name, access)
         ):
-            decision = (
-                self.approvals.ask(stream, call)
-                if self.approvals.ask is not None
-                else Decision(False, f"{access} tools need permission, and no one can be asked in this run")
-            )
+            if self.approvals.ask is None:
+                return ToolOutcome("denied", error=self.approvals.refusal(call.name, access)), False
+            decision = self.approvals.ask(stream, call)
             if not decision.allow:
                 reason = decision.message or "the user denied it"
                 return ToolOutcome("denied", error=f"permission denied: {reason}"), decision.interrupt
             if decision.arguments is not None:
-                arguments = dict(decision.arguments)
+                arguments = _rewritten(
+                    stream, arguments, decision.arguments, call.name, "the permission decision"
+                )
         if self.control is not None:
             self.control.waiting_on = "tool"
         return self.toolbox.run(call.name, arguments), False
+
+
+def _rewritten(
+    stream: Stream, before: dict[str, object], after: dict[str, object], tool: str, by: str
+) -> dict[str, object]:
+    """The arguments a decision replaced the call's with; the stream says so, since its ``tool_call``
+    shows the model's and the ``tool_result`` comes from these."""
+    if after != before:
+        shown = msgspec.json.encode(after).decode()
+        stream.log(f"{tool} runs with the arguments {by} gave: {shown}")
+    return dict(after)
 
 
 class _Refused(ProviderError):

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal, TypeAlias
@@ -40,9 +41,12 @@ __all__ = [
     "PermissionMode",
     "ResolvedPath",
     "allows",
+    "names_note",
     "open_path",
     "resolve",
+    "shown_name",
     "toolbox_mode",
+    "unescaped_name",
 ]
 
 PermissionMode: TypeAlias = Literal["read-only", "workspace-write", "full"]
@@ -70,6 +74,42 @@ def allows(mode: str, access: str) -> bool:
     return access in _ALLOWED[mode]
 
 
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+_BYTE_ESCAPE: Final = re.compile(r"\\x([89a-fA-F][0-9a-fA-F])")
+
+
+def _escape_surrogate(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else "\ufffd"
+
+
+def shown_name(text: str) -> str:
+    """``text`` as valid UTF-8 for the model, the stream and the session store.
+
+    A file name that is not UTF-8 comes from the OS with each bad byte as a lone
+    surrogate (``surrogateescape``), which no JSON encoder or API accepts. Such a
+    byte is shown as ``\\xNN``, which :func:`unescaped_name` turns back into the
+    byte, so the model can still name the file (and bash's ``$'...'`` reads it
+    the same way). Any other lone surrogate becomes U+FFFD.
+    """
+    return _SURROGATE.sub(_escape_surrogate, text)
+
+
+def unescaped_name(raw: str) -> str:
+    """A path the model wrote, with each ``\\xNN`` (80-ff) of :func:`shown_name` back as the byte it stands for."""
+    return _BYTE_ESCAPE.sub(lambda match: chr(0xDC00 + int(match.group(1), 16)), raw)
+
+
+def names_note(names: Iterable[str]) -> str:
+    """A last line telling the model how to use a shown name with ``\\xNN`` in it; empty when there is none."""
+    if not any(_BYTE_ESCAPE.search(name) for name in names):
+        return ""
+    return (
+        "\n[\\xNN in a name is a byte that is not UTF-8: the file tools take the name as shown; "
+        "in shell write it inside $'...']"
+    )
+
+
 @dataclass(frozen=True)
 class ResolvedPath:
     """A path after symlink resolution, split the way :func:`open_path` walks it."""
@@ -85,8 +125,8 @@ class ResolvedPath:
     def display(self) -> str:
         """How tools name the path to the model: relative inside the workspace, else absolute."""
         if self.root == Path("/"):
-            return str(self.absolute)
-        return "/".join(self.parts) or "."
+            return shown_name(str(self.absolute))
+        return shown_name("/".join(self.parts)) or "."
 
 
 def resolve(workspace: Path, mode: str, raw: str) -> ResolvedPath:
@@ -98,7 +138,7 @@ def resolve(workspace: Path, mode: str, raw: str) -> ResolvedPath:
     if not raw or "\x00" in raw:
         raise PermissionDenied("the path is empty or contains a NUL byte", fix="pass a file name")
     try:
-        absolute = Path(os.path.realpath(workspace / os.path.expanduser(raw)))
+        absolute = Path(os.path.realpath(workspace / os.path.expanduser(unescaped_name(raw))))
     except OSError:  # a symlink vanished between lstat and readlink: the tree is changing under us
         raise PermissionDenied(f"{raw!r} changed while it was being checked", fix=_RACE_FIX) from None
     if absolute == workspace or workspace in absolute.parents:
@@ -226,17 +266,19 @@ _TOOLBOX_MODE: Final[dict[str, PermissionMode]] = {
 }
 
 
-def toolbox_mode(mode: str, *, prompts: bool) -> PermissionMode:
+def toolbox_mode(mode: str, *, grantable: bool) -> PermissionMode:
     """The mode the toolbox runs in: what the model is offered and the path rule.
 
-    With permission prompts every tool a person could allow is offered (``plan``
-    stays read-only); without, only what the mode lets run or can be refused cleanly.
+    When someone could grant a call the mode does not run by itself (a permission
+    prompt, a client's hook, ``--allowedTools``), every tool is offered, so the
+    grant can take effect; :class:`Approvals` still denies what nobody grants.
+    ``plan`` stays read-only; without any grant, only what the mode runs is offered.
     """
     if mode in PERMISSION_MODES:
         base: PermissionMode = mode  # type: ignore[assignment]
     else:
         base = _TOOLBOX_MODE[mode]
-    if prompts and base == "read-only" and mode != "plan":
+    if grantable and base == "read-only" and mode != "plan":
         return "workspace-write"
     return base
 
@@ -264,9 +306,13 @@ class Approvals:
     does in print mode without a permission prompt tool.
     """
 
-    def __init__(self, mode: str, *, always_allowed: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self, mode: str, *, always_allowed: frozenset[str] = frozenset(), claude_words: bool = False
+    ) -> None:
         self.set_mode(mode)
         self.always_allowed = always_allowed
+        self.claude_words = claude_words
+        """Deny what nobody granted as Claude Code does (a run that speaks as Claude Code)."""
         self.ask: Callable[[Stream, ToolCallDone], Decision] | None = None
         self.before: Callable[[Stream, ToolCallDone], Decision | None] | None = None
         """The client's hooks on every call, asked first (a two-way session whose client registered some)."""
@@ -279,5 +325,22 @@ class Approvals:
         self.mode = mode
         self._by_itself = _RUNS_BY_ITSELF[mode]
 
+    def runs_by_itself(self, access: str) -> bool:
+        """Whether the mode lets a tool of kind ``access`` run without anyone's decision."""
+        return access in self._by_itself
+
     def needs_asking(self, tool: str, access: str) -> bool:
-        return access not in self._by_itself and tool not in self.always_allowed
+        return not self.runs_by_itself(access) and tool not in self.always_allowed
+
+    def refusal(self, tool: str, access: str) -> str:
+        """Why a call that needs a decision nobody can make here is denied, naming the mode the user chose."""
+        if self.claude_words:
+            from agentstream.agent.runner import CLAUDE_TOOL_NAMES
+
+            name = next((theirs for theirs, ours in CLAUDE_TOOL_NAMES.items() if ours == tool), tool)
+            return f"Claude requested permissions to use {name}, but you haven't granted it yet."
+        return (
+            f"permission denied: permission mode {self.mode} does not let {access} tools run by themselves, "
+            f"and no one can be asked in this run (allow it with --allowedTools {tool}, "
+            "or choose another --permission-mode)"
+        )

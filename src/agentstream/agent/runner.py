@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from agentstream.agent.conversation import Conversation
     from agentstream.agent.interrupt import TurnControl
     from agentstream.agent.loop import AgentLoop
+    from agentstream.agent.permissions import Approvals
     from agentstream.agent.providers.base import Provider
     from agentstream.agent.sessions import SessionRecord, SessionStore
     from agentstream.protocol import NextAction
@@ -486,22 +487,24 @@ def _loop(
     options: ExecOptions, provider: Provider, conversation: Conversation, cwd: Path, control: TurnControl
 ) -> AgentLoop:
     from agentstream.agent.loop import AgentLoop, LoopOptions, ProgressRelay, retry_settings
-    from agentstream.agent.permissions import PERMISSION_MODES, Approvals, toolbox_mode
+    from agentstream.agent.permissions import Approvals, toolbox_mode
     from agentstream.agent.tools import Toolbox, ToolContext
 
     relay = ProgressRelay()
     two_way = options.input_format == "stream-json"
     mode = options.permission_mode
+    approvals = Approvals(
+        mode,
+        always_allowed=frozenset(_names(options.allowed_tools, options) or ()),
+        claude_words=options.dialect == "claude",
+    )
     context = ToolContext(
         workspace=cwd,
-        mode=toolbox_mode(mode, prompts=_prompts_on(options)),
+        mode=toolbox_mode(mode, grantable=two_way or _grants_more(approvals)),
         progress=relay,
         interrupt=control.cancel if two_way else None,
     )
     toolbox = Toolbox(context, _tool_list(options))
-    approvals = None
-    if two_way or mode not in PERMISSION_MODES:
-        approvals = Approvals(mode, always_allowed=frozenset(_names(options.allowed_tools, options) or ()))
     max_retries, retry_base_ms = retry_settings()
     loop_options = LoopOptions(
         system=_system_prompt(options, cwd),
@@ -519,6 +522,21 @@ def _loop(
         relay,
         approvals=approvals,
         control=control if two_way else None,
+    )
+
+
+def _grants_more(approvals: Approvals) -> bool:
+    """Whether ``--allowedTools`` lets a tool run that the mode would not run by itself.
+
+    (In a two-way session a prompt, a hook or a new mode may grant one at any time.)
+    """
+    from agentstream.agent.tools import installed_tools
+
+    tools = installed_tools()
+    return any(
+        not approvals.runs_by_itself(tools[name].spec.access)
+        for name in approvals.always_allowed
+        if name in tools
     )
 
 

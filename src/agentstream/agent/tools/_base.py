@@ -21,6 +21,7 @@ __all__ = [
     "ToolSpec",
     "cap_text",
     "check_arguments",
+    "whole_chars",
 ]
 
 
@@ -134,8 +135,9 @@ class HeadTail:
     """Keeps the beginning and the end of a byte stream of any length, ``cap`` bytes in all.
 
     Memory stays bounded however much is fed, which is what a chatty command needs.
-    :meth:`text` fits in ``cap`` UTF-8 bytes, marker included, so a later cap of the
-    same size leaves it alone.
+    :meth:`text` fits in ``cap`` UTF-8 bytes, marker included, even when bytes that are
+    not UTF-8 grow as text, so a later cap of the same size leaves it (and the count
+    of omitted bytes its marker gives) alone.
     """
 
     def __init__(self, cap: int) -> None:
@@ -161,25 +163,40 @@ class HeadTail:
 
     @property
     def truncated(self) -> bool:
-        return self.total > self.cap
+        """Whether :meth:`text` leaves something out (bytes that are not UTF-8 take 3 bytes each as text)."""
+        return self.total > self.cap or len(self._whole_text().encode()) > self.cap
+
+    def _whole_text(self) -> str:
+        return (bytes(self.head) + b"".join(self.tail)).decode("utf-8", "replace")
 
     def _marker(self, omitted: int) -> str:
         return f"\n[... {omitted} bytes omitted; output is capped at {self.cap} bytes ...]\n"
 
     def text(self) -> str:
-        """The kept bytes as text; when cut, a marker says how much was left out in the middle."""
-        tail = b"".join(self.tail)
+        """The kept bytes as text; when cut, a marker says how many of the bytes fed were left out in the middle."""
         if not self.truncated:
-            return (bytes(self.head) + tail).decode("utf-8", "replace")
+            return self._whole_text()
         budget = max(self.cap - len(self._marker(self.total).encode()), 0)
-        head = _whole_chars(bytes(self.head[: budget // 2]), at_end=True)
-        room = budget - len(head)
-        tail = _whole_chars(tail[-room:], at_end=False) if room > 0 else b""
-        marker = self._marker(self.total - len(head) - len(tail))
-        return head.decode("utf-8", "replace") + marker + tail.decode("utf-8", "replace")
+        head, head_used = _fitted(bytes(self.head), budget // 2, at_end=True)
+        tail, tail_used = _fitted(b"".join(self.tail), budget - len(head.encode()), at_end=False)
+        return head + self._marker(self.total - head_used - tail_used) + tail
 
 
-def _whole_chars(data: bytes, *, at_end: bool) -> bytes:
+def _fitted(data: bytes, room: int, *, at_end: bool) -> tuple[str, int]:
+    """The longest start (``at_end``: cut at the end) or end of ``data`` whose text fits in ``room`` UTF-8
+    bytes, and how many bytes of ``data`` it shows. Each byte that is not UTF-8 becomes U+FFFD (3 bytes)."""
+    take = min(room, len(data))
+    while take > 0:
+        piece = whole_chars(data[:take] if at_end else data[-take:], at_end=at_end)
+        text = piece.decode("utf-8", "replace")
+        over = len(text.encode()) - room
+        if over <= 0:
+            return text, len(piece)
+        take -= max(over // 3, 1)  # a byte gives at most 3 bytes of text: never cut more than needed
+    return "", 0
+
+
+def whole_chars(data: bytes, *, at_end: bool) -> bytes:
     """``data`` without the partial UTF-8 character a byte cut left at its end (or start)."""
     if not at_end:
         skip = 0

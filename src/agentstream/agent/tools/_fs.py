@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO, Any, Final
 
-from agentstream.agent.permissions import ResolvedPath, open_path
+from agentstream.agent.permissions import ResolvedPath, names_note, open_path, shown_name
 from agentstream.agent.tools._base import Tool, ToolContext, ToolFailure, ToolOutcome, ToolSpec
 
 __all__ = ["FS_TOOLS", "is_binary", "open_checked"]
@@ -143,7 +143,9 @@ def _numbered_lines(
             break
         out.append(row)
     if number < first and not (number == 0 and first == 1):
-        raise ToolFailure(f"{name} has only {number} lines; start_line {first} is past the end")
+        raise ToolFailure(
+            f"{name} has only {number} line{'s' * (number != 1)}; start_line {first} is past the end"
+        )
     if not out:
         return ToolOutcome("success", "(empty file)")
     shown_last = first + len(out) - 1
@@ -162,7 +164,9 @@ def write_file(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
         os.ftruncate(fd, 0)
         _write_all(fd, data)
     lines = data.count(b"\n") + (not data.endswith(b"\n") and bool(data))
-    return ToolOutcome("success", f"wrote {len(data)} bytes ({lines} lines) to {path.display}")
+    return ToolOutcome(
+        "success", f"wrote {len(data)} bytes ({lines} line{'s' * (lines != 1)}) to {path.display}"
+    )
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -216,16 +220,18 @@ def list_dir(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
     if not names:
         return ToolOutcome("success", f"{path.display}: (empty directory)")
     shown = names[:MAX_DIR_ENTRIES]
+    note = names_note(shown)
     if len(names) > len(shown):
         shown.append(f"[{len(names) - len(shown)} more entries not shown; use glob to narrow down]")
-    return ToolOutcome("success", "\n".join(shown), truncated=len(names) > MAX_DIR_ENTRIES)
+    return ToolOutcome("success", "\n".join(shown) + note, truncated=len(names) > MAX_DIR_ENTRIES)
 
 
 def _entry_label(entry: os.DirEntry[str]) -> str:
     """``name/`` for a directory, ``name@`` for a symlink, ``name`` for anything else."""
+    name = shown_name(entry.name)
     if entry.is_symlink():
-        return entry.name + "@"
-    return entry.name + "/" if entry.is_dir(follow_symlinks=False) else entry.name
+        return name + "@"
+    return name + "/" if entry.is_dir(follow_symlinks=False) else name
 
 
 _PATH = {"type": "string", "description": "File path, relative to the workspace (or absolute inside it)."}

@@ -13,6 +13,7 @@ import stat
 from collections.abc import Iterator
 from typing import Any, Final
 
+from agentstream.agent.permissions import names_note, shown_name
 from agentstream.agent.tools._base import Tool, ToolContext, ToolFailure, ToolOutcome, ToolSpec, cap_text
 from agentstream.agent.tools._fs import is_binary, open_checked
 
@@ -61,7 +62,10 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
             regex.append(".*" if last else "(?:[^/]+/)*")
         else:
             regex.append(_component_regex(piece) + ("" if last else "/"))
-    return re.compile("".join(regex) + r"\Z")
+    try:
+        return re.compile("".join(regex) + r"\Z")
+    except re.error as exc:
+        raise ToolFailure(f"invalid glob pattern {pattern!r}: {exc}") from None
 
 
 def _component_regex(piece: str) -> str:
@@ -91,16 +95,20 @@ def _component_regex(piece: str) -> str:
 
 
 def _walk(fd: int, counter: list[int]) -> Iterator[tuple[str, str, bool, int]]:
-    """Yield ``(relative path, name, is_dir, dir_fd)`` for every entry below ``fd``, sorted, bounded."""
+    """Yield ``(relative path, name, is_dir, dir_fd)`` for every entry below ``fd``, sorted, bounded.
+
+    The relative path is as the model sees it (:func:`shown_name`), so a glob matches what it was shown;
+    ``name`` is the real one, to open.
+    """
     for top, dirs, files, dir_fd in os.fwalk(".", dir_fd=fd):
         dirs.sort()
-        prefix = "" if top == "." else top[2:] + "/"
+        prefix = "" if top == "." else shown_name(top[2:]) + "/"
         dir_names = set(dirs)
         for name in sorted(dirs + files):
             counter[0] += 1
             if counter[0] > MAX_VISITED:
                 return
-            yield prefix + name, name, name in dir_names, dir_fd
+            yield prefix + shown_name(name), name, name in dir_names, dir_fd
         dirs[:] = [name for name in dirs if name not in SKIPPED_DIRS]
 
 
@@ -121,7 +129,8 @@ def glob(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
     notes = _limit_notes(len(found), MAX_GLOB_RESULTS, counter[0], "narrow the pattern")
     if not found:
         return ToolOutcome("success", f"no paths match {args['pattern']!r} under {base.display}" + notes)
-    return ToolOutcome("success", "\n".join(found[:MAX_GLOB_RESULTS]) + notes, truncated=bool(notes))
+    shown = found[:MAX_GLOB_RESULTS]
+    return ToolOutcome("success", "\n".join(shown) + notes + names_note(shown), truncated=bool(notes))
 
 
 def _limit_notes(count: int, limit: int, visited: int, advice: str) -> str:
@@ -140,21 +149,27 @@ def grep(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
         raise ToolFailure(f"grep: invalid regular expression {args['pattern']!r}: {exc}") from None
     name_filter = glob_regex(args["glob"]) if args["glob"] else None
     matches: list[str] = []
+    matched_files: list[str] = []
     counter = [0]
     with open_checked(ctx, args["path"], os.O_RDONLY, regular=False) as (fd, base):
         if stat.S_ISREG(os.fstat(fd).st_mode):
             _grep_fd(fd, base.display, regex, matches)
         elif stat.S_ISDIR(os.fstat(fd).st_mode):
             for rel, name, is_dir, dir_fd in _walk(fd, counter):
-                if is_dir or (name_filter and not name_filter.match(rel if "/" in args["glob"] else name)):
+                filtered = rel if "/" in (args["glob"] or "") else rel.rpartition("/")[2]
+                if is_dir or (name_filter and not name_filter.match(filtered)):
                     continue
+                before = len(matches)
                 _grep_entry(dir_fd, name, _joined(base.display, rel), regex, matches)
+                if len(matches) > before:
+                    matched_files.append(rel)
                 if len(matches) > MAX_GREP_MATCHES:
                     break
     notes = _limit_notes(len(matches), MAX_GREP_MATCHES, counter[0], "refine the pattern, path or glob")
     if not matches:
         return ToolOutcome("success", f"no matches for {args['pattern']!r} under {base.display}" + notes)
-    text, cut = cap_text("\n".join(matches[:MAX_GREP_MATCHES]) + notes, ctx.output_cap_bytes)
+    shown = "\n".join(matches[:MAX_GREP_MATCHES]) + notes + names_note(matched_files)
+    text, cut = cap_text(shown, ctx.output_cap_bytes)
     return ToolOutcome("success", text, truncated=cut or bool(notes))
 
 

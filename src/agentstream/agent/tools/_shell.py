@@ -21,10 +21,19 @@ from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any, Final, cast
 
+from agentstream._children import GroupWatchdog
 from agentstream._secrets import scrubbed_environ
 from agentstream._signals import SignalsHeld
 from agentstream.agent.interrupt import TurnInterrupted
-from agentstream.agent.tools._base import HeadTail, Tool, ToolContext, ToolFailure, ToolOutcome, ToolSpec
+from agentstream.agent.tools._base import (
+    HeadTail,
+    Tool,
+    ToolContext,
+    ToolFailure,
+    ToolOutcome,
+    ToolSpec,
+    whole_chars,
+)
 
 __all__ = ["SHELL_TOOLS"]
 
@@ -36,6 +45,8 @@ _LONGEST_PARTIAL: Final = 4 * _COALESCE_BYTES
 """A partial line longer than this is streamed without waiting for its newline."""
 _NOTE_ROOM: Final = 120
 """Bytes of the output cap kept free for the ``[exit code N]`` / timeout line."""
+_WATCHDOG_GRACE_S: Final = 1.0
+"""If the agent is killed outright, how long the command's group has between SIGTERM and SIGKILL."""
 _DRAIN_S: Final = 2.0
 """After the group is killed, how long to wait for the pipe to close (a ``setsid`` escapee may hold it)."""
 
@@ -91,21 +102,23 @@ class _ProgressPump:
             return
         chunk = bytes(self.pending[:cut])
         del self.pending[:cut]
-        if len(chunk) >= self.budget:
+        text = self.decoder.decode(chunk)
+        size = len(text.encode())  # the budget is in bytes of text: a byte that is not UTF-8 takes 3
+        if size >= self.budget:
             # The whole lines that fit; of a line that does not, only a long one's first piece (it would
             # have gone out in pieces anyway): a short line cut at the cap could read as another ("42").
-            end = chunk.rfind(b"\n", 0, self.budget) + 1
+            data = text.encode()
+            end = data.rfind(b"\n", 0, self.budget) + 1
             if end == 0 and self.budget >= _LONGEST_PARTIAL:
-                end = self.budget
-            text = self.decoder.decode(chunk[:end], True)
+                end = len(whole_chars(data[: self.budget], at_end=True))
+            text = data[:end].decode()
             if not (text.endswith("\n") if text else self.line_ended):
                 text += "\n"  # the note on a line of its own
             text += "[further output is not streamed; the result has it]"
             self.budget = 0
             self.pending.clear()
         else:
-            text = self.decoder.decode(chunk)
-            self.budget -= len(chunk)
+            self.budget -= size
         self.last_sent = time.monotonic()
         if text:
             self.line_ended = text.endswith("\n")
@@ -202,13 +215,17 @@ def _started(command: str, ctx: ToolContext, env: dict[str, str]) -> Iterator[su
     (KeyboardInterrupt) between the fork and that store would leave the command running with no pid to
     kill, and a loaded machine can let the command run for a while in that window. So, in the main thread,
     the handled signals are only noted while the child starts, and delivered once its pid is known.
+
+    A SIGKILL of the agent runs no ``finally``: a :class:`GroupWatchdog` then ends the group instead, so
+    neither the command nor its children outlive the agent (and its timeout) that way either.
     """
     proc = cast(
         "subprocess.Popen[bytes]", subprocess.Popen.__new__(subprocess.Popen)
     )  # bytes: no text= below
+    watchdog: GroupWatchdog | None = None
     try:
         try:
-            with SignalsHeld():  # until Popen has stored the pid that the ``finally`` kills the group by
+            with SignalsHeld():  # until the pid that the ``finally`` kills the group by is stored and watched
                 proc.__init__(  # type: ignore[misc]
                     [_shell_binary(), "-c", command],
                     cwd=ctx.workspace,
@@ -218,6 +235,7 @@ def _started(command: str, ctx: ToolContext, env: dict[str, str]) -> Iterator[su
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
                 )
+                watchdog = GroupWatchdog(proc.pid, grace=_WATCHDOG_GRACE_S)
         except OSError as exc:
             raise ToolFailure(f"shell: could not start {_shell_binary()}: {exc.strerror or exc}") from None
         yield proc
@@ -225,6 +243,8 @@ def _started(command: str, ctx: ToolContext, env: dict[str, str]) -> Iterator[su
         if getattr(proc, "pid", None) is not None and proc.returncode is None:
             _kill_group(proc.pid)
             proc.wait()
+        if watchdog is not None:
+            watchdog.release()  # after the group is gone, so its pid cannot have been reused yet
         stdout = getattr(proc, "stdout", None)  # missing if __init__ stopped before setting it
         if stdout is not None:
             stdout.close()

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from agentstream._secrets import DeltaGuard, configured_redactor
-from agentstream.agent.permissions import PERMISSION_MODES, PermissionDenied, allows
+from agentstream.agent.permissions import PERMISSION_MODES, PermissionDenied, allows, shown_name
 from agentstream.agent.tools._base import (
     Tool,
     ToolContext,
@@ -162,9 +162,9 @@ class Toolbox:
         return tool.handler(self.ctx, check_arguments(tool.spec, arguments))
 
     def _finish(self, outcome: ToolOutcome) -> ToolOutcome:
-        """Redact secrets and enforce the output cap, whatever the tool did."""
-        output, cut = cap_text(self._redact(outcome.output), self.ctx.output_cap_bytes)
-        error = self._redact(outcome.error) if outcome.error is not None else None
+        """Redact secrets, keep to valid UTF-8 (:func:`shown_name`) and enforce the output cap, whatever the tool did."""
+        output, cut = cap_text(shown_name(self._redact(outcome.output)), self.ctx.output_cap_bytes)
+        error = shown_name(self._redact(outcome.error)) if outcome.error is not None else None
         return ToolOutcome(outcome.status, output, error, outcome.truncated or cut)
 
 
