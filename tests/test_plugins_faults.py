@@ -241,7 +241,8 @@ def test_wrong_returns_are_errors_naming_the_plugin(site: Path) -> None:
     assert (
         f"dialect 'strout' from the plugin '{DISTRIBUTION}' returned a list holding a str" in converted.stderr
     )
-    written = run(site, "demo", "--dialect", "strout")  # the producer cannot end its stream either: said, once
+    # The producer cannot end its stream either: said, once.
+    written = run(site, "demo", "--dialect", "strout")
     no_traceback(written)
     assert written.returncode == 1 and "returned a list holding a str" in written.stderr
 
