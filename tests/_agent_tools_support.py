@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -56,3 +58,13 @@ def make_outside(tmp_path: Path) -> tuple[Path, Path]:
     outside.mkdir()
     (outside / "secret.txt").write_text(OUTSIDE_SECRET + "\n")
     return Path(os.path.realpath(workspace)), Path(os.path.realpath(outside))
+
+
+def agent_running_shell(workspace: Path, command: str) -> subprocess.Popen[bytes]:
+    """A separate agent process whose toolbox runs ``command`` in the shell tool: for real signals to it."""
+    script = (
+        "from pathlib import Path\n"
+        "from agentstream.agent.tools import Toolbox, ToolContext\n"
+        f"Toolbox(ToolContext(Path({str(workspace)!r}))).run('shell', {{'command': {command!r}}})\n"
+    )
+    return subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.DEVNULL)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from _agent_tools_support import gone_soon, make_toolbox, process_alive, wait_for_file
+from _agent_tools_support import agent_running_shell, gone_soon, make_toolbox, process_alive, wait_for_file
 from agentstream.agent.tools import (
     TOOL_NAMES,
     Toolbox,
@@ -493,15 +493,7 @@ def test_shell_interrupted_while_starting_kills_group(ws: Path, monkeypatch: pyt
 
 
 def test_shell_real_sigint_to_agent_kills_group(ws: Path, tmp_path: Path) -> None:
-    script = textwrap.dedent(
-        f"""
-        from pathlib import Path
-        from agentstream.agent.tools import Toolbox, ToolContext
-        box = Toolbox(ToolContext(Path({str(ws)!r})))
-        box.run("shell", {{"command": "sleep 60 & echo $! > bg.pid; wait"}})
-        """
-    )
-    agent = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.DEVNULL)
+    agent = agent_running_shell(ws, "sleep 60 & echo $! > bg.pid; wait")
     try:
         pid = int(wait_for_file(ws / "bg.pid"))
         assert process_alive(pid)

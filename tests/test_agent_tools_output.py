@@ -6,14 +6,11 @@ import contextlib
 import os
 import re
 import signal
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
-from _agent_tools_support import gone_soon, make_toolbox, wait_for_file
+from _agent_tools_support import agent_running_shell, gone_soon, make_toolbox, wait_for_file
 from agentstream.agent.tools._base import HeadTail
 from agentstream.agent.tools._shell import _ProgressPump
 
@@ -57,15 +54,7 @@ def test_progress_of_bytes_that_are_not_utf8_stays_within_its_cap() -> None:
 
 def test_a_shell_command_and_its_children_die_when_the_agent_is_sigkilled(tmp_path: Path) -> None:
     """SIGKILL runs no cleanup in the agent; the command's group (which ignores SIGTERM here) still ends."""
-    script = textwrap.dedent(
-        f"""
-        from pathlib import Path
-        from agentstream.agent.tools import Toolbox, ToolContext
-        box = Toolbox(ToolContext(Path({str(tmp_path)!r})))
-        box.run("shell", {{"command": "trap '' TERM; sleep 60 & echo $! > bg.pid; echo $$ > sh.pid; wait"}})
-        """
-    )
-    agent = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.DEVNULL)
+    agent = agent_running_shell(tmp_path, "trap '' TERM; sleep 60 & echo $! > bg.pid; echo $$ > sh.pid; wait")
     try:
         pids = [int(wait_for_file(tmp_path / name)) for name in ("sh.pid", "bg.pid")]
         agent.send_signal(signal.SIGKILL)
