@@ -6,6 +6,7 @@ import contextlib
 import os
 import re
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -57,6 +58,9 @@ def test_a_shell_command_and_its_children_die_when_the_agent_is_sigkilled(tmp_pa
     agent = agent_running_shell(tmp_path, "trap '' TERM; sleep 60 & echo $! > bg.pid; echo $$ > sh.pid; wait")
     try:
         pids = [int(wait_for_file(tmp_path / name)) for name in ("sh.pid", "bg.pid")]
+        _wait_for_watchdog_of(
+            pids[0]
+        )  # the agent starts it right after the command: kill the agent only then
         agent.send_signal(signal.SIGKILL)
         agent.wait(timeout=10)
         assert all(gone_soon(pid) for pid in pids), "the command outlived the agent"
@@ -66,3 +70,16 @@ def test_a_shell_command_and_its_children_die_when_the_agent_is_sigkilled(tmp_pa
             if (tmp_path / name).exists():
                 with contextlib.suppress(ProcessLookupError, ValueError):
                     os.kill(int((tmp_path / name).read_text()), signal.SIGKILL)
+
+
+def _wait_for_watchdog_of(pgid: int, timeout_s: float = 10.0) -> None:
+    """Until the watchdog process of group ``pgid`` runs (its argv names it after the script)."""
+    needle = f"agentstream-watchdog\0{pgid}\0".encode()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for entry in Path("/proc").iterdir():
+            with contextlib.suppress(OSError):
+                if entry.name.isdigit() and needle in (entry / "cmdline").read_bytes():
+                    return
+        time.sleep(0.01)
+    raise AssertionError(f"no watchdog for group {pgid}")
