@@ -82,6 +82,29 @@ def url_less(url, *, retention, maxlen, connect_timeout):
 
 def bus_none(url, *, retention, maxlen, connect_timeout): return None
 def bus_raises(url, *, retention, maxlen, connect_timeout): raise ValueError("bus factory exploded")
+
+from agentstream.agent.providers.base import Provider, TextDelta, TurnEnd
+from agentstream.agent.tools import Tool, ToolOutcome, ToolSpec
+
+def provider_none(settings): return None
+def provider_raises(settings): raise RuntimeError("provider factory exploded")
+
+class NotAProvider:
+    def __init__(self, settings): pass
+
+class YieldsJunk(Provider):
+    name = "junky"
+    def __init__(self, settings): super().__init__("junk-1")
+    def _turn(self, conversation, tools, system):
+        yield TextDelta("fine so far")
+        yield {"text": "a dict, not a turn event"}
+        yield TurnEnd("end_turn")
+
+def peek(arguments, context): return ToolOutcome("success", "peeked")
+def spec(name, access="read"): return ToolSpec(name, "look", {"type": "object", "properties": {}}, access)
+SHADY_ACCESS = Tool(spec("peek", access="readonly"), peek)
+SPACED_NAME = [Tool(spec("peek at"), peek)]
+GOOD_TOOL = Tool(spec("peek_ok"), peek)
 '''
 
 MODULES = {
@@ -110,6 +133,17 @@ nosum = faulty.nosum
 urlless = faulty:url_less
 busnone = faulty:bus_none
 busraise = faulty:bus_raises
+
+[agentstream.providers]
+pnone = faulty:provider_none
+praise = faulty:provider_raises
+pclass = faulty:NotAProvider
+pjunk = faulty:YieldsJunk
+
+[agentstream.tools]
+shady = faulty:SHADY_ACCESS
+spaced = faulty:SPACED_NAME
+good = faulty:GOOD_TOOL
 """
 
 
@@ -281,3 +315,42 @@ def test_a_command_without_summary_is_reported(site: Path) -> None:
     row = next(line for line in done.stdout.splitlines() if line.strip().startswith("nosum "))
     assert "(no summary)" in row
     assert any("has no SUMMARY" in line for line in reported(done, "nosum"))
+
+
+def test_a_provider_that_cannot_be_made_or_yields_junk_ends_the_run_naming_the_plugin(
+    site: Path, tmp_path: Path
+) -> None:
+    """A factory that raises or returns no Provider, or a provider yielding what is no turn event: a whole
+    stream ending in PROVIDER_ERROR that names the plugin, not a traceback nor retries of a "cut" stream."""
+    cases = {
+        "pnone": "its factory returned None",
+        "praise": "could not be created (RuntimeError: provider factory exploded)",
+        "pclass": "its factory returned a NotAProvider",
+        "pjunk": "yielded a dict, not a turn event",
+    }
+    for name, said in cases.items():
+        done = run(site, "exec", "--provider", name, "hello", cwd=tmp_path)
+        no_traceback(done)
+        assert done.returncode == 1, (name, done.stderr)
+        events = [msgspec.json.decode(line) for line in done.stdout.splitlines()]
+        assert [events[0]["type"], events[-1]["type"]] == ["start", "result"], name
+        error = events[-1]["error"]
+        assert error["code"] == "PROVIDER_ERROR" and said in error["message"], (name, error)
+        assert not any(e["type"] == "error" and e["recoverable"] for e in events), name  # no retries
+        if name != "pjunk":
+            assert f"provider {name!r} from the plugin {DISTRIBUTION!r}" in error["message"]
+            assert f"pip uninstall {DISTRIBUTION}" in error["fix"]
+
+
+def test_a_toolset_a_provider_would_refuse_or_never_offer_is_skipped_and_named(
+    site: Path, tmp_path: Path
+) -> None:
+    done = run(site, "exec", "--provider", "demo", "hello", cwd=tmp_path)
+    no_traceback(done)
+    assert done.returncode == 0
+    start = msgspec.json.decode(done.stdout.splitlines()[0])
+    assert "peek_ok" in start["tools"] and "peek" not in start["tools"] and "peek at" not in start["tools"]
+    (shady,) = reported(done, "shady")
+    assert "access 'readonly', not one of read, write, execute" in shady
+    (spaced,) = reported(done, "spaced")
+    assert "named 'peek at'" in spaced

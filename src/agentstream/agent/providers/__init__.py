@@ -22,8 +22,8 @@ from typing import Final, TypeAlias
 
 from agentstream.agent.providers.base import Provider, ProviderSettings
 from agentstream.agent.providers.replay import DEMO_CASSETTE
-from agentstream.errors import ErrorCode, UsageError
-from agentstream.plugins import Registry
+from agentstream.errors import AgentstreamError, ErrorCode, ProviderError, UsageError
+from agentstream.plugins import Registry, describe
 
 __all__ = [
     "DEMO_CASSETTE",
@@ -69,11 +69,33 @@ class NoProviderError(UsageError):
 
 
 def create_provider(name: str, settings: ProviderSettings) -> Provider:
-    """The provider called ``name``; raises UsageError for an unknown one."""
-    factory = PROVIDERS.get(name)
+    """The provider called ``name``; raises UsageError for an unknown one (or a plugin that fails to load).
+
+    A plugin's factory that raises (but our own errors) or returns something that is no :class:`Provider`
+    becomes a :class:`ProviderError` naming the plugin, so the run ends with a stream, not a traceback.
+    """
+    factory = PROVIDERS.get(name, report=False)  # a plugin's failure is the error below
     if factory is None:
-        raise UsageError(f"unknown provider {name!r}", fix=f"use one of: {', '.join(PROVIDERS.names())}")
-    return factory(settings)
+        problem = PROVIDERS.missing(name)
+        raise UsageError(problem.message, fix=problem.fix)
+    if name in PROVIDERS.builtins:
+        return factory(settings)
+    try:
+        provider = factory(settings)
+    except AgentstreamError:
+        raise  # the plugin's own error (a missing key, a bad setting): it says what went wrong
+    except Exception as exc:
+        raise ProviderError(
+            f"{PROVIDERS.where(name)} could not be created ({type(exc).__name__}: {exc})",
+            fix=PROVIDERS.fix_for(name, "its factory must return a Provider, or raise UsageError with a fix"),
+        ) from exc
+    if not isinstance(provider, Provider):
+        raise ProviderError(
+            f"{PROVIDERS.where(name)}: its factory returned {describe(provider)}, expected an "
+            "agentstream.agent.providers.base.Provider",
+            fix=PROVIDERS.fix_for(name, "its factory must return an instance of a Provider subclass"),
+        )
+    return provider
 
 
 def select_provider(

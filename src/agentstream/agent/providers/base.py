@@ -123,6 +123,7 @@ class TurnEnd(msgspec.Struct, tag="end", frozen=True):
 
 
 TurnEvent: TypeAlias = TextDelta | ReasoningDelta | ReasoningBlock | ToolCallDone | TurnUsage | TurnEnd
+_TURN_EVENTS: Final = (TextDelta, ReasoningDelta, ReasoningBlock, ToolCallDone, TurnUsage, TurnEnd)
 """What :meth:`Provider.stream_turn` yields; also the event format of replay cassettes."""
 
 StopKind: TypeAlias = Literal["done", "truncated", "refused", "paused"]
@@ -197,6 +198,8 @@ class Provider(ABC):
         redacted = _RedactedTurn(_redactor())
         try:
             for event in self._turn(conversation, tools, system):
+                if not isinstance(event, _TURN_EVENTS):
+                    raise self._not_a_turn_event(event)
                 finished = finished or isinstance(event, TurnEnd)
                 yield from redacted.events(event)
         except ProviderError as exc:
@@ -211,6 +214,17 @@ class Provider(ABC):
             raise _scrubbed(mapped) from exc
         if not finished:
             raise network_error("the model's stream ended before the turn was complete")
+
+    def _not_a_turn_event(self, event: object) -> ProviderError:
+        """A provider (a plugin's: the built-ins yield only turn events) that yields anything else is broken:
+        the run ends saying so, rather than retrying a stream that only looks cut off."""
+        from agentstream.plugins import describe
+
+        names = ", ".join(kind.__name__ for kind in _TURN_EVENTS)
+        return ProviderError(
+            f"provider {self.name or type(self).__name__!r} yielded {describe(event)}, not a turn event",
+            fix=f"its _turn() must yield only {names} (from agentstream.agent.providers.base)",
+        )
 
     @abstractmethod
     def _turn(

@@ -9,6 +9,7 @@ the same name.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import cache
@@ -30,7 +31,7 @@ from agentstream.agent.tools._fs import FS_TOOLS
 from agentstream.agent.tools._search import SEARCH_TOOLS
 from agentstream.agent.tools._shell import SHELL_TOOLS
 from agentstream.errors import UsageError
-from agentstream.plugins import Registry, report_once
+from agentstream.plugins import Registry, describe, report_once
 
 __all__ = ["TOOLSETS", "TOOL_NAMES", "Toolbox", "installed_tools"]
 
@@ -40,10 +41,37 @@ TOOL_NAMES: Final[tuple[str, ...]] = tuple(
 """Every built-in tool, in the order they are offered."""
 
 
-def _is_toolset(value: object) -> bool:
-    return isinstance(value, Tool) or (
-        isinstance(value, (tuple, list)) and all(isinstance(tool, Tool) for tool in value)
-    )
+_TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""What both providers take as a tool's name (Anthropic and OpenAI alike)."""
+_ACCESS: Final = ("read", "write", "execute")
+
+
+def _check_toolset(name: str, value: object) -> str | None:
+    """What keeps a plugin's object from being a toolset, or ``None``.
+
+    Checked once, at load: a tool whose spec a provider would refuse (a name it rejects, a schema that is no
+    object) fails every run that offers it, and one of an unknown ``access`` would never be offered at all.
+    """
+    tools = (value,) if isinstance(value, Tool) else value if isinstance(value, (tuple, list)) else None
+    if tools is None:
+        return f"is not a toolset: expected a Tool or a sequence of them, got {describe(value)}"
+    for tool in tools:
+        if not isinstance(tool, Tool):
+            return f"is not a toolset: it holds {describe(tool)}, not a Tool"
+        spec = tool.spec
+        if not isinstance(spec, ToolSpec):
+            return f"has a tool whose spec is {describe(spec)}, not a ToolSpec"
+        if not isinstance(spec.name, str) or not _TOOL_NAME.fullmatch(spec.name):
+            return f"has a tool named {spec.name!r}: a name is 1 to 64 letters, digits, '_' or '-'"
+        if spec.access not in _ACCESS:
+            return f"has a tool {spec.name!r} of access {spec.access!r}, not one of {', '.join(_ACCESS)}"
+        if not isinstance(spec.parameters, dict) or spec.parameters.get("type", "object") != "object":
+            return f"has a tool {spec.name!r} whose parameters are not a JSON Schema of an object"
+        if not isinstance(spec.description, str):
+            return f"has a tool {spec.name!r} whose description is {describe(spec.description)}, not text"
+        if not callable(tool.handler):
+            return f"has a tool {spec.name!r} whose handler is {describe(tool.handler)}, not callable"
+    return None
 
 
 TOOLSETS: Registry[Tool | Sequence[Tool]] = Registry(
@@ -54,7 +82,7 @@ TOOLSETS: Registry[Tool | Sequence[Tool]] = Registry(
         "shell": "agentstream.agent.tools._shell:SHELL_TOOLS",
     },
     kind="toolset",
-    accepts=_is_toolset,
+    check=_check_toolset,
 )
 
 
