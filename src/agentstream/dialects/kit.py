@@ -977,7 +977,21 @@ class EventDecoder(DialectDecoder):
         if run is None:
             run = self._named[key] = _Run(reasoning, role, run_id)
         run.ts = ts
-        self._stamp(run.delta(text), ts)
+        event = run.delta(text)
+        if not self.started or self._lost:
+            self._stamp(event, ts)
+            return
+        # _stamp's common case, inlined: a delta is most lines of a partial-message stream (its run is in _named)
+        self.last_fatal = None
+        self.turn_ended = False
+        sequencer = self.sequencer
+        event.session_id = sequencer.session_id
+        event.seq = sequencer.next_seq
+        sequencer.next_seq += 1
+        if ts is None:
+            ts = self.line_ts
+        event.ts = ts or self._clock or p.now_ts()
+        self._out.append(event)
 
     def complete(
         self,
