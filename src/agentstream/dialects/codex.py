@@ -286,7 +286,14 @@ class _SearchItem(_ToolItem, tag="web_search"):
         return _search_result(self.query, self.action)
 
 
-_HotItem = _MessageItem | _ReasoningItem | _ErrorItem | _CommandItem | _FileItem | _McpItem | _SearchItem
+class _TodoItem(msgspec.Struct, tag="todo_list", tag_field="type", forbid_unknown_fields=True):
+    id: str
+    items: list[Any] | None = None
+
+
+_HotItem = (
+    _MessageItem | _ReasoningItem | _ErrorItem | _CommandItem | _FileItem | _McpItem | _SearchItem | _TodoItem
+)
 
 
 class _ItemLine(msgspec.Struct, tag_field="type", forbid_unknown_fields=True):
@@ -310,7 +317,27 @@ class _TurnStarted(msgspec.Struct, tag="turn.started", tag_field="type", forbid_
     pass
 
 
-_TYPED_LINES = msgspec.json.Decoder(_ItemStarted | _ItemUpdated | _ItemCompleted | _TurnStarted)
+_Count = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
+"""A token count as Codex writes it (:meth:`Tokens.read_each` takes such figures as they are)."""
+
+
+class _Usage(msgspec.Struct, forbid_unknown_fields=True):
+    """A running total with both of the counts that make one (without them: the careful path)."""
+
+    input_tokens: _Count
+    output_tokens: _Count
+    cached_input_tokens: _Count = 0
+    reasoning_output_tokens: _Count = 0
+    cache_write_input_tokens: _Count = 0
+
+
+class _TurnCompleted(msgspec.Struct, tag="turn.completed", tag_field="type", forbid_unknown_fields=True):
+    usage: _Usage | None = None
+
+
+_TYPED_LINES = msgspec.json.Decoder(
+    _ItemStarted | _ItemUpdated | _ItemCompleted | _TurnStarted | _TurnCompleted
+)
 
 
 _INT_LIMIT = 2**63
@@ -435,9 +462,23 @@ class CodexDecoder(EventDecoder):
 
     typed_lines = _TYPED_LINES
 
-    def decode_typed(self, hot: _ItemLine | _TurnStarted) -> None:
+    def decode_typed(self, hot: _ItemLine | _TurnStarted | _TurnCompleted) -> None:
         if isinstance(hot, _TurnStarted):
             self._open_turn()
+            return
+        if isinstance(hot, _TurnCompleted):
+            usage = hot.usage
+            self._turn_completed(
+                None
+                if usage is None
+                else Tokens(
+                    usage.input_tokens,
+                    usage.cached_input_tokens,
+                    usage.output_tokens,
+                    usage.reasoning_output_tokens,
+                    usage.cache_write_input_tokens,
+                )
+            )
             return
         item, phase = hot.item, hot.phase
         if isinstance(item, _ToolItem):
@@ -445,6 +486,8 @@ class CodexDecoder(EventDecoder):
             self._tool_events(item.id, phase, *item.call(), outcome, item.output())
         elif isinstance(item, _TextItem):
             self._text_item(item.id, item.text or "", phase, reasoning=item.reasoning)
+        elif isinstance(item, _TodoItem):
+            self._todo_list(item.items)
         else:
             self._error_item(item.message)
 
@@ -481,6 +524,9 @@ class CodexDecoder(EventDecoder):
             total = Tokens.read_each(usage, self._usage_total)
         elif usage is not None:
             f.lose("usage", "cannot be read as a running total of token counts")
+        self._turn_completed(total)
+
+    def _turn_completed(self, total: Tokens | None) -> None:
         step = None if total is None else growth(self._usage_total, total)
         if total is not None:
             step = total if step is None else step  # a count that started again: a new process's own
@@ -545,7 +591,7 @@ class CodexDecoder(EventDecoder):
         elif kind in _TOOLS:
             self._tool_item(item, item_id, phase, kind)
         elif kind == "todo_list":
-            self._todo_list(item)
+            self._todo_list(item.opt_list("items"))
         elif kind == "error":
             self._error_item(item.text("message"))
         else:
@@ -603,8 +649,8 @@ class CodexDecoder(EventDecoder):
             )
         )
 
-    def _todo_list(self, item: Fields) -> None:
-        entries = [entry for entry in item.opt_list("items") or [] if isinstance(entry, dict)]
+    def _todo_list(self, items: list[Any] | None) -> None:
+        entries = [entry for entry in items or [] if isinstance(entry, dict)]
         done = sum(entry.get("completed") is True for entry in entries)
         lines = [
             f"[{'x' if entry.get('completed') is True else ' '}] {entry.get('text', '')}" for entry in entries
