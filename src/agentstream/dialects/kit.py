@@ -898,7 +898,8 @@ class EventDecoder(DialectDecoder):
 
     def emit(self, event: p.Event, ts: str | None = None) -> None:
         """Queue a canonical event, first closing any open delta run with its complete event."""
-        self.close_run()
+        if self._run is not None:  # tested here: most events find none, and a call costs more than the test
+            self.close_run()
         self._stamp(event, ts)
 
     def _stamp(self, event: p.Event, ts: str | None) -> None:
