@@ -477,17 +477,25 @@ def test_shell_interrupted_by_exception_kills_group(ws: Path) -> None:
 
 def test_shell_interrupted_while_starting_kills_group(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Popen() waits on a pipe for the child's exec; an interrupt there must not orphan the command.
-    real_read = os.read
+    real_read, real_fork_exec = os.read, subprocess._fork_exec  # type: ignore[attr-defined]
+    forked_the_command = False
+
+    def fork_exec(*args: Any) -> int:
+        nonlocal forked_the_command
+        forked_the_command = forked_the_command or COMMAND in args[0][-1]  # not the watchdog's fork
+        return real_fork_exec(*args)  # type: ignore[no-any-return]
 
     def read(fd: int, size: int) -> bytes:
-        if size == 50000:  # Popen's wait for the exec
+        if size == 50000 and forked_the_command:  # Popen's wait for the command's exec
             wait_for_file(ws / "early.pid")
             raise KeyboardInterrupt
         return real_read(fd, size)
 
+    COMMAND = "sleep 60 & echo $! > early.pid; wait"
+    monkeypatch.setattr(subprocess, "_fork_exec", fork_exec)
     monkeypatch.setattr(os, "read", read)
     with pytest.raises(KeyboardInterrupt):
-        make_toolbox(ws).run("shell", {"command": "sleep 60 & echo $! > early.pid; wait"})
+        make_toolbox(ws).run("shell", {"command": COMMAND})
     monkeypatch.undo()
     assert gone_soon(int((ws / "early.pid").read_text()))
 
@@ -517,6 +525,8 @@ def test_a_signal_between_the_fork_and_the_pid_being_known_still_kills_the_group
 
         def fork_exec_then_interrupted(*args):
             pid = fork_exec(*args)
+            if "bg.pid" not in args[0][-1]:
+                return pid  # the watchdog's start, before the command's
             Path({str(ws)!r}, "shell.pid").write_text(str(pid))
             deadline = time.monotonic() + 10
             while not Path({str(ws)!r}, "bg.pid").exists() and time.monotonic() < deadline:

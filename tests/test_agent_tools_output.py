@@ -6,6 +6,8 @@ import contextlib
 import os
 import re
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -58,9 +60,6 @@ def test_a_shell_command_and_its_children_die_when_the_agent_is_sigkilled(tmp_pa
     agent = agent_running_shell(tmp_path, "trap '' TERM; sleep 60 & echo $! > bg.pid; echo $$ > sh.pid; wait")
     try:
         pids = [int(wait_for_file(tmp_path / name)) for name in ("sh.pid", "bg.pid")]
-        _wait_for_watchdog_of(
-            pids[0]
-        )  # the agent starts it right after the command: kill the agent only then
         agent.send_signal(signal.SIGKILL)
         agent.wait(timeout=10)
         assert all(gone_soon(pid) for pid in pids), "the command outlived the agent"
@@ -72,14 +71,44 @@ def test_a_shell_command_and_its_children_die_when_the_agent_is_sigkilled(tmp_pa
                     os.kill(int((tmp_path / name).read_text()), signal.SIGKILL)
 
 
-def _wait_for_watchdog_of(pgid: int, timeout_s: float = 10.0) -> None:
-    """Until the watchdog process of group ``pgid`` runs (its argv names it after the script)."""
-    needle = f"agentstream-watchdog\0{pgid}\0".encode()
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        for entry in Path("/proc").iterdir():
+DIES_RIGHT_AFTER_STARTING = """
+import os, signal, subprocess, sys
+from agentstream._children import GroupWatchdog
+watchdog = GroupWatchdog(grace=0.5)
+child = subprocess.Popen(
+    watchdog.announcing(["/bin/sh", "-c", "trap '' TERM; sleep 60 & wait"]),
+    start_new_session=True, stdin=watchdog.child_stdin,
+)
+os.write(1, b"%d" % child.pid)
+os.kill(os.getpid(), signal.SIGKILL)  # the moment a watchdog started after the child would not be running yet
+"""
+
+
+def test_a_watchdog_started_before_its_child_sees_a_sigkill_right_after_the_start() -> None:
+    """The child names its group to the watchdog itself: a parent killed as soon as Popen returns (before it
+    could hand the child's pid to anyone) still leaves nothing of the child's group behind."""
+    parent = subprocess.run(
+        [sys.executable, "-c", DIES_RIGHT_AFTER_STARTING], capture_output=True, timeout=30, check=False
+    )
+    assert parent.returncode == -signal.SIGKILL, parent.stderr
+    group = int(parent.stdout)
+    deadline = time.monotonic() + 10
+    while _members_of(group) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = _members_of(group)
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    assert not left, f"the child's group outlived its parent: {left}"
+
+
+def _members_of(group: int) -> list[int]:
+    """The live processes of process group ``group`` (zombies are gone already, as far as it matters)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
             with contextlib.suppress(OSError):
-                if entry.name.isdigit() and needle in (entry / "cmdline").read_bytes():
-                    return
-        time.sleep(0.01)
-    raise AssertionError(f"no watchdog for group {pgid}")
+                state, _parent, pgrp = (entry / "stat").read_text().rpartition(")")[2].split()[:3]
+                if int(pgrp) == group and state != "Z":
+                    members.append(int(entry.name))
+    return members

@@ -96,16 +96,28 @@ def orphan_guard(argv: Sequence[str]) -> list[str]:
 
 _WATCHDOG: Final = """
 trap '' INT
+read -r group || exit 0
+case $group in ''|*[!0-9]*) exit 0;; esac
 read -r said; [ -n "$said" ] && exit 0
-kill -TERM "-$1" 2>/dev/null || exit 0
+kill -TERM "-$group" 2>/dev/null || exit 0
 tick=0
-while kill -0 "-$1" 2>/dev/null; do
-  if [ "$tick" -ge "$2" ]; then kill -KILL "-$1" 2>/dev/null; exit 0; fi
+while kill -0 "-$group" 2>/dev/null; do
+  if [ "$tick" -ge "$1" ]; then kill -KILL "-$group" 2>/dev/null; exit 0; fi
   sleep 0.05; tick=$((tick + 1))
 done
 """
-"""The watchdog, in POSIX sh (a millisecond to start, where an interpreter takes tens): it reads its pipe;
-a byte means we finished, end of file that we died. Arguments: the group, and the grace in 50 ms ticks."""
+"""The watchdog, in POSIX sh (a millisecond to start, where an interpreter takes tens): it reads its pipe,
+whose first line is the group to watch (no group: nothing started, nothing to do); then a byte means we
+finished, end of file that we died. Argument: the grace in 50 ms ticks."""
+
+_ANNOUNCE: Final = """
+printf '%s\n' "$$" >&0
+exec "$@" </dev/null
+"""
+"""Runs first in a child the watchdog watches from its start: it writes the child's pid (its group, the
+child being in a session of its own) into the watchdog's pipe, which is its stdin (a descriptor any sh can
+name), then becomes the real program (the same process), reading nothing, with its copy of the pipe closed.
+Arguments: the program's argv."""
 
 
 class GroupWatchdog:
@@ -114,16 +126,21 @@ class GroupWatchdog:
     It runs in its own session, so killing our process group does not kill it,
     and waits on a pipe: end of file means we died (or :meth:`fire`d); :meth:`release`
     (one byte) means we finished and the group is ours to deal with.
+
+    Without ``pgid`` the watchdog is started before the child it watches, which names its group itself
+    (start it with :meth:`announcing` and ``stdin=watchdog.child_stdin``, in a new session; the program
+    reads nothing): a SIGKILL of ours at any moment, even between the child's start and our noting its pid,
+    then leaves no child behind.
     """
 
-    def __init__(self, pgid: int, *, grace: float = 3.0) -> None:
+    def __init__(self, pgid: int | None = None, *, grace: float = 3.0) -> None:
         self._grace = grace
         self._fired = False
         self._lock = threading.Lock()  # fire() and release() may come from different threads
         read_end, self._write_end = os.pipe()
         try:
             self._proc = subprocess.Popen(
-                ["/bin/sh", "-c", _WATCHDOG, "agentstream-watchdog", str(pgid), str(math.ceil(grace / 0.05))],
+                ["/bin/sh", "-c", _WATCHDOG, "agentstream-watchdog", str(math.ceil(grace / 0.05))],
                 stdin=read_end,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -132,6 +149,18 @@ class GroupWatchdog:
         finally:
             os.close(read_end)
         os.set_inheritable(self._write_end, False)
+        if pgid is not None:
+            os.write(self._write_end, f"{pgid}\n".encode())
+
+    @property
+    def child_stdin(self) -> int:
+        """The pipe the child announces its group on, as the child's stdin (Popen dups it there)."""
+        return self._write_end
+
+    @staticmethod
+    def announcing(argv: Sequence[str]) -> list[str]:
+        """``argv`` run so that it first tells the watchdog on its stdin its process group (:data:`_ANNOUNCE`)."""
+        return ["/bin/sh", "-c", _ANNOUNCE, "agentstream-child", *argv]
 
     def fire(self) -> None:
         """End the whole group now, as if we had died, without waiting: grandchildren go with the child."""

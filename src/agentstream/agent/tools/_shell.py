@@ -217,7 +217,8 @@ def _started(command: str, ctx: ToolContext, env: dict[str, str]) -> Iterator[su
     the handled signals are only noted while the child starts, and delivered once its pid is known.
 
     A SIGKILL of the agent runs no ``finally``: a :class:`GroupWatchdog` then ends the group instead, so
-    neither the command nor its children outlive the agent (and its timeout) that way either.
+    neither the command nor its children outlive the agent (and its timeout) that way either. It starts
+    before the command, which names its group to it first thing, so no moment of the start escapes it.
     """
     proc = cast(
         "subprocess.Popen[bytes]", subprocess.Popen.__new__(subprocess.Popen)
@@ -225,17 +226,17 @@ def _started(command: str, ctx: ToolContext, env: dict[str, str]) -> Iterator[su
     watchdog: GroupWatchdog | None = None
     try:
         try:
-            with SignalsHeld():  # until the pid that the ``finally`` kills the group by is stored and watched
+            watchdog = GroupWatchdog(grace=_WATCHDOG_GRACE_S)
+            with SignalsHeld():  # until the pid that the ``finally`` kills the group by is stored
                 proc.__init__(  # type: ignore[misc]
-                    [_shell_binary(), "-c", command],
+                    watchdog.announcing([_shell_binary(), "-c", command]),
                     cwd=ctx.workspace,
                     env=env,
-                    stdin=subprocess.DEVNULL,
+                    stdin=watchdog.child_stdin,  # the command itself reads /dev/null
                     stdout=subprocess.PIPE,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
                 )
-                watchdog = GroupWatchdog(proc.pid, grace=_WATCHDOG_GRACE_S)
         except OSError as exc:
             raise ToolFailure(f"shell: could not start {_shell_binary()}: {exc.strerror or exc}") from None
         yield proc
