@@ -230,7 +230,8 @@ def assert_resumed_whole(stopped: bytes, resumed: bytes, run_id: str, produced: 
 def test_a_follower_stopped_mid_tool_call_and_its_resume_see_each_event_once(bus_url: str) -> None:
     """SIGINT to a follower while the run's tool call is open; following on from its resume point
     loses nothing, and the follower's made-up ending takes none of the run's (session_id, seq)."""
-    producer = start_producer(bus_url, "tool events=8 interval=0.15", "live")
+    # The call stays open for 3 s after the first log: time enough for the SIGINT on a loaded machine.
+    producer = start_producer(bus_url, "tool events=6 interval=0.5", "live")
     follower = spawn_cli("follow", "live", "--wait", "--bus", bus_url)
     assert follower.stdout is not None
     printed = b""
