@@ -183,6 +183,27 @@ def test_thinking_events_become_reasoning() -> None:
     assert events[1].reasoning_id == events[3].reasoning_id
 
 
+def test_a_function_form_result_beside_function_is_read_not_taken_for_success() -> None:
+    """The generic form is undocumented: its outcome may sit inside ``function`` or beside it."""
+    spec = {"function": {"name": "grep", "arguments": "{}"}}
+    events = decode(
+        "cursor",
+        [
+            line({"type": "tool_call", "subtype": "started", "call_id": "c1", "tool_call": spec}),
+            line(
+                {
+                    "type": "tool_call",
+                    "subtype": "completed",
+                    "call_id": "c1",
+                    "tool_call": {**spec, "result": {"error": {"message": "no such pattern"}}},
+                }
+            ),
+        ],
+    )
+    (done,) = [event for event in events if isinstance(event, p.ToolResult)]
+    assert (done.call_id, done.status, done.error) == ("c1", "error", "no such pattern")
+
+
 def test_function_tools_errors_and_missing_ids() -> None:
     def tool(subtype: str, spec: dict[str, Any], call_id: str | None = None) -> bytes:
         obj: dict[str, Any] = {"type": "tool_call", "subtype": subtype, "tool_call": spec}

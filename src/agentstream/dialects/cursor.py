@@ -179,7 +179,8 @@ class CursorDecoder(EventDecoder):
         if subtype not in ("started", "completed"):
             self.pass_through("tool_call", f.obj)  # a stage of a call this reader does not know
             return
-        key, tool = _tool_of(f.sub("tool_call"))
+        call = f.sub("tool_call")
+        key, tool = _tool_of(call)
         ts = self._moment(f.opt_number("timestamp_ms"))
         if key == _FUNCTION:
             name = tool.text("name")
@@ -195,6 +196,10 @@ class CursorDecoder(EventDecoder):
             )
             return
         outcome = tool.opt_mapping("result")
+        if outcome is None and key == _FUNCTION:
+            outcome = call.opt_mapping(
+                "result"
+            )  # the undocumented generic form may carry it beside ``function``
         call_id, name = self.tools.finished(call_id, name)
         result = p.ToolResult(call_id=call_id, name=name, status="success")
         if outcome:
