@@ -1,7 +1,8 @@
 """A stand-in for an agent CLI's headless mode, for ``agentstream acp --cli``: ``python _fake_agent_cli.py KIND ARGS``.
 
-KIND is ``gemini`` (``[--resume ID] -p PROMPT --output-format stream-json``) or
-``codex`` (``exec --json [resume ID] PROMPT``). It prints the lines its CLI
+KIND is ``gemini`` (``[--resume ID] -p PROMPT --output-format stream-json``, the prompt also as
+``--prompt=PROMPT``) or ``codex`` (``exec --json [resume ID] [--] PROMPT``); options are read as an
+option parser reads them, so a prompt such as ``--fix`` written without care would be taken for one. It prints the lines its CLI
 prints (the shapes of tests/fixtures/seeds/gemini.ndjson and
 tests/fixtures/dialects/codex/exec-doc.ndjson), says in its answer which
 session it was resumed with (so tests can see the resume flag arrive), and
@@ -29,9 +30,14 @@ def wait_for_sigint() -> None:
 
 
 def gemini(args: list[str]) -> None:
-    resume = args[args.index("--resume") + 1] if "--resume" in args else None
-    prompt = args[args.index("-p") + 1]
-    assert args[args.index("--output-format") + 1] == "stream-json"
+    import argparse
+
+    parser = argparse.ArgumentParser(exit_on_error=False)
+    parser.add_argument("--resume")
+    parser.add_argument("-p", "--prompt", required=True)
+    parser.add_argument("--output-format", choices=["stream-json"], required=True)
+    options = parser.parse_args(args)
+    resume, prompt = options.resume, options.prompt
     ts = "2025-10-10T12:00:00.000Z"
     say(
         {
@@ -85,7 +91,11 @@ def codex(args: list[str]) -> None:
     resume = None
     if rest[:1] == ["resume"]:
         resume, rest = rest[1], rest[2:]
-    prompt = rest[0]
+    if rest[:1] == ["--"]:
+        rest = rest[1:]
+    elif rest[0].startswith("-"):
+        sys.exit(f"error: unexpected argument '{rest[0]}' found")  # as clap says it
+    (prompt,) = rest
     say({"type": "thread.started", "thread_id": resume or "codex-thread-1"})
     say({"type": "turn.started"})
     if "sleep" in prompt:

@@ -153,11 +153,37 @@ def test_cancel_mid_tool_ends_the_turn_cancelled(
     assert not (work / "never.txt").exists()
 
 
+def test_a_cancel_sent_right_after_the_prompt_cancels_it_before_any_tool_runs(
+    tmp_path: Path, work: Path, env: dict[str, str]
+) -> None:
+    """The cancel can be read before the prompt's turn begins: it must not be forgotten when the turn starts."""
+    calls = [[tool("call_s", "shell", command="echo ran > ran.txt")], [text("unused")]]
+    cassette = write_cassette(tmp_path / "c.ndjson", calls)
+    plan = {"cwd": str(work), "prompts": ["go"], "cancelOn": "sent"}
+    got = acp_client(plan, own_agent(cassette, "--permission-mode", "full"), env, cwd=work)
+    assert of_kind(got, "stop") == [{"kind": "stop", "stopReason": "cancelled"}]
+    assert not (work / "ran.txt").exists()
+
+
 def test_cancel_while_asking_permission(tmp_path: Path, work: Path, env: dict[str, str]) -> None:
     calls = [[tool("call_p", "shell", command="touch nope.txt")], [text("unused")]]
     cassette = write_cassette(tmp_path / "c.ndjson", calls)
     plan = {"cwd": str(work), "prompts": ["go"], "cancelOn": "permission"}
     got = acp_client(plan, own_agent(cassette), env, cwd=work)
+    assert of_kind(got, "stop") == [{"kind": "stop", "stopReason": "cancelled"}]
+    assert not (work / "nope.txt").exists()
+
+
+def test_a_client_that_leaves_while_asked_for_a_permission_gets_no_further_model_call(
+    tmp_path: Path, work: Path, env: dict[str, str]
+) -> None:
+    """Nobody is left to see the turn: the unanswered request ends it, rather than a denial it goes on after."""
+    calls = [[tool("call_p", "shell", command="touch nope.txt")], [text("billed for nothing")]]
+    cassette = write_cassette(tmp_path / "c.ndjson", calls)
+    plan = {"cwd": str(work), "prompts": ["go"], "permission": "leave"}
+    got = acp_client(plan, own_agent(cassette), env, cwd=work)
+    assert of_kind(got, "permission")
+    assert "billed for nothing" not in agent_text(got)
     assert of_kind(got, "stop") == [{"kind": "stop", "stopReason": "cancelled"}]
     assert not (work / "nope.txt").exists()
 
@@ -327,8 +353,9 @@ def fake_cli(tmp_path: Path, kind: str) -> Path:
 def test_a_cli_continues_its_own_session(
     tmp_path: Path, work: Path, env: dict[str, str], kind: str, first_id: str
 ) -> None:
+    """Prompts that look like options stay prompts (an option parser would take ``--fix`` for one)."""
     agent = agentstream("acp", "--cli", kind, "--cli-path", str(fake_cli(tmp_path, kind)))
-    got = acp_client({"cwd": str(work), "prompts": ["hello", "again"]}, agent, env, cwd=work)
+    got = acp_client({"cwd": str(work), "prompts": ["--fix", "-v"]}, agent, env, cwd=work)
     assert [s["stopReason"] for s in of_kind(got, "stop")] == ["end_turn", "end_turn"]
     assert agent_text(got) == f"fresh sessionresumed {first_id}"
     assert of_kind(got, "initialize")[0]["result"]["agentCapabilities"]["loadSession"] is False

@@ -85,6 +85,24 @@ def test_bad_lines_and_unknown_methods_get_jsonrpc_errors() -> None:
     assert next(m for m in written if m.get("id") == 8)["error"]["data"] == {"param": "x"}  # type: ignore[index]
 
 
+def test_a_message_shaped_as_a_response_is_never_answered() -> None:
+    """Answering the peer's complaints (an error with a null id, say) lets two peers trade them for ever."""
+    heard: list[str] = []
+    written = serve(
+        [
+            b'{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"not JSON"}}\n',
+            b'{"jsonrpc":"2.0","id":14}\n',
+            b'{"jsonrpc":"2.0","id":"s","result":{}}\n',
+            b'{"jsonrpc":"2.0","id":99,"error":{"code":-32600,"message":"unknown"}}\n',
+            b'{"jsonrpc":"2.0","id":1,"method":"f"}\n',
+        ],
+        requests={"f": lambda params: {"ok": True}},
+        on_bad_line=lambda line, reason: heard.append(reason),
+    )
+    assert written == [{"jsonrpc": "2.0", "id": 1, "result": {"ok": True}}]
+    assert heard.count("a response to no request of ours") == 3  # the unknown int id is simply dropped
+
+
 def test_a_bad_byte_inside_a_string_keeps_the_message_and_the_connection() -> None:
     """Invalid UTF-8 in a string once ended the reading silently: no answer to it, nor to anything after it."""
     seen: list[object] = []

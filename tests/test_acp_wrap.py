@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -90,10 +91,28 @@ def test_a_new_message_id_starts_a_new_message(tmp_path: Path) -> None:
     assert said.level == "warn" and "'image'" in said.message
 
 
+def test_updates_of_another_session_are_not_this_turns(tmp_path: Path) -> None:
+    run = wrap(tmp_path, "sessions")
+    assert [e.content for e in run.of_type("message")] == ["mine"]
+
+
 def test_garbage_lines_are_reported_and_lose_nothing(tmp_path: Path) -> None:
     run = wrap(tmp_path, "garbage")
     bad = [e for e in run.of_type("error") if e.recoverable]
     assert bad and "this is not json" in bad[0].message
+
+
+def test_a_banner_line_before_an_agentstream_agent_starts_no_exchange_of_errors(tmp_path: Path) -> None:
+    """Both sides agentstream: the client's parse error about the banner is answered by nothing, so the
+    banner is reported once (answering each other's errors once made thousands of reports in a turn)."""
+    agent = f"echo starting agent v1.0; exec {sys.executable} -m agentstream acp --provider demo"
+    command = agentstream("wrap", "--no-publish", "--from", "acp", "-p", "hi", "--", "sh", "-c", agent)
+    done = subprocess.run(
+        command, capture_output=True, env=exec_env(tmp_path / "home"), cwd=tmp_path, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    (banner,) = [e for e in map(p.decode, done.stdout.splitlines()) if isinstance(e, p.Error)]
+    assert banner.code == "MALFORMED_EVENT" and "starting agent v1.0" in banner.message
 
 
 def test_a_hung_agent_is_stopped_after_the_idle_timeout(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@
 //   garbage     a non-JSON line and a response with an unknown stopReason
 //   messages    two messages told apart only by their messageId, and an image block in a message
 //   future      initialize answers a protocol version newer than the client's
+//   sessions    a chunk for another session of the agent's, then its own answer
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
 
@@ -117,6 +118,14 @@ const app = acp
       await chunk("m2", { type: "text", text: "second message." });
       await chunk("m2", { type: "image", data: "iVBORw0KGgo=", mimeType: "image/png" });
       await chunk("m2", { type: "image", data: "iVBORw0KGgo=", mimeType: "image/png" });
+      return { stopReason: "end_turn" };
+    }
+    if (mode === "sessions") {
+      await client.notify(acp.methods.client.session.update, {
+        sessionId: "another-session",
+        update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: "NOT THIS TURN " } },
+      });
+      await say("mine");
       return { stopReason: "end_turn" };
     }
     if (mode === "garbage") {

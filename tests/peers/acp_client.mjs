@@ -1,8 +1,10 @@
 // An ACP client built with the official TypeScript SDK, used as the oracle for `agentstream acp`.
 //
 // usage: node acp_client.mjs PLAN_JSON -- AGENT_CMD [ARGS...]
-// PLAN_JSON: {"cwd": "/abs", "load": "ses_..."?, "permission": "allow"|"reject"|"cancel"?,
-//             "prompts": ["..."], "cancelOn": "tool_call"|"tool_start"|"message"|"permission"?,
+// PLAN_JSON: {"cwd": "/abs", "load": "ses_..."?, "permission": "allow"|"reject"|"leave"?,
+//             ("leave": close the agent's stdin instead of answering, and keep reading what it says)
+//             "prompts": ["..."], "cancelOn": "sent"|"tool_call"|"tool_start"|"message"|"permission"?,
+//             ("sent": right after the prompt request is written, before anything comes back)
 //             "cancelBy": "notification" (session/cancel, the default) | "request" (the SDK's
 //             cancellationSignal on the prompt request, which sends $/cancel_request)}
 // Prints one JSON object per line on stdout: what the SDK delivered, in order.
@@ -35,6 +37,10 @@ const app = acp
   .client({ name: "agentstream-test-client" })
   .onRequest(acp.methods.client.session.requestPermission, async ({ params }) => {
     out({ kind: "permission", params });
+    if (plan.permission === "leave") {
+      child.stdin.end();
+      return new Promise(() => {});
+    }
     if (plan.cancelOn === "permission") {
       cancel();
       return { outcome: { outcome: "cancelled" } };
@@ -75,11 +81,13 @@ try {
     for (const text of plan.prompts ?? []) {
       try {
         promptAbort = new AbortController();
-        const response = await ctx.request(
+        const answer = ctx.request(
           acp.methods.agent.session.prompt,
           { sessionId, prompt: [{ type: "text", text }] },
           { cancellationSignal: promptAbort.signal },
         );
+        if (plan.cancelOn === "sent") cancel();
+        const response = await answer;
         out({ kind: "stop", stopReason: response.stopReason });
       } catch (error) {
         out({ kind: "error", code: error.code, message: error.message, data: error.data ?? null });

@@ -95,10 +95,13 @@ class AcpSession(ABC):
         params = {"sessionId": self.session_id, "toolCall": tool_call, "options": PERMISSION_OPTIONS}
         try:
             answer = self.agent.peer.request("session/request_permission", params, cancel=self.cancelled)
-        except PeerClosed:
-            if self.cancelled.is_set():
-                return PermissionAnswer(False, cancelled=True, reason="the turn was cancelled")
-            return PermissionAnswer(False, reason="the client went away before answering")
+        except PeerClosed:  # cancelled, or the client went away: either way nobody sees the turn go on
+            why = (
+                "the turn was cancelled"
+                if self.cancelled.is_set()
+                else "the client went away before answering"
+            )
+            return PermissionAnswer(False, cancelled=True, reason=why)
         except RpcError as exc:
             return PermissionAnswer(False, reason=f"the client could not be asked: {exc.message}")
         outcome = answer.get("outcome") if isinstance(answer, dict) else None
@@ -201,7 +204,6 @@ class AcpAgent(ABC):
         if not session.busy.acquire(blocking=False):
             raise RpcError(INVALID_PARAMS, "a prompt is already running in this session; cancel it first")
         try:
-            session.cancelled.clear()
             result = session.run_prompt(text)
         finally:
             session.busy.release()
@@ -245,14 +247,22 @@ class AcpAgent(ABC):
 
     # -- helpers ---------------------------------------------------------------------
 
-    def _admit(self, method: str) -> None:
-        """ACP: nothing but ``initialize`` until it has succeeded (-32600, as the official SDK's agents answer)."""
+    def _admit(self, method: str, params: Any) -> None:
+        """ACP: nothing but ``initialize`` until it has succeeded (-32600, as the official SDK's agents answer).
+
+        A prompt to an idle session forgets an earlier cancel here, where requests and notifications are read
+        in order: a ``session/cancel`` sent right after the prompt then cancels it, even before it starts.
+        """
         if not self.initialized and method != "initialize":
             raise RpcError(
                 INVALID_REQUEST,
                 f"{method} before initialize: the connection is not initialized yet",
                 {"fix": "send initialize first and wait for its answer", "method": method},
             )
+        if method == "session/prompt" and isinstance(params, dict):
+            session = self.sessions.get(params.get("sessionId"))  # type: ignore[arg-type]
+            if session is not None and not session.busy.locked():
+                session.cancelled.clear()
 
     def _session(self, params: dict[str, Any]) -> AcpSession:
         session_id = require(params, "sessionId", str)

@@ -41,35 +41,42 @@ class CliSpec:
     """How to run one CLI headless for one prompt."""
 
     dialect: str
-    argv: Callable[[str, str | None], list[str]]
-    """(prompt, the CLI's session id to resume or None) → the arguments after the binary."""
+    argv: Callable[[str | None], list[str]]
+    """The CLI's session id to resume (or None) → the options after the binary."""
+    prompt: Callable[[str], list[str]] = lambda text: []
+    """The prompt → the last arguments, so written that the CLI never reads a prompt such as ``--fix it`` as
+    an option (after ``--``, or as an option's ``=value``); nothing for a prompt sent on stdin."""
     control: bool = False
     """Claude Code's control protocol on stdin (prompt, interrupt, permission answers)."""
 
 
-def _claude(prompt: str, resume: str | None) -> list[str]:
+def _claude(resume: str | None) -> list[str]:
     base = ["--output-format", "stream-json", "--verbose", "--input-format", "stream-json"]
     base += ["--permission-prompt-tool", "stdio"]
     return [*base, *(["--resume", resume] if resume else [])]
 
 
-def _gemini(prompt: str, resume: str | None) -> list[str]:
-    return [*(["--resume", resume] if resume else []), "-p", prompt, "--output-format", "stream-json"]
+def _gemini(resume: str | None) -> list[str]:
+    return [*(["--resume", resume] if resume else []), "--output-format", "stream-json"]
 
 
-def _codex(prompt: str, resume: str | None) -> list[str]:
-    return ["exec", "--json", *(["resume", resume] if resume else []), prompt]
+def _codex(resume: str | None) -> list[str]:
+    return ["exec", "--json", *(["resume", resume] if resume else [])]
 
 
-def _cursor(prompt: str, resume: str | None) -> list[str]:
-    return ["-p", prompt, "--output-format", "stream-json", *(["--resume", resume] if resume else [])]
+def _cursor(resume: str | None) -> list[str]:
+    return ["-p", "--output-format", "stream-json", *(["--resume", resume] if resume else [])]
+
+
+def _after_options(text: str) -> list[str]:
+    return ["--", text]
 
 
 CLIS: Final[dict[str, CliSpec]] = {
     "claude": CliSpec("claude", _claude, control=True),
-    "gemini": CliSpec("gemini", _gemini),
-    "codex": CliSpec("codex", _codex),
-    "cursor-agent": CliSpec("cursor", _cursor),
+    "gemini": CliSpec("gemini", _gemini, lambda text: [f"--prompt={text}"]),
+    "codex": CliSpec("codex", _codex, _after_options),
+    "cursor-agent": CliSpec("cursor", _cursor, _after_options),
 }
 CLI_NAMES: Final = tuple(CLIS)
 
@@ -106,7 +113,8 @@ class CliSession(AcpSession):
         from agentstream.consumer import spawn
 
         spec, agent = agent_spec(self.agent.name), self.agent
-        argv = [agent.binary, *spec.argv(text, self.cli_session), *agent.permission_args(), *agent.extra]
+        argv = [agent.binary, *spec.argv(self.cli_session), *agent.permission_args(), *agent.extra]
+        argv += spec.prompt(text)
         child = spawn(
             argv,
             spec.dialect,

@@ -37,6 +37,10 @@ class _Runner(AgentRunner):
         stream.observe(self.acp.seen)
         return stream
 
+    def _cancelled_before_it_began(self, stream: Stream) -> bool:
+        """A ``session/cancel`` read right after its prompt, before the turn began, still cancels it."""
+        return super()._cancelled_before_it_began(stream) or self.acp.cancelled.is_set()
+
 
 class OwnSession(AcpSession):
     """One ACP session of agentstream's own agent."""

@@ -95,7 +95,7 @@ class RpcPeer:
         notifications: dict[str, Handler] | None = None,
         on_bad_line: Callable[[bytes, str], None] | None = None,
         on_message: Callable[[], None] | None = None,
-        admit: Callable[[str], None] | None = None,
+        admit: Callable[[str, Any], None] | None = None,
         cancellable: dict[str, Handler] | None = None,
         label: str = "agentstream acp",
     ) -> None:
@@ -106,7 +106,8 @@ class RpcPeer:
         self.on_message = on_message
         """Called for every message received (the client's idle timer)."""
         self.admit = admit
-        """Called with a request's method, in the order requests arrive; raises RpcError to refuse it."""
+        """Called with a request's method and params on the reading thread, in the order requests arrive (before
+        its handler runs on a thread of its own); raises RpcError to refuse it."""
         self.cancellable = cancellable or {}
         """Method -> what cancels a running request of it (given its params), on ``$/cancel_request``."""
         self.label = label
@@ -214,11 +215,18 @@ class RpcPeer:
                 self._serve_request(ident, method, params)
             else:
                 self._bad(line, "the request's id is not a string, a number or null", INVALID_REQUEST, None)
+        elif "method" in message:
+            reason = "the method is not a string"
+            self._bad(line, reason, INVALID_REQUEST, ident if _is_id(ident) else None)
         elif type(ident) is int and ("result" in message or "error" in message):
             self._answer(ident, message)
+        elif "id" in message or "result" in message or "error" in message:
+            # Shaped as a response (an error the peer sends about a line of ours, say): never answered, or
+            # two peers that each answer the other's complaints would trade them for ever.
+            if self.on_bad_line is not None:
+                self.on_bad_line(line, "a response to no request of ours")
         else:
-            reason = "not a JSON-RPC request, notification or response"
-            self._bad(line, reason, INVALID_REQUEST, ident if _is_id(ident) else None)
+            self._bad(line, "not a JSON-RPC request, notification or response", INVALID_REQUEST, None)
 
     def _bad(self, line: bytes, reason: str, code: int, ident: Any) -> None:
         if self.on_bad_line is not None:
@@ -264,7 +272,7 @@ class RpcPeer:
         handler = self.requests.get(method)
         try:
             if self.admit is not None:
-                self.admit(method)
+                self.admit(method, params)
             if handler is None:
                 raise RpcError(METHOD_NOT_FOUND, f"unknown method {method!r}")
             if not isinstance(params, dict):

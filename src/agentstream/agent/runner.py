@@ -234,12 +234,16 @@ class AgentRunner:
                 self.session.stream = None
         return stream.result.exit_code if stream.result else 1
 
+    def _cancelled_before_it_began(self, stream: Stream) -> bool:
+        """Whether the client interrupted the turn that runs in ``stream`` before it began."""
+        return self.session is not None and self.session.begin_turn(stream)
+
     def _run_loop(self, stream: Stream, prompt: str) -> None:
         from agentstream.agent.interrupt import TurnInterrupted
 
         self.control.begin()
-        if self.session is not None and self.session.begin_turn(stream):
-            self.control.cancel.set()  # interrupted before it began: it stops at its first step
+        if self._cancelled_before_it_began(stream):
+            self.control.cancel.set()  # it stops at its first step
         try:
             with self._heartbeats(stream):
                 outcome = self.loop.run(stream, prompt)

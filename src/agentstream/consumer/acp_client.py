@@ -401,8 +401,12 @@ class AcpSpawn(PopenChild):
 
     def _on_update(self, params: dict[str, Any]) -> None:
         update = params.get("update")
-        if not isinstance(update, dict) or not self._session_id:
-            return
+        if (
+            not isinstance(update, dict)
+            or not self._session_id
+            or params.get("sessionId") != self._session_id
+        ):
+            return  # another session's (an agent may run several): not this turn's
         kind = update.get("sessionUpdate")
         content = update.get("content")
         if kind in ("agent_message_chunk", "agent_thought_chunk"):
