@@ -248,6 +248,26 @@ def test_an_exited_child_whose_grandchild_holds_stdout(tmp_path: Path) -> None:
     _assert_gone(helper)
 
 
+def test_a_helper_started_after_the_result_holding_stdout_is_stopped_too(tmp_path: Path) -> None:
+    """The result ends the reading; the child's exit with its helper still holding the pipe ends the helper."""
+    argv = agent_script(
+        tmp_path,
+        """
+        import subprocess
+        stream.message("done")
+        stream.finish()
+        helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        sys.stderr.write(f"helper {helper.pid}\\n"); sys.stderr.flush()
+        os._exit(0)
+        """,
+    )
+    child = spawn(argv, new_process_group=True, **FAST)
+    events = assert_valid_stream(run_bounded(child))
+    assert events[-1].ok  # type: ignore[union-attr]
+    helper = int(child.stderr.split()[1])
+    _assert_gone(helper)
+
+
 def _assert_gone(pid: int) -> None:
     """Dead or a zombie (an orphan's zombie waits for whatever reaps orphans here)."""
     for _ in range(100):

@@ -10,6 +10,7 @@ import fcntl
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import termios
@@ -189,3 +190,49 @@ def test_wraps_exit_code_is_the_childs_own_exit_status(tmp_path: Path, case: str
     if output[0] == "-o":
         result = _events(done.stdout)[-1]
         assert result["exit_code"] == expected and result["ok"] is (expected == 0)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_the_child_lingers_after_its_result_keeps_that_result(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    """Claude Code can hang after its result: the outcome is known, so stopping wrap then is no interruption."""
+    lingering = tmp_path / "lingering"
+    child = _script(
+        tmp_path,
+        "child.py",
+        f"""
+        import sys, time
+        from agentstream import Stream
+        s = Stream("child", out=sys.stdout.buffer, owns_process=False).start()
+        s.message("all done")
+        s.finish(result="all done")
+        sys.stdout.flush()
+        time.sleep(1)  # wrap has read the result by now
+        open({str(lingering)!r}, "w").close()
+        time.sleep(60)
+        """,
+    )
+    wrap = subprocess.Popen(
+        [*CLI, "wrap", "--no-publish", "--exit-timeout", "30", "--", sys.executable, str(child)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not lingering.exists():
+            assert time.monotonic() < deadline and wrap.poll() is None, "the child never got to linger"
+            time.sleep(0.05)
+        wrap.send_signal(signum)
+        out, err = wrap.communicate(timeout=30)
+    finally:
+        wrap.kill()
+    result = _events(out)[-1]
+    assert (result["type"], result["ok"], result["subtype"], result["result"]) == (
+        "result",
+        True,
+        "success",
+        "all done",
+    ), err.decode()
+    assert wrap.returncode == 0

@@ -292,6 +292,9 @@ class _Relay:
         self.forwarder = _Forwarder(child, lambda: self.stream)
         self.held: p.Error | None = None
         """The child's fatal error, kept so that it lands right before our result."""
+        self.answered = False
+        """Whether the child's own result came before any signal: its outcome is known, and a signal while
+        it lingers after it (as Claude Code can) changes nothing."""
 
     def run(self) -> None:
         from agentstream import protocol as p
@@ -302,6 +305,7 @@ class _Relay:
             for event in _chunks_guarded(self.child):
                 if isinstance(event, p.Result):
                     final = event
+                    self.answered = event.synthetic is not True and not self.forwarder.signum
                 else:
                     self._relay(event)
         self._finish(final)
@@ -338,7 +342,7 @@ class _Relay:
                 fix="raise --stall-timeout, or make the child show progress",
             )
             return
-        if self.forwarder.signum:
+        if self.forwarder.signum and not self.answered:
             signum = self.forwarder.signum
             stream.fail(
                 ErrorCode.INTERRUPTED,
@@ -395,6 +399,7 @@ class _TwoWayRelay(_Relay):
         self.child = child
         self.forwarder = _Forwarder(child, lambda: self.turn)
         self.held = None
+        self.answered = False  # a signal ends the session, and the turn it lands in is interrupted
         self.turn: Stream | None = None
         self.close_publisher: Callable[[], None] = _nothing
         self.exit_code = 0

@@ -468,6 +468,8 @@ class Spawn(_ChildBase, PopenChild):
         with _Watch(self.proc.stdout.fileno(), -1, self.proc) as watch:
             while time.monotonic() < deadline:
                 if watch.next_chunk(0.0, deadline=deadline) == b"":
+                    if watch.held_open:  # the child is gone, what it started after its result is not
+                        self._stop_stragglers()
                     break
         self._reap(max(0.0, deadline - time.monotonic()))
 
