@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import http.client
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -131,11 +133,32 @@ def test_run_ids_exec_accepts_are_served_and_only_control_characters_are_refused
     }
     assert set(UNUSUAL_RUN_IDS) <= listed
 
-    for encoded in ("bad%0Aid", "nul%00", "del%7F", "nel%C2%85", "esc%1B%5B31m", "x" * 4097):
+    finished_run(bus_url, "\ufffd(")  # what "%C3%28" would name, were its bytes read as U+FFFD
+    not_utf8 = ("%C3%28", "%ED%A0%80", "%FF")
+    for encoded in ("bad%0Aid", "nul%00", "del%7F", "nel%C2%85", "esc%1B%5B31m", "x" * 4097, *not_utf8):
         for path in (f"/api/runs/{encoded}", f"/api/runs/{encoded}/events"):
             refused = request(server, "GET", path)
             assert refused.status == 400, (encoded[:20], refused.body)
             assert refused.json()["error"]["code"] == "INVALID_INPUT" and refused.json()["fix"]
+            assert len(refused.body) < 1000  # an id too long to be one is not repeated whole
+
+
+def test_head_of_a_live_runs_events_answers_at_once_and_frees_the_connection(
+    server: Server, bus_url: str
+) -> None:
+    publish(bus_url, "live-head", [p.Start(command="exec live")])
+    for accept in ("application/x-ndjson", "text/event-stream"):
+        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        try:
+            connection.request("HEAD", "/api/runs/live-head/events", headers={"Accept": accept})
+            head = connection.getresponse()
+            head.read()
+            assert head.status == 200 and head.getheader("content-type", "").startswith(accept)
+            connection.request("GET", "/api/runs/live-head")  # the same connection, free again
+            after = connection.getresponse()
+            assert after.status == 200 and json.loads(after.read())["result"]["run"]["run_id"] == "live-head"
+        finally:
+            connection.close()
 
 
 def test_a_found_run_and_an_unknown_one_name_the_same_command(server: Server, bus_url: str) -> None:
@@ -288,6 +311,42 @@ def test_a_follower_resuming_past_the_end_does_not_move_the_shared_tail_past_the
         await asyncio.to_thread(publish, bus_url, "shared-tail", [result], first_seq=2)
         assert [record.seq async for batch in behind for record in batch] == [2]
         assert await ahead == []  # the run ended below its resume point: it ends, empty
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        hub.close()
+
+
+def test_a_follower_that_stops_taking_batches_is_held_to_a_few_and_loses_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past its share the tail drops a stalled follower's batches (memory stays bounded); the follower finds
+    the hole when it reads again and takes the rest from the bus, each event once and in order."""
+    from agentstream.serve import hub as hub_module
+
+    monkeypatch.setattr(hub_module, "FOLLOWER_BATCHES", 2)
+    bus_url = f"sqlite:///{tmp_path / 'bus.sqlite3'}"
+    publish(bus_url, "stalled", [p.Start(command="exec live")])
+    hub = hub_module.RunHub(bus_url)
+
+    async def scenario() -> None:
+        follower = hub.batches("stalled", 0)
+        seen = [record.seq for record in await anext(follower)]
+        pending = asyncio.ensure_future(anext(follower))  # subscribed, then waiting on its batches
+        await _until(lambda: hub.tail_next_seq("stalled") is not None, "the follower's tail")
+        for seq in range(1, 41):  # one batch each, while the follower takes none
+            await asyncio.to_thread(
+                publish, bus_url, "stalled", [p.Log(level="info", message=f"{seq}")], first_seq=seq
+            )
+        await _until(lambda: hub.tail_next_seq("stalled") == 41, "the tail to read them all")
+        queued = max(queue.qsize() for queue in hub._tails["stalled"].followers)
+        assert queued <= 2, queued
+        result = p.Result(ok=True, subtype="success", exit_code=0)
+        await asyncio.to_thread(publish, bus_url, "stalled", [result], first_seq=41)
+        seen += [record.seq for record in await pending]
+        seen += [record.seq async for batch in follower for record in batch]
+        assert seen == list(range(42))
 
     try:
         asyncio.run(scenario())
@@ -794,3 +853,21 @@ def test_a_wrapped_cli_shows_up_in_the_api_and_no_publish_keeps_it_out(server: S
     assert quiet.returncode == 0, quiet.stderr
     quiet_id = msgspec.json.decode(quiet.stdout.splitlines()[0])["session_id"]
     assert request(server, "GET", f"/api/runs/{quiet_id}").status == 404
+
+
+def test_sigterm_ends_the_server_while_a_client_follows_a_run_that_never_ends(bus_url: str) -> None:
+    """Open responses get a short grace on a signal: a follower of a live run cannot keep the server up."""
+    publish(bus_url, "endless", [p.Start(command="exec live")])
+    with Server(bus_url) as server:
+        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=20)
+        try:
+            connection.request("GET", "/api/runs/endless/events", headers={"Accept": "application/x-ndjson"})
+            following = connection.getresponse()
+            assert json.loads(following.readline())["type"] == "start"
+            assert server.proc is not None
+            began = time.monotonic()
+            server.proc.send_signal(signal.SIGTERM)
+            server.proc.wait(timeout=15)
+            assert time.monotonic() - began < 10
+        finally:
+            connection.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import socket
+from typing import Final
 
 from agentstream.cli._bus_options import add_bus_option
 from agentstream.cli._options import non_negative_int, positive_seconds
@@ -55,7 +56,14 @@ def run(args: argparse.Namespace) -> int:
     app = create_app(ServeSettings(bus_url=args.bus, token=token, heartbeat_s=args.heartbeat))
     listener = _listen(args.host, args.port)
     port = listener.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", access_log=False, server_header=False)
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        access_log=False,
+        server_header=False,
+        limit_concurrency=_connection_limit(),
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+    )
     note = " (token required)" if token else ""
     sys.stderr.write(
         f"agentstream serve: bus {redact_url(bus_url)}; listening on {server_url(args.host, port)}{note}\n"
@@ -63,6 +71,19 @@ def run(args: argparse.Namespace) -> int:
     sys.stderr.flush()
     uvicorn.Server(config).run(sockets=[listener])
     return 0
+
+
+SHUTDOWN_GRACE_S: Final = 3.0
+"""How long a signal waits for open responses (a follower of a run that never ends) before closing them."""
+
+
+def _connection_limit() -> int:
+    """Connections served at once: half the descriptors this process may open, so that clients (even ones
+    that never finish a request) cannot take those the bus and the server need; the rest are answered 503."""
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return max(64, (soft if soft != resource.RLIM_INFINITY else 65536) // 2)
 
 
 def _listen(host: str, port: int) -> socket.socket:

@@ -24,7 +24,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, unquote_to_bytes
 
 from agentstream._extras import require
 from agentstream.envelope import Envelope, envelope_json, error_envelope
@@ -342,10 +342,12 @@ class _Api:
         run_id = request.path_params["run_id"]
 
         async def build() -> Envelope:
-            _check_run_id(run_id)
+            _check_run_id(run_id, request)
             return await self.hub.call(lambda bus: run_envelope(bus, run_id))
 
-        return await _answer(f"{RUNS_COMMAND} {run_id}", build)  # the command run_envelope names on success
+        return await _answer(
+            f"{RUNS_COMMAND} {_run_id_of(request)}", build
+        )  # the command run_envelope names on success
 
     async def submit(self, request: Request) -> Response:
         from agentstream.cli._submit import SUBMIT_COMMAND, submit_job, submitted_envelope
@@ -364,7 +366,7 @@ class _Api:
         from agentstream.envelope import ok_envelope
 
         run_id = request.path_params["run_id"]
-        command = f"POST /api/runs/{run_id}/cancel"
+        command = f"POST /api/runs/{_run_id_of(request)}/cancel"
 
         def cancel(bus: Bus) -> Envelope:
             info = known_run(bus, run_id)
@@ -380,7 +382,7 @@ class _Api:
             return ok_envelope(command, {"run": row}, [follow_action(run_id), runs_action()])
 
         async def build() -> Envelope:
-            _check_run_id(run_id)
+            _check_run_id(run_id, request)
             return await self.hub.call(cancel)
 
         return await _answer(command, build)
@@ -389,9 +391,9 @@ class _Api:
         from agentstream.bus.summary import known_run
 
         run_id = request.path_params["run_id"]
-        command = f"agentstream follow {run_id}"
+        command = f"agentstream follow {_run_id_of(request)}"
         try:
-            _check_run_id(run_id)
+            _check_run_id(run_id, request)
             start = _resume_point(request)
             encoder = encoder_for(request.query_params.get("dialect"))
             if encoder is not None:
@@ -407,6 +409,8 @@ class _Api:
                     return _no_content()
         except AgentstreamError as exc:
             return _error_response(command, exc)
+        if request.method == "HEAD":  # the headers a GET would get, and no body: nothing to follow
+            return _headers_only(NDJSON if ndjson else "text/event-stream")
         return _ndjson(lines) if ndjson else self._sse(lines)
 
     def _sse(self, batches: AsyncIterator[list[Line]]) -> Response:
@@ -445,6 +449,12 @@ async def _peeked(
             await batches.aclose()  # a client that leaves early: the hub unsubscribes now, not at GC
 
     return again(), first is None
+
+
+def _headers_only(media_type: str) -> Response:
+    from starlette.responses import Response
+
+    return Response(media_type=media_type, headers={"Cache-Control": "no-store"})
 
 
 def _no_content() -> Response:
@@ -505,14 +515,35 @@ def _shown(text: str, limit: int = 40) -> str:
     return text if len(text) <= limit else f"{text[:limit]}…"
 
 
-def _check_run_id(run_id: str) -> None:
-    """Refuse only what no run id can be: empty, over :data:`MAX_RUN_ID`, or with control characters.
+def _run_id_of(request: Request) -> str:
+    """The path's run id, as answers repeat it: one too long to be a run id is shortened there."""
+    run_id: str = request.path_params["run_id"]
+    return run_id if len(run_id) <= MAX_RUN_ID else _shown(run_id)
+
+
+def _check_path_utf8(request: Request) -> None:
+    """The path must be UTF-8 once percent-decoded: the server reads other bytes as U+FFFD, which would name
+    another run (one whose id holds U+FFFD), so such a path is refused instead."""
+    raw = request.scope.get("raw_path")
+    if isinstance(raw, bytes):
+        try:
+            unquote_to_bytes(raw).decode("utf-8")
+        except UnicodeDecodeError:
+            raise UsageError(
+                "bad run id: its percent-encoded bytes are not UTF-8",
+                fix="percent-encode the run id's UTF-8 bytes, as GET /api/runs gives it",
+            ) from None
+
+
+def _check_run_id(run_id: str, request: Request) -> None:
+    """Refuse only what no run id can be: empty, over :data:`MAX_RUN_ID`, not UTF-8, or with control characters.
 
     Anything ``exec --session-id`` and the bus take (spaces of any script, NBSP, U+3000,
     symbols) must stay addressable, so this checks Unicode categories Cc (controls) and
     Cs (lone surrogates), not :meth:`str.isprintable`.
     """
     fix = "use a run id from GET /api/runs, percent-encoded"
+    _check_path_utf8(request)
     if not run_id:
         raise UsageError("bad run id: empty", fix=fix)
     if len(run_id) > MAX_RUN_ID:

@@ -38,6 +38,10 @@ POOL_IDLE: Final = 16
 """Idle buses kept for the next calls; more are opened while more calls run at once, and closed after."""
 RECHECK_S: Final = 5.0
 """A follower that hears nothing for this long reads the bus itself (in case its tail failed)."""
+FOLLOWER_BATCHES: Final = 32
+"""Batches the tail holds for one follower that is not taking them (a client that stopped reading): past
+that it drops them for that follower, which finds the hole when it reads again and catches up from the bus,
+so a stalled client costs bounded memory."""
 
 
 class RunHub:
@@ -119,7 +123,7 @@ class RunHub:
                 return
         if await self._ended_behind(run_id, next_seq):
             return  # a finished run resumed past its end: no tail to start
-        queue: asyncio.Queue[list[Record]] = asyncio.Queue()
+        queue: asyncio.Queue[list[Record]] = asyncio.Queue(maxsize=FOLLOWER_BATCHES)
         tail = self._subscribe(run_id, next_seq, queue)
         try:
             while True:
@@ -146,11 +150,14 @@ class RunHub:
                         continue
                     if fresh[0].seq != next_seq:
                         break  # a hole: read it from the bus
+                    fresh, whole = _up_to_a_hole(fresh)
                     fresh, ended = _through_result(fresh)
                     yield fresh
                     next_seq = fresh[-1].seq + 1
                     if ended:
                         return
+                    if not whole:
+                        break  # batches dropped while this follower did not take them: the bus has them
         finally:
             self._unsubscribe(run_id, tail, queue)
 
@@ -198,6 +205,23 @@ class RunHub:
         with self._lock:
             if self._tails.get(tail.run_id) is tail:
                 del self._tails[tail.run_id]
+
+
+def _offer(queue: asyncio.Queue[list[Record]], batch: list[Record]) -> None:
+    """Hand a follower the next batch, unless it holds :data:`FOLLOWER_BATCHES` it has not taken (see there)."""
+    try:
+        queue.put_nowait(batch)
+    except asyncio.QueueFull:
+        pass
+
+
+def _up_to_a_hole(records: list[Record]) -> tuple[list[Record], bool]:
+    """The records before the first gap in their ``seq``, and whether there was none."""
+    first = records[0].seq
+    for index, record in enumerate(records):
+        if record.seq != first + index:
+            return records[:index], False
+    return records, True
 
 
 def _through_result(records: list[Record]) -> tuple[list[Record], bool]:
@@ -264,7 +288,7 @@ class _Tail(threading.Thread):
                     followers = list(self.followers.items())
                 for queue, loop in followers:
                     try:
-                        loop.call_soon_threadsafe(queue.put_nowait, batch)
+                        loop.call_soon_threadsafe(_offer, queue, batch)
                     except RuntimeError:  # that follower's loop has closed
                         pass
                 if batch[-1].type == "result":
