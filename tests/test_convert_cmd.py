@@ -115,6 +115,16 @@ def test_bad_usage_exits_2_with_a_fix_and_nothing_on_stdout(args: list[str], mes
     assert message in done.stderr and b"fix:" in done.stderr
 
 
+def test_the_fix_for_an_unknown_output_dialect_names_only_dialects_that_can_be_written() -> None:
+    """Offering a decode-only dialect (a session log) for --to would only lead to the next refusal."""
+    reading, writing = (
+        run_cli("convert", "--from", "klingon", stdin=b""),
+        run_cli("convert", "--to", "klingon", stdin=b""),
+    )
+    assert b"claude-log" in reading.stderr
+    assert b"claude-log" not in writing.stderr and b"agui" in writing.stderr
+
+
 def test_a_reader_that_goes_away_ends_it_quietly(tmp_path: Path) -> None:
     path = tmp_path / "many.ndjson"
     path.write_bytes(canonical_session(lambda s: [s.message("x" * 100) for _ in range(20000)]))

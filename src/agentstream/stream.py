@@ -164,9 +164,9 @@ class Stream:
         self._out_spec = out
         self._err = err
         if dialect is not None:
-            from agentstream.dialects import get_dialect
+            from agentstream.dialects import get_writable_dialect
 
-            get_dialect(dialect).check_writable()  # a usage error now, before any output is touched
+            get_writable_dialect(dialect)  # a usage error now, before any output is touched
         self._dialect = dialect
         self._color = color
         self._start = p.Start(

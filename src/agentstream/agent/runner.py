@@ -189,9 +189,9 @@ class AgentRunner:
         from agentstream.agent.sessions import SessionRecord, SessionStore
 
         if options.dialect:  # the command line's own mistakes first, before the environment's
-            from agentstream.dialects import get_dialect
+            from agentstream.dialects import get_writable_dialect
 
-            get_dialect(options.dialect)
+            get_writable_dialect(options.dialect)
         prompt = options.prompt
         cwd = _workspace(options.cwd)
         store = SessionStore()

@@ -299,18 +299,18 @@ def add_to_alias(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def check_dialect(name: str | None) -> None:
-    """Fail early, with the list of names, on a dialect this install cannot use.
+def check_dialect(name: str | None, *, writing: bool = False) -> None:
+    """Fail early, with the list of names, on a dialect this install cannot use (``writing``: cannot write).
 
     ``auto`` and ``canonical`` (built in, so always there) pass without loading the dialects: start-up time.
     """
     if name is None or name in ("auto", "canonical"):
         return
-    from agentstream.dialects import get_dialect
+    from agentstream.dialects import get_dialect, get_writable_dialect
     from agentstream.errors import UnknownDialectError
 
     try:
-        get_dialect(name)
+        get_writable_dialect(name) if writing else get_dialect(name)
     except ModuleNotFoundError:
         raise UnknownDialectError(
             f"dialect {name!r} is not available in this install",

@@ -51,7 +51,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Exit 0 once the whole input is converted (a broken input shows up as error events, not as the exit code)."""
     check_dialect(args.from_dialect)
-    check_dialect(args.dialect)
+    check_dialect(args.dialect, writing=True)
     source = open_input(args.file)
     stop = _StopOnSignal()
     stop.handlers.install()

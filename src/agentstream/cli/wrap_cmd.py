@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             "--from acp needs a prompt to send", fix="agentstream wrap --from acp -p PROMPT -- CMD ARGS"
         )
-    check_dialect(args.dialect)
+    check_dialect(args.dialect, writing=True)
     if args.two_way:
         _check_two_way(args)
         return _run_two_way(args, argv)

@@ -135,6 +135,18 @@ def get_dialect(name: str) -> Dialect:
     return dialect
 
 
+def get_writable_dialect(name: str) -> Dialect:
+    """The dialect called ``name``, to be written: a usage error for one agentstream only reads, and an unknown
+    name's fix lists only the dialects that can be written."""
+    dialect = DIALECTS.get(name, report=False)
+    if dialect is None:
+        problem = DIALECTS.problem(name)  # a plugin's own failure says what to do about it
+        fix = problem.fix if problem is not None else f"use one of: {', '.join(writable_dialects())}"
+        raise UnknownDialectError(problem.message if problem else f"unknown dialect {name!r}", fix=fix)
+    dialect.check_writable()
+    return dialect
+
+
 def available_dialects() -> list[Dialect]:
     """Every dialect that loads: the built-ins, then the plugins'."""
     return list(DIALECTS.load_all().values())
