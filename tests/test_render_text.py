@@ -360,3 +360,68 @@ def test_view_and_convert_print_a_corrected_final_message(tmp_path: Path) -> Non
     for argv in (["view", str(path)], ["convert", "-o", "text", str(path)]):
         out, _, code = _run(argv, _env(), tty_err=False)
         assert code == 0 and out.decode().splitlines()[-1] == "Hello world, corrected.", argv
+
+
+HOSTILE = (
+    "\x1b]0;PWNED\x07"  # window title
+    "\x1b]52;c;Zm9v\x07"  # clipboard write
+    "\x1b]8;;https://evil.example/\x1b\\link"  # hidden hyperlink
+    "\x1b[2J\x1b[H"  # clear the screen
+    "\u009b31m"  # a C1 CSI
+    "\rforged\b\x7f"  # overwrite the line
+    "\u202egnp.exe"  # bidi override
+)
+CONTROLS = re.compile(rb"[\x00-\x08\x0b-\x1f\x7f]|\xc2[\x80-\x9f]|\xe2\x80[\xaa-\xae]|\xe2\x81[\xa6-\xa9]")
+"""What must never reach the terminal from the input: controls but tab and newline, C1, bidi controls."""
+
+
+def test_untrusted_text_cannot_act_on_the_terminal_in_any_field(tmp_path: Path) -> None:
+    """Model and tool text, names, ids, errors: every escape sequence shows as text, none reaches the terminal."""
+    name = f"Bash{HOSTILE}"
+    with (
+        (tmp_path / "run.ndjson").open("wb") as out,
+        Stream(f"agent{HOSTILE}", out=out, owns_process=False) as s,
+    ):
+        s.message(f"answer {HOSTILE}\r\nsecond line")
+        s.reasoning(f"thinking {HOSTILE}")
+        s.emit(p.ToolCall(call_id="c1", name=name, arguments={"cmd": HOSTILE}))
+        s.emit(p.ToolProgress(call_id="c1", content=f"out {HOSTILE}"))
+        s.emit(p.ToolResult(call_id="c1", name=name, status="error", error=f"failed {HOSTILE}"))
+        s.log(f"note {HOSTILE}\n✓ all good", level="error")
+        s.error("TOOL_FAILED", f"broke {HOSTILE}", fix=f"fix {HOSTILE}", recoverable=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "agentstream", "view", "--color", "always", str(tmp_path / "run.ndjson")],
+        capture_output=True,
+        timeout=30,
+    )
+    shown = SGR.sub(b"", done.stdout + done.stderr)  # our own colours aside
+    assert CONTROLS.search(shown) is None, CONTROLS.findall(shown)
+    assert b"\\e]0;PWNED\\x07" in done.stdout and b"\\u202egnp.exe" in done.stdout
+    assert b"\n  \xe2\x9c\x93 all good" in shown  # a line inside a note is indented under it, not a note
+    assert b"answer " in done.stdout and b"\nsecond line" in done.stdout  # CRLF read as a line break
+
+
+def test_an_error_quoting_its_input_cannot_act_on_the_terminal(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "agentstream", "view", str(tmp_path / f"nofile{HOSTILE}")],
+        capture_output=True,
+        timeout=30,
+    )
+    assert done.returncode == 2 and b"no such file" in done.stderr
+    assert CONTROLS.search(done.stderr) is None, done.stderr
+
+
+def test_runs_sessions_and_send_show_what_producers_wrote_as_text() -> None:
+    """A run's id and command, a session's model and title: cells and lines, not terminal commands."""
+    from agentstream.agent.sessions import SessionRecord
+    from agentstream.cli import runs_cmd, send_cmd, sessions_cmd
+
+    runs = runs_cmd._table({"runs": [{"run_id": f"r{HOSTILE}", "status": "running", "command": HOSTILE}]})
+    record = SessionRecord(
+        f"s{HOSTILE}", "2026-01-01T00:00", "2026-01-01T00:00", "/w", "demo", HOSTILE, HOSTILE, "ok"
+    )
+    session = sessions_cmd._row(record, 10)
+    sent = send_cmd._sent({"name": HOSTILE, "run_id": f"r{HOSTILE}"})
+    for shown in (runs, session, sent):
+        assert CONTROLS.search(shown.encode()) is None, shown
+        assert "\\e]0;PWNED\\x07" in shown

@@ -22,7 +22,7 @@ from typing import Any
 
 import msgspec
 
-from agentstream.errors import AgentstreamError, ExitCode
+from agentstream.errors import AgentstreamError, ExitCode, error_text
 from agentstream.protocol import JSON_ENCODER, NextAction
 
 __all__ = [
@@ -120,8 +120,7 @@ def print_error(
 
     Returns the exit code (2 for bad usage, else 1).
     """
-    fix = f" (fix: {exc.fix})" if exc.fix else ""
-    sys.stderr.write(f"{command}: {exc.code}: {exc.message}{fix}\n")
+    sys.stderr.write(error_text(command, exc.code, exc.message, exc.fix, one_line=True))
     if not wants_json(json_flag):
         return int(exc.exit_code)
     return print_envelope(error_envelope(command, exc, next_actions), exc.exit_code)

@@ -182,3 +182,20 @@ class ProviderError(AgentstreamError):
         super().__init__(message, code=code, fix=fix)
         self.recoverable = recoverable
         self.retry_in_ms = retry_in_ms
+
+
+def error_text(command: str, code: str, message: str, fix: str | None, *, one_line: bool = False) -> str:
+    """An error as a person reads it on stderr: ``COMMAND: CODE: message``, then the fix on a line of its own
+    (``one_line``: in brackets after it, for commands whose errors are one line each).
+
+    What the message quotes (a path, a value from the input) is written so that it cannot act on the terminal.
+    """
+    from agentstream._text import terminal_safe
+
+    if not fix:
+        shown_fix = ""
+    elif one_line:
+        shown_fix = f" (fix: {terminal_safe(fix, one_line=True)})"
+    else:
+        shown_fix = f"\n  fix: {terminal_safe(fix)}"
+    return f"{command}: {code}: {terminal_safe(message, one_line=one_line)}{shown_fix}\n"

@@ -38,7 +38,7 @@ from agentstream import _signals
 from agentstream import protocol as p
 from agentstream._signals import HeldSignal, Interrupted, SignalHandlers
 from agentstream.ending import closing_events, process_exit_code
-from agentstream.errors import AgentstreamError, ErrorCode, ExitCode, exit_code_for_signal
+from agentstream.errors import AgentstreamError, ErrorCode, ExitCode, error_text, exit_code_for_signal
 from agentstream.render import (
     ColorChoice,
     FdWriter,
@@ -355,8 +355,9 @@ class Stream:
             return False
         code = self.exit_code
         if isinstance(exc, AgentstreamError):
-            fix = f"\n  fix: {exc.fix}" if exc.fix else ""
-            sys.stderr.write(f"{self.command}: {exc.code}: {exc.message}{fix}\n")  # expected: no traceback
+            sys.stderr.write(
+                error_text(self.command, exc.code, exc.message, exc.fix)
+            )  # expected: no traceback
         elif exc is not None and not isinstance(exc, SystemExit):
             traceback.print_exception(exc_type, exc, tb, file=sys.stderr)
         elif isinstance(exc, OutputFailed):

@@ -22,7 +22,7 @@ from typing import IO, TYPE_CHECKING, Any, cast
 
 from agentstream._secrets import event_redactor
 from agentstream._signals import Interrupted, SignalAfterResult, note_final_exit
-from agentstream.errors import AgentstreamError, ErrorCode, UsageError, exit_code_for_signal
+from agentstream.errors import AgentstreamError, ErrorCode, UsageError, error_text, exit_code_for_signal
 
 if TYPE_CHECKING:
     import argparse
@@ -143,10 +143,7 @@ def fail_before_start(options: ExecOptions, exc: AgentstreamError) -> int:
     from agentstream import stream
     from agentstream.bus.publish import attach_publisher
 
-    fix = f"\n  fix: {exc.fix}" if exc.fix else ""
-    sys.stderr.write(
-        f"agentstream exec: {exc.code}: {exc.message}{fix}\n"
-    )  # for the person; stdout has the stream
+    sys.stderr.write(error_text("agentstream exec", exc.code, exc.message, exc.fix))  # stdout has the stream
     return stream.fail_before_start(
         "exec",
         exc,

@@ -229,7 +229,7 @@ def _run(args: list[str]) -> int:
         return _unknown_command(name)
     from agentstream import _signals
     from agentstream.cli._options import check_output_choice
-    from agentstream.errors import AgentstreamError
+    from agentstream.errors import AgentstreamError, error_text
     from agentstream.render import OutputFailed
 
     parsed: argparse.Namespace | None = None
@@ -240,8 +240,7 @@ def _run(args: list[str]) -> int:
         check_output_choice(parsed)
         return _flushed(_exit_code(name, module.run(parsed)))
     except AgentstreamError as exc:
-        fix = f"\n  fix: {exc.fix}" if exc.fix else ""
-        sys.stderr.write(f"agentstream {name}: {exc.code}: {exc.message}{fix}\n")
+        sys.stderr.write(error_text(f"agentstream {name}", exc.code, exc.message, exc.fix))
         return _failed_before_start(name, exc, args, parsed)
     except _signals.Interrupted as stop:
         return _failed_before_start(name, _interrupted(stop.signum), args, parsed)

@@ -100,7 +100,11 @@ explained in the other documents: [agent](agent.md), [consumer](consumer.md),
 [dialects](dialects.md), [bus](bus.md), [protocol](protocol.md).
 
 On a terminal, commands print for people; piped (or with `--json` / `-o`), they print
-for programs. Everything but the chosen output goes to stderr.
+for programs. Everything but the chosen output goes to stderr. What they print for
+people (the text format, tables, error messages) shows the controls, escape
+sequences and bidi controls it quotes from a model, a tool or a file as escapes
+(`\\e`, `\\r`, `\\x9b`, `\\u202e`), so none can act on the terminal; the machine
+formats keep every character, as JSON escapes.
 
 Exit codes: 0 success, 1 error, 2 bad usage or input, 3 max turns, 124 timeout,
 127 command not found, 129/130/143 SIGHUP/SIGINT/SIGTERM, 141 the reader of stdout

@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from agentstream._text import terminal_safe
 from agentstream.bus import RUN_STATUSES
 from agentstream.cli._bus_options import add_bus_option
 from agentstream.cli._options import positive_int
@@ -57,12 +58,15 @@ def _table(result: dict[str, Any]) -> str:
     if not runs:
         return 'No runs on the bus yet. Start one with: agentstream exec "<prompt>"\n'
     rows = [
-        (
-            row["run_id"],
-            row.get("status") or "",
-            row.get("command") or "",
-            f"{row.get('tokens') or 0:,}",
-            (row.get("updated") or "")[:19].replace("T", " "),
+        tuple(
+            terminal_safe(cell, one_line=True)  # what a run's producer wrote cannot act on the terminal
+            for cell in (
+                row["run_id"],
+                row.get("status") or "",
+                row.get("command") or "",
+                f"{row.get('tokens') or 0:,}",
+                (row.get("updated") or "")[:19].replace("T", " "),
+            )
         )
         for row in runs
     ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from agentstream._text import terminal_safe
 from agentstream.cli._bus_options import add_bus_option
 from agentstream.cli._follow import add_follow_options
 
@@ -46,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _sent(result: dict[str, Any]) -> str:
-    return f"sent {result['name']} as run {result['run_id']}\n  follow it: agentstream follow {result['run_id']}\n"
+    name, run_id = (terminal_safe(result[key], one_line=True) for key in ("name", "run_id"))
+    return f"sent {name} as run {run_id}\n  follow it: agentstream follow {run_id}\n"
 
 
 def _data(text: str) -> Any:

@@ -10,6 +10,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from agentstream._text import terminal_safe
 from agentstream.cli._options import positive_int
 
 if TYPE_CHECKING:
@@ -69,9 +70,10 @@ def _write_table(sessions: list[SessionRecord], store: str) -> None:
 def _row(record: SessionRecord, id_width: int) -> str:
     """Session ids are never cut: people copy them into --resume."""
     updated = record.updated_at[:16].replace("T", " ")
-    cells = (updated, record.status, str(record.turn_count), record.model)
+    cells = (updated, record.status, str(record.turn_count), terminal_safe(record.model, one_line=True))
     fitted = (_fit(cell, width) for cell, (_, width) in zip(cells, _COLUMNS, strict=False))
-    return "  ".join([record.session_id.ljust(id_width), *fitted, record.title])
+    session_id, title = (terminal_safe(text, one_line=True) for text in (record.session_id, record.title))
+    return "  ".join([session_id.ljust(id_width), *fitted, title])
 
 
 def _fit(text: str, width: int) -> str:

@@ -8,6 +8,7 @@ import re
 import sys
 from typing import Any
 
+from agentstream._text import terminal_safe
 from agentstream.cli._bus_options import add_bus_option
 
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}|\d{8}", re.ASCII)
@@ -59,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.paths and not args.cli:
         scan_bus(found, args.bus, _warn)
     for problem in found.skipped:
-        sys.stderr.write(f"agentstream usage: skipped {problem}\n")
+        _warn(f"skipped {problem}")
     totals, groups = group_totals(found, prices, by=args.by, since=since)
     if as_json:
         result: dict[str, Any] = {
@@ -87,15 +88,16 @@ def run(args: argparse.Namespace) -> int:
         return print_envelope(ok_envelope(command, result, actions))
     sys.stdout.write(_table(args.by, totals, groups))
     if totals.unpriced_models:
-        sys.stderr.write(
-            f"agentstream usage: no price for {', '.join(sorted(totals.unpriced_models))}: "
-            "their tokens are counted, not their cost (add them with --pricing FILE)\n"
+        _warn(
+            f"no price for {', '.join(sorted(totals.unpriced_models))}: "
+            "their tokens are counted, not their cost (add them with --pricing FILE)"
         )
     return 0
 
 
 def _warn(message: str) -> None:
-    sys.stderr.write(f"agentstream usage: {message}\n")
+    """A note on stderr; what it quotes from the logs (model names, paths) cannot act on the terminal."""
+    sys.stderr.write(f"agentstream usage: {terminal_safe(message)}\n")
 
 
 def _since(text: str) -> str:
@@ -165,7 +167,10 @@ def _cell(key: str, value: Any) -> str:
 
 
 def _table(by: str, totals: Any, groups: list[tuple[str, Any]]) -> str:
-    rows = [[key, *(_cell(name, getattr(group, name)) for name, _ in _COLUMNS)] for key, group in groups]
+    rows = [
+        [terminal_safe(key, one_line=True), *(_cell(name, getattr(group, name)) for name, _ in _COLUMNS)]
+        for key, group in groups
+    ]
     rows.append(["total", *(_cell(name, getattr(totals, name)) for name, _ in _COLUMNS)])
     header = [by, *(title for _, title in _COLUMNS)]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]

@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     checked for the promises that dialect can make (start, one terminal event,
     tool pairing, delta runs, fatal errors).
     """
-    from agentstream.errors import UsageError
+    from agentstream.errors import UsageError, error_text
     from agentstream.validate import Validator
 
     if args.json and args.quiet:
@@ -69,8 +69,8 @@ def run(args: argparse.Namespace) -> int:
     if dialect == "auto":  # what the reader would choose, so validate and convert agree on every input
         source, dialect, unknown = detect_input(source, max_line_bytes=args.max_line_bytes)
         if unknown is not None and not args.quiet:  # said as a usage error is, for the person reading stderr
-            fix = f"\n  fix: {unknown.fix}" if unknown.fix else ""
-            sys.stderr.write(f"agentstream validate: {unknown.code}: {unknown.message}{fix}\n")
+            fix = unknown.fix if isinstance(unknown.fix, str) else None
+            sys.stderr.write(error_text("agentstream validate", unknown.code, unknown.message, fix))
     validator = Validator(
         expect_exit=args.expect_exit, check_stamps=dialect == "canonical", exact_exit=_exact_exit(dialect)
     )

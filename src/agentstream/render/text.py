@@ -21,6 +21,7 @@ from typing import IO, TYPE_CHECKING
 
 from agentstream import protocol as p
 from agentstream._signals import start_thread
+from agentstream._text import terminal_safe
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -173,6 +174,8 @@ class TextSink:
         return f"\x1b[{codes}m{text}\x1b[0m"
 
     def _note(self, text: str, *styles: str, indent: str = "  ") -> None:
+        # Lines a note holds are indented under it: none can pass for a note of its own.
+        text = terminal_safe(text).replace("\n", "\n" + indent)
         width = wrap_width(self._err)
         if width is not None and len(text) > width:
             text = textwrap.fill(
@@ -185,7 +188,7 @@ class TextSink:
     def _say(self, text: str) -> None:
         if text:
             self._stop_spinner()
-            self._out.write(text.encode("utf-8", "replace"))
+            self._out.write(terminal_safe(text).encode("utf-8", "replace"))
             self._ends_with_newline = text.endswith("\n")
 
     def _stop_spinner(self) -> None:
