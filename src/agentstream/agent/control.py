@@ -45,6 +45,7 @@ from agentstream.errors import AgentstreamError, ErrorCode, UsageError
 if TYPE_CHECKING:
     from agentstream.agent.permissions import Approvals
     from agentstream.agent.providers.base import Provider, ToolCallDone
+    from agentstream.agent.tools import Toolbox
     from agentstream.stream import Stream
 
 __all__ = [
@@ -179,6 +180,7 @@ class TwoWaySession:
         *,
         control: TurnControl,
         approvals: Approvals,
+        toolbox: Toolbox,
         provider: Provider,
         permission_timeout_s: float,
     ) -> None:
@@ -187,6 +189,7 @@ class TwoWaySession:
         self.output = output
         self.control = control
         self.approvals = approvals
+        self.toolbox = toolbox
         self.provider = provider
         self.permission_timeout_s = permission_timeout_s
         self.stream: Stream | None = None
@@ -303,8 +306,12 @@ class TwoWaySession:
         return True
 
     def set_permission_mode(self, mode: str) -> None:
-        """Raises AgentstreamError for an unknown mode."""
+        """The mode from the next tool call on: what runs by itself, what the model is offered and where it may
+        write, as if the session had started in it. Raises AgentstreamError for an unknown mode."""
+        from agentstream.agent.permissions import toolbox_mode
+
         self.approvals.set_mode(mode)
+        self.toolbox.set_mode(toolbox_mode(mode, grantable=True))  # a two-way session can always grant
 
     def set_model(self, model: str | None) -> None:
         """Switch the model for the next calls; None goes back to the one the session started with."""

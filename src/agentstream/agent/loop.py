@@ -425,7 +425,7 @@ class AgentLoop:
             and access
             and self.approvals.needs_asking(call.name, access)
         ):
-            if self.approvals.ask is None:
+            if not self.approvals.asks or self.approvals.ask is None:
                 return ToolOutcome("denied", error=self.approvals.refusal(call.name, access)), False
             decision = self.approvals.ask(stream, call)
             if not decision.allow:

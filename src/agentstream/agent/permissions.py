@@ -256,6 +256,9 @@ _RUNS_BY_ITSELF: Final[dict[str, frozenset[str]]] = {
 }
 """Per mode, the kinds of tool call that run without asking anyone."""
 
+_NEVER_ASKS: Final = frozenset({"dontAsk", "plan"})
+"""Modes in which a call the mode does not run by itself is denied without asking (see :attr:`Approvals.asks`)."""
+
 _TOOLBOX_MODE: Final[dict[str, PermissionMode]] = {
     "default": "read-only",
     "auto": "read-only",
@@ -331,6 +334,12 @@ class Approvals:
 
     def needs_asking(self, tool: str, access: str) -> bool:
         return not self.runs_by_itself(access) and tool not in self.always_allowed
+
+    @property
+    def asks(self) -> bool:
+        """Whether a call that needs a decision is put to anyone: not in ``dontAsk`` (it denies what was not
+        granted beforehand, as Claude Code does) nor in ``plan`` (its tools only read: an allow could not run it)."""
+        return self.ask is not None and self.mode not in _NEVER_ASKS
 
     def refusal(self, tool: str, access: str) -> str:
         """Why a call that needs a decision nobody can make here is denied, naming the mode the user chose."""

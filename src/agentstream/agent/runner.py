@@ -308,6 +308,7 @@ class AgentRunner:
             self.output,
             control=self.control,
             approvals=self.loop.approvals,
+            toolbox=self.loop.toolbox,
             provider=self.loop.provider,
             permission_timeout_s=self.options.permission_timeout,
         )

@@ -17,7 +17,13 @@ from pathlib import Path
 from typing import Any, Final
 
 from agentstream._secrets import DeltaGuard, configured_redactor
-from agentstream.agent.permissions import PERMISSION_MODES, PermissionDenied, allows, shown_name
+from agentstream.agent.permissions import (
+    PERMISSION_MODES,
+    PermissionDenied,
+    PermissionMode,
+    allows,
+    shown_name,
+)
 from agentstream.agent.tools._base import (
     Tool,
     ToolContext,
@@ -122,13 +128,28 @@ class Toolbox:
         self._tools = installed_tools()
         self._progress = _RedactedProgress(ctx.progress, DeltaGuard(self._redact))
         self.ctx = replace(ctx, workspace=workspace, progress=self._progress)
-        self._allowed = self._check_allow_list(allow)
+        self._check_allow_list(allow)
+        self._requested = None if allow is None else frozenset(allow)
+        self._allowed = self._offered()
 
-    def _check_allow_list(self, allow: Sequence[str] | None) -> tuple[str, ...]:
+    def set_mode(self, mode: PermissionMode) -> None:
+        """The permission mode from now on (a two-way session's client changed it): what the next model call
+        is offered, and the path rule, as if the run had started in it."""
+        self.ctx = replace(self.ctx, mode=mode)
+        self._allowed = self._offered()
+
+    def _offered(self) -> tuple[str, ...]:
+        """The tools the mode permits, of those asked for with ``--tools`` (all, without it), in order."""
+        return tuple(
+            name
+            for name, tool in self._tools.items()
+            if (self._requested is None or name in self._requested)
+            and allows(self.ctx.mode, tool.spec.access)
+        )
+
+    def _check_allow_list(self, allow: Sequence[str] | None) -> None:
         if allow is None:
-            return tuple(
-                name for name, tool in self._tools.items() if allows(self.ctx.mode, tool.spec.access)
-            )
+            return
         unknown = [name for name in allow if name not in self._tools]
         if unknown:
             raise UsageError(
@@ -141,7 +162,6 @@ class Toolbox:
                 f"--tools asks for {', '.join(forbidden)}, which permission mode {self.ctx.mode} forbids",
                 fix="drop them from --tools, or choose --permission-mode workspace-write",
             )
-        return tuple(name for name in self._tools if name in allow)
 
     @property
     def specs(self) -> list[ToolSpec]:
