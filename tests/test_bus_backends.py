@@ -197,8 +197,15 @@ def test_default_bus_is_sqlite_in_the_state_directory(bus_home: object) -> None:
 def test_durations() -> None:
     assert parse_duration("90") == 90 and parse_duration("15m") == 900 and parse_duration("7d") == 7 * 86400
     assert parse_duration("none") == 0
+    for bad in ("soon", "nan", "inf", "-inf", "1e400", "-5"):
+        with pytest.raises(UsageError):
+            parse_duration(bad)
+
+
+@pytest.mark.parametrize("query", ["maxlen=²", "maxlen=٣", "maxlen=0", "retention=nan", "retention=inf"])
+def test_bad_bus_url_options_are_usage_errors_before_anything_is_opened(query: str) -> None:
     with pytest.raises(UsageError):
-        parse_duration("soon")
+        open_bus(f"redis://127.0.0.1:1/0?{query}")
 
 
 def test_sqlite_retention_deletes_old_runs(tmp_path: object, bus_home: object) -> None:

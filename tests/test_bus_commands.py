@@ -62,6 +62,18 @@ def test_runs_reports_an_unreachable_bus_with_code_and_fix(bus_home: Path) -> No
     assert envelope["error"]["code"] == "BUS_UNAVAILABLE" and "redis-server" in envelope["fix"]
 
 
+@pytest.mark.parametrize(
+    "form", ["redis://:{secret}@127.0.0.1:{port}/0", "redis://127.0.0.1:{port}/0?password={secret}"]
+)
+def test_a_bus_password_is_never_repeated_in_what_is_said(bus_home: Path, form: str) -> None:
+    """In the URL's user part or its query (redis-py reads ``?password=`` too): neither stdout nor stderr has it."""
+    url = form.format(secret="TOPSECRET", port=free_port())
+    for argv in (["runs"], ["follow", "some-run", "--timeout", "1"]):
+        done = cli(*argv, "--bus", url)
+        assert done.returncode != 0
+        assert b"TOPSECRET" not in done.stdout + done.stderr and b"***" in done.stdout + done.stderr
+
+
 def test_runs_with_a_password_protected_redis(redis_server: RedisServer, bus_home: Path) -> None:
     import redis
 
@@ -285,3 +297,16 @@ def test_log_levels_are_read_from_the_start_of_a_line(line: str, level: str) -> 
 
     assert level_of(line) == level
     assert level_of("x" * 200 + " ERROR late") == "info"
+
+
+def test_a_bad_watch_cursor_is_said_on_stderr_too(bus_home: Path) -> None:
+    done = cli("watch", "--since", "garbage", "--bus", f"sqlite:///{bus_home / 'bus.sqlite3'}")
+    assert done.returncode == 2
+    assert b"INVALID_INPUT: bad feed cursor 'garbage'" in done.stderr and b"fix:" in done.stderr
+
+
+def test_no_run_matching_a_status_filter_is_not_said_as_an_empty_bus() -> None:
+    from agentstream.cli.runs_cmd import _table
+
+    assert _table({"runs": []}, ["failed"]).startswith("No failed runs on the bus")
+    assert _table({"runs": []}, []).startswith("No runs on the bus yet")

@@ -180,3 +180,37 @@ def test_a_retried_batch_that_the_bus_had_stored_is_not_taken_for_a_fence(
     publisher.close()
     assert (publisher.stored, publisher.dropped, publisher.error) == (0, 0, None)
     assert capsys.readouterr().err == ""
+
+
+def test_a_bus_locked_by_another_process_past_the_connect_timeout_is_waited_for_not_given_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A lock held elsewhere (a long transaction, a backup) means the bus is there: the run waits it out."""
+    import sqlite3
+    import threading
+
+    from agentstream.bus import sqlite as sqlite_bus
+
+    bus_url = f"sqlite:///{tmp_path / 'bus.sqlite3'}"
+    with open_bus(bus_url):
+        pass  # the file and its tables exist
+    monkeypatch.setattr(sqlite_bus, "BUSY_TIMEOUT_MS", 200)  # SQLite gives up on the lock after 0.2 s …
+    monkeypatch.setenv("AGENTSTREAM_BUS_CONNECT_TIMEOUT", "0.3")  # … past a bus never reached's deadline
+    holder = sqlite3.connect(tmp_path / "bus.sqlite3", isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN EXCLUSIVE")
+    release = threading.Timer(1.5, holder.execute, ("COMMIT",))
+    release.start()
+    out = io.BytesIO()
+    stream = Stream("locked out", out=out)
+    publisher = Publisher(bus_url, stream.session_id)
+    stream.observe(publisher.on_event)
+    with stream:
+        stream.log("written while the lock is held")
+    publisher.close()
+    release.join()
+    holder.close()
+    with open_bus(bus_url) as bus:
+        stored = bus.read(stream.session_id, 0)
+    assert [r.line for r in stored] == out.getvalue().splitlines()
+    assert publisher.dropped == 0
+    assert "locked by another process" in capsys.readouterr().err  # one warning, while it waited

@@ -300,6 +300,8 @@ def test_a_child_that_dies_without_a_result_gets_a_synthetic_ending(bus_home: Pa
         (["submit", "hi", "--no-such-option"], "unrecognized arguments"),
         (["submit", "hi", "--session-id", "x"], "--session-id"),
         (["submit", "hi", "--bus", "ftp://x"], "unsupported bus URL"),
+        (["submit", " "], "the prompt is empty"),
+        (["submit", "-"], "stdin, which a job does not have"),
     ],
 )
 def test_submit_rejects_bad_input_with_an_error_envelope(
@@ -347,3 +349,24 @@ def test_a_job_waits_out_a_bus_outage_the_worker_has_shown_is_one(
     worker = cli("worker", "--bus", bus_url, "--max-jobs", "1", "--idle-timeout", "5", timeout=60)
     assert seen.exists(), worker.stderr
     assert seen.read_text().strip() == "45"
+
+
+def test_a_secret_in_a_prompt_never_reaches_the_bus_nor_a_bus_password_the_childs_command_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The job's prompt is stored redacted, as events are; the child finds its bus in its environment."""
+    url = f"sqlite:///{tmp_path / 'bus.sqlite3'}"
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-live-0123456789abcdef")
+    job = submit(url, "deploy with sk-live-0123456789abcdef please")
+    assert b"sk-live-0123456789abcdef" not in (tmp_path / "bus.sqlite3").read_bytes()
+    with open_bus(url) as bus:
+        assert "sk-live" not in bus.get_job(job["job_id"]).prompt  # type: ignore[union-attr]
+    seen = tmp_path / "child.txt"
+    command = tmp_path / "child.sh"
+    command.write_text(f'#!/bin/sh\nprintf "%s\\n%s\\n" "$*" "$AGENTSTREAM_BUS" > {seen}\n')
+    command.chmod(0o755)
+    monkeypatch.setenv(EXEC_ENV, str(command))
+    worker = cli("worker", "--bus", url, "--max-jobs", "1", "--idle-timeout", "5", timeout=60)
+    assert worker.returncode == 0, worker.stderr
+    argv, environment = seen.read_text().splitlines()
+    assert url not in argv and "--bus" not in argv.split() and environment == url

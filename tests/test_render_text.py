@@ -416,7 +416,7 @@ def test_runs_sessions_and_send_show_what_producers_wrote_as_text() -> None:
     from agentstream.agent.sessions import SessionRecord
     from agentstream.cli import runs_cmd, send_cmd, sessions_cmd
 
-    runs = runs_cmd._table({"runs": [{"run_id": f"r{HOSTILE}", "status": "running", "command": HOSTILE}]})
+    runs = runs_cmd._table({"runs": [{"run_id": f"r{HOSTILE}", "status": "running", "command": HOSTILE}]}, [])
     record = SessionRecord(
         f"s{HOSTILE}", "2026-01-01T00:00", "2026-01-01T00:00", "/w", "demo", HOSTILE, HOSTILE, "ok"
     )

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import abc
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final, Literal, NamedTuple, Protocol, TypeAlias, get_args
@@ -46,6 +47,7 @@ __all__ = [
     "RUN_STATUSES",
     "TERMINAL_STATUSES",
     "Bus",
+    "BusBusy",
     "BusFactory",
     "BusUnavailable",
     "Claim",
@@ -95,6 +97,11 @@ class BusUnavailable(AgentstreamError):
     """The bus could not be reached or used (server down, file unwritable)."""
 
     code = ErrorCode.BUS_UNAVAILABLE
+
+
+class BusBusy(BusUnavailable):
+    """The bus answered but could not take the write in time: another process holds its lock (a long
+    transaction, a backup). The bus is there, so a producer waits it out as it does an outage."""
 
 
 class SeqConflict(AgentstreamError):
@@ -486,7 +493,7 @@ def _bus_options(url: str) -> dict[str, Any]:
         options["retention"] = parse_duration(query["retention"][-1], what="retention")
     if "maxlen" in query:
         raw = query["maxlen"][-1]
-        if not raw.isdigit() or int(raw) < 1:
+        if not (raw.isascii() and raw.isdigit()) or int(raw) < 1:  # "²" and "٣" are digits, not numbers
             raise UsageError(
                 f"bad maxlen {raw!r} in the bus URL", fix="use a positive integer, e.g. ?maxlen=100000"
             )
@@ -495,6 +502,8 @@ def _bus_options(url: str) -> dict[str, Any]:
 
 
 _UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_FOREVER_S: Final = 100 * 365 * 86400.0
+"""Past a century a duration is no duration (write 0 to keep forever)."""
 
 
 def parse_duration(text: str, *, what: str = "duration") -> float:
@@ -507,16 +516,20 @@ def parse_duration(text: str, *, what: str = "duration") -> float:
         value = float(number) * _UNITS[unit]
     except ValueError:
         value = -1.0
-    if value <= 0:
+    if not 0 < value < _FOREVER_S:  # NaN, infinities and 1e400 included
         raise UsageError(
             f"bad {what} {text!r}", fix="use seconds or a number with s/m/h/d, e.g. 7d; 0 keeps forever"
         )
     return value
 
 
+_SECRET_QUERY: Final = re.compile(r"(?i)([?&](?:password|passwd|pass|token|secret|auth)[^=&#]*=)[^&#]*")
+"""A query parameter that holds a secret (redis-py takes ``?password=`` as the password)."""
+
+
 def redact_url(url: str) -> str:
-    """The URL without its password, for messages."""
+    """The URL without its secrets (the password in ``user:pass@`` or in the query), for messages."""
     parts = urlsplit(url)
     if parts.password:
-        return url.replace(f":{parts.password}@", ":***@", 1)
-    return url
+        url = url.replace(f":{parts.password}@", ":***@", 1)
+    return _SECRET_QUERY.sub(r"\1***", url)

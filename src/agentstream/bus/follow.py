@@ -37,7 +37,7 @@ from agentstream.actions import follow_action, resume_action, runs_action, watch
 from agentstream.bus import BOUND_LINE_BYTES, BusUnavailable, FeedItem, Record
 from agentstream.bus.liveness import ProducerWatch
 from agentstream.ending import add_line, ending_events
-from agentstream.errors import AgentstreamError, ErrorCode, ExitCode, exit_code_for_signal
+from agentstream.errors import AgentstreamError, ErrorCode, ExitCode, error_text, exit_code_for_signal
 from agentstream.transcript import Tally
 
 if TYPE_CHECKING:
@@ -529,6 +529,8 @@ def watch(
                 _interrupted(stop.signum, "watcher"),
                 exit_code_for_signal(stop.signum),
             )
+        if error is not None and code == ExitCode.USAGE:  # as every command says a usage error: on stderr too
+            _say(error_text(command, error.code, error.message, error.fix).rstrip("\n"))
         actions = [watch_action(state.cursor or None), runs_action()]
         summary = f"{state.printed} event(s); resume after cursor {state.cursor}" if state.cursor else None
         line = synthetic_result(watch_id, 0, subtype, error, code, actions, command=command, result=summary)

@@ -185,13 +185,14 @@ class Publisher:
 
         A bus never reached is given up after ``connect_for``; once given up, batches are dropped at once.
         """
-        from agentstream.bus import open_bus
+        from agentstream.bus import BusBusy, open_bus
         from agentstream.errors import AgentstreamError
 
         if self._given_up:
             self._drop(len(batch), "the bus was given up earlier in this run")
             return bus
-        deadline = time.monotonic() + (self.retry_for if self._reached else self.connect_for)
+        started = time.monotonic()
+        deadline = started + (self.retry_for if self._reached else self.connect_for)
         delay = 0.05
         while True:
             try:
@@ -205,6 +206,9 @@ class Publisher:
                 return bus
             except AgentstreamError as exc:
                 self.error = exc
+                if isinstance(exc, BusBusy) and not self._reached:
+                    self._reached = True  # it answered: a lock held elsewhere is an outage to wait out
+                    deadline = started + self.retry_for
                 if exc.code != "BUS_UNAVAILABLE" or time.monotonic() + delay > deadline:
                     self._given_up = True
                     self._drop(len(batch), exc.message)

@@ -375,10 +375,10 @@ class _JobRun:
         """Run the child to its end, heartbeating; None if the claim was lost or the job cancelled."""
         argv = [*self.options.command, self.claim.job.prompt, *self.claim.job.args]
         argv += ["--session-id", run_id]
-        if self.options.bus_url:
-            argv += ["--bus", self.options.bus_url]
         try:
-            self.proc = _spawn(argv, _job_environment())
+            # The bus by the environment, not the command line, which every user of the machine can read
+            # (a Redis URL may hold a password).
+            self.proc = _spawn(argv, _job_environment(self.options.bus_url))
         except OSError as exc:
             close_run(
                 bus,
@@ -481,11 +481,12 @@ def _cancelled(bus: Bus, run_id: str) -> bool:
     return info is not None and info.terminal and info.subtype == CANCELLED
 
 
-def _job_environment() -> dict[str, str]:
-    """The job's environment: this worker has reached the bus, so for the job a failure to reach it is an
+def _job_environment(bus_url: str | None) -> dict[str, str]:
+    """The job's environment: its bus, and, since this worker has reached it, a failure to reach it is an
     outage to wait out (for the retry window), not a bus never reached (given up after the connect timeout,
     which lost a whole run to a Redis restart as the job began)."""
     from agentstream.bus import (
+        BUS_ENV,
         CONNECT_TIMEOUT_ENV,
         DEFAULT_CONNECT_TIMEOUT_S,
         DEFAULT_RETRY_S,
@@ -496,7 +497,10 @@ def _job_environment() -> dict[str, str]:
     wait = max(
         bus_seconds(RETRY_ENV, DEFAULT_RETRY_S), bus_seconds(CONNECT_TIMEOUT_ENV, DEFAULT_CONNECT_TIMEOUT_S)
     )
-    return {**os.environ, CONNECT_TIMEOUT_ENV: f"{wait:g}"}
+    environment = {**os.environ, CONNECT_TIMEOUT_ENV: f"{wait:g}"}
+    if bus_url:
+        environment[BUS_ENV] = bus_url
+    return environment
 
 
 def _spawn(argv: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:

@@ -19,6 +19,7 @@ are dropped when ``runs`` meets them.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -166,7 +167,9 @@ class RedisBus(Bus):
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S,
     ) -> None:
         self.url = url
-        self.retention = int(retention)
+        self.retention = math.ceil(
+            retention
+        )  # whole seconds for EXPIRE; a fraction must not become 0 (forever)
         self.maxlen = maxlen
         self._client = _client(url, connect_timeout)
         self._append = self._client.register_script(_APPEND)

@@ -30,6 +30,7 @@ from agentstream.bus import (
     DEFAULT_RETENTION_S,
     TERMINAL_STATUSES,
     Bus,
+    BusBusy,
     BusUnavailable,
     Claim,
     FeedItem,
@@ -395,6 +396,11 @@ def _translated() -> Iterator[None]:
     try:
         yield
     except sqlite3.OperationalError as exc:
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise BusBusy(
+                f"the SQLite bus is locked by another process past {BUSY_TIMEOUT_MS // 1000}s: {exc}",
+                fix="find what holds the bus file open in a long transaction (fuser, lsof) and end it",
+            ) from exc
         raise BusUnavailable(
             f"the SQLite bus failed: {exc}", fix="check disk space and permissions of the bus file"
         ) from exc

@@ -24,14 +24,25 @@ RESERVED = ("--session-id", "--bus", "--no-publish", "--resume", "--continue")
 
 def submit_job(bus: Bus, prompt: str, exec_args: Sequence[str]) -> Job:
     """Check the exec options, then register the job's run and queue the job."""
+    from agentstream._secrets import configured_redactor
     from agentstream._text import utf8_text
     from agentstream.bus.queue import new_job
 
     utf8_text(prompt, "the prompt")
+    if not prompt.strip() or prompt == "-":  # exec would read "-" from stdin: a job has none
+        from agentstream.errors import UsageError
+
+        raise UsageError(
+            "the prompt is empty"
+            if prompt != "-"
+            else "the prompt '-' means stdin, which a job does not have",
+            fix='pass the prompt\'s text: agentstream submit "what to do"',
+        )
     for arg in exec_args:
         utf8_text(arg, f"the exec option {arg!r}")
     _check_exec_args(prompt, exec_args)
-    job = new_job(prompt, exec_args)
+    redact = configured_redactor()  # the bus holds no secret: a key pasted into a prompt included
+    job = new_job(redact(prompt), [redact(arg) for arg in exec_args])
     bus.register_run(job.run_id, command="exec", job_id=job.job_id, attempt=1)
     bus.enqueue(job)
     return job

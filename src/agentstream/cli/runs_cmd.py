@@ -46,15 +46,18 @@ def run(args: argparse.Namespace) -> int:
                 envelope = runs_envelope(bus, statuses=args.status, limit=args.limit)
     except AgentstreamError as exc:
         return print_error(RUNS_COMMAND, exc, [runs_action()], json_flag=args.json)
-    return print_envelope(envelope, human=_table, json_flag=args.json)
+    statuses = args.status or []
+    return print_envelope(envelope, human=lambda result: _table(result, statuses), json_flag=args.json)
 
 
 _COLUMNS = ("RUN", "STATUS", "COMMAND", "TOKENS", "UPDATED")
 
 
-def _table(result: dict[str, Any]) -> str:
+def _table(result: dict[str, Any], statuses: list[str]) -> str:
     """The runs for a person: one row each, ids never cut (people paste them into follow)."""
     runs = result["runs"]
+    if not runs and statuses:
+        return f"No {' or '.join(statuses)} runs on the bus (agentstream runs lists them all).\n"
     if not runs:
         return 'No runs on the bus yet. Start one with: agentstream exec "<prompt>"\n'
     rows = [
