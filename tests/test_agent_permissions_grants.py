@@ -6,7 +6,7 @@ import asyncio
 import json
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 from claude_agent_sdk import HookMatcher, ResultMessage
@@ -144,6 +144,29 @@ def test_arguments_a_decision_edited_are_recorded_in_the_stream(tmp_path: Path) 
     assert result["output"] == "edited\n"
 
 
+def two_way(
+    tmp_path: Path, calls: list[tuple[str, dict[str, Any]]], lines: list[dict[str, Any]], *argv: str
+) -> bytes:
+    """``exec --input-format stream-json`` replaying ``calls`` in ``tmp_path/work``, fed ``lines``; its stdout."""
+    (tmp_path / "work").mkdir()
+    done = subprocess.run(
+        exec_command(
+            "--cassette", cassette(tmp_path, calls), "--no-publish", "--input-format", "stream-json", *argv
+        ),
+        input="".join(json.dumps(line) + "\n" for line in lines).encode(),
+        capture_output=True,
+        env=exec_env(tmp_path / "home"),
+        cwd=tmp_path / "work",
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+GO: Final = {"type": "message", "role": "user", "content": "go"}
+
+
 @pytest.mark.parametrize(
     ("first", "then", "offered", "written"),
     [("full", "workspace-write", True, False), ("plan", "full", True, True), ("full", "plan", False, False)],
@@ -154,55 +177,22 @@ def test_a_mode_changed_mid_session_is_the_whole_mode_offers_and_paths_included(
 ) -> None:
     """As if the session had started in the new mode: the tools offered and where they may write change too,
     not only what runs without asking."""
-    work, outside = tmp_path / "work", tmp_path / "outside.txt"
-    work.mkdir()
+    outside = tmp_path / "outside.txt"
     calls = [("write_file", {"path": str(outside), "content": "x\n"})]
-    lines = [
-        {"type": "settings", "permission_mode": then},
-        {"type": "message", "role": "user", "content": "go"},
-    ]
-    argv = ["--cassette", cassette(tmp_path, calls), "--permission-mode", first, "--no-publish"]
-    done = subprocess.run(
-        exec_command(*argv, "--input-format", "stream-json"),
-        input="".join(json.dumps(line) + "\n" for line in lines).encode(),
-        capture_output=True,
-        env=exec_env(tmp_path / "home"),
-        cwd=work,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    start = next(json.loads(line) for line in done.stdout.splitlines() if b'"type":"start"' in line)
+    settings = {"type": "settings", "permission_mode": then}
+    stdout = two_way(tmp_path, calls, [settings, GO], "--permission-mode", first)
+    start = next(json.loads(line) for line in stdout.splitlines() if b'"type":"start"' in line)
     assert ("write_file" in start["tools"]) is offered
-    (result,) = results(done.stdout)
+    (result,) = results(stdout)
     assert (result["status"] == "success") is written and outside.exists() is written
 
 
 @pytest.mark.parametrize("mode", ["dontAsk", "plan"])
 def test_modes_that_never_ask_deny_without_a_permission_request(tmp_path: Path, mode: str) -> None:
     """dontAsk denies what was not granted beforehand; plan only reads: asking would mean nothing."""
-    work = tmp_path / "work"
-    work.mkdir()
-    line = json.dumps({"type": "message", "role": "user", "content": "go"}) + "\n"
-    argv = [
-        "--cassette",
-        cassette(tmp_path, [("shell", {"command": "touch ran"})]),
-        "--permission-mode",
-        mode,
-    ]
-    done = subprocess.run(
-        exec_command(
-            *argv, "--no-publish", "--input-format", "stream-json", "--permission-prompt-tool", "stdio"
-        ),
-        input=line.encode(),
-        capture_output=True,
-        env=exec_env(tmp_path / "home"),
-        cwd=work,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert b'"type":"permission_request"' not in done.stdout
-    (result,) = results(done.stdout)
+    calls = [("shell", {"command": "touch ran"})]
+    stdout = two_way(tmp_path, calls, [GO], "--permission-mode", mode, "--permission-prompt-tool", "stdio")
+    assert b'"type":"permission_request"' not in stdout
+    (result,) = results(stdout)
     assert result["status"] == "denied" and f"permission mode {mode}" in result["error"]
-    assert not (work / "ran").exists()
+    assert not (tmp_path / "work" / "ran").exists()
