@@ -229,6 +229,13 @@ def test_a_job_out_of_attempts_fails_with_a_terminal_event(
     with open_bus(url) as bus:
         assert bus.get_job(job["job_id"]).status == "failed"  # type: ignore[union-attr]
         assert bus.get_run(job["run_id"] + ".2") is None
+    followed = lines_of(cli("follow", job["run_id"], "--bus", url).stdout)
+    runs = [
+        action["params"]["run_id"]["value"]
+        for action in followed[-1]["next_actions"]
+        if "run_id" in action["params"]
+    ]
+    assert runs == [job["run_id"]], runs  # its replay, and no next attempt: that attempt never ran
 
 
 def test_sigterm_stops_the_worker_cleanly_and_leaves_the_job_for_another(

@@ -343,7 +343,10 @@ class _RunTail:
             return None
         if job is None or job.attempt <= info.attempt:
             return None
-        return job.attempt_run_id(info.attempt + 1)
+        retry = job.attempt_run_id(info.attempt + 1)
+        if job.status == "failed" and self.bus.get_run(retry) is None:
+            return None  # no attempts were left: the job failed without that attempt ever running
+        return retry
 
     def end(self, subtype: str, error: AgentstreamError, exit_code: int) -> int:
         """Print the one synthetic terminal and return its exit code.
