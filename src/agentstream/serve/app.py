@@ -342,7 +342,7 @@ class _Api:
         run_id = request.path_params["run_id"]
 
         async def build() -> Envelope:
-            _check_run_id(run_id, request)
+            _check_run_id(request)
             return await self.hub.call(lambda bus: run_envelope(bus, run_id))
 
         return await _answer(
@@ -382,7 +382,7 @@ class _Api:
             return ok_envelope(command, {"run": row}, [follow_action(run_id), runs_action()])
 
         async def build() -> Envelope:
-            _check_run_id(run_id, request)
+            _check_run_id(request)
             return await self.hub.call(cancel)
 
         return await _answer(command, build)
@@ -393,7 +393,7 @@ class _Api:
         run_id = request.path_params["run_id"]
         command = f"agentstream follow {_run_id_of(request)}"
         try:
-            _check_run_id(run_id, request)
+            _check_run_id(request)
             start = _resume_point(request)
             encoder = encoder_for(request.query_params.get("dialect"))
             if encoder is not None:
@@ -535,7 +535,7 @@ def _check_path_utf8(request: Request) -> None:
             ) from None
 
 
-def _check_run_id(run_id: str, request: Request) -> None:
+def _check_run_id(request: Request) -> None:
     """Refuse only what no run id can be: empty, over :data:`MAX_RUN_ID`, not UTF-8, or with control characters.
 
     Anything ``exec --session-id`` and the bus take (spaces of any script, NBSP, U+3000,
@@ -544,6 +544,7 @@ def _check_run_id(run_id: str, request: Request) -> None:
     """
     fix = "use a run id from GET /api/runs, percent-encoded"
     _check_path_utf8(request)
+    run_id: str = request.path_params["run_id"]
     if not run_id:
         raise UsageError("bad run id: empty", fix=fix)
     if len(run_id) > MAX_RUN_ID:
