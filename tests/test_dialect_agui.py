@@ -384,7 +384,7 @@ def test_a_run_without_its_run_id_still_starts_and_says_what_it_lost() -> None:
 @pytest.mark.parametrize(
     ("line", "problem"),
     [
-        (b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":1}', "field 'delta' must be a string"),
+        (b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":true}', "field 'delta' must be a string"),
         (b'{"type":"RUN_FINISHED","threadId":"t","runId":"r","outcome":{"type":"paused"}}', "must be one of"),
         (b"data: [1, 2]", "the data is not a JSON object"),
     ],

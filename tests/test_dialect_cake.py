@@ -358,7 +358,9 @@ def test_fields_of_the_wrong_kind_are_lost_with_one_warning() -> None:
         "cake", line(_complete(subtype="success", is_error=False, duration_ms="soon")), "duration_ms"
     )
     assert events[-1].ok and events[-1].duration_ms == 0
-    events = assert_field_lost("cake", line(_complete(subtype="cut_off", is_error=True, error=7)), "'error'")
+    events = assert_field_lost(
+        "cake", line(_complete(subtype="cut_off", is_error=True, error=True)), "'error'"
+    )
     assert events[-1].error.message == "the model's response was cut off"
     events = assert_field_lost(
         "cake",
@@ -372,7 +374,7 @@ def test_a_task_complete_without_a_string_subtype_is_malformed() -> None:
     from agentstream.errors import MalformedEventError
 
     with pytest.raises(MalformedEventError, match=r"^cake 'task_complete' line"):
-        decode("cake", [line(_complete(subtype=3, is_error=False))])
+        decode("cake", [line(_complete(subtype=True, is_error=False))])
 
 
 # -- encoding ---------------------------------------------------------------------------------

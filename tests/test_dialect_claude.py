@@ -337,7 +337,7 @@ def test_conversation_reset_is_an_event_that_the_encoder_writes_back_for_the_sdk
     parsed = parse_message(written)
     assert isinstance(parsed, ConversationResetMessage)
     assert parsed.new_conversation_id == "d2f4a573-ca99-42a2-bb7a-905b40c908e8"
-    odd = b'{"type":"conversation_reset","new_conversation_id":7,"uuid":"u","session_id":"s"}'
+    odd = b'{"type":"conversation_reset","new_conversation_id":true,"uuid":"u","session_id":"s"}'
     kept = decode("claude", [_INIT, odd])
     assert one(kept, p.GenericEvent).data == {} and "new_conversation_id" in one(kept, p.Log).message
 
@@ -658,7 +658,7 @@ def test_round_trip_keeps_what_the_claude_row_promises(events: list[p.BaseEvent]
     [
         (b'{"type":"assistant","message":"hi"}', "field 'message' must be an object"),
         (
-            b'{"type":"assistant","message":{"content":[{"type":"tool_use","id":"t","name":1}]}}',
+            b'{"type":"assistant","message":{"content":[{"type":"tool_use","id":"t","name":true}]}}',
             "field 'name' must be a string",
         ),
         (b'{"type":"system"}', "field 'subtype' is missing"),
@@ -677,7 +677,7 @@ def test_unusable_lines_are_named_precisely(line: bytes, problem: str) -> None:
 def test_control_frames_before_init_wait_for_it_and_a_bad_held_line_is_reported() -> None:
     control = fixture_lines("claude", "extras.ndjson")[-1]
     init = fixture_lines("claude", "init-1.0.ndjson")[0]
-    events = decode("claude", [control, b'{"type":"system","subtype":7}', init])
+    events = decode("claude", [control, b'{"type":"system","subtype":true}', init])
     assert [e.type for e in events] == ["start", "control_response", "error"]
     assert events[0].synthetic is p.UNSET and "field 'subtype' must be a string" in events[2].message
 

@@ -321,8 +321,8 @@ def test_native_codex_tools_round_trip_as_their_own_items() -> None:
     [
         (b'{"type":"thread.started"}', "field 'thread_id' is missing", ["start", "log"]),
         (
-            b'{"type":"item.completed","item":{"id":"item_0","type":"agent_message","text":5}}',
-            "field 'text' must be a string, not a number",
+            b'{"type":"item.completed","item":{"id":"item_0","type":"agent_message","text":true}}',
+            "field 'text' must be a string, not a boolean",
             ["start", "log", "message"],
         ),
     ],

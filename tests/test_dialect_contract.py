@@ -169,6 +169,67 @@ def test_a_lost_field_is_reported_once_per_stream_as_a_warning(dialect: str) -> 
     assert reported > 0, f"no {dialect} example has a field whose loss is reported"
 
 
+ID_KEY = re.compile(r"(?:^|_)(?:uu)?id$|Id$|Uuid$|ID$")
+"""A field that holds an id (``id``, ``tool_use_id``, ``callID``, ``messageId``, ``uuid`` …)."""
+
+
+def _ids_as_numbers(objects: list[Any]) -> tuple[list[Any], dict[str, int]]:
+    """``objects`` with every id sent as a number instead (the same id, the same number, everywhere)."""
+    numbers: dict[str, int] = {}
+
+    def renumbered(value: Any) -> Any:
+        if isinstance(value, list):
+            return [renumbered(item) for item in value]
+        if not isinstance(value, dict):
+            return value
+        return {
+            key: numbers.setdefault(item, 1000 + len(numbers))
+            if ID_KEY.search(key) and isinstance(item, str) and item
+            else renumbered(item)
+            for key, item in value.items()
+        }
+
+    return [renumbered(obj) for obj in objects], numbers
+
+
+def _renumbered_examples(dialect: str) -> Iterator[tuple[str, list[Any], list[Any], set[str]]]:
+    """Each example of ``dialect`` that has ids: its name, its lines, the lines with ids sent as numbers, and
+    those ids."""
+    for path in example_files(dialect):
+        objects = _objects(path)
+        renumbered, numbers = _ids_as_numbers(objects)
+        if numbers:
+            yield path.name, objects, renumbered, set(numbers)
+
+
+WITH_IDS = [name for name in DECODED if any(_renumbered_examples(name))]
+
+
+def test_nearly_every_dialect_has_examples_with_ids() -> None:
+    assert len(WITH_IDS) >= len(DECODED) - 1
+
+
+@pytest.mark.parametrize("dialect", WITH_IDS)
+def test_ids_sent_as_numbers_are_read_as_their_text(dialect: str) -> None:
+    """Every example stream with its ids (identifying ones too) sent as JSON numbers decodes to the same events,
+    each id read as its number's text."""
+    for name, objects, renumbered, texts in _renumbered_examples(dialect):
+        try:
+            got = _each_line(dialect, renumbered)
+        except MalformedEventError as exc:
+            pytest.fail(f"{name}: {exc.message}")
+        assert got == _each_line(dialect, objects), name
+        ids = {value for event in decode(dialect, map(line, renumbered)) for value in _ids_of(event)}
+        assert not ids & texts, f"{name}: an id kept its old text"
+
+
+def _ids_of(event: p.AnyEvent) -> Iterator[str]:
+    for name in ("call_id", "message_id"):
+        value = getattr(event, name, None)
+        if value is not None:
+            yield value
+
+
 def mutant_value(obj: Any, path: tuple[Any, ...]) -> Any:
     for step in path:
         obj = obj[step]
@@ -411,7 +472,7 @@ def test_the_kit_example_is_a_working_dialect() -> None:
     toy = namespace["DIALECT"]
     lines = [
         b'{"type":"said","id":"m1","text":"hi"}',
-        b'{"type":"said","id":"m2","text":5}',
+        b'{"type":"said","id":"m2","text":false}',
         b'{"type":"done","ok":true}',
     ]
     decoder = toy.decoder()

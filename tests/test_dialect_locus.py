@@ -731,7 +731,7 @@ def test_a_flat_field_of_another_kind_loses_only_that_field() -> None:
     )
     assert one(events, p.ToolCall).arguments == {}
     with pytest.raises(MalformedEventError, match=r"locus 'text_delta' line: field 'content'"):
-        get_dialect("locus").decoder().decode_line(line({"type": "text_delta", "content": 7}))
+        get_dialect("locus").decoder().decode_line(line({"type": "text_delta", "content": [7]}))
 
 
 FLAT_BASES = [

@@ -151,11 +151,11 @@ def test_session_log_dialects_are_decode_only() -> None:
 
 def test_a_field_of_the_wrong_kind_is_lost_with_a_warning_at_the_record_s_own_time() -> None:
     """Claude: a record whose ``sessionId`` is not text still starts the session; Gemini: a reply whose content
-    is a number is still a reply. Each loss is one warning, stamped with the record's time like its events."""
+    is a boolean is still a reply. Each loss is one warning, stamped with the record's time like its events."""
     claude = LOGS["claude-log"].read_bytes().splitlines(keepends=True)
     first_user = next(i for i, raw in enumerate(claude) if json.loads(raw)["type"] == "user")
     record = json.loads(claude[first_user])
-    record["sessionId"] = 42
+    record["sessionId"] = [42]
     claude[first_user] = json.dumps(record).encode() + b"\n"
     events, _ = events_of(b"".join(claude))
     warnings = [e for e in of_type(events, p.Log) if "field 'sessionId'" in e.message]
@@ -163,7 +163,7 @@ def test_a_field_of_the_wrong_kind_is_lost_with_a_warning_at_the_record_s_own_ti
     assert warnings[0].ts == record["timestamp"]
     assert isinstance(events[-1], p.Result) and events[-1].ok
 
-    reply = {"id": "g-9", "timestamp": "2026-11-04T09:00:00.000Z", "type": "gemini", "content": 5}
+    reply = {"id": "g-9", "timestamp": "2026-11-04T09:00:00.000Z", "type": "gemini", "content": True}
     events, _ = events_of(LOGS["gemini-log"].read_bytes() + json.dumps(reply).encode() + b"\n")
     (warning,) = [e for e in of_type(events, p.Log) if "the field was ignored" in e.message]
     assert warning.message.startswith("gemini-log 'gemini' line: field 'content'")
@@ -178,7 +178,7 @@ def test_a_record_that_cannot_be_read_is_rejected_by_name_with_a_fix() -> None:
     for dialect, line in (
         ("claude-log", b'{"type": ["user"], "messageId": "m"}'),
         ("codex-log", b'{"timestamp": "2026-11-03T10:00:00.000Z", "type": "response_item", "payload": 7}'),
-        ("gemini-log", b'{"$rewindTo": 3}'),
+        ("gemini-log", b'{"$rewindTo": true}'),
     ):
         decoder = get_dialect(dialect).decoder()
         with pytest.raises(MalformedEventError) as raised:

@@ -311,7 +311,7 @@ def test_a_canonical_field_of_the_wrong_kind_loses_that_field_not_the_event() ->
             _canonical_line("message", message_id="m2", role="assistant", content="again", seq="three"),
             _canonical_line(
                 "result", ok=True, subtype="success", exit_code=0, duration_ms="fast", turn_count=1,
-                tools_used=[1, "Bash"], usage=usage,
+                tools_used=[True, "Bash"], usage=usage,
             ),
         ]
     ) + b"\n"  # fmt: skip
@@ -332,8 +332,28 @@ def test_a_canonical_field_of_the_wrong_kind_loses_that_field_not_the_event() ->
     assert (result.duration_ms, result.tools_used, result.usage.input_tokens) == (0, ["Bash"], 0)
 
 
+def test_a_canonical_number_where_text_is_meant_is_read_as_its_text() -> None:
+    """As in every dialect: ids sent as numbers keep their event, and a call pairs with its result by them."""
+    data = b"\n".join(
+        [
+            _canonical_line("start", command="x", tools=["Bash", 7]),
+            _canonical_line("tool_call", call_id=5, name="Bash", arguments={}),
+            _canonical_line("tool_result", call_id="5", name="Bash", status="success", output=2.5),
+            _canonical_line("message", message_id=6, role="assistant", content=8),
+        ]
+    ) + b"\n"  # fmt: skip
+    events = list(read(data))
+    assert kinds(events)[:4] == ["start", "tool_call", "tool_result", "message"]
+    start, call, result, message = events[:4]
+    assert isinstance(start, p.Start) and start.tools == ["Bash", "7"]
+    assert isinstance(call, p.ToolCall) and call.call_id == "5"
+    assert isinstance(result, p.ToolResult) and (result.call_id, result.output) == ("5", "2.5")
+    assert not is_synthetic(result)
+    assert isinstance(message, p.Message) and (message.message_id, message.content) == ("6", "8")
+
+
 def test_a_canonical_event_without_a_field_it_cannot_do_without_is_reported_by_name() -> None:
-    data = _canonical_line("message", message_id=5, role="assistant", content="hi") + b"\n"
+    data = _canonical_line("message", message_id=True, role="assistant", content="hi") + b"\n"
     errors = [e for e in read(data) if isinstance(e, p.Error) and e.code == "MALFORMED_EVENT"]
     assert len(errors) == 1 and "`$.message_id`" in errors[0].message and errors[0].fix
 

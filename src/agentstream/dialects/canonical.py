@@ -7,12 +7,14 @@ from typing import Any, Final
 
 from agentstream import protocol as p
 from agentstream._lines import parse_json
-from agentstream.dialects.kit import DialectDecoder, DialectEncoder, SimpleDialect, malformed
+from agentstream.dialects.kit import DialectDecoder, DialectEncoder, SimpleDialect, _as_str, malformed
 from agentstream.errors import MalformedEventError
 
 _FIELD_AT: Final = re.compile(r"(.*) - at `\$((?:\.[^.\[`]+|\[\d+\])+)`$")
 """A msgspec validation error that names a field: its complaint, then the field's path."""
 _PATH_STEP: Final = re.compile(r"\.([^.\[`]+)|\[(\d+)\]")
+_NUMBER_FOR_TEXT: Final = re.compile(r"Expected `str(?: \| null)?`, got `(?:int|float)`")
+"""msgspec's complaint about a number where text is meant: such a number is read as its text."""
 MAX_LOST_FIELDS: Final = 16
 """Fields one line may lose before it is reported as malformed instead."""
 
@@ -62,8 +64,16 @@ class CanonicalDecoder(DialectDecoder):
                 event: p.Event = msgspec.convert(obj, p.Event)
             except msgspec.ValidationError as exc:
                 found = _FIELD_AT.match(str(exc))
-                if found is None or not _drop(obj, found[2]):
+                place = None if found is None else _place(obj, found[2])
+                if place is None:
                     raise unreadable from None  # a required field missing (or dropped): no event without it
+                holder, key = place
+                if _NUMBER_FOR_TEXT.fullmatch(found[1]):
+                    holder[key] = _as_str(holder[key])  # read as its text, as every dialect reads it
+                    continue
+                del holder[
+                    key
+                ]  # when the event cannot be without it, the next round says the field is missing
                 lost.append((found[2].lstrip("."), found[1]))
                 continue
             return self._with_reports(event, kind, lost)
@@ -81,23 +91,22 @@ class CanonicalDecoder(DialectDecoder):
         return [event, *logs] if isinstance(event, p.Start) else [*logs, event]
 
 
-def _drop(obj: Any, path: str) -> bool:
-    """Remove the value at a msgspec error path (``.usage.input_tokens``, ``.tools[2]``) from ``obj``."""
+def _place(obj: Any, path: str) -> tuple[Any, Any] | None:
+    """The object or list holding the value at a msgspec error path (``.usage.input_tokens``, ``.tools[2]``) in
+    ``obj``, and its key there; ``None`` when nothing is there (a missing field)."""
     steps = [key if key else int(index) for key, index in _PATH_STEP.findall(path)]
     parent = obj
     for step in steps[:-1]:
         try:
             parent = parent[step]
         except (KeyError, IndexError, TypeError):
-            return False
+            return None
     last = steps[-1] if steps else None
     if isinstance(parent, dict) and isinstance(last, str) and last in parent:
-        del parent[last]
-        return True
+        return parent, last
     if isinstance(parent, list) and isinstance(last, int) and last < len(parent):
-        del parent[last]
-        return True
-    return False
+        return parent, last
+    return None
 
 
 class CanonicalEncoder(DialectEncoder):

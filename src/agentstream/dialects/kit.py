@@ -44,7 +44,8 @@ What is here, and when to use it:
   :class:`SimpleDialect` builds the decoder and encoder from two class attributes (a decode-only
   dialect sets ``can_encode = False`` and names no encoder).
 - **Reading fields liberally** — :class:`Fields` reads one line: any JSON number where a
-  number is meant (fractions rounded, numeric strings read), and a field of the wrong kind
+  number is meant (fractions rounded, numeric strings read), a number where text is meant
+  read as its text, and a field of the wrong kind
   is lost (a default, and one ``log`` warning per field per stream), never the line. Only
   the fields a decoder lists in :attr:`EventDecoder.identifying` (built with
   :func:`identify`) make a line malformed; :func:`malformed` is that error for checks of
@@ -261,7 +262,8 @@ class Fields:
     Be liberal in what you read: any JSON number is accepted where a number is
     meant (a number with a fraction where an integer was documented is rounded
     to the nearest integer; a string holding a number, such as ``"12"`` or
-    ``"0.5"``, is read as that number). A field of another kind is lost, not the
+    ``"0.5"``, is read as that number), and a number where text is meant is read
+    as its text (an id sent as ``5`` is ``"5"``). A field of another kind is lost, not the
     line: the getter returns its default (``""``, ``0``, ``False``, an empty
     object or list for the required getters, ``None`` for the ``opt_*`` ones)
     and the problem is reported through :class:`LineRules`. Only a field listed
@@ -403,12 +405,15 @@ class Fields:
         )
 
     def opt_strings(self, key: str) -> list[str] | None:
-        """A list of strings; items of another kind are left out (and reported), not the list."""
+        """A list of strings (numbers read as their text); items of another kind are left out (and reported),
+        not the list."""
         items = self.opt_list(key)
         if items is None or all(type(item) is str for item in items):
             return items
-        self.lose(key, "must be a list of strings, not a list with other items in it")
-        return [item for item in items if type(item) is str]
+        texts = [_as_str(item) for item in items]
+        if _WRONG in texts:
+            self.lose(key, "must be a list of strings, not a list with other items in it")
+        return [text for text in texts if text is not _WRONG]
 
     def opt_list(self, key: str) -> list[Any] | None:
         value = self.obj.get(key)
@@ -487,7 +492,14 @@ def _never(value: object) -> Any:
 
 
 def _as_str(value: object) -> Any:
-    return value if isinstance(value, str) else _WRONG
+    """A string, or a JSON number read as its text: some producers send ids (and, rarely, text) as numbers."""
+    if isinstance(value, str):
+        return value
+    if type(value) is int:
+        return str(value)
+    if type(value) is float and math.isfinite(value):
+        return repr(value)
+    return _WRONG
 
 
 def _as_bool(value: object) -> Any:
