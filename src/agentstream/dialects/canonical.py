@@ -65,7 +65,7 @@ class CanonicalDecoder(DialectDecoder):
             except msgspec.ValidationError as exc:
                 found = _FIELD_AT.match(str(exc))
                 place = None if found is None else _place(obj, found[2])
-                if place is None:
+                if found is None or place is None:
                     raise unreadable from None  # a required field missing (or dropped): no event without it
                 holder, key = place
                 if _NUMBER_FOR_TEXT.fullmatch(found[1]):
