@@ -179,3 +179,21 @@ def test_a_stamp_passes_through_as_written_only_when_it_reads_back_as_itself(
     text = "".join(chars)
     moment = kit._parse_iso(text)
     assert rfc3339(text) == (kit._format(moment) if moment is not None else None)
+
+
+@pytest.mark.parametrize(
+    ("value", "stamp"),
+    [
+        (1764240000123, "2025-11-27T10:40:00.123Z"),  # JavaScript's Date.now(): milliseconds
+        (1764240000, "2025-11-27T10:40:00.000Z"),  # seconds, as Python's int(time.time())
+        (1764240000.25, "2025-11-27T10:40:00.250Z"),  # Python's time.time()
+        (99_999_999_999, "5138-11-16T09:46:39.000Z"),  # the last epoch number read as seconds
+        (100_000_000_000, "1973-03-03T09:46:40.000Z"),  # the first read as milliseconds
+        (-1, None),
+        (float("nan"), None),
+    ],
+)
+def test_an_epoch_number_is_read_as_seconds_or_milliseconds_by_its_size(
+    value: float, stamp: str | None
+) -> None:
+    assert rfc3339(value) == stamp

@@ -133,6 +133,8 @@ RAW_ARGUMENTS_KEY = "_raw_arguments"
 
 _INT_LIMIT = 2**63
 _MAX_EPOCH_MS = 253_402_300_800_000  # 10000-01-01T00:00:00Z
+_SECONDS_BELOW = 100_000_000_000
+"""Epoch numbers below this are seconds (up to the year 5138), the others milliseconds (from 1973 on)."""
 _json_encode = p.JSON_ENCODER.encode
 _json_decode = p.JSON_DECODER.decode
 _NOT_DATA = frozenset({"type", "v", "session_id", "seq", "ts", "synthetic"})
@@ -163,13 +165,20 @@ _SECONDS = frozenset(f"{n:02d}." for n in range(60))
 
 
 def rfc3339(value: object) -> str | None:
-    """A dialect timestamp (epoch ms number or ISO 8601 string) as canonical RFC 3339 UTC ms, or ``None``."""
+    """A dialect timestamp (an epoch number or ISO 8601 string) as canonical RFC 3339 UTC ms, or ``None``.
+
+    Epoch numbers are milliseconds, except those below :data:`_SECONDS_BELOW`, which are seconds: as
+    milliseconds they would fall in 1970–1973, when no agent ran, while as seconds they cover any date a
+    producer writes (Python's ``time.time()`` is seconds, JavaScript's ``Date.now()`` milliseconds).
+    """
     if isinstance(value, str):
         return _iso_stamp(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     if not math.isfinite(value) or not 0 <= value < _MAX_EPOCH_MS:
         return None
+    if value < _SECONDS_BELOW:
+        value *= 1000
     seconds, millis = divmod(int(value), 1000)
     return f"{_epoch_second(seconds)}.{millis:03d}Z"
 
