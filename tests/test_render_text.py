@@ -248,6 +248,36 @@ def test_notes_are_not_wrapped_off_a_terminal(failed_run: Path) -> None:
     assert len(error_lines) == 1 and error_lines[0].endswith(_FIX)
 
 
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def _wrapped_note(message: str, columns: int, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    monkeypatch.setenv("COLUMNS", str(columns))
+    err = _Terminal()
+    sink = TextSink(io.BytesIO(), err=err, color="never")
+    sink.emit(p.Log(level="warn", message=message, session_id="s", seq=0, ts="2026-01-01T00:00:00.000Z"))
+    return err.getvalue().splitlines()
+
+
+def test_a_note_of_wide_characters_wraps_by_the_columns_they_take(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CJK characters take two columns each: wrapped by code points, the rows would run off the terminal."""
+    from agentstream.render.text import columns
+
+    rows = _wrapped_note("测试 " * 12 + "résumé naïve e\u0301 ok", 20, monkeypatch)
+    assert len(rows) > 3 and all(columns(row) <= 20 for row in rows), rows
+    assert all(row.startswith("  ") for row in rows[1:])
+    assert " ".join(rows).split() == f"[warn] {'测试 ' * 12}résumé naïve e\u0301 ok".split()
+    assert columns("测试") == 4 and columns("e\u0301") == 1
+
+
+def test_a_wrapped_note_keeps_its_own_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A note of several lines (a tool's error output) is wrapped line by line, never run into one paragraph."""
+    rows = _wrapped_note("short\nsecond line that is long enough to wrap\nend", 24, monkeypatch)
+    assert rows == ["[warn] short", "  second line that is", "  long enough to wrap", "  end"]
+
+
 # -- the summary's counts ---------------------------------------------------------------------------
 
 

@@ -15,8 +15,8 @@ import json
 import os
 import shutil
 import sys
-import textwrap
 import threading
+import unicodedata
 from typing import IO, TYPE_CHECKING
 
 from agentstream import protocol as p
@@ -147,6 +147,37 @@ class Spinner:
             self._erase()
 
 
+def columns(text: str) -> int:
+    """How many terminal columns ``text`` takes: East Asian wide and full-width characters two, combining marks
+    none, the rest one."""
+    if text.isascii():
+        return len(text)
+    return sum(
+        0 if unicodedata.combining(char) else 2 if unicodedata.east_asian_width(char) in "WF" else 1
+        for char in text
+    )
+
+
+def _wrapped(line: str, width: int, indent: str) -> list[str]:
+    """One line of a note broken at spaces into rows of at most ``width`` columns (a longer word gets a row of its
+    own). Rows after the first keep the line's own indent, or take ``indent`` when it has none."""
+    if columns(line) <= width:
+        return [line]
+    lead = line[: len(line) - len(line.lstrip(" "))]
+    rows: list[str] = []
+    row, used, empty = lead, columns(lead), True
+    for word in line.split():
+        size = columns(word)
+        if not empty and used + 1 + size > width:
+            rows.append(row)
+            row, used, empty = lead or indent, columns(lead or indent), True
+        if not empty:
+            row, used = row + " ", used + 1
+        row, used, empty = row + word, used + size, False
+    rows.append(row)
+    return rows
+
+
 class TextSink:
     """Renders canonical events for reading; never writes anything but assistant text to stdout.
 
@@ -177,10 +208,8 @@ class TextSink:
         # Lines a note holds are indented under it: none can pass for a note of its own.
         text = terminal_safe(text).replace("\n", "\n" + indent)
         width = wrap_width(self._err)
-        if width is not None and len(text) > width:
-            text = textwrap.fill(
-                text, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
-            )
+        if width is not None:
+            text = "\n".join(row for line in text.split("\n") for row in _wrapped(line, width, indent))
         with self._spinner.paused() if self._spinner else contextlib.nullcontext():
             self._err.write(self._style(text, *styles) + "\n")
             self._err.flush()
