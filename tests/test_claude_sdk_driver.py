@@ -176,6 +176,7 @@ def test_interrupt_ends_a_streaming_turn_with_a_result_quickly(tmp_path: Path) -
     final = [m for m in messages if isinstance(m, ResultMessage)]
     assert len(final) == 1 and final[0].is_error and final[0].subtype == "error_during_execution"
     assert took < 5, f"the interrupt took {took:.1f}s"
+    assert texts(messages) == [], "the discarded answer is no assistant message (and no empty text block)"
 
 
 def test_two_turns_on_one_client(tmp_path: Path) -> None:

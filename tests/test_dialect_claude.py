@@ -570,6 +570,25 @@ def test_a_failed_run_reaches_the_sdk_as_an_error_result_with_its_reason() -> No
     assert (result.subtype, result.is_error, result.errors) == ("error_max_turns", True, ["disk full"])
 
 
+def test_an_empty_message_or_reasoning_is_no_assistant_line_and_its_delta_run_still_closes() -> None:
+    """A delta run an interrupt discarded ends with an empty complete event: the SDK must get no empty block."""
+    events = full_session()[:1]
+    events += [
+        p.MessageDelta(message_id="m1", content="Half an ans"),
+        p.Message(message_id="m1", role="assistant", content=""),
+        p.ReasoningDelta(reasoning_id="r1", content="hmm"),
+        p.Reasoning(reasoning_id="r1", content=""),
+        p.Message(message_id="m2", role="assistant", content=""),
+        p.Reasoning(reasoning_id="r2", content=""),
+        p.Result(ok=False, subtype="interrupted", exit_code=130),
+    ]
+    written = objects(encode("claude", stamped(events)))
+    assert [line["type"] for line in written if line["type"] != "stream_event"] == ["system", "result"]
+    inner = [line["event"]["type"] for line in written if line["type"] == "stream_event"]
+    run = ["message_start", "content_block_start", "content_block_delta"]
+    assert inner == [*run, "content_block_stop", "message_delta", "message_stop"] * 2
+
+
 # -- round trip --------------------------------------------------------------------------------
 
 _CODES = {
@@ -592,7 +611,9 @@ def keep(event: dict[str, Any]) -> dict[str, Any] | None:
     if kind in ("message", "message_delta"):
         if event["role"] == "user" and kind == "message":
             return {"type": kind, "role": "user", "content": event["content"]}
-        return event if event["role"] == "assistant" else None
+        if event["role"] != "assistant" or (kind == "message" and not event["content"]):
+            return None  # an empty message is written as no line (an empty block is never written)
+        return event
     if kind == "tool_result":
         ok = event["status"] == "success"
         return {
@@ -630,6 +651,8 @@ def keep(event: dict[str, Any]) -> dict[str, Any] | None:
                 usage.get("cost_usd"),
             ),
         }
+    if kind == "reasoning" and not event["content"]:
+        return None  # an empty block is never written
     return event if kind in ("reasoning", "reasoning_delta", "tool_call", "status", "event") else None
 
 

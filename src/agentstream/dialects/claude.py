@@ -1340,11 +1340,12 @@ class ClaudeEncoder(EventEncoder):
             return [self.envelope(event, line)]
         if event.role != "assistant":
             return []
-        return self._complete(event, (False, event.message_id), {"type": "text", "text": event.content})
+        block = {"type": "text", "text": event.content}
+        return self._complete(event, (False, event.message_id), block, event.content)
 
     def on_reasoning(self, event: p.Reasoning) -> list[EncodedLine]:
         block = {"type": "thinking", "thinking": event.content, "signature": ""}
-        return self._complete(event, (True, event.reasoning_id), block)
+        return self._complete(event, (True, event.reasoning_id), block, event.content)
 
     def on_message_delta(self, event: p.MessageDelta) -> list[EncodedLine]:
         if event.role != "assistant":
@@ -1520,8 +1521,15 @@ class ClaudeEncoder(EventEncoder):
         return [*lines, self._stream_line(event, delta)]
 
     def _complete(
-        self, event: p.BaseEvent, key: tuple[bool, str], block: dict[str, Any]
+        self, event: p.BaseEvent, key: tuple[bool, str], block: dict[str, Any], text: str
     ) -> list[EncodedLine]:
+        """The ``assistant`` line of a complete message or reasoning, closing its delta run if it had one.
+
+        Empty content (a delta run discarded by an interrupt or a failed call, or nothing said) writes no
+        ``assistant`` line: the API never sends an empty block, and the Claude Agent SDK would hand its user one.
+        """
+        if not text:
+            return self._stop(event, key) if key in self._runs else []
         if key not in self._runs:
             line = {"type": "assistant", "message": self.api_message(key[1], block, "end_turn")}
             return [self.envelope(event, line)]
