@@ -281,3 +281,37 @@ entry()
     events = [json.loads(line) for line in done.stdout.splitlines()]
     assert done.returncode == 0, done.stderr.decode()
     assert [e["type"] for e in events] == ["system", "system", "result"] and not events[-1]["is_error"]
+
+
+def test_each_turns_init_says_the_childs_permission_mode_model_and_tools(tmp_path: Path) -> None:
+    """The SDK reads the session's mode and model from ``init``: through the wrap they are the child's, as the
+    client set them (options at start, ``set_permission_mode`` and ``set_model`` between turns), not the wrap's
+    defaults."""
+    script = [anthropic_reply("One."), anthropic_reply("Two.")]
+
+    async def session(opts: ClaudeAgentOptions) -> list[dict[str, Any]]:
+        inits = []
+        async with ClaudeSDKClient(opts) as client:
+            for mode, model in ((None, None), ("acceptEdits", "claude-other")):
+                if mode is not None:
+                    await client.set_permission_mode(mode)
+                    await client.set_model(model)
+                await client.query("hello")
+                messages = [m async for m in client.receive_response()]
+                inits += [m.data for m in messages if isinstance(m, SystemMessage) and m.subtype == "init"]
+        return inits
+
+    with FakeModelServer(script) as server:
+        opts = options(
+            tmp_path,
+            server,
+            cli=wrapped_cli(tmp_path),
+            permission_mode="bypassPermissions",
+            model="claude-first",
+        )
+        inits = asyncio.run(session(opts))
+    assert [(i["permissionMode"], i.get("model")) for i in inits] == [
+        ("bypassPermissions", "claude-first"),
+        ("acceptEdits", "claude-other"),
+    ]
+    assert "shell" in inits[0]["tools"] and inits[0]["cwd"] == str(tmp_path / "work")

@@ -26,7 +26,7 @@ import os
 import shlex
 import signal
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agentstream.cli._bus_options import add_publish_options, publish
 from agentstream.cli._options import (
@@ -401,6 +401,8 @@ class _TwoWayRelay(_Relay):
         self.held = None
         self.answered = False  # a signal ends the session, and the turn it lands in is interrupted
         self.turn: Stream | None = None
+        self.child_start: p.Start | None = None
+        """The child's last own ``start`` (its ``init``): what the session runs as, which each turn's says."""
         self.close_publisher: Callable[[], None] = _nothing
         self.exit_code = 0
         self.turns = 0
@@ -418,6 +420,7 @@ class _TwoWayRelay(_Relay):
                 out=self.fd,
                 owns_process=False,
                 redact=event_redactor(),
+                **_as_the_child_runs(self.child_start),
             )
             self.close_publisher = publish(self.turn, self.args)
             self.turn.start()
@@ -457,8 +460,10 @@ class _TwoWayRelay(_Relay):
         if isinstance(event, p.Result):
             self._finish(event)
             self._close_turn()
-        else:
-            self._relay(event)
+            return
+        if isinstance(event, p.Start) and event.synthetic is not True:
+            self.child_start = event  # before the turn's stream opens on it (a made-up one keeps the last)
+        self._relay(event)
 
     def _close_turn(self) -> None:
         assert self.turn is not None
@@ -466,3 +471,18 @@ class _TwoWayRelay(_Relay):
         self.turns += 1
         self.close_publisher()
         self.turn, self.held, self.close_publisher = None, None, _nothing
+
+
+def _as_the_child_runs(start: p.Start | None) -> dict[str, Any]:
+    """A turn's ``start`` settings from the child's own: the client set the child's model and permission mode
+    (flags, ``set_permission_mode``, ``set_model``) and reads them in the turn's ``init``; the wrap has none."""
+    from agentstream import protocol as p
+
+    if start is None:
+        return {}
+    return {
+        "cwd": start.cwd or None,
+        "model": start.model if start.model is not p.UNSET else None,
+        "tools": start.tools,
+        "permission_mode": start.permission_mode if start.permission_mode is not p.UNSET else None,
+    }
