@@ -103,8 +103,6 @@ def test_two_turns_on_one_client_through_the_wrap(tmp_path: Path) -> None:
         turns = asyncio.run(session(options(tmp_path, server, cli=wrapped_cli(tmp_path))))
     assert [texts(turn) for turn in turns] == [["First answer."], ["Second answer."]]
     assert [sum(isinstance(m, ResultMessage) for m in turn) for turn in turns] == [1, 1]
-    sessions = [next(m.session_id for m in turn if isinstance(m, ResultMessage)) for turn in turns]
-    assert sessions[0] != sessions[1], "each turn is a stream of its own"
 
 
 async def _collect(prompt: str, opts: ClaudeAgentOptions) -> list[Any]:
@@ -197,7 +195,9 @@ def test_control_lines_pass_through_verbatim_and_at_once_in_both_directions(tmp_
     assert [e["type"] for e in events] == ["system", "system", "assistant", "result"]
     assert events[2]["message"]["content"][0]["text"] == "the answer was success"
     assert events[3]["subtype"] == "success" and events[3]["session_id"] == events[0]["session_id"]
-    assert events[0]["session_id"] != "child-1", "the turn is the wrap's stream"
+    assert events[0]["session_id"] == "child-1", (
+        "the turn's lines name the child's session, the one to resume"
+    )
     proc.stdin.close()
     assert proc.wait(timeout=20) == 0 and proc.stdout.read() == b""
 
@@ -315,3 +315,27 @@ def test_each_turns_init_says_the_childs_permission_mode_model_and_tools(tmp_pat
         ("acceptEdits", "claude-other"),
     ]
     assert "shell" in inits[0]["tools"] and inits[0]["cwd"] == str(tmp_path / "work")
+
+
+def test_a_results_session_id_resumes_the_childs_conversation_through_the_wrap(tmp_path: Path) -> None:
+    """The SDK's way to go on later: ``resume=`` the ``session_id`` of a ``ResultMessage``. It reaches the child as
+    ``--resume`` through the shim, so the id must be the child's conversation, on every turn, as Claude Code's is."""
+    script = [anthropic_reply("First answer."), anthropic_reply("Second answer."), anthropic_reply("Third.")]
+
+    async def two_turns(opts: ClaudeAgentOptions) -> list[str]:
+        ids = []
+        async with ClaudeSDKClient(opts) as client:
+            for prompt in ("first question", "second question"):
+                await client.query(prompt)
+                ids += [m.session_id async for m in client.receive_response() if isinstance(m, ResultMessage)]
+        return ids
+
+    cli = wrapped_cli(tmp_path)
+    with FakeModelServer(script) as server:
+        ids = asyncio.run(two_turns(options(tmp_path, server, cli=cli)))
+        assert len(ids) == 2 and ids[0] == ids[1]
+        resumed = asyncio.run(_collect("third question", options(tmp_path, server, cli=cli, resume=ids[-1])))
+    result = next(m for m in resumed if isinstance(m, ResultMessage))
+    assert (result.subtype, result.session_id) == ("success", ids[0])
+    history = json.dumps(server.posts[2].body["messages"])
+    assert "first question" in history and "Second answer." in history and "third question" in history

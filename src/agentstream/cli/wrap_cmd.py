@@ -475,12 +475,17 @@ class _TwoWayRelay(_Relay):
 
 def _as_the_child_runs(start: p.Start | None) -> dict[str, Any]:
     """A turn's ``start`` settings from the child's own: the client set the child's model and permission mode
-    (flags, ``set_permission_mode``, ``set_model``) and reads them in the turn's ``init``; the wrap has none."""
+    (flags, ``set_permission_mode``, ``set_model``) and reads them in the turn's ``init``; the wrap has none.
+
+    The child's session is the turn's parent, so the turn's Claude lines name it (as ``exec`` names its stored
+    session): a client resumes the ``session_id`` of a result, and ``--resume`` reaches the child.
+    """
     from agentstream import protocol as p
 
     if start is None:
         return {}
     return {
+        "parent_session_id": start.session_id,
         "cwd": start.cwd or None,
         "model": start.model if start.model is not p.UNSET else None,
         "tools": start.tools,
