@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from claude_agent_sdk import (  # the test extra: pip install -e '.[test]'
     AssistantMessage,
     ClaudeAgentOptions,
@@ -411,3 +412,33 @@ def test_a_hook_that_fails_gives_no_decision_and_the_call_goes_on(tmp_path: Path
     assert (tmp_path / "work" / "ran.txt").read_text() == "ran\n"
     assert any("a hook gave no decision about shell" in line for line in said), said
     assert [m.subtype for m in messages if isinstance(m, ResultMessage)] == ["success"]
+
+
+def two_priced_turns(opts: ClaudeAgentOptions) -> list[ResultMessage]:
+    """The results of two turns on one client, each turn one model call of 100,000 prompt tokens."""
+
+    async def session() -> list[ResultMessage]:
+        results = []
+        async with ClaudeSDKClient(opts) as client:
+            for prompt in ("first question", "second question"):
+                await client.query(prompt)
+                results += [m async for m in client.receive_response() if isinstance(m, ResultMessage)]
+        return results
+
+    return asyncio.run(session())
+
+
+def assert_cost_is_the_sessions_and_usage_the_turns(results: list[ResultMessage]) -> None:
+    """Claude Code's ``total_cost_usd`` is the session's running total; its ``usage``, the turn's own calls."""
+    assert len(results) == 2 and results[0].total_cost_usd is not None and results[0].total_cost_usd > 0
+    assert results[1].total_cost_usd == pytest.approx(2 * results[0].total_cost_usd)
+    assert [r.usage["input_tokens"] if r.usage else None for r in results] == [100_000, 100_000]
+
+
+def test_total_cost_usd_is_the_sessions_running_total(tmp_path: Path) -> None:
+    script = [
+        anthropic_reply("One.", usage=(100_000, 1_000)),
+        anthropic_reply("Two.", usage=(100_000, 1_000)),
+    ]
+    with FakeModelServer(script) as server:
+        assert_cost_is_the_sessions_and_usage_the_turns(two_priced_turns(options(tmp_path, server)))

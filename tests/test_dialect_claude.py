@@ -15,6 +15,7 @@ from _dialect_kit import (
     decode_fixture,
     decode_separately,
     encode,
+    encode_objects,
     fixture_lines,
     objects,
     one,
@@ -587,6 +588,30 @@ def test_an_empty_message_or_reasoning_is_no_assistant_line_and_its_delta_run_st
     inner = [line["event"]["type"] for line in written if line["type"] == "stream_event"]
     run = ["message_start", "content_block_start", "content_block_delta"]
     assert inner == [*run, "content_block_stop", "message_delta", "message_stop"] * 2
+
+
+def test_total_cost_usd_is_the_conversations_running_total_over_its_turns() -> None:
+    """One writer over a session's turns (as ``exec`` and ``wrap --two-way`` write them): each result's cost is
+    the conversation's so far; a turn of unknown cost leaves it as it was; another conversation starts again."""
+
+    def turn(cost: float | None, parent: str = "ses_1") -> list[p.BaseEvent]:
+        usage = p.UsageTotals(cost_usd=cost if cost is not None else p.UNSET)
+        return stamped(
+            [
+                p.Start(command="exec", cwd="/w", parent_session_id=parent),
+                p.Result(ok=True, subtype="success", exit_code=0, usage=usage),
+            ],
+            p.new_id("ses"),
+        )
+
+    session = [*turn(0.25), *turn(None), *turn(0.5), *turn(0.125, parent="ses_2")]
+    results = [line for line in encode_objects("claude", session) if line["type"] == "result"]
+    assert [(r["session_id"], r.get("total_cost_usd")) for r in results] == [
+        ("ses_1", 0.25),
+        ("ses_1", 0.25),
+        ("ses_1", 0.75),
+        ("ses_2", 0.125),
+    ]
 
 
 # -- round trip --------------------------------------------------------------------------------

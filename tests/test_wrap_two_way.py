@@ -32,7 +32,15 @@ from claude_agent_sdk import (  # the test extra: pip install -e '.[test]'
 )
 
 from _agent_fakes import FakeModelServer, anthropic_reply
-from test_claude_sdk_driver import cli_path, client_turn, options, texts, tool_results
+from test_claude_sdk_driver import (
+    assert_cost_is_the_sessions_and_usage_the_turns,
+    cli_path,
+    client_turn,
+    options,
+    texts,
+    tool_results,
+    two_priced_turns,
+)
 
 
 def wrapped_cli(tmp_path: Path) -> str:
@@ -339,3 +347,13 @@ def test_a_results_session_id_resumes_the_childs_conversation_through_the_wrap(t
     assert (result.subtype, result.session_id) == ("success", ids[0])
     history = json.dumps(server.posts[2].body["messages"])
     assert "first question" in history and "Second answer." in history and "third question" in history
+
+
+def test_total_cost_usd_through_the_wrap_is_the_sessions_running_total(tmp_path: Path) -> None:
+    script = [
+        anthropic_reply("One.", usage=(100_000, 1_000)),
+        anthropic_reply("Two.", usage=(100_000, 1_000)),
+    ]
+    with FakeModelServer(script) as server:
+        results = two_priced_turns(options(tmp_path, server, cli=wrapped_cli(tmp_path)))
+    assert_cost_is_the_sessions_and_usage_the_turns(results)

@@ -46,6 +46,7 @@ from agentstream.render import (
     OutputError,
     OutputFailed,
     OutputFormat,
+    Sink,
     Writer,
     make_sink,
     output_failure,
@@ -106,6 +107,10 @@ class Stream:
         Called with every event before it is stamped, written or observed, to scrub
         secrets from it in place: one place that every event of the run passes
         (``exec`` passes its configured secrets' redactor).
+    follows:
+        The previous turn's Stream in a session of many turns on the same output. A
+        dialect's writer goes on from it, as one writer writes a whole session in
+        ``convert``: Claude Code's ``total_cost_usd``, say, is the session's running total.
     """
 
     # Set on the instance only once the result is written: each attribute an instance starts with makes
@@ -120,6 +125,8 @@ class Stream:
     """The output's descriptor, when it has one (see :meth:`_output_is_stuck`)."""
     _forked: bool = False
     """This process is a fork of the one running the stream (:func:`_in_forked_child`): it writes nothing."""
+    _after: Sink | None = None
+    """The sink of the turn this stream follows (``follows``), whose dialect writer it goes on with."""
 
     def __init__(
         self,
@@ -139,8 +146,11 @@ class Stream:
         permission_mode: str | None = None,
         color: ColorChoice | bool | None = None,
         redact: Callable[[p.Event], None] | None = None,
+        follows: Stream | None = None,
     ) -> None:
         _text("command", command)
+        if follows is not None and not isinstance(follows, Stream):
+            raise TypeError(f"follows must be the previous turn's Stream, not {type(follows).__name__}")
         for name, value in (
             ("session_id", session_id),
             ("cwd", cwd),
@@ -197,6 +207,8 @@ class Stream:
         """Set when the output could not be written before the ``result`` was: the process exits with it."""
         self.result: p.Result | None = None
         self.tally = Tally()
+        if follows is not None and follows.started:  # its sink, not itself: a session's turns are no chain
+            self._after = follows._sink
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -266,7 +278,12 @@ class Stream:
                 writer = _NoOutput()
                 self._output_closed, self._output_failure = True, failure
             self._sink = make_sink(
-                self.output_format, writer, dialect=self._dialect, err=self._err, color=self._color
+                self.output_format,
+                writer,
+                dialect=self._dialect,
+                err=self._err,
+                color=self._color,
+                after=self._after,
             )
             self._started_at = time.monotonic()
             if isinstance(writer, FdWriter):

@@ -179,6 +179,8 @@ class AgentRunner:
     sink: IO[bytes] | None = None
     """Where each turn's stream goes instead of stdout, for front ends that present the events
     themselves (ACP); such streams do not own the process."""
+    previous: Stream | None = None
+    """The last turn's stream, which the next one follows (a dialect's session-wide figures carry on)."""
 
     @classmethod
     def prepare(cls, options: ExecOptions) -> AgentRunner:
@@ -366,7 +368,7 @@ class AgentRunner:
 
         own_id = first and not self.resumed
         provider = self.loop.provider
-        return Stream(
+        self.previous = Stream(
             "exec",
             output_format=self.options.output_format,
             dialect=self.options.dialect,
@@ -381,7 +383,9 @@ class AgentRunner:
             tools=self.loop.toolbox.names,
             permission_mode=self._permission_mode(),
             redact=event_redactor(),
+            follows=self.previous,
         )
+        return self.previous
 
     def _permission_mode(self) -> str:
         """The mode the next turn runs in: a two-way session's client may have changed it."""

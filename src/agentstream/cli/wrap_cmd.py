@@ -401,6 +401,8 @@ class _TwoWayRelay(_Relay):
         self.held = None
         self.answered = False  # a signal ends the session, and the turn it lands in is interrupted
         self.turn: Stream | None = None
+        self.previous: Stream | None = None
+        """The last turn's stream, which the next one follows (Claude's running cost carries on)."""
         self.child_start: p.Start | None = None
         """The child's last own ``start`` (its ``init``): what the session runs as, which each turn's says."""
         self.close_publisher: Callable[[], None] = _nothing
@@ -420,6 +422,7 @@ class _TwoWayRelay(_Relay):
                 out=self.fd,
                 owns_process=False,
                 redact=event_redactor(),
+                follows=self.previous,
                 **_as_the_child_runs(self.child_start),
             )
             self.close_publisher = publish(self.turn, self.args)
@@ -470,7 +473,7 @@ class _TwoWayRelay(_Relay):
         self.exit_code = self.turn.exit_code
         self.turns += 1
         self.close_publisher()
-        self.turn, self.held, self.close_publisher = None, None, _nothing
+        self.previous, self.turn, self.held, self.close_publisher = self.turn, None, None, _nothing
 
 
 def _as_the_child_runs(start: p.Start | None) -> dict[str, Any]:

@@ -1222,8 +1222,8 @@ class ClaudeEncoder(EventEncoder):
         """The turn's ``claude.deferred_tool_use`` (id, name, input): the result line carries it."""
         self._structured: Any = None
         """The turn's ``claude.structured_output``, written in its result line."""
-        self._spent: tuple[str | None, float] = (None, 0.0)
-        """The session of the last result line and the running cost it wrote."""
+        self._spent: tuple[str | None, float | None] = (None, None)
+        """The session of the last result line and the running cost it wrote (None: none known yet)."""
         self._conversation: str | None = None
         """The stored session the current run continues (its ``start``'s parent), written as the session id."""
         self._session_json: tuple[str | None, bytes] = (None, b"")
@@ -1313,12 +1313,14 @@ class ClaudeEncoder(EventEncoder):
         if reason is not None or deferred:
             line["terminal_reason"] = reason or _DEFERRED_REASON
         line["session_id"] = self.session(event)
+        # Claude Code's cost is the session's running total: each turn's result repeats it, grown by the turn's
+        # (a turn of unknown cost, say one interrupted before any model call, leaves it as it was).
         line_session, spent = self._spent
-        if event.usage.cost_usd is p.UNSET:
-            self._spent = (line["session_id"], 0.0)
-        else:  # Claude Code's cost is the session's running total (each turn's result repeats it grown)
-            spent = round((spent if line_session == line["session_id"] else 0.0) + event.usage.cost_usd, 10)
-            self._spent = (line["session_id"], spent)
+        spent = spent if line_session == line["session_id"] else None
+        if event.usage.cost_usd is not p.UNSET:
+            spent = round((spent or 0.0) + event.usage.cost_usd, 10)
+        self._spent = (line["session_id"], spent)
+        if spent is not None:
             line["total_cost_usd"] = spent
         usage = event.usage
         line["usage"] = _api_usage(usage)
@@ -1419,7 +1421,7 @@ class ClaudeEncoder(EventEncoder):
             line = {"type": "rate_limit_event", "rate_limit_info": data}
         elif name == "claude.conversation_reset" and isinstance(data, dict) and _resets(data):
             line = {"type": "conversation_reset", **data}
-            self._spent = (None, 0.0)  # the running totals start again
+            self._spent = (None, None)  # the running totals start again
         elif name == _DEFERRED_EVENT and isinstance(data, dict) and _deferral(data):
             self._deferred = {"id": data["id"], "name": data["name"], "input": data["input"]}
             return []  # written with the result line, as Claude Code writes it

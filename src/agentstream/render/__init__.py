@@ -15,6 +15,7 @@ import os
 from typing import IO, TYPE_CHECKING, Literal, Protocol, TypeAlias
 
 if TYPE_CHECKING:
+    from agentstream.dialects.base import DialectEncoder
     from agentstream.protocol import AnyEvent
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "OutputFormat",
     "Sink",
     "Writer",
+    "dialect_encoder",
     "make_sink",
     "output_failure",
     "silence_stdout",
@@ -146,16 +148,20 @@ def make_sink(
     dialect: str | None = None,
     err: IO[str] | None = None,
     color: ColorChoice | bool | None = None,
+    after: Sink | None = None,
 ) -> Sink:
-    """The sink for an output format; imports only what that format needs."""
+    """The sink for an output format; imports only what that format needs.
+
+    ``after`` is the sink of the previous turn of the same session: see :func:`dialect_encoder`.
+    """
     if output_format == "stream-json":
         from agentstream.render.lines import LinesSink
 
-        return LinesSink(out, dialect=dialect)
+        return LinesSink(out, dialect=dialect, after=after)
     if output_format == "json":
         from agentstream.render.json import JsonSink
 
-        return JsonSink(out, dialect=dialect)
+        return JsonSink(out, dialect=dialect, after=after)
     if output_format == "text":
         from agentstream.render.text import TextSink
 
@@ -166,3 +172,20 @@ def make_sink(
         f"unknown output format {output_format!r}",
         fix=f"use one of: {', '.join(OUTPUT_FORMATS)}",
     )
+
+
+def dialect_encoder(dialect: str | None, after: Sink | None = None) -> DialectEncoder | None:
+    """The encoder a sink writes ``dialect`` with (None for the canonical form).
+
+    After the sink of the previous turn of the same session (``after``) that wrote the same dialect, its
+    encoder goes on, as one encoder writes a whole session in ``convert``: what spans the session carries on
+    (Claude Code's ``total_cost_usd`` is the session's running total, not the turn's).
+    """
+    if dialect in (None, "canonical"):
+        return None
+    previous = getattr(after, "encoder", None)
+    if previous is not None and getattr(after, "dialect", None) == dialect:
+        return previous
+    from agentstream.dialects import get_dialect
+
+    return get_dialect(dialect).encoder()

@@ -12,7 +12,7 @@ from agentstream.protocol import Result, encode_line
 
 if TYPE_CHECKING:
     from agentstream.protocol import AnyEvent
-    from agentstream.render import Writer
+    from agentstream.render import Sink, Writer
 
 
 class JsonSink:
@@ -23,18 +23,17 @@ class JsonSink:
     ``result`` line it wrote is the object.
     """
 
-    def __init__(self, out: Writer, *, dialect: str | None = None) -> None:
+    def __init__(self, out: Writer, *, dialect: str | None = None, after: Sink | None = None) -> None:
+        from agentstream.render import dialect_encoder
+
         self._out = out
         self._line: bytes | None = None
-        self._encoder = None
-        if dialect not in (None, "canonical"):
-            from agentstream.dialects import get_dialect
-
-            self._encoder = get_dialect(dialect).encoder()
+        self.dialect = dialect
+        self.encoder = dialect_encoder(dialect, after)
 
     def emit(self, event: AnyEvent) -> None:
-        if self._encoder is not None:
-            lines = self._encoder.encode(event)
+        if self.encoder is not None:
+            lines = self.encoder.encode(event)
             if type(event) is Result and lines:
                 line = lines[-1]
                 self._line = line if line.endswith(b"\n") else line + b"\n"

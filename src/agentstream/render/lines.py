@@ -12,23 +12,22 @@ _encode_into = msgspec.json.Encoder().encode_into
 
 if TYPE_CHECKING:
     from agentstream.protocol import AnyEvent
-    from agentstream.render import Writer
+    from agentstream.render import Sink, Writer
 
 
 class LinesSink:
     """Writes each event the moment it is emitted, one write per line (or per dialect batch)."""
 
-    def __init__(self, out: Writer, *, dialect: str | None = None) -> None:
+    def __init__(self, out: Writer, *, dialect: str | None = None, after: Sink | None = None) -> None:
+        from agentstream.render import dialect_encoder
+
         self._out = out
         self._buffer = bytearray()
-        self._encoder = None
-        if dialect is not None and dialect != "canonical":
-            from agentstream.dialects import get_dialect
-
-            self._encoder = get_dialect(dialect).encoder()
+        self.dialect = dialect
+        self.encoder = dialect_encoder(dialect, after)
 
     def emit(self, event: AnyEvent) -> None:
-        if self._encoder is None:
+        if self.encoder is None:
             if type(event) is UnknownEvent:
                 self._out.write(encode_line(event))
                 return
@@ -38,13 +37,13 @@ class LinesSink:
             buffer.append(10)
             self._out.write(buffer)
             return
-        lines = self._encoder.encode(event)
+        lines = self.encoder.encode(event)
         if lines:
             self._out.write(b"".join(line + b"\n" for line in lines))
 
     def close(self) -> None:
-        if self._encoder is None:
+        if self.encoder is None:
             return
-        lines = self._encoder.finish()
+        lines = self.encoder.finish()
         if lines:
             self._out.write(b"".join(line + b"\n" for line in lines))
