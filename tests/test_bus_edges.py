@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from _bus_fixtures import RedisServer, events, redis_server  # noqa: F401
+from agentstream.bus import open_bus
 
 CASSETTE = Path(__file__).resolve().parent.parent / "src" / "agentstream" / "data" / "demo.cassette.jsonl"
 CLI = [str(Path(sys.executable).with_name("agentstream"))]
@@ -153,3 +158,76 @@ def test_the_connect_timeout_from_the_environment_must_be_a_positive_number(tmp_
     )
     assert done.returncode == 2
     assert b"AGENTSTREAM_BUS_CONNECT_TIMEOUT" in done.stdout
+
+
+# -- a server that takes connections but never answers ----------------------------
+
+STALL_BOUND = 10.0
+"""A generous multiple of what a stalled Redis may cost with ``?connect_timeout=1``; redis-py's own
+socket timeout and retry made it 20 s and more."""
+
+
+@pytest.fixture
+def stalled_redis(redis_server: RedisServer) -> Iterator[RedisServer]:
+    """A real redis-server, reachable, then stopped with SIGSTOP: connects succeed, nothing is answered."""
+    redis_server.proc.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
+    yield redis_server
+
+
+STALLED_COMMANDS = {
+    "runs": ["runs"],
+    "follow": ["follow", "some-run", "--reconnect-timeout", "600"],
+    "watch": ["watch", "--count", "1"],
+    "send": ["send", "greeting"],
+    "submit": ["submit", "a prompt"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(STALLED_COMMANDS))
+def test_a_stalled_redis_costs_the_connect_timeout_and_says_so(
+    command: str, stalled_redis: RedisServer, tmp_path: Path
+) -> None:
+    url = f"{stalled_redis.url}?connect_timeout=1"
+    began = time.monotonic()
+    done = _run([*STALLED_COMMANDS[command], "--bus", url], tmp_path)
+    assert time.monotonic() - began < STALL_BOUND, done.stdout.decode()
+    assert done.returncode == 1
+    error = _lines(done.stdout)[-1]["error"]
+    assert error["code"] == "BUS_UNAVAILABLE"  # type: ignore[index]
+    assert "did not answer within its connect timeout (1s)" in error["message"]  # type: ignore[index]
+
+
+def test_exec_on_a_stalled_redis_finishes_its_run_within_the_connect_timeout(
+    stalled_redis: RedisServer, tmp_path: Path
+) -> None:
+    began = time.monotonic()
+    done = _run([*EXEC, "--bus", f"{stalled_redis.url}?connect_timeout=1"], tmp_path)
+    assert time.monotonic() - began < STALL_BOUND
+    assert done.returncode == 0 and _lines(done.stdout)[-1]["ok"] is True
+    warning = done.stderr.decode()
+    assert warning.count("warning: bus") == 1 and "did not answer" in warning, warning
+
+
+def test_a_follower_whose_redis_stalls_mid_run_gives_up_after_its_reconnect_timeout(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    url = f"{redis_server.url}?connect_timeout=1"
+    with open_bus(url) as bus:
+        bus.append("live", events("live", 2))
+    follower = subprocess.Popen(
+        [*CLI, "follow", "live", "--bus", url, "--reconnect-timeout", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+        env={**os.environ, **SLOW_RETRIES},
+    )
+    assert follower.stdout is not None
+    for _ in range(2):  # both stored events printed: the follower is tailing the live run
+        assert follower.stdout.readline()
+    redis_server.proc.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
+    began = time.monotonic()
+    out, _ = follower.communicate(timeout=HANG)
+    assert time.monotonic() - began < STALL_BOUND + 2  # the reconnect timeout, plus one try's connect timeout
+    end = _lines(out)[-1]
+    assert follower.returncode == 1 and end["subtype"] == "bus_unavailable"
+    assert "did not answer" in end["error"]["message"]  # type: ignore[index]

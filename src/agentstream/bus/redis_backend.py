@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Final, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -58,9 +59,9 @@ RUNS_KEY: Final = PREFIX + "runs"
 JOBS_KEY: Final = PREFIX + "jobs"
 GROUP: Final = "workers"
 DEFAULT_MAXLEN: Final = 100_000
-MAX_BLOCK_S: Final = 5.0
-"""Longest single blocking read; callers loop. Kept well under the socket timeout."""
-SOCKET_TIMEOUT_S: Final = MAX_BLOCK_S + 5.0
+MAX_BLOCK_S: Final = 1.0
+"""Longest single blocking command: a longer ``block`` is waited out in slices of this, so that a server
+that stops answering is noticed within this plus the connect timeout, whatever the caller's ``block``."""
 _OUR_QUERY: Final = frozenset({"retention", "maxlen", "connect_timeout"})
 
 # KEYS: run stream, run meta, runs index, feed
@@ -171,14 +172,22 @@ class RedisBus(Bus):
             retention
         )  # whole seconds for EXPIRE; a fraction must not become 0 (forever)
         self.maxlen = maxlen
-        self._client = _client(url, connect_timeout)
+        self.connect_timeout = connect_timeout
+        self._client = _client(url, connect_timeout, connect_timeout)
         self._append = self._client.register_script(_APPEND)
         self._owned = self._client.register_script(_OWNED)
         self._touch = self._client.register_script(_TOUCH)
         self._group_ready = False
 
+    @cached_property
+    def _blocking_client(self) -> redis.Redis:
+        """The client of blocking reads, which may wait for a reply :data:`MAX_BLOCK_S` longer (made on first use)."""
+        return _client(self.url, self.connect_timeout, self.connect_timeout + MAX_BLOCK_S)
+
     def close(self) -> None:
         self._client.close()
+        if "_blocking_client" in self.__dict__:
+            self._blocking_client.close()
 
     @contextmanager
     def _translated(self) -> Iterator[None]:
@@ -191,7 +200,14 @@ class RedisBus(Bus):
                 f"Redis refused the connection's credentials: {exc}",
                 fix="put the right password in the URL: redis://:PASSWORD@HOST:PORT (or USER:PASSWORD@)",
             ) from exc
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
+        except redis.TimeoutError as exc:
+            raise BusUnavailable(
+                f"Redis at {redact_url(self.url)} did not answer within its connect timeout"
+                f" ({self.connect_timeout:g}s): {exc}",
+                fix="check that redis-server at that host and port is running and not stopped or overloaded;"
+                " over a slow link, raise ?connect_timeout=S in --bus / $AGENTSTREAM_BUS",
+            ) from exc
+        except redis.ConnectionError as exc:
             raise BusUnavailable(
                 f"cannot reach Redis at {redact_url(self.url)}: {exc}",
                 fix="start redis-server or check host, port and password in --bus / $AGENTSTREAM_BUS",
@@ -236,13 +252,31 @@ class RedisBus(Bus):
     def _xread(
         self, key: str, after: str, limit: int, block: float | None
     ) -> list[tuple[bytes, dict[bytes, bytes]]]:
-        """Entries after ``after`` (exclusive); with ``block``, wait up to that long (capped) for one."""
-        block_ms = None if not block else max(1, int(min(block, MAX_BLOCK_S) * 1000))
-        with self._translated():
-            reply = cast("list[list[Any]]", self._client.xread({key: after}, count=limit, block=block_ms))
-        if not reply:
-            return []
-        return list(reply[0][1])
+        """Entries after ``after`` (exclusive); with ``block``, wait up to that long for one."""
+        return self._read_stream(
+            lambda client, block_ms: client.xread({key: after}, count=limit, block=block_ms), block
+        )
+
+    def _read_stream(
+        self, read: Callable[[redis.Redis, int | None], Any], block: float | None
+    ) -> list[tuple[bytes, dict[bytes, bytes]]]:
+        """The entries of one stream read ``read(client, block_ms)``; with ``block``, wait up to that long for one.
+
+        A wait is made of blocking reads of at most :data:`MAX_BLOCK_S` each, so each reply is due within that
+        and the connect timeout: a server that stops answering is noticed that soon, whatever ``block`` is.
+        """
+        if not block:
+            with self._translated():
+                reply = read(self._client, None)
+        else:
+            deadline = time.monotonic() + block
+            while True:
+                remaining = deadline - time.monotonic()
+                with self._translated():
+                    reply = read(self._blocking_client, max(1, int(min(remaining, MAX_BLOCK_S) * 1000)))
+                if reply or remaining <= MAX_BLOCK_S:
+                    break
+        return list(cast("list[list[Any]]", reply)[0][1]) if reply else []
 
     def get_run(self, run_id: str) -> RunInfo | None:
         with self._translated():
@@ -358,16 +392,17 @@ class RedisBus(Bus):
         with self._translated():
             reply = self._client.xautoclaim(JOBS_KEY, GROUP, worker, int(idle_timeout * 1000), "0-0", count=1)
             entries = [e for e in reply[1] if e and e[1]]
-            if not entries:
-                block_ms = max(1, int(min(block, MAX_BLOCK_S) * 1000)) if block else None
-                fresh = cast(
-                    "list[list[Any]]",
-                    self._client.xreadgroup(GROUP, worker, {JOBS_KEY: ">"}, count=1, block=block_ms),
-                )
-                entries = list(fresh[0][1]) if fresh else []
-            if not entries:
-                return None
-            entry_id, fields = entries[0]
+        if not entries:
+            entries = self._read_stream(
+                lambda client, block_ms: client.xreadgroup(
+                    GROUP, worker, {JOBS_KEY: ">"}, count=1, block=block_ms
+                ),
+                block,
+            )
+        if not entries:
+            return None
+        entry_id, fields = entries[0]
+        with self._translated():
             return self._take(worker, entry_id.decode(), fields[b"job"].decode(), max_attempts)
 
     def _take(self, worker: str, entry_id: str, job_id: str, max_attempts: int) -> Claim | None:
@@ -425,8 +460,14 @@ class RedisBus(Bus):
         )
 
 
-def _client(url: str, connect_timeout: float) -> redis.Redis:
-    """A client for ``url`` minus our own query parameters; a malformed URL is a usage error."""
+def _client(url: str, connect_timeout: float, reply_timeout: float) -> redis.Redis:
+    """A client for ``url`` minus our own query parameters; a malformed URL is a usage error.
+
+    Connecting, and then each reply, waits at most the given timeouts: a server that accepts connections but
+    never answers (stopped, overloaded) costs that long, not redis-py's default. A dropped connection is retried
+    once, at once (a restarted server closed a pooled one); a timeout is not, since the caller's deadline, not
+    the client, decides whether there is time for another try.
+    """
     redis = require("redis", "redis")
     from redis.backoff import ExponentialBackoff
     from redis.retry import Retry
@@ -437,8 +478,8 @@ def _client(url: str, connect_timeout: float) -> redis.Redis:
         return redis.Redis.from_url(
             urlunsplit(parts._replace(query=query)),
             socket_connect_timeout=connect_timeout,
-            socket_timeout=SOCKET_TIMEOUT_S,
-            retry=Retry(ExponentialBackoff(cap=0.2, base=0.05), 1),
+            socket_timeout=reply_timeout,
+            retry=Retry(ExponentialBackoff(cap=0.2, base=0.05), 1, supported_errors=(redis.ConnectionError,)),
             health_check_interval=0,
         )
     except (ValueError, TypeError) as exc:
