@@ -8,7 +8,15 @@ import pytest
 
 from _bus_fixtures import RedisServer, bus_home, bus_url, events, free_port, redis_server  # noqa: F401
 from agentstream import protocol as p
-from agentstream.bus import BusUnavailable, Job, Record, SeqConflict, open_bus, parse_duration
+from agentstream.bus import (
+    BusUnavailable,
+    Job,
+    ProducerConflict,
+    Record,
+    SeqConflict,
+    open_bus,
+    parse_duration,
+)
 from agentstream.bus.queue import close_run
 from agentstream.errors import AgentstreamError, ErrorCode, UsageError
 
@@ -53,6 +61,29 @@ def test_failed_and_interrupted_runs(bus_url: str, result: p.Result, status: str
         bus.append("r1", [*events("r1", 1), Record(1, "result", p.encode(result))])
         info = bus.get_run("r1")
         assert info is not None and info.status == status and info.exit_code == result.exit_code
+
+
+def test_a_second_producer_of_a_run_is_refused_and_the_run_stays_the_firsts(bus_url: str) -> None:
+    mine, theirs = events("r1", 4, final=True), events("r1", 3)
+    with open_bus(bus_url) as bus:
+        bus.register_run("r1", command="exec")  # a job's run, registered before its producer starts
+        assert bus.append_from("me", "r1", mine[:2]) == 2
+        assert bus.append_from("me", "r1", mine[:2]) == 0  # my own batch again (a lost reply): no error
+        with pytest.raises(ProducerConflict) as refused:
+            bus.append_from("other", "r1", theirs)  # its seq 2 is new, and still refused
+        assert refused.value.code == ErrorCode.SEQ_CONFLICT and refused.value.fix
+        assert bus.append_from("me", "r1", mine) == 2
+        assert bus.append_from("me", "r1", mine) == 0  # closed by my own result: a retry is no error
+        with pytest.raises(ProducerConflict):
+            bus.append_from("other", "r1", events("r1", 1, start=4))
+        assert [r.line for r in bus.read("r1")] == [r.line for r in mine]
+        info = bus.get_run("r1")
+        assert info is not None and info.status == "succeeded" and info.last_seq == 3
+        # an ending written for a lost producer names none, and is not refused
+        bus.append_from("me", "r2", events("r2", 2))
+        lost = AgentstreamError("gone", code=ErrorCode.PRODUCER_LOST)
+        assert close_run(bus, "r2", lost, subtype="producer_lost", command="test")
+        assert [r.type for r in bus.read("r2")][-2:] == ["error", "result"]
 
 
 def test_conditional_append_detects_a_concurrent_producer(bus_url: str) -> None:

@@ -214,3 +214,29 @@ def test_a_bus_locked_by_another_process_past_the_connect_timeout_is_waited_for_
     assert [r.line for r in stored] == out.getvalue().splitlines()
     assert publisher.dropped == 0
     assert "locked by another process" in capsys.readouterr().err  # one warning, while it waited
+
+
+def test_two_producers_of_one_run_id_are_never_merged(bus_url: str) -> None:
+    """Two real producers, started together on the same run id: the bus keeps one whole run, the other's
+    events are refused with SEQ_CONFLICT and a fix on its stderr, and both finish their own output."""
+    argv = [
+        sys.executable,
+        str(PRODUCER),
+        "events=20 interval=0.02",
+        "--session-id",
+        "twin",
+        "--bus",
+        bus_url,
+    ]
+    producers = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+    outputs = [producer.communicate(timeout=60) for producer in producers]
+    assert [producer.returncode for producer in producers] == [0, 0]
+    refused = [stderr.decode() for _, stderr in outputs if stderr]
+    assert len(refused) == 1, refused
+    assert "SEQ_CONFLICT" in refused[0] and "another producer" in refused[0] and "fix:" in refused[0]
+    with open_bus(bus_url) as bus:
+        stored = [record.line for record in bus.read("twin", limit=1000)]
+        info = bus.get_run("twin")
+    kept = next(stdout for stdout, stderr in outputs if not stderr)
+    assert stored == kept.splitlines()  # the winner's run, byte for byte, and nothing of the other's
+    assert info is not None and info.status == "succeeded" and info.last_seq == len(stored) - 1

@@ -53,6 +53,7 @@ __all__ = [
     "Claim",
     "FeedItem",
     "Job",
+    "ProducerConflict",
     "Record",
     "RunInfo",
     "RunStatus",
@@ -108,6 +109,20 @@ class SeqConflict(AgentstreamError):
     """A conditional append found the run's next ``seq`` different from the one expected."""
 
     code = ErrorCode.SEQ_CONFLICT
+
+
+class ProducerConflict(AgentstreamError):
+    """Another producer writes this run: two producers picked the same run id, and their events, each
+    numbered from 0, would be merged into one run. The run stays the first one's; the other stores nothing."""
+
+    code = ErrorCode.SEQ_CONFLICT
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(
+            f"run {run_id} on the bus is written by another producer (two producers chose the same run id);"
+            " the bus keeps that one's events and refuses this one's",
+            fix="give each producer a run id of its own: a new --session-id, or none (one is made up)",
+        )
 
 
 class Record(NamedTuple):
@@ -218,6 +233,18 @@ class Bus(abc.ABC):
     @abc.abstractmethod
     def list_runs(self, *, statuses: Sequence[str] = (), limit: int = 50) -> list[RunInfo]:
         """Newest first."""
+
+    def append_from(self, producer: str, run_id: str, records: Sequence[Record]) -> int:
+        """:meth:`append` from the run's producer, named by a token of its own (a :class:`~agentstream.bus.publish.Publisher`'s).
+
+        The first append that names a producer makes the run that producer's (also a run registered
+        before its first event); from then on an append from any other raises :class:`ProducerConflict`
+        and stores nothing, checked in the same transaction as the append, so two producers that chose
+        the same run id are never merged into one run. Appends without a producer (an ending written for
+        a lost producer, a cancel) are not checked. A backend that keeps no producer may leave this as is:
+        it appends unchecked.
+        """
+        return self.append(run_id, records)
 
     def touch(self, run_id: str) -> None:
         """Stamp a running run's ``alive`` time: its producer is quiet, not dead (:mod:`agentstream.bus.liveness`).

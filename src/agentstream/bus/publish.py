@@ -34,6 +34,7 @@ from agentstream.bus import Record
 
 if TYPE_CHECKING:
     from agentstream.bus import Bus
+    from agentstream.errors import AgentstreamError
     from agentstream.stream import Stream
 
 __all__ = ["Publisher", "attach_publisher"]
@@ -84,6 +85,9 @@ class Publisher:
 
         self.url = url
         self.run_id = run_id
+        self.producer = os.urandom(8).hex()
+        """This publisher's token on the bus (:meth:`~agentstream.bus.Bus.append_from`): the same through every
+        retry and reconnection, so resuming after an outage is this producer going on, never another one."""
         self.flush_timeout = (
             flush_timeout if flush_timeout is not None else _env_seconds("FLUSH_TIMEOUT", 10.0)
         )
@@ -198,7 +202,7 @@ class Publisher:
             try:
                 if bus is None:
                     bus = open_bus(self.url)
-                added = bus.append(self.run_id, batch)
+                added = bus.append_from(self.producer, self.run_id, batch)
                 self.stored += added
                 self._reached = True
                 if added < len(batch):
@@ -211,7 +215,7 @@ class Publisher:
                     deadline = started + self.retry_for
                 if exc.code != "BUS_UNAVAILABLE" or time.monotonic() + delay > deadline:
                     self._given_up = True
-                    self._drop(len(batch), exc.message)
+                    self._drop(len(batch), _said(exc))
                     return bus
                 self._warn(f"{exc.message}; retrying in the background (--no-publish skips the bus)")
             except Exception as exc:  # never let a bus bug reach the producer
@@ -268,6 +272,12 @@ class Publisher:
             sys.stderr.flush()
         except Exception:
             pass
+
+
+def _said(exc: AgentstreamError) -> str:
+    """An error as the warning line says it: its code, what happened, and the fix."""
+    fix = f" (fix: {exc.fix})" if exc.fix else ""
+    return f"{exc.code}: {exc.message}{fix}"
 
 
 def _close_quietly(bus: Bus) -> None:

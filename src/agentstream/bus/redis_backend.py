@@ -3,7 +3,8 @@
 Keys (``{id}`` is a run or job id)::
 
     agentstream:run:{id}      stream, one entry per event, entry ID 0-(seq+1), fields t (type), l (line)
-    agentstream:runmeta:{id}  hash: status, command, created, updated, alive, last_seq, exit_code, subtype, job_id, attempt
+    agentstream:runmeta:{id}  hash: status, command, created, updated, alive, last_seq, exit_code, subtype, job_id, attempt,
+                              producer
     agentstream:runs          sorted set of run ids by creation time (the index behind ``runs``)
     agentstream:events        stream of every run's events (r, s, t, l), capped with MAXLEN ~ (``watch``)
     agentstream:jobs          stream of job ids, consumed by the group ``workers``
@@ -11,7 +12,8 @@ Keys (``{id}`` is a run or job id)::
 
 An append is one Lua script per batch, so a batch is stored whole or not at all,
 an entry ID equal to or below the stream's top is skipped (a retried append is a
-no-op), the feed gets exactly the new events, and a closed run refuses more.
+no-op), the feed gets exactly the new events, a closed run refuses more, and
+so does a run another producer writes (:meth:`~agentstream.bus.Bus.append_from`).
 Retention: every append sets the run's keys to expire ``retention`` seconds
 later, so a run disappears that long after its last event; stale index entries
 are dropped when ``runs`` meets them.
@@ -39,6 +41,7 @@ from agentstream.bus import (
     Claim,
     FeedItem,
     Job,
+    ProducerConflict,
     Record,
     RunInfo,
     SeqConflict,
@@ -66,17 +69,21 @@ _OUR_QUERY: Final = frozenset({"retention", "maxlen", "connect_timeout"})
 
 # KEYS: run stream, run meta, runs index, feed
 # ARGV: run_id, now, maxlen, retention, if_next_seq (-1: none), status, command, exit_code, subtype,
-#       records as one MessagePack array of [seq, type, line] (one argument instead of three per
-#       record: the client's command packing was the bottleneck). Empty strings mean "unchanged".
+#       producer (Bus.append_from; empty: not checked), records as one MessagePack array of
+#       [seq, type, line] (one argument instead of three per record: the client's command packing
+#       was the bottleneck). Empty strings mean "unchanged". Returns {added, last}; added -1 is a
+#       seq conflict, -2 another producer's run.
 #       A line over BOUND_LINE_BYTES comes as an argument of its own after that (the client sends it
 #       as it is, where packing would copy it twice); its record holds that argument's index.
-_RECORDS_ARG: Final = 10
+_RECORDS_ARG: Final = 11
 """The records argument's index in the append script's ARGV (Lua counts from 1); the script reads it here."""
 _APPEND: Final = """
 local status = redis.call('HGET', KEYS[2], 'status')
 local last = tonumber(redis.call('HGET', KEYS[2], 'last_seq') or '-1')
 local expect = tonumber(ARGV[5])
 if expect >= 0 and last + 1 ~= expect then return {-1, last} end
+local owner = redis.call('HGET', KEYS[2], 'producer')
+if ARGV[10] ~= '' and owner and owner ~= ARGV[10] then return {-2, last} end
 if status == 'succeeded' or status == 'failed' or status == 'interrupted' then return {0, last} end
 local added = 0
 for _, record in ipairs(cmsgpack.unpack(ARGV[RECORDS_ARG])) do
@@ -99,6 +106,7 @@ elseif status == false or status == 'queued' then
   redis.call('HSET', KEYS[2], 'status', 'running')
 end
 if ARGV[7] ~= '' then redis.call('HSET', KEYS[2], 'command', ARGV[7]) end
+if ARGV[10] ~= '' and not owner then redis.call('HSET', KEYS[2], 'producer', ARGV[10]) end
 if ARGV[8] ~= '' then redis.call('HSET', KEYS[2], 'exit_code', ARGV[8], 'subtype', ARGV[9]) end
 if tonumber(ARGV[4]) > 0 then
   redis.call('EXPIRE', KEYS[1], ARGV[4])
@@ -216,6 +224,14 @@ class RedisBus(Bus):
     # -- runs ------------------------------------------------------------------
 
     def append(self, run_id: str, records: Sequence[Record], *, if_next_seq: int | None = None) -> int:
+        return self._append_batch(run_id, records, if_next_seq, None)
+
+    def append_from(self, producer: str, run_id: str, records: Sequence[Record]) -> int:
+        return self._append_batch(run_id, records, None, producer)
+
+    def _append_batch(
+        self, run_id: str, records: Sequence[Record], if_next_seq: int | None, producer: str | None
+    ) -> int:
         if not records:
             return 0
         update = run_update(records)
@@ -229,12 +245,15 @@ class RedisBus(Bus):
             update.command or "",
             "" if update.exit_code is None else update.exit_code,
             update.subtype or "",
+            producer or "",
             *_packed(records),
         ]
         with self._translated():
             added, last = self._append(
                 keys=[_run_key(run_id), _meta_key(run_id), RUNS_KEY, FEED_KEY], args=args
             )
+        if added == -2:
+            raise ProducerConflict(run_id)
         if added < 0:
             raise SeqConflict(f"run {run_id} is at seq {int(last) + 1}, not {if_next_seq}")
         return int(added)

@@ -35,6 +35,7 @@ from agentstream.bus import (
     Claim,
     FeedItem,
     Job,
+    ProducerConflict,
     Record,
     RunInfo,
     RunUpdate,
@@ -73,7 +74,8 @@ CREATE TABLE IF NOT EXISTS runs (
     subtype   TEXT,
     job_id    TEXT,
     attempt   INTEGER,
-    alive     REAL NOT NULL DEFAULT 0
+    alive     REAL NOT NULL DEFAULT 0,
+    producer  TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_by_updated ON runs (updated);
 CREATE TABLE IF NOT EXISTS jobs (
@@ -140,7 +142,7 @@ class SqliteBus(Bus):
             use_wal(db)
             db.execute("PRAGMA synchronous = NORMAL")
             db.executescript(_SCHEMA)
-            _add_alive_column(db)
+            _add_columns(db)
             return db
         except (OSError, sqlite3.Error) as exc:
             raise BusUnavailable(
@@ -170,15 +172,27 @@ class SqliteBus(Bus):
     # -- runs ------------------------------------------------------------------
 
     def append(self, run_id: str, records: Sequence[Record], *, if_next_seq: int | None = None) -> int:
+        return self._append(run_id, records, if_next_seq, None)
+
+    def append_from(self, producer: str, run_id: str, records: Sequence[Record]) -> int:
+        return self._append(run_id, records, None, producer)
+
+    def _append(
+        self, run_id: str, records: Sequence[Record], if_next_seq: int | None, producer: str | None
+    ) -> int:
         if not records:
             return 0
         update = run_update(records)
         now = time.time()
         with self._write() as db:
-            row = db.execute("SELECT status, last_seq FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            row = db.execute(
+                "SELECT status, last_seq, producer FROM runs WHERE run_id = ?", (run_id,)
+            ).fetchone()
             last_seq = row[1] if row else -1
             if if_next_seq is not None and last_seq + 1 != if_next_seq:
                 raise SeqConflict(f"run {run_id} is at seq {last_seq + 1}, not {if_next_seq}")
+            if producer is not None and row and row[2] is not None and row[2] != producer:
+                raise ProducerConflict(run_id)
             if row and row[0] in TERMINAL_STATUSES:
                 return 0
             before = db.total_changes
@@ -192,29 +206,36 @@ class SqliteBus(Bus):
                         _insert_long_event(db, run_id, record, now)
             added = db.total_changes - before
             top = max(last_seq, max(r.seq for r in records))
-            self._upsert_run(db, run_id, row is not None, update, top, now)
+            self._upsert_run(db, run_id, row is not None, update, top, now, producer)
         if update.status in TERMINAL_STATUSES:
             self._maybe_prune(now)
         return added
 
     @staticmethod
     def _upsert_run(
-        db: sqlite3.Connection, run_id: str, exists: bool, update: RunUpdate, top: int, now: float
+        db: sqlite3.Connection,
+        run_id: str,
+        exists: bool,
+        update: RunUpdate,
+        top: int,
+        now: float,
+        producer: str | None,
     ) -> None:
         status, command, exit_code, subtype = update
         if not exists:
             db.execute(
-                "INSERT INTO runs (run_id, status, command, created, updated, last_seq, exit_code, subtype, alive)"
-                " VALUES (?1, ?2, ?3, ?4, ?4, ?5, ?6, ?7, ?4)",
-                (run_id, status or "running", command or "", now, top, exit_code, subtype),
+                "INSERT INTO runs (run_id, status, command, created, updated, last_seq, exit_code, subtype,"
+                " alive, producer) VALUES (?1, ?2, ?3, ?4, ?4, ?5, ?6, ?7, ?4, ?8)",
+                (run_id, status or "running", command or "", now, top, exit_code, subtype, producer),
             )
             return
         db.execute(
             "UPDATE runs SET status = CASE WHEN ?1 IS NOT NULL THEN ?1"
             " WHEN status = 'queued' THEN 'running' ELSE status END,"
             " command = coalesce(?2, command), exit_code = coalesce(?3, exit_code),"
-            " subtype = coalesce(?4, subtype), last_seq = ?5, updated = ?6, alive = ?6 WHERE run_id = ?7",
-            (status, command, exit_code, subtype, top, now, run_id),
+            " subtype = coalesce(?4, subtype), last_seq = ?5, updated = ?6, alive = ?6,"
+            " producer = coalesce(producer, ?8) WHERE run_id = ?7",
+            (status, command, exit_code, subtype, top, now, run_id, producer),
         )
 
     def touch(self, run_id: str) -> None:
@@ -432,15 +453,22 @@ def _run_info(row: tuple[Any, ...]) -> RunInfo:
     )
 
 
-def _add_alive_column(db: sqlite3.Connection) -> None:
-    """Give a bus file made before runs had an ``alive`` time that column (another process may race us to it)."""
-    if any(row[1] == "alive" for row in db.execute("PRAGMA table_info(runs)")):
-        return
-    try:
-        db.execute("ALTER TABLE runs ADD COLUMN alive REAL NOT NULL DEFAULT 0")
-    except sqlite3.OperationalError as exc:
-        if "duplicate column" not in str(exc):
-            raise
+_ADDED_COLUMNS: Final = {"alive": "REAL NOT NULL DEFAULT 0", "producer": "TEXT"}
+"""Columns of ``runs`` newer than the first bus files, with their declarations."""
+
+
+def _add_columns(db: sqlite3.Connection) -> None:
+    """Give a bus file made before runs had an ``alive`` time or a ``producer`` those columns (another process
+    may race us to them)."""
+    present = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
+    for name, declaration in _ADDED_COLUMNS.items():
+        if name in present:
+            continue
+        try:
+            db.execute(f"ALTER TABLE runs ADD COLUMN {name} {declaration}")
+        except sqlite3.OperationalError as exc:
+            if "duplicate column" not in str(exc):
+                raise
 
 
 def _job(row: tuple[Any, ...]) -> Job:
