@@ -1,7 +1,9 @@
-"""A dead, unreachable or malformed bus costs seconds, never a hang, and never the run.
+"""A dead, unreachable, stalled, unusable or malformed bus costs seconds, never a hang, and never the run.
 
-Every test uses loopback only: a port nothing listens on (connection refused), and
-a listening socket whose accept queue is full (a connect that is never answered).
+Every test uses loopback only: a port nothing listens on (connection refused), a
+listening socket whose accept queue is full (a connect that is never answered), a
+real redis-server stopped with SIGSTOP (connects succeed, nothing is answered); and
+SQLite bus paths that no retry can mend (not a database, a directory, under a file).
 The generous retry settings in the environment make a regression hang the test
 into its subprocess timeout instead of passing slowly.
 """
@@ -12,6 +14,7 @@ import json
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -21,7 +24,8 @@ from pathlib import Path
 import pytest
 
 from _bus_fixtures import RedisServer, events, redis_server  # noqa: F401
-from agentstream.bus import open_bus
+from agentstream.bus import BusUnusable, open_bus
+from agentstream.bus.sqlite import _bus_error
 
 CASSETTE = Path(__file__).resolve().parent.parent / "src" / "agentstream" / "data" / "demo.cassette.jsonl"
 CLI = [str(Path(sys.executable).with_name("agentstream"))]
@@ -231,3 +235,60 @@ def test_a_follower_whose_redis_stalls_mid_run_gives_up_after_its_reconnect_time
     end = _lines(out)[-1]
     assert follower.returncode == 1 and end["subtype"] == "bus_unavailable"
     assert "did not answer" in end["error"]["message"]  # type: ignore[index]
+
+
+# -- a SQLite bus that no retry can mend ---------------------------------------------
+
+UNUSABLE = {  # what is at the bus path → what the error says of it
+    "not a database": "is not an SQLite bus (SQLite says: file is not a database)",
+    "a directory": "it is a directory, or in one this process cannot write",
+    "under a file": "cannot make the SQLite bus at",
+}
+
+
+def _unusable_bus(kind: str, tmp_path: Path) -> Path:
+    path = tmp_path / "bus.sqlite3"
+    if kind == "a directory":
+        path.mkdir()
+        return path
+    path.write_bytes(b"these bytes are no SQLite database, however long they go on " * 4)
+    return path / "bus.sqlite3" if kind == "under a file" else path
+
+
+@pytest.mark.parametrize("kind", sorted(UNUSABLE))
+def test_a_command_on_an_unusable_sqlite_bus_says_what_is_wrong_and_how_to_fix_it(
+    kind: str, tmp_path: Path
+) -> None:
+    # runs creates no bus where there is none yet (it says so), so the path under a file is sent to
+    command = ["send", "greeting"] if kind == "under a file" else ["runs"]
+    done = _run([*command, "--bus", f"sqlite://{_unusable_bus(kind, tmp_path)}"], tmp_path)
+    stderr = done.stderr.decode()
+    assert done.returncode == 1, stderr
+    assert f"agentstream {' '.join(command)}: BUS_UNAVAILABLE: " in stderr and UNUSABLE[kind] in stderr
+    assert "--bus sqlite:///" in stderr or "move this file aside" in stderr  # the fix names the way out
+    assert "check disk space" not in stderr
+
+
+@pytest.mark.parametrize("kind", sorted(UNUSABLE))
+def test_exec_on_an_unusable_sqlite_bus_gives_it_up_at_once_and_claims_no_retry(
+    kind: str, tmp_path: Path
+) -> None:
+    done = _run([*EXEC, "--bus", f"sqlite://{_unusable_bus(kind, tmp_path)}"], tmp_path)
+    warning = done.stderr.decode()
+    assert done.returncode == 0 and _lines(done.stdout)[-1]["ok"] is True
+    assert warning.count("warning: bus") == 1 and UNUSABLE[kind] in warning, warning
+    assert "retrying" not in warning and "(fix: " in warning
+
+
+def test_a_read_only_bus_file_is_unusable_not_an_outage(tmp_path: Path) -> None:
+    """The error SQLite gives a write to a file it may only read (a read-only connection stands in for file
+    permissions, which root ignores) is given up at once, with the fix, not retried as an outage."""
+    path = tmp_path / "bus.sqlite3"
+    open_bus(f"sqlite://{path}").close()
+    reader = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    with pytest.raises(sqlite3.OperationalError) as refused:
+        reader.execute("DELETE FROM runs")
+    reader.close()
+    error = _bus_error(refused.value, path)
+    assert isinstance(error, BusUnusable) and "cannot be written by this process" in error.message
+    assert error.fix is not None and "write the file and its directory" in error.fix

@@ -50,6 +50,7 @@ __all__ = [
     "BusBusy",
     "BusFactory",
     "BusUnavailable",
+    "BusUnusable",
     "Claim",
     "FeedItem",
     "Job",
@@ -103,6 +104,11 @@ class BusUnavailable(AgentstreamError):
 class BusBusy(BusUnavailable):
     """The bus answered but could not take the write in time: another process holds its lock (a long
     transaction, a backup). The bus is there, so a producer waits it out as it does an outage."""
+
+
+class BusUnusable(BusUnavailable):
+    """The bus cannot work as it is (a file that is no database, one this process may not write, a directory):
+    no retry can help, so callers give it up at once, and the fix says what to change."""
 
 
 class SeqConflict(AgentstreamError):

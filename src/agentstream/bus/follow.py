@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Final, TypeVar
 from agentstream import protocol as p
 from agentstream._signals import HeldSignal, SignalHandlers, inside_import
 from agentstream.actions import follow_action, resume_action, runs_action, watch_action
-from agentstream.bus import BOUND_LINE_BYTES, BusUnavailable, FeedItem, Record
+from agentstream.bus import BOUND_LINE_BYTES, BusUnavailable, BusUnusable, FeedItem, Record
 from agentstream.bus.liveness import ProducerWatch
 from agentstream.ending import add_line, ending_events
 from agentstream.errors import AgentstreamError, ErrorCode, ExitCode, error_text, exit_code_for_signal
@@ -267,6 +267,8 @@ class _RunTail:
             except BusUnavailable as exc:
                 if self.watch is not None:
                     self.watch.forget()  # the producer could not prove itself alive through the outage either
+                if isinstance(exc, BusUnusable):  # no retry mends it
+                    raise _Ended("bus_unavailable", exc, ExitCode.ERROR) from exc
                 waiting = self.options.wait and not self.reached
                 limit = self.options.reconnect_for if self.reached else self.options.connect_for
                 if waiting:
@@ -587,6 +589,7 @@ def _read_feed(bus: Bus, cursor: str, deadline: float, reconnect_for: float) -> 
             return bus.read_feed(cursor, block=min(POLL_S, remaining) if remaining > 0 else None)
         except BusUnavailable as exc:
             outage = outage or time.monotonic()
-            if time.monotonic() - outage > reconnect_for or time.monotonic() >= deadline:
+            lasting = isinstance(exc, BusUnusable)  # no retry mends it
+            if lasting or time.monotonic() - outage > reconnect_for or time.monotonic() >= deadline:
                 raise _Ended("bus_unavailable", exc, ExitCode.ERROR) from exc
             time.sleep(0.2)

@@ -189,7 +189,7 @@ class Publisher:
 
         A bus never reached is given up after ``connect_for``; once given up, batches are dropped at once.
         """
-        from agentstream.bus import BusBusy, open_bus
+        from agentstream.bus import BusBusy, BusUnusable, open_bus
         from agentstream.errors import AgentstreamError
 
         if self._given_up:
@@ -213,7 +213,8 @@ class Publisher:
                 if isinstance(exc, BusBusy) and not self._reached:
                     self._reached = True  # it answered: a lock held elsewhere is an outage to wait out
                     deadline = started + self.retry_for
-                if exc.code != "BUS_UNAVAILABLE" or time.monotonic() + delay > deadline:
+                lasting = exc.code != "BUS_UNAVAILABLE" or isinstance(exc, BusUnusable)  # no retry mends it
+                if lasting or time.monotonic() + delay > deadline:
                     self._given_up = True
                     self._drop(len(batch), _said(exc))
                     return bus

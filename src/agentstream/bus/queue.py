@@ -39,6 +39,7 @@ from agentstream.bus import (
     DEFAULT_RETRY_S,
     RETRY_ENV,
     BusUnavailable,
+    BusUnusable,
     Claim,
     Job,
     Record,
@@ -244,6 +245,8 @@ class Worker:
                 max_attempts=self.options.max_attempts,
                 block=0.5,
             )
+        except BusUnusable:
+            raise  # no retry mends it
         except BusUnavailable as exc:
             now = time.monotonic()
             self._outage_since = self._outage_since or now

@@ -11,6 +11,7 @@ added latency of a follower by 25 ms.
 
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 import sqlite3
@@ -32,6 +33,7 @@ from agentstream.bus import (
     Bus,
     BusBusy,
     BusUnavailable,
+    BusUnusable,
     Claim,
     FeedItem,
     Job,
@@ -145,10 +147,7 @@ class SqliteBus(Bus):
             _add_columns(db)
             return db
         except (OSError, sqlite3.Error) as exc:
-            raise BusUnavailable(
-                f"cannot open the SQLite bus at {self.path}: {exc}",
-                fix="check that the directory is writable, or choose another with --bus sqlite:///PATH",
-            ) from exc
+            raise _bus_error(exc, self.path) from exc
 
     def close(self) -> None:
         self._db.close()
@@ -156,7 +155,7 @@ class SqliteBus(Bus):
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction, holding the write lock from its start."""
-        with _translated():
+        with _translated(self.path):
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
@@ -166,7 +165,7 @@ class SqliteBus(Bus):
             self._db.execute("COMMIT")
 
     def _query(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
-        with _translated():
+        with _translated(self.path):
             return self._db.execute(sql, params).fetchall()
 
     # -- runs ------------------------------------------------------------------
@@ -412,19 +411,64 @@ class SqliteBus(Bus):
 
 
 @contextmanager
-def _translated() -> Iterator[None]:
-    """Turn SQLite's operational errors (locked past the timeout, disk full, file gone) into BusUnavailable."""
+def _translated(path: Path) -> Iterator[None]:
+    """Turn what SQLite says of the bus file (locked past the timeout, disk full, not a database) into
+    :func:`_bus_error`'s errors; errors of the statements themselves (a constraint, a bug) pass unchanged."""
     try:
         yield
-    except sqlite3.OperationalError as exc:
-        if "locked" in str(exc) or "busy" in str(exc):
-            raise BusBusy(
-                f"the SQLite bus is locked by another process past {BUSY_TIMEOUT_MS // 1000}s: {exc}",
-                fix="find what holds the bus file open in a long transaction (fuser, lsof) and end it",
-            ) from exc
-        raise BusUnavailable(
-            f"the SQLite bus failed: {exc}", fix="check disk space and permissions of the bus file"
-        ) from exc
+    except sqlite3.DatabaseError as exc:
+        if type(exc) not in (sqlite3.DatabaseError, sqlite3.OperationalError):
+            raise
+        raise _bus_error(exc, path) from exc
+
+
+_NOT_A_BUS: Final = frozenset({sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT})
+_NOT_WRITABLE: Final = frozenset({sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PERM, sqlite3.SQLITE_AUTH})
+_NO_FILE_ERRNOS: Final = frozenset(
+    {errno.EACCES, errno.EPERM, errno.EROFS, errno.EEXIST, errno.ENOTDIR, errno.EISDIR}
+)
+"""Errors of making the bus file's directory that no retry mends (as against a full disk, say)."""
+
+
+def _bus_error(exc: sqlite3.Error | OSError, path: Path) -> BusUnavailable:
+    """What went wrong with the bus file, said so that it can be acted on.
+
+    A lock held elsewhere is :class:`BusBusy` (waited out); a file that cannot work as it is (not a
+    database, not writable, a directory, or in a place no file can be made) is :class:`BusUnusable`, given up
+    at once with what to change; anything else (a full disk, an I/O error) is an outage, retried.
+    """
+    if isinstance(exc, OSError):
+        if exc.errno in _NO_FILE_ERRNOS:
+            return BusUnusable(f"cannot make the SQLite bus at {path}: {exc}", fix=_ELSEWHERE)
+        return BusUnavailable(f"cannot open the SQLite bus at {path}: {exc}", fix=_OUTAGE_FIX)
+    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF  # the primary code of an extended one
+    if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+        return BusBusy(
+            f"the SQLite bus is locked by another process past {BUSY_TIMEOUT_MS // 1000}s: {exc}",
+            fix="find what holds the bus file open in a long transaction (fuser, lsof) and end it",
+        )
+    if code in _NOT_A_BUS:
+        return BusUnusable(
+            f"{path} is not an SQLite bus (SQLite says: {exc})",
+            fix="point --bus / $AGENTSTREAM_BUS at the bus file, or move this file aside so a new bus is made there",
+        )
+    if code in _NOT_WRITABLE:
+        return BusUnusable(
+            f"the SQLite bus at {path} cannot be written by this process (SQLite says: {exc})",
+            fix="let this user write the file and its directory (SQLite adds -wal and -shm files beside it),"
+            f" or {_ELSEWHERE}",
+        )
+    if code == sqlite3.SQLITE_CANTOPEN:
+        return BusUnusable(
+            f"cannot open the SQLite bus at {path}: it is a directory, or in one this process cannot write"
+            f" (SQLite says: {exc})",
+            fix=_ELSEWHERE,
+        )
+    return BusUnavailable(f"the SQLite bus at {path} failed: {exc}", fix=_OUTAGE_FIX)
+
+
+_ELSEWHERE: Final = "choose a file in a directory this user can write: --bus sqlite:///ABSOLUTE/PATH.sqlite3"
+_OUTAGE_FIX: Final = "check disk space and permissions of the bus file"
 
 
 def _feed_position(cursor: str) -> int:
