@@ -236,6 +236,11 @@ def test_an_extra_args_value_is_the_flags_not_a_turn_of_its_own(tmp_path: Path) 
 def test_every_turn_names_the_one_session_a_later_run_resumes(tmp_path: Path) -> None:
     """As with Claude Code, the session id on each turn's messages is the conversation's: resuming from the
     latest result's ``session_id`` continues it, with every earlier turn in the model's history."""
+    check_a_results_session_id_resumes_the_conversation(tmp_path)
+
+
+def check_a_results_session_id_resumes_the_conversation(tmp_path: Path, **cli: str) -> None:
+    """Two turns on one client, then ``resume=`` the last result's ``session_id`` (through ``cli``, if given)."""
     script = [anthropic_reply("First answer."), anthropic_reply("Second answer."), anthropic_reply("Third.")]
 
     async def two_turns(opts: ClaudeAgentOptions) -> list[str]:
@@ -247,9 +252,9 @@ def test_every_turn_names_the_one_session_a_later_run_resumes(tmp_path: Path) ->
         return ids
 
     with FakeModelServer(script) as server:
-        ids = asyncio.run(two_turns(options(tmp_path, server)))
+        ids = asyncio.run(two_turns(options(tmp_path, server, **cli)))
         assert len(ids) == 2 and ids[0] == ids[1]
-        resumed = asyncio.run(collect("third question", options(tmp_path, server, resume=ids[-1])))
+        resumed = asyncio.run(collect("third question", options(tmp_path, server, resume=ids[-1], **cli)))
     result = next(m for m in resumed if isinstance(m, ResultMessage))
     assert (result.subtype, result.session_id) == ("success", ids[0])
     history = json.dumps(server.posts[2].body["messages"])

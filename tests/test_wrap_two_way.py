@@ -34,6 +34,7 @@ from claude_agent_sdk import (  # the test extra: pip install -e '.[test]'
 from _agent_fakes import FakeModelServer, anthropic_reply
 from test_claude_sdk_driver import (
     assert_cost_is_the_sessions_and_usage_the_turns,
+    check_a_results_session_id_resumes_the_conversation,
     cli_path,
     client_turn,
     options,
@@ -328,25 +329,7 @@ def test_each_turns_init_says_the_childs_permission_mode_model_and_tools(tmp_pat
 def test_a_results_session_id_resumes_the_childs_conversation_through_the_wrap(tmp_path: Path) -> None:
     """The SDK's way to go on later: ``resume=`` the ``session_id`` of a ``ResultMessage``. It reaches the child as
     ``--resume`` through the shim, so the id must be the child's conversation, on every turn, as Claude Code's is."""
-    script = [anthropic_reply("First answer."), anthropic_reply("Second answer."), anthropic_reply("Third.")]
-
-    async def two_turns(opts: ClaudeAgentOptions) -> list[str]:
-        ids = []
-        async with ClaudeSDKClient(opts) as client:
-            for prompt in ("first question", "second question"):
-                await client.query(prompt)
-                ids += [m.session_id async for m in client.receive_response() if isinstance(m, ResultMessage)]
-        return ids
-
-    cli = wrapped_cli(tmp_path)
-    with FakeModelServer(script) as server:
-        ids = asyncio.run(two_turns(options(tmp_path, server, cli=cli)))
-        assert len(ids) == 2 and ids[0] == ids[1]
-        resumed = asyncio.run(_collect("third question", options(tmp_path, server, cli=cli, resume=ids[-1])))
-    result = next(m for m in resumed if isinstance(m, ResultMessage))
-    assert (result.subtype, result.session_id) == ("success", ids[0])
-    history = json.dumps(server.posts[2].body["messages"])
-    assert "first question" in history and "Second answer." in history and "third question" in history
+    check_a_results_session_id_resumes_the_conversation(tmp_path, cli=wrapped_cli(tmp_path))
 
 
 def test_total_cost_usd_through_the_wrap_is_the_sessions_running_total(tmp_path: Path) -> None:
