@@ -84,13 +84,11 @@ def keep(event: dict[str, Any]) -> dict[str, Any] | None:
     if kind == "start":
         return {key: event.get(key) for key in ("type", "cwd", "tools")}
     if kind == "message":
-        return (
-            {"type": kind, "role": event["role"], "content": event["content"]}
-            if event["role"] in ("user", "assistant")
-            else None
-        )
+        if event["role"] not in ("user", "assistant") or (event["role"] == "assistant" and not event["content"]):
+            return None  # an empty answer is written as no line (as in Claude's encoder, an empty block never is)
+        return {"type": kind, "role": event["role"], "content": event["content"]}
     if kind == "reasoning":
-        return {"type": kind, "content": event["content"]}
+        return {"type": kind, "content": event["content"]} if event["content"] else None
     if kind == "tool_call":
         return event
     if kind == "tool_result":
