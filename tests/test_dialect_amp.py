@@ -84,7 +84,9 @@ def keep(event: dict[str, Any]) -> dict[str, Any] | None:
     if kind == "start":
         return {key: event.get(key) for key in ("type", "cwd", "tools")}
     if kind == "message":
-        if event["role"] not in ("user", "assistant") or (event["role"] == "assistant" and not event["content"]):
+        if event["role"] not in ("user", "assistant") or (
+            event["role"] == "assistant" and not event["content"]
+        ):
             return None  # an empty answer is written as no line (as in Claude's encoder, an empty block never is)
         return {"type": kind, "role": event["role"], "content": event["content"]}
     if kind == "reasoning":
