@@ -26,6 +26,7 @@ from typing import Annotated, Any, ClassVar, NamedTuple
 import msgspec
 
 from agentstream import protocol as p
+from agentstream._recent_ids import RecentIds
 from agentstream.dialects.kit import (
     EventDecoder,
     EventEncoder,
@@ -245,17 +246,30 @@ class _BlockIds:
     ``M#2``…; likewise for thinking. A block that streamed deltas keeps the id
     it got at ``content_block_start``, and the complete ``assistant`` line for it
     takes that id back (blocks of one kind complete in the order they started).
+
+    An id already given out is never given again, even when a later API message
+    carries the same id (servers behind ``ANTHROPIC_BASE_URL`` that number every
+    reply alike): its blocks go on from the next free number, so that each
+    canonical message stays one message.
     """
 
     def __init__(self) -> None:
         self._counts: dict[tuple[str, str], int] = {}
         self._waiting: dict[tuple[str, str], deque[str]] = {}
+        self._given: RecentIds[tuple[str, str]] = RecentIds()
+        """Every (block id, kind) given out, kept past :meth:`forget` (the reader's pairing keeps as many)."""
 
     def new(self, message_id: str, kind: str) -> str:
         key = (message_id, kind)
         index = self._counts.get(key, 0)
+        block_id = message_id if index == 0 else f"{message_id}#{index}"
+        given = self._given
+        while (block_id, kind) in given:
+            index += 1
+            block_id = f"{message_id}#{index}"
         self._counts[key] = index + 1
-        return message_id if index == 0 else f"{message_id}#{index}"
+        given.add((block_id, kind))
+        return block_id
 
     def streamed(self, message_id: str, kind: str) -> str:
         block_id = self.new(message_id, kind)
@@ -372,6 +386,11 @@ class _Usage(_Closed):
     cache_creation: Any = None
     server_tool_use: Any = None
     service_tier: Any = None
+    output_tokens_details: Any = None
+    inference_geo: Any = None
+    iterations: Any = None
+    speed: Any = None
+    fallback_credit: Any = None
 
 
 def _typed_figures(usage: _Usage | None) -> dict[str, int]:
@@ -393,6 +412,8 @@ class _MessageFields(_Closed, kw_only=True):
     stop_sequence: Any = None
     container: Any = None
     context_management: Any = None
+    diagnostics: Any = None
+    stop_details: Any = None
 
 
 class _StartedMessage(_MessageFields, kw_only=True):
@@ -419,6 +440,8 @@ class _StreamLine(_Typed, tag="stream_event"):
     parent_tool_use_id: Any = None
     uuid: Any = None
     ttft_ms: Any = None
+    api_message_id: Any = None
+    thinking_display: Any = None
 
 
 class _TextBlock(_Typed, tag="text"):
@@ -464,6 +487,9 @@ class _AssistantLine(_Typed, tag="assistant"):
     uuid: Any = None
     is_api_error_message: Any = None
     request_id: Any = None
+    timestamp: Any = None
+    thinking_display: Any = None
+    thinking_duration_ms: Any = None
 
 
 class _UserLine(_Typed, tag="user"):
@@ -472,6 +498,8 @@ class _UserLine(_Typed, tag="user"):
     session_id: Any = None
     parent_tool_use_id: Any = None
     tool_use_result: Any = None
+    timestamp: Any = None
+    tool_result_meta: Any = None
 
 
 _TYPED_LINES = msgspec.json.Decoder(_StreamLine | _AssistantLine | _UserLine)

@@ -66,8 +66,9 @@ class ClaudeLogDecoder(SessionLogDecoder, ClaudeDecoder):
     def decode_object(self, obj: dict[str, Any]) -> None:
         kind = obj.get("type")
         if not self.started and isinstance(kind, str):  # a record without a type is rejected, never held
-            names_session = "sessionId" in obj or kind in _LOG_TYPES
-            if not names_session and len(self._before_start) < _HOLD_LIMIT:
+            # Bookkeeping records (queue operations, request shapes …) name the session but not its directory:
+            # the session starts at the first conversation record, or the first that says where it ran.
+            if kind not in _LOG_TYPES and "cwd" not in obj and len(self._before_start) < _HOLD_LIMIT:
                 self._before_start.append(obj)
                 return
             self.checked(self._begin, obj)
@@ -85,10 +86,16 @@ class ClaudeLogDecoder(SessionLogDecoder, ClaudeDecoder):
         records held for it. A ``sessionId`` or ``cwd`` of the wrong kind is lost, not the session."""
         kind = obj.get("type")
         record = self.fields(obj, f"{self.dialect} '{kind}' line", kind if isinstance(kind, str) else "")
-        self.adopt_session(record.opt_text("sessionId"))
-        self.note_time(obj.get("timestamp"))
-        self.emit(p.Start(command=self.command, cwd=record.opt_text("cwd") or "", provider=PROVIDER))
         held, self._before_start = self._before_start, []
+        session_id = record.opt_text("sessionId")
+        if session_id is None:  # a log of bookkeeping records only: the first of them that names it
+            session_id = next((r["sessionId"] for r in held if isinstance(r.get("sessionId"), str)), None)
+        self.adopt_session(session_id)
+        for earlier in (*held, obj):  # the session began with its earliest record
+            self.note_time(earlier.get("timestamp"))
+            if self.line_ts is not None:
+                break
+        self.emit(p.Start(command=self.command, cwd=record.opt_text("cwd") or "", provider=PROVIDER))
         for earlier in held:
             self._decode_record(earlier)
 

@@ -906,8 +906,11 @@ class EventDecoder(DialectDecoder):
         self.fields(obj, f"{self.dialect} line", "").text("type")
 
     def pass_through(self, kind: str, obj: dict[str, Any]) -> None:
-        """Keep a line of a type this decoder does not know, whole, as an unknown event."""
+        """Keep a line of a type this decoder does not know, whole, as an unknown event (stamped, as the others
+        are, with the line's own time when the dialect gives one)."""
         self.close_run()
+        if self.line_ts is not None and "ts" not in obj:
+            obj = {**obj, "ts": self.line_ts}
         self._out.append(p.UnknownEvent(type=kind, raw=obj))
 
     def adopt_session(self, session_id: str | None) -> None:

@@ -1,0 +1,224 @@
+"""The real Claude Code CLI (``@anthropic-ai/claude-code`` in tests/peers) against a loopback Anthropic server.
+
+What agentstream makes of what Claude Code itself writes: its stream-json (with and without partial
+messages), its ``--output-format json`` document, the session log it keeps under ``~/.claude/projects``,
+an API failure, and ``agentstream wrap`` around it through an interrupt. The server's replies all carry
+the message id ``msg_fake``, as servers behind ``ANTHROPIC_BASE_URL`` that number every reply alike do.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from _acp_support import PEERS
+from _agent_fakes import FakeModelServer, Reply, anthropic_error, anthropic_reply, assert_valid_stream
+from agentstream import protocol as p
+from agentstream.consumer import read
+from agentstream.dialects.claude import ClaudeDecoder
+
+CLAUDE = PEERS / "node_modules" / ".bin" / "claude"
+ANSWER = "The command printed hi."
+WRAP = [sys.executable, "-m", "agentstream", "wrap", "--"]
+PARTIAL = "--include-partial-messages"
+pytestmark = pytest.mark.slow
+
+
+def claude_code() -> str:
+    assert CLAUDE.exists(), "Claude Code is missing: cd tests/peers && npm ci"
+    return str(CLAUDE)
+
+
+def claude_env(home: Path, server: FakeModelServer, **extra: str) -> dict[str, str]:
+    """Claude Code on the fake server only: no telemetry, update checks or other traffic, its state in ``home``."""
+    return {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "ANTHROPIC_BASE_URL": server.url,
+        "ANTHROPIC_API_KEY": "sk-ant-test-0000",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        **extra,
+    }
+
+
+def tool_turn() -> list[Reply]:
+    """One turn of two model calls: thinking, a word and a Bash call; then the answer."""
+    call = ("toolu_01A", "Bash", {"command": "echo hi", "description": "say hi"})
+    return [anthropic_reply("Let me look.", [call], thinking="I should run echo."), anthropic_reply(ANSWER)]
+
+
+def run_claude(
+    tmp_path: Path, script: Sequence[Reply], *flags: str, **env: str
+) -> tuple[subprocess.CompletedProcess[bytes], Path]:
+    """``claude -p`` in a fresh home and working directory; what it did, and its home."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir(parents=True)
+    with FakeModelServer(script) as server:
+        done = subprocess.run(
+            [claude_code(), "-p", "run echo hi", "--allowedTools", "Bash", *flags],
+            env=claude_env(home, server, **env),
+            cwd=work,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=60,
+        )
+    return done, home
+
+
+def read_valid(data: bytes, exit_code: int, dialect: str = "auto") -> list[p.AnyEvent]:
+    """What agentstream reads from ``data``, checked against every protocol invariant and ``exit_code``."""
+    with read(io.BytesIO(data), dialect) as reader:
+        events = list(reader)
+    return assert_valid_stream([p.encode_line(event).rstrip(b"\n") for event in events], exit_code)
+
+
+def conversation(events: Sequence[p.AnyEvent]) -> list[tuple[str, ...]]:
+    """The conversation the events tell, as comparable tuples."""
+    told: list[tuple[str, ...]] = []
+    for event in events:
+        if isinstance(event, (p.Message, p.Reasoning)):
+            told.append((event.type, event.content))
+        elif isinstance(event, p.ToolCall):
+            told.append(("tool_call", event.call_id, event.name, event.arguments["command"]))
+        elif isinstance(event, p.ToolResult):
+            told.append(("tool_result", event.call_id, event.status, str(event.output)))
+    return told
+
+
+TOLD = [
+    ("reasoning", "I should run echo."),
+    ("message", "Let me look."),
+    ("tool_call", "toolu_01A", "Bash", "echo hi"),
+    ("tool_result", "toolu_01A", "success", "hi"),
+    ("message", ANSWER),
+]
+
+
+@pytest.mark.parametrize("partial", [True, False], ids=["partial-messages", "complete-messages"])
+def test_a_tool_using_turn_reads_as_claude_code_ran_it(tmp_path: Path, partial: bool) -> None:
+    flags = ["--output-format", "stream-json", "--verbose"]
+    done, _ = run_claude(tmp_path, tool_turn(), *flags, *([PARTIAL] if partial else []))
+    assert done.returncode == 0, done.stderr.decode()
+    events = read_valid(done.stdout, 0)
+    assert conversation(events) == TOLD
+    start, result = events[0], events[-1]
+    assert isinstance(start, p.Start) and isinstance(result, p.Result)
+    assert start.cwd == str(tmp_path / "work") and start.permission_mode == "default"
+    assert "Bash" in start.tools and start.model
+    assert result.ok and result.exit_code == 0 and result.result == ANSWER
+    assert (result.usage.input_tokens, result.usage.output_tokens) == (40, 20)  # two calls of 20 in, 10 out
+    assert isinstance(result.usage.cost_usd, float) and result.usage.cost_usd > 0
+    # Nothing lost or misplaced: no warnings, no deltas of a message already complete.
+    assert not [e for e in events if isinstance(e, p.Log) and e.level == "warn"]
+    assert not [e for e in events if isinstance(e, p.GenericEvent) and e.name.startswith("foreign.")]
+    messages = [e.message_id for e in events if isinstance(e, p.Message)]
+    assert len(set(messages)) == len(messages) == 2  # one message id from the server, two messages
+    if partial:
+        streamed = "".join(e.content for e in events if isinstance(e, p.MessageDelta))
+        assert streamed == "Let me look." + ANSWER
+    # The fast path keeps up with the CLI: every message line this version writes is one it reads typed.
+    typed = ClaudeDecoder.typed_lines
+    assert typed is not None
+    hot = [
+        raw
+        for raw in done.stdout.splitlines()
+        if json.loads(raw)["type"] in ("stream_event", "assistant", "user")
+    ]
+    assert hot and [raw for raw in hot if not _decodes(typed, raw)] == []
+
+
+def _decodes(decoder: msgspec.json.Decoder[object], raw: bytes) -> bool:
+    try:
+        decoder.decode(raw)
+    except msgspec.ValidationError:
+        return False
+    return True
+
+
+def test_the_session_log_claude_code_keeps_reads_as_the_same_conversation(tmp_path: Path) -> None:
+    done, home = run_claude(tmp_path, tool_turn(), "--output-format", "stream-json", "--verbose")
+    assert done.returncode == 0, done.stderr.decode()
+    (log,) = (home / ".claude" / "projects").glob("*/*.jsonl")
+    stream = read_valid(done.stdout, 0)
+    logged = read_valid(log.read_bytes(), 0)
+    assert logged[0].type == "start" and isinstance(logged[0], p.Start)
+    assert logged[0].cwd == str(tmp_path / "work")  # from the first record that says, not from bookkeeping
+    assert logged[0].session_id == stream[0].session_id
+    assert conversation(logged) == [("message", "run echo hi"), *TOLD]
+    result = logged[-1]
+    assert isinstance(result, p.Result) and result.ok and result.result == ANSWER
+    # Claude Code's own bookkeeping records are kept whole, each at its record's time (not the reading's).
+    kept = [e for e in logged if isinstance(e, p.UnknownEvent) and "timestamp" in e.raw]
+    assert kept and all(e.ts == e.raw["timestamp"] for e in kept)
+
+
+def test_claude_codes_single_json_document_reads_as_one_turn(tmp_path: Path) -> None:
+    done, _ = run_claude(tmp_path, [anthropic_reply("Hello there.")], "--output-format", "json")
+    assert done.returncode == 0, done.stderr.decode()
+    events = read_valid(done.stdout, 0)
+    result = events[-1]
+    assert isinstance(result, p.Result) and result.ok and result.result == "Hello there."
+    assert (result.usage.input_tokens, result.usage.output_tokens) == (20, 10)
+
+
+def test_a_rejected_api_key_ends_the_turn_with_its_own_error(tmp_path: Path) -> None:
+    done, _ = run_claude(
+        tmp_path,
+        [anthropic_error(401)],
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        CLAUDE_CODE_MAX_RETRIES="0",
+    )
+    assert done.returncode == 1, done.stderr.decode()
+    events = read_valid(done.stdout, 1)
+    errors = [e for e in events if isinstance(e, p.Error)]
+    assert [(e.code, e.recoverable) for e in errors] == [("AUTH_EXPIRED", False)]
+    result = events[-1]
+    assert isinstance(result, p.Result) and not result.ok and result.exit_code == 1
+    assert result.error is not p.UNSET and result.error.code == "AUTH_EXPIRED"
+
+
+def test_wrap_ends_claude_codes_stream_well_on_an_interrupt(tmp_path: Path) -> None:
+    """SIGINT to ``agentstream wrap`` mid-answer (the server stalls): the stream ends interrupted, exit 130."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    stalled = anthropic_reply("A long answer that never finishes arriving.", stall_after=8)
+    with FakeModelServer([stalled]) as server:
+        wrap = subprocess.Popen(
+            [*WRAP, claude_code(), "-p", "hi", "--output-format", "stream-json", "--verbose", PARTIAL],
+            env={**claude_env(home, server), "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
+            cwd=work,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert wrap.stdout is not None
+        lines: list[bytes] = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = wrap.stdout.readline()
+            assert line, wrap.stderr.read().decode() if wrap.stderr else ""
+            lines.append(line)
+            if b'"type":"message_delta"' in line:
+                break
+        wrap.send_signal(signal.SIGINT)
+        lines += wrap.stdout.readlines()  # through the reader's buffer (communicate() would skip it)
+        wrap.wait(timeout=30)
+    assert wrap.returncode == 130, wrap.stderr.read().decode() if wrap.stderr else ""
+    events = assert_valid_stream([line.rstrip(b"\n") for line in lines], 130)
+    result = events[-1]
+    assert isinstance(result, p.Result) and result.subtype == "interrupted" and result.exit_code == 130
+    assert any(isinstance(e, p.MessageDelta) for e in events)
