@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from typing import Any
 
@@ -886,3 +887,24 @@ def test_what_a_failing_line_leaves_queued_is_not_lost() -> None:
         "line 3 skipped: claude line: field 'type' is missing (expected a string)",
         "claude line: field 'type' is missing (expected a string)",
     ]
+
+
+def test_an_sdk_driven_session_reads_as_its_turns_with_the_hosts_state_inside_them() -> None:
+    """Claude Code 2.1.332 driven by the Claude Agent SDK writes ``session_state_changed`` lines for the host
+    between turns (``idle`` after a result, ``running`` before the next ``init``): they open no turn of their
+    own, so two turns read as two, and the last ``idle`` adds no made-up third one."""
+    data = b"\n".join(fixture_lines("claude", "real-2.1.332-sdk-session.ndjson"))
+    with read(io.BytesIO(data), "claude") as reader:
+        events = list(reader)
+    assert [e.type for e in events if isinstance(e, (p.Start, p.Result))] == ["start", "result"] * 2
+    assert not [
+        e for e in events if e.synthetic is True or (isinstance(e, p.GenericEvent) and e.name == "start")
+    ]
+    states = [
+        (e.data["state"], sum(isinstance(before, p.Start) for before in events[:index]))
+        for index, e in enumerate(events)
+        if isinstance(e, p.GenericEvent) and e.name == "claude.system.session_state_changed"
+    ]
+    # each state in the turn it came before or during (the turn's number), the trailing idle left out
+    assert states == [("running", 1), ("requires_action", 1), ("running", 1), ("idle", 2), ("running", 2)]
+    assert violations(events) == []

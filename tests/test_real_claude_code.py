@@ -8,18 +8,30 @@ the message id ``msg_fake``, as servers behind ``ANTHROPIC_BASE_URL`` that numbe
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
+from claude_agent_sdk import (  # the test extra: pip install -e '.[test]'
+    AssistantMessage,
+    ClaudeAgentOptions,
+    ClaudeSDKClient,
+    PermissionResultDeny,
+    ResultMessage,
+    SystemMessage,
+    TextBlock,
+)
 
 from _acp_support import PEERS
 from _agent_fakes import FakeModelServer, Reply, anthropic_error, anthropic_reply, assert_valid_stream
@@ -222,3 +234,60 @@ def test_wrap_ends_claude_codes_stream_well_on_an_interrupt(tmp_path: Path) -> N
     result = events[-1]
     assert isinstance(result, p.Result) and result.subtype == "interrupted" and result.exit_code == 130
     assert any(isinstance(e, p.MessageDelta) for e in events)
+
+
+def test_the_sdk_drives_claude_code_through_wrap_two_way(tmp_path: Path) -> None:
+    """The Claude Agent SDK, with the wrap around Claude Code as its CLI: two turns on one client, a tool call
+    the client denies, every turn one clean ``init`` … ``ResultMessage``, as without the wrap."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    shim = tmp_path / "wrapped-claude"
+    wrap = [*WRAP[:-1], "--two-way", "--from", "claude", "--to", "claude", "--no-publish", "--"]
+    shim.write_text(f'#!/bin/sh\nexec {shlex.join(wrap)} {shlex.quote(claude_code())} "$@"\n')
+    shim.chmod(0o755)
+    denied = ("toolu_01A", "Bash", {"command": "touch forbidden.txt"})
+    script = [
+        anthropic_reply("Let me look.", [denied]),
+        anthropic_reply("Fine, I left it."),
+        anthropic_reply("Two."),
+    ]
+    asked: list[str] = []
+
+    async def can_use_tool(name: str, arguments: dict[str, Any], context: Any) -> PermissionResultDeny:
+        asked.append(name)
+        return PermissionResultDeny(message="not here")
+
+    async def session(options: ClaudeAgentOptions) -> list[list[Any]]:
+        turns = []
+        async with ClaudeSDKClient(options) as client:
+            for prompt in ("touch a file", "and now?"):
+                await client.query(prompt)
+                turns.append([message async for message in client.receive_response()])
+        return turns
+
+    with FakeModelServer(script) as server:
+        env = {**claude_env(home, server), "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+        options = ClaudeAgentOptions(cli_path=str(shim), cwd=str(work), env=env, can_use_tool=can_use_tool)
+        turns = asyncio.run(session(options))
+    assert asked == ["Bash"] and not (work / "forbidden.txt").exists()
+    said = [
+        [
+            b.text
+            for m in turn
+            if isinstance(m, AssistantMessage)
+            for b in m.content
+            if isinstance(b, TextBlock)
+        ]
+        for turn in turns
+    ]
+    assert said == [["Let me look.", "Fine, I left it."], ["Two."]]
+    for turn in turns:
+        inits = [m for m in turn if isinstance(m, SystemMessage) and m.subtype == "init"]
+        results = [m for m in turn if isinstance(m, ResultMessage)]
+        assert len(inits) == 1 and inits[0].data["model"] and len(results) == 1 and turn[-1] is results[0]
+        assert results[0].subtype == "success" and not results[0].is_error
+        assert not [m for m in turn if isinstance(m, SystemMessage) and m.subtype == "agentstream_event"]
+    first, second = (turn[-1] for turn in turns)
+    assert first.session_id == second.session_id  # Claude Code's own session, which a later run resumes
+    assert first.total_cost_usd is not None and second.total_cost_usd is not None
+    assert second.total_cost_usd > first.total_cost_usd  # the session's running cost, as Claude Code gives it

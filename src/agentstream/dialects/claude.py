@@ -540,6 +540,9 @@ class ClaudeDecoder(EventDecoder):
     def __init__(self, session_id: str | None = None) -> None:
         super().__init__(session_id)
         self._startup: list[dict[str, Any]] | None = []
+        self._between: list[dict[str, Any]] = []
+        """Lines for the SDK host only (``sdk_host_only``: ``session_state_changed``) after a turn's result, held
+        for the next turn: Claude Code writes the session's ``running`` before that turn's ``init``."""
         self._ids = _BlockIds()
         self._streams: dict[str, dict[int, tuple[str, str]]] = {}
         """Messages being streamed: content block index -> (kind, canonical id)."""
@@ -585,7 +588,14 @@ class ClaudeDecoder(EventDecoder):
     def decode_object(self, obj: dict[str, Any]) -> None:
         held = self._startup
         if held is None:
+            between = self._between
+            if self.turn_ended and obj.get("sdk_host_only") is True and len(between) < _STARTUP_LIMIT:
+                between.append(obj)  # the host session's state after a turn: it opens no turn of its own
+                return
             super().decode_object(obj)
+            if between and not self.turn_ended:  # the next turn is open: they go out in it, after its start
+                self._between = []
+                self._replay(between)
             return
         kind = obj.get("type")
         is_init = kind == "system" and obj.get("subtype") == "init"
@@ -604,8 +614,11 @@ class ClaudeDecoder(EventDecoder):
             super().decode_object(obj)
 
     def _replay_startup(self) -> None:
-        """Decode the lines held for ``init``; a bad one is reported in the stream, not raised for another line."""
         held, self._startup = self._startup or [], None
+        self._replay(held)
+
+    def _replay(self, held: list[dict[str, Any]]) -> None:
+        """Decode lines held for a turn's start; a bad one is reported in the stream, not raised for another line."""
         for obj in held:
             try:
                 super().decode_object(obj)
@@ -613,6 +626,7 @@ class ClaudeDecoder(EventDecoder):
                 self.emit(p.Error(code=ErrorCode.MALFORMED_EVENT, message=exc.message, recoverable=True))
 
     def finish(self) -> list[p.AnyEvent]:
+        self._between.clear()  # host-only state after the last turn (``idle``): the result said it ended
         self._replay_startup()
         self._flush_usage()
         self.close_named_runs()
@@ -843,7 +857,7 @@ class ClaudeDecoder(EventDecoder):
     typed_lines: ClassVar[msgspec.json.Decoder[Any] | None] = _TYPED_LINES
 
     def typed_ready(self) -> bool:
-        return self._startup is None
+        return self._startup is None and not self._between
 
     def _message_start(self, message_id: str | None, model: str | None, figures: dict[str, int]) -> None:
         message_id = message_id or p.new_id("msg")
