@@ -146,9 +146,9 @@ def test_encoder_reproduces_the_exec_doc_example() -> None:
             assert mine == theirs
 
 
-def _turn(usage: dict[str, int]) -> list[bytes]:
+def _turn(usage: dict[str, int], thread: str = "0199a213-81c0-7800-8aa1-bbab2a035a53") -> list[bytes]:
     return [
-        line({"type": "thread.started", "thread_id": "0199a213-81c0-7800-8aa1-bbab2a035a53"}),
+        line({"type": "thread.started", "thread_id": thread}),
         line({"type": "turn.started"}),
         line({"type": "turn.completed", "usage": usage}),
     ]
@@ -187,6 +187,13 @@ def test_a_running_total_that_starts_again_is_a_new_count() -> None:
     """Two processes' outputs in one file: a total below the last one is the new process's own."""
     events = decode("codex", [*_turn(SECOND_TOTAL), *_turn(FIRST_TOTAL)])
     assert [u.input_tokens for u in only(events, p.Usage)] == [2500, 1000]
+
+
+def test_another_thread_s_running_total_counts_from_nothing() -> None:
+    """Two threads' outputs in one file: the second thread's total is its own, even when it is the larger."""
+    other = "0199a213-81c0-7800-8aa1-ccab2a035a54"
+    events = decode("codex", [*_turn(FIRST_TOTAL), *_turn(SECOND_TOTAL, other)])
+    assert [u.input_tokens for u in only(events, p.Usage)] == [1000, 2500]
 
 
 def test_the_encoder_writes_the_running_total_the_decoder_reads_back() -> None:

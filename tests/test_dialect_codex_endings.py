@@ -90,9 +90,8 @@ UNAUTHORIZED = "unexpected status 401 Unauthorized: Missing bearer or basic auth
 def test_an_error_line_that_ends_the_stream_is_the_cause_of_the_made_up_ending() -> None:
     """``exec`` stops after a 401 with no turn event: the error, not a cut stream, is why the run failed."""
     lines = [THREAD, TURN, line({"type": "error", "message": UNAUTHORIZED})]
-    decoded = decode("codex", lines)
-    notice, fatal = only(decoded, p.Error)
-    assert notice.recoverable and not fatal.recoverable
+    (fatal,) = only(decode("codex", lines), p.Error)
+    assert not fatal.recoverable
     assert (fatal.code, fatal.message) == ("AUTH_EXPIRED", UNAUTHORIZED)
     events = list(read(b"\n".join(lines) + b"\n", "codex"))
     result = events[-1]
@@ -102,7 +101,36 @@ def test_an_error_line_that_ends_the_stream_is_the_cause_of_the_made_up_ending()
         UNAUTHORIZED,
     )
     assert not violations(events)
-    assert [e.type for e in events] == ["start", "error", "error", "result"]
+    assert [e.type for e in events] == ["start", "error", "result"]
+
+
+def test_the_error_line_that_turn_failed_repeats_is_one_fatal_error() -> None:
+    """Codex writes the error that failed the turn as an ``error`` line, then again as ``turn.failed``'s."""
+    failed = line({"type": "turn.failed", "error": {"message": UNAUTHORIZED}})
+    events = decode("codex", [THREAD, TURN, line({"type": "error", "message": UNAUTHORIZED}), failed])
+    assert [e.type for e in events] == ["start", "error", "result"]
+    (fatal,) = only(events, p.Error)
+    assert not fatal.recoverable and fatal.code == "AUTH_EXPIRED"
+    assert not violations(events)
+
+
+def test_an_error_line_that_turn_failed_does_not_repeat_stays_recoverable() -> None:
+    failed = line({"type": "turn.failed", "error": {"message": "something else"}})
+    events = decode("codex", [THREAD, TURN, line({"type": "error", "message": UNAUTHORIZED}), failed])
+    notice, fatal = only(events, p.Error)
+    assert (notice.recoverable, notice.message) == (True, UNAUTHORIZED)
+    assert (fatal.recoverable, fatal.message) == (False, "something else")
+
+
+def test_a_turn_failed_without_an_error_names_the_error_line_before_it() -> None:
+    events = decode(
+        "codex",
+        [THREAD, TURN, line({"type": "error", "message": UNAUTHORIZED}), line({"type": "turn.failed"})],
+    )
+    (fatal,) = only(events, p.Error)
+    assert (fatal.recoverable, fatal.message) == (False, UNAUTHORIZED)
+    result = one(events, p.Result)
+    assert result.error is not p.UNSET and result.error.code == "AUTH_EXPIRED"
 
 
 def test_an_error_line_followed_by_more_work_is_not_the_cause() -> None:

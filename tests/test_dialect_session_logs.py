@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from _codex_log_cases import BAD_RECORD_TIME, unreadable_totals, with_bad_token_count
+from _dialect_kit import violations
 from agentstream import protocol as p
 from agentstream.consumer import read
 from agentstream.errors import ErrorCode, UsageError
@@ -102,6 +103,86 @@ def test_codex_rollout_details() -> None:
     messages = [m.content for m in of_type(events, p.Message) if m.role == "assistant"]
     assert messages == ["There are 2 files."]  # the agent_message event repeats it and is not decoded twice
     assert events[-1].result == "There are 2 files."
+
+
+def _rollout(*records: tuple[str, dict]) -> bytes:
+    """A rollout of ``(type, payload)`` records after a ``session_meta``, a second apart."""
+    meta = ("session_meta", {"id": "0199a213-81c0-7800-8aa1-bbab2a035a53", "cwd": "/w"})
+    return b"".join(
+        json.dumps({"timestamp": f"2026-11-03T10:00:{n:02}.000Z", "type": kind, "payload": payload}).encode()
+        + b"\n"
+        for n, (kind, payload) in enumerate([meta, *records])
+    )
+
+
+_FAILED_TURN = (
+    ("event_msg", {"type": "task_started", "turn_id": "t1"}),
+    (
+        "event_msg",
+        {
+            "type": "task_complete",
+            "turn_id": "t1",
+            "last_agent_message": None,
+            "error": {"message": "unexpected status 401 Unauthorized", "codex_error_info": "other"},
+        },
+    ),
+)
+
+
+def test_a_codex_turn_completed_with_an_error_failed() -> None:
+    events, _ = events_of(_rollout(*_FAILED_TURN))
+    result = events[-1]
+    assert isinstance(result, p.Result) and (result.ok, result.exit_code) == (False, 1)
+    assert result.error is not p.UNSET and result.error.code == ErrorCode.AUTH_EXPIRED
+    (fatal,) = of_type(events, p.Error)
+    assert not fatal.recoverable and not violations(events)
+
+
+def test_a_failed_codex_turn_followed_by_another_is_a_recoverable_error() -> None:
+    reply = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]}
+    later = [
+        ("event_msg", {"type": "task_started", "turn_id": "t2"}),
+        ("response_item", reply),
+        ("event_msg", {"type": "task_complete", "turn_id": "t2", "last_agent_message": "ok"}),
+    ]
+    events, _ = events_of(_rollout(*_FAILED_TURN, *later))
+    (error,) = of_type(events, p.Error)
+    assert error.recoverable and error.code == ErrorCode.AUTH_EXPIRED
+    assert events[-1].ok and not violations(events)
+
+
+@pytest.mark.parametrize(
+    ("output", "status"),
+    [
+        ("Chunk ID: 9a\nWall time: 0.01 seconds\nProcess exited with code 3\nOutput:\noops\n", "error"),
+        ("Exit code: 1\nWall time: 0.1 seconds\nOutput:\nfailed\n", "error"),
+        ("Chunk ID: 9a\nProcess exited with code 0\nOutput:\nExit code: 1\n", "success"),
+        ("Process exited with code 3", "success"),
+    ],
+    ids=["exec-command", "shell-command", "output-says-it", "no-output-mark"],
+)
+def test_a_codex_command_s_exit_code_is_read_from_its_output_s_head(output: str, status: str) -> None:
+    call = {"type": "function_call", "name": "exec_command", "arguments": '{"cmd": "x"}', "call_id": "c1"}
+    records = [
+        ("event_msg", {"type": "task_started", "turn_id": "t1"}),
+        ("response_item", call),
+        ("response_item", {"type": "function_call_output", "call_id": "c1", "output": output}),
+        ("event_msg", {"type": "task_complete", "turn_id": "t1"}),
+    ]
+    events, _ = events_of(_rollout(*records))
+    (result,) = of_type(events, p.ToolResult)
+    assert result.status == status
+
+
+def test_codex_records_that_repeat_others_are_not_decoded_twice() -> None:
+    repeated = [
+        ("event_msg", {"type": "task_started", "turn_id": "t1"}),
+        ("event_msg", {"type": "item_completed", "item": {"type": "AgentMessage", "id": "m1"}}),
+        ("token_usage_record", {"usage": {"input_tokens": 5, "output_tokens": 1}}),
+        ("event_msg", {"type": "task_complete", "turn_id": "t1"}),
+    ]
+    events, _ = events_of(_rollout(*repeated))
+    assert [e.type for e in events] == ["start", "result"]
 
 
 @unreadable_totals

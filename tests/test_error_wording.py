@@ -30,6 +30,11 @@ QUOTA = (
         ("stream disconnected before completion", ErrorCode.PROVIDER_ERROR),
         ("upstream returned 503 Service Unavailable", ErrorCode.PROVIDER_ERROR),
         ("Overloaded", ErrorCode.PROVIDER_ERROR),
+        # Codex 0.171 says so of an HTTP 500.
+        (
+            "We’re currently experiencing high demand, which may cause temporary errors.",
+            ErrorCode.PROVIDER_ERROR,
+        ),
         # Numbers inside other numbers, and failures that name no provider trouble, stay unknown.
         ("wrote 14290 bytes to out.txt, then failed", ErrorCode.UNKNOWN),
         ("build 5004 failed", ErrorCode.UNKNOWN),

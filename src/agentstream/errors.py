@@ -112,7 +112,8 @@ _WORDINGS: Final = (
     (ErrorCode.CONTEXT_LIMIT, r"context (?:window|length)|prompt is too long|maximum context"),
     (
         ErrorCode.PROVIDER_ERROR,
-        r"\b50[0234]\b|overloaded|internal server error|service unavailable|bad gateway|stream disconnected",
+        r"\b50[0234]\b|overloaded|internal server error|service unavailable|bad gateway|stream disconnected"
+        r"|high demand",
     ),
 )
 

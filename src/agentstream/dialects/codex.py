@@ -8,9 +8,10 @@ Lines: ``thread.started`` (``thread_id``), ``turn.started``, ``item.started`` /
 
 A turn's end is the run's end: ``turn.completed`` becomes the ``usage`` and the
 ``result``. Top-level ``error`` lines (e.g. ``Reconnecting... 2/5``) and ``error``
-items are not fatal — only ``turn.failed`` is. Codex never names the model,
-and ``exec`` stops with no turn event at all when interrupted: the reader then
-makes up the ending.
+items are not fatal — only ``turn.failed`` is, and Codex writes the error that
+failed the turn twice: as an ``error`` line, then as ``turn.failed``'s. Codex
+never names the model, and ``exec`` stops with no turn event at all when
+interrupted: the reader then makes up the ending.
 """
 
 # No ``from __future__ import annotations``: the typed lines' annotations stay real objects, which msgspec
@@ -453,9 +454,11 @@ class CodexDecoder(EventDecoder):
         self._turn_over = False
         """Whether the last turn ended (its ``result`` is out) and no line opened another."""
         self._usage_total: Tokens | None = None
-        """The last running total a ``turn.completed`` reported."""
-        self._last_error: tuple[p.Error, int] | None = None
-        """The last top-level ``error`` line's event and the ``seq`` after it: the cause of a turn that ends there."""
+        """The last running total a ``turn.completed`` of this thread reported."""
+        self._thread: str | None = None
+        self._held: p.Error | None = None
+        """The last top-level ``error`` line when it is not a retry notice, held until the next line says whether
+        it is the turn's failure (``turn.failed`` repeats it, or the stream ends) or one the turn got past."""
 
     def handler_name(self, kind: str) -> str:
         return "on_" + kind.replace(".", "_")
@@ -463,6 +466,8 @@ class CodexDecoder(EventDecoder):
     typed_lines = _TYPED_LINES
 
     def decode_typed(self, hot: _ItemLine | _TurnStarted | _TurnCompleted) -> None:
+        if self._held is not None:
+            self._release(recoverable=True)
         if isinstance(hot, _TurnStarted):
             self._open_turn()
             return
@@ -491,19 +496,33 @@ class CodexDecoder(EventDecoder):
         else:
             self._error_item(item.message)
 
+    def decode_object(self, obj: dict[str, Any]) -> None:
+        """A held error line goes out, recoverable, before any line but the ``turn.failed`` that may repeat it."""
+        if self._held is not None and obj.get("type") != "turn.failed":
+            self._release(recoverable=True)
+        super().decode_object(obj)
+
+    def _release(self, *, recoverable: bool) -> None:
+        held, self._held = self._held, None
+        assert held is not None
+        held.recoverable = recoverable
+        self.emit(held)
+
     def finish(self) -> list[p.AnyEvent]:
-        """A turn cut off right after an ``error`` line (not a retry notice) ended for that error (``exec`` stops
-        so on a 401), not because the stream was cut: the error is promoted to the fatal one the made-up ending
-        names."""
-        last = self._last_error
-        cause = last[0] if last is not None and last[1] == self.sequencer.next_seq else None
+        """A turn cut off right after an ``error`` line (not a retry notice) ended for that error (older ``exec``
+        versions stop so on a 401), not because the stream was cut: that error is the fatal one the made-up
+        ending names."""
         self.close_open_calls("the stream ended before the item completed")
-        if cause is not None and self.started and not self._turn_over:
-            self.emit(p.Error(code=cause.code, message=cause.message, recoverable=False))
+        if self._held is not None:
+            self._release(recoverable=not self.started or self._turn_over)
         return super().finish()
 
     def on_thread_started(self, f: Fields) -> None:
-        self.adopt_session(f.text("thread_id"))
+        """``usage`` totals are the thread's (they go on across ``exec resume``): another thread counts anew."""
+        thread_id = f.text("thread_id")
+        self.adopt_session(thread_id)
+        if thread_id != self._thread:
+            self._thread, self._usage_total = thread_id, None
         self.emit(p.Start(command=self.command), f.ts("timestamp"))
         self._turn_over = False
 
@@ -518,7 +537,8 @@ class CodexDecoder(EventDecoder):
         self._turn_over = False
 
     def on_turn_completed(self, f: Fields) -> None:
-        """``usage`` is the thread's running total as this process counts it: the turn used what it grew by."""
+        """``usage`` is the thread's running total (with the turns of earlier ``exec resume`` processes): the turn
+        used what it grew by since the last ``turn.completed`` of the thread that this reader saw."""
         usage, total = f.opt_sub("usage"), None
         if usage is not None and ("input_tokens" in usage.obj or "output_tokens" in usage.obj):
             total = Tokens.read_each(usage, self._usage_total)
@@ -537,8 +557,15 @@ class CodexDecoder(EventDecoder):
         self.emit(self._result(ok=True))
 
     def on_turn_failed(self, f: Fields) -> None:
+        """The fatal error is the held ``error`` line when this repeats it (or says nothing), emitted once."""
         error = f.opt_sub("error")
-        message = (error.opt_text("message") if error is not None else None) or "the turn failed"
+        message = error.opt_text("message") if error is not None else None
+        if self._held is not None:
+            if message is None or message == self._held.message:
+                message, self._held = self._held.message, None
+            else:
+                self._release(recoverable=True)
+        message = message or "the turn failed"
         self._end_turn()
         info = p.ErrorInfo(code=_error_code(message), message=message)
         self.emit(p.Error(code=info.code, message=message, recoverable=False))
@@ -566,9 +593,10 @@ class CodexDecoder(EventDecoder):
 
     def on_error(self, f: Fields) -> None:
         error = _retry_error(f.text("message"))
-        self.emit(error)
         if error.details is p.UNSET:  # a retry notice is never the cause: Codex was still trying
-            self._last_error = (error, self.sequencer.next_seq)
+            self._held = error
+        else:
+            self.emit(error)
 
     def on_item_started(self, f: Fields) -> None:
         self._item(f, "started")

@@ -6,9 +6,11 @@ Every line is ``{timestamp, type, payload}`` with ``type`` one of
 history: ``message``, ``reasoning``, ``function_call`` /
 ``function_call_output``, ``custom_tool_call`` / ``custom_tool_call_output``,
 ``local_shell_call``, ``web_search_call``), ``event_msg`` (``token_count``,
-``task_started`` / ``task_complete``, ``turn_aborted``, ``error``, and
-``user_message`` / ``agent_message`` / ``agent_reasoning``, which repeat
-response items and are not decoded twice) and ``compacted``.
+``task_started`` / ``task_complete`` (with an ``error`` when the turn failed),
+``turn_aborted``, ``error``, and ``user_message`` / ``agent_message`` /
+``agent_reasoning`` / ``item_completed``, which repeat response items and are
+not decoded twice), ``token_usage_record`` (one call's usage, which
+``token_count`` repeats) and ``compacted``.
 
 Usage: ``token_count`` carries the session's running ``total_token_usage`` and
 the ``last_token_usage`` of one call, and is often written twice for one call;
@@ -20,6 +22,7 @@ Codex's ``input_tokens`` already include ``cached_input_tokens`` (and the newer
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from agentstream import protocol as p
@@ -32,9 +35,18 @@ __all__ = ["DIALECT", "usage_step"]
 PROVIDER = "openai"
 """Whose models Codex calls when its rollout does not name a ``model_provider`` (the GenAI conventions' name)."""
 _REPEATED_EVENTS = frozenset(
-    {"user_message", "agent_message", "agent_reasoning", "agent_reasoning_raw_content"}
+    {
+        "user_message",
+        "agent_message",
+        "agent_reasoning",
+        "agent_reasoning_raw_content",
+        "item_completed",
+    }
 )
 """``event_msg`` types that repeat a ``response_item`` of the same turn."""
+_EXIT_LINE = re.compile(r"^(?:Process exited with code|Exit code:) (-?\d+)$", re.MULTILINE)
+"""How Codex heads a command's output for the model (``exec_command``, ``shell_command``, ``apply_patch``)."""
+_OUTPUT_MARK = "Output:\n"
 _ROLES: dict[str, p.Role] = {
     "user": "user",
     "assistant": "assistant",
@@ -90,7 +102,15 @@ def _tool_output(output: object) -> tuple[str, bool]:
             metadata = parsed.get("metadata")
             exit_code = metadata.get("exit_code") if isinstance(metadata, dict) else None
             return parsed["output"], isinstance(exit_code, int) and exit_code != 0
-    return output, False
+    return output, _exit_code(output) not in (None, 0)
+
+
+def _exit_code(output: str) -> int | None:
+    """The exit code in the head of a command's output text (before ``Output:``; the command's own text
+    could say anything), as Codex writes it since its output stopped being JSON."""
+    head, mark, _ = output.partition(_OUTPUT_MARK)
+    found = _EXIT_LINE.search(head) if mark else None
+    return int(found[1]) if found else None
 
 
 class CodexLogDecoder(SessionLogDecoder):
@@ -228,9 +248,13 @@ class CodexLogDecoder(SessionLogDecoder):
                 self.emit(step.usage(self.model))
         elif kind in ("task_started", "turn_started"):
             self._turn_open = True
+            if (
+                self._last.kind == "failed"
+            ):  # a later turn: the failure is the earlier turn's, and not the end
+                self.emit(p.Error(code=self._last.code, message=self._last.message, recoverable=True))
         elif kind in ("task_complete", "turn_complete"):
             self._turn_open = False
-            self._last = Outcome("done")
+            self._last = self._completed(event.opt_sub("error"))
         elif kind == "turn_aborted":
             self._turn_open = False
             reason = event.opt_text("reason") or "interrupted"
@@ -240,6 +264,17 @@ class CodexLogDecoder(SessionLogDecoder):
             self.emit(p.Error(code=_error_code(message), message=message, recoverable=True))
         else:
             self.pass_through(f"event_msg.{kind}", f.obj)
+
+    @staticmethod
+    def _completed(error: Fields | None) -> Outcome:
+        """A turn that completed with an ``error`` (an API failure Codex stopped retrying) failed."""
+        if error is None:
+            return Outcome("done")
+        message = error.opt_text("message") or "the turn failed"
+        return Outcome("failed", message, _error_code(message))
+
+    def on_token_usage_record(self, f: Fields) -> None:
+        """One call's usage, which the ``token_count`` event that follows it repeats in its running total."""
 
     def outcome(self) -> Outcome:
         if self.tools.unanswered():
