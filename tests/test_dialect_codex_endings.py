@@ -114,12 +114,20 @@ def test_the_error_line_that_turn_failed_repeats_is_one_fatal_error() -> None:
     assert not violations(events)
 
 
-def test_an_error_line_that_turn_failed_does_not_repeat_stays_recoverable() -> None:
+def test_the_error_line_before_turn_failed_is_its_report_whatever_its_words() -> None:
+    """What a line decodes to does not hang on its wording: ``turn.failed``'s own message is the failure's."""
     failed = line({"type": "turn.failed", "error": {"message": "something else"}})
     events = decode("codex", [THREAD, TURN, line({"type": "error", "message": UNAUTHORIZED}), failed])
-    notice, fatal = only(events, p.Error)
-    assert (notice.recoverable, notice.message) == (True, UNAUTHORIZED)
+    (fatal,) = only(events, p.Error)
     assert (fatal.recoverable, fatal.message) == (False, "something else")
+
+
+def test_a_retry_notice_before_other_lines_goes_out_as_recoverable() -> None:
+    item = {"id": "item_0", "type": "agent_message", "text": "back"}
+    notice = line({"type": "error", "message": "Reconnecting... 1/5 (stream disconnected)"})
+    events = decode("codex", [THREAD, TURN, notice, line({"type": "item.completed", "item": item})])
+    assert [e.type for e in events] == ["start", "error", "message"]
+    assert one(events, p.Error).details == {"attempt": 1, "max_attempts": 5}
 
 
 def test_a_turn_failed_without_an_error_names_the_error_line_before_it() -> None:

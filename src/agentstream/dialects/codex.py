@@ -457,8 +457,9 @@ class CodexDecoder(EventDecoder):
         """The last running total a ``turn.completed`` of this thread reported."""
         self._thread: str | None = None
         self._held: p.Error | None = None
-        """The last top-level ``error`` line when it is not a retry notice, held until the next line says whether
-        it is the turn's failure (``turn.failed`` repeats it, or the stream ends) or one the turn got past."""
+        """The last top-level ``error`` line, held until the next line says whether it is the turn's failure
+        (``turn.failed`` repeats it, or the stream ends on it) or one the turn got past. Retry notices are held
+        too, so that what a line decodes to never waits on its wording."""
 
     def handler_name(self, kind: str) -> str:
         return "on_" + kind.replace(".", "_")
@@ -509,12 +510,14 @@ class CodexDecoder(EventDecoder):
         self.emit(held)
 
     def finish(self) -> list[p.AnyEvent]:
-        """A turn cut off right after an ``error`` line (not a retry notice) ended for that error (older ``exec``
-        versions stop so on a 401), not because the stream was cut: that error is the fatal one the made-up
-        ending names."""
+        """A turn cut off right after an ``error`` line ended for that error (older ``exec`` versions stop so
+        on a 401), not because the stream was cut: that error is the fatal one the made-up ending names. A
+        retry notice never is: Codex was still trying, and the stream was cut."""
         self.close_open_calls("the stream ended before the item completed")
-        if self._held is not None:
-            self._release(recoverable=not self.started or self._turn_over)
+        held = self._held
+        if held is not None:
+            cause = self.started and not self._turn_over and held.details is p.UNSET
+            self._release(recoverable=not cause)
         return super().finish()
 
     def on_thread_started(self, f: Fields) -> None:
@@ -557,14 +560,13 @@ class CodexDecoder(EventDecoder):
         self.emit(self._result(ok=True))
 
     def on_turn_failed(self, f: Fields) -> None:
-        """The fatal error is the held ``error`` line when this repeats it (or says nothing), emitted once."""
+        """The ``error`` line just before is this failure's own report (Codex writes it twice): one fatal error,
+        with this line's message, else that line's."""
         error = f.opt_sub("error")
         message = error.opt_text("message") if error is not None else None
-        if self._held is not None:
-            if message is None or message == self._held.message:
-                message, self._held = self._held.message, None
-            else:
-                self._release(recoverable=True)
+        held, self._held = self._held, None
+        if not message and held is not None:
+            message = held.message
         message = message or "the turn failed"
         self._end_turn()
         info = p.ErrorInfo(code=_error_code(message), message=message)
@@ -593,10 +595,9 @@ class CodexDecoder(EventDecoder):
 
     def on_error(self, f: Fields) -> None:
         error = _retry_error(f.text("message"))
-        if error.details is p.UNSET:  # a retry notice is never the cause: Codex was still trying
-            self._held = error
-        else:
-            self.emit(error)
+        if self._held is not None:
+            self._release(recoverable=True)
+        self._held = error
 
     def on_item_started(self, f: Fields) -> None:
         self._item(f, "started")
