@@ -230,6 +230,126 @@ def anthropic_reply(
     return Sse(events, **sse)
 
 
+def responses_reply(
+    text: str = "",
+    tool_calls: Sequence[ToolCallSpec] = (),
+    *,
+    reasoning: str = "",
+    usage: tuple[int, int] = (20, 10),
+    cached: int = 0,
+    reasoning_tokens: int = 0,
+    model: str = OPENAI_MODEL,
+    items: Sequence[dict[str, Any]] = (),
+    failure: dict[str, Any] | None = None,
+    response_id: str = "resp_fake",
+    chunk: int = 4,
+    **sse: Any,
+) -> Sse:
+    """A Responses API stream (``POST /v1/responses``, what Codex reads): ``response.created``, each
+    output item added, streamed and done (a reasoning summary, the message, function calls, then
+    ``items`` sent whole: a custom tool call, a web search), then ``response.completed`` with the
+    usage, or ``response.failed`` with ``failure`` as its error."""
+    events = [
+        _sse(
+            {
+                "type": "response.created",
+                "response": {"id": response_id, "model": model, "status": "in_progress"},
+            },
+            "response.created",
+        )
+    ]
+
+    def item_events(
+        index: int, opened: dict[str, Any], deltas: list[dict[str, Any]], done: dict[str, Any]
+    ) -> None:
+        events.append(
+            _sse(
+                {"type": "response.output_item.added", "output_index": index, "item": opened},
+                "response.output_item.added",
+            )
+        )
+        events.extend(
+            _sse({**delta, "output_index": index, "item_id": opened["id"]}, delta["type"]) for delta in deltas
+        )
+        events.append(
+            _sse(
+                {"type": "response.output_item.done", "output_index": index, "item": done},
+                "response.output_item.done",
+            )
+        )
+
+    count = 0
+    if reasoning:
+        opened = {"type": "reasoning", "id": "rs_fake", "summary": []}
+        part = [
+            {
+                "type": "response.reasoning_summary_part.added",
+                "summary_index": 0,
+                "part": {"type": "summary_text", "text": ""},
+            }
+        ]
+        deltas = [
+            {"type": "response.reasoning_summary_text.delta", "summary_index": 0, "delta": piece}
+            for piece in _chunks(reasoning, chunk)
+        ]
+        item_events(
+            count, opened, part + deltas, {**opened, "summary": [{"type": "summary_text", "text": reasoning}]}
+        )
+        count += 1
+    if text:
+        opened = {
+            "type": "message",
+            "id": "msg_fake",
+            "role": "assistant",
+            "status": "in_progress",
+            "content": [],
+        }
+        deltas = [
+            {"type": "response.output_text.delta", "content_index": 0, "delta": piece}
+            for piece in _chunks(text, chunk)
+        ]
+        done = {
+            **opened,
+            "status": "completed",
+            "content": [{"type": "output_text", "text": text, "annotations": []}],
+        }
+        item_events(count, opened, deltas, done)
+        count += 1
+    for call_id, name, arguments in tool_calls:
+        body = _arguments_text(arguments)
+        opened = {
+            "type": "function_call",
+            "id": f"fc_{call_id}",
+            "call_id": call_id,
+            "name": name,
+            "arguments": "",
+            "status": "in_progress",
+        }
+        deltas = [
+            {"type": "response.function_call_arguments.delta", "delta": piece} for piece in _chunks(body, 7)
+        ]
+        item_events(count, opened, deltas, {**opened, "arguments": body, "status": "completed"})
+        count += 1
+    for item in items:
+        item_events(count, item, [], item)
+        count += 1
+    prompt, completion = usage
+    totals = {
+        "input_tokens": prompt,
+        "input_tokens_details": {"cached_tokens": cached},
+        "output_tokens": completion,
+        "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
+        "total_tokens": prompt + completion,
+    }
+    if failure is not None:
+        failed = {"id": response_id, "model": model, "status": "failed", "error": failure}
+        events.append(_sse({"type": "response.failed", "response": failed}, "response.failed"))
+    else:
+        completed = {"id": response_id, "model": model, "status": "completed", "usage": totals}
+        events.append(_sse({"type": "response.completed", "response": completed}, "response.completed"))
+    return Sse(events, **sse)
+
+
 _OPENAI_ERRORS = {
     401: ("invalid_request_error", "invalid_api_key", "Incorrect API key provided: {authorization}."),
     429: ("requests", "rate_limit_exceeded", "Rate limit reached for requests. Please try again in 20ms."),

@@ -121,8 +121,61 @@ def test_reconnect_notices_with_a_delay_carry_it() -> None:
     )
 
 
+# -- what codex exec 0.171.0 printed (see tests/fixtures/dialects/README.md) --------------------
+
+
+def test_real_tools_run_pairs_every_item_with_its_outcome() -> None:
+    """Parallel calls finish in Codex's order; a web search item carries its own ``id`` twice (Codex's
+    ``item_N`` first, the search's ``ws_…`` last, which JSON readers keep)."""
+    events = decode_fixture("codex", "real-0.171.0-tools.ndjson")
+    outcomes = [(r.call_id, r.name, r.status, r.error) for r in only(events, p.ToolResult)]
+    assert outcomes == [
+        ("ws_1", "web_search", "success", p.UNSET),
+        ("item_2", "command_execution", "error", "exit code 3"),
+        ("item_3", "command_execution", "success", p.UNSET),
+        ("item_4", "file_change", "success", p.UNSET),
+    ]
+    usage = one(events, p.Usage)
+    assert (usage.input_tokens, usage.cached_tokens, usage.output_tokens, usage.reasoning_tokens) == (
+        2700,
+        2200,
+        75,
+        20,
+    )
+    result = one(events, p.Result)
+    assert result.ok and result.result == "One command failed with exit code 3."
+    assert not violations(events)
+
+
+def test_real_api_failure_is_one_fatal_error_after_the_retry_notice() -> None:
+    events = list(read(FIXTURES / "codex" / "real-0.171.0-api-401.ndjson"))
+    assert [e.type for e in events] == ["start", "error", "error", "result"]
+    notice, fatal = only(events, p.Error)
+    assert notice.recoverable and notice.details == {"attempt": 1, "max_attempts": 1}
+    assert (fatal.recoverable, fatal.code) == (False, "AUTH_EXPIRED")
+    result = one(events, p.Result)
+    assert result.synthetic is p.UNSET and (result.ok, result.exit_code) == (False, 1)
+    assert not violations(events)
+
+
+@pytest.mark.parametrize(
+    ("name", "answer"),
+    [("real-0.171.0-model-warning.ndjson", "Hello."), ("real-0.171.0-reconnect.ndjson", "Second try.")],
+)
+def test_real_warnings_and_retries_do_not_fail_the_turn(name: str, answer: str) -> None:
+    events = list(read(FIXTURES / "codex" / name))
+    assert one(events, p.Error).recoverable
+    result = one(events, p.Result)
+    assert (result.ok, result.result) == (True, answer) and not violations(events)
+
+
 def test_detection() -> None:
-    for name in ("exec-doc.ndjson", "items.ndjson", "mcp-pre-rename.ndjson"):
+    for name in (
+        "exec-doc.ndjson",
+        "items.ndjson",
+        "mcp-pre-rename.ndjson",
+        "real-0.171.0-model-warning.ndjson",
+    ):
         assert detect_dialect(objects(fixture_lines("codex", name))[:1]) == "codex"
 
 

@@ -185,6 +185,37 @@ def test_codex_records_that_repeat_others_are_not_decoded_twice() -> None:
     assert [e.type for e in events] == ["start", "result"]
 
 
+REAL_ROLLOUTS = FIXTURES / "codex-log" / "real-0.171.0"
+"""Rollouts Codex 0.171.0 wrote (see tests/fixtures/dialects/README.md); outside the folder the contract tests
+break field by field, as their instructions make them long."""
+
+
+def test_a_real_codex_rollout_reads_as_its_turn_went() -> None:
+    events, dialect = events_of(REAL_ROLLOUTS / "tools.jsonl")
+    assert dialect == "codex-log"
+    statuses = {r.call_id: (r.name, r.status) for r in of_type(events, p.ToolResult)}
+    assert statuses == {
+        "ws_1": ("web_search", "success"),
+        "call_a": ("exec_command", "success"),
+        "call_b": ("exec_command", "error"),
+        "call_p": ("apply_patch", "success"),
+    }
+    assert not [e for e in events if isinstance(e, p.UnknownEvent) and "item_completed" in e.type]
+    result = events[-1]
+    assert isinstance(result, p.Result) and result.ok
+    usage = result.usage
+    assert (usage.input_tokens, usage.cached_tokens, usage.output_tokens) == (2700, 2200, 75)
+    assert not violations(events)
+
+
+def test_a_real_codex_rollout_of_a_failed_turn_reads_as_failed() -> None:
+    events, _ = events_of(REAL_ROLLOUTS / "api-401.jsonl")
+    result = events[-1]
+    assert isinstance(result, p.Result) and (result.ok, result.exit_code) == (False, 1)
+    assert result.error is not p.UNSET and result.error.code == ErrorCode.AUTH_EXPIRED
+    assert not violations(events)
+
+
 @unreadable_totals
 def test_a_codex_token_count_whose_running_total_cannot_be_read_loses_only_itself(
     total: dict | None, last: dict
