@@ -267,6 +267,23 @@ def test_each_turn_of_a_session_counts_what_the_running_totals_grew_by() -> None
     assert [e.usage.cost_usd for e in restarted if isinstance(e, p.Result)] == [0.03, 0.01]
 
 
+@pytest.mark.parametrize("unknown", [{}, {"modelUsage": [], "total_cost_usd": "much"}])
+def test_a_result_without_the_running_totals_keeps_the_last_ones_known(unknown: dict[str, Any]) -> None:
+    """A turn whose result does not say the running totals (or says them in another kind) adds nothing known: the
+    next result's share is what the totals grew by since the last ones known, not all of them again."""
+    grown = {model: dict(figures) for model, figures in MODEL_USAGE.items()}
+    grown["claude-sonnet-4-5"].update(inputTokens=9, outputTokens=80)
+    first = _result(modelUsage=MODEL_USAGE, total_cost_usd=0.01)
+    second = _result(modelUsage=grown, total_cost_usd=0.03)
+    events = list(read(_data([INIT, first, INIT, _result(**unknown), INIT, second]), "claude"))
+    turns = [e.usage for e in events if isinstance(e, p.Result)]
+    assert [(t.input_tokens, t.output_tokens, t.cost_usd) for t in turns] == [
+        (128, 60, 0.01),
+        (0, 0, p.UNSET),
+        (4, 30, 0.02),
+    ]
+
+
 def test_the_json_output_reads_the_same_on_one_line_as_pretty_printed() -> None:
     document = _result(
         result="Done.",

@@ -231,6 +231,28 @@ def test_a_stall_inside_a_turn_ends_it_stalled_but_silence_between_turns_is_wait
     ]
 
 
+def test_a_turn_whose_result_lacks_the_running_totals_keeps_them(tmp_path: Path) -> None:
+    """The child's second result says neither ``total_cost_usd`` nor ``modelUsage``: that turn adds nothing known,
+    and the third turn's share is what the cost grew by since the first, so the session's total stays the child's."""
+    script = _fake_child(
+        tmp_path,
+        """
+        def used(tokens, cost):
+            return {"total_cost_usd": cost, "modelUsage": {"m": {"inputTokens": tokens, "outputTokens": 1,
+                    "cacheReadInputTokens": 0, "cacheCreationInputTokens": 0, "costUSD": cost}}}
+        for totals in (used(10, 0.25), {}, used(30, 0.75)):
+            say(INIT)
+            say(text("turn"))
+            say({**RESULT, **totals})
+        """,
+    )
+    proc = _two_way(script)
+    out, err = proc.communicate(b"", timeout=30)
+    results = [json.loads(line) for line in out.splitlines() if json.loads(line)["type"] == "result"]
+    assert proc.returncode == 0, err.decode()
+    assert [r.get("total_cost_usd") for r in results] == [0.25, 0.25, 0.75]
+
+
 def test_a_session_without_a_turn_writes_nothing_and_exits_0(tmp_path: Path) -> None:
     proc = _two_way(_fake_child(tmp_path, "sys.stdin.read()\n"))
     out, err = proc.communicate(b"", timeout=30)

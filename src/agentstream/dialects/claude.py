@@ -1054,23 +1054,32 @@ class ClaudeDecoder(EventDecoder):
         per turn, each turn's share is what they grew by since the previous result of the same conversation (a
         figure that went down means the totals started again: it is the turn's own). Tokens come from
         ``modelUsage`` when it is there, else from ``usage``, else from the turn's ``usage`` events.
+
+        A result without one of the running totals (or with one of another kind) says nothing of it: the last
+        one known stays, so that the next result's share is still what it grew by since then.
         """
         running: p.UsageTotals | None = None
         if per_model:
             running = p.UsageTotals()
             for usage in per_model.values():
                 running.add(msgspec.structs.replace(usage, cost_usd=p.UNSET))
-        previous, self._running = self._running, (session, running, cost)
-        before = previous if previous is not None and previous[0] == session else None
+        before = self._running if self._running is not None and self._running[0] == session else None
+        earlier_tokens, earlier_cost = (before[1], before[2]) if before is not None else (None, None)
+        self._running = (
+            session,
+            running if running is not None else earlier_tokens,
+            cost if cost is not None else earlier_cost,
+        )
         if running is not None:
-            totals = _grown(running, before[1] if before is not None else None)
+            totals = _grown(running, earlier_tokens)
         elif figures is not None:
             totals = _totals(figures)
         else:
             totals = msgspec.structs.replace(self.tally.usage)
         if cost is not None:
-            earlier = before[2] if before is not None else None
-            totals.cost_usd = float(cost) if earlier is None or cost < earlier else round(cost - earlier, 10)
+            totals.cost_usd = (
+                float(cost) if earlier_cost is None or cost < earlier_cost else round(cost - earlier_cost, 10)
+            )
         return totals
 
     def _deferred_call(self, deferred: Fields | None) -> None:
