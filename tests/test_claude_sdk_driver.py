@@ -36,7 +36,7 @@ from claude_agent_sdk import (  # the test extra: pip install -e '.[test]'
 )
 from claude_agent_sdk.types import PermissionRuleValue
 
-from _agent_fakes import FakeModelServer, anthropic_env, anthropic_reply
+from _agent_fakes import ANTHROPIC_MODEL, FakeModelServer, anthropic_env, anthropic_reply
 
 
 def cli_path() -> str:
@@ -434,10 +434,18 @@ def two_priced_turns(opts: ClaudeAgentOptions) -> list[ResultMessage]:
 
 
 def assert_cost_is_the_sessions_and_usage_the_turns(results: list[ResultMessage]) -> None:
-    """Claude Code's ``total_cost_usd`` is the session's running total; its ``usage``, the turn's own calls."""
+    """Claude Code's ``total_cost_usd`` and ``modelUsage`` are the session's running totals (``modelUsage`` per
+    model, with its cost); its ``usage``, the turn's own calls."""
     assert len(results) == 2 and results[0].total_cost_usd is not None and results[0].total_cost_usd > 0
     assert results[1].total_cost_usd == pytest.approx(2 * results[0].total_cost_usd)
     assert [r.usage["input_tokens"] if r.usage else None for r in results] == [100_000, 100_000]
+    for turns, result in enumerate(results, start=1):
+        assert result.model_usage is not None and list(result.model_usage) == [ANTHROPIC_MODEL]
+        figures = result.model_usage[ANTHROPIC_MODEL]
+        assert (figures["inputTokens"], figures["outputTokens"]) == (turns * 100_000, turns * 1_000)
+        assert (figures["cacheReadInputTokens"], figures["cacheCreationInputTokens"]) == (0, 0)
+        assert figures["costUSD"] == pytest.approx(result.total_cost_usd)
+        assert "contextWindow" not in figures, "what the events do not say is left out, not made up"
 
 
 def test_total_cost_usd_is_the_sessions_running_total(tmp_path: Path) -> None:

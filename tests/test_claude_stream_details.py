@@ -284,6 +284,43 @@ def test_a_result_without_the_running_totals_keeps_the_last_ones_known(unknown: 
     ]
 
 
+OPUS_USAGE = {  # a turn's modelUsage entry as Claude Code 2.1.332 writes it (captured, loopback model server)
+    "inputTokens": 100000,
+    "outputTokens": 1000,
+    "cacheReadInputTokens": 0,
+    "cacheCreationInputTokens": 0,
+    "webSearchRequests": 0,
+    "costUSD": 0.42000000000000004,
+    "contextWindow": 1000000,
+    "maxOutputTokens": 128000,
+    "thinkingTokens": 0,
+    "cacheCreationEphemeral5mInputTokens": 0,
+    "cacheCreationEphemeral1hInputTokens": 0,
+    "canonicalModel": "claude-opus-5-5",
+    "provider": "firstParty",
+    "costBasis": "list",
+}
+
+
+def test_claude_code_model_usage_is_read_and_an_odd_entry_loses_only_itself() -> None:
+    """Real ``modelUsage`` (more keys than it reads), running over the turns; an entry or figure of another kind
+    is lost and reported, never the result."""
+
+    def turn(times: int, **odd: Any) -> dict[str, Any]:
+        entry = {**OPUS_USAGE, "inputTokens": times * 100000, "outputTokens": times * 1000}
+        entry["costUSD"] = times * OPUS_USAGE["costUSD"]
+        return _result(total_cost_usd=entry["costUSD"], modelUsage={"claude-opus-5-5": {**entry, **odd}})
+
+    third = turn(3, costUSD="n/a")
+    third["modelUsage"]["claude-haiku-4-5"] = [1, 2]
+    events = list(read(_data([INIT, turn(1), INIT, turn(2), INIT, third]), "claude"))
+    turns = [e.usage for e in events if isinstance(e, p.Result)]
+    assert [(t.input_tokens, t.output_tokens, t.cost_usd) for t in turns] == [
+        pytest.approx((100000, 1000, 0.42))
+    ] * 3
+    assert len(only(events, p.Log)) == 2, "the odd cost and the odd entry are reported"
+
+
 def test_the_json_output_reads_the_same_on_one_line_as_pretty_printed() -> None:
     document = _result(
         result="Done.",

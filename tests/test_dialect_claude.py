@@ -615,6 +615,77 @@ def test_total_cost_usd_is_the_conversations_running_total_over_its_turns() -> N
     ]
 
 
+def _priced_turn(
+    calls: list[p.Usage], totals: p.UsageTotals, parent: str = "ses_1", model: str | None = None
+) -> list[p.BaseEvent]:
+    start = p.Start(command="exec", cwd="/w", parent_session_id=parent, model=model or p.UNSET)
+    result = p.Result(ok=True, subtype="success", exit_code=0, usage=totals)
+    return stamped([start, *calls, result], p.new_id("ses"))
+
+
+def test_model_usage_is_the_conversations_running_totals_per_model() -> None:
+    """As Claude Code's, ``modelUsage`` is per model over the conversation's turns. A turn's share is split as its
+    ``usage`` events split it when they add up to its result's totals, else it all goes to its main model; a turn
+    without usage adds nothing; another conversation starts again."""
+    haiku = p.Usage(model="claude-haiku-4-5", input_tokens=100, output_tokens=10, cost_usd=0.001)
+    sonnet = p.Usage(
+        model="claude-sonnet-4-5",
+        input_tokens=50,
+        output_tokens=5,
+        cached_tokens=20,
+        cache_write_tokens=3,
+        cost_usd=0.01,
+    )
+    both = p.UsageTotals(
+        input_tokens=150, output_tokens=15, cached_tokens=20, cache_write_tokens=3, cost_usd=0.011
+    )
+    short = p.Usage(model="claude-sonnet-4-5", input_tokens=10, output_tokens=1)
+    more = p.UsageTotals(input_tokens=30, output_tokens=3, cost_usd=0.02)  # the result's totals win
+    session = [
+        *_priced_turn([haiku, sonnet], both),
+        *_priced_turn([], p.UsageTotals()),
+        *_priced_turn([short], more),
+        *_priced_turn([], p.UsageTotals(input_tokens=7, output_tokens=2), parent="ses_2", model="claude-x"),
+    ]
+    results = [line for line in encode_objects("claude", session) if line["type"] == "result"]
+    first = {
+        "claude-haiku-4-5": {
+            "inputTokens": 100,
+            "outputTokens": 10,
+            "cacheReadInputTokens": 0,
+            "cacheCreationInputTokens": 0,
+            "costUSD": 0.001,
+        },
+        "claude-sonnet-4-5": {
+            "inputTokens": 27,
+            "outputTokens": 5,
+            "cacheReadInputTokens": 20,
+            "cacheCreationInputTokens": 3,
+            "costUSD": 0.01,
+        },
+    }
+    grown = {"inputTokens": 57, "outputTokens": 8, "costUSD": 0.03}
+    third = {**first, "claude-sonnet-4-5": {**first["claude-sonnet-4-5"], **grown}}
+    assert [r.get("modelUsage") for r in results] == [
+        first,
+        first,
+        third,
+        {
+            "claude-x": {
+                "inputTokens": 7,
+                "outputTokens": 2,
+                "cacheReadInputTokens": 0,
+                "cacheCreationInputTokens": 0,
+            }
+        },
+    ]
+    assert [r["total_cost_usd"] for r in results[:3]] == [0.011, 0.011, 0.031]
+    assert "total_cost_usd" not in results[3], "no cost known, none written"
+    nameless = _priced_turn([], p.UsageTotals(input_tokens=7, output_tokens=2))
+    assert "modelUsage" not in encode_objects("claude", nameless)[-1], "no model known: no entry made up"
+    assert "modelUsage" not in encode_objects("amp", session)[-1], "Amp's result has no modelUsage"
+
+
 # -- round trip --------------------------------------------------------------------------------
 
 _CODES = {

@@ -233,7 +233,7 @@ def test_a_stall_inside_a_turn_ends_it_stalled_but_silence_between_turns_is_wait
 
 def test_a_turn_whose_result_lacks_the_running_totals_keeps_them(tmp_path: Path) -> None:
     """The child's second result says neither ``total_cost_usd`` nor ``modelUsage``: that turn adds nothing known,
-    and the third turn's share is what the cost grew by since the first, so the session's total stays the child's."""
+    and the third turn's share is what they grew by since the first, so the session's totals stay the child's."""
     script = _fake_child(
         tmp_path,
         """
@@ -251,6 +251,7 @@ def test_a_turn_whose_result_lacks_the_running_totals_keeps_them(tmp_path: Path)
     results = [json.loads(line) for line in out.splitlines() if json.loads(line)["type"] == "result"]
     assert proc.returncode == 0, err.decode()
     assert [r.get("total_cost_usd") for r in results] == [0.25, 0.25, 0.75]
+    assert [r.get("modelUsage", {}).get("m", {}).get("inputTokens") for r in results] == [10, 10, 30]
 
 
 def test_a_session_without_a_turn_writes_nothing_and_exits_0(tmp_path: Path) -> None:

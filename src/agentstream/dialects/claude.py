@@ -38,6 +38,7 @@ from agentstream.dialects.kit import (
     text_or_json,
 )
 from agentstream.errors import ErrorCode, ExitCode, MalformedEventError, code_from_wording
+from agentstream.transcript import has_usage
 
 # Claude's ``error`` categories (assistant lines, api_retry); the first one per code is the one we write.
 _CATEGORY_CODES: dict[str, str] = {
@@ -1242,6 +1243,40 @@ _DELTA_HEADS = {
 
 EncodedLine = dict[str, Any] | msgspec.Raw
 """A line as an encoder handler returns it: an object, or the bytes of one already written (hot lines)."""
+_NO_MODEL = "unknown"
+"""The model an API message names when no ``start`` named one (never a ``modelUsage`` key of its own)."""
+
+
+class _Running:
+    """The session's running totals that each of its result lines repeats, as Claude Code's do.
+
+    A turn adds what it knows: one of unknown cost, or without usage, leaves them as they were.
+    """
+
+    __slots__ = ("cost", "models", "session")
+
+    def __init__(self, session: str | None) -> None:
+        self.session = session
+        self.cost: float | None = None
+        """``total_cost_usd`` (None: no turn's cost known yet)."""
+        self.models: dict[str, p.UsageTotals] = {}
+        """``modelUsage``: each model's figures over the session."""
+
+    def add(self, turn: p.UsageTotals, by_model: dict[str, p.UsageTotals]) -> None:
+        if turn.cost_usd is not p.UNSET:
+            self.cost = round((self.cost or 0.0) + turn.cost_usd, 10)
+        for model, figures in by_model.items():
+            self.models.setdefault(model, p.UsageTotals()).add(figures.as_usage(model))
+
+
+def _model_figures(totals: p.UsageTotals) -> dict[str, Any]:
+    """One model's ``modelUsage`` entry: its tokens, and its cost when known. Claude Code's other keys
+    (``webSearchRequests``, ``contextWindow``, ``maxOutputTokens`` …) are not in the canonical events."""
+    api = _api_usage(totals)
+    figures: dict[str, Any] = {camel: api[key] for camel, key in _MODEL_USAGE_KEYS}
+    if totals.cost_usd is not p.UNSET:
+        figures["costUSD"] = totals.cost_usd
+    return figures
 
 
 class ClaudeEncoder(EventEncoder):
@@ -1259,7 +1294,7 @@ class ClaudeEncoder(EventEncoder):
 
     def __init__(self) -> None:
         super().__init__()
-        self._model = "unknown"
+        self._model = _NO_MODEL
         self._uuid_prefix = str(uuid.uuid4())[:24]
         self._uuid_prefix_bytes = self._uuid_prefix.encode()
         self._uuids = 0
@@ -1273,8 +1308,10 @@ class ClaudeEncoder(EventEncoder):
         """The turn's ``claude.deferred_tool_use`` (id, name, input): the result line carries it."""
         self._structured: Any = None
         """The turn's ``claude.structured_output``, written in its result line."""
-        self._spent: tuple[str | None, float | None] = (None, None)
-        """The session of the last result line and the running cost it wrote (None: none known yet)."""
+        self._turn_models: dict[str, p.UsageTotals] = {}
+        """The turn's ``usage`` events summed per model, for its result's ``modelUsage``."""
+        self._running = _Running(None)
+        """The session's running totals its result lines repeat (``total_cost_usd``, ``modelUsage``)."""
         self._conversation: str | None = None
         """The stored session the current run continues (its ``start``'s parent), written as the session id."""
         self._session_json: tuple[str | None, bytes] = (None, b"")
@@ -1284,6 +1321,7 @@ class ClaudeEncoder(EventEncoder):
         super().end_turn()
         self._calls.clear()  # its result's permission denials are out; a later turn cannot answer them
         self._deferred = self._structured = None
+        self._turn_models = {}
 
     # line shapes (Amp overrides these)
 
@@ -1364,17 +1402,15 @@ class ClaudeEncoder(EventEncoder):
         if reason is not None or deferred:
             line["terminal_reason"] = reason or _DEFERRED_REASON
         line["session_id"] = self.session(event)
-        # Claude Code's cost is the session's running total: each turn's result repeats it, grown by the turn's
-        # (a turn of unknown cost, say one interrupted before any model call, leaves it as it was).
-        line_session, spent = self._spent
-        spent = spent if line_session == line["session_id"] else None
-        if event.usage.cost_usd is not p.UNSET:
-            spent = round((spent or 0.0) + event.usage.cost_usd, 10)
-        self._spent = (line["session_id"], spent)
-        if spent is not None:
-            line["total_cost_usd"] = spent
-        usage = event.usage
-        line["usage"] = _api_usage(usage)
+        running = self._running
+        if running.session != line["session_id"]:
+            running = self._running = _Running(line["session_id"])
+        running.add(event.usage, self._by_model(event.usage))
+        if running.cost is not None:
+            line["total_cost_usd"] = running.cost
+        line["usage"] = _api_usage(event.usage)
+        if running.models:
+            line["modelUsage"] = {model: _model_figures(totals) for model, totals in running.models.items()}
         line["permission_denials"], self._denials = self._denials, []
         if self._structured is not None:
             line["structured_output"] = self._structured
@@ -1384,6 +1420,20 @@ class ClaudeEncoder(EventEncoder):
             line["errors"] = [failure.message]
         line["uuid"] = self.line_uuid()
         return line
+
+    def _by_model(self, totals: p.UsageTotals) -> dict[str, p.UsageTotals]:
+        """A turn's totals per model, for ``modelUsage``: as its ``usage`` events split them when they add up to
+        the result's totals, else all under the turn's main model (its events' with the most output, else the
+        start's), so that ``modelUsage`` always grows by the result's own figures. None without a known model."""
+        models = self._turn_models
+        if not has_usage(totals):
+            return {}
+        summed = self.tally.usage  # the turn's usage events
+        if models and _api_usage(summed) == _api_usage(totals) and summed.cost_usd == totals.cost_usd:
+            return models
+        main = max(models, key=lambda model: models[model].output_tokens, default=None)
+        main = main or (self._model if self._model != _NO_MODEL else None)
+        return {main: totals} if main is not None else {}
 
     # canonical events
 
@@ -1472,7 +1522,7 @@ class ClaudeEncoder(EventEncoder):
             line = {"type": "rate_limit_event", "rate_limit_info": data}
         elif name == "claude.conversation_reset" and isinstance(data, dict) and _resets(data):
             line = {"type": "conversation_reset", **data}
-            self._spent = (None, None)  # the running totals start again
+            self._running = _Running(None)  # the running totals start again
         elif name == _DEFERRED_EVENT and isinstance(data, dict) and _deferral(data):
             self._deferred = {"id": data["id"], "name": data["name"], "input": data["input"]}
             return []  # written with the result line, as Claude Code writes it
@@ -1496,6 +1546,7 @@ class ClaudeEncoder(EventEncoder):
         return [self.envelope(event, line, parent=False)]
 
     def on_usage(self, event: p.Usage) -> list[EncodedLine]:
+        self._turn_models.setdefault(event.model, p.UsageTotals()).add(event)
         if not self.streams:
             return []
         usage = _api_usage(event)
