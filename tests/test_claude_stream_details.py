@@ -171,6 +171,67 @@ def test_a_line_after_the_block_stop_of_its_run_is_not_repeated(monkeypatch: pyt
     assert one(events, p.Reasoning).content == "hmm" and not violations(events)
 
 
+def _interrupted(*, kept: bool) -> list[dict[str, Any]]:
+    """An answer interrupted as it streamed, as Claude Code 2.1.332 writes it (captured, loopback model server):
+    the text so far in an ``aborted`` assistant line, the interrupt as a user line, then the message's end, whose
+    ``message_stop`` names the blocks dropped. Not ``kept``: the streamed block is among them, with no line."""
+    start = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "content": [],
+        "model": "claude-sonnet-4-5",
+    }
+    text = {"type": "text", "text": ""}
+    lines = [
+        INIT,
+        _stream(
+            {"type": "message_start", "message": {**start, "usage": {"input_tokens": 20, "output_tokens": 1}}}
+        ),
+        _stream({"type": "content_block_start", "index": 0, "content_block": text}),
+        *(
+            _stream(
+                {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": part}}
+            )
+            for part in ("A lo", "ng a")
+        ),
+    ]
+    if kept:
+        lines += [
+            {**_assistant({"type": "text", "text": "A long a"}), "aborted": True},
+            {"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": _INTERRUPT}]}},
+            _stream({"type": "content_block_stop", "index": 0}),
+        ]
+    stop = _stream({"type": "message_stop"})
+    stop.update(
+        api_message_id="msg_1", abandoned_blocks={"api_message_id": "msg_1", "from_block_index": int(kept)}
+    )
+    lines += [_stream({"type": "message_delta", "delta": {"stop_reason": None}}), stop]
+    result = _result(subtype="error_during_execution", is_error=True, terminal_reason="aborted_streaming")
+    del result["result"]  # none after an interrupt (#94741)
+    return [*lines, result]
+
+
+_INTERRUPT = "[Request interrupted by user]"
+
+
+@pytest.mark.parametrize("kept", [True, False])
+def test_an_interrupted_answer_is_what_claude_code_kept_of_it(
+    kept: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Claude Code keeps the text streamed before an interrupt (its ``aborted`` line): that is the message. A block
+    its ``message_stop`` says it dropped, with no line, was discarded: an empty message, not its deltas."""
+    events = _both(_interrupted(kept=kept), monkeypatch)
+    said = [(e.role, e.content, e.synthetic) for e in only(events, p.Message)]
+    assert said == (
+        [("assistant", "A long a", p.UNSET), ("user", _INTERRUPT, p.UNSET)]
+        if kept
+        else [("assistant", "", p.UNSET)]
+    )
+    result = events[-1]
+    assert isinstance(result, p.Result) and result.subtype == "interrupted" and not violations(events)
+
+
 # -- token counts -----------------------------------------------------------------------------------
 
 

@@ -573,7 +573,8 @@ def test_a_failed_run_reaches_the_sdk_as_an_error_result_with_its_reason() -> No
 
 
 def test_an_empty_message_or_reasoning_is_no_assistant_line_and_its_delta_run_still_closes() -> None:
-    """A delta run an interrupt discarded ends with an empty complete event: the SDK must get no empty block."""
+    """A delta run an interrupt discarded ends with an empty complete event: the SDK must get no empty block. Its
+    message ends as Claude Code ends one whose blocks it dropped, which reads back as discarded, not as said."""
     events = full_session()[:1]
     events += [
         p.MessageDelta(message_id="m1", content="Half an ans"),
@@ -584,11 +585,27 @@ def test_an_empty_message_or_reasoning_is_no_assistant_line_and_its_delta_run_st
         p.Reasoning(reasoning_id="r2", content=""),
         p.Result(ok=False, subtype="interrupted", exit_code=130),
     ]
-    written = objects(encode("claude", stamped(events)))
+    lines = encode("claude", stamped(events))
+    written = objects(lines)
     assert [line["type"] for line in written if line["type"] != "stream_event"] == ["system", "result"]
-    inner = [line["event"]["type"] for line in written if line["type"] == "stream_event"]
-    run = ["message_start", "content_block_start", "content_block_delta"]
-    assert inner == [*run, "content_block_stop", "message_delta", "message_stop"] * 2
+    inner = [line["event"] for line in written if line["type"] == "stream_event"]
+    run = ["message_start", "content_block_start", "content_block_delta", "message_delta", "message_stop"]
+    assert [event["type"] for event in inner] == run * 2, "no content_block_stop: the block never ended"
+    assert [event["delta"]["stop_reason"] for event in inner if event["type"] == "message_delta"] == [
+        None,
+        None,
+    ]
+    stops = [line for line in written if line.get("event") == {"type": "message_stop"}]
+    assert [stop["abandoned_blocks"] for stop in stops] == [
+        {"api_message_id": "m1", "from_block_index": 0},
+        {"api_message_id": "r1", "from_block_index": 0},
+    ]
+    back = decode("claude", lines)
+    assert [(e.type, e.content) for e in back if isinstance(e, (p.Message, p.Reasoning))] == [
+        ("message", ""),
+        ("reasoning", ""),
+    ]
+    assert not violations(back)
 
 
 def test_total_cost_usd_is_the_conversations_running_total_over_its_turns() -> None:

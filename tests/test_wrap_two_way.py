@@ -138,6 +138,7 @@ def test_interrupt_through_the_wrap_ends_the_turn_with_one_result(tmp_path: Path
         messages = asyncio.run(session(opts))
     final = [m for m in messages if isinstance(m, ResultMessage)]
     assert len(final) == 1 and final[0].is_error and final[0].subtype == "error_during_execution"
+    assert texts(messages) == [], "the answer the child discarded is no assistant message here either"
 
 
 # -- the relay itself, with a scripted Claude-speaking child ----------------------

@@ -813,6 +813,7 @@ class ClaudeDecoder(EventDecoder):
         elif kind == "message_delta":
             self._message_delta(_figures(event.opt_sub("usage")))
         elif kind == "message_stop":
+            self._abandoned(f.opt_sub("abandoned_blocks"))
             self._message_stop()
         elif kind == "error":
             error = event.sub("error")
@@ -887,6 +888,19 @@ class ClaudeDecoder(EventDecoder):
     def _message_delta(self, figures: dict[str, int]) -> None:
         if self._usage is not None and self._usage.message_id == self._current:
             self._usage.figures.update(figures)
+
+    def _abandoned(self, abandoned: Fields | None) -> None:
+        """``abandoned_blocks`` (on a ``message_stop`` line): Claude Code dropped the message's blocks from
+        ``from_block_index`` on. A run of one still open (neither its line nor its stop came) was discarded: it
+        closes with empty content, not with its deltas."""
+        first = abandoned.opt_integer("from_block_index") if abandoned is not None else None
+        blocks = self._streams.get(self._current) if self._current is not None else None
+        if first is None or blocks is None:
+            return
+        for index, (kind, block_id) in list(blocks.items()):
+            reasoning = kind == "thinking"
+            if index >= first and self.run_is_open(block_id, reasoning=reasoning):
+                self.complete(block_id, "", reasoning=reasoning)
 
     def _message_stop(self) -> None:
         if self._usage is not None and self._usage.message_id == self._current:
@@ -1228,6 +1242,7 @@ _STREAM_LINE = (
 """A ``stream_event`` line as :meth:`ClaudeEncoder.envelope` words it: inner event, session and line uuid."""
 _BLOCK_STOP = _encode({"type": "content_block_stop", "index": 0})
 _MESSAGE_END = _encode({"type": "message_delta", "delta": {"stop_reason": "end_turn"}})
+_MESSAGE_CUT = _encode({"type": "message_delta", "delta": {"stop_reason": None}})
 _MESSAGE_STOP = _encode({"type": "message_stop"})
 _BLOCK_STARTS = {
     reasoning: _encode({"type": "content_block_start", "index": 0, "content_block": {"type": kind, kind: ""}})
@@ -1633,7 +1648,7 @@ class ClaudeEncoder(EventEncoder):
         ``assistant`` line: the API never sends an empty block, and the Claude Agent SDK would hand its user one.
         """
         if not text:
-            return self._stop(event, key) if key in self._runs else []
+            return self._abandon(event, key) if key in self._runs else []
         if key not in self._runs:
             line = {"type": "assistant", "message": self.api_message(key[1], block, "end_turn")}
             return [self.envelope(event, line)]
@@ -1642,14 +1657,28 @@ class ClaudeEncoder(EventEncoder):
         return [*lines, self.envelope(event, line), *self._stop(event, key)]
 
     def _stop(self, event: p.BaseEvent, key: tuple[bool, str]) -> list[EncodedLine]:
-        lines = self._switch(event, self._runs.pop(key))
-        self._current = None
         return [
-            *lines,
+            *self._leave(event, key),
             self._stream_line(event, _BLOCK_STOP),
             self._stream_line(event, _MESSAGE_END),
             self._stream_line(event, _MESSAGE_STOP),
         ]
+
+    def _abandon(self, event: p.BaseEvent, key: tuple[bool, str]) -> list[EncodedLine]:
+        """A discarded run ends as Claude Code ends a message whose streamed blocks it dropped: no block stop, no
+        stop reason, and ``abandoned_blocks`` on its ``message_stop`` line, so that a reader (the wrap's among
+        them) does not take its deltas for a complete message."""
+        message_id = self._runs[key]
+        lines = self._leave(event, key)
+        stop = {"type": "stream_event", "event": {"type": "message_stop"}}
+        stop["abandoned_blocks"] = {"api_message_id": message_id, "from_block_index": 0}
+        return [*lines, self._stream_line(event, _MESSAGE_CUT), self.envelope(event, stop)]
+
+    def _leave(self, event: p.BaseEvent, key: tuple[bool, str]) -> list[EncodedLine]:
+        """Close a run: the ``message_start`` that returns to its message when another one is current."""
+        lines = self._switch(event, self._runs.pop(key))
+        self._current = None
+        return lines
 
 
 def _resets(data: dict[str, Any]) -> bool:
