@@ -7,15 +7,19 @@ retry through the outage. Checked by ``seq``: nothing lost, nothing repeated.
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 
 from _bus_fixtures import PRODUCER, RedisServer, bus_home, cli, lines_of, redis_server, spawn_cli  # noqa: F401
-from agentstream.bus import open_bus
+from agentstream.bus import REACHED_ENV, open_bus
+from agentstream.bus.publish import Publisher
 from agentstream.bus.queue import EXEC_ENV
+from agentstream.stream import Stream
 
 EVENTS = 100
 
@@ -84,3 +88,42 @@ def test_a_worker_says_when_its_running_job_loses_the_bus_and_when_it_is_back(
     assert outage and all(e["recoverable"] and e["retry_in_ms"] > 0 for e in outage)
     assert any(e["type"] == "status" and e["status"] == "bus_available" for e in events)
     assert [e["name"] for e in events if e["type"] == "event"] == ["job.succeeded"]
+
+
+@pytest.mark.parametrize("reached", [True, False])
+def test_a_jobs_publisher_waits_out_an_outage_from_its_first_batch_with_the_usual_connect_timeout(
+    reached: bool,
+    redis_server: RedisServer,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A worker's job is told the bus was reached ($AGENTSTREAM_BUS_REACHED): Redis down as the job begins
+    is waited out for the retry window, while the connect timeout stays short. Not told, the publisher gives
+    a bus it never reached up after that connect timeout."""
+    server = redis_server
+    server.kill()  # down as the job begins; started again on the same port below
+    monkeypatch.setenv("AGENTSTREAM_BUS_CONNECT_TIMEOUT", "0.3")
+    if reached:
+        monkeypatch.setenv(REACHED_ENV, "1")
+    else:
+        monkeypatch.delenv(REACHED_ENV, raising=False)
+    out = io.BytesIO()
+    stream = Stream("job", out=out)
+    publisher = Publisher(server.url, stream.session_id, retry_for=30)
+    stream.observe(publisher.on_event)
+    starting = threading.Timer(1.5, server.start)
+    starting.start()
+    try:
+        with stream:
+            stream.log("written while Redis is down")
+        publisher.close()
+    finally:
+        starting.join()
+    with open_bus(server.url) as bus:
+        stored = [record.line for record in bus.read(stream.session_id)]
+    warning = capsys.readouterr().err
+    if reached:
+        assert stored == out.getvalue().splitlines() and publisher.dropped == 0, warning
+        assert "retrying in the background" in warning
+    else:
+        assert stored == [] and publisher.dropped == len(out.getvalue().splitlines()), warning

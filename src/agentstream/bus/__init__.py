@@ -43,6 +43,7 @@ __all__ = [
     "DEFAULT_CONNECT_TIMEOUT_S",
     "DEFAULT_RETENTION_S",
     "DEFAULT_RETRY_S",
+    "REACHED_ENV",
     "RETRY_ENV",
     "RUN_STATUSES",
     "TERMINAL_STATUSES",
@@ -91,6 +92,9 @@ is given up after this long, so a dead bus costs seconds, not minutes.
 RETRY_ENV: Final = "AGENTSTREAM_BUS_RETRY"
 DEFAULT_RETRY_S: Final = 30.0
 """How long an outage of a bus that was reached before is retried (publisher, worker)."""
+REACHED_ENV: Final = "AGENTSTREAM_BUS_REACHED"
+"""Set to 1 by a worker for its jobs: the worker reached the bus, so a job's publisher retries an outage from its
+first batch on for the retry window, instead of giving up a bus it takes for one never reached."""
 BOUND_LINE_BYTES: Final = 1 << 20
 """Longer event lines are handed to a backend's store so that it makes no copy of them (each backend says how)."""
 

@@ -80,7 +80,7 @@ class Publisher:
         flush_timeout: float | None = None,
         retry_for: float | None = None,
     ) -> None:
-        from agentstream.bus import DEFAULT_RETRY_S, RETRY_ENV, bus_seconds, connect_timeout
+        from agentstream.bus import DEFAULT_RETRY_S, REACHED_ENV, RETRY_ENV, bus_seconds, connect_timeout
         from agentstream.bus.liveness import lease_seconds
 
         self.url = url
@@ -94,8 +94,9 @@ class Publisher:
         self.retry_for = retry_for if retry_for is not None else bus_seconds(RETRY_ENV, DEFAULT_RETRY_S)
         self.connect_for = connect_timeout(url)
         self._lease = lease_seconds()
-        self._reached = False
-        """Whether the bus ever took a batch: an outage is retried, a bus never reached is not waited for."""
+        self._reached = os.environ.get(REACHED_ENV, "").strip() == "1"
+        """Whether the bus is known to be up (it took a batch, or the worker running this job reached it): an
+        outage is retried, a bus never reached is not waited for."""
         self._given_up = False
         self.error: BaseException | None = None
         self.dropped = 0

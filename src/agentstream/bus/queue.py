@@ -485,22 +485,16 @@ def _cancelled(bus: Bus, run_id: str) -> bool:
 
 
 def _job_environment(bus_url: str | None) -> dict[str, str]:
-    """The job's environment: its bus, and, since this worker has reached it, a failure to reach it is an
-    outage to wait out (for the retry window), not a bus never reached (given up after the connect timeout,
-    which lost a whole run to a Redis restart as the job began)."""
-    from agentstream.bus import (
-        BUS_ENV,
-        CONNECT_TIMEOUT_ENV,
-        DEFAULT_CONNECT_TIMEOUT_S,
-        DEFAULT_RETRY_S,
-        RETRY_ENV,
-        bus_seconds,
-    )
+    """The job's environment: its bus, and word that this worker has reached it (:data:`REACHED_ENV`).
 
-    wait = max(
-        bus_seconds(RETRY_ENV, DEFAULT_RETRY_S), bus_seconds(CONNECT_TIMEOUT_ENV, DEFAULT_CONNECT_TIMEOUT_S)
-    )
-    environment = {**os.environ, CONNECT_TIMEOUT_ENV: f"{wait:g}"}
+    A failure to reach the bus is then an outage to wait out for the retry window, not a bus never reached
+    (given up after the connect timeout, which lost a whole run to a Redis restart as the job began). The
+    connect timeout itself stays the one every client has: it also bounds each Redis reply, so a longer one
+    would let one stalled command hold the job's child that long.
+    """
+    from agentstream.bus import BUS_ENV, REACHED_ENV
+
+    environment = {**os.environ, REACHED_ENV: "1"}
     if bus_url:
         environment[BUS_ENV] = bus_url
     return environment
