@@ -16,8 +16,11 @@ import pytest
 from _agent_tools_support import gone_soon, process_alive, wait_for_file
 from _bus_fixtures import CASSETTE, PRODUCER, bus_home, bus_url, cli, lines_of, spawn_cli  # noqa: F401
 from agentstream import protocol as p
-from agentstream.bus import open_bus
-from agentstream.bus.queue import EXEC_ENV
+from agentstream.bus import BusUnusable, Claim, open_bus
+from agentstream.bus import queue as job_queue
+from agentstream.bus.queue import EXEC_ENV, Worker, WorkerOptions, new_job
+from agentstream.bus.sqlite import SqliteBus
+from agentstream.stream import Stream
 from agentstream.validate import validate_stream
 
 
@@ -380,3 +383,30 @@ def test_a_secret_in_a_prompt_never_reaches_the_bus_nor_a_bus_password_the_child
     assert worker.returncode == 0, worker.stderr
     argv, environment = seen.read_text().splitlines()
     assert url not in argv and "--bus" not in argv.split() and environment == url
+
+
+def test_a_heartbeat_that_finds_the_bus_unusable_gives_the_job_up_with_that_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bus that no retry mends is no outage to wait out: the job's child is stopped at once and the worker's
+    stream says why, with the fix, instead of a recoverable error while the job runs on unwatched."""
+    url = f"sqlite:///{tmp_path / 'bus.sqlite3'}"
+    with open_bus(url) as bus:
+        bus.enqueue(new_job("anything", []))
+    unusable = BusUnusable(f"{tmp_path / 'bus.sqlite3'} is not an SQLite bus", fix="move this file aside")
+
+    class UnusableOnHeartbeat(SqliteBus):
+        def heartbeat(self, claim: Claim) -> bool:
+            raise unusable
+
+    monkeypatch.setattr(job_queue, "open_bus", UnusableOnHeartbeat)
+    options = WorkerOptions(url, idle_timeout=0.4, max_jobs=1, command=["sh", "-c", "sleep 20", "job"])
+    out = io.BytesIO()
+    started = time.monotonic()
+    with Stream("worker", out=out) as stream:
+        Worker(options, stream).serve()
+    assert time.monotonic() - started < 10  # not the child's 20 s: it was stopped (SIGTERM) at once
+    errors = [e for e in lines_of(out.getvalue()) if e["type"] == "error"]
+    assert len(errors) == 1, errors
+    assert errors[0]["code"] == "BUS_UNAVAILABLE" and "is not an SQLite bus" in errors[0]["message"]
+    assert errors[0]["fix"] == "move this file aside" and "retry_in_ms" not in errors[0]

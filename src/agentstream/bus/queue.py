@@ -441,9 +441,12 @@ class _JobRun:
 
     def _heartbeat(self, bus: Bus) -> bool:
         """True unless the bus says the claim is lost. An unreachable bus is not a lost claim: the worker's
-        stream says so once (a recoverable ``BUS_UNAVAILABLE``), and says when it is back."""
+        stream says so once (a recoverable ``BUS_UNAVAILABLE``), and says when it is back. A bus that no retry
+        mends (:class:`BusUnusable`) is raised: the job is given up (its child stopped) with that error."""
         try:
             held = bus.heartbeat(self.claim)
+        except BusUnusable:
+            raise
         except BusUnavailable as exc:
             if not self._outage:
                 self._outage = True
@@ -476,9 +479,11 @@ class _JobRun:
 
 
 def _cancelled(bus: Bus, run_id: str) -> bool:
-    """True when :func:`cancel_run` ended the run; an unreachable bus says no."""
+    """True when :func:`cancel_run` ended the run; an unreachable bus says no, an unusable one is raised."""
     try:
         info = bus.get_run(run_id)
+    except BusUnusable:
+        raise
     except BusUnavailable:
         return False
     return info is not None and info.terminal and info.subtype == CANCELLED
