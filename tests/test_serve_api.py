@@ -23,7 +23,7 @@ import pytest
 from _bus_fixtures import CASSETTE, PRODUCER, RedisServer, cli, redis_server  # noqa: F401
 from _serve_support import Server, SseStream, finished_run, publish, request, wait_for
 from agentstream import protocol as p
-from agentstream.bus import open_bus
+from agentstream.bus import Record, open_bus
 
 
 @pytest.fixture(scope="module")
@@ -316,6 +316,66 @@ def test_a_follower_resuming_past_the_end_does_not_move_the_shared_tail_past_the
         asyncio.run(scenario())
     finally:
         hub.close()
+
+
+def test_a_bus_unusable_for_good_stops_the_tail_and_ends_its_followers_streams_with_the_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A permanent error is no outage: the run's tail stops at once (no retry loop) and each follower's stream
+    ends with the follower's ending, the error's code, message and fix in it, whole (the open tool call closed)."""
+    from agentstream.bus import BusUnusable
+    from agentstream.bus.sqlite import SqliteBus
+    from agentstream.serve import hub as hub_module
+    from agentstream.serve.events import ResumePoint, run_lines
+    from agentstream.serve.hub import RunHub
+
+    bus_url = f"sqlite:///{tmp_path / 'bus.sqlite3'}"
+    publish(bus_url, "doomed", [p.Start(command="exec live"), p.ToolCall(call_id="c1", name="bash")])
+    unusable = BusUnusable("the bus file is no SQLite database any more", fix="move this file aside")
+    tail_reads: list[float] = []
+
+    class UnusableToTheTail(SqliteBus):
+        """A blocking read is the tail's: it meets the permanent error. The followers' own reads still work."""
+
+        def read(
+            self, run_id: str, from_seq: int = 0, *, limit: int = 1000, block: float | None = None
+        ) -> list[Record]:
+            if block is not None:
+                tail_reads.append(time.monotonic())
+                raise unusable
+            return super().read(run_id, from_seq, limit=limit, block=block)
+
+    monkeypatch.setattr(hub_module, "open_bus", UnusableToTheTail)
+    hub = RunHub(bus_url)
+
+    async def follow() -> list[list[tuple[str | None, bytes]]]:
+        lines = run_lines(hub, "doomed", ResumePoint(0), None, command="agentstream follow doomed")
+        return [[(line.id, line.data) for line in batch] async for batch in lines]
+
+    try:
+
+        async def both() -> list[list[list[tuple[str | None, bytes]]]]:
+            return await asyncio.wait_for(asyncio.gather(follow(), follow()), timeout=20)
+
+        followed = asyncio.run(both())
+    finally:
+        hub.close()
+    ended_after = len(tail_reads)  # one tail, or a second for a follower that came as the first stopped
+    time.sleep(1.0)  # a tail that retried would read again within 0.5 s
+    assert len(tail_reads) == ended_after <= 2 and hub.tail_next_seq("doomed") is None
+    for batches in followed:
+        assert [line_id for line_id, _ in batches[0]] == ["0", "1"]  # the run's own lines
+        ending = [msgspec.json.decode(data) for line_id, data in batches[-1] if line_id is None]
+        assert [event["type"] for event in ending] == ["tool_result", "error", "result"]
+        assert ending[0]["call_id"] == "c1" and ending[0]["status"] == "error"
+        error, result = ending[1], ending[2]
+        assert (error["code"], error["message"], error["fix"]) == (
+            "BUS_UNAVAILABLE",
+            unusable.message,
+            unusable.fix,
+        )
+        assert result["ok"] is False and result["subtype"] == "bus_unavailable" and result["exit_code"] == 1
+        assert result["session_id"].startswith("follow_") and error["details"]["resume_seq"] == 2
 
 
 def test_a_follower_that_stops_taking_batches_is_held_to_a_few_and_loses_none(

@@ -43,7 +43,7 @@ from agentstream.transcript import Tally
 if TYPE_CHECKING:
     from agentstream.bus import Bus
 
-__all__ = ["FollowOptions", "WatchFilter", "follow", "synthetic_result", "watch"]
+__all__ = ["FollowOptions", "WatchFilter", "follow", "follower_ending", "synthetic_result", "watch"]
 
 T = TypeVar("T")
 
@@ -351,31 +351,18 @@ class _RunTail:
         return retry
 
     def end(self, subtype: str, error: AgentstreamError, exit_code: int) -> int:
-        """Print the one synthetic terminal and return its exit code.
-
-        The run goes on without the follower, so every ``seq`` of the run's session
-        from ``next_seq`` on is the run's own to write. The made-up ending therefore
-        goes out in a session of the follower's own (``follow_…``, ``seq`` from 0):
-        output concatenated with that of ``follow --from-seq <next_seq>`` has no
-        ``(session_id, seq)`` twice, and the resume point skips nothing.
-        """
-        run_id, resume_at = self.options.run_id, self.next_seq
-        actions = [resume_action(run_id, resume_at), runs_action()]
-        info = p.ErrorInfo(code=str(error.code), message=error.message, fix=error.fix or p.UNSET)
-        ending = ending_events(
+        """Print the one synthetic terminal (:func:`follower_ending`) and return its exit code."""
+        ending = follower_ending(
             self.tally,
-            info,
-            exit_code=exit_code,
+            self.options.run_id,
+            self.next_seq,
+            error,
             subtype=subtype,
-            details={"run_id": run_id, "resume_seq": resume_at},
+            exit_code=exit_code,
             command=self.options.command,
-            next_actions=actions,
-            tool_status="error",
+            opened=self.out.wrote,
         )
-        if not self.out.wrote:  # nothing printed: the output is still one whole stream
-            ending.insert(0, p.Start(command=self.options.command, synthetic=True))
-        sequencer = p.Sequencer(p.new_id("follow"))
-        line = b"".join(p.encode_line(sequencer.stamp(event)) for event in ending)
+        line = b"".join(p.encode_line(event) for event in ending)
         try:
             self._write(line)
         except BrokenPipeError:
@@ -399,6 +386,44 @@ class _RunTail:
             except AgentstreamError:
                 return
             self.options.observer(event)
+
+
+def follower_ending(
+    tally: Tally,
+    run_id: str,
+    resume_at: int,
+    error: AgentstreamError,
+    *,
+    subtype: str,
+    exit_code: int,
+    command: str,
+    opened: bool,
+) -> list[p.Event]:
+    """The whole ending of a follower (``follow``, a ``serve`` stream) stopped before the run's ``result``.
+
+    The run goes on without the follower, so every ``seq`` of the run's session from
+    ``resume_at`` on is the run's own to write. The made-up ending is therefore stamped
+    in a session of the follower's own (``follow_…``, ``seq`` from 0): output
+    concatenated with that of ``follow --from-seq <resume_at>`` has no ``(session_id,
+    seq)`` twice, and the resume point skips nothing. Nothing sent yet (not ``opened``):
+    a synthetic ``start`` first, so the output is still one whole stream.
+    """
+    actions = [resume_action(run_id, resume_at), runs_action()]
+    info = p.ErrorInfo(code=str(error.code), message=error.message, fix=error.fix or p.UNSET)
+    ending = ending_events(
+        tally,
+        info,
+        exit_code=exit_code,
+        subtype=subtype,
+        details={"run_id": run_id, "resume_seq": resume_at},
+        command=command,
+        next_actions=actions,
+        tool_status="error",
+    )
+    if not opened:
+        ending.insert(0, p.Start(command=command, synthetic=True))
+    sequencer = p.Sequencer(p.new_id("follow"))
+    return [sequencer.stamp(event) for event in ending]
 
 
 def synthetic_result(

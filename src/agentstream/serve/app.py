@@ -399,7 +399,7 @@ class _Api:
             if encoder is not None:
                 encoder.reproducible(run_id)  # a resumed stream is encoded again: the same ids, line for line
             info = await self.hub.call(lambda bus: known_run(bus, run_id))
-            lines = run_lines(self.hub, run_id, start, encoder)
+            lines = run_lines(self.hub, run_id, start, encoder, command=command)
             ndjson = NDJSON in request.headers.get("accept", "")
             if info.terminal and not ndjson:
                 # A finished run's lines are all stored, so the first batch comes at once. None at all:

@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Final, TypeVar
 
-from agentstream.bus import BusUnavailable, Record, open_bus
+from agentstream.bus import BusUnavailable, BusUnusable, Record, open_bus
 from agentstream.bus.liveness import ProducerWatch, lost_after_seconds
 
 if TYPE_CHECKING:
@@ -112,7 +112,9 @@ class RunHub:
         """The run's records from ``from_seq`` in ``seq`` order, live, in batches; the last one ends with the ``result``.
 
         Batches rather than single records so that a follower that fell behind
-        (a slow client, a busy machine) catches up with one write per batch.
+        (a slow client, a busy machine) catches up with one write per batch. A bus
+        that fails raises :class:`BusUnavailable`; one that no retry mends
+        (:class:`BusUnusable`) also when the run's tail met it first.
         """
         next_seq = max(from_seq, 0)
         async for page in self._stored(run_id, next_seq):
@@ -137,6 +139,8 @@ class RunHub:
                 if await self._ended_behind(run_id, next_seq):
                     return
                 while True:
+                    if tail.error is not None and queue.empty():
+                        raise tail.error  # everything the tail read is taken: what stopped it ends this follower
                     try:
                         batch = await asyncio.wait_for(queue.get(), timeout=RECHECK_S)
                     except TimeoutError:
@@ -186,7 +190,7 @@ class RunHub:
         loop = asyncio.get_running_loop()
         with self._lock:
             tail = self._tails.get(run_id)
-            if tail is None or not tail.is_alive():
+            if tail is None or not tail.is_alive() or tail.error is not None:
                 tail = _Tail(self, run_id, from_seq)
                 self._tails[run_id] = tail
                 tail.followers[queue] = loop
@@ -258,11 +262,13 @@ class _Tail(threading.Thread):
         self.next_seq = from_seq
         self.followers: dict[asyncio.Queue[list[Record]], asyncio.AbstractEventLoop] = {}
         self.watch = ProducerWatch(hub.lost_after)
+        self.error: BusUnusable | None = None
+        """What stopped the tail for good, set before its followers are woken to end their streams with it."""
 
     def run(self) -> None:
         import time
 
-        bus = open_bus(self.hub.bus_url)
+        bus: Bus | None = None
         started = False
         try:
             while not self.hub.closed:
@@ -270,6 +276,8 @@ class _Tail(threading.Thread):
                     if not self.followers:
                         return
                 try:
+                    if bus is None:
+                        bus = open_bus(self.hub.bus_url)
                     if not started:
                         self._start_within_stored(bus)
                         started = True
@@ -277,25 +285,39 @@ class _Tail(threading.Thread):
                     if not batch:
                         self._end_if_producer_lost(bus)
                         continue
+                except BusUnusable as exc:
+                    self._stop_for(exc)
+                    return
                 except BusUnavailable:
                     self.watch.forget()
                     time.sleep(0.5)  # followers fall back to their own reads meanwhile
                     continue
                 self.next_seq = batch[-1].seq + 1
-                with self.hub._lock:
-                    # Taken after the read: a follower that joined during it may have read the bus
-                    # before this batch was stored, so it must get the batch from here.
-                    followers = list(self.followers.items())
-                for queue, loop in followers:
-                    try:
-                        loop.call_soon_threadsafe(_offer, queue, batch)
-                    except RuntimeError:  # that follower's loop has closed
-                        pass
+                self._hand_out(batch)
                 if batch[-1].type == "result":
                     return
         finally:
             self.hub._tail_done(self)
-            bus.close()
+            if bus is not None:
+                bus.close()
+
+    def _hand_out(self, batch: list[Record]) -> None:
+        """Offer ``batch`` to every follower in its own event loop."""
+        with self.hub._lock:
+            # Taken after the read: a follower that joined during it may have read the bus
+            # before this batch was stored, so it must get the batch from here.
+            followers = list(self.followers.items())
+        for queue, loop in followers:
+            try:
+                loop.call_soon_threadsafe(_offer, queue, batch)
+            except RuntimeError:  # that follower's loop has closed
+                pass
+
+    def _stop_for(self, error: BusUnusable) -> None:
+        """Stop for a bus no retry mends: each follower, woken by an empty batch, ends its stream with ``error``
+        once it has taken what came before (one that misses the wake-up meets the error in its own next read)."""
+        self.error = error
+        self._hand_out([])
 
     def _end_if_producer_lost(self, bus: Bus) -> None:
         """End the run on the bus when its producer is lost: the next read hands that ending to every follower."""

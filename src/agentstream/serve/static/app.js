@@ -190,8 +190,6 @@ class RunView {
   }
 
   onMessage(message) {
-    const seq = Number(message.lastEventId);
-    if (Number.isInteger(seq) && seq <= this.lastSeq) return; // already shown
     let event;
     try {
       event = JSON.parse(message.data);
@@ -200,7 +198,13 @@ class RunView {
       this.add(el("div", "event error", `unreadable event: ${error.message}`));
       return;
     }
-    if (Number.isInteger(seq)) this.lastSeq = seq;
+    // The run's own lines carry their seq as id. A line the server made up (the ending of a stream it had to
+    // stop, in a session of its own) has none and repeats the last one, so only the run's lines are checked.
+    const seq = event.session_id === this.runId ? Number(message.lastEventId) : NaN;
+    if (Number.isInteger(seq)) {
+      if (seq <= this.lastSeq) return; // already shown
+      this.lastSeq = seq;
+    }
     try {
       const handler = this[`on_${event.type}`];
       if (typeof handler === "function") handler.call(this, event);
