@@ -25,7 +25,7 @@ import pytest
 
 from _bus_fixtures import RedisServer, events, redis_server  # noqa: F401
 from agentstream.bus import BusUnusable, open_bus
-from agentstream.bus.sqlite import _bus_error
+from agentstream.bus.sqlite import bus_error
 
 CASSETTE = Path(__file__).resolve().parent.parent / "src" / "agentstream" / "data" / "demo.cassette.jsonl"
 CLI = [str(Path(sys.executable).with_name("agentstream"))]
@@ -259,14 +259,37 @@ def _unusable_bus(kind: str, tmp_path: Path) -> Path:
 def test_a_command_on_an_unusable_sqlite_bus_says_what_is_wrong_and_how_to_fix_it(
     kind: str, tmp_path: Path
 ) -> None:
-    # runs creates no bus where there is none yet (it says so), so the path under a file is sent to
-    command = ["send", "greeting"] if kind == "under a file" else ["runs"]
-    done = _run([*command, "--bus", f"sqlite://{_unusable_bus(kind, tmp_path)}"], tmp_path)
+    bus = _unusable_bus(kind, tmp_path)
+    for command in (["runs"], ["send", "greeting"]):
+        done = _run([*command, "--bus", f"sqlite://{bus}"], tmp_path)
+        stderr = done.stderr.decode()
+        assert done.returncode == 1, stderr
+        assert f"agentstream {' '.join(command)}: BUS_UNAVAILABLE: " in stderr and UNUSABLE[kind] in stderr
+        assert "--bus sqlite:///" in stderr or "move this file aside" in stderr  # the fix names the way out
+        assert "check disk space" not in stderr and "no bus at" not in stderr
+
+
+@pytest.mark.parametrize("command", [["follow", "r1"], ["watch", "--timeout", "1"]])
+def test_a_follower_of_a_bus_under_a_file_ends_with_that_error_not_an_empty_bus(
+    command: list[str], tmp_path: Path
+) -> None:
+    done = _run([*command, "--bus", f"sqlite://{_unusable_bus('under a file', tmp_path)}"], tmp_path)
+    ending = _lines(done.stdout)[-1]
+    assert done.returncode == 1 and ending["subtype"] == "bus_unavailable", done.stderr
+    assert (
+        ending["error"]["code"] == "BUS_UNAVAILABLE"
+        and UNUSABLE["under a file"] in ending["error"]["message"]
+    )
+    assert "--bus sqlite:///" in ending["error"]["fix"]
+
+
+def test_usage_says_a_bus_under_a_file_cannot_be_counted_rather_than_that_it_is_empty(tmp_path: Path) -> None:
+    done = _run(["usage", "--bus", f"sqlite://{_unusable_bus('under a file', tmp_path)}"], tmp_path)
     stderr = done.stderr.decode()
-    assert done.returncode == 1, stderr
-    assert f"agentstream {' '.join(command)}: BUS_UNAVAILABLE: " in stderr and UNUSABLE[kind] in stderr
-    assert "--bus sqlite:///" in stderr or "move this file aside" in stderr  # the fix names the way out
-    assert "check disk space" not in stderr
+    assert "the bus's runs are not counted: BUS_UNAVAILABLE: " in stderr, stderr
+    assert (
+        UNUSABLE["under a file"] in stderr and "(fix: choose a file" in stderr and "no bus at" not in stderr
+    )
 
 
 @pytest.mark.parametrize("kind", sorted(UNUSABLE))
@@ -289,6 +312,6 @@ def test_a_read_only_bus_file_is_unusable_not_an_outage(tmp_path: Path) -> None:
     with pytest.raises(sqlite3.OperationalError) as refused:
         reader.execute("DELETE FROM runs")
     reader.close()
-    error = _bus_error(refused.value, path)
+    error = bus_error(refused.value, path)
     assert isinstance(error, BusUnusable) and "cannot be written by this process" in error.message
     assert error.fix is not None and "write the file and its directory" in error.fix

@@ -427,7 +427,9 @@ def missing_local_bus(url: str | None) -> Path | None:
     """The file of a SQLite bus that does not exist yet, else ``None`` (it exists, or the bus is a server).
 
     A command that only reads the bus (``runs``, ``usage``) checks this first: opening would create the
-    file and its directories, and a mistyped ``--bus`` would then pass for an empty bus.
+    file and its directories, and a mistyped ``--bus`` would then pass for an empty bus. Only a path that
+    is absent counts: one that cannot be (under a file, in a directory this user may not search) raises
+    the error opening it would (:class:`BusUnusable`), rather than pass for a bus not made yet.
     """
     if not (url or "").strip() and not os.environ.get(BUS_ENV, "").strip():
         from agentstream._paths import state_path
@@ -440,7 +442,15 @@ def missing_local_bus(url: str | None) -> Path | None:
         from agentstream.bus.sqlite import sqlite_path
 
         path = sqlite_path(url)
-    return None if path.exists() else path
+    try:
+        path.stat()
+    except FileNotFoundError:
+        return path
+    except OSError as exc:
+        from agentstream.bus.sqlite import bus_error
+
+        raise bus_error(exc, path) from exc
+    return None
 
 
 def open_bus(url: str | None = None) -> Bus:

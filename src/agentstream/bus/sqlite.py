@@ -46,7 +46,7 @@ from agentstream.bus import (
 )
 from agentstream.errors import UsageError
 
-__all__ = ["SqliteBus", "open_sqlite", "sqlite_path"]
+__all__ = ["SqliteBus", "bus_error", "open_sqlite", "sqlite_path"]
 
 T = TypeVar("T")
 
@@ -147,7 +147,7 @@ class SqliteBus(Bus):
             _add_columns(db)
             return db
         except (OSError, sqlite3.Error) as exc:
-            raise _bus_error(exc, self.path) from exc
+            raise bus_error(exc, self.path) from exc
 
     def close(self) -> None:
         self._db.close()
@@ -413,13 +413,13 @@ class SqliteBus(Bus):
 @contextmanager
 def _translated(path: Path) -> Iterator[None]:
     """Turn what SQLite says of the bus file (locked past the timeout, disk full, not a database) into
-    :func:`_bus_error`'s errors; errors of the statements themselves (a constraint, a bug) pass unchanged."""
+    :func:`bus_error`'s errors; errors of the statements themselves (a constraint, a bug) pass unchanged."""
     try:
         yield
     except sqlite3.DatabaseError as exc:
         if type(exc) not in (sqlite3.DatabaseError, sqlite3.OperationalError):
             raise
-        raise _bus_error(exc, path) from exc
+        raise bus_error(exc, path) from exc
 
 
 _NOT_A_BUS: Final = frozenset({sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT})
@@ -430,7 +430,7 @@ _NO_FILE_ERRNOS: Final = frozenset(
 """Errors of making the bus file's directory that no retry mends (as against a full disk, say)."""
 
 
-def _bus_error(exc: sqlite3.Error | OSError, path: Path) -> BusUnavailable:
+def bus_error(exc: sqlite3.Error | OSError, path: Path) -> BusUnavailable:
     """What went wrong with the bus file, said so that it can be acted on.
 
     A lock held elsewhere is :class:`BusBusy` (waited out); a file that cannot work as it is (not a

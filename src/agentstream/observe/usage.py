@@ -26,11 +26,14 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
 import msgspec
 
 from agentstream.agent.pricing import PriceTable
+
+if TYPE_CHECKING:
+    from agentstream.errors import AgentstreamError
 
 __all__ = [
     "CLIS",
@@ -433,10 +436,14 @@ def scan_bus(out: Scan, url: str | None, warn: Callable[[str], None]) -> None:
     (said on stderr when the bus was named with ``--bus`` or ``$AGENTSTREAM_BUS``).
     """
     from agentstream import protocol as p
-    from agentstream.bus import BUS_ENV, missing_local_bus, open_bus
+    from agentstream.bus import BUS_ENV, BusUnavailable, missing_local_bus, open_bus
     from agentstream.errors import AgentstreamError, MalformedEventError
 
-    missing = missing_local_bus(url)
+    try:
+        missing = missing_local_bus(url)
+    except BusUnavailable as exc:  # a path where no bus can be (under a file): not one without runs
+        warn(_not_counted(exc))
+        return
     if missing is not None:
         if (
             url or os.environ.get(BUS_ENV, "").strip()
@@ -476,7 +483,13 @@ def scan_bus(out: Scan, url: str | None, warn: Callable[[str], None]) -> None:
                     )
                 )
     except AgentstreamError as exc:
-        warn(f"the bus's runs are not counted: {exc.message}")
+        warn(_not_counted(exc))
+
+
+def _not_counted(exc: AgentstreamError) -> str:
+    """The warning for a bus whose runs cannot be counted: what went wrong, and the fix."""
+    fix = f" (fix: {exc.fix})" if exc.fix else ""
+    return f"the bus's runs are not counted: {exc.code}: {exc.message}{fix}"
 
 
 def _run_model(bus: Any, run_id: str) -> str:
