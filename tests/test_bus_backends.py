@@ -183,9 +183,30 @@ def test_a_job_out_of_attempts_is_failed_on_reclaim(bus_url: str) -> None:
         time.sleep(0.2)
         last = bus.claim("w2", idle_timeout=0.1, max_attempts=1)
         assert last is not None and last.run_id is None and last.previous_run_id == "run1"
-        assert bus.get_job("j1").status == "failed"  # type: ignore[union-attr]
+        job = bus.get_job("j1")
+        assert job is not None and (job.status, job.attempt) == (
+            "failed",
+            1,
+        )  # the refused attempt: not counted
         time.sleep(0.2)
         assert bus.claim("w3", idle_timeout=0.1, max_attempts=1) is None
+
+
+def test_redis_claiming_a_job_whose_record_is_gone_counts_no_attempt_and_leaves_nothing(
+    redis_server: RedisServer,
+) -> None:
+    """The queue entry of a job whose record was deleted is dropped, not taken: no attempt is counted
+    on a record made up for it."""
+    import redis
+
+    client = redis.Redis(port=redis_server.port)
+    with open_bus(redis_server.url) as bus:
+        bus.enqueue(Job(job_id="j1", run_id="run1", prompt="hi"))
+        client.delete("agentstream:job:j1")
+        assert bus.claim("w1", idle_timeout=60, max_attempts=3) is None
+        assert bus.claim("w2", idle_timeout=0, max_attempts=3) is None  # nothing left pending to reclaim
+    assert client.exists("agentstream:job:j1") == 0
+    client.close()
 
 
 def test_claim_blocks_until_a_job_arrives(bus_url: str) -> None:

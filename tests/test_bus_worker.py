@@ -16,6 +16,7 @@ import pytest
 from _agent_tools_support import gone_soon, process_alive, wait_for_file
 from _bus_fixtures import CASSETTE, PRODUCER, bus_home, bus_url, cli, lines_of, spawn_cli  # noqa: F401
 from agentstream import protocol as p
+from agentstream._signals import Interrupted
 from agentstream.bus import BusUnusable, Claim, open_bus
 from agentstream.bus import queue as job_queue
 from agentstream.bus.queue import EXEC_ENV, Worker, WorkerOptions, new_job
@@ -410,3 +411,43 @@ def test_a_heartbeat_that_finds_the_bus_unusable_gives_the_job_up_with_that_erro
     assert len(errors) == 1, errors
     assert errors[0]["code"] == "BUS_UNAVAILABLE" and "is not an SQLite bus" in errors[0]["message"]
     assert errors[0]["fix"] == "move this file aside" and "retry_in_ms" not in errors[0]
+
+
+def test_a_signal_as_the_worker_claims_a_job_still_starts_that_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The claim counts the attempt: a signal that stopped the worker between the claim and the job's start
+    would leave the job claimed, never run, until another worker reclaimed it as lost (its attempt used up)."""
+    url = f"sqlite:///{tmp_path / 'bus.sqlite3'}"
+    job = new_job("anything", [])
+    with open_bus(url) as bus:
+        bus.enqueue(job)
+    ran = tmp_path / "ran"
+
+    class SignalledAsItClaims(SqliteBus):
+        def claim(
+            self, worker: str, *, idle_timeout: float, max_attempts: int, block: float = 0.0
+        ) -> Claim | None:
+            claim = super().claim(worker, idle_timeout=idle_timeout, max_attempts=max_attempts, block=block)
+            if claim is not None:
+                signal.raise_signal(signal.SIGTERM)  # the worker is told to stop as it takes the job
+            return claim
+
+    def interrupted(signum: int, frame: object) -> None:
+        raise Interrupted(signum)  # what the command line's handler does
+
+    monkeypatch.setattr(job_queue, "open_bus", SignalledAsItClaims)
+    options = WorkerOptions(url, idle_timeout=5, command=["sh", "-c", f"touch {ran}", "job"])
+    previous = signal.signal(signal.SIGTERM, interrupted)
+    try:
+        with Stream("worker", out=io.BytesIO()) as stream:
+            worker = Worker(options, stream)
+            with pytest.raises(Interrupted):
+                worker.serve()
+            assert worker.wait_all(20)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert worker.started == 1 and ran.exists()
+    with open_bus(url) as bus:
+        stored = bus.get_job(job.job_id)
+    assert stored is not None and stored.status != "running" and stored.attempt == 1

@@ -347,7 +347,9 @@ class _RunTail:
             return None
         retry = job.attempt_run_id(info.attempt + 1)
         if job.status == "failed" and self.bus.get_run(retry) is None:
-            return None  # no attempts were left: the job failed without that attempt ever running
+            return (
+                None  # a job failed out of attempts by an older version, which counted the attempt it refused
+            )
         return retry
 
     def end(self, subtype: str, error: AgentstreamError, exit_code: int) -> int:

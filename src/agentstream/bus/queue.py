@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from agentstream import protocol as p
 from agentstream._children import GroupWatchdog, orphan_guard
+from agentstream._signals import SignalsHeld
 from agentstream.actions import follow_action
 from agentstream.bus import (
     DEFAULT_RETRY_S,
@@ -217,9 +218,13 @@ class Worker:
             while self.options.max_jobs is None or self.started < self.options.max_jobs:
                 if not self._wait_for_slot(timeout=0.5):
                     continue
-                claim = self._claim(bus)
-                if claim is not None:
-                    self._start(claim)
+                # A job claimed is a job started: a signal in between would leave it claimed and never run,
+                # its attempt counted, until another worker reclaimed it as lost.
+                with SignalsHeld():
+                    claim, pause = self._claim(bus)
+                    if claim is not None:
+                        self._start(claim)
+                time.sleep(pause)  # the backoff of an outage, outside the block: signals do not wait for it
             self.wait_all(None)
         finally:
             bus.close()
@@ -231,8 +236,8 @@ class Worker:
             self._lock.wait(timeout)
             return len(self._active) < self.options.concurrency
 
-    def _claim(self, bus: Bus) -> Claim | None:
-        """One claim attempt (blocking briefly).
+    def _claim(self, bus: Bus) -> tuple[Claim | None, float]:
+        """One claim attempt (blocking briefly), and how long to wait before the next.
 
         An unreachable bus is retried with backoff, one recoverable ``error`` per
         attempt (with ``retry_in_ms``), and given up — :class:`BusUnavailable`
@@ -256,13 +261,12 @@ class Worker:
                     fix=f"start the bus, then the worker again (${RETRY_ENV} sets how long it retries)",
                 ) from exc
             self.stream.error(exc.code, exc.message, fix=exc.fix, retry_in_ms=int(self._retry_in * 1000))
-            time.sleep(self._retry_in)
-            self._retry_in = min(self._retry_in * 2, BUS_RETRY_MAX_S)
-            return None
+            pause, self._retry_in = self._retry_in, min(self._retry_in * 2, BUS_RETRY_MAX_S)
+            return None, pause
         if self._outage_since:
             self.stream.status("bus_available", "the bus is reachable again")
             self._outage_since, self._retry_in = 0.0, BUS_RETRY_FIRST_S
-        return claim
+        return claim, 0.0
 
     def _start(self, claim: Claim) -> None:
         job_run = _JobRun(self, claim)

@@ -136,6 +136,25 @@ return 1
 """
 
 
+# KEYS: jobs stream, job hash. ARGV: group, entry id, worker, max attempts, now.
+# Counts the attempt and marks the job running in one step, or, with no attempts left, marks it failed and acks
+# its entry without counting one. Returns {attempt number, the job's fields}; {0} when the job is gone.
+_TAKE: Final = """
+if redis.call('EXISTS', KEYS[2]) == 0 then
+  redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+  return {0}
+end
+local number = tonumber(redis.call('HGET', KEYS[2], 'attempt') or '0') + 1
+if number > tonumber(ARGV[4]) then
+  redis.call('HSET', KEYS[2], 'status', 'failed', 'worker', ARGV[3], 'updated', ARGV[5])
+  redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+else
+  redis.call('HSET', KEYS[2], 'attempt', number, 'status', 'running', 'worker', ARGV[3], 'updated', ARGV[5])
+end
+return {number, redis.call('HGETALL', KEYS[2])}
+"""
+
+
 def open_redis(url: str, *, retention: float, maxlen: int | None, connect_timeout: float) -> RedisBus:
     """The factory of the ``redis``, ``rediss`` and ``unix`` schemes."""
     return RedisBus(
@@ -185,6 +204,7 @@ class RedisBus(Bus):
         self._append = self._client.register_script(_APPEND)
         self._owned = self._client.register_script(_OWNED)
         self._touch = self._client.register_script(_TOUCH)
+        self._take_job = self._client.register_script(_TAKE)
         self._group_ready = False
 
     @cached_property
@@ -425,22 +445,20 @@ class RedisBus(Bus):
             return self._take(worker, entry_id.decode(), fields[b"job"].decode(), max_attempts)
 
     def _take(self, worker: str, entry_id: str, job_id: str, max_attempts: int) -> Claim | None:
-        """Count the attempt and mark the job running (or failed when out of attempts)."""
-        key = _job_key(job_id)
-        number = int(self._client.hincrby(key, "attempt", 1))
-        job = self.get_job(job_id)
-        if job is None:  # expired under retention: nothing left to run
-            self._client.xack(JOBS_KEY, GROUP, entry_id)
+        """Count the attempt and mark the job running, or failed when out of attempts (one script, ``_TAKE``)."""
+        reply = self._take_job(
+            keys=[JOBS_KEY, _job_key(job_id)], args=[GROUP, entry_id, worker, max_attempts, repr(time.time())]
+        )
+        number = int(reply[0])
+        if not number:  # the job's record is gone: nothing left to run
             return None
-        status = "running" if number <= max_attempts else "failed"
-        self._client.hset(key, mapping={"status": status, "worker": worker, "updated": repr(time.time())})
-        if status == "failed":
-            self._client.xack(JOBS_KEY, GROUP, entry_id)
-        job.status, job.worker = status, worker
+        flat = cast("list[bytes]", reply[1])
+        job = _job(dict(zip(flat[::2], flat[1::2], strict=True)))
+        running = job.status == "running"
         return Claim(
             job=job,
             attempt=number,
-            run_id=job.attempt_run_id(number) if status == "running" else None,
+            run_id=job.attempt_run_id(number) if running else None,
             previous_run_id=job.attempt_run_id(number - 1) if number > 1 else None,
             token=f"{worker}\n{entry_id}",
         )
@@ -463,20 +481,7 @@ class RedisBus(Bus):
     def get_job(self, job_id: str) -> Job | None:
         with self._translated():
             fields = cast("dict[bytes, bytes]", self._client.hgetall(_job_key(job_id)))
-        if not fields:
-            return None
-        text = {k.decode(): v.decode() for k, v in fields.items()}
-        return Job(
-            job_id=text["job_id"],
-            run_id=text["run_id"],
-            prompt=text["prompt"],
-            args=msgspec.json.decode(text["args"]),
-            status=text["status"],
-            attempt=int(text.get("attempt", 0)),
-            worker=text.get("worker"),
-            created=float(text["created"]),
-            updated=float(text["updated"]),
-        )
+        return _job(fields) if fields else None
 
 
 def _client(url: str, connect_timeout: float, reply_timeout: float) -> redis.Redis:
@@ -506,6 +511,21 @@ def _client(url: str, connect_timeout: float, reply_timeout: float) -> redis.Red
             f"malformed Redis URL {redact_url(url)!r}: {exc}",
             fix="use redis://[[USER]:PASSWORD@]HOST:PORT[/DB] or rediss://… for TLS",
         ) from exc
+
+
+def _job(fields: dict[bytes, bytes]) -> Job:
+    text = {k.decode(): v.decode() for k, v in fields.items()}
+    return Job(
+        job_id=text["job_id"],
+        run_id=text["run_id"],
+        prompt=text["prompt"],
+        args=msgspec.json.decode(text["args"]),
+        status=text["status"],
+        attempt=int(text.get("attempt", 0)),
+        worker=text.get("worker"),
+        created=float(text["created"]),
+        updated=float(text["updated"]),
+    )
 
 
 def _run_key(run_id: str) -> str:

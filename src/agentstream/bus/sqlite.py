@@ -376,11 +376,13 @@ class SqliteBus(Bus):
             job = _job(row)
             number = job.attempt + 1
             status = "running" if number <= max_attempts else "failed"
+            if status == "running":  # only an attempt that runs is counted
+                job.attempt = number
             db.execute(
                 "UPDATE jobs SET status = ?, attempt = ?, worker = ?, heartbeat = ?, updated = ? WHERE job_id = ?",
-                (status, number, worker, now, now, job.job_id),
+                (status, job.attempt, worker, now, now, job.job_id),
             )
-        job.status, job.attempt, job.worker = status, number, worker
+        job.status, job.worker = status, worker
         return Claim(
             job=job,
             attempt=number,
