@@ -74,6 +74,12 @@ _ERROR_SUBTYPES = (
 _TURN_TYPES = frozenset({"assistant", "user", "result", "stream_event"})
 """Line types that end the startup phase: anything else before ``init`` is held until it."""
 _STARTUP_LIMIT = 256
+
+
+def _host_state(obj: dict[str, Any]) -> bool:
+    """A line on the SDK host's session state (``idle``, ``running`` …), which Claude Code writes between turns."""
+    return obj.get("type") == "system" and obj.get("subtype") == "session_state_changed"
+
 CLAUDE_CODE_LEVEL = "2.1.0"
 """The Claude Code version whose stream-json and control protocol agentstream speaks.
 
@@ -542,8 +548,8 @@ class ClaudeDecoder(EventDecoder):
         super().__init__(session_id)
         self._startup: list[dict[str, Any]] | None = []
         self._between: list[dict[str, Any]] = []
-        """Lines for the SDK host only (``sdk_host_only``: ``session_state_changed``) after a turn's result, held
-        for the next turn: Claude Code writes the session's ``running`` before that turn's ``init``."""
+        """The host's session state lines (``session_state_changed``) after a turn's result, held for the next
+        turn: Claude Code writes the session's ``running`` before that turn's ``init``."""
         self._ids = _BlockIds()
         self._streams: dict[str, dict[int, tuple[str, str]]] = {}
         """Messages being streamed: content block index -> (kind, canonical id)."""
@@ -590,7 +596,7 @@ class ClaudeDecoder(EventDecoder):
         held = self._startup
         if held is None:
             between = self._between
-            if self.turn_ended and obj.get("sdk_host_only") is True and len(between) < _STARTUP_LIMIT:
+            if self.turn_ended and _host_state(obj) and len(between) < _STARTUP_LIMIT:
                 between.append(obj)  # the host session's state after a turn: it opens no turn of its own
                 return
             super().decode_object(obj)
