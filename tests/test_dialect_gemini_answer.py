@@ -39,26 +39,30 @@ def _results(events: list[p.AnyEvent]) -> list[p.Result]:
 def test_the_result_carries_the_turns_assistant_text(monkeypatch: pytest.MonkeyPatch) -> None:
     """Gemini's stream never repeats the answer: it is the assistant's text of the turn, joined, as ``-o json``'s
     ``response`` is."""
-    lines = _seed(INIT, USER, DELTA_1, DELTA_2, TOOL_USE, TOOL_OK, WARNING, RESULT_OK)
+    lines = _seed(INIT, USER, DELTA_1, DELTA_2, WARNING, RESULT_OK)
     for events in _both_paths(lines, monkeypatch):
         (result,) = _results(events)
         assert result.ok and result.result == "I am doing well."
 
 
-def test_text_after_a_tool_call_joins_the_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_answer_is_the_text_after_the_last_tool_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Gemini CLI's ``response`` is the last model reply's text: what led up to a tool call is not part of it."""
     after = line(
         {
             "type": "message",
             "timestamp": "2023-10-27T10:00:05.500Z",
             "role": "assistant",
-            "content": " Done.",
+            "content": "Done.",
             "delta": True,
         }
     )
     lines = [*_seed(INIT, USER, DELTA_1, TOOL_USE, TOOL_OK), after, *_seed(RESULT_OK)]
     for events in _both_paths(lines, monkeypatch):
         (result,) = _results(events)
-        assert result.result == "I am  Done."
+        assert result.result == "Done."
+    for events in _both_paths(_seed(INIT, USER, DELTA_1, TOOL_USE, TOOL_OK, RESULT_OK), monkeypatch):
+        (result,) = _results(events)
+        assert result.result is p.UNSET
 
 
 def test_each_turn_answers_with_its_own_text(monkeypatch: pytest.MonkeyPatch) -> None:

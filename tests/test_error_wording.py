@@ -27,6 +27,10 @@ QUOTA = (
         ("Invalid API key · Please run /login", ErrorCode.AUTH_EXPIRED),
         ("prompt is too long: 210000 tokens > 200000 maximum", ErrorCode.CONTEXT_LIMIT),
         ("Your input exceeds the context window of this model", ErrorCode.CONTEXT_LIMIT),
+        (
+            "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).",
+            ErrorCode.CONTEXT_LIMIT,
+        ),
         ("stream disconnected before completion", ErrorCode.PROVIDER_ERROR),
         ("upstream returned 503 Service Unavailable", ErrorCode.PROVIDER_ERROR),
         ("Overloaded", ErrorCode.PROVIDER_ERROR),

@@ -109,7 +109,10 @@ _WORDINGS: Final = (
         ErrorCode.AUTH_EXPIRED,
         r"\b401\b|unauthori[sz]ed|invalid (?:x-)?api[ _-]?key|authentication (?:failed|error)",
     ),
-    (ErrorCode.CONTEXT_LIMIT, r"context (?:window|length)|prompt is too long|maximum context"),
+    (
+        ErrorCode.CONTEXT_LIMIT,
+        r"context (?:window|length)|prompt is too long|maximum context|exceeds the maximum number of tokens",
+    ),
     (
         ErrorCode.PROVIDER_ERROR,
         r"\b50[0234]\b|overloaded|internal server error|service unavailable|bad gateway|stream disconnected"

@@ -6,12 +6,13 @@ assistant's text only as ``delta: true`` chunks, never as one complete message),
 fatal by itself) and ``result`` (status, optional ``error {type, message}`` and
 ``stats``). Every line has an ISO 8601 ``timestamp``. Gemini has no reasoning line.
 
-Gemini's exit codes follow the error class that ended the run (see ``_FATAL``);
-the decoder puts that code in ``result.exit_code``.
+Gemini's exit codes follow the error class that ended the run (see ``_FATAL``), or
+for an API error its HTTP status; the decoder puts that code in ``result.exit_code``.
 """
 
 # No ``from __future__ import annotations``: the typed lines' annotations stay real objects, which msgspec
 # reads at import far faster than strings (see the note in agentstream.protocol).
+import json
 import re
 from typing import Any, Literal, TypedDict
 
@@ -94,11 +95,47 @@ _TYPED_TEXT = re.compile(r"([A-Za-z_][\w.]*): (.*)", re.DOTALL)
 _GENERIC_TYPE = "Error"
 
 
+_API_ERROR = re.compile(r"\[API Error: (?P<inner>.*?)\](?P<advice>\n.*)?", re.DOTALL)
+"""How Gemini CLI words an API error (``parseAndFormatApiError``): the error's own message (for an HTTP error,
+the Google error body as JSON) in brackets, then advice on a new line, which it adds for a 429 alone."""
+_NETWORK_FAILURE = re.compile(
+    r"terminated|fetch failed|socket hang up|.*\bE(?:CONNRESET|CONNREFUSED|TIMEDOUT|PIPE)\b.*"
+)
+"""Node's words for a connection that failed or dropped part-way (``terminated`` is a body cut off)."""
+
+
+def _api_status(message: str) -> int | None:
+    """The HTTP status of an API error as Gemini CLI words it: the ``code`` of the quoted Google error body,
+    else 429 when the rate-limit advice follows; None when the words do not tell."""
+    match = _API_ERROR.fullmatch(message)
+    if match is None:
+        return None
+    try:
+        body = json.loads(match["inner"])
+    except ValueError:
+        body = None
+    error = body.get("error") if isinstance(body, dict) else None
+    code = error.get("code") if isinstance(error, dict) else None
+    if type(code) is int:
+        return code
+    return 429 if match["advice"] else None
+
+
+def _wording(message: str) -> str:
+    """The canonical code a message names; a dropped or refused connection is the provider's failure."""
+    code = code_from_wording(message)
+    if code == ErrorCode.UNKNOWN:
+        match = _API_ERROR.fullmatch(message)
+        if _NETWORK_FAILURE.fullmatch(match["inner"] if match is not None else message):
+            return ErrorCode.PROVIDER_ERROR
+    return code
+
+
 def _code_and_exit(error_type: str, message: str) -> tuple[str, int]:
     """The canonical code and Gemini's exit code for an error type; an API error's type says nothing, its words do."""
     if error_type in _BY_TYPE:
         return _BY_TYPE[error_type]
-    return (error_type if error_type in ERROR_CODES else code_from_wording(message)), 1
+    return (error_type if error_type in ERROR_CODES else _wording(message)), 1
 
 
 _HTTP_CODES = ((401, ErrorCode.AUTH_EXPIRED), (403, ErrorCode.AUTH_EXPIRED), (429, ErrorCode.RATE_LIMITED))
@@ -257,6 +294,8 @@ class GeminiDecoder(EventDecoder):
         self._tool_use(name, call_id, f.opt_mapping("parameters") or {}, f.ts("timestamp"))
 
     def _tool_use(self, name: str, call_id: str, arguments: dict[str, Any], ts: str | None) -> None:
+        """The text so far led up to a call, so it is not the answer: Gemini's ``response`` is the last reply's."""
+        self._answer = []
         self.emit(p.ToolCall(call_id=self.tools.called(call_id, name), name=name, arguments=arguments), ts)
 
     def on_tool_result(self, f: Fields) -> None:
@@ -300,8 +339,10 @@ class GeminiDecoder(EventDecoder):
         error, stats, ts = f.opt_sub("error"), f.opt_sub("stats"), f.ts("timestamp")
         info, exit_code = None, 0
         if not ok and error is not None:
+            # An API error's type is ``unknown`` (Gemini relays it as a plain object) and Gemini exits with its
+            # HTTP status, which only the message tells.
             message = error.text("message")
-            code, exit_code = _code_and_exit(error.opt_text("type") or "", message)
+            code, exit_code = _document_failure(error.opt_text("type") or "", _api_status(message), message)
             info = p.ErrorInfo(code=code, message=message)
         usage, duration_ms, per_model = _stats(stats) if stats is not None else (self.tally.usage, 0, [])
         for usage_event in per_model:
@@ -365,7 +406,12 @@ class GeminiDecoder(EventDecoder):
             code, exit_code = _document_failure(error.opt_text("type") or "", exit_or_type, message)
             info = p.ErrorInfo(code=code, message=message)
         self.adopt_session(session_id)
-        self.emit(p.Start(command=self.command, model=per_model[0].model if per_model else p.UNSET))
+        # The model that answered, not a utility one (Gemini's router asks a small model first).
+        roles = (
+            [models.sub(name).opt_mapping("roles") or {} for name in models.obj] if models is not None else []
+        )
+        main = next((usage.model for usage, of in zip(per_model, roles, strict=True) if "main" in of), None)
+        self.emit(p.Start(command=self.command, model=main or (per_model[0].model if per_model else p.UNSET)))
         for warning in warnings:
             self.emit(p.Log(level="warn", message=warning))
         if response:
@@ -400,16 +446,20 @@ _JSON_OUTPUT_KEYS = frozenset({"response", "stats", "error"})
 
 
 def _model_usage(name: str, f: Fields) -> p.Usage:
-    """A ``SessionMetrics`` model entry: ``prompt`` counts every prompt token (``input`` leaves out cached ones)."""
+    """A ``SessionMetrics`` model entry in canonical terms, as the chat log's tokens are read: ``prompt`` counts
+    every prompt token (``input`` leaves out cached ones), plus ``tool`` (a tool-use prompt); the output counts
+    the ``thoughts`` with the ``candidates``."""
     tokens = f.opt_sub("tokens") or f.child({}, "tokens")
     cached = tokens.opt_integer("cached") or 0
     prompt = tokens.opt_integer("prompt")
+    thoughts = tokens.opt_integer("thoughts") or 0
     return p.Usage(
         model=name,
-        input_tokens=prompt if prompt is not None else (tokens.opt_integer("input") or 0) + cached,
-        output_tokens=tokens.opt_integer("candidates") or 0,
+        input_tokens=(prompt if prompt is not None else (tokens.opt_integer("input") or 0) + cached)
+        + (tokens.opt_integer("tool") or 0),
+        output_tokens=(tokens.opt_integer("candidates") or 0) + thoughts,
         cached_tokens=cached,
-        reasoning_tokens=tokens.opt_integer("thoughts") or 0,
+        reasoning_tokens=thoughts,
     )
 
 
@@ -419,22 +469,33 @@ class _Counts(TypedDict):
     input_tokens: int
     output_tokens: int
     cached_tokens: int
+    reasoning_tokens: int
 
 
 def _counts(f: Fields) -> _Counts:
-    """Gemini's token figures under our names (``input`` is input minus cached, and not needed)."""
+    """Gemini's token figures under our names (``input`` is input minus cached, and not needed).
+
+    ``output_tokens`` counts the candidates alone; the thoughts are only in ``total_tokens`` (with a tool-use
+    prompt's tokens, which stream-json does not tell apart), so what the total has beyond input and output is
+    the reasoning, and part of the output.
+    """
+    input_tokens, output_tokens = f.opt_integer("input_tokens") or 0, f.opt_integer("output_tokens") or 0
+    total = f.opt_integer("total_tokens")
+    thoughts = max(total - input_tokens - output_tokens, 0) if total is not None else 0
     return {
-        "input_tokens": f.opt_integer("input_tokens") or 0,
-        "output_tokens": f.opt_integer("output_tokens") or 0,
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens + thoughts,
         "cached_tokens": f.opt_integer("cached") or 0,
+        "reasoning_tokens": thoughts,
     }
 
 
 def _figures(usage: p.UsageTotals | p.Usage) -> dict[str, int]:
+    """The inverse of :func:`_counts`: the reasoning goes into the total only."""
     return {
         "total_tokens": usage.input_tokens + usage.output_tokens,
         "input_tokens": usage.input_tokens,
-        "output_tokens": usage.output_tokens,
+        "output_tokens": max(usage.output_tokens - usage.reasoning_tokens, 0),
         "cached": usage.cached_tokens,
         "input": max(usage.input_tokens - usage.cached_tokens, 0),
     }

@@ -68,6 +68,12 @@ def parts_text(content: object) -> str:
     return ""
 
 
+def _function_responses_only(content: object) -> bool:
+    """Whether a ``PartListUnion`` is one or more ``functionResponse`` parts and nothing else."""
+    parts = content if isinstance(content, list) else [content]
+    return bool(parts) and all(isinstance(part, dict) and "functionResponse" in part for part in parts)
+
+
 def _result_text(call: dict[str, Any]) -> str:
     """A tool call's output: its ``functionResponse`` parts, else the display text Gemini showed."""
     texts = []
@@ -105,8 +111,12 @@ class GeminiLogDecoder(SessionLogDecoder):
     log_noun = "Gemini chat log"
     identifying = identify(
         {
-            "": ["sessionId", "$set", "$rewindTo"],
+            "": [
+                *("sessionId", "$set", "$rewindTo"),
+                *("$set.messages.*.id", "$set.messages.*.type", "messages.*.id", "messages.*.type"),
+            ],
             "*": ["id"],
+            "user": ["content.*.functionResponse"],
             "gemini": [
                 *("thoughts", "thoughts.*", "toolCalls", "toolCalls.*"),
                 *("toolCalls.*.id", "toolCalls.*.name", "toolCalls.*.status"),
@@ -114,7 +124,9 @@ class GeminiLogDecoder(SessionLogDecoder):
         }
     )
     """An untyped record is metadata, an update or a rewind by the key it has, which must then be of its kind;
-    a message record is known by its ``id`` (its copies are matched by it). A reply's thoughts and tool calls
+    a message record is known by its ``id`` (its copies are matched by it) and ``type``, also inside the
+    ``messages`` that a ``$set`` (or the older one-record form) carries; a ``user`` record of
+    ``functionResponse`` parts is the tool responses, not a message. A reply's thoughts and tool calls
     are events of their own, each call known by its id, name and status (as Claude's content blocks are)."""
 
     def __init__(self, session_id: str | None = None) -> None:
@@ -176,11 +188,15 @@ class GeminiLogDecoder(SessionLogDecoder):
         return seen
 
     def on_user(self, f: Fields) -> None:
+        """A record of tool responses alone (Gemini's next request) is no message: its calls' results said it."""
         seen = self._state(f)
         if seen.text:
             return
         seen.text = True
-        self.emit(p.Message(message_id=f.text("id"), role="user", content=self._text(f)))
+        text = self._text(f)
+        if not text and _function_responses_only(f.obj.get("content")):
+            return
+        self.emit(p.Message(message_id=f.text("id"), role="user", content=text))
         self._last = Outcome("open", "the Gemini chat log ends before the model's reply")
 
     def on_gemini(self, f: Fields) -> None:
@@ -194,7 +210,9 @@ class GeminiLogDecoder(SessionLogDecoder):
             self.emit(p.Reasoning(reasoning_id=f"{message_id}#thought{index}", content=text))
         seen.thoughts = max(seen.thoughts, len(thoughts))
         text, calls = self._text(f), f.opt_subs("toolCalls")
-        if not seen.text and (text or not calls):  # a turn of tool calls alone needs no message
+        # A reply of tool calls alone needs no message, and its first copy, written before the calls are known,
+        # has an empty ``content``: only text (or content that could not be read) makes one.
+        if not seen.text and (text or not (calls or f.obj.get("content") == "")):
             seen.text = True
             self.emit(p.Message(message_id=message_id, role="assistant", content=text))
         for call in calls:
@@ -221,6 +239,8 @@ class GeminiLogDecoder(SessionLogDecoder):
         return parts_text(content)
 
     def _tool_call(self, call: Fields, seen: _Seen) -> None:
+        """The call is made when its reply is (the message's time); the call's own ``timestamp`` is written
+        when it finishes, and is its result's time."""
         call_id, name = call.text("id"), call.text("name")
         status = call.choice("status", _STATUSES, "executing")
         if call_id not in seen.calls:
@@ -230,20 +250,19 @@ class GeminiLogDecoder(SessionLogDecoder):
                     call_id=self.tools.called(call_id, name),
                     name=name,
                     arguments=call.opt_mapping("args") or {},
-                ),
-                call.ts("timestamp"),
+                )
             )
         finished = _FINISHED.get(status)
         if finished is None or call_id in seen.results:
             return
         seen.results.add(call_id)
         self.tools.finished(call_id, name)
-        text = _result_text(call.obj)
+        text, ts = _result_text(call.obj), call.ts("timestamp")
         if finished == "success":
-            self.emit(p.ToolResult(call_id=call_id, name=name, status="success", output=text))
+            self.emit(p.ToolResult(call_id=call_id, name=name, status="success", output=text), ts)
         else:
             error = text or ("cancelled" if finished == "cancelled" else "the tool failed")
-            self.emit(p.ToolResult(call_id=call_id, name=name, status=finished, error=error))  # type: ignore[arg-type]
+            self.emit(p.ToolResult(call_id=call_id, name=name, status=finished, error=error), ts)  # type: ignore[arg-type]
             if finished == "cancelled":
                 self._last = Outcome("interrupted", f"the call to {name} was cancelled")
 
