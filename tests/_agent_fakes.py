@@ -1,9 +1,10 @@
 """Fake model servers on loopback that speak the providers' real streaming wire formats.
 
 A :class:`FakeModelServer` answers every POST with the next scripted
-:class:`Reply` — an SSE stream (:class:`Sse`, built by :func:`openai_reply` or
-:func:`anthropic_reply`) or an HTTP error with a real error body
-(:class:`Status`, built by :func:`openai_error` / :func:`anthropic_error`). A
+:class:`Reply` — an SSE stream (:class:`Sse`, built by :func:`openai_reply`,
+:func:`anthropic_reply` or :func:`gemini_reply`) or an HTTP error with a real error
+body (:class:`Status`, built by :func:`openai_error` / :func:`anthropic_error` /
+:func:`gemini_error`). A
 stream can drop the connection or stall part-way, which is how the tests
 reproduce network failures and long waits. Every request is recorded, so tests
 can assert on what the official SDKs actually sent.
@@ -34,6 +35,7 @@ from agentstream.validate import Validator
 
 OPENAI_MODEL = "gpt-4.1-mini"
 ANTHROPIC_MODEL = "claude-sonnet-4-5"
+GEMINI_MODEL = "gemini-2.5-flash"
 
 
 # -- scripted replies -----------------------------------------------------------
@@ -69,10 +71,10 @@ class Status:
 Reply = Sse | Status
 
 
-def _sse(data: Any, event: str | None = None) -> bytes:
+def _sse(data: Any, event: str | None = None, *, end: str = "\n\n") -> bytes:
     head = f"event: {event}\n" if event else ""
     payload = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
-    return f"{head}data: {payload}\n\n".encode()
+    return f"{head}data: {payload}{end}".encode()
 
 
 def _chunks(text: str, size: int) -> list[str]:
@@ -350,6 +352,98 @@ def responses_reply(
     return Sse(events, **sse)
 
 
+def gemini_reply(
+    text: str = "",
+    tool_calls: Sequence[tuple[str, dict[str, Any]]] = (),
+    *,
+    thinking: str = "",
+    usage: tuple[int, int] = (20, 10),
+    cached: int = 0,
+    thoughts: int = 0,
+    model: str = GEMINI_MODEL,
+    chunk: int = 4,
+    finish: str = "STOP",
+    **sse: Any,
+) -> Sse:
+    """A ``streamGenerateContent?alt=sse`` stream of ``GenerateContentResponse`` chunks.
+
+    Thought parts (``thought: true``) come first, then text, then one chunk per
+    ``(name, args)`` function call, the last chunk carrying ``finishReason``. Like the
+    real API, every chunk has ``usageMetadata`` (the prompt's count from the first, the
+    candidates' only in the last) and events end in CRLF pairs.
+    """
+    prompt, completion = usage
+    partial = {"promptTokenCount": prompt, "totalTokenCount": prompt}
+    if cached:
+        partial["cachedContentTokenCount"] = cached
+    final = {**partial, "candidatesTokenCount": completion, "totalTokenCount": prompt + completion + thoughts}
+    if thoughts:
+        final["thoughtsTokenCount"] = thoughts
+    parts: list[dict[str, Any]] = [{"text": piece, "thought": True} for piece in _chunks(thinking, chunk)]
+    parts += [{"text": piece} for piece in _chunks(text, chunk)]
+    parts += [{"functionCall": {"name": name, "args": args}} for name, args in tool_calls]
+    parts = parts or [{"text": ""}]
+
+    def chunk_event(part: dict[str, Any], last: bool) -> bytes:
+        candidate: dict[str, Any] = {"content": {"parts": [part], "role": "model"}, "index": 0}
+        if last:
+            candidate["finishReason"] = finish
+        body = {
+            "candidates": [candidate],
+            "usageMetadata": final if last else partial,
+            "modelVersion": model,
+            "responseId": "resp-fake-0001",
+        }
+        return _sse(body, end="\r\n\r\n")
+
+    return Sse([chunk_event(part, n == len(parts) - 1) for n, part in enumerate(parts)], **sse)
+
+
+def gemini_aside(path: str) -> Reply | None:
+    """Gemini CLI's calls besides the conversation: ``countTokens``, and the one-shot ``generateContent`` of its
+    model router and its checks, answered with JSON that fits each of their schemas."""
+    if path.endswith(":countTokens"):
+        return Status(200, {"totalTokens": 42})
+    if ":generateContent" not in path:
+        return None
+    verdict = {
+        "complexity_reasoning": "a direct request",
+        "complexity_score": 10,
+        "reasoning": "the model answered",
+        "next_speaker": "user",
+    }
+    candidate = {
+        "content": {"parts": [{"text": json.dumps(verdict)}], "role": "model"},
+        "finishReason": "STOP",
+    }
+    usage = {"promptTokenCount": 5, "candidatesTokenCount": 3, "totalTokenCount": 8}
+    return Status(
+        200, {"candidates": [candidate], "usageMetadata": usage, "modelVersion": "gemini-2.5-flash-lite"}
+    )
+
+
+_GEMINI_ERRORS = {
+    400: (
+        "INVALID_ARGUMENT",
+        "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).",
+    ),
+    401: ("UNAUTHENTICATED", "API key not valid. Please pass a valid API key."),
+    429: ("RESOURCE_EXHAUSTED", "Resource has been exhausted (e.g. check quota)."),
+    500: (
+        "INTERNAL",
+        "An internal error has occurred. Please retry or report in https://developers.generativeai.google/guide/troubleshooting",
+    ),
+}
+
+
+def gemini_error(status: int, headers: Mapping[str, str] | None = None) -> Status:
+    """A Google API error body: ``{"error": {code, message, status}}``."""
+    kind, message = _GEMINI_ERRORS[status]
+    return Status(
+        status, {"error": {"code": status, "message": message, "status": kind}}, dict(headers or {})
+    )
+
+
 _OPENAI_ERRORS = {
     401: ("invalid_request_error", "invalid_api_key", "Incorrect API key provided: {authorization}."),
     429: ("requests", "rate_limit_exceeded", "Rate limit reached for requests. Please try again in 20ms."),
@@ -400,13 +494,22 @@ class FakeModelServer:
     """A real HTTP/1.1 server on a free loopback port, answering POSTs from a script.
 
     ``ollama_models``: also answer ``GET /api/tags`` like a local Ollama with these models.
+    ``aside``: answers a POST's path itself when it returns a reply (a client's side
+    calls, such as Gemini CLI's routing, that a test does not script); still recorded.
     When the script runs out, the server answers 500 ``script exhausted`` so a
     test that makes more calls than it planned fails visibly.
     """
 
-    def __init__(self, script: Iterable[Reply] = (), *, ollama_models: Sequence[str] | None = None) -> None:
+    def __init__(
+        self,
+        script: Iterable[Reply] = (),
+        *,
+        ollama_models: Sequence[str] | None = None,
+        aside: Callable[[str], Reply | None] | None = None,
+    ) -> None:
         self.script = list(script)
         self.ollama_models = ollama_models
+        self.aside = aside
         self.requests: list[RecordedRequest] = []
         self.stop = threading.Event()
         self.lock = threading.Lock()
@@ -473,7 +576,7 @@ def _handler_for(server: FakeModelServer) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("content-length") or 0)
             raw = self.rfile.read(length)
             self._record(json.loads(raw) if raw else None)
-            reply = server.next_reply()
+            reply = (server.aside and server.aside(self.path)) or server.next_reply()
             if isinstance(reply, Status):
                 credential = self.headers.get("authorization") or self.headers.get("x-api-key") or ""
                 body = reply.body if isinstance(reply.body, str) else json.dumps(reply.body)

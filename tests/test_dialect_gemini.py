@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,6 +31,7 @@ from _dialect_kit import (
 )
 from _strategies import delta_runs, errors, messages, sessions, stamped, text, tool_round_trips, usages
 from agentstream import protocol as p
+from agentstream.consumer import read
 from agentstream.dialects import detect_dialect, get_dialect
 
 INIT, USER, DELTA_1, DELTA_2, TOOL_USE, TOOL_OK, TOOL_ERROR, WARNING, RESULT_OK, RESULT_ERROR = range(10)
@@ -768,3 +770,39 @@ def test_a_tool_line_with_an_error_is_never_a_success(status: str, message: str,
         events = decode("gemini", [*_seed(INIT, TOOL_USE), line({**tool_result, **extra})])
         (result,) = only(events, p.ToolResult)
         assert result.status == expected and result.error == f"TOOL_EXECUTION_ERROR: {message}"
+
+
+REAL = Path(__file__).parent / "fixtures" / "dialects" / "gemini"
+"""What Gemini CLI 0.61.0 printed against the fake Gemini API (tests/test_real_gemini_cli.py)."""
+
+
+@pytest.mark.parametrize(
+    ("name", "ok", "exit_code", "code", "answer"),
+    [
+        ("plain-auto.ndjson", True, 0, None, "Hello from the fake Gemini."),
+        ("tool.ndjson", True, 0, None, "There is one file, notes.txt."),
+        ("tool.json", True, 0, None, "There is one file, notes.txt."),
+        ("read-file-error.ndjson", True, 0, None, "No such file."),
+        ("thinking.ndjson", True, 0, None, "The answer is 4."),
+        ("api-error-400.ndjson", False, 144, "CONTEXT_LIMIT", p.UNSET),
+        ("rate-limited-429.ndjson", False, 173, "RATE_LIMITED", p.UNSET),
+        ("cut-off.ndjson", False, 1, "PROVIDER_ERROR", "A long answer that will "),
+        ("no-finish-reason.ndjson", False, 1, "UNKNOWN", "Cut off he"),
+    ],
+)
+def test_what_the_real_cli_printed(
+    name: str, ok: bool, exit_code: int, code: str | None, answer: object
+) -> None:
+    """The result of each real output: its exit code is the process's (but for InvalidStream, which exits 0)."""
+    events = list(read((REAL / name).read_bytes(), "auto"))
+    assert not violations(events)
+    (result,) = [event for event in events if isinstance(event, p.Result)]
+    error = result.error.code if result.error is not p.UNSET else None
+    assert (result.ok, result.exit_code, error, result.result) == (ok, exit_code, code, answer)
+
+
+def test_thoughts_are_the_rest_of_the_total() -> None:
+    """stream-json's ``output_tokens`` leaves the thoughts out; they are what ``total_tokens`` has beyond it."""
+    events = list(read((REAL / "thinking.ndjson").read_bytes(), "gemini"))
+    (usage,) = [event for event in events if isinstance(event, p.Usage)]
+    assert (usage.input_tokens, usage.output_tokens, usage.reasoning_tokens) == (50, 18, 12)

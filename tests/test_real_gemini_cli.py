@@ -1,0 +1,298 @@
+"""The real Gemini CLI (tests/peers, ``@google/gemini-cli``) against a fake Gemini API on loopback.
+
+Each test runs ``gemini -p`` headless under a throwaway home whose settings turn off
+telemetry, usage statistics and update checks and allow one attempt per request (a
+retry waits five seconds), then checks what agentstream makes of what the CLI
+printed: ``convert`` and ``validate`` on its stream-json and json output,
+``gemini-log`` on the chat log it wrote, and ``wrap`` around it. Most runs name the
+model (``-m``) so that the CLI sends the conversation alone; one keeps the default
+``auto`` model, whose router asks a small model first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from _agent_fakes import (
+    GEMINI_MODEL,
+    FakeModelServer,
+    Reply,
+    Sse,
+    assert_valid_stream,
+    gemini_aside,
+    gemini_error,
+    gemini_reply,
+)
+from agentstream import protocol as p
+
+CLI = Path(__file__).parent / "peers" / "node_modules" / "@google" / "gemini-cli" / "bundle" / "gemini.js"
+SETTINGS = {
+    "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": False}},
+    "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False, "maxAttempts": 1},
+    "privacy": {"usageStatisticsEnabled": False},
+    "telemetry": {"enabled": False},
+}
+PROMPT = "what is here?"
+E = TypeVar("E", bound=p.AnyEvent)
+
+
+def gemini_command() -> list[str]:
+    node = shutil.which("node")
+    assert node, "node is missing: install Node.js (the Gemini CLI runs on it)"
+    assert CLI.is_file(), "the Gemini CLI is missing: cd tests/peers && npm ci"
+    return [node, str(CLI)]
+
+
+@dataclass
+class Run:
+    """What one run of the CLI (or of ``agentstream wrap`` around it) printed, and what it left in its home."""
+
+    returncode: int
+    stdout: bytes
+    stderr: str
+    home: Path
+    server: FakeModelServer
+
+    def chat_log(self) -> bytes:
+        (log,) = (self.home / ".gemini" / "tmp").glob("*/chats/session-*.jsonl")
+        return log.read_bytes()
+
+
+def run_gemini(
+    root: Path,
+    script: Sequence[Reply],
+    *args: str,
+    output: str = "stream-json",
+    model: str | None = GEMINI_MODEL,
+    wrap: bool = False,
+) -> Run:
+    """``gemini -p PROMPT -o OUTPUT --yolo [-m MODEL] ARGS`` in a fresh folder holding one file."""
+    home, work = root / "home", root / "work"
+    (home / ".gemini").mkdir(parents=True)
+    (home / ".gemini" / "settings.json").write_text(json.dumps(SETTINGS))
+    work.mkdir()
+    (work / "notes.txt").write_text("remember the milk\n")
+    command = [*gemini_command(), "-p", PROMPT, "--output-format", output, "--yolo", *args]
+    if model is not None:
+        command += ["-m", model]
+    if wrap:
+        command = [sys.executable, "-m", "agentstream", "wrap", "--", *command]
+    with FakeModelServer(script, aside=gemini_aside) as server:
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(home),
+            "TMPDIR": str(root),  # where the CLI writes its error reports
+            "GEMINI_API_KEY": "gm-test-0123456789",
+            "GOOGLE_GEMINI_BASE_URL": server.url,
+            "GEMINI_CLI_NO_RELAUNCH": "true",  # one Node process, not a second one for memory flags
+            "NO_COLOR": "1",
+            "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+        }
+        proc = subprocess.run(command, cwd=work, env=env, capture_output=True, timeout=60)
+    return Run(proc.returncode, proc.stdout, proc.stderr.decode("utf-8", "replace"), home, server)
+
+
+def agentstream(command: str, dialect: str, data: bytes) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "agentstream", command, "--from", dialect, "-"],
+        input=data,
+        capture_output=True,
+        timeout=30,
+    )
+
+
+def converted(data: bytes, dialect: str = "gemini", *, exit_code: int | None = None) -> list[p.AnyEvent]:
+    """``agentstream convert`` of ``data``: quiet on stderr, the same with the dialect detected, and valid
+    (with the exit code the CLI exited with, when given); ``validate`` agrees."""
+    named, detected = agentstream("convert", dialect, data), agentstream("convert", "auto", data)
+    assert (named.returncode, named.stderr) == (0, b""), named.stderr.decode()
+    assert _without_ids(detected.stdout) == _without_ids(named.stdout)
+    lines = named.stdout.splitlines()
+    events = assert_valid_stream(lines, exit_code) if exit_code is not None else [p.decode(x) for x in lines]
+    validated = agentstream("validate", dialect, data)
+    assert validated.returncode == 0, validated.stdout.decode() + validated.stderr.decode()
+    return events
+
+
+def _without_ids(stdout: bytes) -> list[dict[str, object]]:
+    """Events without what each reading makes up afresh (message ids, and times of lines that have none)."""
+    drop = {"message_id", "ts"}
+    return [{k: v for k, v in json.loads(line).items() if k not in drop} for line in stdout.splitlines()]
+
+
+def of_type(events: list[p.AnyEvent], kind: type[E]) -> list[E]:
+    return [event for event in events if isinstance(event, kind)]
+
+
+def result_of(events: list[p.AnyEvent]) -> p.Result:
+    (result,) = of_type(events, p.Result)
+    return result
+
+
+LOOK = [
+    gemini_reply("Let me look.", [("list_directory", {"dir_path": "."})], usage=(200, 15), chunk=40),
+    gemini_reply("There is one file, notes.txt.", usage=(260, 9), cached=100, chunk=40),
+]
+"""A reply that lists the folder, then the answer."""
+
+
+def test_a_plain_answer_routed_by_the_default_model(tmp_path: Path) -> None:
+    """``auto``: the router's call (to a small model) counts in the usage, and the json document's model is the
+    one that answered."""
+    reply = [gemini_reply("Hello from the fake Gemini.", usage=(120, 9), chunk=12)]
+    run = run_gemini(tmp_path / "lines", reply, model=None)
+    assert run.returncode == 0, run.stderr
+    assert [r.path.split(":")[-1] for r in run.server.posts] == [
+        "generateContent",
+        "streamGenerateContent?alt=sse",
+    ]
+    events = converted(run.stdout, exit_code=0)
+    assert [e.type for e in events] == [
+        "start",
+        "message",
+        *["message_delta"] * 3,
+        "message",
+        "usage",
+        "usage",
+        "result",
+    ]
+    start, result = events[0], result_of(events)
+    assert (start.model, start.session_id) == ("auto", json.loads(run.stdout.splitlines()[0])["session_id"])
+    assert (result.ok, result.result) == (True, "Hello from the fake Gemini.")
+    assert [(u.model, u.input_tokens, u.output_tokens) for u in of_type(events, p.Usage)] == [
+        ("gemini-2.5-flash-lite", 5, 3),
+        ("gemini-2.5-flash", 120, 9),
+    ]
+    assert (result.usage.input_tokens, result.usage.output_tokens) == (125, 12)
+
+    document = run_gemini(tmp_path / "json", reply, model=None, output="json")
+    events = converted(document.stdout, exit_code=0)
+    assert events[0].model == "gemini-2.5-flash"
+    assert (result_of(events).result, result_of(events).usage.input_tokens) == (
+        "Hello from the fake Gemini.",
+        125,
+    )
+
+
+def test_a_tool_call_and_the_answer_after_it(tmp_path: Path) -> None:
+    """The result's text is the last reply's, as the CLI's own json output has it; the call and its result
+    pair up; the chat log tells the same run with the same usage."""
+    run = run_gemini(tmp_path / "lines", LOOK)
+    assert run.returncode == 0, run.stderr
+    events = converted(run.stdout, exit_code=0)
+    (call,), (outcome,) = of_type(events, p.ToolCall), of_type(events, p.ToolResult)
+    assert (call.name, call.arguments, outcome.call_id, outcome.status) == (
+        "list_directory",
+        {"dir_path": "."},
+        call.call_id,
+        "success",
+    )
+    result = result_of(events)
+    assert (result.result, result.tools_used) == ("There is one file, notes.txt.", ["list_directory"])
+    assert (result.usage.input_tokens, result.usage.output_tokens, result.usage.cached_tokens) == (
+        460,
+        24,
+        100,
+    )
+
+    document = run_gemini(tmp_path / "json", LOOK, output="json")
+    assert json.loads(document.stdout)["response"] == result.result
+    assert result_of(converted(document.stdout, exit_code=0)).usage == result.usage
+
+    logged = converted(run.chat_log(), "gemini-log", exit_code=0)
+    assert [m.content for m in of_type(logged, p.Message) if m.role == "assistant"] == [
+        "Let me look.",
+        "There is one file, notes.txt.",
+    ]
+    assert "" not in {m.content for m in of_type(logged, p.Message)}  # no message for the tool responses
+    (logged_call,), (logged_outcome,) = of_type(logged, p.ToolCall), of_type(logged, p.ToolResult)
+    assert logged_call.ts <= logged_outcome.ts and logged_outcome.output.startswith("Directory listing for")
+    assert result_of(logged).usage == result.usage
+    assert result_of(logged).result == result.result
+
+
+def test_a_failed_tool_call(tmp_path: Path) -> None:
+    script = [
+        gemini_reply("", [("read_file", {"file_path": "missing.txt"})], usage=(200, 15)),
+        gemini_reply("No such file.", usage=(260, 9)),
+    ]
+    run = run_gemini(tmp_path, script)
+    assert run.returncode == 0, run.stderr
+    (outcome,) = of_type(converted(run.stdout, exit_code=0), p.ToolResult)
+    assert outcome.status == "error" and outcome.error.startswith("file_not_found: File not found: ")
+    logged = converted(run.chat_log(), "gemini-log", exit_code=0)
+    assert [m.content for m in of_type(logged, p.Message) if m.role == "assistant"] == ["No such file."]
+
+
+def test_thoughts_count_as_reasoning_and_output(tmp_path: Path) -> None:
+    """stream-json shows no thoughts and leaves their tokens out of ``output_tokens``; they are in the total."""
+    reply = gemini_reply(
+        "The answer is 4.",
+        thinking="**Adding** two and two gives four.",
+        usage=(50, 6),
+        thoughts=12,
+        chunk=64,
+    )
+    run = run_gemini(tmp_path, [reply])
+    assert run.returncode == 0, run.stderr
+    events = converted(run.stdout, exit_code=0)
+    assert not of_type(events, p.Reasoning)
+    usage = result_of(events).usage
+    assert (usage.input_tokens, usage.output_tokens, usage.reasoning_tokens) == (50, 18, 12)
+    logged = converted(run.chat_log(), "gemini-log", exit_code=0)
+    assert [r.content for r in of_type(logged, p.Reasoning)] == ["Adding\ntwo and two gives four."]
+    assert result_of(logged).usage == usage
+
+
+@pytest.mark.parametrize(
+    ("status", "code"),
+    [(400, "CONTEXT_LIMIT"), (401, "AUTH_EXPIRED"), (429, "RATE_LIMITED"), (500, "PROVIDER_ERROR")],
+)
+def test_an_api_error_ends_the_run_with_its_http_status(tmp_path: Path, status: int, code: str) -> None:
+    """Gemini CLI exits with the HTTP status (its low byte) and names the error type ``unknown``."""
+    run = run_gemini(tmp_path, [gemini_error(status)])
+    assert run.returncode == status & 0xFF, run.stderr
+    result = result_of(converted(run.stdout, exit_code=run.returncode))
+    assert (result.ok, result.error.code, result.exit_code) == (False, code, run.returncode)
+    assert result.error.message.startswith("[API Error: ")
+
+
+def test_a_stream_cut_off_part_way(tmp_path: Path) -> None:
+    """The CLI does not retry a body cut off mid-way: the run fails (exit 1) on Node's ``terminated``."""
+    cut = Sse(
+        gemini_reply("A long answer that will be cut off part way through.", chunk=8).events, drop_after=3
+    )
+    run = run_gemini(tmp_path, [cut])
+    assert run.returncode == 1, run.stderr
+    events = converted(run.stdout, exit_code=1)
+    result = result_of(events)
+    assert (result.error.code, result.error.message) == ("PROVIDER_ERROR", "[API Error: terminated]")
+    assert "".join(d.content for d in of_type(events, p.MessageDelta)) == "A long answer that will "
+
+
+def test_a_stream_without_a_finish_reason(tmp_path: Path) -> None:
+    """Gemini's InvalidStream: an error line, a failed result without an error object, and exit 0, which the
+    reader reports as exit 1 (a failed result and exit 0 cannot agree)."""
+    run = run_gemini(tmp_path, [Sse(gemini_reply("Cut off here.", chunk=5).events[:2])])
+    assert run.returncode == 0, run.stderr
+    result = result_of(converted(run.stdout, exit_code=1))
+    assert (result.ok, result.error.message) == (False, "Model stream ended without a finish reason.")
+
+
+@pytest.mark.parametrize(("script", "exit_code"), [(LOOK, 0), ([gemini_error(429)], 173)])
+def test_wrap_runs_the_cli(tmp_path: Path, script: list[Reply], exit_code: int) -> None:
+    run = run_gemini(tmp_path, script, wrap=True)
+    assert run.returncode == exit_code, run.stderr
+    result = result_of(assert_valid_stream(run.stdout.splitlines(), exit_code))
+    assert result.exit_code == exit_code
+    assert result.result == ("There is one file, notes.txt." if exit_code == 0 else p.UNSET)
