@@ -80,6 +80,7 @@ def _host_state(obj: dict[str, Any]) -> bool:
     """A line on the SDK host's session state (``idle``, ``running`` …), which Claude Code writes between turns."""
     return obj.get("type") == "system" and obj.get("subtype") == "session_state_changed"
 
+
 CLAUDE_CODE_LEVEL = "2.1.0"
 """The Claude Code version whose stream-json and control protocol agentstream speaks.
 
