@@ -3,19 +3,22 @@
     .venv/bin/python bench/realistic.py DIALECT [--turns N | --size 8MiB] [--seed S] [-o FILE]
     .venv/bin/python bench/realistic.py --check   # every dialect: convert, validate, no malformed lines
 
-Every line is one of the fixtures' real lines (``tests/fixtures/dialects/claude``,
-``tests/fixtures/dialects/codex``, ``tests/fixtures/seeds/gemini.ndjson``) with
-its values replaced: fresh ids per line, message and tool call (uuid4 and
+Every line is one of the real lines the CLIs wrote (``bench/claude-code-2.1.332.ndjson``,
+what Claude Code 2.1.332 printed against a loopback model server, as
+``tests/test_real_claude_code.py`` runs it; ``tests/fixtures/dialects/codex``,
+``tests/fixtures/seeds/gemini.ndjson``) with its values replaced: fresh ids per line, message and tool call (uuid4 and
 ``msg_01…``/``toolu_01…`` shaped as Claude's), text of words of varied length,
 deltas of a few to ~80 characters, tool outputs from empty to several KiB (some
 multi-line), thinking in some turns, several tool calls per turn, usage that
 grows as the context does. One seed gives the same bytes on every run.
 
-* ``claude``: Claude Code ``-p --output-format stream-json --verbose
-  --include-partial-messages``: per API call ``message_start``, per content
-  block ``content_block_start``, its deltas, the complete ``assistant`` line and
-  ``content_block_stop``, then ``message_delta``/``message_stop``; a ``user``
-  line per tool result; a ``result`` per turn.
+* ``claude``: Claude Code 2.1.332 ``-p --output-format stream-json --verbose
+  --include-partial-messages``: per API call a ``status`` line and
+  ``message_start``, per content block ``content_block_start``, its deltas (a
+  ``thinking_tokens`` line before each thinking delta), the complete
+  ``assistant`` line and ``content_block_stop``, then
+  ``message_delta``/``message_stop``; a ``user`` line per tool result; a
+  ``result`` per turn.
 * ``codex``: ``codex exec --json``: ``turn.started``, reasoning, command
   executions (started, updated, completed), file changes, MCP calls, web
   searches, the agent's messages, ``turn.completed`` with usage.
@@ -47,6 +50,7 @@ from typing import Any
 from common import MIB, parse_size
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
+CLAUDE_CODE = Path(__file__).resolve().parent / "claude-code-2.1.332.ndjson"
 DIALECTS = ("claude", "codex", "gemini", "canonical")
 
 _WORDS = [
@@ -189,21 +193,22 @@ class _Templates:
     """The real lines each dialect's output is built from, loaded once."""
 
     def __init__(self) -> None:
-        partial = _fixture_lines("dialects/claude/partial-messages.ndjson")
-        session = _fixture_lines("dialects/claude/session-2.0.76.ndjson")
-        results = _fixture_lines("dialects/claude/results.ndjson")
-        tool_results = _fixture_lines("dialects/claude/tool-results-2.1.205.ndjson")
-        self.claude_init = session[0]
-        self.claude_assistant = session[2]  # 2.0.76's envelope: usage with cache_creation, service_tier
-        self.claude_message_start = partial[1]
-        self.claude_block_start = {"thinking": partial[2], "text": partial[6], "tool_use": partial[11]}
-        self.claude_delta = {"thinking": partial[3], "text": partial[7], "tool_use": partial[12]}
-        self.claude_block_stop = partial[5]
-        self.claude_message_delta = partial[15]
-        self.claude_message_stop = partial[16]
-        self.claude_tool_result = tool_results[0]
-        self.claude_tool_error = tool_results[1]
-        self.claude_result = results[3]
+        with open(
+            CLAUDE_CODE, "rb"
+        ) as file:  # one real turn: thinking, text and a Bash call, then the answer
+            real = [json.loads(line) for line in file if line.strip()]
+        self.claude_init = real[0]
+        self.claude_status = real[1]
+        self.claude_thinking_tokens = real[4]
+        self.claude_message_start = real[2]
+        self.claude_block_start = {"thinking": real[3], "text": real[17], "tool_use": real[23]}
+        self.claude_delta = {"thinking": real[5], "text": real[18], "tool_use": real[24]}
+        self.claude_assistant = {"thinking": real[15], "text": real[21], "tool_use": real[31]}
+        self.claude_block_stop = real[16]
+        self.claude_message_delta = real[33]
+        self.claude_message_stop = real[34]
+        self.claude_tool_result = real[35]
+        self.claude_result = real[49]
         codex = _fixture_lines("dialects/codex/items.ndjson")
         doc = _fixture_lines("dialects/codex/exec-doc.ndjson")
         self.codex_thread = codex[0]
@@ -379,12 +384,16 @@ class _Claude:
         self.model = "claude-sonnet-4-5-20250929"
         self.context = 12_000
         self.totals = {"input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 0}
+        self.message_id = ""
+        """The API message the stream lines being written belong to (their ``api_message_id``)."""
 
     def line(self, template: dict[str, Any], **values: Any) -> bytes:
         line = copy.deepcopy(template)
         line.update(values)
         line["session_id"] = self.session_id
         line["uuid"] = self.w.uuid()
+        if "api_message_id" in line:
+            line["api_message_id"] = self.message_id
         return _dumps(line)
 
     def header(self) -> list[bytes]:
@@ -412,8 +421,9 @@ class _Claude:
     def turn(self, turn: Turn) -> list[bytes]:
         w, t, out = self.w, self.t, []
         for step in turn.steps:
-            message_id = w.token("msg_01", 22)
+            message_id = self.message_id = w.token("msg_01", 22)
             usage = self.usage(1)
+            out.append(self.line(t.claude_status))
             message = copy.deepcopy(t.claude_message_start["event"]["message"])
             message.update(id=message_id, model=self.model, usage=usage)
             out.append(self.event(t.claude_message_start, message=message))
@@ -443,10 +453,14 @@ class _Claude:
                     ]
                 else:
                     deltas = [{"type": f"{kind}_delta", kind: piece} for piece in w.chunks(block[kind])]
-                out += [self.event(t.claude_delta[kind], index=index, delta=delta) for delta in deltas]
-                message = copy.deepcopy(t.claude_assistant["message"])
+                for number, delta in enumerate(deltas, 1):
+                    if kind == "thinking":  # Claude Code's estimate goes out before each thinking delta
+                        estimate = {"estimated_tokens": number, "estimated_tokens_delta": 1}
+                        out.append(self.line(t.claude_thinking_tokens, **estimate))
+                    out.append(self.event(t.claude_delta[kind], index=index, delta=delta))
+                message = copy.deepcopy(t.claude_assistant[kind]["message"])
                 message.update(id=message_id, model=self.model, content=[block], usage=usage)
-                out.append(self.line(t.claude_assistant, message=message))
+                out.append(self.line(t.claude_assistant[kind], message=message))
                 out.append(self.event(t.claude_block_stop, index=index))
             stop = {"stop_reason": "tool_use" if step.tools else "end_turn", "stop_sequence": None}
             out.append(
@@ -454,10 +468,16 @@ class _Claude:
             )
             out.append(self.event(t.claude_message_stop))
             for tool, block in zip(step.tools, blocks[len(blocks) - len(step.tools) :], strict=True):
-                template = t.claude_tool_error if tool.failed else t.claude_tool_result
+                template = t.claude_tool_result
                 message = copy.deepcopy(template["message"])
-                message["content"][0].update(tool_use_id=block["id"], content=tool.output)
-                out.append(self.line(template, message=message))
+                message["content"][0].update(
+                    tool_use_id=block["id"], content=tool.output, is_error=tool.failed
+                )
+                meta = copy.deepcopy(template["tool_result_meta"])
+                meta[0]["id"] = block["id"]
+                ran = {**template["tool_use_result"], "stdout": "" if tool.failed else tool.output}
+                ran["stderr"] = tool.output if tool.failed else ""
+                out.append(self.line(template, message=message, tool_use_result=ran, tool_result_meta=meta))
                 self.context += len(tool.output) // 4
             self.context += step.output_tokens
             for key, value in (

@@ -21,7 +21,7 @@ is missing after an interrupt; startup hook lines may precede ``init``.
 # reads at import far faster than strings (see the note in agentstream.protocol).
 import uuid
 from collections import deque
-from typing import Annotated, Any, ClassVar, NamedTuple
+from typing import Annotated, Any, ClassVar, Literal, NamedTuple
 
 import msgspec
 
@@ -510,7 +510,29 @@ class _UserLine(_Typed, tag="user"):
     tool_result_meta: Any = None
 
 
-_TYPED_LINES = msgspec.json.Decoder(_StreamLine | _AssistantLine | _UserLine)
+class _SystemLine(_Typed, tag="system"):
+    """The system lines Claude Code writes most: the session's status (``requesting`` before each model call) and,
+    since 2.1.332, its estimate of the thinking so far before each thinking delta. Fields a line leaves out stay
+    ``UNSET``, so that an event's data holds what the line holds."""
+
+    subtype: Literal["status", "thinking_tokens"]
+    estimated_tokens: Any = msgspec.UNSET
+    estimated_tokens_delta: Any = msgspec.UNSET
+    status: str | msgspec.UnsetType | None = msgspec.UNSET
+    message: str | msgspec.UnsetType | None = msgspec.UNSET
+    session_id: Any = None
+    uuid: Any = None
+
+    def data(self) -> dict[str, Any]:
+        """What the careful path keeps as an event's data: every field the line has but its stamps."""
+        return {
+            key: value
+            for key in ("estimated_tokens", "estimated_tokens_delta", "status", "message")
+            if (value := getattr(self, key)) is not msgspec.UNSET
+        }
+
+
+_TYPED_LINES = msgspec.json.Decoder(_StreamLine | _AssistantLine | _UserLine | _SystemLine)
 
 
 def _typed_block(block: _TypedBlock) -> _Block:
@@ -860,6 +882,15 @@ class ClaudeDecoder(EventDecoder):
             message = line.message
             blocks = _typed_blocks(message.content)
             self._assistant(message.id, message.model, line.error, _typed_figures(message.usage), blocks)
+        elif kind is _SystemLine:
+            if line.subtype == "status":
+                status, message = line.status, line.message
+                text = message if isinstance(message, str) else p.UNSET
+                self.emit(
+                    p.Status(status=status if isinstance(status, str) and status else "idle", message=text)
+                )
+            else:
+                self.emit(p.GenericEvent(name="claude.system.thinking_tokens", data=line.data()))
         else:
             self._user(line.uuid, _typed_blocks(line.message.content))
 
