@@ -601,6 +601,9 @@ def _handler_for(server: FakeModelServer) -> type[BaseHTTPRequestHandler]:
             self.send_response(200)
             self.send_header("content-type", "text/event-stream")
             self.send_header("transfer-encoding", "chunked")
+            self.send_header(
+                "request-id", f"req_fake_{len(server.requests):04d}"
+            )  # as Anthropic's API names each
             self.end_headers()
             try:
                 for number, event in enumerate(reply.events):

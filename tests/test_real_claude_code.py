@@ -38,6 +38,7 @@ from _agent_fakes import FakeModelServer, Reply, anthropic_error, anthropic_repl
 from agentstream import protocol as p
 from agentstream.consumer import read
 from agentstream.dialects.claude import ClaudeDecoder
+from test_usage import ccusage, envelope
 
 CLAUDE = PEERS / "node_modules" / ".bin" / "claude"
 ANSWER = "The command printed hi."
@@ -291,3 +292,18 @@ def test_the_sdk_drives_claude_code_through_wrap_two_way(tmp_path: Path) -> None
     assert first.session_id == second.session_id  # Claude Code's own session, which a later run resumes
     assert first.total_cost_usd is not None and second.total_cost_usd is not None
     assert second.total_cost_usd > first.total_cost_usd  # the session's running cost, as Claude Code gives it
+
+
+def test_agentstream_usage_and_ccusage_count_the_log_as_claude_code_billed_it(tmp_path: Path) -> None:
+    """The log of a turn of two model calls (one logged as three records, one per content block): each call
+    counted once, by ``agentstream usage`` and by ccusage alike, to what Claude Code's own result says."""
+    done, home = run_claude(tmp_path, tool_turn(), "--output-format", "stream-json", "--verbose")
+    assert done.returncode == 0, done.stderr.decode()
+    billed = read_valid(done.stdout, 0)[-1]
+    assert isinstance(billed, p.Result)
+    config = home / ".claude"
+    ours = envelope(str(config / "projects"), "--cli", "claude")["result"]["totals"]
+    theirs = ccusage(config)["totals"]
+    assert (ours["calls"], ours["input_tokens"], ours["output_tokens"]) == (2, 40, 20)
+    assert (theirs["inputTokens"], theirs["outputTokens"]) == (40, 20)
+    assert (billed.usage.input_tokens, billed.usage.output_tokens) == (40, 20)
