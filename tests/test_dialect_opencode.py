@@ -241,3 +241,22 @@ def test_step_figures_written_as_numbers_with_a_fraction_or_as_strings_are_read(
 def test_unusable_lines_are_named_precisely(line: bytes, problem: str) -> None:
     with pytest.raises(MalformedEventError, match=problem):
         decode("opencode", [line])
+
+
+@pytest.mark.parametrize(
+    ("name", "exit_code", "code"),
+    [
+        ("real-1.18.33-tools.ndjson", 0, None),
+        ("real-1.18.33-length.ndjson", 0, None),
+        ("real-1.18.33/rejected.ndjson", 0, None),
+        ("real-1.18.33-api-401.ndjson", 1, "AUTH_EXPIRED"),
+        ("real-1.18.33-compacted.ndjson", 1, "CONTEXT_LIMIT"),
+        ("real-1.18.33-dropped.ndjson", 1, "PROVIDER_ERROR"),
+    ],
+)
+def test_what_opencode_1_18_printed_ends_as_it_exited(name: str, exit_code: int, code: str | None) -> None:
+    """opencode 1.18 prints no ``done``: a step that stopped, hit the output limit or had a call rejected ends
+    the run (nothing made up), and an API error is coded by its HTTP status."""
+    result = decode_fixture("opencode", name)[-1]
+    assert isinstance(result, p.Result) and result.synthetic is p.UNSET
+    assert (result.exit_code, result.error.code if result.error else None) == (exit_code, code)

@@ -5,10 +5,15 @@ Every line is ``{type, timestamp (epoch ms), sessionID, ...}``. Types:
 ``cost`` and ``tokens``), ``text`` and ``reasoning`` (a part, only once it is
 complete: opencode streams no deltas; reasoning only with ``--thinking``),
 ``tool_use`` (only once the tool is ``completed`` or ``error``), ``error`` (a
-session error: the run will exit 1) and, in newer versions, a closing ``done``
-(``reason: "idle"``, auto-rejected ``permissions``).
+session error: the run will exit 1) and, in some versions, a closing ``done``
+(``reason: "idle"``, auto-rejected ``permissions``). opencode 1.18 prints no
+``done``: its run is over once a step finishes for a reason other than
+``tool-calls`` (the model stopped, or hit its output limit), or after a step whose
+tool call a permission rule rejected (opencode stops there and exits 0).
 
-opencode has no start line and never echoes the prompt. ``tokens.input`` leaves
+opencode has no start line and never echoes the prompt. A ``text`` part marked
+``synthetic`` is opencode's own words in a user message (the note it adds after
+compacting a conversation), not the model's. ``tokens.input`` leaves
 out cache reads and writes, and ``tokens.output`` leaves out ``reasoning``
 (``getUsage`` subtracts them); canonical ``input_tokens`` and ``output_tokens``
 count them.
@@ -32,6 +37,7 @@ from agentstream.dialects.kit import (
     rfc3339,
 )
 from agentstream.errors import ErrorCode, code_from_wording
+from agentstream.transcript import Tally
 
 _TYPES = frozenset({"step_start", "step_finish", "text", "reasoning", "tool_use", "error", "done"})
 _UNKNOWN_MODEL = "unknown"
@@ -40,10 +46,19 @@ _ERROR_NAMES: dict[str, str] = {
     "UnknownError": ErrorCode.UNKNOWN,
     "ProviderAuthError": ErrorCode.AUTH_EXPIRED,
     "APIError": ErrorCode.PROVIDER_ERROR,
+    "ContextOverflowError": ErrorCode.CONTEXT_LIMIT,
     "MessageOutputLengthError": ErrorCode.CONTEXT_LIMIT,
     "MessageAbortedError": ErrorCode.INTERRUPTED,
 }
 _NAME_FOR_CODE = first_keys(_ERROR_NAMES)
+_STATUS_CODES = {401: ErrorCode.AUTH_EXPIRED, 403: ErrorCode.PERMISSION_DENIED, 429: ErrorCode.RATE_LIMITED}
+"""An ``APIError``'s HTTP status, when it names the failure better than the error's name does."""
+_FINAL = frozenset({"stop", "length", "content-filter", "error", "other"})
+"""Step finish reasons (the AI SDK's) after which opencode calls the model no more; after ``tool-calls`` (and
+``unknown``) it does."""
+_REJECTED = "The user rejected permission to use this specific tool call."
+"""opencode's error for a tool call a permission rule turned down (``PermissionRejectedError``): the run stops
+after that step."""
 
 
 class OpencodeDecoder(EventDecoder):
@@ -65,7 +80,10 @@ class OpencodeDecoder(EventDecoder):
         self._failed: p.ErrorInfo | None = None
         """Any session error fails the run (opencode then exits 1), even when the run goes on."""
         self._running: set[str] = set()
-        self._last_reason: str | None = None
+        self._over = False
+        """The last step ended the run: opencode calls the model no more."""
+        self._rejected = False
+        """A permission rule turned down one of this step's tool calls: opencode stops after the step."""
         self._last_text: str | None = None
         self._ended = False
 
@@ -86,8 +104,9 @@ class OpencodeDecoder(EventDecoder):
 
     def _next_run(self) -> None:
         """A line after ``done`` is the next run's (``opencode run --continue`` appended): it opens with a start
-        made up as the first run's is, and how it ends is its own."""
-        self._ended, self._failed, self._last_reason, self._last_text = False, None, None, None
+        made up as the first run's is, and how it ends, its steps, tools and usage are its own."""
+        self._ended, self._failed, self._last_text = False, None, None
+        self.tally = Tally()
         self.emit(p.Start(command=self.command, synthetic=True))
 
     def _release_error(self) -> None:
@@ -97,19 +116,21 @@ class OpencodeDecoder(EventDecoder):
         self.emit(p.Error(code=info.code, message=info.message, recoverable=True), ts)
 
     def finish(self) -> list[p.AnyEvent]:
-        """EOF without ``done``: an error, or a last step that stopped normally, still tells how the run ended."""
-        if not self._ended and (self._failed is not None or self._last_reason == "stop"):
+        """EOF without ``done``: an error, or a last step that ended the run, still tells how the run ended."""
+        if not self._ended and (self._failed is not None or self._over):
             self._end()
         return super().finish()
 
     def on_step_start(self, f: Fields) -> None:
         f.opt_sub("part")
+        self._over = self._rejected = False
 
     def on_step_finish(self, f: Fields) -> None:
         part = f.sub("part")
         tokens = part.opt_sub("tokens")
         cost = part.opt_number("cost")
-        self._last_reason = part.opt_text("reason")
+        reason = part.opt_text("reason")
+        self._over = reason in _FINAL or self._rejected
         if tokens is None:
             return
         cache = tokens.opt_sub("cache")
@@ -132,6 +153,10 @@ class OpencodeDecoder(EventDecoder):
     def on_text(self, f: Fields) -> None:
         part = f.sub("part")
         text, part_id = part.text("text"), part.opt_text("id") or p.new_id("msg")
+        if part.opt_flag("synthetic"):
+            self._over = False  # opencode goes on after compacting the conversation
+            self.emit(p.Message(message_id=part_id, role="user", content=text))
+            return
         self._last_text = text
         self.emit(p.Message(message_id=part_id, role="assistant", content=text))
 
@@ -157,6 +182,7 @@ class OpencodeDecoder(EventDecoder):
         if status not in ("completed", "error"):
             return  # opencode prints only finished tools; one still running is closed at the end
         self._running.discard(call_id)
+        self._rejected = self._rejected or error == _REJECTED
         call_id, name = self.tools.finished(call_id, name)
         self.emit(
             p.ToolResult(
@@ -177,11 +203,11 @@ class OpencodeDecoder(EventDecoder):
             (data.opt_text("message") if data is not None else None) or error.opt_text("message") or name
         )
         code = _ERROR_NAMES.get(name, ErrorCode.UNKNOWN)
+        status = data.opt_integer("statusCode") if data is not None else None
         if code == ErrorCode.UNKNOWN:
             code = code_from_wording(message)
-        status = data.opt_integer("statusCode") if data is not None else None
-        if status == 429:
-            code = ErrorCode.RATE_LIMITED
+        if status is not None:
+            code = _STATUS_CODES.get(status, code)
         if self._held is not None:
             self._release_error()
         self._failed = p.ErrorInfo(code=code, message=message)
@@ -194,7 +220,7 @@ class OpencodeDecoder(EventDecoder):
         self._end()
 
     def _end(self) -> None:
-        self._ended = True
+        self._ended, self._over = True, False
         self._running.clear()
         self.close_open_calls("opencode finished without the tool's result")
         held, self._held = self._held, None
