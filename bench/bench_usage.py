@@ -5,7 +5,7 @@
 Generates a seeded ``CLAUDE_CONFIG_DIR`` tree of about ``--size`` (in the temp
 directory, deleted afterwards) with the test suite's generator, then runs, as
 processes on that tree in the same run, ``agentstream usage --cli claude --json``
-and ``ccusage daily --json --offline`` (tests/peers, ``npm ci`` there first).
+and ``ccusage daily --json --offline`` (tests/peers, ``npm install`` there first).
 Each is run twice, the best wall time kept; the first run also warms the page
 cache for both. Ratio = ccusage's time / ours (above 1.0: we are faster). The
 totals of both must agree, or the numbers mean nothing and the benchmark fails.
@@ -64,7 +64,7 @@ def main() -> None:
     args = parser.parse_args()
     node = shutil.which("node")
     if node is None or not CCUSAGE.exists():
-        raise SystemExit("needs node and ccusage: run 'npm ci' in tests/peers")
+        raise SystemExit("needs node and ccusage: run 'npm install' in tests/peers")
     target = _size(args.size)
     with tempfile.TemporaryDirectory(prefix="bench-usage-") as tmp:
         root = Path(tmp) / "claude"

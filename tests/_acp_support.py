@@ -18,7 +18,7 @@ FAKE_CLI = Path(__file__).parent / "_fake_agent_cli.py"
 def node() -> str:
     found = shutil.which("node")
     assert found, "node is missing: install Node.js (the ACP oracle is the official TypeScript SDK)"
-    assert SDK.is_dir(), "the ACP TypeScript SDK is missing: cd tests/peers && npm ci"
+    assert SDK.is_dir(), "the ACP TypeScript SDK is missing: cd tests/peers && npm install"
     return found
 
 

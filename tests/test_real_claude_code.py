@@ -48,7 +48,7 @@ pytestmark = pytest.mark.slow
 
 
 def claude_code() -> str:
-    assert CLAUDE.exists(), "Claude Code is missing: cd tests/peers && npm ci"
+    assert CLAUDE.exists(), "Claude Code is missing: cd tests/peers && npm install"
     return str(CLAUDE)
 
 

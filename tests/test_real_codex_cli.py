@@ -40,7 +40,7 @@ def codex() -> str:
     assert shutil.which("node"), (
         "node is missing: install Node.js (the Codex CLI's launcher is a Node script)"
     )
-    assert CODEX.exists(), "the Codex CLI is missing: cd tests/peers && npm ci"
+    assert CODEX.exists(), "the Codex CLI is missing: cd tests/peers && npm install"
     return str(CODEX)
 
 

@@ -49,7 +49,7 @@ E = TypeVar("E", bound=p.AnyEvent)
 def gemini_command() -> list[str]:
     node = shutil.which("node")
     assert node, "node is missing: install Node.js (the Gemini CLI runs on it)"
-    assert CLI.is_file(), "the Gemini CLI is missing: cd tests/peers && npm ci"
+    assert CLI.is_file(), "the Gemini CLI is missing: cd tests/peers && npm install"
     return [node, str(CLI)]
 
 

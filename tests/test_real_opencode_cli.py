@@ -45,9 +45,9 @@ pytestmark = pytest.mark.slow
 
 def opencode() -> str:
     """The CLI; a missing one fails the test (CI installs it), it does not skip it."""
-    assert OPENCODE.exists(), "opencode is missing: cd tests/peers && npm ci"
+    assert OPENCODE.exists(), "opencode is missing: cd tests/peers && npm install"
     assert not OPENCODE.read_bytes().startswith(b"#!"), (
-        "opencode-ai's postinstall did not run (its bin is still the placeholder script): cd tests/peers && npm ci"
+        "opencode-ai's postinstall did not run (its bin is still the placeholder script): cd tests/peers && npm install"
     )
     return str(OPENCODE)
 

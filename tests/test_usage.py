@@ -44,7 +44,7 @@ def envelope(*args: str, env: dict[str, str] | None = None) -> dict:
 def ccusage(config_dir: Path, *options: str) -> dict:
     node = shutil.which("node")
     if node is None or not CCUSAGE.exists():
-        pytest.fail("ccusage is the oracle here: install node and run 'npm ci' in tests/peers")
+        pytest.fail("ccusage is the oracle here: install node and run 'npm install' in tests/peers")
     done = subprocess.run(
         [node, str(CCUSAGE), "daily", "--json", "--offline", *options],
         capture_output=True,
