@@ -242,6 +242,16 @@ def pydantic_adapter() -> Any:
         level: Literal["debug", "info", "warn", "error"]
         message: str
 
+    class Status(Common):
+        type: Literal["status"]
+        status: str
+        message: str | None = None
+
+    class Named(Common):
+        type: Literal["event"]
+        name: str
+        data: Any = None
+
     class Totals(BaseModel):
         input_tokens: int = 0
         output_tokens: int = 0
@@ -288,6 +298,8 @@ def pydantic_adapter() -> Any:
         | ToolResult
         | Usage
         | Log
+        | Status
+        | Named
         | Error
         | Result,
         Field(discriminator="type"),
