@@ -672,6 +672,8 @@ def exec_env(home: Path, **extra: str) -> dict[str, str]:
         "OLLAMA_HOST": f"127.0.0.1:{closed_port()}",
         "PYTHONUNBUFFERED": "1",
     }
+    if "PYTHONPATH" in os.environ:  # the code under test, where it is not the installed copy
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     env.update(extra)
     return env
 
