@@ -198,7 +198,23 @@ def run_as_executable(run: Callable[[list[str]], int]) -> NoReturn:
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     _signals.ignore_late_signals()
+    _leave_the_heap_to_the_exit()
     sys.exit(code)
+
+
+def _leave_the_heap_to_the_exit() -> None:
+    """Spare the interpreter's shutdown its collections over every object the run leaves behind.
+
+    A model SDK leaves a few hundred thousand, its pydantic classes all in reference cycles:
+    collecting and freeing them at shutdown cost an ``exec`` that called the model a quarter of
+    its CPU (0.5 s of 1.9 s with ``anthropic``, 0.2 s of 1.0 s with ``openai``). What is garbage
+    now is collected, so its finalizers run as they did; what is left is frozen, out of the
+    shutdown's collections, and its memory goes back with the process.
+    """
+    import gc
+
+    gc.collect()
+    gc.freeze()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
