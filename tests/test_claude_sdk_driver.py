@@ -180,25 +180,6 @@ def test_interrupt_ends_a_streaming_turn_with_a_result_quickly(tmp_path: Path) -
     assert texts(messages) == [], "the discarded answer is no assistant message (and no empty text block)"
 
 
-def test_two_turns_on_one_client(tmp_path: Path) -> None:
-    script = [anthropic_reply("First answer."), anthropic_reply("Second answer.")]
-
-    async def session(opts: ClaudeAgentOptions) -> list[list[Any]]:
-        turns = []
-        async with ClaudeSDKClient(opts) as client:
-            for prompt in ("first question", "second question"):
-                await client.query(prompt)
-                turns.append([m async for m in client.receive_response()])
-        return turns
-
-    with FakeModelServer(script) as server:
-        turns = asyncio.run(session(options(tmp_path, server)))
-    assert [texts(turn) for turn in turns] == [["First answer."], ["Second answer."]]
-    assert [sum(isinstance(m, ResultMessage) for m in turn) for turn in turns] == [1, 1]
-    second = json.dumps(server.posts[1].body["messages"])
-    assert "first question" in second and "First answer." in second and "second question" in second
-
-
 def test_can_use_tool_is_asked_when_no_permission_mode_is_given(tmp_path: Path) -> None:
     """The SDK sends ``--permission-prompt-tool stdio`` and no ``--permission-mode``: Claude Code's default asks."""
     asked: list[str] = []
@@ -233,32 +214,50 @@ def test_an_extra_args_value_is_the_flags_not_a_turn_of_its_own(tmp_path: Path) 
     assert prompts == ["the real question"]
 
 
-def test_every_turn_names_the_one_session_a_later_run_resumes(tmp_path: Path) -> None:
-    """As with Claude Code, the session id on each turn's messages is the conversation's: resuming from the
-    latest result's ``session_id`` continues it, with every earlier turn in the model's history."""
-    check_a_results_session_id_resumes_the_conversation(tmp_path)
+def test_two_turns_on_one_client_are_one_priced_session_a_later_run_resumes(tmp_path: Path) -> None:
+    """As with Claude Code: each turn answers its own prompt with the earlier turns in the model's history,
+    ``total_cost_usd`` is the session's running total, and the session id on each turn's messages is the
+    conversation's: resuming from the latest result's ``session_id`` continues it."""
+    check_two_turns_on_one_client_then_resume(tmp_path)
 
 
-def check_a_results_session_id_resumes_the_conversation(tmp_path: Path, **cli: str) -> None:
-    """Two turns on one client, then ``resume=`` the last result's ``session_id`` (through ``cli``, if given)."""
-    script = [anthropic_reply("First answer."), anthropic_reply("Second answer."), anthropic_reply("Third.")]
+def check_two_turns_on_one_client_then_resume(tmp_path: Path, **cli: str) -> None:
+    """Two priced turns on one client, then ``resume=`` the last result's ``session_id`` (through ``cli``, if
+    given): one session checked for what each of its parts must do."""
+    priced = {"usage": (100_000, 1_000)}
+    script = [
+        anthropic_reply("First answer.", **priced),
+        anthropic_reply("Second answer.", **priced),
+        anthropic_reply("Third."),
+    ]
 
-    async def two_turns(opts: ClaudeAgentOptions) -> list[str]:
-        ids = []
+    async def two_turns(opts: ClaudeAgentOptions) -> list[list[Any]]:
+        turns = []
         async with ClaudeSDKClient(opts) as client:
             for prompt in ("first question", "second question"):
                 await client.query(prompt)
-                ids += [m.session_id async for m in client.receive_response() if isinstance(m, ResultMessage)]
-        return ids
+                turns.append([m async for m in client.receive_response()])
+        return turns
 
     with FakeModelServer(script) as server:
-        ids = asyncio.run(two_turns(options(tmp_path, server, **cli)))
-        assert len(ids) == 2 and ids[0] == ids[1]
+        turns = asyncio.run(two_turns(options(tmp_path, server, **cli)))
+        results = [m for turn in turns for m in turn if isinstance(m, ResultMessage)]
+        ids = [r.session_id for r in results]
+        assert len(ids) == 2 and ids[0] == ids[1], f"the two turns' session ids: {ids}"
         resumed = asyncio.run(collect("third question", options(tmp_path, server, resume=ids[-1], **cli)))
+    assert [texts(turn) for turn in turns] == [["First answer."], ["Second answer."]], "turn answers"
+    assert [sum(isinstance(m, ResultMessage) for m in turn) for turn in turns] == [1, 1], "results per turn"
+    second = json.dumps(server.posts[1].body["messages"])
+    assert "first question" in second and "First answer." in second and "second question" in second, (
+        "the second turn's request lacks the first turn"
+    )
+    assert_cost_is_the_sessions_and_usage_the_turns(results)
     result = next(m for m in resumed if isinstance(m, ResultMessage))
-    assert (result.subtype, result.session_id) == ("success", ids[0])
+    assert (result.subtype, result.session_id) == ("success", ids[0]), "the resumed run's result"
     history = json.dumps(server.posts[2].body["messages"])
-    assert "first question" in history and "Second answer." in history and "third question" in history
+    assert "first question" in history and "Second answer." in history and "third question" in history, (
+        "the resumed run's request lacks the earlier turns"
+    )
 
 
 def test_a_pre_tool_use_hook_decides_before_the_permission_mode(tmp_path: Path) -> None:
@@ -419,20 +418,6 @@ def test_a_hook_that_fails_gives_no_decision_and_the_call_goes_on(tmp_path: Path
     assert [m.subtype for m in messages if isinstance(m, ResultMessage)] == ["success"]
 
 
-def two_priced_turns(opts: ClaudeAgentOptions) -> list[ResultMessage]:
-    """The results of two turns on one client, each turn one model call of 100,000 prompt tokens."""
-
-    async def session() -> list[ResultMessage]:
-        results = []
-        async with ClaudeSDKClient(opts) as client:
-            for prompt in ("first question", "second question"):
-                await client.query(prompt)
-                results += [m async for m in client.receive_response() if isinstance(m, ResultMessage)]
-        return results
-
-    return asyncio.run(session())
-
-
 def assert_cost_is_the_sessions_and_usage_the_turns(results: list[ResultMessage]) -> None:
     """Claude Code's ``total_cost_usd`` and ``modelUsage`` are the session's running totals (``modelUsage`` per
     model, with its cost); its ``usage``, the turn's own calls."""
@@ -446,12 +431,3 @@ def assert_cost_is_the_sessions_and_usage_the_turns(results: list[ResultMessage]
         assert (figures["cacheReadInputTokens"], figures["cacheCreationInputTokens"]) == (0, 0)
         assert figures["costUSD"] == pytest.approx(result.total_cost_usd)
         assert "contextWindow" not in figures, "what the events do not say is left out, not made up"
-
-
-def test_total_cost_usd_is_the_sessions_running_total(tmp_path: Path) -> None:
-    script = [
-        anthropic_reply("One.", usage=(100_000, 1_000)),
-        anthropic_reply("Two.", usage=(100_000, 1_000)),
-    ]
-    with FakeModelServer(script) as server:
-        assert_cost_is_the_sessions_and_usage_the_turns(two_priced_turns(options(tmp_path, server)))

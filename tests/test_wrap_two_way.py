@@ -33,14 +33,12 @@ from claude_agent_sdk import (  # the test extra: pip install -e '.[test]'
 
 from _agent_fakes import FakeModelServer, anthropic_reply
 from test_claude_sdk_driver import (
-    assert_cost_is_the_sessions_and_usage_the_turns,
-    check_a_results_session_id_resumes_the_conversation,
+    check_two_turns_on_one_client_then_resume,
     cli_path,
     client_turn,
     options,
     texts,
     tool_results,
-    two_priced_turns,
 )
 
 
@@ -95,23 +93,6 @@ def test_can_use_tool_round_trip_through_the_wrap_honours_a_denial(tmp_path: Pat
     assert denied["is_error"] and "not through this wrap" in denied["content"]
     final = [m for m in messages if isinstance(m, ResultMessage)]
     assert len(final) == 1 and final[0].result == "Fine, I left it."
-
-
-def test_two_turns_on_one_client_through_the_wrap(tmp_path: Path) -> None:
-    script = [anthropic_reply("First answer."), anthropic_reply("Second answer.")]
-
-    async def session(opts: ClaudeAgentOptions) -> list[list[Any]]:
-        turns = []
-        async with ClaudeSDKClient(opts) as client:
-            for prompt in ("first question", "second question"):
-                await client.query(prompt)
-                turns.append([m async for m in client.receive_response()])
-        return turns
-
-    with FakeModelServer(script) as server:
-        turns = asyncio.run(session(options(tmp_path, server, cli=wrapped_cli(tmp_path))))
-    assert [texts(turn) for turn in turns] == [["First answer."], ["Second answer."]]
-    assert [sum(isinstance(m, ResultMessage) for m in turn) for turn in turns] == [1, 1]
 
 
 async def _collect(prompt: str, opts: ClaudeAgentOptions) -> list[Any]:
@@ -350,17 +331,8 @@ def test_each_turns_init_says_the_childs_permission_mode_model_and_tools(tmp_pat
     assert "shell" in inits[0]["tools"] and inits[0]["cwd"] == str(tmp_path / "work")
 
 
-def test_a_results_session_id_resumes_the_childs_conversation_through_the_wrap(tmp_path: Path) -> None:
+def test_two_turns_through_the_wrap_are_one_priced_session_a_later_run_resumes(tmp_path: Path) -> None:
     """The SDK's way to go on later: ``resume=`` the ``session_id`` of a ``ResultMessage``. It reaches the child as
-    ``--resume`` through the shim, so the id must be the child's conversation, on every turn, as Claude Code's is."""
-    check_a_results_session_id_resumes_the_conversation(tmp_path, cli=wrapped_cli(tmp_path))
-
-
-def test_total_cost_usd_through_the_wrap_is_the_sessions_running_total(tmp_path: Path) -> None:
-    script = [
-        anthropic_reply("One.", usage=(100_000, 1_000)),
-        anthropic_reply("Two.", usage=(100_000, 1_000)),
-    ]
-    with FakeModelServer(script) as server:
-        results = two_priced_turns(options(tmp_path, server, cli=wrapped_cli(tmp_path)))
-    assert_cost_is_the_sessions_and_usage_the_turns(results)
+    ``--resume`` through the shim, so the id must be the child's conversation, on every turn, as Claude Code's is;
+    each turn gets its own answer and one result, and ``total_cost_usd`` is the session's running total."""
+    check_two_turns_on_one_client_then_resume(tmp_path, cli=wrapped_cli(tmp_path))
