@@ -83,21 +83,6 @@ async def client_turn(prompt: str, opts: ClaudeAgentOptions) -> list[Any]:
         return [message async for message in client.receive_response()]
 
 
-def test_query_gets_the_text_and_one_result(tmp_path: Path) -> None:
-    with FakeModelServer([anthropic_reply("Hello from the fake model.")]) as server:
-        messages = asyncio.run(collect("say hello", options(tmp_path, server)))
-    assert texts(messages) == ["Hello from the fake model."]
-    results = [m for m in messages if isinstance(m, ResultMessage)]
-    assert len(results) == 1 and results[0].subtype == "success" and not results[0].is_error
-    assert results[0].result == "Hello from the fake model."
-    init = next(m for m in messages if isinstance(m, SystemMessage) and m.subtype == "init")
-    assert init.data["claude_code_version"] == "2.1.0"
-    assert not any(isinstance(m, StreamEvent) for m in messages), (
-        "partials only with include_partial_messages"
-    )
-    assert server.posts[0].body["messages"][0]["content"][0]["text"] == "say hello"
-
-
 def test_tool_round_trip_with_bypass_permissions(tmp_path: Path) -> None:
     script = [
         anthropic_reply(tool_calls=[("toolu_01", "shell", {"command": "echo made > made.txt && echo ok"})]),
@@ -355,9 +340,13 @@ def test_an_allow_that_adds_a_rule_is_not_asked_again(tmp_path: Path) -> None:
     assert [m.subtype for m in messages if isinstance(m, ResultMessage)] == ["success"]
 
 
-def test_a_forked_session_goes_on_under_a_new_id_and_leaves_the_original_as_it_was(tmp_path: Path) -> None:
+def test_query_gets_the_text_and_one_result_and_a_fork_of_its_session_leaves_it_as_it_was(
+    tmp_path: Path,
+) -> None:
+    """``query()`` gets the model's text and one result; resumed with ``fork_session``, its session goes on under a
+    new id, and resumed without, it goes on under its own id with none of the fork's turn."""
     script = [
-        anthropic_reply("First answer."),
+        anthropic_reply("Hello from the fake model."),
         anthropic_reply("Answer in the fork."),
         anthropic_reply("Answer in the original."),
     ]
@@ -366,14 +355,26 @@ def test_a_forked_session_goes_on_under_a_new_id_and_leaves_the_original_as_it_w
         return next(m.session_id for m in messages if isinstance(m, ResultMessage))
 
     with FakeModelServer(script) as server:
-        first = session_of(asyncio.run(collect("first question", options(tmp_path, server))))
+        messages = asyncio.run(collect("say hello", options(tmp_path, server)))
+        assert texts(messages) == ["Hello from the fake model."]
+        results = [m for m in messages if isinstance(m, ResultMessage)]
+        assert len(results) == 1 and results[0].subtype == "success" and not results[0].is_error
+        assert results[0].result == "Hello from the fake model."
+        init = next(m for m in messages if isinstance(m, SystemMessage) and m.subtype == "init")
+        assert init.data["claude_code_version"] == "2.1.0"
+        assert not any(isinstance(m, StreamEvent) for m in messages), (
+            "partials only with include_partial_messages"
+        )
+        assert server.posts[0].body["messages"][0]["content"][0]["text"] == "say hello"
+
+        first = session_of(messages)
         forked = asyncio.run(
             collect("question in the fork", options(tmp_path, server, resume=first, fork_session=True))
         )
         original = asyncio.run(collect("question in the original", options(tmp_path, server, resume=first)))
-    assert session_of(forked) != first and session_of(original) == first
+    assert session_of(forked) != first and session_of(original) == first, "the fork's and the original's ids"
     in_fork, in_original = (json.dumps(post.body["messages"]) for post in server.posts[1:])
-    assert "first question" in in_fork and "first question" in in_original
+    assert "say hello" in in_fork and "say hello" in in_original, "a resumed session lacks the first turn"
     assert "question in the fork" not in in_original, "the fork's turn went into the original session"
 
 
