@@ -206,6 +206,20 @@ def test_two_turns_on_one_client_are_one_priced_session_a_later_run_resumes(tmp_
     check_two_turns_on_one_client_then_resume(tmp_path)
 
 
+def turns_on_one_client(opts: ClaudeAgentOptions, *prompts: str) -> list[list[Any]]:
+    """Each prompt a turn on one ``ClaudeSDKClient``: every turn's messages, its result last."""
+
+    async def session() -> list[list[Any]]:
+        turns = []
+        async with ClaudeSDKClient(opts) as client:
+            for prompt in prompts:
+                await client.query(prompt)
+                turns.append([message async for message in client.receive_response()])
+        return turns
+
+    return asyncio.run(session())
+
+
 def check_two_turns_on_one_client_then_resume(tmp_path: Path, **cli: str) -> None:
     """Two priced turns on one client, then ``resume=`` the last result's ``session_id`` (through ``cli``, if
     given): one session checked for what each of its parts must do."""
@@ -216,16 +230,8 @@ def check_two_turns_on_one_client_then_resume(tmp_path: Path, **cli: str) -> Non
         anthropic_reply("Third."),
     ]
 
-    async def two_turns(opts: ClaudeAgentOptions) -> list[list[Any]]:
-        turns = []
-        async with ClaudeSDKClient(opts) as client:
-            for prompt in ("first question", "second question"):
-                await client.query(prompt)
-                turns.append([m async for m in client.receive_response()])
-        return turns
-
     with FakeModelServer(script) as server:
-        turns = asyncio.run(two_turns(options(tmp_path, server, **cli)))
+        turns = turns_on_one_client(options(tmp_path, server, **cli), "first question", "second question")
         results = [m for turn in turns for m in turn if isinstance(m, ResultMessage)]
         ids = [r.session_id for r in results]
         assert len(ids) == 2 and ids[0] == ids[1], f"the two turns' session ids: {ids}"

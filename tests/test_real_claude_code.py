@@ -8,7 +8,6 @@ the message id ``msg_fake``, as servers behind ``ANTHROPIC_BASE_URL`` that numbe
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
 import os
@@ -26,7 +25,6 @@ import pytest
 from claude_agent_sdk import (  # the test extra: pip install -e '.[test]'
     AssistantMessage,
     ClaudeAgentOptions,
-    ClaudeSDKClient,
     PermissionResultDeny,
     ResultMessage,
     SystemMessage,
@@ -38,6 +36,7 @@ from _agent_fakes import FakeModelServer, Reply, anthropic_error, anthropic_repl
 from agentstream import protocol as p
 from agentstream.consumer import read
 from agentstream.dialects.claude import ClaudeDecoder
+from test_claude_sdk_driver import turns_on_one_client
 from test_usage import ccusage, envelope
 
 CLAUDE = PEERS / "node_modules" / ".bin" / "claude"
@@ -258,18 +257,10 @@ def test_the_sdk_drives_claude_code_through_wrap_two_way(tmp_path: Path) -> None
         asked.append(name)
         return PermissionResultDeny(message="not here")
 
-    async def session(options: ClaudeAgentOptions) -> list[list[Any]]:
-        turns = []
-        async with ClaudeSDKClient(options) as client:
-            for prompt in ("touch a file", "and now?"):
-                await client.query(prompt)
-                turns.append([message async for message in client.receive_response()])
-        return turns
-
     with FakeModelServer(script) as server:
         env = {**claude_env(home, server), "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
         options = ClaudeAgentOptions(cli_path=str(shim), cwd=str(work), env=env, can_use_tool=can_use_tool)
-        turns = asyncio.run(session(options))
+        turns = turns_on_one_client(options, "touch a file", "and now?")
     assert asked == ["Bash"] and not (work / "forbidden.txt").exists()
     said = [
         [

@@ -19,7 +19,6 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 
@@ -33,6 +32,7 @@ from _agent_fakes import (
     gemini_error,
     gemini_reply,
 )
+from _dialect_kit import one, only
 from agentstream import protocol as p
 
 CLI = Path(__file__).parent / "peers" / "node_modules" / "@google" / "gemini-cli" / "bundle" / "gemini.js"
@@ -43,7 +43,6 @@ SETTINGS = {
     "telemetry": {"enabled": False},
 }
 PROMPT = "what is here?"
-E = TypeVar("E", bound=p.AnyEvent)
 
 
 def gemini_command() -> list[str]:
@@ -130,15 +129,6 @@ def _without_ids(stdout: bytes) -> list[dict[str, object]]:
     return [{k: v for k, v in json.loads(line).items() if k not in drop} for line in stdout.splitlines()]
 
 
-def of_type(events: list[p.AnyEvent], kind: type[E]) -> list[E]:
-    return [event for event in events if isinstance(event, kind)]
-
-
-def result_of(events: list[p.AnyEvent]) -> p.Result:
-    (result,) = of_type(events, p.Result)
-    return result
-
-
 LOOK = [
     gemini_reply("Let me look.", [("list_directory", {"dir_path": "."})], usage=(200, 15), chunk=40),
     gemini_reply("There is one file, notes.txt.", usage=(260, 9), cached=100, chunk=40),
@@ -166,10 +156,10 @@ def test_a_plain_answer_routed_by_the_default_model(tmp_path: Path) -> None:
         "usage",
         "result",
     ]
-    start, result = events[0], result_of(events)
+    start, result = events[0], one(events, p.Result)
     assert (start.model, start.session_id) == ("auto", json.loads(run.stdout.splitlines()[0])["session_id"])
     assert (result.ok, result.result) == (True, "Hello from the fake Gemini.")
-    assert [(u.model, u.input_tokens, u.output_tokens) for u in of_type(events, p.Usage)] == [
+    assert [(u.model, u.input_tokens, u.output_tokens) for u in only(events, p.Usage)] == [
         ("gemini-2.5-flash-lite", 5, 3),
         ("gemini-2.5-flash", 120, 9),
     ]
@@ -178,7 +168,7 @@ def test_a_plain_answer_routed_by_the_default_model(tmp_path: Path) -> None:
     document = run_gemini(tmp_path / "json", reply, model=None, output="json")
     events = converted(document.stdout, exit_code=0)
     assert events[0].model == "gemini-2.5-flash"
-    assert (result_of(events).result, result_of(events).usage.input_tokens) == (
+    assert (one(events, p.Result).result, one(events, p.Result).usage.input_tokens) == (
         "Hello from the fake Gemini.",
         125,
     )
@@ -190,14 +180,14 @@ def test_a_tool_call_and_the_answer_after_it(tmp_path: Path) -> None:
     run = run_gemini(tmp_path / "lines", LOOK)
     assert run.returncode == 0, run.stderr
     events = converted(run.stdout, exit_code=0)
-    (call,), (outcome,) = of_type(events, p.ToolCall), of_type(events, p.ToolResult)
+    (call,), (outcome,) = only(events, p.ToolCall), only(events, p.ToolResult)
     assert (call.name, call.arguments, outcome.call_id, outcome.status) == (
         "list_directory",
         {"dir_path": "."},
         call.call_id,
         "success",
     )
-    result = result_of(events)
+    result = one(events, p.Result)
     assert (result.result, result.tools_used) == ("There is one file, notes.txt.", ["list_directory"])
     assert (result.usage.input_tokens, result.usage.output_tokens, result.usage.cached_tokens) == (
         460,
@@ -207,18 +197,18 @@ def test_a_tool_call_and_the_answer_after_it(tmp_path: Path) -> None:
 
     document = run_gemini(tmp_path / "json", LOOK, output="json")
     assert json.loads(document.stdout)["response"] == result.result
-    assert result_of(converted(document.stdout, exit_code=0)).usage == result.usage
+    assert one(converted(document.stdout, exit_code=0), p.Result).usage == result.usage
 
     logged = converted(run.chat_log(), "gemini-log", exit_code=0)
-    assert [m.content for m in of_type(logged, p.Message) if m.role == "assistant"] == [
+    assert [m.content for m in only(logged, p.Message) if m.role == "assistant"] == [
         "Let me look.",
         "There is one file, notes.txt.",
     ]
-    assert "" not in {m.content for m in of_type(logged, p.Message)}  # no message for the tool responses
-    (logged_call,), (logged_outcome,) = of_type(logged, p.ToolCall), of_type(logged, p.ToolResult)
+    assert "" not in {m.content for m in only(logged, p.Message)}  # no message for the tool responses
+    (logged_call,), (logged_outcome,) = only(logged, p.ToolCall), only(logged, p.ToolResult)
     assert logged_call.ts <= logged_outcome.ts and logged_outcome.output.startswith("Directory listing for")
-    assert result_of(logged).usage == result.usage
-    assert result_of(logged).result == result.result
+    assert one(logged, p.Result).usage == result.usage
+    assert one(logged, p.Result).result == result.result
 
 
 def test_a_failed_tool_call(tmp_path: Path) -> None:
@@ -228,10 +218,10 @@ def test_a_failed_tool_call(tmp_path: Path) -> None:
     ]
     run = run_gemini(tmp_path, script)
     assert run.returncode == 0, run.stderr
-    (outcome,) = of_type(converted(run.stdout, exit_code=0), p.ToolResult)
+    (outcome,) = only(converted(run.stdout, exit_code=0), p.ToolResult)
     assert outcome.status == "error" and outcome.error.startswith("file_not_found: File not found: ")
     logged = converted(run.chat_log(), "gemini-log", exit_code=0)
-    assert [m.content for m in of_type(logged, p.Message) if m.role == "assistant"] == ["No such file."]
+    assert [m.content for m in only(logged, p.Message) if m.role == "assistant"] == ["No such file."]
 
 
 def test_thoughts_count_as_reasoning_and_output(tmp_path: Path) -> None:
@@ -246,12 +236,12 @@ def test_thoughts_count_as_reasoning_and_output(tmp_path: Path) -> None:
     run = run_gemini(tmp_path, [reply])
     assert run.returncode == 0, run.stderr
     events = converted(run.stdout, exit_code=0)
-    assert not of_type(events, p.Reasoning)
-    usage = result_of(events).usage
+    assert not only(events, p.Reasoning)
+    usage = one(events, p.Result).usage
     assert (usage.input_tokens, usage.output_tokens, usage.reasoning_tokens) == (50, 18, 12)
     logged = converted(run.chat_log(), "gemini-log", exit_code=0)
-    assert [r.content for r in of_type(logged, p.Reasoning)] == ["Adding\ntwo and two gives four."]
-    assert result_of(logged).usage == usage
+    assert [r.content for r in only(logged, p.Reasoning)] == ["Adding\ntwo and two gives four."]
+    assert one(logged, p.Result).usage == usage
 
 
 @pytest.mark.parametrize(
@@ -262,7 +252,7 @@ def test_an_api_error_ends_the_run_with_its_http_status(tmp_path: Path, status: 
     """Gemini CLI exits with the HTTP status (its low byte) and names the error type ``unknown``."""
     run = run_gemini(tmp_path, [gemini_error(status)])
     assert run.returncode == status & 0xFF, run.stderr
-    result = result_of(converted(run.stdout, exit_code=run.returncode))
+    result = one(converted(run.stdout, exit_code=run.returncode), p.Result)
     assert (result.ok, result.error.code, result.exit_code) == (False, code, run.returncode)
     assert result.error.message.startswith("[API Error: ")
 
@@ -275,9 +265,9 @@ def test_a_stream_cut_off_part_way(tmp_path: Path) -> None:
     run = run_gemini(tmp_path, [cut])
     assert run.returncode == 1, run.stderr
     events = converted(run.stdout, exit_code=1)
-    result = result_of(events)
+    result = one(events, p.Result)
     assert (result.error.code, result.error.message) == ("PROVIDER_ERROR", "[API Error: terminated]")
-    assert "".join(d.content for d in of_type(events, p.MessageDelta)) == "A long answer that will "
+    assert "".join(d.content for d in only(events, p.MessageDelta)) == "A long answer that will "
 
 
 def test_a_stream_without_a_finish_reason(tmp_path: Path) -> None:
@@ -285,7 +275,7 @@ def test_a_stream_without_a_finish_reason(tmp_path: Path) -> None:
     reader reports as exit 1 (a failed result and exit 0 cannot agree)."""
     run = run_gemini(tmp_path, [Sse(gemini_reply("Cut off here.", chunk=5).events[:2])])
     assert run.returncode == 0, run.stderr
-    result = result_of(converted(run.stdout, exit_code=1))
+    result = one(converted(run.stdout, exit_code=1), p.Result)
     assert (result.ok, result.error.message) == (False, "Model stream ended without a finish reason.")
 
 
@@ -293,6 +283,6 @@ def test_a_stream_without_a_finish_reason(tmp_path: Path) -> None:
 def test_wrap_runs_the_cli(tmp_path: Path, script: list[Reply], exit_code: int) -> None:
     run = run_gemini(tmp_path, script, wrap=True)
     assert run.returncode == exit_code, run.stderr
-    result = result_of(assert_valid_stream(run.stdout.splitlines(), exit_code))
+    result = one(assert_valid_stream(run.stdout.splitlines(), exit_code), p.Result)
     assert result.exit_code == exit_code
     assert result.result == ("There is one file, notes.txt." if exit_code == 0 else p.UNSET)

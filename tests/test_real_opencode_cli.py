@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
@@ -32,6 +32,7 @@ from _agent_fakes import (
     openai_error,
     openai_reply,
 )
+from _dialect_kit import one, only
 from agentstream import protocol as p
 
 OPENCODE = PEERS / "node_modules" / ".bin" / "opencode"
@@ -39,7 +40,6 @@ MODEL = "gpt-4.1-mini"
 PROMPT = "what is here?"
 FAST = {"retry-after-ms": "20"}
 """How long opencode waits before it tries a failed request again (it gives up after five retries)."""
-E = TypeVar("E", bound=p.AnyEvent)
 pytestmark = pytest.mark.slow
 
 
@@ -120,15 +120,6 @@ def converted(data: bytes, exit_code: int) -> list[p.AnyEvent]:
     return assert_valid_stream(named.stdout.splitlines(), exit_code)
 
 
-def of_type(events: list[p.AnyEvent], kind: type[E]) -> list[E]:
-    return [event for event in events if isinstance(event, kind)]
-
-
-def result_of(events: list[p.AnyEvent]) -> p.Result:
-    (result,) = of_type(events, p.Result)
-    return result
-
-
 CALLS = [
     ("call_1", "bash", {"command": "echo hi", "description": "Say hi"}),
     ("call_2", "read", {"filePath": "notes.txt"}),
@@ -152,7 +143,7 @@ def test_a_plain_answer(tmp_path: Path) -> None:
     ]
     events = converted(run.stdout, 0)
     assert [e.type for e in events] == ["start", "message", "usage", "result"]
-    result = result_of(events)
+    result = one(events, p.Result)
     assert (result.ok, result.synthetic, result.result) == (True, p.UNSET, "Hello from the fake.")
     assert events[0].session_id == json.loads(run.stdout.splitlines()[0])["sessionID"]
     assert len(run.posts) == 1
@@ -164,15 +155,15 @@ def test_tools_run_and_pair_with_their_calls(tmp_path: Path) -> None:
     run = run_opencode(tmp_path, LOOK, "--thinking")
     assert run.returncode == 0, run.stderr
     events = converted(run.stdout, 0)
-    outcomes = {r.call_id: r for r in of_type(events, p.ToolResult)}
-    assert {c.call_id: (c.name, c.arguments) for c in of_type(events, p.ToolCall)} == {
+    outcomes = {r.call_id: r for r in only(events, p.ToolResult)}
+    assert {c.call_id: (c.name, c.arguments) for c in only(events, p.ToolCall)} == {
         cid: (name, arguments) for cid, name, arguments in CALLS
     }
     assert (outcomes["call_1"].status, outcomes["call_1"].output) == ("success", "hi\n")
     assert "remember the milk" in outcomes["call_2"].output
     assert outcomes["call_3"].status == "error" and outcomes["call_3"].error.startswith("File not found: ")
-    assert [r.content for r in of_type(events, p.Reasoning)] == ["I should look around."]
-    result = result_of(events)
+    assert [r.content for r in only(events, p.Reasoning)] == ["I should look around."]
+    result = one(events, p.Result)
     assert (result.result, result.turn_count, sorted(result.tools_used)) == (
         "It says remember the milk.",
         2,
@@ -186,7 +177,7 @@ def test_the_cost_opencode_works_out(tmp_path: Path) -> None:
     reply = openai_reply("Priced.", usage=(1000, 100), cached=400)
     run = run_opencode(tmp_path, [reply], cost={"input": 2, "output": 8, "cache_read": 0.5})
     assert run.returncode == 0, run.stderr
-    usage = result_of(converted(run.stdout, 0)).usage
+    usage = one(converted(run.stdout, 0), p.Result).usage
     assert (usage.input_tokens, usage.cached_tokens, usage.cost_usd) == (1000, 400, pytest.approx(0.0022))
 
 
@@ -194,7 +185,7 @@ def test_an_answer_cut_at_the_output_limit_ends_the_run(tmp_path: Path) -> None:
     """A step that finished for ``length`` is the run's last: opencode exits 0 and prints no error."""
     run = run_opencode(tmp_path, [openai_reply("Cut off becau", finish="length")])
     assert run.returncode == 0, run.stderr
-    result = result_of(converted(run.stdout, 0))
+    result = one(converted(run.stdout, 0), p.Result)
     assert (result.ok, result.synthetic, result.result) == (True, p.UNSET, "Cut off becau")
 
 
@@ -206,9 +197,9 @@ def test_a_rejected_permission_ends_the_run_after_its_step(tmp_path: Path) -> No
     assert run.returncode == 0, run.stderr
     assert "auto-rejecting" in run.stderr and len(run.posts) == 1
     events = converted(run.stdout, 0)
-    (outcome,) = of_type(events, p.ToolResult)
+    (outcome,) = only(events, p.ToolResult)
     assert outcome.error == "The user rejected permission to use this specific tool call."
-    assert result_of(events).ok
+    assert one(events, p.Result).ok
 
 
 @pytest.mark.parametrize(
@@ -222,7 +213,7 @@ def test_an_api_error_fails_the_run(tmp_path: Path, status: int, code: str, requ
     assert len(run.posts) == requests
     (line,) = [json.loads(line) for line in run.stdout.splitlines()]
     assert (line["type"], line["error"]["data"]["statusCode"]) == ("error", status)
-    result = result_of(converted(run.stdout, 1))
+    result = one(converted(run.stdout, 1), p.Result)
     assert (result.ok, result.error.code, result.exit_code) == (False, code, 1)
 
 
@@ -237,11 +228,11 @@ def test_a_context_overflow_is_compacted_and_still_fails_the_run(tmp_path: Path)
     run = run_opencode(tmp_path, script)
     assert run.returncode == 1, run.stderr
     events = converted(run.stdout, 1)
-    (error,) = of_type(events, p.Error)
+    (error,) = only(events, p.Error)
     assert (error.code, error.recoverable) == ("CONTEXT_LIMIT", True)
-    roles = [(m.role, m.content[:8]) for m in of_type(events, p.Message)]
+    roles = [(m.role, m.content[:8]) for m in only(events, p.Message)]
     assert roles == [("assistant", "Summary."), ("user", "The prev"), ("assistant", "Answer.")]
-    result = result_of(events)
+    result = one(events, p.Result)
     assert (result.result, result.error.code) == ("Answer.", "CONTEXT_LIMIT")
 
 
@@ -251,7 +242,7 @@ def test_a_dropped_stream_is_tried_again(tmp_path: Path) -> None:
     run = run_opencode(tmp_path, [cut, openai_reply("Whole answer.")])
     assert run.returncode == 0, run.stderr
     events = converted(run.stdout, 0)
-    assert [m.content for m in of_type(events, p.Message)] == ["Whole answer."]
+    assert [m.content for m in only(events, p.Message)] == ["Whole answer."]
     assert len(run.posts) == 2
 
 
@@ -267,10 +258,10 @@ def test_continued_runs_read_as_runs_of_their_own(tmp_path: Path) -> None:
     sent = [(m["role"], m["content"]) for m in second.posts[0].body["messages"][1:]]
     quoted = f'"{PROMPT}"'  # opencode quotes a message argument that holds a space
     assert sent == [("user", quoted), ("assistant", "First."), ("user", quoted)]
-    assert result_of(converted(second.stdout, 0)).usage.input_tokens == 150
+    assert one(converted(second.stdout, 0), p.Result).usage.input_tokens == 150
 
     appended = agentstream("convert", "opencode", first.stdout + third.stdout).stdout.splitlines()
-    (result,) = of_type([p.decode(line) for line in appended], p.Result)
+    (result,) = only([p.decode(line) for line in appended], p.Result)
     assert (result.result, result.turn_count) == ("Other.", 2)  # no ``done`` line: the runs read as one
 
 
@@ -278,7 +269,7 @@ def test_continued_runs_read_as_runs_of_their_own(tmp_path: Path) -> None:
 def test_wrap_runs_the_cli(tmp_path: Path, script: list[Reply], exit_code: int) -> None:
     run = run_opencode(tmp_path, script, wrap=True)
     assert run.returncode == exit_code, run.stderr
-    result = result_of(assert_valid_stream(run.stdout.splitlines(), exit_code))
+    result = one(assert_valid_stream(run.stdout.splitlines(), exit_code), p.Result)
     assert result.exit_code == exit_code and result.synthetic is p.UNSET
     if exit_code:
         assert result.error.code == "AUTH_EXPIRED"
