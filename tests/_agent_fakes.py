@@ -698,6 +698,16 @@ def closed_port() -> int:
         return sock.getsockname()[1]
 
 
+def agentstream(command: str, dialect: str, data: bytes) -> subprocess.CompletedProcess[bytes]:
+    """``agentstream COMMAND --from DIALECT -`` on ``data`` (what a CLI printed), as a user runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "agentstream", command, "--from", dialect, "-"],
+        input=data,
+        capture_output=True,
+        timeout=30,
+    )
+
+
 def exec_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "agentstream", "exec", *args]
 

@@ -27,6 +27,7 @@ from _agent_fakes import (
     FakeModelServer,
     Reply,
     Sse,
+    agentstream,
     assert_valid_stream,
     gemini_aside,
     gemini_error,
@@ -99,15 +100,6 @@ def run_gemini(
         }
         proc = subprocess.run(command, cwd=work, env=env, capture_output=True, timeout=60)
     return Run(proc.returncode, proc.stdout, proc.stderr.decode("utf-8", "replace"), home, server)
-
-
-def agentstream(command: str, dialect: str, data: bytes) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "agentstream", command, "--from", dialect, "-"],
-        input=data,
-        capture_output=True,
-        timeout=30,
-    )
 
 
 def converted(data: bytes, dialect: str = "gemini", *, exit_code: int | None = None) -> list[p.AnyEvent]:

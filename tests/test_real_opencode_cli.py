@@ -27,6 +27,7 @@ from _agent_fakes import (
     FakeModelServer,
     Reply,
     Sse,
+    agentstream,
     assert_valid_stream,
     closed_port,
     openai_error,
@@ -98,15 +99,6 @@ def run_opencode(
         }
         proc = subprocess.run(command, cwd=work, env=env, capture_output=True, timeout=90)
     return Run(proc.returncode, proc.stdout, proc.stderr.decode("utf-8", "replace"), server.posts)
-
-
-def agentstream(command: str, dialect: str, data: bytes) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "agentstream", command, "--from", dialect, "-"],
-        input=data,
-        capture_output=True,
-        timeout=30,
-    )
 
 
 def converted(data: bytes, exit_code: int) -> list[p.AnyEvent]:
