@@ -170,15 +170,90 @@ def test_invalid_stream_failure_takes_the_error_line_as_its_cause() -> None:
         line({"type": "result", "timestamp": "2023-10-27T10:00:06.000Z", "status": "error"}),
     ]
     _, error, result = decode("gemini", lines)
-    assert (error.recoverable, error.message, error.ts) == (
+    assert (error.recoverable, error.code, error.message, error.ts) == (
         False,
+        "PROVIDER_ERROR",
         "Model stream ended with an invalid chunk",
         "2023-10-27T10:00:05.000Z",
-    )
+    ), "a reply Gemini could not use, in words it has no table row for, is still the provider's failure"
     assert (result.ok, result.exit_code) == (False, 1), (
         "Gemini itself exits 0 here; ok and exit_code must agree"
     )
-    assert result.error.message == "Model stream ended with an invalid chunk"
+    assert result.error == p.ErrorInfo(
+        code="PROVIDER_ERROR", message="Model stream ended with an invalid chunk"
+    )
+
+
+INVALID_STREAM = [
+    ("The model response was blocked due to safety settings.", "PROVIDER_ERROR", "refusal"),
+    ("The model response was blocked due to recitation/copyright filters.", "PROVIDER_ERROR", "refusal"),
+    (
+        "Model response was truncated because it exceeded the token limit. "
+        "Try using /compress to free up context space.",
+        "CONTEXT_LIMIT",
+        "error",
+    ),
+    ("The model response was blocked due to other policy settings.", "PROVIDER_ERROR", "error"),
+    ("Model stream ended without a finish reason.", "PROVIDER_ERROR", "error"),
+    ("Model stream ended with malformed function call.", "PROVIDER_ERROR", "error"),
+    ("Model stream ended with unexpected tool call.", "PROVIDER_ERROR", "error"),
+    (
+        "The model returned an empty response with no text or thoughts. "
+        "This may be a transient API issue; please try again.",
+        "PROVIDER_ERROR",
+        "error",
+    ),
+    (
+        "The model returned reasoning thoughts but no final response text. "
+        "If your context window is near capacity, try using /compress.",
+        "PROVIDER_ERROR",
+        "error",
+    ),
+]
+"""What Gemini CLI 0.61 says of each reply it cannot use (its InvalidStream), and what that is in our terms."""
+
+
+@pytest.mark.parametrize(("message", "code", "subtype"), INVALID_STREAM)
+def test_a_reply_gemini_cannot_use_fails_with_what_its_words_name(
+    message: str, code: str, subtype: str
+) -> None:
+    """A refusal, the token limit, a broken reply: in stream-json (the error line) and in ``-o json`` alike."""
+    lines = [
+        line(
+            {
+                "type": "error",
+                "timestamp": "2023-10-27T10:00:05.000Z",
+                "severity": "error",
+                "message": message,
+            }
+        ),
+        line({"type": "result", "timestamp": "2023-10-27T10:00:06.000Z", "status": "error"}),
+    ]
+    document = _document(response="", stats=_METRICS, error={"type": "INVALID_STREAM", "message": message})
+    for events in (decode("gemini", lines), get_dialect("gemini").decoder().decode_document(document)):
+        assert not violations(events)
+        error, result = events[-2:]
+        assert (error.code, error.message, error.recoverable) == (code, message, False)
+        assert (result.ok, result.subtype, result.exit_code, result.error.code) == (False, subtype, 1, code)
+
+
+def test_encoder_keeps_a_refusal_and_a_truncated_answer() -> None:
+    """A refusal is written as Gemini's own kind of one (a truncated answer's code is its type already); both read
+    back with their code and subtype."""
+    endings = [
+        (
+            "refusal",
+            p.ErrorInfo(code="PROVIDER_ERROR", message="the model's answer was refused"),
+            "SAFETY_BLOCKED",
+        ),
+        ("error", p.ErrorInfo(code="CONTEXT_LIMIT", message="cut off at the token limit"), "CONTEXT_LIMIT"),
+    ]
+    for subtype, ending, kind in endings:
+        failed = p.Result(ok=False, subtype=subtype, exit_code=1, error=ending)
+        encoded = encode_objects("gemini", stamped([p.Start(command="g"), failed]))
+        assert encoded[-1]["error"] == {"type": kind, "message": ending.message}
+        result = decode("gemini", [line(encoded[-1])])[-1]
+        assert (result.subtype, result.error, result.exit_code) == (subtype, ending, 1)
 
 
 def test_severity_error_followed_by_a_successful_result_is_not_fatal() -> None:
@@ -654,7 +729,7 @@ def test_json_output_document_is_a_whole_successful_run_with_its_response() -> N
         ),
         (
             {"type": "INVALID_STREAM", "message": "Model stream ended with an invalid chunk"},
-            "UNKNOWN",
+            "PROVIDER_ERROR",
             "error",
             1,
         ),
@@ -777,28 +852,37 @@ REAL = Path(__file__).parent / "fixtures" / "dialects" / "gemini"
 
 
 @pytest.mark.parametrize(
-    ("name", "ok", "exit_code", "code", "answer"),
+    ("name", "exit_code", "code", "subtype", "answer"),
     [
-        ("plain-auto.ndjson", True, 0, None, "Hello from the fake Gemini."),
-        ("tool.ndjson", True, 0, None, "There is one file, notes.txt."),
-        ("tool.json", True, 0, None, "There is one file, notes.txt."),
-        ("read-file-error.ndjson", True, 0, None, "No such file."),
-        ("thinking.ndjson", True, 0, None, "The answer is 4."),
-        ("api-error-400.ndjson", False, 144, "CONTEXT_LIMIT", p.UNSET),
-        ("rate-limited-429.ndjson", False, 173, "RATE_LIMITED", p.UNSET),
-        ("cut-off.ndjson", False, 1, "PROVIDER_ERROR", "A long answer that will "),
-        ("no-finish-reason.ndjson", False, 1, "UNKNOWN", "Cut off he"),
+        ("plain-auto.ndjson", 0, None, "success", "Hello from the fake Gemini."),
+        ("tool.ndjson", 0, None, "success", "There is one file, notes.txt."),
+        ("tool.json", 0, None, "success", "There is one file, notes.txt."),
+        ("read-file-error.ndjson", 0, None, "success", "No such file."),
+        ("thinking.ndjson", 0, None, "success", "The answer is 4."),
+        ("api-error-400.ndjson", 144, "CONTEXT_LIMIT", "error", p.UNSET),
+        ("rate-limited-429.ndjson", 173, "RATE_LIMITED", "error", p.UNSET),
+        ("cut-off.ndjson", 1, "PROVIDER_ERROR", "error", "A long answer that will "),
+        ("no-finish-reason.ndjson", 1, "PROVIDER_ERROR", "error", "Cut off he"),
+        ("malformed-call.ndjson", 1, "PROVIDER_ERROR", "error", "Calling a tool."),
+        ("safety-blocked.ndjson", 1, "PROVIDER_ERROR", "refusal", p.UNSET),
+        ("max-tokens.json", 1, "CONTEXT_LIMIT", "error", ""),
     ],
 )
 def test_what_the_real_cli_printed(
-    name: str, ok: bool, exit_code: int, code: str | None, answer: object
+    name: str, exit_code: int, code: str | None, subtype: str, answer: object
 ) -> None:
     """The result of each real output: its exit code is the process's (but for InvalidStream, which exits 0)."""
     events = list(read((REAL / name).read_bytes(), "auto"))
     assert not violations(events)
     (result,) = [event for event in events if isinstance(event, p.Result)]
     error = result.error.code if result.error is not p.UNSET else None
-    assert (result.ok, result.exit_code, error, result.result) == (ok, exit_code, code, answer)
+    assert (result.ok, result.exit_code, error, result.subtype, result.result) == (
+        exit_code == 0,
+        exit_code,
+        code,
+        subtype,
+        answer,
+    )
 
 
 def test_thoughts_are_the_rest_of_the_total() -> None:

@@ -8,13 +8,15 @@ fatal by itself) and ``result`` (status, optional ``error {type, message}`` and
 
 Gemini's exit codes follow the error class that ended the run (see ``_FATAL``), or
 for an API error its HTTP status; the decoder puts that code in ``result.exit_code``.
+A model reply Gemini cannot use (its InvalidStream, see ``_INVALID_STREAM``) fails the
+run though Gemini exits 0: the result says why, and the exit code is 1.
 """
 
 # No ``from __future__ import annotations``: the typed lines' annotations stay real objects, which msgspec
 # reads at import far faster than strings (see the note in agentstream.protocol).
 import json
 import re
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NamedTuple, TypedDict
 
 import msgspec
 
@@ -141,13 +143,102 @@ def _code_and_exit(error_type: str, message: str) -> tuple[str, int]:
 _HTTP_CODES = ((401, ErrorCode.AUTH_EXPIRED), (403, ErrorCode.AUTH_EXPIRED), (429, ErrorCode.RATE_LIMITED))
 
 
-def _document_failure(error_type: str, code: int | str | None, message: str) -> tuple[str, int]:
-    """The canonical code and exit status of the ``-o json`` document's ``error {type, message, code?}``.
+class _Ending(NamedTuple):
+    """One of the ways Gemini CLI finds a model reply unusable (``InvalidStreamError``), in canonical terms."""
+
+    kind: str
+    """Gemini's name for it, as ``-o json`` counts it in ``stats.models.*.api.errorsByType``."""
+    message: str
+    """What Gemini CLI says of it: stream-json's ``error`` line, ``-o json``'s ``error.message``."""
+    code: str
+    subtype: str
+
+
+_INVALID_STREAM: tuple[_Ending, ...] = (
+    # The first refusal is the type the encoder writes for a refusal. A reply that has text reads as a success
+    # whatever its finishReason (SAFETY and MAX_TOKENS too), and Gemini CLI words every other blocked reply
+    # without text (PROHIBITED_CONTENT, SPII, ...) as an empty one.
+    _Ending(
+        "SAFETY_BLOCKED",
+        "The model response was blocked due to safety settings.",
+        ErrorCode.PROVIDER_ERROR,
+        "refusal",
+    ),
+    _Ending(
+        "RECITATION_BLOCKED",
+        "The model response was blocked due to recitation/copyright filters.",
+        ErrorCode.PROVIDER_ERROR,
+        "refusal",
+    ),
+    _Ending(
+        "MAX_TOKENS_EXCEEDED",
+        "Model response was truncated because it exceeded the token limit. Try using /compress to free up context "
+        "space.",
+        ErrorCode.CONTEXT_LIMIT,
+        "error",
+    ),
+    # OTHER is an unknown reason (Gemini CLI's own finish-reason table calls it failed, not a refusal).
+    _Ending(
+        "OTHER_BLOCKED",
+        "The model response was blocked due to other policy settings.",
+        ErrorCode.PROVIDER_ERROR,
+        "error",
+    ),
+    _Ending(
+        "NO_FINISH_REASON", "Model stream ended without a finish reason.", ErrorCode.PROVIDER_ERROR, "error"
+    ),
+    _Ending(
+        "MALFORMED_FUNCTION_CALL",
+        "Model stream ended with malformed function call.",
+        ErrorCode.PROVIDER_ERROR,
+        "error",
+    ),
+    _Ending(
+        "UNEXPECTED_TOOL_CALL",
+        "Model stream ended with unexpected tool call.",
+        ErrorCode.PROVIDER_ERROR,
+        "error",
+    ),
+    _Ending(
+        "NO_RESPONSE_TEXT",
+        "The model returned an empty response with no text or thoughts. This may be a transient API issue; please try "
+        "again.",
+        ErrorCode.PROVIDER_ERROR,
+        "error",
+    ),
+    _Ending(
+        "THINKING_ONLY_RESPONSE",
+        "The model returned reasoning thoughts but no final response text. If your context window is near capacity, "
+        "try using /compress.",
+        ErrorCode.PROVIDER_ERROR,
+        "error",
+    ),
+)
+"""Gemini CLI 0.61's InvalidStream endings: it prints a failed result (stream-json's without an error object, after
+an ``error`` line that says why) and exits 0."""
+_ENDINGS = {key: ending for ending in _INVALID_STREAM for key in (ending.kind, ending.message)}
+_INVALID_STREAM_TYPE = "INVALID_STREAM"
+"""``-o json``'s error type for every InvalidStream ending; the message tells which."""
+_REFUSAL_TYPE = next(ending.kind for ending in _INVALID_STREAM if ending.subtype == "refusal")
+
+
+def _invalid_stream(message: str, kind: str = _INVALID_STREAM_TYPE) -> tuple[str, str]:
+    """The canonical code and result subtype of an InvalidStream ending, known by its kind or its words; any
+    other is still an unusable reply from the model's provider."""
+    ending = _ENDINGS.get(kind) or _ENDINGS.get(message.strip())
+    return (ending.code, ending.subtype) if ending is not None else (ErrorCode.PROVIDER_ERROR, "error")
+
+
+def _document_failure(error_type: str, code: int | str | None, message: str) -> tuple[str, int, str]:
+    """The canonical code, exit status and result subtype of an ``error {type, message, code?}``.
 
     ``code`` is what Gemini exits with when it is a number (a ``Fatal*Error``'s exit code, or an API error's
     HTTP status, of which the process keeps the low byte); for a fatal tool error it is the tool's error type.
-    The error's own type, when known, decides the canonical code.
+    The error's own type, when known, decides the canonical code. An InvalidStream ending exits 1 (Gemini: 0).
     """
+    if error_type == _INVALID_STREAM_TYPE or error_type in _ENDINGS:
+        canonical, subtype = _invalid_stream(message, error_type)
+        return canonical, 1, subtype
     if isinstance(code, str) and error_type not in _BY_TYPE:
         error_type = code
     canonical, exit_code = _code_and_exit(error_type, message)
@@ -158,7 +249,7 @@ def _document_failure(error_type: str, code: int | str | None, message: str) -> 
             canonical = meaning.code if meaning is not None else dict(_HTTP_CODES).get(code, canonical)
             if canonical == ErrorCode.UNKNOWN and code >= 500:
                 canonical = ErrorCode.PROVIDER_ERROR
-    return canonical, exit_code
+    return canonical, exit_code, _SUBTYPE_FOR_CODE.get(canonical, "error")
 
 
 _CANCELLED = "[Operation Cancelled]"
@@ -266,10 +357,12 @@ class GeminiDecoder(EventDecoder):
             self._release(recoverable=False)
         return super().finish()
 
-    def _release(self, *, recoverable: bool) -> None:
+    def _release(self, *, recoverable: bool, code: str | None = None) -> None:
+        """The held error line as an ``error``; its code from its words unless the caller knows better."""
         assert self._held is not None
         (message, ts), self._held = self._held, None
-        self.emit(p.Error(code=code_from_wording(message), message=message, recoverable=recoverable), ts)
+        code = code if code is not None else code_from_wording(message)
+        self.emit(p.Error(code=code, message=message, recoverable=recoverable), ts)
 
     def on_init(self, f: Fields) -> None:
         session_id, model = f.text("session_id"), f.opt_text("model")
@@ -337,24 +430,34 @@ class GeminiDecoder(EventDecoder):
     def on_result(self, f: Fields) -> None:
         ok = f.choice("status", ("success", "error"), "error") == "success"
         error, stats, ts = f.opt_sub("error"), f.opt_sub("stats"), f.ts("timestamp")
-        info, exit_code = None, 0
+        info, exit_code, subtype = None, 0, None
         if not ok and error is not None:
             # An API error's type is ``unknown`` (Gemini relays it as a plain object) and Gemini exits with its
             # HTTP status, which only the message tells.
             message = error.text("message")
-            code, exit_code = _document_failure(error.opt_text("type") or "", _api_status(message), message)
+            code, exit_code, subtype = _document_failure(
+                error.opt_text("type") or "", _api_status(message), message
+            )
             info = p.ErrorInfo(code=code, message=message)
         usage, duration_ms, per_model = _stats(stats) if stats is not None else (self.tally.usage, 0, [])
         for usage_event in per_model:
             self.emit(usage_event, ts)
         if self._held is not None:
-            # A held severity-error line is the failure itself only when the result names no other.
-            self._release(recoverable=ok or info is not None)
+            # A held severity-error line is the failure itself only when the result names no other: Gemini's
+            # InvalidStream, whose line says why the model's reply was unusable.
+            if ok or info is not None:
+                self._release(recoverable=True)
+            else:
+                code, subtype = _invalid_stream(self._held[0])
+                self._release(recoverable=False, code=code)
         if info is None and not ok:
             info = self.fatal_info()
         if info is None and not ok and "error" in f.obj:  # an error object we could not read
             info = p.ErrorInfo(code=ErrorCode.UNKNOWN, message="gemini reported an error it did not describe")
-        subtype = "success" if ok else _SUBTYPE_FOR_CODE.get(info.code if info else "", "error")
+        if ok:
+            subtype = "success"
+        elif subtype is None:
+            subtype = _SUBTYPE_FOR_CODE.get(info.code if info else "", "error")
         # Without an error object a failure is Gemini's InvalidStream, which exits 0; ok and exit must agree: 1.
         exit_code = 0 if ok else exit_code or 1
         answer, self._answer = self._answer, []
@@ -398,12 +501,12 @@ class GeminiDecoder(EventDecoder):
         )
         tools = stats.opt_sub("tools") if stats is not None else None
         by_name = tools.opt_mapping("byName") if tools is not None else None
-        info, exit_code = None, 0
+        info, exit_code, subtype = None, 0, "success"
         if error is not None:
             given = error.obj.get("code")  # an exit status, or a tool's error type: either kind is meant
             exit_or_type = given if type(given) in (int, str) else None
             message = error.opt_text("message") or "gemini reported an error it did not describe"
-            code, exit_code = _document_failure(error.opt_text("type") or "", exit_or_type, message)
+            code, exit_code, subtype = _document_failure(error.opt_text("type") or "", exit_or_type, message)
             info = p.ErrorInfo(code=code, message=message)
         self.adopt_session(session_id)
         # The model that answered, not a utility one (Gemini's router asks a small model first).
@@ -424,7 +527,7 @@ class GeminiDecoder(EventDecoder):
             ok=info is None,
             exit_code=0 if info is None else exit_code or 1,
             error=info,
-            subtype="success" if info is None else _SUBTYPE_FOR_CODE.get(info.code, "error"),
+            subtype=subtype,
             result=response if response is not None else p.UNSET,
             usage=totals,
             tools_used=list(by_name or ()),
@@ -572,7 +675,9 @@ class GeminiEncoder(EventEncoder):
             failure = self.failure(event)
             code = failure.code if failure is not None else ErrorCode.UNKNOWN
             message = failure.message if failure is not None else "the run failed"
-            line["error"] = {"type": _TYPE_FOR_CODE.get(code, code), "message": message}
+            refused = event.subtype == "refusal" and code == ErrorCode.PROVIDER_ERROR
+            kind = _REFUSAL_TYPE if refused else _TYPE_FOR_CODE.get(code, code)
+            line["error"] = {"type": kind, "message": message}
         stats: dict[str, Any] = {
             **_figures(event.usage),
             "duration_ms": event.duration_ms,
