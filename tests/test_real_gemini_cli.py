@@ -262,19 +262,93 @@ def test_a_stream_cut_off_part_way(tmp_path: Path) -> None:
     assert "".join(d.content for d in only(events, p.MessageDelta)) == "A long answer that will "
 
 
-def test_a_stream_without_a_finish_reason(tmp_path: Path) -> None:
-    """Gemini's InvalidStream: an error line, a failed result without an error object, and exit 0, which the
-    reader reports as exit 1 (a failed result and exit 0 cannot agree)."""
-    run = run_gemini(tmp_path, [Sse(gemini_reply("Cut off here.", chunk=5).events[:2])])
+NO_FINISH_REASON = Sse(gemini_reply("Cut off here.", chunk=5).events[:2])
+"""A reply whose last chunk never came: the stream ends without a ``finishReason``."""
+
+
+def _invalid_stream(run: Run) -> tuple[p.Error, p.Result]:
+    """Gemini's InvalidStream: it prints a failed result (its line or ``-o json``'s error says why) and exits 0,
+    which the reader reports as exit 1, never as a success."""
     assert run.returncode == 0, run.stderr
-    result = one(converted(run.stdout, exit_code=1), p.Result)
-    assert (result.ok, result.error.message) == (False, "Model stream ended without a finish reason.")
+    events = converted(run.stdout, exit_code=1)
+    error, result = events[-2:]
+    assert isinstance(error, p.Error) and not error.recoverable
+    assert isinstance(result, p.Result) and result.error.message == error.message
+    return error, result
 
 
-@pytest.mark.parametrize(("script", "exit_code"), [(LOOK, 0), ([gemini_error(429)], 173)])
-def test_wrap_runs_the_cli(tmp_path: Path, script: list[Reply], exit_code: int) -> None:
+@pytest.mark.parametrize(
+    ("reply", "message", "answer"),
+    [
+        (NO_FINISH_REASON, "Model stream ended without a finish reason.", "Cut off he"),
+        (
+            gemini_reply("Calling a tool.", finish="MALFORMED_FUNCTION_CALL"),
+            "Model stream ended with malformed function call.",
+            "Calling a tool.",
+        ),
+    ],
+)
+def test_a_reply_the_cli_cannot_use_is_the_providers_failure(
+    tmp_path: Path, reply: Sse, message: str, answer: str
+) -> None:
+    """Whatever text came before it, a reply without a finish reason or with a malformed call fails the run."""
+    for output in ("stream-json", "json"):
+        error, result = _invalid_stream(run_gemini(tmp_path / output, [reply], output=output))
+        assert (result.error.code, result.subtype, error.message, result.result) == (
+            "PROVIDER_ERROR",
+            "error",
+            message,
+            answer,
+        )
+
+
+@pytest.mark.parametrize(
+    ("finish", "code", "subtype", "message"),
+    [
+        ("SAFETY", "PROVIDER_ERROR", "refusal", "The model response was blocked due to safety settings."),
+        (
+            "RECITATION",
+            "PROVIDER_ERROR",
+            "refusal",
+            "The model response was blocked due to recitation/copyright filters.",
+        ),
+        (
+            "MAX_TOKENS",
+            "CONTEXT_LIMIT",
+            "error",
+            "Model response was truncated because it exceeded the token limit. "
+            "Try using /compress to free up context space.",
+        ),
+    ],
+)
+def test_a_blocked_or_truncated_reply_fails_when_it_left_no_text(
+    tmp_path: Path, finish: str, code: str, subtype: str, message: str
+) -> None:
+    """With no text the CLI names the ending (a refusal, the token limit); with text it reports a plain success,
+    and prints nothing that tells the ending: neither does the reader."""
+    for output in ("stream-json", "json"):
+        error, result = _invalid_stream(
+            run_gemini(tmp_path / output, [gemini_reply("", finish=finish)], output=output)
+        )
+        assert (result.error.code, result.subtype, error.message) == (code, subtype, message)
+    answered = run_gemini(tmp_path / "text", [gemini_reply("Half an answer.", finish=finish)])
+    assert answered.returncode == 0, answered.stderr
+    result = one(converted(answered.stdout, exit_code=0), p.Result)
+    assert (result.ok, result.subtype, result.result) == (True, "success", "Half an answer.")
+
+
+@pytest.mark.parametrize(
+    ("script", "exit_code", "subtype"),
+    [
+        (LOOK, 0, "success"),
+        ([gemini_error(429)], 173, "error"),
+        ([gemini_reply("", finish="SAFETY")], 1, "refusal"),
+    ],
+)
+def test_wrap_runs_the_cli(tmp_path: Path, script: list[Reply], exit_code: int, subtype: str) -> None:
+    """The CLI's own exit status, but for its InvalidStream: it exits 0 after a failed result, the wrap 1."""
     run = run_gemini(tmp_path, script, wrap=True)
     assert run.returncode == exit_code, run.stderr
     result = one(assert_valid_stream(run.stdout.splitlines(), exit_code), p.Result)
-    assert result.exit_code == exit_code
+    assert (result.exit_code, result.subtype) == (exit_code, subtype)
     assert result.result == ("There is one file, notes.txt." if exit_code == 0 else p.UNSET)
