@@ -8,16 +8,17 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import msgspec
 import pytest
 
 from _agent_tools_support import gone_soon, process_alive, wait_for_file
-from _bus_fixtures import CASSETTE, PRODUCER, bus_home, bus_url, cli, lines_of, spawn_cli  # noqa: F401
+from _bus_fixtures import CASSETTE, PRODUCER, bus_home, bus_url, cli, events, lines_of, spawn_cli  # noqa: F401
 from agentstream import protocol as p
 from agentstream._signals import Interrupted
-from agentstream.bus import BusUnusable, Claim, open_bus
+from agentstream.bus import Bus, BusUnusable, Claim, Job, Record, open_bus
 from agentstream.bus import queue as job_queue
 from agentstream.bus.queue import EXEC_ENV, Worker, WorkerOptions, new_job
 from agentstream.bus.sqlite import SqliteBus
@@ -425,10 +426,8 @@ def test_a_signal_as_the_worker_claims_a_job_still_starts_that_job(
     ran = tmp_path / "ran"
 
     class SignalledAsItClaims(SqliteBus):
-        def claim(
-            self, worker: str, *, idle_timeout: float, max_attempts: int, block: float = 0.0
-        ) -> Claim | None:
-            claim = super().claim(worker, idle_timeout=idle_timeout, max_attempts=max_attempts, block=block)
+        def claim(self, worker: str, *, idle_timeout: float, block: float = 0.0) -> Claim | None:
+            claim = super().claim(worker, idle_timeout=idle_timeout, block=block)
             if claim is not None:
                 signal.raise_signal(signal.SIGTERM)  # the worker is told to stop as it takes the job
             return claim
@@ -451,3 +450,209 @@ def test_a_signal_as_the_worker_claims_a_job_still_starts_that_job(
     with open_bus(url) as bus:
         stored = bus.get_job(job.job_id)
     assert stored is not None and stored.status != "running" and stored.attempt == 1
+
+
+def _frozen(pid: int) -> bool:
+    """Whether ``pid`` is stopped (SIGSTOP): state ``T`` in /proc."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
+
+
+def _wait_frozen(pid: int) -> None:
+    deadline = time.monotonic() + 20
+    while not _frozen(pid):
+        assert time.monotonic() < deadline, "the worker was never stopped"
+        time.sleep(0.02)
+
+
+def _thaw(worker: subprocess.Popen[bytes]) -> bytes:
+    """Let a stopped worker go on to its end; its stdout."""
+    os.kill(worker.pid, signal.SIGCONT)
+    out, err = worker.communicate(timeout=60)
+    assert worker.returncode == 0, err
+    return out
+
+
+def _offered_runs(url: str, run_id: str) -> list[str]:
+    """The runs the ``result`` of ``follow RUN`` points at."""
+    followed = lines_of(cli("follow", run_id, "--bus", url).stdout)
+    return [a["params"]["run_id"]["value"] for a in followed[-1]["next_actions"] if "run_id" in a["params"]]
+
+
+@pytest.mark.parametrize(
+    ("plan", "max_attempts", "status"),
+    [("events=2", "1", "succeeded"), ("events=2", "2", "succeeded"), ("events=2 fail", "2", "failed")],
+    ids=["succeeded-last-attempt", "succeeded-attempts-left", "failed-attempts-left"],
+)
+def test_a_job_whose_worker_froze_before_acknowledging_its_run_takes_that_runs_outcome(
+    bus_url: str, tmp_path: Path, plan: str, max_attempts: str, status: str
+) -> None:
+    """The run ended on its own, then its worker froze (SIGSTOP) before it could say so, and another worker took
+    the job over. The job is what the run says: not failed for want of attempts, its answer not run again, no
+    attempt counted that never ran; and the frozen worker's acknowledgement, once it thaws, changes nothing."""
+    script = (
+        tmp_path / "job.sh"
+    )  # the run, then (first attempt only) its worker frozen before it sees the exit
+    script.write_text(
+        f'#!/bin/sh\n{sys.executable} {PRODUCER} "$@"\nstatus=$?\n'
+        'case "$3" in *.*) ;; *) kill -STOP "$PPID" ;; esac\nexit $status\n'
+    )
+    script.chmod(0o755)
+    job = submit(bus_url, plan)
+    first = _start_worker(
+        bus_url, "--max-attempts", max_attempts, "--max-jobs", "1", "--exec-command", str(script)
+    )
+    try:
+        _job_pid(first)
+        _wait_frozen(first.pid)
+        with open_bus(bus_url) as bus:
+            assert bus.get_run(job["run_id"]).status == status  # type: ignore[union-attr]
+        second = cli(
+            "worker", "--bus", bus_url, "--idle-timeout", "1", "--max-attempts", max_attempts,
+            "--max-jobs", "1", "--exec-command", str(script), timeout=60,
+        )  # fmt: skip
+        assert second.returncode == 0, second.stderr
+        assert [o["name"] for o in lines_of(second.stdout) if o["type"] == "event"] == [
+            "job.reclaimed",
+            f"job.{status}",
+        ]
+        late = _thaw(first)
+    finally:
+        if first.poll() is None:
+            os.kill(first.pid, signal.SIGCONT)
+            first.kill()
+    assert [o["name"] for o in lines_of(late) if o["type"] == "event"] == []  # its claim was gone: no say
+    with open_bus(bus_url) as bus:
+        final = bus.get_job(job["job_id"])
+        assert final is not None and (final.status, final.attempt) == (status, 1)
+        assert bus.get_run(job["run_id"] + ".2") is None
+    assert_well_formed(run_events(bus_url, job["run_id"]))
+    assert _offered_runs(bus_url, job["run_id"]) == [job["run_id"]]  # its replay; no next attempt to follow
+
+
+def test_a_job_cancelled_while_its_worker_is_frozen_is_not_run_again(
+    bus_url: str, tmp_path: Path, producer_jobs: None
+) -> None:
+    """The run was cancelled, its worker frozen before it could see that: the worker taking the job over ends it
+    as cancelled, where a retry would run what its user stopped."""
+    started = tmp_path / "started"
+    job = submit(bus_url, f"events=100 interval=0.05 touch={started}")
+    first = _start_worker(bus_url, "--max-jobs", "1")
+    try:
+        child = _job_pid(first)
+        wait_for(started)
+        os.kill(first.pid, signal.SIGSTOP)
+        with open_bus(bus_url) as bus:
+            assert job_queue.cancel_run(bus, job["run_id"], by="a test")
+        second = cli("worker", "--bus", bus_url, "--idle-timeout", "1", "--max-jobs", "1", timeout=60)
+        assert second.returncode == 0, second.stderr
+        names = [o["name"] for o in lines_of(second.stdout) if o["type"] == "event"]
+        assert names == ["job.reclaimed", "job.cancelled"]
+        _thaw(first)
+        assert gone_soon(child, 10)
+    finally:
+        if first.poll() is None:
+            os.kill(first.pid, signal.SIGCONT)
+            first.kill()
+    with open_bus(bus_url) as bus:
+        final = bus.get_job(job["job_id"])
+        assert final is not None and (final.status, final.attempt) == ("failed", 1)
+        assert bus.get_run(job["run_id"] + ".2") is None
+    evs = run_events(bus_url, job["run_id"])
+    assert_well_formed(evs)
+    assert evs[-1].subtype == "cancelled"  # type: ignore[attr-defined]
+
+
+def _lost_attempt(url: str) -> tuple[Job, str]:
+    """A job whose first attempt is mid-run (start and one event stored) under a worker that stopped heartbeating."""
+    job = new_job("anything", [])
+    with open_bus(url) as bus:
+        bus.enqueue(job)
+        claim = bus.claim("frozen-worker", idle_timeout=60)
+        assert claim is not None and claim.run_id == job.run_id
+        bus.register_run(job.run_id, command="exec", job_id=job.job_id, attempt=1)
+        bus.append(job.run_id, events(job.run_id, 2))
+    return job, job.run_id
+
+
+def _racing_bus(run_id: str, child_writes: Callable[[Bus], None]) -> Callable[[str | None], Bus]:
+    """``open_bus`` for the worker, whose every conditional append to ``run_id`` (the takeover ending it) finds
+    the lost attempt's child has just written first (``child_writes``)."""
+
+    def racing(url: str | None) -> Bus:
+        bus = open_bus(url)
+        append = bus.append
+
+        def append_after_the_child(
+            target: str, records: Sequence[Record], *, if_next_seq: int | None = None
+        ) -> int:
+            if target == run_id and if_next_seq is not None:
+                child_writes(bus)
+            return append(target, records, if_next_seq=if_next_seq)
+
+        bus.append = append_after_the_child  # type: ignore[method-assign]
+        return bus
+
+    return racing
+
+
+def _serve_once(url: str, max_attempts: int) -> list[str]:
+    """One worker taking one job (a retry would crash), in this process; the names of its job events."""
+    options = WorkerOptions(
+        url, idle_timeout=0.2, max_attempts=max_attempts, max_jobs=1, command=["sh", "-c", "exit 3", "job"]
+    )
+    out = io.BytesIO()
+    with Stream("worker", out=out) as stream:
+        Worker(options, stream).serve()
+    return [o["name"] for o in lines_of(out.getvalue()) if o["type"] == "event"]
+
+
+@pytest.mark.parametrize("max_attempts", [1, 2])
+def test_a_result_that_lands_as_the_takeover_ends_the_lost_run_decides_the_job(
+    bus_url: str, monkeypatch: pytest.MonkeyPatch, max_attempts: int
+) -> None:
+    """The lost attempt's child writes its successful result just before the takeover's ending: the ending is
+    refused, and the job takes the run's success — with no attempts left, and with some (nothing runs again)."""
+    job, run_id = _lost_attempt(bus_url)
+    result = events(run_id, 1, start=2, final=True)
+
+    def child_ends(bus: Bus) -> None:
+        bus.append(run_id, result)
+
+    monkeypatch.setattr(job_queue, "open_bus", _racing_bus(run_id, child_ends))
+    time.sleep(0.3)  # the frozen worker's claim is idle
+    assert _serve_once(bus_url, max_attempts) == ["job.reclaimed", "job.succeeded"]
+    with open_bus(bus_url) as bus:
+        final = bus.get_job(job.job_id)
+        assert final is not None and (final.status, final.attempt) == ("succeeded", 1)
+        assert bus.get_run(run_id).status == "succeeded"  # type: ignore[union-attr]
+        assert bus.get_run(job.attempt_run_id(2)) is None
+
+
+def test_a_lost_attempt_whose_child_still_writes_is_left_until_its_run_ends(
+    bus_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The takeover cannot end the lost run while its child keeps writing it: nothing is decided nor run again
+    beside it; once the child ends the run, the next takeover settles the job by that ending."""
+    job, run_id = _lost_attempt(bus_url)
+
+    def child_writes_on(bus: Bus) -> None:
+        info = bus.get_run(run_id)
+        assert info is not None
+        bus.append(run_id, events(run_id, 1, start=info.last_seq + 1))
+
+    monkeypatch.setattr(job_queue, "open_bus", _racing_bus(run_id, child_writes_on))
+    time.sleep(0.3)
+    assert _serve_once(bus_url, 2) == ["job.unsettled"]
+    with open_bus(bus_url) as bus:
+        waiting = bus.get_job(job.job_id)
+        assert waiting is not None and (waiting.status, waiting.attempt) == ("running", 1)
+        info = bus.get_run(run_id)
+        assert info is not None and not info.terminal
+        assert bus.get_run(job.attempt_run_id(2)) is None
+        bus.append(run_id, events(run_id, 1, start=info.last_seq + 1, final=True))  # the child's own ending
+    monkeypatch.setattr(job_queue, "open_bus", open_bus)
+    time.sleep(0.3)
+    assert _serve_once(bus_url, 2) == ["job.reclaimed", "job.succeeded"]
+    with open_bus(bus_url) as bus:
+        final = bus.get_job(job.job_id)
+        assert final is not None and (final.status, final.attempt) == ("succeeded", 1)

@@ -204,15 +204,37 @@ class Job(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 
 class Claim(NamedTuple):
-    """A job a worker now owns (``run_id`` None: no attempts left, the job was failed)."""
+    """A job a worker now owns: a queued job's first attempt to run (``run_id``), or a job taken over from a
+    worker that stopped heartbeating (``run_id`` None), whose lost attempt ``attempt`` is to be settled first.
+
+    A takeover decides nothing and counts nothing: how the lost attempt's run ended says whether the job
+    succeeded, failed or runs again (:mod:`agentstream.bus.queue`), and only then is it finished
+    (:meth:`Bus.finish_job`) or given its next attempt (:meth:`Bus.retry_job`).
+    """
 
     job: Job
     attempt: int
     run_id: str | None
     previous_run_id: str | None
-    """Set when the job was reclaimed from a worker that stopped heartbeating."""
+    """The lost attempt's run, when the job was taken over from a worker that stopped heartbeating."""
     token: str
     """Backend handle used to fence heartbeats and completion (the owner's identity)."""
+
+    @classmethod
+    def first(cls, job: Job, token: str) -> Claim:
+        """The claim of a queued job, whose first attempt the backend counted as it took the job."""
+        return cls(job, 1, job.attempt_run_id(1), None, token)
+
+    @classmethod
+    def takeover(cls, job: Job, token: str) -> Claim:
+        """The claim of a job taken over from a lost worker: its attempt as it stands, no run to start yet."""
+        return cls(job, job.attempt, None, job.attempt_run_id(job.attempt), token)
+
+    def next_attempt(self) -> Claim:
+        """This claim once the backend has counted the job's next attempt (:meth:`Bus.retry_job`)."""
+        number = self.attempt + 1
+        job = msgspec.structs.replace(self.job, attempt=number)
+        return Claim(job, number, job.attempt_run_id(number), self.previous_run_id, self.token)
 
 
 class Bus(abc.ABC):
@@ -284,18 +306,25 @@ class Bus(abc.ABC):
     def enqueue(self, job: Job) -> None: ...
 
     @abc.abstractmethod
-    def claim(
-        self, worker: str, *, idle_timeout: float, max_attempts: int, block: float = 0.0
-    ) -> Claim | None:
-        """Take a job whose owner stopped heartbeating for ``idle_timeout``, else a queued one."""
+    def claim(self, worker: str, *, idle_timeout: float, block: float = 0.0) -> Claim | None:
+        """Take a job whose owner stopped heartbeating for ``idle_timeout``, else a queued one.
+
+        A queued job's first attempt is counted as it is taken (:meth:`Claim.first`); a running job is only
+        taken over (:meth:`Claim.takeover`): its attempt, status and outcome stay as they are.
+        """
 
     @abc.abstractmethod
     def heartbeat(self, claim: Claim) -> bool:
         """Prove the claim is alive; False if another worker has taken the job since."""
 
     @abc.abstractmethod
+    def retry_job(self, claim: Claim) -> Claim | None:
+        """Count the next attempt of a job this claim took over (:meth:`Claim.next_attempt`); None (and no
+        change) if the claim was lost."""
+
+    @abc.abstractmethod
     def finish_job(self, claim: Claim, status: str) -> bool:
-        """Record the job's outcome; False (and no change) if the claim was lost."""
+        """Record the job's final status; False (and no change) if the claim was lost."""
 
     @abc.abstractmethod
     def get_job(self, job_id: str) -> Job | None: ...

@@ -334,23 +334,23 @@ class _RunTail:
         return [*actions, runs_action()]
 
     def _retry_of(self, run_id: str) -> str | None:
-        """The run id of the next attempt, when this run was an attempt of a job that was retried."""
+        """The run id of the next attempt, when this run was an attempt of a job that was retried.
+
+        Only an attempt that has a run: older versions counted attempts they never ran (one refused for want
+        of attempts, one begun as the lost attempt turned out to have succeeded).
+        """
         try:
             assert self.bus is not None
             info = self.bus.get_run(run_id)
             if info is None or not info.job_id or not info.attempt:
                 return None
             job = self.bus.get_job(info.job_id)
+            if job is None or job.attempt <= info.attempt:
+                return None
+            retry = job.attempt_run_id(info.attempt + 1)
+            return retry if self.bus.get_run(retry) is not None else None
         except AgentstreamError:
             return None
-        if job is None or job.attempt <= info.attempt:
-            return None
-        retry = job.attempt_run_id(info.attempt + 1)
-        if job.status == "failed" and self.bus.get_run(retry) is None:
-            return (
-                None  # a job failed out of attempts by an older version, which counted the attempt it refused
-            )
-        return retry
 
     def end(self, subtype: str, error: AgentstreamError, exit_code: int) -> int:
         """Print the one synthetic terminal (:func:`follower_ending`) and return its exit code."""

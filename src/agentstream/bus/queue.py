@@ -3,16 +3,24 @@
 A job's attempt ``k`` is one run: ``RUN`` for the first, ``RUN.k`` after that,
 each executed as a child process ``agentstream exec PROMPT … --session-id RUN
 --bus URL`` that publishes its own events. The worker heartbeats the claim while
-the child runs. When a worker stops heartbeating for ``idle_timeout`` (killed,
-machine gone), another worker reclaims the job and:
+the child runs.
 
-* closes the dead attempt's run if it has no ``result`` yet — a synthetic
-  ``error`` (``WORKER_LOST``) and ``result`` (subtype ``worker_lost``) whose
+A job's final status is what its last attempt's run says: succeeded when that run
+succeeded, else failed. When a worker stops heartbeating for ``idle_timeout``
+(killed, frozen, machine gone), another worker takes the job over — deciding and
+counting nothing yet — and settles the lost attempt (:func:`lost_attempt_outcome`):
+
+* it closes the run if it has no ``result`` yet — a synthetic ``error``
+  (``WORKER_LOST``) and ``result`` (subtype ``worker_lost``) whose
   ``next_actions`` point at the retry — after which the bus refuses any late
   event from the old child;
-* runs attempt ``k+1`` as run ``RUN.k+1`` (``job_id`` and ``attempt`` are on
-  both runs' metadata), or, past ``max_attempts``, marks the job failed;
-* if the dead attempt's run had in fact succeeded, just marks the job succeeded.
+* then it reads how the run ended, whoever ended it: the old child's own
+  ``result`` may have landed first (its worker was slow to acknowledge, or the
+  result raced the takeover). A run that succeeded makes the job succeeded, one
+  that failed or was cancelled on its own makes it failed; only a run cut short
+  by its lost worker (``worker_lost``, or interrupted by the worker's stop) runs
+  again, as attempt ``k+1`` in run ``RUN.k+1`` (``job_id`` and ``attempt`` are
+  on both runs' metadata), or, past ``max_attempts``, fails the job.
 
 A child that exits without a ``result`` (crash, command not found) gets a
 synthetic ``PROCESS_CRASHED`` ending; the job then takes its run's outcome. Only
@@ -30,7 +38,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from agentstream import protocol as p
 from agentstream._children import GroupWatchdog, orphan_guard
@@ -44,6 +52,7 @@ from agentstream.bus import (
     Claim,
     Job,
     Record,
+    RunInfo,
     SeqConflict,
     bus_seconds,
     open_bus,
@@ -55,10 +64,21 @@ if TYPE_CHECKING:
     from agentstream.bus import Bus
     from agentstream.stream import Stream
 
-__all__ = ["EXEC_ENV", "Worker", "WorkerOptions", "cancel_run", "close_run", "exec_command", "new_job"]
+__all__ = [
+    "EXEC_ENV",
+    "Worker",
+    "WorkerOptions",
+    "cancel_run",
+    "close_run",
+    "exec_command",
+    "lost_attempt_outcome",
+    "new_job",
+]
 
 CANCELLED: Final = "cancelled"
 """The ``result.subtype`` of a run ended by :func:`cancel_run`."""
+WORKER_LOST: Final = "worker_lost"
+"""The ``result.subtype`` of a run ended for the worker that ran it, by the worker that took its job over."""
 EXEC_ENV: Final = "AGENTSTREAM_WORKER_EXEC"
 """A command line that replaces ``python -m agentstream exec`` for every job (e.g. another agent)."""
 
@@ -133,6 +153,29 @@ def cancel_run(bus: Bus, run_id: str, *, by: str) -> bool:
     )
     error.exit_code = ExitCode.SIGINT
     return close_run(bus, run_id, error, subtype=CANCELLED, command="exec")
+
+
+LostAttemptOutcome = Literal["succeeded", "failed", "cancelled", "retry"]
+
+
+def lost_attempt_outcome(info: RunInfo | None) -> LostAttemptOutcome | None:
+    """What a job taken over from a lost worker does, by how its lost attempt's run ended (after the takeover
+    closed it, if it could): the one rule of every backend.
+
+    The run's own ending is the job's answer — ``succeeded``, ``cancelled`` (by :func:`cancel_run`), or
+    ``failed`` (a crash, an error) — whatever became of the worker that ran it. A run cut short with its
+    worker (the ``worker_lost`` ending of a takeover, or ``interrupted`` by the worker's stop) is retried.
+    ``None`` while the run is still open: its child, still alive, keeps writing, and will end it.
+    """
+    if info is None:  # gone (retention): nothing says it ended on its own
+        return "retry"
+    if not info.terminal:
+        return None
+    if info.status == "succeeded":
+        return "succeeded"
+    if info.subtype == CANCELLED:
+        return "cancelled"
+    return "retry" if info.subtype == WORKER_LOST or info.status == "interrupted" else "failed"
 
 
 def _ending(
@@ -244,12 +287,7 @@ class Worker:
         ends the worker — once it has been unreachable for ``bus_retry`` seconds.
         """
         try:
-            claim = bus.claim(
-                self.name,
-                idle_timeout=self.options.idle_timeout,
-                max_attempts=self.options.max_attempts,
-                block=0.5,
-            )
+            claim = bus.claim(self.name, idle_timeout=self.options.idle_timeout, block=0.5)
         except BusUnusable:
             raise  # no retry mends it
         except BusUnavailable as exc:
@@ -300,7 +338,7 @@ class Worker:
 
 
 class _JobRun:
-    """One claimed job in its own thread: settle a reclaimed attempt, run the child, heartbeat, finish."""
+    """One claimed job in its own thread: settle a lost attempt, run the child, heartbeat, finish."""
 
     def __init__(self, worker: Worker, claim: Claim) -> None:
         self.worker = worker
@@ -328,13 +366,14 @@ class _JobRun:
             self.worker.finished(self)
 
     def _run(self, bus: Bus) -> None:
+        if self.claim.run_id is None:  # taken over from a lost worker
+            retried = self._settle_lost(bus, self.claim)
+            if retried is None:
+                return
+            self.claim = retried
         claim = self.claim
-        if claim.previous_run_id is not None and self._settle_previous(bus, claim.previous_run_id):
-            return
-        if claim.run_id is None:
-            self._event("job.failed", reason=f"no attempts left after {self.options.max_attempts}")
-            return
-        if _cancelled(bus, claim.run_id):  # cancelled while queued
+        assert claim.run_id is not None  # a first attempt, or a retry
+        if _cancelled(bus, claim.run_id):  # cancelled before it started
             bus.finish_job(claim, "failed")
             self._event("job.cancelled", run_id=claim.run_id)
             return
@@ -344,15 +383,45 @@ class _JobRun:
             return
         self._finish(bus, claim.run_id, code)
 
-    def _settle_previous(self, bus: Bus, previous: str) -> bool:
-        """Close the lost attempt's run; True when nothing is left to do (it had succeeded)."""
-        info = bus.get_run(previous)
-        if info is not None and info.status == "succeeded":
-            bus.finish_job(self.claim, "succeeded")
-            self._event("job.succeeded", run_id=previous, note="the lost worker's run had finished")
-            return True
-        retry = self.claim.run_id
-        outcome = f"retried as run {retry} (attempt {self.claim.attempt} of {self.options.max_attempts})"
+    def _settle_lost(self, bus: Bus, claim: Claim) -> Claim | None:
+        """End the lost attempt's run if it has no ``result``, then act on how it ended
+        (:func:`lost_attempt_outcome`): the claim of the job's next attempt, or None once the job is settled —
+        or left to be taken over again while the lost run's child still writes it."""
+        lost = claim.previous_run_id
+        assert lost is not None  # a takeover names its lost attempt's run
+        retry = (
+            claim.job.attempt_run_id(claim.attempt + 1) if claim.attempt < self.options.max_attempts else None
+        )
+        self._close_lost(bus, lost, retry)
+        outcome = lost_attempt_outcome(bus.get_run(lost))
+        if outcome is None:
+            self._event("job.unsettled", lost_run_id=lost, reason="its run is still being written")
+            return None
+        if outcome == "retry" and retry is not None:
+            retried = bus.retry_job(claim)
+            if retried is None:
+                self._event("job.lost", run_id=lost, reason="another worker took the job over")
+                return None
+            self._event("job.reclaimed", lost_run_id=lost, run_id=retry)
+            return retried
+        status = "succeeded" if outcome == "succeeded" else "failed"
+        if not bus.finish_job(claim, status):
+            self._event("job.lost", run_id=lost, reason="another worker took the job over")
+            return None
+        self._event("job.reclaimed", lost_run_id=lost, run_id=None)
+        if outcome == "retry":
+            self._event(
+                "job.failed", run_id=lost, reason=f"no attempts left after {self.options.max_attempts}"
+            )
+        else:
+            name = "job.cancelled" if outcome == "cancelled" else f"job.{status}"
+            self._event(name, run_id=lost, note="the lost worker's run had ended")
+        return None
+
+    def _close_lost(self, bus: Bus, lost: str, retry: str | None) -> None:
+        """End the lost attempt's run with ``WORKER_LOST`` unless it has a ``result``; the bus then refuses
+        its old child any later event."""
+        outcome = f"retried as run {retry} (attempt {self.claim.attempt + 1} of {self.options.max_attempts})"
         if retry is None:
             outcome = f"not retried: all {self.options.max_attempts} attempts are used"
         error = AgentstreamError(
@@ -364,19 +433,13 @@ class _JobRun:
         )
         close_run(
             bus,
-            previous,
+            lost,
             error,
-            subtype="worker_lost",
+            subtype=WORKER_LOST,
             command="exec",
-            details={
-                "job_id": self.claim.job.job_id,
-                "attempt": self.claim.attempt - 1,
-                "retry_run_id": retry,
-            },
+            details={"job_id": self.claim.job.job_id, "attempt": self.claim.attempt, "retry_run_id": retry},
             next_actions=[follow_action(retry, description="follow the retry")] if retry else [],
         )
-        self._event("job.reclaimed", lost_run_id=previous, run_id=retry)
-        return False
 
     def _execute(self, bus: Bus, run_id: str) -> int | None:
         """Run the child to its end, heartbeating; None if the claim was lost or the job cancelled."""

@@ -120,38 +120,44 @@ _TOUCH: Final = """
 if redis.call('HGET', KEYS[1], 'status') == 'running' then redis.call('HSET', KEYS[1], 'alive', ARGV[1]) end
 """
 
-# KEYS: jobs stream, job hash. ARGV: group, consumer, entry id, attempt, then optional field/value pairs to set.
-# Succeeds only while this consumer owns the entry for this attempt; resets the entry's idle time.
+# KEYS: jobs stream, job hash. ARGV: group, consumer, entry id, attempt, action, now, final status.
+# Succeeds (1) only while this consumer owns the entry for this attempt. Action 'beat' resets the entry's idle
+# time; 'retry' counts the next attempt and resets it too; 'finish' sets the final status and acknowledges the
+# entry.
 _OWNED: Final = """
 local pending = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1)
 if #pending == 0 or pending[1][2] ~= ARGV[2] then return 0 end
 if redis.call('HGET', KEYS[2], 'attempt') ~= ARGV[4] then return 0 end
-if #ARGV > 4 then
-  redis.call('HSET', KEYS[2], unpack(ARGV, 5))
+if ARGV[5] == 'finish' then
+  redis.call('HSET', KEYS[2], 'status', ARGV[7], 'updated', ARGV[6])
   redis.call('XACK', KEYS[1], ARGV[1], ARGV[3])
-else
-  redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[3], 'JUSTID')
+  return 1
 end
+if ARGV[5] == 'retry' then
+  redis.call('HSET', KEYS[2], 'attempt', tonumber(ARGV[4]) + 1, 'updated', ARGV[6])
+end
+redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[3], 'JUSTID')
 return 1
 """
 
 
-# KEYS: jobs stream, job hash. ARGV: group, entry id, worker, max attempts, now.
-# Counts the attempt and marks the job running in one step, or, with no attempts left, marks it failed and acks
-# its entry without counting one. Returns {attempt number, the job's fields}; {0} when the job is gone.
+# KEYS: jobs stream, job hash. ARGV: group, entry id, worker, now.
+# A queued job: its first attempt counted and the job marked running, in one step. A running one (its worker
+# stopped heartbeating): taken over as it stands, nothing counted. Returns {1 for a queued job, else 0, the job's
+# fields}; {-1} when there is nothing to run (the job's record is gone, or it has finished), its entry dropped.
 _TAKE: Final = """
-if redis.call('EXISTS', KEYS[2]) == 0 then
+local status = redis.call('HGET', KEYS[2], 'status')
+if status ~= 'queued' and status ~= 'running' then
   redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
-  return {0}
+  return {-1}
 end
-local number = tonumber(redis.call('HGET', KEYS[2], 'attempt') or '0') + 1
-if number > tonumber(ARGV[4]) then
-  redis.call('HSET', KEYS[2], 'status', 'failed', 'worker', ARGV[3], 'updated', ARGV[5])
-  redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
-else
-  redis.call('HSET', KEYS[2], 'attempt', number, 'status', 'running', 'worker', ARGV[3], 'updated', ARGV[5])
+local queued = 0
+if status == 'queued' then
+  queued = 1
+  redis.call('HSET', KEYS[2], 'attempt', 1, 'status', 'running')
 end
-return {number, redis.call('HGETALL', KEYS[2])}
+redis.call('HSET', KEYS[2], 'worker', ARGV[3], 'updated', ARGV[4])
+return {queued, redis.call('HGETALL', KEYS[2])}
 """
 
 
@@ -424,9 +430,7 @@ class RedisBus(Bus):
             pipe.xadd(JOBS_KEY, {"job": job.job_id})
             pipe.execute()
 
-    def claim(
-        self, worker: str, *, idle_timeout: float, max_attempts: int, block: float = 0.0
-    ) -> Claim | None:
+    def claim(self, worker: str, *, idle_timeout: float, block: float = 0.0) -> Claim | None:
         self._ensure_group()
         with self._translated():
             reply = self._client.xautoclaim(JOBS_KEY, GROUP, worker, int(idle_timeout * 1000), "0-0", count=1)
@@ -442,39 +446,45 @@ class RedisBus(Bus):
             return None
         entry_id, fields = entries[0]
         with self._translated():
-            return self._take(worker, entry_id.decode(), fields[b"job"].decode(), max_attempts)
+            return self._take(worker, entry_id.decode(), fields[b"job"].decode())
 
-    def _take(self, worker: str, entry_id: str, job_id: str, max_attempts: int) -> Claim | None:
-        """Count the attempt and mark the job running, or failed when out of attempts (one script, ``_TAKE``)."""
+    def _take(self, worker: str, entry_id: str, job_id: str) -> Claim | None:
+        """Start a queued job's first attempt, or take a running one over (one script, ``_TAKE``)."""
         reply = self._take_job(
-            keys=[JOBS_KEY, _job_key(job_id)], args=[GROUP, entry_id, worker, max_attempts, repr(time.time())]
+            keys=[JOBS_KEY, _job_key(job_id)], args=[GROUP, entry_id, worker, repr(time.time())]
         )
-        number = int(reply[0])
-        if not number:  # the job's record is gone: nothing left to run
+        queued = int(reply[0])
+        if queued < 0:  # nothing left to run
             return None
         flat = cast("list[bytes]", reply[1])
         job = _job(dict(zip(flat[::2], flat[1::2], strict=True)))
-        running = job.status == "running"
-        return Claim(
-            job=job,
-            attempt=number,
-            run_id=job.attempt_run_id(number) if running else None,
-            previous_run_id=job.attempt_run_id(number - 1) if number > 1 else None,
-            token=f"{worker}\n{entry_id}",
-        )
+        token = f"{worker}\n{entry_id}"
+        return Claim.first(job, token) if queued else Claim.takeover(job, token)
 
     def heartbeat(self, claim: Claim) -> bool:
-        return self._if_owned(claim)
+        return self._if_owned(claim, "beat")
+
+    def retry_job(self, claim: Claim) -> Claim | None:
+        return claim.next_attempt() if self._if_owned(claim, "retry") else None
 
     def finish_job(self, claim: Claim, status: str) -> bool:
-        return self._if_owned(claim, "status", status, "updated", repr(time.time()))
+        return self._if_owned(claim, "finish", status)
 
-    def _if_owned(self, claim: Claim, *updates: str) -> bool:
+    def _if_owned(self, claim: Claim, action: str, status: str = "") -> bool:
+        """Run ``action`` of the ``_OWNED`` script; False if the claim no longer owns the job."""
         worker, entry_id = claim.token.split("\n", 1)
         with self._translated():
             done = self._owned(
                 keys=[JOBS_KEY, _job_key(claim.job.job_id)],
-                args=[GROUP, worker, entry_id, claim.attempt, *updates],
+                args=[
+                    GROUP,
+                    worker,
+                    entry_id,
+                    claim.attempt,
+                    action,
+                    repr(time.time()),
+                    status,
+                ],
             )
         return bool(done)
 

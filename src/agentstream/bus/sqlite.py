@@ -346,17 +346,15 @@ class SqliteBus(Bus):
                 (job.job_id, job.run_id, job.prompt, msgspec.json.encode(job.args).decode(), now, now),
             )
 
-    def claim(
-        self, worker: str, *, idle_timeout: float, max_attempts: int, block: float = 0.0
-    ) -> Claim | None:
+    def claim(self, worker: str, *, idle_timeout: float, block: float = 0.0) -> Claim | None:
         def attempt() -> list[Claim]:
-            found = self._claim_once(worker, idle_timeout, max_attempts)
+            found = self._claim_once(worker, idle_timeout)
             return [found] if found else []
 
         found = self._wait_for(attempt, block)
         return found[0] if found else None
 
-    def _claim_once(self, worker: str, idle_timeout: float, max_attempts: int) -> Claim | None:
+    def _claim_once(self, worker: str, idle_timeout: float) -> Claim | None:
         now = time.time()
         claimable = "status = 'queued' OR (status = 'running' AND heartbeat < ?)"
         if not self._query(f"SELECT 1 FROM jobs WHERE {claimable} LIMIT 1", (now - idle_timeout,)):
@@ -374,25 +372,24 @@ class SqliteBus(Bus):
             if row is None:
                 return None
             job = _job(row)
-            number = job.attempt + 1
-            status = "running" if number <= max_attempts else "failed"
-            if status == "running":  # only an attempt that runs is counted
-                job.attempt = number
+            queued = job.status == "queued"
+            if queued:  # a queued job's first attempt is counted as it is taken; a takeover counts none
+                job.attempt = 1
             db.execute(
-                "UPDATE jobs SET status = ?, attempt = ?, worker = ?, heartbeat = ?, updated = ? WHERE job_id = ?",
-                (status, job.attempt, worker, now, now, job.job_id),
+                "UPDATE jobs SET status = 'running', attempt = ?, worker = ?, heartbeat = ?, updated = ?"
+                " WHERE job_id = ?",
+                (job.attempt, worker, now, now, job.job_id),
             )
-        job.status, job.worker = status, worker
-        return Claim(
-            job=job,
-            attempt=number,
-            run_id=job.attempt_run_id(number) if status == "running" else None,
-            previous_run_id=job.attempt_run_id(number - 1) if number > 1 else None,
-            token=worker,
-        )
+        job.status, job.worker = "running", worker
+        return Claim.first(job, worker) if queued else Claim.takeover(job, worker)
 
     def heartbeat(self, claim: Claim) -> bool:
         return self._update_owned(claim, "heartbeat = ?", (time.time(),))
+
+    def retry_job(self, claim: Claim) -> Claim | None:
+        now = time.time()
+        counted = self._update_owned(claim, "attempt = attempt + 1, heartbeat = ?, updated = ?", (now, now))
+        return claim.next_attempt() if counted else None
 
     def finish_job(self, claim: Claim, status: str) -> bool:
         return self._update_owned(claim, "status = ?, updated = ?", (status, time.time()))
