@@ -288,6 +288,47 @@ def test_redis_retention_expires_runs_and_cleans_the_index(redis_server: RedisSe
         assert bus.list_runs() == []
 
 
+def test_a_finished_job_is_kept_as_long_as_a_run_and_a_waiting_one_until_it_runs(bus_url: str) -> None:
+    """Retention applies to a job once it has finished, as to a run once it has ended; a queued job is work
+    still to do, kept however long it waits."""
+    with open_bus(bus_url + "?retention=1") as bus:
+        bus.enqueue(Job(job_id="done", run_id="r-done", prompt="x"))
+        claim = bus.claim("w1", idle_timeout=60)
+        assert claim is not None and bus.finish_job(claim, "succeeded")
+        bus.enqueue(Job(job_id="waiting", run_id="r-waiting", prompt="x"))
+        time.sleep(1.3)
+        bus.append("r-new", events("r-new", 2, final=True))  # a run ends: its writer applies the retention
+        assert bus.get_job("done") is None
+        assert bus.get_job("waiting") is not None
+
+
+def test_redis_sweeps_what_expiry_leaves_behind(redis_server: RedisServer) -> None:
+    """A long-lived Redis does not grow with every run and job: a finished job's queue entry is deleted, and the
+    writer that ends a run sweeps the index entries of expired runs (which a `runs` that lists only the newest
+    never meets) and the consumers of workers gone for the retention that hold no job."""
+    import redis
+
+    from agentstream.bus.redis_backend import GROUP, JOBS_KEY, RUNS_KEY
+
+    client = redis.Redis(port=redis_server.port)
+    with open_bus(redis_server.url + "?retention=1") as bus:
+        for run_id in ("a", "b", "c"):
+            bus.append(run_id, events(run_id, 2, final=True))
+        bus.enqueue(Job(job_id="j1", run_id="r1", prompt="x"))
+        bus.enqueue(Job(job_id="j2", run_id="r2", prompt="x"))
+        finished = bus.claim("gone-worker", idle_timeout=60)
+        assert finished is not None and bus.finish_job(finished, "succeeded")
+        held = bus.claim("busy-worker", idle_timeout=60)
+        assert held is not None and held.job.job_id == "j2"
+        assert client.xlen(JOBS_KEY) == 1  # only the job still held
+        time.sleep(1.3)
+        bus.append("d", events("d", 2, final=True))
+        assert client.zrange(RUNS_KEY, 0, -1) == [b"d"]
+        assert [c["name"] for c in client.xinfo_consumers(JOBS_KEY, GROUP)] == [b"busy-worker"]
+        assert bus.heartbeat(held)  # the job it holds is untouched
+    client.close()
+
+
 def test_a_very_long_line_is_stored_whole_in_order_and_once(
     bus_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

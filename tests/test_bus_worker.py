@@ -15,7 +15,18 @@ import msgspec
 import pytest
 
 from _agent_tools_support import gone_soon, process_alive, wait_for_file
-from _bus_fixtures import CASSETTE, PRODUCER, bus_home, bus_url, cli, events, lines_of, spawn_cli  # noqa: F401
+from _bus_fixtures import (  # noqa: F401
+    CASSETTE,
+    PRODUCER,
+    RedisServer,
+    bus_home,
+    bus_url,
+    cli,
+    events,
+    lines_of,
+    redis_server,
+    spawn_cli,
+)
 from agentstream import protocol as p
 from agentstream._signals import Interrupted
 from agentstream.bus import Bus, BusUnusable, Claim, Job, Record, open_bus
@@ -78,6 +89,29 @@ def test_submitted_prompts_run_through_the_real_exec(bus_url: str, tmp_path: Pat
     assert job is not None and job.status == "succeeded"
     worker_events = lines_of(worker.stdout)
     assert [o["name"] for o in worker_events if o["type"] == "event"] == ["job.started", "job.succeeded"]
+
+
+def test_a_job_a_worker_finished_on_redis_expires_with_the_retention_of_its_run(
+    redis_server: RedisServer, producer_jobs: None
+) -> None:
+    """The job's record is set to expire as its run does, and its queue entry is gone: nothing of a finished job
+    stays on the server for good."""
+    import redis
+
+    from agentstream.bus.redis_backend import JOBS_KEY
+
+    url = redis_server.url + "?retention=1h"
+    job = submit(url, "events=2")
+    worker = cli("worker", "--bus", url, "--max-jobs", "1", "--idle-timeout", "5", timeout=60)
+    assert worker.returncode == 0, worker.stderr
+    client = redis.Redis(port=redis_server.port)
+    try:
+        assert client.hget(f"agentstream:job:{job['job_id']}", "status") == b"succeeded"
+        assert 3590 < client.ttl(f"agentstream:job:{job['job_id']}") <= 3600
+        assert 3590 < client.ttl(f"agentstream:runmeta:{job['run_id']}") <= 3600
+        assert client.xlen(JOBS_KEY) == 0
+    finally:
+        client.close()
 
 
 @pytest.mark.parametrize("bus_url", ["sqlite"], indirect=True)

@@ -43,6 +43,7 @@ __all__ = [
     "DEFAULT_CONNECT_TIMEOUT_S",
     "DEFAULT_RETENTION_S",
     "DEFAULT_RETRY_S",
+    "PRUNE_EVERY_S",
     "REACHED_ENV",
     "RETRY_ENV",
     "RUN_STATUSES",
@@ -67,6 +68,7 @@ __all__ = [
     "default_bus_url",
     "open_bus",
     "parse_duration",
+    "prune_due",
     "redact_url",
     "run_update",
 ]
@@ -80,7 +82,9 @@ TERMINAL_STATUSES: Final[frozenset[str]] = frozenset({"succeeded", "failed", "in
 _SIGNAL_EXITS: Final = frozenset({129, 130, 143})
 
 DEFAULT_RETENTION_S: Final = 7 * 24 * 3600.0
-"""A run is deleted this long after its last event, unless the URL says otherwise."""
+"""A run is deleted this long after its last event, unless the URL says otherwise (a finished job too)."""
+PRUNE_EVERY_S: Final = 60.0
+"""How often at most a writer sweeps what retention has let go (a tenth of a shorter retention)."""
 
 CONNECT_TIMEOUT_ENV: Final = "AGENTSTREAM_BUS_CONNECT_TIMEOUT"
 DEFAULT_CONNECT_TIMEOUT_S: Final = 2.0
@@ -324,7 +328,10 @@ class Bus(abc.ABC):
 
     @abc.abstractmethod
     def finish_job(self, claim: Claim, status: str) -> bool:
-        """Record the job's final status; False (and no change) if the claim was lost."""
+        """Record the job's final status; False (and no change) if the claim was lost.
+
+        A finished job is kept as long as a run (the bus's retention after it finished), then deleted.
+        """
 
     @abc.abstractmethod
     def get_job(self, job_id: str) -> Job | None: ...
@@ -337,6 +344,12 @@ class Bus(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def prune_due(last_prune: float, now: float, retention: float) -> bool:
+    """Whether a writer that just ended a run sweeps now: never when runs are kept forever, else at most once
+    every :data:`PRUNE_EVERY_S`, so that many runs ending at once cost one sweep."""
+    return bool(retention) and now - last_prune >= min(PRUNE_EVERY_S, retention / 10)
 
 
 def run_update(records: Sequence[Record]) -> RunUpdate:

@@ -7,16 +7,19 @@ Keys (``{id}`` is a run or job id)::
                               producer
     agentstream:runs          sorted set of run ids by creation time (the index behind ``runs``)
     agentstream:events        stream of every run's events (r, s, t, l), capped with MAXLEN ~ (``watch``)
-    agentstream:jobs          stream of job ids, consumed by the group ``workers``
-    agentstream:job:{id}      hash: the job and its state
+    agentstream:jobs          stream of job ids, consumed by the group ``workers``; a finished job's entry is deleted
+    agentstream:job:{id}      hash: the job and its state; expires ``retention`` after the job finished
 
 An append is one Lua script per batch, so a batch is stored whole or not at all,
 an entry ID equal to or below the stream's top is skipped (a retried append is a
 no-op), the feed gets exactly the new events, a closed run refuses more, and
 so does a run another producer writes (:meth:`~agentstream.bus.Bus.append_from`).
 Retention: every append sets the run's keys to expire ``retention`` seconds
-later, so a run disappears that long after its last event; stale index entries
-are dropped when ``runs`` meets them.
+later, so a run disappears that long after its last event, and a finished job's
+record expires as long after it finished. A writer that ends a run sweeps the
+rest at most once a minute (:func:`~agentstream.bus.prune_due`): the index
+entries of expired runs, and the consumers of workers gone for as long, which
+hold no job.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from agentstream.bus import (
     BOUND_LINE_BYTES,
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_RETENTION_S,
+    TERMINAL_STATUSES,
     Bus,
     BusUnavailable,
     Claim,
@@ -45,6 +49,7 @@ from agentstream.bus import (
     Record,
     RunInfo,
     SeqConflict,
+    prune_due,
     redact_url,
     run_update,
 )
@@ -66,6 +71,8 @@ MAX_BLOCK_S: Final = 1.0
 """Longest single blocking command: a longer ``block`` is waited out in slices of this, so that a server
 that stops answering is noticed within this plus the connect timeout, whatever the caller's ``block``."""
 _OUR_QUERY: Final = frozenset({"retention", "maxlen", "connect_timeout"})
+PRUNE_PAGE: Final = 500
+"""Index entries checked per round trip of a sweep."""
 
 # KEYS: run stream, run meta, runs index, feed
 # ARGV: run_id, now, maxlen, retention, if_next_seq (-1: none), status, command, exit_code, subtype,
@@ -120,17 +127,19 @@ _TOUCH: Final = """
 if redis.call('HGET', KEYS[1], 'status') == 'running' then redis.call('HSET', KEYS[1], 'alive', ARGV[1]) end
 """
 
-# KEYS: jobs stream, job hash. ARGV: group, consumer, entry id, attempt, action, now, final status.
+# KEYS: jobs stream, job hash. ARGV: group, consumer, entry id, attempt, action, now, retention, final status.
 # Succeeds (1) only while this consumer owns the entry for this attempt. Action 'beat' resets the entry's idle
-# time; 'retry' counts the next attempt and resets it too; 'finish' sets the final status and acknowledges the
-# entry.
+# time; 'retry' counts the next attempt and resets it too; 'finish' sets the final status, acknowledges and
+# deletes the entry, and sets the job to expire ``retention`` later (0: never), as its runs do.
 _OWNED: Final = """
 local pending = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1)
 if #pending == 0 or pending[1][2] ~= ARGV[2] then return 0 end
 if redis.call('HGET', KEYS[2], 'attempt') ~= ARGV[4] then return 0 end
 if ARGV[5] == 'finish' then
-  redis.call('HSET', KEYS[2], 'status', ARGV[7], 'updated', ARGV[6])
+  redis.call('HSET', KEYS[2], 'status', ARGV[8], 'updated', ARGV[6])
   redis.call('XACK', KEYS[1], ARGV[1], ARGV[3])
+  redis.call('XDEL', KEYS[1], ARGV[3])
+  if tonumber(ARGV[7]) > 0 then redis.call('EXPIRE', KEYS[2], ARGV[7]) end
   return 1
 end
 if ARGV[5] == 'retry' then
@@ -149,6 +158,7 @@ _TAKE: Final = """
 local status = redis.call('HGET', KEYS[2], 'status')
 if status ~= 'queued' and status ~= 'running' then
   redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+  redis.call('XDEL', KEYS[1], ARGV[2])
   return {-1}
 end
 local queued = 0
@@ -158,6 +168,24 @@ if status == 'queued' then
 end
 redis.call('HSET', KEYS[2], 'worker', ARGV[3], 'updated', ARGV[4])
 return {queued, redis.call('HGETALL', KEYS[2])}
+"""
+
+# KEYS: jobs stream. ARGV: group, idle milliseconds. Deletes the group's consumers that hold no job and were not
+# seen for that long (workers gone): a consumer is made again by its worker's next read, but its pending jobs
+# would be dropped with it, so one that holds any is kept. Returns how many were deleted.
+_PRUNE_CONSUMERS: Final = """
+local listed = redis.pcall('XINFO', 'CONSUMERS', KEYS[1], ARGV[1])
+if listed.err then return 0 end
+local deleted = 0
+for _, flat in ipairs(listed) do
+  local consumer = {}
+  for i = 1, #flat, 2 do consumer[flat[i]] = flat[i + 1] end
+  if consumer.pending == 0 and consumer.idle > tonumber(ARGV[2]) then
+    redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], consumer.name)
+    deleted = deleted + 1
+  end
+end
+return deleted
 """
 
 
@@ -211,7 +239,9 @@ class RedisBus(Bus):
         self._owned = self._client.register_script(_OWNED)
         self._touch = self._client.register_script(_TOUCH)
         self._take_job = self._client.register_script(_TAKE)
+        self._prune_consumers = self._client.register_script(_PRUNE_CONSUMERS)
         self._group_ready = False
+        self._last_prune = 0.0
 
     @cached_property
     def _blocking_client(self) -> redis.Redis:
@@ -282,7 +312,39 @@ class RedisBus(Bus):
             raise ProducerConflict(run_id)
         if added < 0:
             raise SeqConflict(f"run {run_id} is at seq {int(last) + 1}, not {if_next_seq}")
+        if update.status in TERMINAL_STATUSES:
+            self._maybe_prune()
         return int(added)
+
+    def _maybe_prune(self) -> None:
+        """Sweep what expiry leaves behind: index entries of expired runs, consumers of workers long gone.
+
+        A run can only have expired once ``retention`` has passed since it was made (its keys expire that long
+        after its last write), so only older index entries are looked at.
+        """
+        now = time.time()
+        if not prune_due(self._last_prune, now, self.retention):
+            return
+        self._last_prune = now
+        with self._translated():
+            kept = 0
+            while True:
+                ids = cast(
+                    "list[bytes]",
+                    self._client.zrangebyscore(
+                        RUNS_KEY, "-inf", now - self.retention, start=kept, num=PRUNE_PAGE
+                    ),
+                )
+                pipe = self._client.pipeline(transaction=False)
+                for run_id in ids:
+                    pipe.exists(_meta_key(run_id.decode()))
+                expired = [run_id for run_id, exists in zip(ids, pipe.execute(), strict=True) if not exists]
+                if expired:
+                    self._client.zrem(RUNS_KEY, *expired)
+                kept += len(ids) - len(expired)
+                if len(ids) < PRUNE_PAGE:
+                    break
+            self._prune_consumers(keys=[JOBS_KEY], args=[GROUP, self.retention * 1000])
 
     def touch(self, run_id: str) -> None:
         with self._translated():
@@ -483,6 +545,7 @@ class RedisBus(Bus):
                     claim.attempt,
                     action,
                     repr(time.time()),
+                    self.retention,
                     status,
                 ],
             )

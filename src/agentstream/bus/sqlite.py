@@ -42,6 +42,7 @@ from agentstream.bus import (
     RunInfo,
     RunUpdate,
     SeqConflict,
+    prune_due,
     run_update,
 )
 from agentstream.errors import UsageError
@@ -53,7 +54,6 @@ T = TypeVar("T")
 BUSY_TIMEOUT_MS: Final = 15000
 POLL_MIN_S: Final = 0.001
 POLL_MAX_S: Final = 0.025
-PRUNE_EVERY_S: Final = 60.0
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS events (
@@ -244,8 +244,8 @@ class SqliteBus(Bus):
             )
 
     def _maybe_prune(self, now: float) -> None:
-        """Delete runs (and finished jobs) whose last event is older than the retention."""
-        if not self.retention or now - self._last_prune < min(PRUNE_EVERY_S, self.retention / 10):
+        """Delete runs whose last event, and finished jobs whose end, is older than the retention."""
+        if not prune_due(self._last_prune, now, self.retention):
             return
         self._last_prune = now
         cutoff = now - self.retention
