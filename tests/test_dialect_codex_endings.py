@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import threading
 from typing import Any
 
 import pytest
@@ -128,6 +130,33 @@ def test_a_retry_notice_before_other_lines_goes_out_as_recoverable() -> None:
     events = decode("codex", [THREAD, TURN, notice, line({"type": "item.completed", "item": item})])
     assert [e.type for e in events] == ["start", "error", "message"]
     assert one(events, p.Error).details == {"attempt": 1, "max_attempts": 5}
+
+
+def test_a_retry_notice_reaches_a_live_reader_before_the_next_line_is_written() -> None:
+    """Codex waits after a retry notice before it writes again (seconds, longer with each attempt): a reader of
+    the pipe has the notice while Codex waits, not once the next line comes."""
+    notice = line({"type": "error", "message": "Reconnecting... 1/5 (stream disconnected)"})
+    item = line({"type": "item.completed", "item": {"id": "item_0", "type": "agent_message", "text": "back"}})
+    read_fd, write_fd = os.pipe()
+    notice_read = threading.Event()
+    order: list[str] = []
+
+    def codex_retrying() -> None:
+        with os.fdopen(write_fd, "wb", buffering=0) as out:
+            out.write(b"\n".join([THREAD, TURN, notice]) + b"\n")
+            notice_read.wait(10)  # the back-off: the notice is read during it, or never will be
+            order.append("next line written")
+            out.write(item + b"\n" + _completed({"input_tokens": 3, "output_tokens": 1}) + b"\n")
+
+    writer = threading.Thread(target=codex_retrying)
+    writer.start()
+    with os.fdopen(read_fd, "rb") as source:
+        for event in read(source, "codex"):
+            if isinstance(event, p.Error):
+                order.append("notice read")
+                notice_read.set()
+    writer.join()
+    assert order == ["notice read", "next line written"]
 
 
 def test_a_turn_failed_without_an_error_names_the_error_line_before_it() -> None:

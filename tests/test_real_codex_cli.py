@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,47 +77,54 @@ def _run(
     answering ``script``; with ``wrap``, run under ``agentstream wrap WRAP --``."""
     home = home or tmp_path / "home"
     work = tmp_path / "work"
-    (home / ".codex").mkdir(parents=True, exist_ok=True)
-    work.mkdir(exist_ok=True)
     with FakeModelServer(script) as server:
-        provider = (
-            f'{{name="fake", base_url="{server.url}/v1", wire_api="responses", env_key="FAKE_CODEX_KEY"}}'
-        )
-        command = [
-            codex(),
-            "exec",
-            "--json",
-            "--skip-git-repo-check",
-            "--dangerously-bypass-approvals-and-sandbox",
-            "-C",
-            str(work),
-            "-m",
-            model,
-            "-c",
-            "model_provider=fake",
-            "-c",
-            f"model_providers.fake={provider}",
-            "-c",
-            "model_providers.fake.request_max_retries=0",
-            "-c",
-            "model_providers.fake.stream_max_retries=1",
-            *args,
-        ]
+        command, env = _codex_exec(server, home, work, model, args)
         if wrap is not None:
             command = [sys.executable, "-m", "agentstream", "wrap", "--no-publish", *wrap, "--", *command]
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": str(home),
-            "CODEX_HOME": str(home / ".codex"),
-            "FAKE_CODEX_KEY": KEY,
-            "AGENTSTREAM_HOME": str(home / "agentstream"),
-            **({"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}),
-        }
         proc = subprocess.run(
             command, capture_output=True, env=env, cwd=work, stdin=subprocess.DEVNULL, timeout=60
         )
         posts = len(server.posts)
     return CodexRun(proc.returncode, proc.stdout, proc.stderr.decode("utf-8", "replace"), home, posts)
+
+
+def _codex_exec(
+    server: FakeModelServer, home: Path, work: Path, model: str, args: Sequence[str]
+) -> tuple[list[str], dict[str, str]]:
+    """The ``codex exec --json ARGS`` command line against ``server`` (made to run in ``work``), and its
+    environment (``home`` its home)."""
+    (home / ".codex").mkdir(parents=True, exist_ok=True)
+    work.mkdir(exist_ok=True)
+    provider = f'{{name="fake", base_url="{server.url}/v1", wire_api="responses", env_key="FAKE_CODEX_KEY"}}'
+    command = [
+        codex(),
+        "exec",
+        "--json",
+        "--skip-git-repo-check",
+        "--dangerously-bypass-approvals-and-sandbox",
+        "-C",
+        str(work),
+        "-m",
+        model,
+        "-c",
+        "model_provider=fake",
+        "-c",
+        f"model_providers.fake={provider}",
+        "-c",
+        "model_providers.fake.request_max_retries=0",
+        "-c",
+        "model_providers.fake.stream_max_retries=1",
+        *args,
+    ]
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "CODEX_HOME": str(home / ".codex"),
+        "FAKE_CODEX_KEY": KEY,
+        "AGENTSTREAM_HOME": str(home / "agentstream"),
+        **({"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}),
+    }
+    return command, env
 
 
 def _agentstream(*args: str, data: bytes) -> subprocess.CompletedProcess[bytes]:
@@ -219,6 +227,42 @@ def test_a_stream_dropped_once_is_retried_and_the_turn_succeeds(tmp_path: Path) 
     assert notice.code == "PROVIDER_ERROR"
     assert one(events, p.Result).result == "Second try."
     assert not violations(events)
+
+
+class _HeldRetry(FakeModelServer):
+    """Holds its answer to the request Codex retries until ``read`` is set (the reader has the notice), and notes
+    in ``order`` when it answers."""
+
+    def __init__(self, script: Sequence[Reply], read: threading.Event, order: list[str]) -> None:
+        super().__init__(script)
+        self.read, self.order = read, order
+
+    def next_reply(self) -> Reply:
+        if self.posts[1:]:  # the retry: Codex waits for it after its notice, as it waits out its back-off
+            self.read.wait(30)  # bounded, so that a notice never read fails the test rather than hanging it
+            self.order.append("retry answered")
+        return super().next_reply()
+
+
+def test_a_retry_notice_reaches_a_live_reader_while_codex_waits_to_try_again(tmp_path: Path) -> None:
+    """Codex prints ``Reconnecting... 1/1`` and then waits (its back-off, then the retry, which this server holds)
+    before its next line: a reader of its pipe has the notice in that wait, not once the next line comes."""
+    notice_read, order, events = threading.Event(), list[str](), list[p.AnyEvent]()
+    with _HeldRetry([openai_error(500), responses_reply("Back.")], notice_read, order) as server:
+        command, env = _codex_exec(server, tmp_path / "home", tmp_path / "work", MODEL, ["say hi"])
+        with subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, env=env
+        ) as proc:
+            assert proc.stdout is not None
+            for event in read(proc.stdout, "codex"):
+                events.append(event)
+                if isinstance(event, p.Error):
+                    order.append("notice read")
+                    notice_read.set()
+    assert proc.returncode == 0
+    assert order == ["notice read", "retry answered"]
+    assert one(events, p.Error).details == {"attempt": 1, "max_attempts": 1}
+    assert one(events, p.Result).result == "Back." and not violations(events)
 
 
 # -- a turn that fails -------------------------------------------------------------------------

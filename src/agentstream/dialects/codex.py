@@ -7,10 +7,11 @@ Lines: ``thread.started`` (``thread_id``), ``turn.started``, ``item.started`` /
 ``turn.failed`` (``error.message``), and top-level ``error`` lines.
 
 A turn's end is the run's end: ``turn.completed`` becomes the ``usage`` and the
-``result``. Top-level ``error`` lines (e.g. ``Reconnecting... 2/5``) and ``error``
-items are not fatal — only ``turn.failed`` is, and Codex writes the error that
-failed the turn twice: as an ``error`` line, then as ``turn.failed``'s. Codex
-never names the model, and ``exec`` stops with no turn event at all when
+``result``. Top-level ``error`` lines and ``error`` items are not fatal — only
+``turn.failed`` is, and Codex writes the error that failed the turn twice: as an
+``error`` line, then as ``turn.failed``'s. A retry notice (``Reconnecting... 2/5
+(…)``) is never that error: Codex writes it, then waits before it tries again.
+Codex never names the model, and ``exec`` stops with no turn event at all when
 interrupted: the reader then makes up the ending.
 """
 
@@ -57,8 +58,8 @@ def _error_code(message: str) -> str:
     return code
 
 
-def _retry_error(message: str) -> p.Error:
-    """A top-level ``error`` line: a retry notice carries its attempt and delay; none of them is fatal."""
+def _line_error(message: str) -> p.Error:
+    """A top-level ``error`` line, recoverable: a retry notice carries its attempt (in ``details``) and delay."""
     attempt, delay = _RETRY.search(message), _DELAY.search(message)
     error = p.Error(code=_error_code(message), message=message, recoverable=True)
     if delay is not None:
@@ -437,10 +438,14 @@ class CodexDecoder(EventDecoder):
     dialect = "codex"
     command = "codex exec"
     identifying = identify(
-        dict.fromkeys(
-            ("item.started", "item.updated", "item.completed"),
-            frozenset({"item", "item.id", "item.type", "item.item_type"}),
-        )
+        {
+            **dict.fromkeys(
+                ("item.started", "item.updated", "item.completed"),
+                frozenset({"item", "item.id", "item.type", "item.item_type"}),
+            ),
+            # it tells a retry notice (out at once) from an error that may fail the turn (held)
+            "error": frozenset({"message"}),
+        }
     )
 
     def __init__(self, session_id: str | None = None) -> None:
@@ -457,9 +462,8 @@ class CodexDecoder(EventDecoder):
         """The last running total a ``turn.completed`` of this thread reported."""
         self._thread: str | None = None
         self._held: p.Error | None = None
-        """The last top-level ``error`` line, held until the next line says whether it is the turn's failure
-        (``turn.failed`` repeats it, or the stream ends on it) or one the turn got past. Retry notices are held
-        too, so that what a line decodes to never waits on its wording."""
+        """The last top-level ``error`` line but a retry notice, held until the next line says whether it is the
+        turn's failure (``turn.failed`` repeats it, or the stream ends on it) or one the turn got past."""
 
     def handler_name(self, kind: str) -> str:
         return "on_" + kind.replace(".", "_")
@@ -511,13 +515,10 @@ class CodexDecoder(EventDecoder):
 
     def finish(self) -> list[p.AnyEvent]:
         """A turn cut off right after an ``error`` line ended for that error (older ``exec`` versions stop so
-        on a 401), not because the stream was cut: that error is the fatal one the made-up ending names. A
-        retry notice never is: Codex was still trying, and the stream was cut."""
+        on a 401), not because the stream was cut: that error is the fatal one the made-up ending names."""
         self.close_open_calls("the stream ended before the item completed")
-        held = self._held
-        if held is not None:
-            cause = self.started and not self._turn_over and held.details is p.UNSET
-            self._release(recoverable=not cause)
+        if self._held is not None:
+            self._release(recoverable=not self.started or self._turn_over)
         return super().finish()
 
     def on_thread_started(self, f: Fields) -> None:
@@ -594,10 +595,16 @@ class CodexDecoder(EventDecoder):
         )
 
     def on_error(self, f: Fields) -> None:
-        error = _retry_error(f.text("message"))
+        """A retry notice goes out at once: Codex waits after it (seconds, growing with each attempt) before the
+        next line, and the notice is never the turn's failure (Codex was still trying). Any other error line is
+        held (see ``_held``)."""
+        error = _line_error(f.text("message"))
         if self._held is not None:
             self._release(recoverable=True)
-        self._held = error
+        if error.details is p.UNSET:  # not a retry notice, which names its attempt
+            self._held = error
+        else:
+            self.emit(error)
 
     def on_item_started(self, f: Fields) -> None:
         self._item(f, "started")
