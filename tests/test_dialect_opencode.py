@@ -87,12 +87,12 @@ def test_older_versions_without_done_end_at_a_step_that_stopped() -> None:
 
 
 def test_error_then_more_work_is_reported_at_once_and_still_fails_the_run() -> None:
-    lines = fixture_lines("opencode", "error.ndjson")[:2] + fixture_lines("opencode", "no-done.ndjson")[1:]
-    events = decode("opencode", lines)
+    """opencode goes on after a context overflow (it compacts the conversation), and still exits 1."""
+    events = decode_fixture("opencode", "real-1.18.33-compacted.ndjson")
     errors = only(events, p.Error)
     assert [e.recoverable for e in errors] == [True]
     result = events[-1]
-    assert isinstance(result, p.Result) and not result.ok and result.error.code == "RATE_LIMITED"  # type: ignore[union-attr]
+    assert isinstance(result, p.Result) and not result.ok and result.error.code == "CONTEXT_LIMIT"  # type: ignore[union-attr]
 
 
 def test_detection() -> None:

@@ -239,8 +239,8 @@ def test_a_dropped_stream_is_tried_again(tmp_path: Path) -> None:
 
 
 def test_continued_runs_read_as_runs_of_their_own(tmp_path: Path) -> None:
-    """``--continue`` carries on the session: the model sees the earlier turns. Each run's
-    output reads alone; appended, runs read as one (opencode 1.18 prints no ``done`` to tell them apart)."""
+    """``--continue`` carries on the session: the model sees the earlier turns. Each run's output reads alone, and
+    appended (of one session or of two) each still reads as its own run, though opencode 1.18 prints no ``done``."""
     first = run_opencode(tmp_path, [openai_reply("First.", usage=(100, 5))])
     session = json.loads(first.stdout.splitlines()[0])["sessionID"]
     second = run_opencode(tmp_path, [openai_reply("Second.", usage=(150, 6))], "--continue")
@@ -252,9 +252,10 @@ def test_continued_runs_read_as_runs_of_their_own(tmp_path: Path) -> None:
     assert sent == [("user", quoted), ("assistant", "First."), ("user", quoted)]
     assert one(converted(second.stdout, 0), p.Result).usage.input_tokens == 150
 
-    appended = agentstream("convert", "opencode", first.stdout + third.stdout).stdout.splitlines()
-    (result,) = only([p.decode(line) for line in appended], p.Result)
-    assert (result.result, result.turn_count) == ("Other.", 2)  # no ``done`` line: the runs read as one
+    appended = agentstream("convert", "opencode", first.stdout + second.stdout + third.stdout).stdout
+    events = assert_valid_stream(appended.splitlines(), 0)
+    results = [(r.result, r.turn_count, r.usage.input_tokens) for r in only(events, p.Result)]
+    assert results == [("First.", 1, 100), ("Second.", 1, 150), ("Other.", 1, 10)]
 
 
 @pytest.mark.parametrize(("script", "exit_code"), [(LOOK, 0), ([openai_error(401)], 1)])

@@ -8,8 +8,12 @@ complete: opencode streams no deltas; reasoning only with ``--thinking``),
 session error: the run will exit 1) and, in some versions, a closing ``done``
 (``reason: "idle"``, auto-rejected ``permissions``). opencode 1.18 prints no
 ``done``: its run is over once a step finishes for a reason other than
-``tool-calls`` (the model stopped, or hit its output limit), or after a step whose
-tool call a permission rule rejected (opencode stops there and exits 0).
+``tool-calls`` (the model stopped, or hit its output limit), after a step whose
+tool call a permission rule rejected (opencode stops there and exits 0), or after a
+session error other than a context overflow (which opencode compacts and goes on).
+Each run prints its own session on every line, so the outputs of several runs
+appended read as runs of their own: a line of another session, or a model call or
+error after the run was over, opens the next one.
 
 opencode has no start line and never echoes the prompt. A ``text`` part marked
 ``synthetic`` is opencode's own words in a user message (the note it adds after
@@ -59,6 +63,15 @@ _FINAL = frozenset({"stop", "length", "content-filter", "error", "other"})
 _REJECTED = "The user rejected permission to use this specific tool call."
 """opencode's error for a tool call a permission rule turned down (``PermissionRejectedError``): the run stops
 after that step."""
+_OVERFLOW = "ContextOverflowError"
+"""The session error opencode goes on after (it compacts the conversation); after any other the run stops."""
+_RUN_OPENERS = frozenset({"step_start", "error"})
+"""What the next run opens with (its first model call, or the error that failed it): after the run was over, such
+a line is the next run's."""
+_CUT_SHORT = "the run's output stopped before it ended, and another run's followed"
+_NO_REASON = "unknown"
+"""The AI SDK's finish reason for a step that gave none: the encoder's, as a canonical ``usage`` does not say why the
+model stopped, and a reason that ends the run (``stop``) on a step that more steps follow would split the run."""
 
 
 class OpencodeDecoder(EventDecoder):
@@ -66,6 +79,10 @@ class OpencodeDecoder(EventDecoder):
     command = "opencode run"
     identifying = identify(
         {
+            # the session tells one run's lines from the next run's
+            "*": frozenset({"sessionID"}),
+            # the error's name tells whether opencode goes on after it (it compacts after a context overflow)
+            "error": frozenset({"error", "error.name"}),
             # a tool's status tells a call still running from a finished one
             "tool_use": frozenset({"part", "part.callID", "part.tool", "part.state", "part.state.status"}),
             # without ``done``, a step that finished with reason ``stop`` ends the run
@@ -86,26 +103,55 @@ class OpencodeDecoder(EventDecoder):
         """A permission rule turned down one of this step's tool calls: opencode stops after the step."""
         self._last_text: str | None = None
         self._ended = False
+        self._run_session: str | None = None
+        """The session the current run's lines name."""
 
     def decode_object(self, obj: dict[str, Any]) -> None:
         """Every line names the session and its time; the time also stamps the events that carry none of their
-        own (a ``log`` warning, the ending made up at EOF), so the stream's times do not jump to the clock's."""
-        session_id = obj.get("sessionID")
-        self.adopt_session(session_id if isinstance(session_id, str) else None)
+        own (a ``log`` warning, the ending made up at EOF), so the stream's times do not jump to the clock's. The
+        stream is the first run's session, and a run that ends as the next one begins ends at its own last time."""
+        kind = self.rules_kind(obj)
+        session_id = self.fields(obj, f"{self.dialect} '{kind}' line", kind).opt_text("sessionID")
+        if not self._ended and self._opens_next_run(kind, session_id):
+            self._end_before_next_run()
+        self.adopt_session(session_id)
         stamp = obj.get("timestamp")
         ts = rfc3339(stamp) if type(stamp) is int else _liberal_time(obj)
         if ts is not None:
             self.line_ts = ts
         if self._ended:
             self._next_run()
+        self._run_session = self._run_session or session_id
         if self._held is not None and obj.get("type") not in ("error", "done"):
             self._release_error()
         super().decode_object(obj)
 
+    def _opens_next_run(self, kind: str, session_id: str | None) -> bool:
+        """Whether a line belongs to the run after this one (outputs of ``opencode run`` appended): it names another
+        session, or it opens a run (see ``_RUN_OPENERS``) after this one was over."""
+        other_session = session_id is not None and self._run_session not in (None, session_id)
+        return other_session or (self._over and kind in _RUN_OPENERS)
+
+    def _end_before_next_run(self) -> None:
+        """End this run as EOF would, but for a run whose output stops before it ended (its process was stopped):
+        the next run's lines follow, so its ending is made up here rather than by the reader at the end."""
+        if self._ends_here():
+            self._end()
+            return
+        self.close_open_calls(f"{_CUT_SHORT} (no result for this call)")
+        self._failed = p.ErrorInfo(code=ErrorCode.STREAM_TRUNCATED, message=_CUT_SHORT)
+        self.emit(p.Error(code=self._failed.code, message=_CUT_SHORT, recoverable=False, synthetic=True))
+        self._end(synthetic=True)
+
+    def _ends_here(self) -> bool:
+        """Whether the lines read tell how the run ended: an error, or a last step that ended it."""
+        return self._failed is not None or self._over
+
     def _next_run(self) -> None:
-        """A line after ``done`` is the next run's (``opencode run --continue`` appended): it opens with a start
-        made up as the first run's is, and how it ends, its steps, tools and usage are its own."""
+        """The next run's first line (after ``done``, or see :meth:`_opens_next_run`): it opens with a start made
+        up as the first run's is, and how it ends, its session, steps, tools and usage are its own."""
         self._ended, self._failed, self._last_text = False, None, None
+        self._rejected, self._run_session = False, None
         self.tally = Tally()
         self.emit(p.Start(command=self.command, synthetic=True))
 
@@ -117,7 +163,7 @@ class OpencodeDecoder(EventDecoder):
 
     def finish(self) -> list[p.AnyEvent]:
         """EOF without ``done``: an error, or a last step that ended the run, still tells how the run ended."""
-        if not self._ended and (self._failed is not None or self._over):
+        if not self._ended and self._ends_here():
             self._end()
         return super().finish()
 
@@ -151,10 +197,12 @@ class OpencodeDecoder(EventDecoder):
             self.emit(usage)
 
     def on_text(self, f: Fields) -> None:
+        """The model's text comes inside a step; after the step that stopped, only opencode's own note after
+        compacting the conversation (``synthetic``) does, and the run goes on."""
         part = f.sub("part")
         text, part_id = part.text("text"), part.opt_text("id") or p.new_id("msg")
+        self._over = False
         if part.opt_flag("synthetic"):
-            self._over = False  # opencode goes on after compacting the conversation
             self.emit(p.Message(message_id=part_id, role="user", content=text))
             return
         self._last_text = text
@@ -212,6 +260,7 @@ class OpencodeDecoder(EventDecoder):
             self._release_error()
         self._failed = p.ErrorInfo(code=code, message=message)
         self._held = (self._failed, self.line_ts)
+        self._over = self._over or name != _OVERFLOW
 
     def on_done(self, f: Fields) -> None:
         rejected = f.opt_list("rejected") or []
@@ -219,7 +268,7 @@ class OpencodeDecoder(EventDecoder):
             self.emit(p.GenericEvent(name="opencode.rejected", data=rejected))
         self._end()
 
-    def _end(self) -> None:
+    def _end(self, *, synthetic: bool = False) -> None:
         self._ended, self._over = True, False
         self._running.clear()
         self.close_open_calls("opencode finished without the tool's result")
@@ -238,6 +287,7 @@ class OpencodeDecoder(EventDecoder):
                 usage=msgspec.structs.replace(self.tally.usage),
                 result=self._last_text if self._last_text is not None else p.UNSET,
                 error=self._failed if self._failed is not None else p.UNSET,
+                synthetic=True if synthetic else p.UNSET,
             )
         )
 
@@ -337,7 +387,8 @@ class OpencodeEncoder(EventEncoder):
         return self._open_step(event) + self._close_step(event, event)
 
     def _close_step(self, event: p.BaseEvent, usage: p.Usage | None = None) -> list[dict[str, Any]]:
-        """A ``step_finish`` for the open step, with ``usage``'s tokens (zeros when the step had none)."""
+        """A ``step_finish`` for the open step, with ``usage``'s tokens (zeros when the step had none); the run's end
+        is the ``done`` line's to say."""
         if self._step is None:
             return []
         usage = usage or p.Usage(model=_UNKNOWN_MODEL)
@@ -355,7 +406,7 @@ class OpencodeEncoder(EventEncoder):
         }
         cost = usage.cost_usd if usage.cost_usd is not p.UNSET else 0
         part = self._part(
-            event, "step-finish", self.made_up_id("prt"), reason="stop", cost=cost, tokens=tokens
+            event, "step-finish", self.made_up_id("prt"), reason=_NO_REASON, cost=cost, tokens=tokens
         )
         self._step = None
         return [self._line(event, "step_finish", part=part)]
