@@ -356,6 +356,8 @@ def test_wrap_relays_codex_with_its_exit_code(tmp_path: Path, replies: list[Repl
     assert not violations(events)
     result = one(events, p.Result)
     assert result.exit_code == exit_code
+    (child,) = [e for e in events if isinstance(e, p.Status) and e.status == "child_session"]
+    assert run.rollout().stem.endswith(f"-{child.message}")  # Codex's own thread, the one it resumes
     assert KEY not in run.stdout.decode()  # the 401 echoes the key; the wrap redacts it
     if exit_code == 0:
         assert result.result == "Wrapped."

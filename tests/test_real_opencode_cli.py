@@ -260,10 +260,15 @@ def test_continued_runs_read_as_runs_of_their_own(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("script", "exit_code"), [(LOOK, 0), ([openai_error(401)], 1)])
 def test_wrap_runs_the_cli(tmp_path: Path, script: list[Reply], exit_code: int) -> None:
+    """The wrap's stream names opencode's own session (``--session`` resumes it), which opencode prints on every
+    line and sends the model server, though it prints no start line."""
     run = run_opencode(tmp_path, script, wrap=True)
     assert run.returncode == exit_code, run.stderr
-    result = one(assert_valid_stream(run.stdout.splitlines(), exit_code), p.Result)
+    events = assert_valid_stream(run.stdout.splitlines(), exit_code)
+    result = one(events, p.Result)
     assert result.exit_code == exit_code and result.synthetic is p.UNSET
+    (child,) = [e for e in events if isinstance(e, p.Status) and e.status == "child_session"]
+    assert child.message == run.posts[0].headers["x-session-id"] != result.session_id
     if exit_code:
         assert result.error.code == "AUTH_EXPIRED"
     else:

@@ -9,9 +9,11 @@ import subprocess
 import time
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from _consumer_support import PYTHON, ROOT, agent_script, assert_valid_stream, decode_output, helper_threads
+from _dialect_kit import FIXTURES
 from agentstream import protocol as p
 from agentstream.dialects import available_dialects
 from conftest import signal_twice_with_stdout_unread
@@ -57,6 +59,50 @@ def test_a_good_child_is_relayed_into_the_wraps_own_session(tmp_path: Path) -> N
     assert (
         isinstance(result, p.Result) and result.ok and result.result == "4" and result.usage.input_tokens == 3
     )
+
+
+_CLAUDE_WITHOUT_INIT = [
+    {
+        "type": "assistant",
+        "message": {"id": "msg_1", "role": "assistant", "content": [{"type": "text", "text": "4"}]},
+        "session_id": "16c61d1b-fe47-4d2a-a97a-fdea9213ac86",
+    },
+    {
+        "type": "result",
+        "subtype": "success",
+        "is_error": False,
+        "result": "4",
+        "session_id": "16c61d1b-fe47-4d2a-a97a-fdea9213ac86",
+    },
+]
+
+
+@pytest.mark.parametrize(
+    ("lines", "session"),
+    [
+        (
+            FIXTURES.joinpath("opencode", "real-1.18.33-tools.ndjson").read_bytes(),
+            "ses_de2e8a932ffe7ehQqGXQ1ELQO6",
+        ),
+        (
+            b"".join(msgspec.json.encode(line) + b"\n" for line in _CLAUDE_WITHOUT_INIT),
+            _CLAUDE_WITHOUT_INIT[0]["session_id"],
+        ),
+        (b'{"response": "4", "stats": {"models": {}}}\n', None),
+    ],
+    ids=["opencode-on-every-line", "claude-without-init", "gemini-document-without-one"],
+)
+def test_the_child_session_is_the_one_the_child_names(
+    tmp_path: Path, lines: bytes, session: str | None
+) -> None:
+    """The CLI's own session (the one it resumes), whether a start line names it or every line does (opencode has
+    no start line); a stream that names none has no ``child_session``, rather than one the reader made up."""
+    output = tmp_path / "output.ndjson"
+    output.write_bytes(lines)
+    events, code, _ = wrap("--", "cat", str(output))
+    assert code == 0
+    named = [e.message for e in events if isinstance(e, p.Status) and e.status == "child_session"]
+    assert named == ([session] if session else [])
 
 
 def test_a_crashing_child_gives_its_exit_code(tmp_path: Path) -> None:

@@ -3,8 +3,8 @@
 The CLI's stream is read by agentstream's consumer (:func:`agentstream.consumer.spawn`
 with the CLI's dialect), re-emitted into a Stream of our own (so the turn is
 published to the bus like any run) and presented through the shared mapping.
-The CLI's own session id comes from its first (non-made-up) ``start`` event and
-is passed back with its resume flag on the next prompt.
+The CLI's own session id (:attr:`~agentstream.consumer.Spawn.child_session`, known
+at its stream's ``start``) is passed back with its resume flag on the next prompt.
 
 Claude Code is driven over its stream-json input: the prompt is a ``user`` line
 on stdin, ``session/cancel`` is a ``control_request`` interrupt, and its
@@ -142,9 +142,9 @@ class CliSession(AcpSession):
                 if isinstance(event, p.Error) and not event.recoverable:
                     held = event
                 elif isinstance(event, p.Start):
-                    if event.synthetic is not True and event.session_id:
-                        self.cli_session = event.session_id
-                        stream.status("child_session", event.session_id)
+                    if child.child_session is not None:
+                        self.cli_session = child.child_session
+                        stream.status("child_session", child.child_session)
                 elif isinstance(event, p.UnknownEvent):
                     self._unknown(event)
                 else:

@@ -2,14 +2,14 @@
 
 The wrap is a producer in its own right (a :class:`~agentstream.stream.Stream`):
 its ``start`` comes first, the child's events follow re-stamped into the wrap's
-session (the child's own session id is kept in a ``status`` event named
-``child_session``), and exactly one ``result`` ends it, whose exit code is the
-process's: the child's own exit status, passed through (see :func:`exit_code_of`),
-and 128 + N when the wrap itself got signal N. The first SIGINT/SIGTERM/SIGHUP is
-passed on to the child, whose last events are still relayed (bounded by
-``--grace``); a second one stops everything at once. Like ``exec``, the run is
-published to the bus (``--bus``; ``--no-publish`` opts out), so ``follow``,
-``watch`` and ``serve`` see it.
+session (the child's own session id, which it prints on a start line or on every
+line, is kept in a ``status`` event named ``child_session``), and exactly one
+``result`` ends it, whose exit code is the process's: the child's own exit status,
+passed through (see :func:`exit_code_of`), and 128 + N when the wrap itself got
+signal N. The first SIGINT/SIGTERM/SIGHUP is passed on to the child, whose last
+events are still relayed (bounded by ``--grace``); a second one stops everything
+at once. Like ``exec``, the run is published to the bus (``--bus``;
+``--no-publish`` opts out), so ``follow``, ``watch`` and ``serve`` see it.
 
 ``--two-way`` (Claude's stream-json, ``--from claude --to claude``) lets a
 client such as the Claude Agent SDK drive the child through the wrap: the
@@ -319,8 +319,8 @@ class _Relay:
         if isinstance(event, p.Error) and not event.recoverable:
             self.held = event
         elif isinstance(event, p.Start):
-            if event.synthetic is not True:
-                self.stream.status("child_session", event.session_id)
+            if self.child.child_session is not None:
+                self.stream.status("child_session", self.child.child_session)
         elif isinstance(event, p.UnknownEvent):
             from agentstream.dialects.kit import as_generic
 

@@ -122,6 +122,11 @@ class AcpSpawn(PopenChild):
 
     # -- the Spawn surface -----------------------------------------------------------
 
+    @property
+    def child_session(self) -> str | None:
+        """The agent's session (``session/new``'s ``sessionId``) once it answered; ``None`` before."""
+        return self._session_id or None
+
     def start(self) -> AcpSpawn:
         if self.proc is not None:
             return self

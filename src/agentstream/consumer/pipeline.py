@@ -134,6 +134,13 @@ class Pipeline:
         """Whether a ``start`` has been written."""
         return bool(self._session)
 
+    @property
+    def named_session(self) -> str | None:
+        """The session id once a ``start`` is written, when the input gave it (its CLI's own, the one that resumes
+        it); ``None`` while none is written, or when the reader made the id up."""
+        decoder = self._decoder
+        return self._session if self._session and decoder is not None and decoder.session_named else None
+
     def _use(self, name: str) -> None:
         from agentstream.dialects import get_dialect
 

@@ -98,6 +98,13 @@ class _ChildBase:
     def dialect(self) -> str | None:
         return self._pipeline.dialect
 
+    @property
+    def child_session(self) -> str | None:
+        """The child's own session id (the one its CLI resumes) once its stream named one, whether it prints a
+        start line with it (Codex's ``thread.started``) or names it on every line (opencode): ``None`` before, or
+        when it names none."""
+        return self._pipeline.named_session
+
     def _on_stderr_line(self, text: str) -> None:
         """Queue a stderr line as a log event and wake the reading loop."""
         self._logs.append(text)

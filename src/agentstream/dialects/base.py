@@ -30,6 +30,10 @@ class DialectDecoder(ABC):
     dialects whose framing is not plain NDJSON, which override :meth:`decode_line`.
     """
 
+    session_named: bool = False
+    """Whether the session id the events carry is the input's own (a CLI's, the one that resumes its session), not one
+    made up for it: a decoder that takes the id from its input says so."""
+
     def __init__(self, session_id: str | None = None) -> None:
         self.sequencer = p.Sequencer(session_id)
         self._out: list[p.AnyEvent] = []

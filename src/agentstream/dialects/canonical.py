@@ -27,6 +27,8 @@ class CanonicalDecoder(DialectDecoder):
     letter of the protocol.
     """
 
+    session_named = True  # every event names its producer's session
+
     def __init__(self, session_id: str | None = None) -> None:
         super().__init__(session_id)
         self._reported: set[tuple[str, str]] = set()

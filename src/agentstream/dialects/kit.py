@@ -917,6 +917,7 @@ class EventDecoder(DialectDecoder):
         """Use the dialect's own session id, unless the caller fixed one or events are already out."""
         if session_id and not self._session_fixed and self.sequencer.next_seq == 0:
             self.sequencer.session_id = session_id
+            self.session_named = True
 
     # emitting
 
