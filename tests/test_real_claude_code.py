@@ -12,6 +12,7 @@ import io
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -32,7 +33,14 @@ from claude_agent_sdk import (  # the test extra: pip install -e '.[test]'
 )
 
 from _acp_support import PEERS
-from _agent_fakes import FakeModelServer, Reply, anthropic_error, anthropic_reply, assert_valid_stream
+from _agent_fakes import (
+    ANTHROPIC_MODEL,
+    FakeModelServer,
+    Reply,
+    anthropic_error,
+    anthropic_reply,
+    assert_valid_stream,
+)
 from agentstream import protocol as p
 from agentstream.consumer import read
 from agentstream.dialects.claude import ClaudeDecoder
@@ -43,6 +51,7 @@ CLAUDE = PEERS / "node_modules" / ".bin" / "claude"
 ANSWER = "The command printed hi."
 WRAP = [sys.executable, "-m", "agentstream", "wrap", "--"]
 PARTIAL = "--include-partial-messages"
+STREAM_JSON = ("--output-format", "stream-json", "--verbose")
 pytestmark = pytest.mark.slow
 
 
@@ -298,3 +307,38 @@ def test_agentstream_usage_and_ccusage_count_the_log_as_claude_code_billed_it(tm
     assert (ours["calls"], ours["input_tokens"], ours["output_tokens"]) == (2, 40, 20)
     assert (theirs["inputTokens"], theirs["outputTokens"]) == (40, 20)
     assert (billed.usage.input_tokens, billed.usage.output_tokens) == (40, 20)
+
+
+def test_usage_counts_a_wrapped_claude_code_run_once_and_by_the_model_it_used(tmp_path: Path) -> None:
+    """``agentstream wrap`` of Claude Code records the run on the bus while Claude Code logs the same calls:
+    ``usage`` counts them once (from the log, per call). Without the log, the run itself is counted, under the
+    model its calls used (the wrap's own ``start`` names none)."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    env = {
+        "AGENTSTREAM_BUS": f"sqlite:///{tmp_path / 'bus.sqlite3'}",
+        "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+    }
+    with FakeModelServer(tool_turn()) as server:
+        env = {**claude_env(home, server), **env}
+        done = subprocess.run(
+            [*WRAP, claude_code(), "-p", "run echo hi", "--allowedTools", "Bash", *STREAM_JSON],
+            env=env,
+            cwd=work,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=60,
+        )
+    assert done.returncode == 0, done.stderr.decode()
+    events = assert_valid_stream(done.stdout.splitlines(), 0)
+    (child,) = [e.message for e in events if isinstance(e, p.Status) and e.status == "child_session"]
+
+    def groups(by: str) -> dict[str, tuple[int, int, int]]:
+        found = envelope("--by", by, env=env)["result"]["groups"]
+        return {g["key"]: (g["calls"], g["input_tokens"], g["output_tokens"]) for g in found}
+
+    assert groups("session") == {f"claude:{child}": (2, 40, 20)}
+    shutil.rmtree(home / ".claude" / "projects")
+    (run,) = groups("session")
+    assert run.startswith("agentstream:") and groups("session")[run] == (1, 40, 20)
+    assert groups("model") == {ANTHROPIC_MODEL: (1, 40, 20)}

@@ -432,8 +432,11 @@ def _gemini_records(data: bytes) -> Iterator[dict[str, Any]]:
 def scan_bus(out: Scan, url: str | None, warn: Callable[[str], None]) -> None:
     """Count the finished runs on the bus: each run's ``result`` carries its usage totals.
 
-    A SQLite bus whose file does not exist yet holds nothing to count, and is not created
-    (said on stderr when the bus was named with ``--bus`` or ``$AGENTSTREAM_BUS``).
+    A run that wrapped an agent CLI whose own session log was counted (its ``child_session``
+    status names a session read from the logs) is left out: the log already counts those
+    calls, each with its model. A SQLite bus whose file does not exist yet holds nothing to
+    count, and is not created (said on stderr when the bus was named with ``--bus`` or
+    ``$AGENTSTREAM_BUS``).
     """
     from agentstream import protocol as p
     from agentstream.bus import BUS_ENV, BusUnavailable, missing_local_bus, open_bus
@@ -450,17 +453,21 @@ def scan_bus(out: Scan, url: str | None, warn: Callable[[str], None]) -> None:
         ):  # a bus named on purpose: a typo must not pass silently
             warn(f"no bus at {missing}: no run was recorded there")
         return
+    logged = {session for _, session in out.sessions}
     try:
         with open_bus(url) as bus:
             for run in bus.list_runs(statuses=("succeeded", "failed", "interrupted"), limit=1_000_000):
                 try:
                     result = _stored_event(bus, run.run_id, max(run.last_seq, 0))
+                    if not isinstance(result, p.Result):
+                        continue
+                    told = _RunTold.read(bus, run.run_id, run.last_seq)
                 except MalformedEventError as exc:
                     warn(
-                        f"run {run.run_id} is not counted: its stored result is not readable ({exc.message})"
+                        f"run {run.run_id} is not counted: its stored events are not readable ({exc.message})"
                     )
                     continue
-                if not isinstance(result, p.Result):
+                if told.child_session in logged:
                     continue
                 usage, stamp = result.usage, _bus_time(run.updated)
                 written = usage.cache_write_tokens if usage.cache_write_tokens is not p.UNSET else 0
@@ -473,7 +480,7 @@ def scan_bus(out: Scan, url: str | None, warn: Callable[[str], None]) -> None:
                     Call(
                         "agentstream",
                         run.run_id,
-                        _run_model(bus, run.run_id),
+                        told.model,
                         stamp,
                         input=max(usage.input_tokens - usage.cached_tokens - written, 0),
                         output=usage.output_tokens,
@@ -492,15 +499,48 @@ def _not_counted(exc: AgentstreamError) -> str:
     return f"the bus's runs are not counted: {exc.code}: {exc.message}{fix}"
 
 
-def _run_model(bus: Any, run_id: str) -> str:
-    from agentstream import protocol as p
-    from agentstream.errors import MalformedEventError
+@dataclass
+class _RunTold:
+    """What a stored run says beyond its result: the model it used and the agent CLI session it wrapped."""
 
-    try:
-        start = _stored_event(bus, run_id, 0)
-    except MalformedEventError:
-        return "unknown"
-    return start.model if isinstance(start, p.Start) and isinstance(start.model, str) else "unknown"
+    model: str = "unknown"
+    child_session: str | None = None
+
+    @classmethod
+    def read(cls, bus: Any, run_id: str, last_seq: int) -> _RunTold:
+        """The run's ``start`` model, else the model most of its ``usage`` events name (a wrapped CLI's
+        ``start`` is the wrap's own, which names none); and its ``child_session`` status, if any.
+
+        Only events of those types are decoded. Raises MalformedEventError.
+        """
+        from collections import Counter
+
+        from agentstream import protocol as p
+
+        told, models = cls(), Counter[str]()
+        seq = 0
+        while seq <= last_seq:
+            records = bus.read(run_id, seq, limit=_PAGE)
+            if not records:
+                break
+            for record in records:
+                if record.type in _TOLD_TYPES:
+                    event = p.decode(record.line)
+                    if isinstance(event, p.Start) and isinstance(event.model, str) and event.model:
+                        told.model = event.model
+                    elif isinstance(event, p.Usage) and event.model:
+                        models[event.model] += 1
+                    elif isinstance(event, p.Status) and event.status == "child_session":
+                        told.child_session = event.message if isinstance(event.message, str) else None
+            seq = records[-1].seq + 1
+        if told.model == "unknown" and models:
+            told.model = models.most_common(1)[0][0]
+        return told
+
+
+_PAGE: Final = 1000
+"""Events read from the bus per call while a run is looked through."""
+_TOLD_TYPES: Final = frozenset({"start", "usage", "status"})
 
 
 def _stored_event(bus: Any, run_id: str, seq: int) -> Any:
