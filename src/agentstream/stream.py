@@ -98,6 +98,9 @@ class Stream:
         ``stream-json`` (default), ``json`` or ``text``.
     dialect:
         With ``stream-json``, write another tool's wire format instead of the canonical one.
+    dialect_options:
+        Keyword arguments for that dialect's writer (its ``encoder()``), such as ``{"partial_messages": False}``
+        for Claude Code's lines without ``--include-partial-messages``.
     out:
         A file descriptor or binary file. Defaults to the process's stdout, in which
         case the Stream owns the process (signals, exit code, stdout isolation).
@@ -127,6 +130,8 @@ class Stream:
     """This process is a fork of the one running the stream (:func:`_in_forked_child`): it writes nothing."""
     _after: Sink | None = None
     """The sink of the turn this stream follows (``follows``), whose dialect writer it goes on with."""
+    _dialect_options: Mapping[str, Any] | None = None
+    """What the dialect's writer is made with (``dialect_options``), when the stream was given any."""
 
     def __init__(
         self,
@@ -147,6 +152,7 @@ class Stream:
         color: ColorChoice | bool | None = None,
         redact: Callable[[p.Event], None] | None = None,
         follows: Stream | None = None,
+        dialect_options: Mapping[str, Any] | None = None,
     ) -> None:
         _text("command", command)
         if follows is not None and not isinstance(follows, Stream):
@@ -176,7 +182,10 @@ class Stream:
         if dialect is not None:
             from agentstream.dialects import get_writable_dialect
 
-            get_writable_dialect(dialect)  # a usage error now, before any output is touched
+            writable = get_writable_dialect(dialect)  # a usage error now, before any output is touched
+            if dialect_options:
+                writable.encoder(**dialect_options)  # and an option it does not take, a TypeError now
+                self._dialect_options = dialect_options
         self._dialect = dialect
         self._color = color
         self._start = p.Start(
@@ -284,6 +293,7 @@ class Stream:
                 err=self._err,
                 color=self._color,
                 after=self._after,
+                dialect_options=self._dialect_options,
             )
             self._started_at = time.monotonic()
             if isinstance(writer, FdWriter):

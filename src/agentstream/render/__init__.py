@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import errno
 import os
-from typing import IO, TYPE_CHECKING, Literal, Protocol, TypeAlias
+from typing import IO, TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from agentstream.dialects.base import DialectEncoder
     from agentstream.protocol import AnyEvent
 
@@ -149,19 +151,21 @@ def make_sink(
     err: IO[str] | None = None,
     color: ColorChoice | bool | None = None,
     after: Sink | None = None,
+    dialect_options: Mapping[str, Any] | None = None,
 ) -> Sink:
     """The sink for an output format; imports only what that format needs.
 
-    ``after`` is the sink of the previous turn of the same session: see :func:`dialect_encoder`.
+    ``after`` is the sink of the previous turn of the same session and ``dialect_options`` what the dialect's
+    writer is made with: see :func:`dialect_encoder`.
     """
     if output_format == "stream-json":
         from agentstream.render.lines import LinesSink
 
-        return LinesSink(out, dialect=dialect, after=after)
+        return LinesSink(out, dialect=dialect, after=after, dialect_options=dialect_options)
     if output_format == "json":
         from agentstream.render.json import JsonSink
 
-        return JsonSink(out, dialect=dialect, after=after)
+        return JsonSink(out, dialect=dialect, after=after, dialect_options=dialect_options)
     if output_format == "text":
         from agentstream.render.text import TextSink
 
@@ -174,8 +178,11 @@ def make_sink(
     )
 
 
-def dialect_encoder(dialect: str | None, after: Sink | None = None) -> DialectEncoder | None:
-    """The encoder a sink writes ``dialect`` with (None for the canonical form).
+def dialect_encoder(
+    dialect: str | None, after: Sink | None = None, options: Mapping[str, Any] | None = None
+) -> DialectEncoder | None:
+    """The encoder a sink writes ``dialect`` with (None for the canonical form), made with ``options`` (the
+    keyword arguments of the dialect's ``encoder()``, such as Claude's ``partial_messages``).
 
     After the sink of the previous turn of the same session (``after``) that wrote the same dialect, its
     encoder goes on, as one encoder writes a whole session in ``convert``: what spans the session carries on
@@ -188,4 +195,4 @@ def dialect_encoder(dialect: str | None, after: Sink | None = None) -> DialectEn
         return previous
     from agentstream.dialects import get_dialect
 
-    return get_dialect(dialect).encoder()
+    return get_dialect(dialect).encoder(**(options or {}))

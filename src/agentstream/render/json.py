@@ -11,6 +11,9 @@ from typing import TYPE_CHECKING
 from agentstream.protocol import Result, encode_line
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
     from agentstream.protocol import AnyEvent
     from agentstream.render import Sink, Writer
 
@@ -23,13 +26,20 @@ class JsonSink:
     ``result`` line it wrote is the object.
     """
 
-    def __init__(self, out: Writer, *, dialect: str | None = None, after: Sink | None = None) -> None:
+    def __init__(
+        self,
+        out: Writer,
+        *,
+        dialect: str | None = None,
+        after: Sink | None = None,
+        dialect_options: Mapping[str, Any] | None = None,
+    ) -> None:
         from agentstream.render import dialect_encoder
 
         self._out = out
         self._line: bytes | None = None
         self.dialect = dialect
-        self.encoder = dialect_encoder(dialect, after)
+        self.encoder = dialect_encoder(dialect, after, dialect_options)
 
     def emit(self, event: AnyEvent) -> None:
         if self.encoder is not None:

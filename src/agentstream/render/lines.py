@@ -11,6 +11,9 @@ from agentstream.protocol import UnknownEvent, encode_line
 _encode_into = msgspec.json.Encoder().encode_into
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
     from agentstream.protocol import AnyEvent
     from agentstream.render import Sink, Writer
 
@@ -18,13 +21,20 @@ if TYPE_CHECKING:
 class LinesSink:
     """Writes each event the moment it is emitted, one write per line (or per dialect batch)."""
 
-    def __init__(self, out: Writer, *, dialect: str | None = None, after: Sink | None = None) -> None:
+    def __init__(
+        self,
+        out: Writer,
+        *,
+        dialect: str | None = None,
+        after: Sink | None = None,
+        dialect_options: Mapping[str, Any] | None = None,
+    ) -> None:
         from agentstream.render import dialect_encoder
 
         self._out = out
         self._buffer = bytearray()
         self.dialect = dialect
-        self.encoder = dialect_encoder(dialect, after)
+        self.encoder = dialect_encoder(dialect, after, dialect_options)
 
     def emit(self, event: AnyEvent) -> None:
         if self.encoder is None:
