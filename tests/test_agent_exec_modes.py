@@ -84,6 +84,23 @@ def test_json_in_a_dialect_is_that_cli_s_one_result_object(
     assert refused.returncode == 2 and json.loads(refused.stdout)["v"] == 1  # gemini's JSON is another shape
 
 
+@pytest.mark.parametrize("partial", [False, True], ids=["complete-messages", "partial-messages"])
+def test_claude_s_dialect_has_stream_event_lines_only_with_include_partial_messages(
+    tmp_path: Path, workspace: Path, partial: bool
+) -> None:
+    """As ``claude -p --output-format stream-json --verbose`` [``--include-partial-messages``]: ``stream_event``
+    lines only with the flag; either way each model call's usage is in its ``assistant`` lines."""
+    flags = ["--include-partial-messages"] if partial else []
+    run = run_exec(
+        ["hi", "--provider", "demo", "--dialect", "claude", *flags], exec_env(tmp_path), cwd=workspace
+    )
+    assert run.returncode == 0, run.stderr
+    lines = [json.loads(line) for line in run.stdout.splitlines()]
+    assert any(line["type"] == "stream_event" for line in lines) is partial
+    answers = [line["message"] for line in lines if line["type"] == "assistant"]
+    assert answers and all("usage" in answer for answer in answers if answer["content"][0]["type"] == "text")
+
+
 def test_demo_in_text_and_json_formats(tmp_path: Path, workspace: Path) -> None:
     text = run_exec(["hi", "--provider", "demo", "-o", "text"], exec_env(tmp_path), cwd=workspace)
     assert text.returncode == 0 and b"quick tour" in text.stdout and b'"type"' not in text.stdout

@@ -165,6 +165,50 @@ def test_interrupt_ends_a_streaming_turn_with_a_result_quickly(tmp_path: Path) -
     assert texts(messages) == [], "the discarded answer is no assistant message (and no empty text block)"
 
 
+@pytest.mark.parametrize("partial", [False, True], ids=["complete-messages", "partial-messages"])
+def test_each_assistant_message_has_its_calls_usage_and_stream_events_come_only_when_asked(
+    tmp_path: Path, partial: bool
+) -> None:
+    """As from Claude Code: every ``AssistantMessage`` of a model call has that call's usage, under the call's one
+    message id (so that a client counting each id once counts each call once, to the result's usage), and
+    ``StreamEvent``s come only with ``include_partial_messages``, one API message per call, its usage in its
+    ``message_delta``."""
+    script = [
+        anthropic_reply("Let me look.", [("toolu_1", "shell", {"command": "echo hi"})], usage=(100, 7)),
+        anthropic_reply("It said hi.", usage=(130, 5)),
+    ]
+    with FakeModelServer(script) as server:
+        opts = options(
+            tmp_path, server, permission_mode="bypassPermissions", include_partial_messages=partial
+        )
+        messages = asyncio.run(collect("say hi", opts))
+    assistants = [m for m in messages if isinstance(m, AssistantMessage)]
+    assert [[type(b).__name__ for b in m.content] for m in assistants] == [
+        ["TextBlock"],
+        ["ToolUseBlock"],
+        ["TextBlock"],
+    ]
+    said, called, answered = assistants
+    assert said.message_id == called.message_id != answered.message_id
+    assert [(m.usage["input_tokens"], m.usage["output_tokens"]) if m.usage else None for m in assistants] == [
+        (100, 7),
+        (100, 7),
+        (130, 5),
+    ]
+    result = next(m for m in messages if isinstance(m, ResultMessage))
+    per_call = {m.message_id: m.usage for m in assistants if m.usage}
+    assert (
+        result.usage and sum(u["output_tokens"] for u in per_call.values()) == result.usage["output_tokens"]
+    )
+    events = [m.event for m in messages if isinstance(m, StreamEvent)]
+    if not partial:
+        assert events == []
+        return
+    assert [e["type"] for e in events].count("message_start") == 2
+    ends = [e["usage"] for e in events if e["type"] == "message_delta" and "usage" in e]
+    assert [(u["input_tokens"], u["output_tokens"]) for u in ends] == [(100, 7), (130, 5)]
+
+
 def test_can_use_tool_is_asked_when_no_permission_mode_is_given(tmp_path: Path) -> None:
     """The SDK sends ``--permission-prompt-tool stdio`` and no ``--permission-mode``: Claude Code's default asks."""
     asked: list[str] = []

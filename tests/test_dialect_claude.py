@@ -9,6 +9,7 @@ from typing import Any
 import msgspec
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from _dialect_kit import (
     FIXTURES,
@@ -26,7 +27,16 @@ from _dialect_kit import (
     tool_names,
     violations,
 )
-from _strategies import full_sessions, stamped
+from _strategies import (
+    any_usages,
+    delta_runs,
+    full_sessions,
+    messages,
+    reasonings,
+    sessions,
+    stamped,
+    tool_round_trips,
+)
 from agentstream import protocol as p
 from agentstream.consumer import read
 from agentstream.dialects import detect_dialect, get_dialect
@@ -785,6 +795,146 @@ def test_round_trip_keeps_what_the_claude_row_promises(events: list[p.BaseEvent]
         assert isinstance(result.error, p.ErrorInfo)
         assert result.error.code == ("MAX_TURNS" if result.subtype == "max_turns" else "UNKNOWN")
     assert not violations(back)
+
+
+# -- a call's usage in its assistant lines ------------------------------------------------------
+
+
+def keep_complete(event: dict[str, Any]) -> dict[str, Any] | None:
+    """The claude row without partial messages: no deltas."""
+    return None if event["type"] in ("message_delta", "reasoning_delta") else keep(event)
+
+
+def _said_id(run: list[p.BaseEvent]) -> str:
+    last = run[-1]
+    return last.message_id if isinstance(last, p.Message) else last.reasoning_id  # type: ignore[attr-defined]
+
+
+@st.composite
+def model_calls(draw: st.DrawFn) -> list[p.BaseEvent]:
+    """One model call as producers write it: what it said (reasoning, answers; streamed or not), its usage, then
+    its tool calls and their results. Something in it says something, so that a line can carry the usage."""
+    said = draw(
+        st.lists(
+            st.one_of(
+                reasonings.filter(lambda event: bool(event.content)).map(lambda event: [event]),
+                messages(("assistant",)).filter(lambda event: bool(event.content)).map(lambda event: [event]),
+                delta_runs(roles=("assistant",)),
+                delta_runs(reasoning=True),
+            ),
+            max_size=2,
+            unique_by=_said_id,
+        )
+    )
+    calls = draw(
+        st.lists(
+            tool_round_trips(), min_size=0 if said else 1, max_size=2, unique_by=lambda run: run[0].call_id
+        )
+    )
+    return [*(e for run in said for e in run), draw(any_usages()), *(e for run in calls for e in run)]
+
+
+@pytest.mark.parametrize("partial", [False, True], ids=["complete-messages", "partial-messages"])
+@settings(max_examples=40, deadline=None)
+@given(session=sessions(model_calls()))
+def test_a_calls_usage_rides_in_its_assistant_lines_and_reads_back_with_or_without_partial_messages(
+    partial: bool, session: list[p.BaseEvent]
+) -> None:
+    """Claude Code writes no ``stream_event`` line without ``--include-partial-messages``: a call's usage is in the
+    ``message.usage`` of its assistant lines (and, streamed, its ``message_delta``), one message id per usage, so
+    that a reader counting each id once counts each call once; it reads back as the same usage, in its place."""
+    lines = encode("claude", session, partial_messages=partial)
+    written = objects(lines)
+    if not partial:
+        assert [line for line in written if line["type"] == "stream_event"] == []
+    carriers = {
+        line["message"]["id"]
+        for line in written
+        if line["type"] == "assistant" and "usage" in line["message"]
+    }
+    assert len(carriers) == len(only(session, p.Usage))
+    back = decode("claude", lines)
+    kept = keep if partial else keep_complete
+    assert project(back, kept) == project(session, kept)
+    assert not violations(back)
+
+
+@pytest.mark.parametrize("partial", [False, True], ids=["complete-messages", "partial-messages"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "real-2.1.332-tool-turn.ndjson",
+        "real-2.1.332-partial-thinking.ndjson",
+        "real-2.1.332-sdk-session.ndjson",
+        "real-2.1.332-sdk-partial-permission.ndjson",
+        "session-2.0.76.ndjson",
+        "partial-messages.ndjson",
+        "stream-events.ndjson",
+    ],
+)
+def test_claude_code_written_again_keeps_its_usage_with_or_without_partial_messages(
+    name: str, partial: bool
+) -> None:
+    """Claude -> canonical -> Claude -> canonical keeps every call's usage, in its place in the conversation, and
+    every result's totals, whether the lines written again have partial messages or not."""
+    decoded = decode_fixture("claude", name)
+    again = decode("claude", encode("claude", decoded, partial_messages=partial))
+
+    def figures(events: list[p.AnyEvent]) -> list[tuple[Any, ...]]:
+        return [(u.model, u.input_tokens, u.output_tokens, u.cached_tokens) for u in only(events, p.Usage)]
+
+    def totals(events: list[p.AnyEvent]) -> list[tuple[Any, ...]]:
+        return [
+            (
+                u.input_tokens,
+                u.output_tokens,
+                u.cached_tokens,
+                u.cache_write_tokens,
+                pytest.approx(u.cost_usd),
+            )
+            for u in (result.usage for result in only(events, p.Result))
+        ]
+
+    def conversation(event: dict[str, Any]) -> dict[str, Any] | None:
+        said = event["type"] in ("message", "reasoning", "tool_call", "tool_result", "usage")
+        return keep_complete(event) if said else None
+
+    assert figures(again) == figures(decoded) != []
+    assert totals(again)[: len(totals(decoded))] == totals(decoded)  # a capture cut short gets an ending
+    assert project(again, conversation) == project(decoded, conversation)
+
+
+def test_a_calls_usage_and_tool_calls_are_read_at_its_message_delta_before_the_permission_it_asks() -> None:
+    """Claude Code writes a streamed message's ``message_stop`` only once the permission its tool call asks for
+    (``can_use_tool``, between ``message_delta`` and ``message_stop``) is answered: the call's usage is read at
+    ``message_delta``, and its tool call with it, after it, so that a writer knows the usage for the call's line
+    before the permission is asked."""
+    events = decode_fixture("claude", "real-2.1.332-sdk-partial-permission.ndjson")
+    kinds = [
+        event.raw.get("type") if isinstance(event, p.UnknownEvent) else event.type
+        for event in events
+        if not isinstance(event, (p.MessageDelta, p.ReasoningDelta, p.GenericEvent))
+    ]
+    asked = kinds.index("control_request")
+    assert kinds[asked - 4 : asked + 1] == ["reasoning", "message", "usage", "tool_call", "control_request"]
+    assert kinds[asked + 1 :] == ["tool_result", "status", "message", "usage", "result"]
+
+
+def test_a_results_model_usage_keys_besides_tokens_and_cost_are_carried_and_written_back() -> None:
+    """``contextWindow``, ``maxOutputTokens``, ``webSearchRequests`` (and any other key of a ``modelUsage`` entry
+    canonical usage has no field for) go through an event named ``claude.model_usage`` back into the result."""
+    line = fixture_lines("claude", "results.ndjson")[3]
+    original = objects([line])[0]
+    events = decode("claude", [line])
+    carried = [e for e in only(events, p.GenericEvent) if e.name == "claude.model_usage"]
+    assert [e.data for e in carried] == [
+        {
+            model: {"webSearchRequests": 0, "contextWindow": 200000, "maxOutputTokens": 64000}
+            for model in original["modelUsage"]
+        }
+    ]
+    assert encode_objects("claude", events)[-1]["modelUsage"] == original["modelUsage"]
+    assert not violations(events)
 
 
 # -- robustness --------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from claude_agent_sdk import (  # the test extra: pip install -e '.[test]'
     ClaudeAgentOptions,
     PermissionResultDeny,
     ResultMessage,
+    StreamEvent,
     SystemMessage,
     TextBlock,
 )
@@ -245,15 +246,21 @@ def test_wrap_ends_claude_codes_stream_well_on_an_interrupt(tmp_path: Path) -> N
     assert any(isinstance(e, p.MessageDelta) for e in events)
 
 
+def two_way_shim(tmp_path: Path) -> str:
+    """A ``cli_path`` for the Claude Agent SDK: ``wrap --two-way`` around Claude Code, given the SDK's flags."""
+    shim = tmp_path / "wrapped-claude"
+    wrap = [*WRAP[:-1], "--two-way", "--from", "claude", "--to", "claude", "--no-publish", "--"]
+    shim.write_text(f'#!/bin/sh\nexec {shlex.join(wrap)} {shlex.quote(claude_code())} "$@"\n')
+    shim.chmod(0o755)
+    return str(shim)
+
+
 def test_the_sdk_drives_claude_code_through_wrap_two_way(tmp_path: Path) -> None:
     """The Claude Agent SDK, with the wrap around Claude Code as its CLI: two turns on one client, a tool call
     the client denies, every turn one clean ``init`` … ``ResultMessage``, as without the wrap."""
     home, work = tmp_path / "home", tmp_path / "work"
     work.mkdir()
-    shim = tmp_path / "wrapped-claude"
-    wrap = [*WRAP[:-1], "--two-way", "--from", "claude", "--to", "claude", "--no-publish", "--"]
-    shim.write_text(f'#!/bin/sh\nexec {shlex.join(wrap)} {shlex.quote(claude_code())} "$@"\n')
-    shim.chmod(0o755)
+    shim = two_way_shim(tmp_path)
     denied = ("toolu_01A", "Bash", {"command": "touch forbidden.txt"})
     script = [
         anthropic_reply("Let me look.", [denied]),
@@ -268,7 +275,7 @@ def test_the_sdk_drives_claude_code_through_wrap_two_way(tmp_path: Path) -> None
 
     with FakeModelServer(script) as server:
         env = {**claude_env(home, server), "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
-        options = ClaudeAgentOptions(cli_path=str(shim), cwd=str(work), env=env, can_use_tool=can_use_tool)
+        options = ClaudeAgentOptions(cli_path=shim, cwd=str(work), env=env, can_use_tool=can_use_tool)
         turns = turns_on_one_client(options, "touch a file", "and now?")
     assert asked == ["Bash"] and not (work / "forbidden.txt").exists()
     said = [
@@ -292,6 +299,74 @@ def test_the_sdk_drives_claude_code_through_wrap_two_way(tmp_path: Path) -> None
     assert first.session_id == second.session_id  # Claude Code's own session, which a later run resumes
     assert first.total_cost_usd is not None and second.total_cost_usd is not None
     assert second.total_cost_usd > first.total_cost_usd  # the session's running cost, as Claude Code gives it
+
+
+MODEL_FACTS = ("contextWindow", "maxOutputTokens", "webSearchRequests")
+"""What Claude Code's ``modelUsage`` entries say of a model besides its tokens and cost."""
+
+
+@pytest.mark.parametrize("partial", [False, True], ids=["complete-messages", "partial-messages"])
+def test_the_sdk_gets_from_the_wrap_what_it_gets_from_claude_code(tmp_path: Path, partial: bool) -> None:
+    """The Claude Agent SDK with Claude Code as its CLI, and with ``wrap --two-way`` around it, with and without
+    ``include_partial_messages``: the same messages (no ``StreamEvent`` the client did not ask for), each
+    ``AssistantMessage`` with its call's usage, and the result's ``modelUsage`` with Claude Code's
+    ``contextWindow``, ``maxOutputTokens`` and ``webSearchRequests``."""
+    call = ("toolu_01A", "Bash", {"command": "echo hi", "description": "say hi"})
+
+    def session(cli: str, name: str) -> list[Any]:
+        home, work = tmp_path / name / "home", tmp_path / name / "work"
+        work.mkdir(parents=True)
+        with FakeModelServer([anthropic_reply("Let me look.", [call]), anthropic_reply(ANSWER)]) as server:
+            env = {**claude_env(home, server), "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+            options = ClaudeAgentOptions(
+                cli_path=cli,
+                cwd=str(work),
+                env=env,
+                model=ANTHROPIC_MODEL,  # the model the server answers as: Claude Code's modelUsage names it
+                allowed_tools=["Bash"],
+                include_partial_messages=partial,
+            )
+            (turn,) = turns_on_one_client(options, "run echo hi")
+        return turn
+
+    def told(turn: list[Any]) -> list[tuple[Any, ...]]:
+        """The messages but the system ones (the wrap names the child's session in one), usage figures apart."""
+        return [
+            (
+                type(m).__name__,
+                [type(b).__name__ for b in m.content] if isinstance(m, AssistantMessage) else None,
+            )
+            for m in turn
+            if not isinstance(m, (SystemMessage, StreamEvent))
+        ]
+
+    def usage(turn: list[Any]) -> list[Any]:
+        """Each assistant message's usage: the whole of it without partial messages (Claude Code's own line's
+        figures, passed on); with them, the input (the wrap's output count is the call's final one, not Claude
+        Code's placeholder)."""
+        found = [m.usage for m in turn if isinstance(m, AssistantMessage)]
+        return (
+            found if not partial else [u and (u["input_tokens"], u["cache_read_input_tokens"]) for u in found]
+        )
+
+    def streamed(turn: list[Any]) -> tuple[int, str]:
+        """How many API messages were streamed, and the text their deltas said."""
+        events = [m.event for m in turn if isinstance(m, StreamEvent)]
+        text = "".join(e["delta"].get("text", "") for e in events if e["type"] == "content_block_delta")
+        return [e["type"] for e in events].count("message_start"), text
+
+    def facts(turn: list[Any]) -> dict[str, Any]:
+        (result,) = [m for m in turn if isinstance(m, ResultMessage)]
+        return {
+            model: {key: figures.get(key) for key in MODEL_FACTS}
+            for model, figures in result.model_usage.items()
+        }
+
+    direct, wrapped = session(claude_code(), "direct"), session(two_way_shim(tmp_path), "wrapped")
+    assert told(wrapped) == told(direct)
+    assert usage(wrapped) == usage(direct) and None not in usage(direct)
+    assert streamed(wrapped) == streamed(direct) == ((2, "Let me look." + ANSWER) if partial else (0, ""))
+    assert facts(wrapped) == facts(direct) and None not in facts(direct)[ANTHROPIC_MODEL].values()
 
 
 def test_agentstream_usage_and_ccusage_count_the_log_as_claude_code_billed_it(tmp_path: Path) -> None:

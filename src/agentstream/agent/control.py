@@ -65,16 +65,13 @@ _INPUT_TYPES: Final = frozenset({"message", "interrupt", "permission_decision", 
 class OutputChannel:
     """The real stdout, shared by the turns' Streams and the control replies, one whole write at a time.
 
-    Passed to :class:`~agentstream.stream.Stream` as ``out``; ``drop`` names line
-    prefixes that must not reach the client (Claude's ``stream_event`` lines
-    without ``--include-partial-messages``).
+    Passed to :class:`~agentstream.stream.Stream` as ``out``.
     """
 
-    def __init__(self, *, drop: tuple[bytes, ...] = ()) -> None:
+    def __init__(self) -> None:
         from agentstream.stream import _private_stdout
 
         self.fd = _private_stdout(isolate=True)
-        self.drop = drop
         self.closed = False
         self.on_closed: Callable[[], None] = _nothing
         """Called once when the reader goes away (the session interrupts the running turn)."""
@@ -82,10 +79,6 @@ class OutputChannel:
 
     def write(self, data: bytes | bytearray) -> None:
         """Write whole lines; raises ``BrokenPipeError`` once the reader is gone (the Stream ends quietly)."""
-        if self.drop:
-            data = b"".join(
-                line for line in bytes(data).splitlines(keepends=True) if not line.startswith(self.drop)
-            )
         with self._lock:
             if self.closed:
                 raise BrokenPipeError(errno.EPIPE, "the reader of stdout went away")

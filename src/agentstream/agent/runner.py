@@ -293,11 +293,9 @@ class AgentRunner:
         """
         from agentstream.agent.control import CanonicalInput, OutputChannel, TwoWaySession
 
-        claude = self.options.dialect == "claude"
-        partial = self.options.include_partial_messages or not claude
-        self.output = OutputChannel(drop=() if partial else (b'{"type":"stream_event"',))
+        self.output = OutputChannel()
         reader: Any
-        if claude:
+        if self.options.dialect == "claude":
             from agentstream.dialects.claude_control import ClaudeInput
 
             reader = ClaudeInput()
@@ -384,8 +382,15 @@ class AgentRunner:
             permission_mode=self._permission_mode(),
             redact=event_redactor(),
             follows=self.previous,
+            dialect_options=self._dialect_options(),
         )
         return self.previous
+
+    def _dialect_options(self) -> dict[str, Any] | None:
+        """Claude Code's lines are written as ``claude -p`` writes them: ``stream_event`` lines only when asked."""
+        if self.options.dialect != "claude":
+            return None
+        return {"partial_messages": self.options.include_partial_messages}
 
     def _permission_mode(self) -> str:
         """The mode the next turn runs in: a two-way session's client may have changed it."""

@@ -171,6 +171,11 @@ CONTROL_TYPES = frozenset({"control_request", "control_response", "control_cance
 """Claude's control-protocol lines: in two-way mode they pass between client and child unchanged."""
 
 
+PARTIAL_MESSAGES = "--include-partial-messages"
+"""The child's flag (the Claude Agent SDK's ``include_partial_messages``) that asks for ``stream_event`` lines:
+in two-way mode the wrap writes them only when its client asked the child for them, as Claude Code does."""
+
+
 def _check_two_way(args: argparse.Namespace) -> None:
     from agentstream.errors import UsageError
 
@@ -423,6 +428,7 @@ class _TwoWayRelay(_Relay):
                 owns_process=False,
                 redact=event_redactor(),
                 follows=self.previous,
+                dialect_options={"partial_messages": PARTIAL_MESSAGES in self.argv},
                 **_as_the_child_runs(self.child_start),
             )
             self.close_publisher = publish(self.turn, self.args)

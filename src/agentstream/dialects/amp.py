@@ -28,9 +28,12 @@ class AmpDecoder(ClaudeDecoder):
 
 
 class AmpEncoder(ClaudeEncoder):
-    """Claude's encoder restricted to the lines and fields Amp documents."""
+    """Claude's encoder restricted to the lines and fields Amp documents (no ``stream_event`` lines)."""
 
-    streams = False
+    carries_usage = False
+
+    def __init__(self) -> None:
+        super().__init__(partial_messages=False)
 
     def session(self, event: p.BaseEvent) -> str:
         session_id = super().session(event)
@@ -42,7 +45,13 @@ class AmpEncoder(ClaudeEncoder):
         line["session_id"] = self.session(event)
         return line
 
-    def api_message(self, message_id: str, block: dict[str, Any], stop_reason: str | None) -> dict[str, Any]:
+    def api_message(
+        self,
+        message_id: str,
+        block: dict[str, Any],
+        stop_reason: str | None,
+        usage: p.Usage | None = None,
+    ) -> dict[str, Any]:
         return {"type": "message", "role": "assistant", "content": [block], "stop_reason": stop_reason}
 
     def on_start(self, event: p.Start) -> list[dict[str, Any]]:

@@ -240,6 +240,10 @@ def _code_for_status(status: int) -> str:
     return ErrorCode.PROVIDER_ERROR
 
 
+_SYNTHETIC = "<synthetic>"
+"""The model of the messages Claude Code makes up itself (API errors): no call, no usage."""
+
+
 class _PendingUsage(NamedTuple):
     message_id: str
     model: str
@@ -579,7 +583,9 @@ class ClaudeDecoder(EventDecoder):
         self._current: str | None = None
         self._usage: _PendingUsage | None = None
         self._usage_done: set[str] = set()
-        """Streamed messages whose usage went out at ``message_stop``; their later lines carry placeholders."""
+        """Messages whose usage went out; their later lines repeat it (or carry placeholders)."""
+        self._calls_after_usage: list[_Block] = []
+        """Tool calls of a streamed message, held until its usage goes out at its ``message_delta``."""
         self._api_error: str | None = None
         """The category of the turn's last API-error assistant line (``authentication_failed`` …)."""
         self._api_error_text: str | None = None
@@ -658,8 +664,8 @@ class ClaudeDecoder(EventDecoder):
     def finish(self) -> list[p.AnyEvent]:
         self._between.clear()  # host-only state after the last turn (``idle``): the result said it ended
         self._replay_startup()
-        self._flush_usage()
         self.close_named_runs()
+        self._flush_usage()  # after what the call said, as everywhere
         self.close_open_calls("the stream ended before the tool's result")
         if self._api_error is not None and self.started and not self.turn_ended:
             # Claude Code may stop after an API error without its result (an authentication failure does):
@@ -764,12 +770,21 @@ class ClaudeDecoder(EventDecoder):
             # Claude Code >= 2.1.211 writes a streamed thinking block's text only as deltas: the line's is empty.
             self.complete(block_id, block.text or None, reasoning=reasoning)
         elif block.kind == "tool_use":
-            call_id = self.tools.called(block.call_id, block.name)
-            self.emit(p.ToolCall(call_id=call_id, name=block.name, arguments=block.arguments))
+            pending = self._usage
+            if pending is not None and pending.message_id == message_id:
+                if pending.streamed:
+                    self._calls_after_usage.append(block)
+                    return
+                self._flush_usage()
+            self._tool_call(block)
         elif block.kind == "tool_result":
             self._tool_result(block)
         else:
             self.emit(p.GenericEvent(name="claude.content_block", data=block.raw))
+
+    def _tool_call(self, block: _Block) -> None:
+        call_id = self.tools.called(block.call_id, block.name)
+        self.emit(p.ToolCall(call_id=call_id, name=block.name, arguments=block.arguments))
 
     def _tool_result(self, block: _Block) -> None:
         call_id, name = self.tools.finished(block.call_id, None)
@@ -800,9 +815,9 @@ class ClaudeDecoder(EventDecoder):
                 self._assistant_block(user_id, block)
 
     def _end_of_turn(self) -> None:
-        """Before a user line or the result: every assistant message before it is complete."""
-        self._flush_usage()
+        """Before a user line or the result: every assistant message before it is complete, then its usage."""
         self.close_named_runs()
+        self._flush_usage()
         self._ids.forget()
         self._streams.clear()
         self._usage_done.clear()
@@ -924,8 +939,14 @@ class ClaudeDecoder(EventDecoder):
             self._stopped.add(block_id)
 
     def _message_delta(self, figures: dict[str, int]) -> None:
-        if self._usage is not None and self._usage.message_id == self._current:
-            self._usage.figures.update(figures)
+        """A streamed message's usage is final here: Claude Code writes its ``message_stop`` only once a permission
+        its tool call needs is answered, and the usage (and the tool calls held for it) should not wait for that.
+        A message with a block still open (one an interrupt dropped) ends at its ``message_stop``."""
+        pending, current = self._usage, self._current
+        if pending is not None and pending.message_id == current:
+            pending.figures.update(figures)
+            if not self._streams.get(current):
+                self._flush_usage()
 
     def _abandoned(self, abandoned: Fields | None) -> None:
         """``abandoned_blocks`` (on a ``message_stop`` line): Claude Code dropped the message's blocks from
@@ -984,25 +1005,32 @@ class ClaudeDecoder(EventDecoder):
     def _note_usage(
         self, message_id: str, model: str | None, figures: dict[str, int], *, streamed: bool
     ) -> None:
-        """Keep one API message's usage until its figures are final (they grow line by line)."""
+        """Keep one API message's usage until its figures are final (they grow line by line). A streamed message's
+        lines carry placeholders, but the model they name is the call's (``message_start`` may name another)."""
         pending = self._usage
         if pending is not None and pending.message_id == message_id:
             if streamed or not pending.streamed:
                 pending.figures.update(figures)
+            elif model is not None and model != pending.model and model != _SYNTHETIC:
+                self._usage = pending._replace(model=model)
             return
         if message_id in self._usage_done:
             return
         self._flush_usage()
-        if (figures or streamed) and model != "<synthetic>":
+        if (figures or streamed) and model != _SYNTHETIC:
             self._usage = _PendingUsage(message_id, model or "unknown", dict(figures), streamed)
 
     def _flush_usage(self) -> None:
+        """The pending message's usage, then the tool calls held for it: a call's usage comes before its tool
+        calls (as the agent emits them), so that a writer knows it when it writes them."""
         pending, self._usage = self._usage, None
-        if pending is None or not pending.figures:
-            return
-        if pending.streamed:
+        if pending is not None and pending.figures:
             self._usage_done.add(pending.message_id)
-        self.emit(_totals(pending.figures).as_usage(pending.model))
+            self.emit(_totals(pending.figures).as_usage(pending.model))
+        if self._calls_after_usage:
+            calls, self._calls_after_usage = self._calls_after_usage, []
+            for block in calls:
+                self._tool_call(block)
 
     # -- the end -------------------------------------------------------------------------
 
@@ -1018,6 +1046,9 @@ class ClaudeDecoder(EventDecoder):
         self.emit(p.GenericEvent(name="claude.conversation_reset", data=data))
 
     def on_result(self, f: Fields) -> None:
+        stray = (
+            self.turn_ended
+        )  # right after a result: a reader sets it aside, with nothing of its own before it
         is_error = f.opt_flag("is_error")
         subtype = f.opt_text("subtype") or ("error_during_execution" if is_error else "success")
         text, errors = f.opt_text("result"), f.opt_strings("errors") or []
@@ -1027,7 +1058,7 @@ class ClaudeDecoder(EventDecoder):
         cost = f.opt_number("total_cost_usd")
         cost = cost if cost is not None else f.opt_number("cost_usd")
         usage, turns = f.opt_sub("usage"), f.opt_integer("num_turns")
-        figures, per_model = _figures(usage), _model_usage(f)
+        figures, (per_model, model_extras) = _figures(usage), _model_usage(f)
         denied = _denied_calls(f)
         deferred, stop = f.opt_sub("deferred_tool_use"), f.opt_text("stop_reason")
         structured = f.obj.get("structured_output")
@@ -1053,6 +1084,8 @@ class ClaudeDecoder(EventDecoder):
         message = "; ".join(errors) or (text if subtype == "success" and is_error and text else "")
         if structured is not None:
             self.emit(p.GenericEvent(name=_STRUCTURED_EVENT, data=structured))
+        if model_extras and not stray:
+            self.emit(p.GenericEvent(name=_MODEL_USAGE_EVENT, data=model_extras))
         if not ok:
             code = code or _failure_code(status, self._api_error, reason, message)
             ending = f"{self.dialect} ended with {subtype}" + (f" ({reason})" if reason else "")
@@ -1175,6 +1208,9 @@ _NOT_GRANTED = "Claude requested permissions to use "
 """How the result Claude Code gives a call that was not allowed begins (``… but you haven't granted it yet.``)."""
 _STRUCTURED_EVENT = "claude.structured_output"
 """The event that carries a result's ``structured_output`` (``--json-schema``): the result has no field for it."""
+_MODEL_USAGE_EVENT = "claude.model_usage"
+"""The event that carries what a result's ``modelUsage`` entries say besides their tokens and cost
+(``contextWindow``, ``maxOutputTokens``, ``webSearchRequests`` …), by model: no canonical event has a field for it."""
 _DEFERRED_REASON = "tool_deferred"
 """The ``terminal_reason`` (and ``stop_reason``) of a run a PreToolUse hook stopped by deferring a call."""
 _DEFERRED_EVENT = "claude.deferred_tool_use"
@@ -1182,12 +1218,13 @@ _DEFERRED_ASK = "a PreToolUse hook deferred this call to the caller: resume the 
 _DEFERRED_END = "deferred by a PreToolUse hook: the run stopped before the call"
 
 
-def _model_usage(f: Fields) -> dict[str, p.Usage]:
-    """``modelUsage`` (camelCase figures, each model's cost): one ``usage`` per model, counts read liberally."""
+def _model_usage(f: Fields) -> tuple[dict[str, p.Usage], dict[str, dict[str, Any]]]:
+    """``modelUsage`` (camelCase figures, each model's cost): one ``usage`` per model, counts read liberally; and
+    each model's other keys, as they are."""
     per_model = f.opt_sub("modelUsage")
     if per_model is None:
-        return {}
-    found = {}
+        return {}, {}
+    found, extras = {}, {}
     for model in list(per_model.obj):
         figures = per_model.opt_sub(model)
         if figures is None:
@@ -1200,7 +1237,10 @@ def _model_usage(f: Fields) -> dict[str, p.Usage]:
         if cost is not None and cost >= 0:
             usage.cost_usd = float(cost)
         found[model] = usage
-    return found
+        other = {key: value for key, value in figures.obj.items() if key not in _MODEL_USAGE_FIGURES}
+        if other:
+            extras[model] = other
+    return found, extras
 
 
 _MODEL_USAGE_KEYS = (
@@ -1209,6 +1249,8 @@ _MODEL_USAGE_KEYS = (
     ("cacheReadInputTokens", "cache_read_input_tokens"),
     ("cacheCreationInputTokens", "cache_creation_input_tokens"),
 )
+_MODEL_USAGE_FIGURES = frozenset({camel for camel, _ in _MODEL_USAGE_KEYS} | {"costUSD"})
+"""The keys of a ``modelUsage`` entry that canonical usage carries (the tokens and the cost)."""
 
 
 def _written(totals: p.UsageTotals) -> int:
@@ -1279,7 +1321,8 @@ _STREAM_LINE = (
 )
 """A ``stream_event`` line as :meth:`ClaudeEncoder.envelope` words it: inner event, session and line uuid."""
 _BLOCK_STOP = _encode({"type": "content_block_stop", "index": 0})
-_MESSAGE_END = _encode({"type": "message_delta", "delta": {"stop_reason": "end_turn"}})
+_MESSAGE_ENDING = {"type": "message_delta", "delta": {"stop_reason": "end_turn"}}
+_MESSAGE_END = _encode(_MESSAGE_ENDING)
 _MESSAGE_CUT = _encode({"type": "message_delta", "delta": {"stop_reason": None}})
 _MESSAGE_STOP = _encode({"type": "message_stop"})
 _BLOCK_STARTS = {
@@ -1306,7 +1349,7 @@ class _Running:
     A turn adds what it knows: one of unknown cost, or without usage, leaves them as they were.
     """
 
-    __slots__ = ("cost", "models", "session")
+    __slots__ = ("cost", "extras", "models", "session")
 
     def __init__(self, session: str | None) -> None:
         self.session = session
@@ -1314,6 +1357,8 @@ class _Running:
         """``total_cost_usd`` (None: no turn's cost known yet)."""
         self.models: dict[str, p.UsageTotals] = {}
         """``modelUsage``: each model's figures over the session."""
+        self.extras: dict[str, dict[str, Any]] = {}
+        """Each model's other ``modelUsage`` keys, as the last ``claude.model_usage`` event gave them."""
 
     def add(self, turn: p.UsageTotals, by_model: dict[str, p.UsageTotals]) -> None:
         if turn.cost_usd is not p.UNSET:
@@ -1322,31 +1367,59 @@ class _Running:
             self.models.setdefault(model, p.UsageTotals()).add(figures.as_usage(model))
 
 
-def _model_figures(totals: p.UsageTotals) -> dict[str, Any]:
-    """One model's ``modelUsage`` entry: its tokens, and its cost when known. Claude Code's other keys
-    (``webSearchRequests``, ``contextWindow``, ``maxOutputTokens`` …) are not in the canonical events."""
+def _model_figures(totals: p.UsageTotals, extras: dict[str, Any]) -> dict[str, Any]:
+    """One model's ``modelUsage`` entry: its tokens, its cost when known, and Claude Code's other keys
+    (``webSearchRequests``, ``contextWindow``, ``maxOutputTokens`` …) when a ``claude.model_usage`` event gave
+    them: no canonical usage says them, and none is made up."""
     api = _api_usage(totals)
     figures: dict[str, Any] = {camel: api[key] for camel, key in _MODEL_USAGE_KEYS}
     if totals.cost_usd is not p.UNSET:
         figures["costUSD"] = totals.cost_usd
+    for key, value in extras.items():
+        figures.setdefault(key, value)
     return figures
+
+
+def _carriers(held: list[p.Message | p.Reasoning]) -> tuple[str | None, int]:
+    """Which held lines carry their call's usage: the last ones, all of the last one's message id (Claude Code's
+    lines of one call share one), from the index returned. Lines of another id do not, so that a reader counting
+    per message id counts the call once, and reads it after all that the call said."""
+    last = held[-1]
+    if not last.content:
+        return None, len(held)
+    carrier, first = _own_id(last), len(held) - 1
+    while first > 0 and _own_id(held[first - 1]) == carrier:
+        first -= 1
+    return carrier, first
+
+
+def _own_id(event: p.Message | p.Reasoning) -> str:
+    return event.message_id if isinstance(event, p.Message) else event.reasoning_id
 
 
 class ClaudeEncoder(EventEncoder):
     """Canonical events as Claude Code stream-json lines, as the Claude Agent SDK parses them.
 
-    Deltas become ``stream_event`` lines (one API message per delta run, block 0),
-    closed by the complete ``assistant`` line then ``content_block_stop``,
-    ``message_delta`` and ``message_stop``, in Claude's own order. A ``usage``
-    becomes a short stream of its own (``message_start`` … ``message_stop``).
+    A model call's ``usage`` goes in its ``assistant`` lines' ``message.usage``, as Claude Code's: its complete
+    messages and reasoning are held until the next event, and when that is the call's ``usage`` (which comes after
+    them) their lines carry it, as do the lines of the call's tool calls that follow it.
+
+    With partial messages, deltas become ``stream_event`` lines (one API message per delta run, block 0), closed
+    by the complete ``assistant`` line then ``content_block_stop``, ``message_delta`` (with the usage when the run
+    carries it) and ``message_stop``, in Claude's own order; a ``usage`` no line carries becomes a short stream of
+    its own (``message_start`` … ``message_stop``), as Claude Code writes a call that said nothing. Without them,
+    as Claude Code without ``--include-partial-messages``, no ``stream_event`` line is written, and such a usage
+    is counted only in the result's ``usage`` and ``modelUsage``.
     """
 
     fold_fatal = True
-    streams: ClassVar[bool] = True
-    """Whether the dialect has ``stream_event`` lines (Amp's does not)."""
+    carries_usage: ClassVar[bool] = True
+    """Whether ``assistant`` lines carry ``message.usage`` (Amp's do not)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, partial_messages: bool = True) -> None:
         super().__init__()
+        self.streams = partial_messages
+        """Whether ``stream_event`` lines are written (``--include-partial-messages``)."""
         self._model = _NO_MODEL
         self._uuid_prefix = str(uuid.uuid4())[:24]
         self._uuid_prefix_bytes = self._uuid_prefix.encode()
@@ -1369,12 +1442,34 @@ class ClaudeEncoder(EventEncoder):
         """The stored session the current run continues (its ``start``'s parent), written as the session id."""
         self._session_json: tuple[str | None, bytes] = (None, b"")
         """The last session id and its JSON, for stream lines (written as bytes, not objects)."""
+        self._held: list[p.Message | p.Reasoning] = []
+        """Complete assistant messages and reasoning not written yet: the next event may be their call's usage."""
+        self._carried: tuple[str | None, p.Usage] | None = None
+        """The usage just written and the message id that carries it (None: no line yet), for the tool calls
+        that follow it."""
+        self._model_extras: dict[str, dict[str, Any]] = {}
+        """The turn's ``claude.model_usage``: each model's other ``modelUsage`` keys."""
 
     def end_turn(self) -> None:
         super().end_turn()
         self._calls.clear()  # its result's permission denials are out; a later turn cannot answer them
         self._deferred = self._structured = None
         self._turn_models = {}
+        self._model_extras = {}
+        self._carried = None
+
+    def _lines(self, event: p.Event) -> list[bytes]:
+        """What is held waits only for the next event: any but another message or reasoning (held with it) or a
+        usage (which it carries) writes it first, without usage. Any event but a tool call ends the call whose
+        usage was the last one written."""
+        if self._held or self._carried is not None:
+            kind = type(event)
+            if kind is not p.ToolCall:
+                self._carried = None
+            if self._held and kind is not p.Usage and not _joins(event):
+                held = list(map(_encode, self._release(None)))
+                return [*held, *super()._lines(event)]
+        return super()._lines(event)
 
     # line shapes (Amp overrides these)
 
@@ -1402,10 +1497,17 @@ class ClaudeEncoder(EventEncoder):
         line["uuid"] = self.line_uuid()
         return line
 
-    def api_message(self, message_id: str, block: dict[str, Any], stop_reason: str | None) -> dict[str, Any]:
-        """An assistant line's API message. Claude's per-block lines have no stop reason yet; Amp's do."""
-        return {
-            "model": self._model,
+    def api_message(
+        self,
+        message_id: str,
+        block: dict[str, Any],
+        stop_reason: str | None,
+        usage: p.Usage | None = None,
+    ) -> dict[str, Any]:
+        """An assistant line's API message, with its call's model and usage when known. Claude's per-block lines
+        have no stop reason yet; Amp's do."""
+        message: dict[str, Any] = {
+            "model": self._model if usage is None else usage.model,
             "id": message_id,
             "type": "message",
             "role": "assistant",
@@ -1413,6 +1515,9 @@ class ClaudeEncoder(EventEncoder):
             "stop_reason": None,
             "stop_sequence": None,
         }
+        if usage is not None:
+            message["usage"] = _api_usage(usage)
+        return message
 
     def on_start(self, event: p.Start) -> list[dict[str, Any]]:
         if event.model is not p.UNSET:
@@ -1459,11 +1564,15 @@ class ClaudeEncoder(EventEncoder):
         if running.session != line["session_id"]:
             running = self._running = _Running(line["session_id"])
         running.add(event.usage, self._by_model(event.usage))
+        running.extras.update(self._model_extras)
         if running.cost is not None:
             line["total_cost_usd"] = running.cost
         line["usage"] = _api_usage(event.usage)
         if running.models:
-            line["modelUsage"] = {model: _model_figures(totals) for model, totals in running.models.items()}
+            line["modelUsage"] = {
+                model: _model_figures(totals, running.extras.get(model, {}))
+                for model, totals in running.models.items()
+            }
         line["permission_denials"], self._denials = self._denials, []
         if self._structured is not None:
             line["structured_output"] = self._structured
@@ -1496,12 +1605,36 @@ class ClaudeEncoder(EventEncoder):
             return [self.envelope(event, line)]
         if event.role != "assistant":
             return []
-        block = {"type": "text", "text": event.content}
-        return self._complete(event, (False, event.message_id), block, event.content)
+        return self._hold(event)
 
     def on_reasoning(self, event: p.Reasoning) -> list[EncodedLine]:
+        return self._hold(event)
+
+    def _hold(self, event: p.Message | p.Reasoning) -> list[EncodedLine]:
+        """Held until the next event (see :meth:`_lines`) when assistant lines carry usage; else written now."""
+        if self.carries_usage:
+            self._held.append(event)
+            return []
+        return self._said(event, None)
+
+    def _said(self, event: p.Message | p.Reasoning, usage: p.Usage | None) -> list[EncodedLine]:
+        """The lines of a complete assistant message or reasoning."""
+        if isinstance(event, p.Message):
+            block = {"type": "text", "text": event.content}
+            return self._complete(event, (False, event.message_id), block, event.content, usage)
         block = {"type": "thinking", "thinking": event.content, "signature": ""}
-        return self._complete(event, (True, event.reasoning_id), block, event.content)
+        return self._complete(event, (True, event.reasoning_id), block, event.content, usage)
+
+    def _release(self, usage: p.Usage | None) -> list[EncodedLine]:
+        """The held messages and reasoning, the last ones with ``usage`` (see :func:`_carriers`)."""
+        held, self._held = self._held, []
+        carrier, first = _carriers(held) if usage is not None else (None, len(held))
+        if carrier is not None and usage is not None:
+            self._carried = (carrier, usage)
+        lines: list[EncodedLine] = []
+        for index, event in enumerate(held):
+            lines += self._said(event, usage if index >= first else None)
+        return lines
 
     def on_message_delta(self, event: p.MessageDelta) -> list[EncodedLine]:
         if event.role != "assistant":
@@ -1512,9 +1645,16 @@ class ClaudeEncoder(EventEncoder):
         return self._delta(event, (True, event.reasoning_id), event.content)
 
     def on_tool_call(self, event: p.ToolCall) -> list[dict[str, Any]]:
+        """A tool call right after its call's usage is a line of that call's message, with its usage."""
         self._calls[event.call_id] = (event.name, event.arguments)
         block = {"type": "tool_use", "id": event.call_id, "name": event.name, "input": event.arguments}
-        line = {"type": "assistant", "message": self.api_message(self.made_up_id("msg"), block, "tool_use")}
+        carried, usage = self._carried, None
+        if carried is None:
+            message_id = self.made_up_id("msg")
+        else:
+            message_id, usage = carried[0] or self.made_up_id("msg"), carried[1]
+            self._carried = (message_id, usage)
+        line = {"type": "assistant", "message": self.api_message(message_id, block, "tool_use", usage)}
         return [self.envelope(event, line)]
 
     def on_tool_result(self, event: p.ToolResult) -> list[dict[str, Any]]:
@@ -1582,6 +1722,9 @@ class ClaudeEncoder(EventEncoder):
         elif name == _STRUCTURED_EVENT and data is not None:
             self._structured = data
             return []  # the result line's structured_output
+        elif name == _MODEL_USAGE_EVENT and isinstance(data, dict) and _per_model(data):
+            self._model_extras = data
+            return []  # in the result line's modelUsage
         else:
             line = {"type": "system", "subtype": "agentstream_event", "name": name, "data": data}
         return [self.envelope(event, line, parent=False)]
@@ -1599,15 +1742,23 @@ class ClaudeEncoder(EventEncoder):
         return [self.envelope(event, line, parent=False)]
 
     def on_usage(self, event: p.Usage) -> list[EncodedLine]:
+        """The held lines carry it; when none can, a stream of its own (only with partial messages) does."""
         self._turn_models.setdefault(event.model, p.UsageTotals()).add(event)
+        lines = self._release(event) if self._held else []
+        if self._carried is not None or not self.carries_usage:
+            return lines
         if not self.streams:
-            return []
+            self._carried = (None, event)  # no line yet: the call's first tool call carries it
+            return lines
         usage = _api_usage(event)
         if self._current is not None:
+            self._carried = (self._current, event)
             inner = _encode({"type": "message_delta", "delta": {"stop_reason": None}, "usage": usage})
-            return [self._stream_line(event, inner)]
+            return [*lines, self._stream_line(event, inner)]
+        message_id = self.made_up_id("msg")
+        self._carried = (message_id, event)
         message: dict[str, Any] = {
-            "id": self.made_up_id("msg"),
+            "id": message_id,
             "type": "message",
             "role": "assistant",
             "content": [],
@@ -1622,6 +1773,7 @@ class ClaudeEncoder(EventEncoder):
             "usage": {"output_tokens": event.output_tokens},
         }
         return [
+            *lines,
             self._stream_line(event, _encode({"type": "message_start", "message": message})),
             self._stream_line(event, _encode(end)),
             self._stream_line(event, _MESSAGE_STOP),
@@ -1678,9 +1830,15 @@ class ClaudeEncoder(EventEncoder):
         return [*lines, self._stream_line(event, delta)]
 
     def _complete(
-        self, event: p.BaseEvent, key: tuple[bool, str], block: dict[str, Any], text: str
+        self,
+        event: p.BaseEvent,
+        key: tuple[bool, str],
+        block: dict[str, Any],
+        text: str,
+        usage: p.Usage | None,
     ) -> list[EncodedLine]:
-        """The ``assistant`` line of a complete message or reasoning, closing its delta run if it had one.
+        """The ``assistant`` line of a complete message or reasoning, closing its delta run if it had one (whose
+        ``message_delta`` carries ``usage`` too, as the API's does).
 
         Empty content (a delta run discarded by an interrupt or a failed call, or nothing said) writes no
         ``assistant`` line: the API never sends an empty block, and the Claude Agent SDK would hand its user one.
@@ -1688,17 +1846,20 @@ class ClaudeEncoder(EventEncoder):
         if not text:
             return self._abandon(event, key) if key in self._runs else []
         if key not in self._runs:
-            line = {"type": "assistant", "message": self.api_message(key[1], block, "end_turn")}
+            line = {"type": "assistant", "message": self.api_message(key[1], block, "end_turn", usage)}
             return [self.envelope(event, line)]
         lines = self._switch(event, self._runs[key])
-        line = {"type": "assistant", "message": self.api_message(self._runs[key], block, "end_turn")}
-        return [*lines, self.envelope(event, line), *self._stop(event, key)]
+        line = {"type": "assistant", "message": self.api_message(self._runs[key], block, "end_turn", usage)}
+        return [*lines, self.envelope(event, line), *self._stop(event, key, usage)]
 
-    def _stop(self, event: p.BaseEvent, key: tuple[bool, str]) -> list[EncodedLine]:
+    def _stop(
+        self, event: p.BaseEvent, key: tuple[bool, str], usage: p.Usage | None = None
+    ) -> list[EncodedLine]:
+        end = _MESSAGE_END if usage is None else _encode({**_MESSAGE_ENDING, "usage": _api_usage(usage)})
         return [
             *self._leave(event, key),
             self._stream_line(event, _BLOCK_STOP),
-            self._stream_line(event, _MESSAGE_END),
+            self._stream_line(event, end),
             self._stream_line(event, _MESSAGE_STOP),
         ]
 
@@ -1717,6 +1878,16 @@ class ClaudeEncoder(EventEncoder):
         lines = self._switch(event, self._runs.pop(key))
         self._current = None
         return lines
+
+
+def _joins(event: p.Event) -> bool:
+    """Whether an event is a complete assistant message or reasoning (held with those before it)."""
+    return isinstance(event, p.Reasoning) or (isinstance(event, p.Message) and event.role == "assistant")
+
+
+def _per_model(data: dict[str, Any]) -> bool:
+    """Whether an event's data is a ``claude.model_usage``: an object of keys per model."""
+    return all(isinstance(extras, dict) for extras in data.values())
 
 
 def _resets(data: dict[str, Any]) -> bool:
@@ -1819,6 +1990,11 @@ class ClaudeDialect(SimpleDialect):
     summary = "Claude Code -p --output-format stream-json --verbose"
     decoder_class = ClaudeDecoder
     encoder_class = ClaudeEncoder
+
+    def encoder(self, *, partial_messages: bool = True) -> ClaudeEncoder:
+        """With ``stream_event`` lines for deltas by default; ``partial_messages=False`` writes what Claude Code
+        writes without ``--include-partial-messages``."""
+        return ClaudeEncoder(partial_messages=partial_messages)
 
     def sniff(self, obj: dict[str, Any]) -> float:
         return claude_score(obj)
