@@ -211,6 +211,30 @@ def test_the_bus_s_finished_runs_are_counted_and_an_unreadable_one_alone_is_left
     assert "run broken is not counted" in done.stderr and "the bus's runs are not counted" not in done.stderr
 
 
+def test_a_bus_run_s_tool_calls_are_its_calls_not_the_tools_it_named(tmp_path: Path) -> None:
+    """A run that ran one command three times and read one file made four tool calls; its result's
+    ``tools_used`` names two tools."""
+    from agentstream import protocol as p
+    from agentstream.bus import Record, open_bus
+
+    url = f"sqlite:///{tmp_path / 'bus.sqlite3'}"
+    sequencer = p.Sequencer("run")
+    events: list[p.AnyEvent] = [p.Start(command="codex exec")]
+    for number, name in enumerate(["shell", "shell", "read", "shell"]):
+        events += [
+            p.ToolCall(call_id=f"c{number}", name=name, arguments={}),
+            p.ToolResult(call_id=f"c{number}", name=name, status="success", output="ok"),
+        ]
+    events.append(p.Result(ok=True, subtype="success", exit_code=0, tools_used=["shell", "read"]))
+    with open_bus(url) as bus:
+        bus.append(
+            "run", [Record(n, e.type, p.encode(sequencer.stamp(e))) for n, e in enumerate(events)]
+        )
+    env = {"HOME": str(tmp_path / "home"), "AGENTSTREAM_BUS": "", "CLAUDE_CONFIG_DIR": "", "CODEX_HOME": ""}
+    (group,) = envelope("--bus", url, "--by", "session", env=env)["result"]["groups"]
+    assert (group["key"], group["tool_calls"]) == ("agentstream:run", 4)
+
+
 def test_a_token_figure_below_zero_or_past_any_call_is_dropped_not_counted(tmp_path: Path) -> None:
     """One corrupt record must not take usage away (a negative count) or add a fortune (10**30 tokens)."""
     lines = [line for line in CLAUDE_LOG.read_text().splitlines() if line.strip()]

@@ -473,8 +473,8 @@ def scan_bus(out: Scan, url: str | None, warn: Callable[[str], None]) -> None:
                 written = usage.cache_write_tokens if usage.cache_write_tokens is not p.UNSET else 0
                 session = out.session("agentstream", run.run_id)
                 session.saw(stamp)
-                if result.tools_used:
-                    session.called(stamp, len(result.tools_used))
+                if told.tool_calls:
+                    session.called(stamp, told.tool_calls)
                 session.wall_time_ms = result.duration_ms
                 out.calls.append(
                     Call(
@@ -501,17 +501,20 @@ def _not_counted(exc: AgentstreamError) -> str:
 
 @dataclass
 class _RunTold:
-    """What a stored run says beyond its result: the model it used and the agent CLI session it wrapped."""
+    """What a stored run says beyond its result: the model it used, how many tools it called (the result's
+    ``tools_used`` names each tool once, however often it was called) and the agent CLI session it wrapped."""
 
     model: str = "unknown"
+    tool_calls: int = 0
     child_session: str | None = None
 
     @classmethod
     def read(cls, bus: Any, run_id: str, last_seq: int) -> _RunTold:
         """The run's ``start`` model, else the model most of its ``usage`` events name (a wrapped CLI's
-        ``start`` is the wrap's own, which names none); and its ``child_session`` status, if any.
+        ``start`` is the wrap's own, which names none); its ``tool_call`` events, counted; and its
+        ``child_session`` status, if any.
 
-        Only events of those types are decoded. Raises MalformedEventError.
+        Only ``start``, ``usage`` and ``status`` events are decoded. Raises MalformedEventError.
         """
         from collections import Counter
 
@@ -524,7 +527,9 @@ class _RunTold:
             if not records:
                 break
             for record in records:
-                if record.type in _TOLD_TYPES:
+                if record.type == "tool_call":
+                    told.tool_calls += 1
+                elif record.type in _TOLD_TYPES:
                     event = p.decode(record.line)
                     if isinstance(event, p.Start) and isinstance(event.model, str) and event.model:
                         told.model = event.model
