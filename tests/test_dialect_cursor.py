@@ -33,7 +33,7 @@ from _strategies import delta_runs, messages, reasonings, sessions, stamped, tex
 from agentstream import protocol as p
 from agentstream.consumer import read
 from agentstream.dialects import detect_dialect, get_dialect
-from agentstream.dialects.kit import RAW_ARGUMENTS_KEY
+from agentstream.dialects.kit import RAW_ARGUMENTS_KEY, failure_text
 
 SESSION_ID = "<uuid>"
 READ_OUTPUT = (
@@ -519,7 +519,7 @@ def _kept(events: list[p.AnyEvent]) -> list[tuple[Any, ...]]:
             kept.append(("call", event.call_id, event.name, event.arguments))
         elif isinstance(event, p.ToolResult):
             ok = event.status == "success"
-            problem = event.error if event.error is not p.UNSET else event.output
+            problem = failure_text(event) or event.status  # cursor has one text for a failure
             kept.append(
                 (
                     "result",

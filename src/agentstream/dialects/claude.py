@@ -32,6 +32,7 @@ from agentstream.dialects.kit import (
     EventEncoder,
     Fields,
     SimpleDialect,
+    failure_text,
     first_keys,
     identify,
     malformed,
@@ -1663,12 +1664,11 @@ class ClaudeEncoder(EventEncoder):
             return []  # the deferred call has no result line: the result's deferred_tool_use says it
         if event.status == "denied":
             self._denials.append({"tool_name": name, "tool_use_id": event.call_id, "tool_input": arguments})
-        text = event.output if event.status == "success" or event.error is p.UNSET else event.error
-        block: dict[str, Any] = {
-            "tool_use_id": event.call_id,
-            "type": "tool_result",
-            "content": text if isinstance(text, str) else "",
-        }
+        if event.status == "success":
+            text = event.output if isinstance(event.output, str) else ""
+        else:
+            text = failure_text(event)
+        block: dict[str, Any] = {"tool_use_id": event.call_id, "type": "tool_result", "content": text}
         if event.status != "success":
             block["is_error"] = True
         line = {"type": "user", "message": {"role": "user", "content": [block]}}

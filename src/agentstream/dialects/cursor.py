@@ -25,6 +25,7 @@ from agentstream.dialects.kit import (
     SimpleDialect,
     arguments_text,
     epoch_ms,
+    failure_text,
     identify,
     json_or_text,
     parse_arguments,
@@ -371,9 +372,8 @@ class CursorEncoder(EventEncoder):
     def on_tool_result(self, event: p.ToolResult) -> list[dict[str, Any]]:
         key, spec = self._tools.pop(event.call_id, (_FUNCTION, {"name": event.name, "arguments": "{}"}))
         if event.status != "success":
-            text = event.error if event.error is not p.UNSET else event.output
             kind, field = ("rejected", "reason") if event.status == "denied" else ("error", "message")
-            spec = {**spec, "result": {kind: {field: text if text is not p.UNSET else event.status}}}
+            spec = {**spec, "result": {kind: {field: failure_text(event) or event.status}}}
         elif event.output is not p.UNSET:
             spec = {**spec, "result": {"success": json_or_text(event.output)}}
         return [self._tool_line("completed", event.call_id, {key: spec})]

@@ -590,6 +590,12 @@ def text_or_json(value: object) -> str:
     return value if isinstance(value, str) else _json_encode(value).decode()
 
 
+def failure_text(event: p.ToolResult) -> str:
+    """The one text a dialect has for a call that did not succeed: its error, then what it printed (a failed
+    command's output often says why it failed), so that neither is lost; empty when it has neither."""
+    return "\n".join(text for text in (event.error, event.output) if isinstance(text, str) and text)
+
+
 def json_or_text(text: str) -> Any:
     """The inverse of :func:`text_or_json`: an object or array back as itself, any other string unchanged.
 
