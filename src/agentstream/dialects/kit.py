@@ -75,7 +75,8 @@ What is here, and when to use it:
   :data:`RAW_ARGUMENTS_KEY`); :func:`text_or_json` / :func:`json_or_text` carry an
   object or array through a canonical string field and back, exactly;
   :func:`event_data` / :func:`event_from_data` carry a whole event in a dialect's
-  extension slot; :func:`first_keys` inverts a code table; :func:`encode_object` writes a line.
+  extension slot; :func:`first_keys` inverts a code table; :func:`encode_object` writes a line;
+  :func:`failure_text` is a failed tool call's one text for a dialect that has no other.
 """
 
 from __future__ import annotations
@@ -116,6 +117,7 @@ __all__ = [
     "epoch_ms",
     "event_data",
     "event_from_data",
+    "failure_text",
     "first_keys",
     "identify",
     "iso",
