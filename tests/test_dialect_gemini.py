@@ -890,3 +890,19 @@ def test_thoughts_are_the_rest_of_the_total() -> None:
     events = list(read((REAL / "thinking.ndjson").read_bytes(), "gemini"))
     (usage,) = [event for event in events if isinstance(event, p.Usage)]
     assert (usage.input_tokens, usage.output_tokens, usage.reasoning_tokens) == (50, 18, 12)
+
+
+@pytest.mark.parametrize(
+    ("name", "replies"),
+    [
+        ("real-0.61.0-tools.ndjson", 3),  # two calls, their results, one more call, its result, the answer
+        ("tool.ndjson", 2),
+        ("plain-auto.ndjson", 1),  # the router's call is not the conversation's
+        ("rate-limited-429.ndjson", 0),
+        ("tool.json", 2),  # -o json: the main role's requests
+    ],
+)
+def test_the_turn_count_is_the_model_s_replies(name: str, replies: int) -> None:
+    """A reply is the model's text and calls, up to its tools' results, after which the CLI asks again."""
+    (result,) = only(list(read((REAL / name).read_bytes(), "auto")), p.Result)
+    assert result.turn_count == replies

@@ -323,6 +323,10 @@ class GeminiDecoder(EventDecoder):
         """A severity ``error`` line, held to learn whether the run's failure follows it."""
         self._answer: list[str] = []
         """The turn's assistant text so far: the ``result``'s text, as ``-o json``'s ``response`` has it."""
+        self._replies = 0
+        """The model's replies in this turn: the ``result``'s ``turn_count`` (stream-json gives no count)."""
+        self._in_reply = False
+        """Whether the last line was the model's (its text or a call): the next one is the same reply."""
 
     typed_lines = _TYPED_LINES
 
@@ -367,7 +371,7 @@ class GeminiDecoder(EventDecoder):
     def on_init(self, f: Fields) -> None:
         session_id, model = f.text("session_id"), f.opt_text("model")
         self.adopt_session(session_id)
-        self._answer = []
+        self._answer, self._replies, self._in_reply = [], 0, False
         self.emit(p.Start(command=self.command, model=model or p.UNSET), f.ts("timestamp"))
 
     def on_message(self, f: Fields) -> None:
@@ -375,6 +379,7 @@ class GeminiDecoder(EventDecoder):
         self._message(role, content, ts, delta=bool(f.opt_flag("delta")))
 
     def _message(self, role: p.Role, content: str, ts: str | None, *, delta: bool) -> None:
+        self._replied(role == "assistant")
         if role == "assistant":
             self._answer.append(content)
         if delta:
@@ -388,6 +393,7 @@ class GeminiDecoder(EventDecoder):
 
     def _tool_use(self, name: str, call_id: str, arguments: dict[str, Any], ts: str | None) -> None:
         """The text so far led up to a call, so it is not the answer: Gemini's ``response`` is the last reply's."""
+        self._replied(True)
         self._answer = []
         self.emit(p.ToolCall(call_id=self.tools.called(call_id, name), name=name, arguments=arguments), ts)
 
@@ -402,6 +408,7 @@ class GeminiDecoder(EventDecoder):
     ) -> None:
         """``failure`` is the line's ``error`` (type, message): Gemini writes any call that did not fail as a
         success, so a cancelled one (its error says so) is written ``success`` with its error."""
+        self._replied(False)
         error = None
         if failure is not None:
             error = _typed_text(*failure)
@@ -415,6 +422,13 @@ class GeminiDecoder(EventDecoder):
             error=error if error is not None else p.UNSET,
         )
         self.emit(event, ts)
+
+    def _replied(self, by_the_model: bool) -> None:
+        """A line of the model's after one that was not starts its next reply (one model call): the calls of
+        a reply come before its tools' results, and the CLI asks the model again once they are in."""
+        if by_the_model and not self._in_reply:
+            self._replies += 1
+        self._in_reply = by_the_model
 
     def on_error(self, f: Fields) -> None:
         severity, message, ts = (
@@ -461,6 +475,7 @@ class GeminiDecoder(EventDecoder):
         # Without an error object a failure is Gemini's InvalidStream, which exits 0; ok and exit must agree: 1.
         exit_code = 0 if ok else exit_code or 1
         answer, self._answer = self._answer, []
+        replies, self._replies, self._in_reply = self._replies, 0, False
         self.emit_result(
             ok=ok,
             exit_code=exit_code,
@@ -468,6 +483,7 @@ class GeminiDecoder(EventDecoder):
             error=info,
             subtype=subtype,
             duration_ms=duration_ms,
+            turn_count=replies,
             usage=usage,
             result="".join(answer) if answer else p.UNSET,
         )
@@ -514,6 +530,7 @@ class GeminiDecoder(EventDecoder):
             [models.sub(name).opt_mapping("roles") or {} for name in models.obj] if models is not None else []
         )
         main = next((usage.model for usage, of in zip(per_model, roles, strict=True) if "main" in of), None)
+        requests = [_main_requests(models.sub(name)) for name in models.obj] if models is not None else []
         self.emit(p.Start(command=self.command, model=main or (per_model[0].model if per_model else p.UNSET)))
         for warning in warnings:
             self.emit(p.Log(level="warn", message=warning))
@@ -528,6 +545,7 @@ class GeminiDecoder(EventDecoder):
             exit_code=0 if info is None else exit_code or 1,
             error=info,
             subtype=subtype,
+            turn_count=sum(requests),
             result=response if response is not None else p.UNSET,
             usage=totals,
             tools_used=list(by_name or ()),
@@ -546,6 +564,13 @@ def _stats(f: Fields) -> tuple[p.UsageTotals, int, list[p.Usage]]:
 
 
 _JSON_OUTPUT_KEYS = frozenset({"response", "stats", "error"})
+
+
+def _main_requests(f: Fields) -> int:
+    """A ``SessionMetrics`` model entry's calls for the conversation (its ``main`` role), not the router's."""
+    roles = f.opt_sub("roles")
+    main = roles.opt_sub("main") if roles is not None else None
+    return (main.opt_integer("totalRequests") or 0) if main is not None else 0
 
 
 def _model_usage(name: str, f: Fields) -> p.Usage:
