@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from _dialect_kit import decode, decode_fixture, encode, encode_objects, only
+from _dialect_kit import decode, decode_fixture, encode, encode_objects, one, only
 from agentstream import protocol as p
 
 FAILED_COMMAND = ("codex", "real-0.171.0-tools.ndjson")
@@ -41,3 +41,44 @@ def test_a_failed_call_reaches_the_claude_sdk_with_its_error_and_what_it_printed
         if isinstance(block, ToolResultBlock) and block.is_error
     ]
     assert [block.content for block in blocks] == ["exit code 3\noops\n"]
+
+
+REAL_RUNS = [
+    ("codex", "real-0.171.0-tools.ndjson"),
+    ("codex", "real-0.171.0-api-401.ndjson"),
+    ("codex", "real-0.171.0-reconnect.ndjson"),
+    ("gemini", "real-0.61.0-tools.ndjson"),
+    ("gemini", "rate-limited-429.ndjson"),
+    ("gemini", "cut-off.ndjson"),
+    ("opencode", "real-1.18.33-tools.ndjson"),
+    ("opencode", "real-1.18.33-api-401.ndjson"),
+    ("opencode", "real-1.18.33-dropped.ndjson"),
+]
+
+
+@pytest.mark.parametrize(("dialect", "name"), REAL_RUNS)
+def test_a_real_run_converted_to_claude_is_parsed_whole_and_its_result_agrees(dialect: str, name: str) -> None:
+    from claude_agent_sdk import ResultMessage
+    from claude_agent_sdk._internal.message_parser import parse_message
+
+    events = decode_fixture(dialect, name)
+    result = one(events, p.Result)
+    parsed = [parse_message(obj) for obj in encode_objects("claude", events)]
+    assert None not in parsed
+    (sdk,) = [message for message in parsed if isinstance(message, ResultMessage)]
+    assert parsed[-1] is sdk
+    assert (sdk.is_error, sdk.result, sdk.num_turns) == (
+        not result.ok,
+        result.result if result.result is not p.UNSET else None,
+        result.turn_count,
+    )
+    assert sdk.num_turns >= 1 or not result.ok  # an answer took a model call at least
+    assert sdk.usage is not None
+    given = sdk.usage["input_tokens"] + sdk.usage["cache_read_input_tokens"]
+    assert (given + sdk.usage["cache_creation_input_tokens"], sdk.usage["output_tokens"]) == (
+        result.usage.input_tokens,
+        result.usage.output_tokens,
+    )
+    assert sdk.usage["cache_read_input_tokens"] == result.usage.cached_tokens
+    if not result.ok:
+        assert result.error is not p.UNSET and sdk.errors == [result.error.message]
