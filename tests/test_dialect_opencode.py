@@ -260,3 +260,12 @@ def test_what_opencode_1_18_printed_ends_as_it_exited(name: str, exit_code: int,
     result = decode_fixture("opencode", name)[-1]
     assert isinstance(result, p.Result) and result.synthetic is p.UNSET
     assert (result.exit_code, result.error.code if result.error else None) == (exit_code, code)
+
+
+def test_a_run_s_start_and_duration_are_its_first_line_s_time_to_its_last() -> None:
+    """opencode prints no start and no duration, but times every line: a run whose model call failed after
+    57 s of retries (its steps print nothing else) starts at its first step, not at the error."""
+    events = decode_fixture("opencode", "real-1.18.33-dropped.ndjson")
+    start, result = one(events, p.Start), one(events, p.Result)
+    assert (start.ts, result.ts) == ("2026-11-27T13:02:27.207Z", "2026-11-27T13:03:24.705Z")
+    assert result.duration_ms == 57_498

@@ -105,6 +105,8 @@ class OpencodeDecoder(EventDecoder):
         self._ended = False
         self._run_session: str | None = None
         """The session the current run's lines name."""
+        self._began: str | None = None
+        """The time of the current run's first line: its ``result``'s duration runs from there to its last."""
 
     def decode_object(self, obj: dict[str, Any]) -> None:
         """Every line names the session and its time; the time also stamps the events that carry none of their
@@ -121,6 +123,7 @@ class OpencodeDecoder(EventDecoder):
             self.line_ts = ts
         if self._ended:
             self._next_run()
+        self._began = self._began or ts
         self._run_session = self._run_session or session_id
         if self._held is not None and obj.get("type") not in ("error", "done"):
             self._release_error()
@@ -151,7 +154,7 @@ class OpencodeDecoder(EventDecoder):
         """The next run's first line (after ``done``, or see :meth:`_opens_next_run`): it opens with a start made
         up as the first run's is, and how it ends, its session, steps, tools and usage are its own."""
         self._ended, self._failed, self._last_text = False, None, None
-        self._rejected, self._run_session = False, None
+        self._rejected, self._run_session, self._began = False, None, None
         self.tally = Tally()
         self.emit(p.Start(command=self.command, synthetic=True))
 
@@ -168,8 +171,11 @@ class OpencodeDecoder(EventDecoder):
         return super().finish()
 
     def on_step_start(self, f: Fields) -> None:
+        """The run's first step opens it: the start made up for it has the step's time, not a later line's."""
         f.opt_sub("part")
         self._over = self._rejected = False
+        if not self.started:
+            self.emit(p.Start(command=self.command, synthetic=True))
 
     def on_step_finish(self, f: Fields) -> None:
         part = f.sub("part")
@@ -282,6 +288,7 @@ class OpencodeDecoder(EventDecoder):
                 ok=ok,
                 subtype="success" if ok else "error",
                 exit_code=0 if ok else 1,
+                duration_ms=_span_ms(self._began, self.line_ts),
                 turn_count=self.tally.turn_count,
                 tools_used=list(self.tally.tools_used),
                 usage=msgspec.structs.replace(self.tally.usage),
@@ -290,6 +297,11 @@ class OpencodeDecoder(EventDecoder):
                 synthetic=True if synthetic else p.UNSET,
             )
         )
+
+
+def _span_ms(first: str | None, last: str | None) -> int:
+    """Milliseconds from one line's time to another's (0 when either is unknown)."""
+    return max(epoch_ms(last) - epoch_ms(first), 0) if first and last else 0
 
 
 def _ts(ms: int | None) -> str | None:
