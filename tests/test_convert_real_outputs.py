@@ -57,7 +57,9 @@ REAL_RUNS = [
 
 
 @pytest.mark.parametrize(("dialect", "name"), REAL_RUNS)
-def test_a_real_run_converted_to_claude_is_parsed_whole_and_its_result_agrees(dialect: str, name: str) -> None:
+def test_a_real_run_converted_to_claude_is_parsed_whole_and_its_result_agrees(
+    dialect: str, name: str
+) -> None:
     from claude_agent_sdk import ResultMessage
     from claude_agent_sdk._internal.message_parser import parse_message
 

@@ -227,9 +227,7 @@ def test_a_bus_run_s_tool_calls_are_its_calls_not_the_tools_it_named(tmp_path: P
         ]
     events.append(p.Result(ok=True, subtype="success", exit_code=0, tools_used=["shell", "read"]))
     with open_bus(url) as bus:
-        bus.append(
-            "run", [Record(n, e.type, p.encode(sequencer.stamp(e))) for n, e in enumerate(events)]
-        )
+        bus.append("run", [Record(n, e.type, p.encode(sequencer.stamp(e))) for n, e in enumerate(events)])
     env = {"HOME": str(tmp_path / "home"), "AGENTSTREAM_BUS": "", "CLAUDE_CONFIG_DIR": "", "CODEX_HOME": ""}
     (group,) = envelope("--bus", url, "--by", "session", env=env)["result"]["groups"]
     assert (group["key"], group["tool_calls"]) == ("agentstream:run", 4)
