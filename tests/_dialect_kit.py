@@ -116,6 +116,12 @@ def round_trip(dialect: str, events: Sequence[p.AnyEvent], **options: Any) -> li
 # -- looking at events --------------------------------------------------------------------
 
 
+def failed_call_text(result: dict[str, Any]) -> str:
+    """The one text a dialect without separate fields writes for a canonical ``tool_result`` object that did not
+    succeed: its error, then on the next line its output (each left out when empty or missing)."""
+    return "\n".join(text for text in (result.get("error"), result.get("output")) if text)
+
+
 def only(events: Iterable[p.BaseEvent | p.UnknownEvent], *kinds: type[p.BaseEvent]) -> list[Any]:
     return [event for event in events if isinstance(event, kinds)]
 

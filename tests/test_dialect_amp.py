@@ -12,6 +12,7 @@ from _dialect_kit import (
     decode,
     decode_fixture,
     encode,
+    failed_call_text,
     fixture_lines,
     line,
     objects,
@@ -99,7 +100,7 @@ def keep(event: dict[str, Any]) -> dict[str, Any] | None:
             "type": kind,
             "call_id": event["call_id"],
             "ok": ok,
-            "text": event.get("output" if ok or "error" not in event else "error", ""),
+            "text": event.get("output", "") if ok else failed_call_text(event),
         }
     if kind == "result":
         return {key: event.get(key) for key in ("type", "ok", "duration_ms", "turn_count", "result")}

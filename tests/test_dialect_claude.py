@@ -18,6 +18,7 @@ from _dialect_kit import (
     decode_separately,
     encode,
     encode_objects,
+    failed_call_text,
     fixture_lines,
     objects,
     one,
@@ -744,7 +745,7 @@ def keep(event: dict[str, Any]) -> dict[str, Any] | None:
             "type": kind,
             "call_id": event["call_id"],
             "ok": ok,
-            "text": event.get("output" if ok or "error" not in event else "error", ""),
+            "text": event.get("output", "") if ok else failed_call_text(event),
         }
     if kind == "usage":
         return {
