@@ -1,7 +1,8 @@
 """A stand-in for an agent CLI's headless mode, for ``agentstream acp --cli``: ``python _fake_agent_cli.py KIND ARGS``.
 
 KIND is ``gemini`` (``[--resume ID] -p PROMPT --output-format stream-json``, the prompt also as
-``--prompt=PROMPT``) or ``codex`` (``exec --json [resume ID] [--] PROMPT``); options are read as an
+``--prompt=PROMPT``) or ``codex`` (``exec --json [-m MODEL] [-C DIR] [resume ID] [--] PROMPT``, with "tool"
+in the prompt a command item first); options are read as an
 option parser reads them, so a prompt such as ``--fix`` written without care would be taken for one. It prints the lines its CLI
 prints (the shapes of tests/fixtures/seeds/gemini.ndjson and
 tests/fixtures/dialects/codex/exec-doc.ndjson), says in its answer which
@@ -88,6 +89,8 @@ def gemini(args: list[str]) -> None:
 def codex(args: list[str]) -> None:
     assert args[:2] == ["exec", "--json"], args
     rest = args[2:]
+    while rest[:1] in (["-m"], ["-C"]):  # exec's own options: before its resume subcommand, never after
+        rest = rest[2:]
     resume = None
     if rest[:1] == ["resume"]:
         resume, rest = rest[1], rest[2:]
@@ -101,6 +104,11 @@ def codex(args: list[str]) -> None:
     if "sleep" in prompt:
         say({"type": "item.completed", "item": {"id": "item_0", "type": "agent_message", "text": "sleeping"}})
         wait_for_sigint()
+    if "tool" in prompt:  # item ids start at item_0 in every run, as Codex numbers them
+        command = {"id": "item_0", "type": "command_execution", "command": "ls", "aggregated_output": ""}
+        say({"type": "item.started", "item": {**command, "status": "in_progress"}})
+        done = {**command, "aggregated_output": "notes.txt\n", "exit_code": 0, "status": "completed"}
+        say({"type": "item.completed", "item": done})
     answer = f"resumed {resume}" if resume else "fresh session"
     say({"type": "item.completed", "item": {"id": "item_1", "type": "agent_message", "text": answer}})
     say(

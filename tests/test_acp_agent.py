@@ -369,6 +369,33 @@ def test_a_cli_tool_call_maps_with_kind_and_location(tmp_path: Path, work: Path,
     assert updates(got, "tool_call_update")[-1]["status"] == "completed"
 
 
+def test_a_cli_turn_presents_the_agent_side_only(tmp_path: Path, work: Path, env: dict[str, str]) -> None:
+    """Gemini CLI echoes the prompt as a user message: the editor shows its own prompt already, so no
+    ``user_message_chunk`` repeats it."""
+    agent = agentstream("acp", "--cli", "gemini", "--cli-path", str(fake_cli(tmp_path, "gemini")))
+    got = acp_client({"cwd": str(work), "prompts": ["hello there"]}, agent, env, cwd=work)
+    assert [u["sessionUpdate"] for u in updates(got)] == ["agent_message_chunk"]
+    assert agent_text(got) == "fresh session"
+
+
+def test_a_cli_that_numbers_its_items_afresh_each_run_gives_each_turn_new_ids(
+    tmp_path: Path, work: Path, env: dict[str, str]
+) -> None:
+    """Codex calls the first item of every ``exec`` run ``item_0``; the second turn's tool call must not be
+    taken for the first one's (an editor updates the call it already shows), nor its message for the first's.
+    The options after ``--`` reach every run, the resumed ones too (Codex takes them before ``resume`` only)."""
+    agent = agentstream(
+        "acp", "--cli", "codex", "--cli-path", str(fake_cli(tmp_path, "codex")), "--", "-m", "m1"
+    )
+    got = acp_client({"cwd": str(work), "prompts": ["use a tool", "a tool again"]}, agent, env, cwd=work)
+    assert [s["stopReason"] for s in of_kind(got, "stop")] == ["end_turn", "end_turn"]
+    calls = [u["toolCallId"] for u in updates(got, "tool_call")]
+    assert len(calls) == 2 and len(set(calls)) == 2
+    assert [u["toolCallId"] for u in updates(got, "tool_call_update")] == calls
+    assert len({u["messageId"] for u in updates(got, "agent_message_chunk")}) == 2
+    assert agent_text(got) == "fresh sessionresumed codex-thread-1"
+
+
 @pytest.mark.parametrize("kind", ["gemini", "codex"])
 def test_cancel_interrupts_a_cli_with_sigint(
     tmp_path: Path, work: Path, env: dict[str, str], kind: str

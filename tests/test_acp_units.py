@@ -7,7 +7,7 @@ import json
 import threading
 
 from agentstream import protocol as p
-from agentstream.acp.mapping import UpdateMapper, stop_reason
+from agentstream.acp.mapping import UpdateMapper, stop_reason, tool_kind
 from agentstream.acp.server import RpcError, RpcPeer
 
 
@@ -33,6 +33,26 @@ def test_deltas_are_not_repeated_by_the_complete_message() -> None:
     out += mapper.updates(p.Message(message_id="m1", role="assistant", content="Hello"))
     out += mapper.updates(p.Message(message_id="m2", role="assistant", content="Whole"))
     assert [u["content"]["text"] for u in out] == ["Hel", "lo", "Whole"]
+
+
+def test_an_id_streamed_in_an_earlier_turn_still_shows_this_turns_message() -> None:
+    """A CLI run per prompt may reuse an id: the new turn's whole message is shown, under an id of its own."""
+    mapper = UpdateMapper("/w")
+    mapper.begin_turn()
+    (first,) = mapper.updates(p.MessageDelta(message_id="item_1", content="one"))
+    mapper.updates(p.Message(message_id="item_1", role="assistant", content="one"))
+    mapper.begin_turn()
+    (second,) = mapper.updates(p.Message(message_id="item_1", role="assistant", content="two"))
+    assert second["content"]["text"] == "two"
+    assert second["messageId"] != first["messageId"]
+
+
+def test_the_clis_file_and_search_tools_have_their_kinds() -> None:
+    assert [tool_kind(name) for name in ("list_directory", "NotebookEdit", "google_web_search")] == [
+        "read",
+        "edit",
+        "search",
+    ]
 
 
 def test_a_todo_tool_call_is_also_a_plan() -> None:

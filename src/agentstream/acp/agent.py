@@ -204,6 +204,7 @@ class AcpAgent(ABC):
         if not session.busy.acquire(blocking=False):
             raise RpcError(INVALID_PARAMS, "a prompt is already running in this session; cancel it first")
         try:
+            session.mapper.begin_turn()
             result = session.run_prompt(text)
         finally:
             session.busy.release()

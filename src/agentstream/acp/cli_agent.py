@@ -41,8 +41,9 @@ class CliSpec:
     """How to run one CLI headless for one prompt."""
 
     dialect: str
-    argv: Callable[[str | None], list[str]]
-    """The CLI's session id to resume (or None) → the options after the binary."""
+    argv: Callable[[str | None, list[str]], list[str]]
+    """The CLI's session id to resume (or None) and the user's options (``-- ARGS``, permission flags) → the
+    arguments after the binary, the options where the CLI's parser accepts them on a resumed run too."""
     prompt: Callable[[str], list[str]] = lambda text: []
     """The prompt → the last arguments, so written that the CLI never reads a prompt such as ``--fix it`` as
     an option (after ``--``, or as an option's ``=value``); nothing for a prompt sent on stdin."""
@@ -50,22 +51,23 @@ class CliSpec:
     """Claude Code's control protocol on stdin (prompt, interrupt, permission answers)."""
 
 
-def _claude(resume: str | None) -> list[str]:
+def _claude(resume: str | None, options: list[str]) -> list[str]:
     base = ["--output-format", "stream-json", "--verbose", "--input-format", "stream-json"]
     base += ["--permission-prompt-tool", "stdio"]
-    return [*base, *(["--resume", resume] if resume else [])]
+    return [*base, *(["--resume", resume] if resume else []), *options]
 
 
-def _gemini(resume: str | None) -> list[str]:
-    return [*(["--resume", resume] if resume else []), "--output-format", "stream-json"]
+def _gemini(resume: str | None, options: list[str]) -> list[str]:
+    return [*(["--resume", resume] if resume else []), "--output-format", "stream-json", *options]
 
 
-def _codex(resume: str | None) -> list[str]:
-    return ["exec", "--json", *(["resume", resume] if resume else [])]
+def _codex(resume: str | None, options: list[str]) -> list[str]:
+    """``exec``'s options go before ``resume``: the ``resume`` subcommand refuses most of them (``-C``, ``-m``)."""
+    return ["exec", "--json", *options, *(["resume", resume] if resume else [])]
 
 
-def _cursor(resume: str | None) -> list[str]:
-    return ["-p", "--output-format", "stream-json", *(["--resume", resume] if resume else [])]
+def _cursor(resume: str | None, options: list[str]) -> list[str]:
+    return ["-p", "--output-format", "stream-json", *(["--resume", resume] if resume else []), *options]
 
 
 def _after_options(text: str) -> list[str]:
@@ -113,8 +115,8 @@ class CliSession(AcpSession):
         from agentstream.consumer import spawn
 
         spec, agent = agent_spec(self.agent.name), self.agent
-        argv = [agent.binary, *spec.argv(self.cli_session), *agent.permission_args(), *agent.extra]
-        argv += spec.prompt(text)
+        options = [*agent.permission_args(), *agent.extra]
+        argv = [agent.binary, *spec.argv(self.cli_session, options), *spec.prompt(text)]
         child = spawn(
             argv,
             spec.dialect,

@@ -32,13 +32,29 @@ __all__ = [
 PROTOCOL_VERSION: Final = 1
 
 _KINDS: Final[dict[str, str]] = {
-    **dict.fromkeys(("read_file", "read", "read_many_files", "list_dir", "ls", "notebookread"), "read"),
     **dict.fromkeys(
-        ("write_file", "write", "edit_file", "edit", "multiedit", "replace", "apply_patch", "file_change"),
+        ("read_file", "read", "read_many_files", "list_dir", "list_directory", "ls", "notebookread"), "read"
+    ),
+    **dict.fromkeys(
+        (
+            "write_file",
+            "write",
+            "edit_file",
+            "edit",
+            "multiedit",
+            "notebookedit",
+            "replace",
+            "apply_patch",
+            "file_change",
+        ),
         "edit",
     ),
-    **dict.fromkeys(("shell", "bash", "run_shell_command", "command_execution", "exec_command"), "execute"),
-    **dict.fromkeys(("grep", "glob", "search_file_content", "web_search", "websearch"), "search"),
+    **dict.fromkeys(
+        ("shell", "bash", "bashoutput", "run_shell_command", "command_execution", "exec_command"), "execute"
+    ),
+    **dict.fromkeys(
+        ("grep", "glob", "search_file_content", "web_search", "websearch", "google_web_search"), "search"
+    ),
     **dict.fromkeys(("webfetch", "web_fetch", "fetch"), "fetch"),
     **dict.fromkeys(("todowrite", "todo_write", "write_todos", "update_plan", "todo_list"), "think"),
 }
@@ -98,8 +114,17 @@ class UpdateMapper:
 
     Keeps what it needs across events: which message and reasoning runs were
     already streamed as deltas (their complete event then adds nothing), each
-    tool call's diff (so the finished call still shows it), and progress text
-    so far (ACP replaces a tool call's content with each update).
+    tool call's diff (so the finished call still shows it), progress text so far
+    (ACP replaces a tool call's content with each update), and the ids the
+    client was given: a ``toolCallId`` or ``messageId`` is never reused in the
+    session, though an agent CLI run per prompt numbers its items afresh each
+    time (Codex's ``item_0``…), so an editor never mistakes a new turn's call
+    for an old one's.
+
+    Only the agent's side of a live turn is presented: the user's messages a
+    stream carries (a CLI echoing the prompt, Claude Code's "[Request
+    interrupted by user]") are already the editor's own, and ``session/load``
+    replays the user's side by itself (:func:`replay_conversation`).
     """
 
     def __init__(self, cwd: str) -> None:
@@ -107,24 +132,47 @@ class UpdateMapper:
         self._streamed: set[str] = set()
         self._calls: dict[str, p.ToolCall] = {}
         self._progress: dict[str, str] = {}
+        self._client_ids: dict[str, str] = {}
+        """This turn's ids (of calls, messages, reasoning) → the ids the client sees."""
+        self._given: set[str] = set()
+        """Every id the client has seen in the session."""
+
+    def begin_turn(self) -> None:
+        """A new prompt: what the last turn's ids meant is forgotten (an id used again gets a new client id)."""
+        self._streamed, self._calls, self._progress, self._client_ids = set(), {}, {}, {}
+
+    def client_id(self, agent_id: str) -> str:
+        """The id the client knows this turn's call or message by: the agent's own, unless the session used it."""
+        known = self._client_ids.get(agent_id)
+        if known is not None:
+            return known
+        unique, number = agent_id, 1
+        while unique in self._given:
+            number += 1
+            unique = f"{agent_id}~{number}"
+        self._given.add(unique)
+        self._client_ids[agent_id] = unique
+        return unique
 
     def updates(self, event: p.AnyEvent) -> list[dict[str, Any]]:
         if isinstance(event, p.MessageDelta):
             self._streamed.add(event.message_id)
-            kind = "agent_message_chunk" if event.role == "assistant" else "user_message_chunk"
-            return [_chunk(kind, event.content, event.message_id)] if event.content else []
-        if isinstance(event, p.Message):
-            if event.message_id in self._streamed or not event.content or event.role == "system":
+            if event.role != "assistant" or not event.content:
                 return []
-            kind = "user_message_chunk" if event.role == "user" else "agent_message_chunk"
-            return [_chunk(kind, event.content, event.message_id)]
+            return [self._chunk("agent_message_chunk", event.content, event.message_id)]
+        if isinstance(event, p.Message):
+            if event.message_id in self._streamed or not event.content or event.role != "assistant":
+                return []
+            return [self._chunk("agent_message_chunk", event.content, event.message_id)]
         if isinstance(event, p.ReasoningDelta):
             self._streamed.add(event.reasoning_id)
-            return [_chunk("agent_thought_chunk", event.content, event.reasoning_id)] if event.content else []
+            if not event.content:
+                return []
+            return [self._chunk("agent_thought_chunk", event.content, event.reasoning_id)]
         if isinstance(event, p.Reasoning):
             if event.reasoning_id in self._streamed or not event.content:
                 return []
-            return [_chunk("agent_thought_chunk", event.content, event.reasoning_id)]
+            return [self._chunk("agent_thought_chunk", event.content, event.reasoning_id)]
         if isinstance(event, p.ToolCall):
             return self._tool_call(event)
         if isinstance(event, p.ToolProgress):
@@ -132,7 +180,7 @@ class UpdateMapper:
             self._progress[event.call_id] = text
             update = {
                 "sessionUpdate": "tool_call_update",
-                "toolCallId": event.call_id,
+                "toolCallId": self.client_id(event.call_id),
                 "status": "in_progress",
             }
             return [{**update, "content": [*self._diff(event.call_id), _block(text)]}]
@@ -150,12 +198,19 @@ class UpdateMapper:
         """The ``toolCall`` of a ``session/request_permission`` about a call already announced."""
         call = self._calls.get(call_id)
         if call is None:
-            return {"toolCallId": call_id}
-        return {"toolCallId": call_id, **self._describe(call)}
+            return {"toolCallId": self.client_id(call_id)}
+        return {"toolCallId": self.client_id(call_id), **self._describe(call)}
+
+    def _chunk(self, kind: str, text: str, message_id: str) -> dict[str, Any]:
+        return _chunk(kind, text, self.client_id(message_id))
 
     def _tool_call(self, call: p.ToolCall) -> list[dict[str, Any]]:
         self._calls[call.call_id] = call
-        update = {"sessionUpdate": "tool_call", "toolCallId": call.call_id, "status": "pending"}
+        update = {
+            "sessionUpdate": "tool_call",
+            "toolCallId": self.client_id(call.call_id),
+            "status": "pending",
+        }
         out = [{**update, **self._describe(call)}]
         plan = _plan_from_todos(call)
         if plan is not None:
@@ -201,7 +256,7 @@ class UpdateMapper:
         content = [*self._diff(result.call_id), *([_block(text)] if text else [])]
         update: dict[str, Any] = {
             "sessionUpdate": "tool_call_update",
-            "toolCallId": result.call_id,
+            "toolCallId": self.client_id(result.call_id),
             "status": tool_status(result),
             "rawOutput": {"status": result.status, "output": text},
         }
