@@ -141,6 +141,43 @@ def test_sigint_to_wrap_cancels_the_acp_turn(tmp_path: Path) -> None:
     assert run.returncode == 130 == run.result.exit_code and run.result.subtype == "interrupted"
 
 
+def test_a_tool_calls_output_from_an_earlier_update_is_its_result(tmp_path: Path) -> None:
+    """ACP: an update without ``content`` leaves the call's content as it was, so the output stays."""
+    run = wrap(tmp_path, "streamed")
+    (result,) = run.of_type("tool_result")
+    assert (result.call_id, result.status, result.output) == ("tc-4", "success", "compiled 3 files")
+
+
+def test_a_permission_asked_after_the_cancel_is_answered_cancelled(tmp_path: Path) -> None:
+    """ACP: once the client sent ``session/cancel`` it answers every permission request ``cancelled``, whatever
+    the mode would have chosen."""
+    env = exec_env(tmp_path / "home")
+    command = agentstream(
+        "wrap",
+        "--no-publish",
+        "--from",
+        "acp",
+        "-p",
+        "hi",
+        "--permission-mode",
+        "full",
+        "--",
+        *acp_agent("late_ask"),
+    )
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tmp_path)
+    assert proc.stdout is not None
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if b'"message_delta"' in line and len(lines) < 4:
+            proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=20)
+    run = ExecRun(proc.returncode, b"".join(lines), "")
+    assert_valid_stream(run.lines, run.returncode)
+    assert run.of_type("message")[-1].content == "asked after the cancel: cancelled"
+    assert run.returncode == 130
+
+
 def test_spawn_with_the_acp_dialect(tmp_path: Path) -> None:
     with spawn(acp_agent("cancel"), dialect="acp", prompt="stop me", cwd=str(tmp_path)) as child:
         events = []

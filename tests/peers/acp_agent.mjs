@@ -11,6 +11,8 @@
 //   garbage     a non-JSON line and a response with an unknown stopReason
 //   messages    two messages told apart only by their messageId, and an image block in a message
 //   future      initialize answers a protocol version newer than the client's
+//   streamed    a tool call whose output comes in an in_progress update; the completing update has no content
+//   late_ask    a chunk, then (after session/cancel) a permission request; says its outcome, answers cancelled
 //   sessions    a chunk for another session of the agent's, then its own answer
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
@@ -88,6 +90,27 @@ const app = acp
       });
       await say(allowed ? "Removed it." : "I did not remove it.");
       return { stopReason: "end_turn" };
+    }
+    if (mode === "streamed") {
+      await update({ sessionUpdate: "tool_call", toolCallId: "tc-4", title: "make", kind: "execute", status: "pending" });
+      const output = [{ type: "content", content: { type: "text", text: "compiled 3 files" } }];
+      await update({ sessionUpdate: "tool_call_update", toolCallId: "tc-4", status: "in_progress", content: output });
+      await update({ sessionUpdate: "tool_call_update", toolCallId: "tc-4", status: "completed" });
+      return { stopReason: "end_turn" };
+    }
+    if (mode === "late_ask") {
+      await say("working");
+      await new Promise((resolve) => (cancelled = resolve));
+      const answer = await client.request(acp.methods.client.session.requestPermission, {
+        sessionId: params.sessionId,
+        toolCall: { toolCallId: "tc-5", title: "rm -rf build", kind: "execute", status: "pending" },
+        options: [
+          { optionId: "yes", name: "Allow", kind: "allow_once" },
+          { optionId: "no", name: "Reject", kind: "reject_once" },
+        ],
+      });
+      await say(`asked after the cancel: ${answer.outcome.outcome}`);
+      return { stopReason: "cancelled" };
     }
     if (mode === "cancel") {
       await say("working");

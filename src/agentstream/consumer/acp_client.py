@@ -117,6 +117,8 @@ class AcpSpawn(PopenChild):
         self._seq = -1
         self._early: list[dict[str, Any]] = []
         self._call_arguments: dict[str, dict[str, Any]] = {}
+        self._call_content: dict[str, object] = {}
+        """Each open call's latest ``content``: ACP's updates replace it, and one without it keeps it."""
         self._state = threading.RLock()
         """Updates (reader thread), permission requests (their own threads) and the turn's end take turns."""
 
@@ -491,6 +493,8 @@ class AcpSpawn(PopenChild):
             return
         name = _tool_name(update)
         raw = update.get("rawInput")
+        if "content" in update:
+            self._call_content[call_id] = update["content"]
         self._open_calls[call_id] = name
         self._call_arguments[call_id] = raw if isinstance(raw, dict) else {}
         self._emit(
@@ -507,12 +511,16 @@ class AcpSpawn(PopenChild):
     def _tool_update(self, update: dict[str, Any]) -> None:
         call_id = update.get("toolCallId")
         status = update.get("status")
-        if not isinstance(call_id, str) or status not in ("completed", "failed"):
+        if not isinstance(call_id, str):
             return
         if call_id not in self._open_calls:
             self._tool_call({**update, "status": None})
+        elif "content" in update:
+            self._call_content[call_id] = update["content"]
+        if status not in ("completed", "failed"):
+            return
         name = self._open_calls.pop(call_id, "tool")
-        text = _content_text(update.get("content"))
+        text = _content_text(self._call_content.pop(call_id, None))
         event: dict[str, Any] = {"type": "tool_result", "call_id": call_id, "name": name}
         if status == "completed":
             event.update(status="success", output=text)
@@ -560,15 +568,23 @@ class AcpSpawn(PopenChild):
         raw = tool.get("rawInput")
         raw = raw if isinstance(raw, dict) else self._call_arguments.get(call_id, {})
         allow = self.permission_mode in _ALLOWING
+        if self._cancelled_with:  # ACP: after session/cancel, every permission request is answered cancelled
+            reason = "the turn was cancelled: answered cancelled"
+        else:
+            reason = (
+                f"answered by --permission-mode {self.permission_mode}: {'allowed' if allow else 'rejected'}"
+            )
         self._emit(
             {
                 "type": "permission_request",
                 "call_id": call_id,
                 "name": self._open_calls.get(call_id, _tool_name(tool)),
                 "arguments": raw,
-                "reason": f"answered by --permission-mode {self.permission_mode}: {'allowed' if allow else 'rejected'}",
+                "reason": reason,
             }
         )
+        if self._cancelled_with:
+            return {"outcome": {"outcome": "cancelled"}}
         options = [o for o in params.get("options") or [] if isinstance(o, dict)]
         wanted = ("allow_once", "allow_always") if allow else ("reject_once", "reject_always")
         for kind in wanted:
