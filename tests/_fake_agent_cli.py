@@ -6,7 +6,8 @@ in the prompt a command item first); options are read as an
 option parser reads them, so a prompt such as ``--fix`` written without care would be taken for one. It prints the lines its CLI
 prints (the shapes of tests/fixtures/seeds/gemini.ndjson and
 tests/fixtures/dialects/codex/exec-doc.ndjson), says in its answer which
-session it was resumed with (so tests can see the resume flag arrive), and
+session it was resumed with (so tests can see the resume flag arrive), with "crash" in
+the prompt (gemini) it exits with status 1 and a line on stderr, and
 with "sleep" in the prompt it sleeps after its first line until SIGINT, on
 which it exits with status 130 and no result, as the real CLIs do.
 """
@@ -49,6 +50,8 @@ def gemini(args: list[str]) -> None:
         }
     )
     say({"type": "message", "timestamp": ts, "role": "user", "content": prompt})
+    if "crash" in prompt:
+        sys.exit("Error: the configuration file is broken")  # on stderr, status 1, no result
     if "sleep" in prompt:
         say({"type": "message", "timestamp": ts, "role": "assistant", "content": "sleeping", "delta": True})
         wait_for_sigint()

@@ -406,6 +406,18 @@ def test_cancel_interrupts_a_cli_with_sigint(
     assert of_kind(got, "stop") == [{"kind": "stop", "stopReason": "cancelled"}]
 
 
+def test_a_cli_that_crashes_fails_the_prompt_with_what_it_said(
+    tmp_path: Path, work: Path, env: dict[str, str]
+) -> None:
+    """The editor shows the JSON-RPC error, not the agent's stderr: the crash's reason is in the message."""
+    agent = agentstream("acp", "--cli", "gemini", "--cli-path", str(fake_cli(tmp_path, "gemini")))
+    got = acp_client({"cwd": str(work), "prompts": ["crash now", "hello"]}, agent, env, cwd=work)
+    (error,) = of_kind(got, "error")
+    assert error["code"] == -32603 and error["data"]["code"] == "PROCESS_CRASHED"
+    assert error["message"].endswith("its stderr ends: Error: the configuration file is broken")
+    assert of_kind(got, "stop") == [{"kind": "stop", "stopReason": "end_turn"}]
+
+
 def test_a_missing_cli_fails_with_a_fix(tmp_path: Path, env: dict[str, str]) -> None:
     proc = subprocess.run(
         agentstream("acp", "--cli", "gemini", "--cli-path", str(tmp_path / "nope")),

@@ -25,6 +25,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+import msgspec
+
 from agentstream import protocol as p
 from agentstream.acp.agent import AcpAgent, AcpSession, NullSink
 from agentstream.errors import AgentstreamError, ErrorCode, ExitCode
@@ -151,7 +153,7 @@ class CliSession(AcpSession):
                     self._unknown(event)
                 else:
                     stream.emit(event)
-        _finish(stream, final, held, cancelled=self.cancelled.is_set())
+        _finish(stream, final, held, cancelled=self.cancelled.is_set(), stderr=child.stderr)
 
     def _unknown(self, event: p.UnknownEvent) -> None:
         """Claude Code's control lines: answer ``can_use_tool``; acknowledgements need nothing."""
@@ -220,8 +222,14 @@ class CliSession(AcpSession):
                     pass
 
 
-def _finish(stream: Stream, final: p.Result | None, held: p.Error | None, *, cancelled: bool) -> None:
-    """End our stream the way the CLI's ended (the consumer always gives one result)."""
+def _finish(
+    stream: Stream, final: p.Result | None, held: p.Error | None, *, cancelled: bool, stderr: str
+) -> None:
+    """End our stream the way the CLI's ended (the consumer always gives one result).
+
+    A CLI that ended without a result said why on stderr only, which an editor does not show next to the
+    turn's error: its last line joins the error's message.
+    """
     if cancelled and (final is None or not final.ok):
         stream.fail(
             ErrorCode.INTERRUPTED, "cancelled by the client", exit_code=ExitCode.SIGINT, subtype="interrupted"
@@ -230,12 +238,18 @@ def _finish(stream: Stream, final: p.Result | None, held: p.Error | None, *, can
     assert final is not None, "spawn() always ends with a result"
     if held is not None:
         stream.emit(held)
+    error = final.error if isinstance(final.error, p.ErrorInfo) else None
+    last_words = next((line.strip() for line in reversed(stderr.splitlines()) if line.strip()), "")
+    if error is not None and error.code == ErrorCode.PROCESS_CRASHED and last_words:
+        error = msgspec.structs.replace(
+            error, message=f"{error.message}; its stderr ends: {last_words[:300]}"
+        )
     stream.finish(
         ok=final.ok,
         exit_code=0 if final.ok else (final.exit_code or ExitCode.ERROR),
         subtype=final.subtype,
         result=final.result if isinstance(final.result, str) else None,
-        error=final.error if isinstance(final.error, p.ErrorInfo) else None,
+        error=error,
     )
 
 
