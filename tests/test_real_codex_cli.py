@@ -363,3 +363,27 @@ def test_wrap_relays_codex_with_its_exit_code(tmp_path: Path, replies: list[Repl
         assert result.result == "Wrapped."
     else:
         assert len(only(events, p.Error)) == 2  # the retry notice and the one fatal error
+
+
+# -- agentstream acp --cli codex -- an editor's session over ACP --------------------------------
+
+
+def test_an_acp_session_resumes_codex_with_its_options_and_new_ids_each_turn(tmp_path: Path) -> None:
+    """The official ACP client drives two prompts: the second resumes Codex's thread with the same options
+    (``exec``'s, before ``resume``), and its command, which Codex numbers ``item_0`` again, gets an id of its own."""
+    from _acp_support import acp_client, of_kind, updates
+
+    calls = [("call_a", "exec_command", {"cmd": "printf one"})]
+    script = [responses_reply("", calls), responses_reply("First."), responses_reply("", calls)]
+    script.append(responses_reply("Second."))
+    with FakeModelServer(script) as server:
+        command, env = _codex_exec(server, tmp_path / "home", tmp_path / "work", MODEL, [])
+        assert command[1:3] == ["exec", "--json"]
+        agent = [sys.executable, "-m", "agentstream", "acp", "--cli", "codex", "--cli-path", command[0]]
+        agent += ["--no-publish", "--", *command[3:]]
+        plan = {"cwd": str(tmp_path / "work"), "prompts": ["run it", "run it again"]}
+        got = acp_client(plan, agent, env, cwd=tmp_path / "work", timeout=60)
+    assert [s["stopReason"] for s in of_kind(got, "stop")] == ["end_turn", "end_turn"], got
+    announced = [u["toolCallId"] for u in updates(got, "tool_call")]
+    assert len(announced) == len(set(announced)) == 2
+    assert [u["status"] for u in updates(got, "tool_call_update")] == ["completed", "completed"]
