@@ -2,6 +2,8 @@
 
 * :func:`stop_process` — wait a little, then SIGTERM, then SIGKILL: the one
   terminate-then-kill sequence every part of agentstream uses;
+* :class:`Strays` — what a child started outside its process group (a CLI's tool
+  command in a session of its own), stopped with the child all the same;
 * :func:`orphan_guard` — the argv prefix that makes Linux SIGTERM a child when its
   parent dies, even by SIGKILL (``PR_SET_PDEATHSIG``, set by a tiny shim before the
   real program is executed);
@@ -17,18 +19,29 @@ from __future__ import annotations
 
 import math
 import os
+import select
 import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Sequence
-from typing import Final
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Final, NamedTuple
 
-__all__ = ["Foreground", "GroupWatchdog", "orphan_guard", "stop_process"]
+__all__ = ["Foreground", "GroupWatchdog", "Strays", "orphan_guard", "stop_process"]
 
 
-def signal_child(pid: int, signum: int, *, group: bool) -> None:
-    """Send ``signum`` to a child, or to its whole process group; a child already gone is no error."""
+def signal_child(pid: int, signum: int, *, group: bool, strays: Strays | None = None) -> None:
+    """Send ``signum`` to a child, or to its whole process group; a child already gone is no error.
+
+    With ``strays`` (the child's :class:`Strays`), the descendants that left its group are noted first, while
+    the child still lives, and get the signal too, unless it is SIGINT: that one asks the child to interrupt
+    itself, and what it leaves running is ended when it has exited (:meth:`Strays.end`).
+    """
+    if strays is not None:
+        strays.note()
+        if signum != signal.SIGINT:
+            strays.signal(signum)
     try:
         if group:
             os.killpg(pid, signum)
@@ -36,6 +49,17 @@ def signal_child(pid: int, signum: int, *, group: bool) -> None:
             os.kill(pid, signum)
     except ProcessLookupError:
         pass
+
+
+def stop_stragglers(pid: int, strays: Strays, stdout: int) -> None:
+    """The child ``pid`` is gone but what it started still holds its ``stdout``: SIGTERM its process group,
+    and the holders that left the group (held by ``strays``, which :meth:`Strays.end` finishes)."""
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        pass
+    strays.note(pipe_holders(stdout))
+    strays.signal(signal.SIGTERM)
 
 
 def shell_status(returncode: int | None) -> int | None:
@@ -75,6 +99,195 @@ def _sender(proc: subprocess.Popen[bytes]) -> Callable[[int], None]:
             pass
 
     return send
+
+
+class _Stat(NamedTuple):
+    parent: int
+    group: int
+    started: int
+    """Clock ticks after boot: with the pid, names one process, never another that reuses its pid."""
+
+
+def _stat(pid: int) -> _Stat | None:
+    """Parent, process group and start time of ``pid`` from ``/proc/PID/stat``; None if gone (or no /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            data = file.read()
+    except OSError:
+        return None
+    fields = data[data.rfind(b")") + 2 :].split()  # after the command name, which may hold anything
+    try:
+        return _Stat(int(fields[1]), int(fields[2]), int(fields[19]))
+    except (IndexError, ValueError):
+        return None
+
+
+def _all_pids() -> list[int]:
+    try:
+        return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return []
+
+
+def detached_descendants(pid: int) -> list[tuple[int, int]]:
+    """The descendants of ``pid`` in a process group other than its own, as (pid, start time).
+
+    A signal to ``pid``'s group misses them, and once ``pid`` exits nothing links them to it any more
+    (init adopts them): they can only be found while it lives. Empty where there is no ``/proc``.
+    """
+    stats = {other: stat for other in _all_pids() if (stat := _stat(other)) is not None}
+    if pid not in stats:
+        return []
+    children: dict[int, list[int]] = {}
+    for other, stat in stats.items():
+        children.setdefault(stat.parent, []).append(other)
+    own_group = stats[pid].group
+    found: list[tuple[int, int]] = []
+    todo = list(children.get(pid, ()))
+    while todo:
+        descendant = todo.pop()
+        if stats[descendant].group != own_group:
+            found.append((descendant, stats[descendant].started))
+        todo += children.get(descendant, ())
+    return found
+
+
+def pipe_holders(fd: int) -> list[tuple[int, int]]:
+    """The other processes that have the pipe ``fd`` is an end of open, as (pid, start time).
+
+    For a child's stdout once the child has exited: whatever still holds it was started by the child (it
+    inherited the pipe), even if it left the child's process group. Empty where there is no ``/proc``.
+    """
+    try:
+        target = f"pipe:[{os.fstat(fd).st_ino}]"
+    except OSError:
+        return []
+    found: list[tuple[int, int]] = []
+    for pid in _all_pids():
+        if pid == os.getpid():
+            continue
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue  # gone, or not ours to look into
+        if any(_link(f"/proc/{pid}/fd/{name}") == target for name in fds) and (stat := _stat(pid)):
+            found.append((pid, stat.started))
+    return found
+
+
+def _link(path: str) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return ""
+
+
+class Strays:
+    """A child's descendants that left its process group, held so that they can be stopped with the child.
+
+    A CLI may start its tool commands detached, in a session of their own (Node's ``detached: true``): a
+    signal to the child's group misses them, and when the child exits they are adopted by init and run on.
+    :meth:`note` finds them while the child lives; each is held by a pidfd opened while its start time still
+    matched, so a pid reused later is never signalled. :meth:`end`, once the child has exited, ends those
+    still running: SIGTERM, then SIGKILL after the grace period. A stray that leads a process group is
+    signalled as its group (its own children with it). Linux only; elsewhere nothing is found.
+
+    Safe from several threads and from a signal handler: the held set is replaced, never changed in place.
+    """
+
+    def __init__(self, pid: int) -> None:
+        self._pid = pid
+        self._held: dict[int, int] = {}
+        """pid → pidfd of each stray noted."""
+        self._lock = threading.RLock()  # a signal handler may call in while its own thread holds it
+        self._ended = False
+
+    def note(self, found: Iterable[tuple[int, int]] | None = None) -> None:
+        """Hold the child's detached descendants (or the ``found`` (pid, start time) pairs) not held yet."""
+        with self._lock:
+            if self._ended:
+                return
+            pairs = detached_descendants(self._pid) if found is None else found
+            new = {
+                pid: fd
+                for pid, started in pairs
+                if pid not in self._held and (fd := _open(pid, started)) >= 0
+            }
+            if new:
+                self._held = {**self._held, **new}
+
+    def signal(self, signum: int) -> None:
+        """Send ``signum`` to each stray still running."""
+        with self._lock:
+            for pid, fd in self._held.items():
+                _signal_stray(pid, fd, signum)
+
+    def end(self, grace: float) -> None:
+        """After the child's exit: SIGTERM the strays still running, SIGKILL those left after ``grace``."""
+        with self._lock:
+            held, self._held, self._ended = self._held, {}, True
+        if not held:
+            return
+        try:
+            for pid, fd in held.items():
+                _signal_stray(pid, fd, signal.SIGTERM)
+            left = _wait_gone(held, grace)
+            for pid in left:
+                _signal_stray(pid, held[pid], signal.SIGKILL)
+        finally:
+            for fd in held.values():
+                os.close(fd)
+
+
+def _open(pid: int, started: int) -> int:
+    """A pidfd for ``pid`` if it is still the process that started at ``started``; else -1."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return -1
+    stat = _stat(pid)  # read after the pidfd was opened: a match means the pidfd is that process
+    if stat is None or stat.started != started:
+        os.close(fd)
+        return -1
+    return fd
+
+
+def _signal_stray(pid: int, fd: int, signum: int) -> None:
+    """Signal a held stray (its whole group if it leads one) unless it has exited."""
+    if _exited(fd):
+        return
+    stat = _stat(pid)  # the pid is the stray's while its pidfd shows it running
+    try:
+        if stat is not None and stat.group == pid:
+            os.killpg(pid, signum)
+        else:
+            signal.pidfd_send_signal(fd, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _exited(fd: int) -> bool:
+    """Whether the process behind pidfd ``fd`` has exited (its pidfd is readable)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(0))
+
+
+def _wait_gone(held: dict[int, int], grace: float) -> list[int]:
+    """Wait up to ``grace`` for the held processes to exit; the pids of those still running."""
+    deadline = time.monotonic() + grace
+    left = {fd: pid for pid, fd in held.items()}
+    poller = select.poll()
+    for fd in left:
+        poller.register(fd, select.POLLIN)
+    while left:
+        timeout = deadline - time.monotonic()
+        if timeout <= 0:
+            break
+        for fd, _ in poller.poll(math.ceil(timeout * 1000)):
+            poller.unregister(fd)
+            del left[fd]
+    return list(left.values())
 
 
 # Runs before the real program in the child: ask Linux to send SIGTERM when the parent dies;

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final
 
 from agentstream import protocol as p
-from agentstream._children import signal_child
+from agentstream._children import Strays, signal_child
 from agentstream._signals import SignalsHeld, start_thread
 from agentstream.acp.mapping import PROTOCOL_VERSION, STOP_OUTCOMES
 from agentstream.acp.server import PeerClosed, RpcError, RpcPeer
@@ -99,6 +99,7 @@ class AcpSpawn(PopenChild):
         self.cwd = os.path.abspath(cwd or os.getcwd())
         self.env, self.new_process_group = env, new_process_group
         self.proc: subprocess.Popen[bytes] | None = None
+        self._strays: Strays | None = None
         self._pipeline = Pipeline("canonical", label=shlex.join(self.argv), cwd=self.cwd)
         self._logs: queue.Queue[object] = queue.Queue()
         self._stderr = _StderrTail(stderr_limit, on_stderr, self._log if stderr_as_logs else None)
@@ -142,6 +143,8 @@ class AcpSpawn(PopenChild):
                 env=self.env,
                 process_group=0 if self.new_process_group else None,
             )
+            if self.new_process_group:
+                self._strays = Strays(self.proc.pid)
         assert self.proc.stderr is not None
         self._stderr.start(self.proc.stderr.fileno())
         return self
@@ -165,11 +168,13 @@ class AcpSpawn(PopenChild):
         proc = self.proc
         if proc is None or proc.poll() is not None:
             return
-        signal_child(proc.pid, signum, group=self.new_process_group)
+        signal_child(proc.pid, signum, group=self.new_process_group, strays=self._strays)
 
     def cancel(self, signum: int = signal.SIGTERM) -> None:
         """ACP's own way first (``session/cancel``); the process is signalled if it has not answered in the grace period."""
         self._cancelled_with = self._cancelled_with or signum
+        if self._strays is not None:
+            self._strays.note()  # while the agent lives: what it started detached is ended with it (close)
         if self._peer is not None and self._session_id:
             self._peer.notify("session/cancel", {"sessionId": self._session_id})
         timer = threading.Timer(self.cancel_grace_s, self._stop_process)
@@ -192,6 +197,8 @@ class AcpSpawn(PopenChild):
             proc.wait(timeout=self.exit_timeout_s)
         except subprocess.TimeoutExpired:
             self._stop_process()
+        if self._strays is not None:
+            self._strays.end(self.cancel_grace_s)
         self._stderr.settle(_STDERR_REST_S)
         if proc.stdout is not None:
             proc.stdout.close()

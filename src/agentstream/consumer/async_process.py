@@ -20,7 +20,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from agentstream import protocol as p
-from agentstream._children import signal_child
+from agentstream._children import Strays, signal_child, stop_stragglers
 from agentstream.consumer.pipeline import CHUNK_BYTES, Turns
 from agentstream.consumer.process import _ChildBase, _launch_failure, _pidfd
 
@@ -77,6 +77,7 @@ class AsyncSpawn(_ChildBase):
         self._exited_at = 0.0
         self._tasks: list[asyncio.Task[None]] = []
         self._kill_handle: asyncio.TimerHandle | None = None
+        self._strays: Strays | None = None
         self._log_ready = asyncio.Event()
 
     # -- lifecycle ---------------------------------------------------------------
@@ -101,6 +102,8 @@ class AsyncSpawn(_ChildBase):
             self._launch_error = exc
             return self
         self.proc = asyncio.subprocess.Process(self._transport, protocol, loop)
+        if self.new_process_group:
+            self._strays = Strays(self.proc.pid)
         self._exited = asyncio.get_running_loop().create_future()
         self._tasks = [asyncio.create_task(self._drain_stderr()), asyncio.create_task(self._watch_exit())]
         return self
@@ -127,7 +130,7 @@ class AsyncSpawn(_ChildBase):
         proc = self.proc
         if proc is None or proc.returncode is not None:
             return
-        signal_child(proc.pid, signum, group=self.new_process_group)
+        signal_child(proc.pid, signum, group=self.new_process_group, strays=self._strays)
 
     def cancel(self, signum: int = signal.SIGTERM) -> None:
         """Ask the child to stop, and SIGKILL it if it is still there after the grace period.
@@ -155,6 +158,8 @@ class AsyncSpawn(_ChildBase):
             return
         if self.proc.returncode is None:
             await self._reap(self.exit_timeout_s if self._pipeline.finished else 0.0)
+        if self._strays is not None:
+            await asyncio.to_thread(self._strays.end, self.cancel_grace_s)
         if self._kill_handle is not None:
             self._kill_handle.cancel()
         _, pending = await asyncio.wait(self._tasks, timeout=self._linger_left())
@@ -255,12 +260,12 @@ class AsyncSpawn(_ChildBase):
             log.cancel()
 
     def _stop_stragglers(self) -> None:
-        """The child is gone but something it started still holds our pipe: end its process group too."""
-        if self.new_process_group and self.proc is not None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-            except (ProcessLookupError, PermissionError):
-                pass
+        """The child is gone but something it started still holds our pipe: end that too."""
+        if self._strays is not None and self._transport is not None and self.proc is not None:
+            stdout = self._transport.get_pipe_transport(1)
+            pipe = stdout.get_extra_info("pipe") if stdout is not None else None
+            if pipe is not None:
+                stop_stragglers(self.proc.pid, self._strays, pipe.fileno())
 
     async def _discard_until_exit(self) -> None:
         """After the result: drop further output until the child exits; stop it if it does not in time."""

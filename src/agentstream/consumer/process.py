@@ -17,7 +17,15 @@ from types import TracebackType
 from typing import IO, Any
 
 from agentstream import protocol as p
-from agentstream._children import Foreground, GroupWatchdog, shell_status, signal_child, stop_process
+from agentstream._children import (
+    Foreground,
+    GroupWatchdog,
+    Strays,
+    shell_status,
+    signal_child,
+    stop_process,
+    stop_stragglers,
+)
 from agentstream._lines import Line, LineSplitter, LineTooLong
 from agentstream._signals import SignalsHeld, start_thread
 from agentstream.consumer.pipeline import CHUNK_BYTES, Ending, Pipeline, Turns
@@ -275,6 +283,7 @@ class Spawn(_ChildBase, PopenChild):
         self._wake_r, self._wake_w = -1, -1
         self._wake_lock = threading.Lock()
         self._watchdog: GroupWatchdog | None = None
+        self._strays: Strays | None = None
         self._foreground = Foreground()
         self._closed = False
 
@@ -299,6 +308,7 @@ class Spawn(_ChildBase, PopenChild):
                 return self
             if self.new_process_group:
                 self._watchdog = GroupWatchdog(self.proc.pid, grace=self.cancel_grace_s)
+                self._strays = Strays(self.proc.pid)
                 self._foreground.give(self.proc.pid)
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
@@ -320,7 +330,7 @@ class Spawn(_ChildBase, PopenChild):
         if proc is None or proc.poll() is not None:
             return
         self.stopped = True
-        signal_child(proc.pid, signum, group=self.new_process_group)
+        signal_child(proc.pid, signum, group=self.new_process_group, strays=self._strays)
 
     def cancel(self, signum: int = signal.SIGTERM) -> None:
         """Ask the child to stop (SIGTERM by default), and SIGKILL it if it is still there after the grace period.
@@ -356,6 +366,8 @@ class Spawn(_ChildBase, PopenChild):
         if proc.poll() is None:
             wait = self.exit_timeout_s if self._pipeline.finished else 0.0
             self._reap(wait)
+        if self._strays is not None:
+            self._strays.end(self.cancel_grace_s)
         self._foreground.take_back()
         if self._watchdog is not None:
             self._watchdog.release()
@@ -461,13 +473,9 @@ class Spawn(_ChildBase, PopenChild):
             self.cancel(signal.SIGTERM)
 
     def _stop_stragglers(self) -> None:
-        """The child is gone but something it started still holds our pipe: end its process group too."""
-        if not self.new_process_group or self.proc is None:
-            return
-        try:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-        except (ProcessLookupError, PermissionError):
-            pass
+        """The child is gone but something it started still holds our pipe: end that too."""
+        if self._strays is not None and self.proc is not None and self.proc.stdout is not None:
+            stop_stragglers(self.proc.pid, self._strays, self.proc.stdout.fileno())
 
     def _drain_until_exit(self, deadline: float) -> None:
         """After the result: discard further output until the child exits; stop it if it does not in time."""
