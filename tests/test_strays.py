@@ -168,3 +168,19 @@ def test_a_detached_command_holding_stdout_after_the_child_exits_is_stopped(
         events = asyncio.run(run())
     assert events[-1].type == "result"  # type: ignore[attr-defined]
     _assert_gone_soon(_stray_pid(tmp_path, lambda: True))
+
+
+def test_sigkill_of_wrap_stops_what_the_child_started_detached(
+    tmp_path: Path, bystander: subprocess.Popen[bytes]
+) -> None:
+    """No ``finally`` runs in a SIGKILLed wrap: the watchdog that ends the child's group ends the strays too."""
+    wrap = subprocess.Popen(
+        [*CLI, "wrap", "--no-publish", "--grace", "1", "--", *_fake_cli(tmp_path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=tmp_path,
+    )
+    stray = _stray_pid(tmp_path, lambda: wrap.poll() is None)
+    wrap.kill()
+    wrap.wait()
+    _assert_gone_soon(stray)

@@ -312,6 +312,7 @@ trap '' INT
 read -r group || exit 0
 case $group in ''|*[!0-9]*) exit 0;; esac
 read -r said; [ -n "$said" ] && exit 0
+"$2" -S -c "$3" "$4" "$group" "$5" </dev/null 2>/dev/null
 kill -TERM "-$group" 2>/dev/null || exit 0
 tick=0
 while kill -0 "-$group" 2>/dev/null; do
@@ -321,7 +322,24 @@ done
 """
 """The watchdog, in POSIX sh (a millisecond to start, where an interpreter takes tens): it reads its pipe,
 whose first line is the group to watch (no group: nothing started, nothing to do); then a byte means we
-finished, end of file that we died. Argument: the grace in 50 ms ticks."""
+finished, end of file that we died. Before it signals the group, :data:`_STRAYS_AT_FIRE` takes care of what
+the group's leader started outside it. Arguments: the grace in 50 ms ticks, then that script's interpreter,
+script and arguments (this file, the grace in seconds)."""
+
+_STRAYS_AT_FIRE: Final = (
+    "import importlib.util, os, sys\n"
+    "spec = importlib.util.spec_from_file_location('agentstream_children', sys.argv[1])\n"
+    "children = importlib.util.module_from_spec(spec)\n"
+    "spec.loader.exec_module(children)\n"
+    "strays = children.Strays(int(sys.argv[2]))\n"
+    "strays.note()\n"
+    "if os.fork() == 0:\n"
+    "    strays.end(float(sys.argv[3]))\n"
+    "    os._exit(0)\n"
+)
+"""Run by the watchdog when it fires, while the group's leader still lives: notes the leader's descendants that
+left its group (:class:`Strays`, from this very file, so without the package or its dependencies), then leaves
+a process of its own to end them (SIGTERM, SIGKILL after the grace) while the watchdog ends the group."""
 
 _ANNOUNCE: Final = """
 printf '%s\n' "$$" >&0
@@ -353,7 +371,17 @@ class GroupWatchdog:
         read_end, self._write_end = os.pipe()
         try:
             self._proc = subprocess.Popen(
-                ["/bin/sh", "-c", _WATCHDOG, "agentstream-watchdog", str(math.ceil(grace / 0.05))],
+                [
+                    "/bin/sh",
+                    "-c",
+                    _WATCHDOG,
+                    "agentstream-watchdog",
+                    str(math.ceil(grace / 0.05)),
+                    sys.executable,
+                    _STRAYS_AT_FIRE,
+                    __file__,
+                    str(grace),
+                ],
                 stdin=read_end,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
