@@ -14,8 +14,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -352,3 +354,65 @@ def test_wrap_runs_the_cli(tmp_path: Path, script: list[Reply], exit_code: int, 
     result = one(assert_valid_stream(run.stdout.splitlines(), exit_code), p.Result)
     assert (result.exit_code, result.subtype) == (exit_code, subtype)
     assert result.result == ("There is one file, notes.txt." if exit_code == 0 else p.UNSET)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_to_wrap_stops_the_shell_command_the_cli_started_detached(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    """The CLI's shell tool runs its command in a session of its own, out of reach of a signal to the CLI's
+    process group: stopping the wrap stops the command all the same."""
+    home, work, pidfile = tmp_path / "home", tmp_path / "work", tmp_path / "pid"
+    (home / ".gemini").mkdir(parents=True)
+    (home / ".gemini" / "settings.json").write_text(json.dumps(SETTINGS))
+    work.mkdir()
+    command = f"echo $$ > {pidfile}; exec sleep 300"
+    script = [
+        gemini_reply("Running it.", [("run_shell_command", {"command": command})]),
+        gemini_reply("Done."),
+    ]
+    with FakeModelServer(script, aside=gemini_aside) as server:
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(home),
+            "TMPDIR": str(tmp_path),
+            "GEMINI_API_KEY": "gm-test-0123456789",
+            "GOOGLE_GEMINI_BASE_URL": server.url,
+            "GEMINI_CLI_NO_RELAUNCH": "true",
+            "NO_COLOR": "1",
+            "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+        }
+        gemini = [*gemini_command(), "-p", PROMPT, "-o", "stream-json", "--yolo", "-m", GEMINI_MODEL]
+        wrap = subprocess.Popen(
+            [sys.executable, "-m", "agentstream", "wrap", "--no-publish", "--", *gemini],
+            cwd=work,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while not (pidfile.exists() and pidfile.read_text().strip()):
+                assert time.monotonic() < deadline and wrap.poll() is None, "the CLI never ran the command"
+                time.sleep(0.05)
+            shell = int(pidfile.read_text())
+            assert os.getsid(shell) == shell  # detached: its own session, not the CLI's group
+            wrap.send_signal(signum)
+            wrap.wait(timeout=30)
+        finally:
+            wrap.kill()
+    bound = time.monotonic() + 5
+    while _running(shell) and time.monotonic() < bound:
+        time.sleep(0.05)
+    survived = _running(shell)
+    if survived:
+        os.kill(shell, signal.SIGKILL)
+    assert not survived, "the shell command outlived the stopped CLI"
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
