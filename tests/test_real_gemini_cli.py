@@ -402,17 +402,21 @@ def test_a_signal_to_wrap_stops_the_shell_command_the_cli_started_detached(
         finally:
             wrap.kill()
     bound = time.monotonic() + 5
-    while _running(shell) and time.monotonic() < bound:
+    while _group_running(shell) and time.monotonic() < bound:
         time.sleep(0.05)
-    survived = _running(shell)
+    survived = _group_running(shell)
     if survived:
-        os.kill(shell, signal.SIGKILL)
-    assert not survived, "the shell command outlived the stopped CLI"
+        os.killpg(shell, signal.SIGKILL)
+    assert not survived, "the shell command (or what it started) outlived the stopped CLI"
 
 
-def _running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+def _group_running(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` still runs (not counting those that exited, waiting to be reaped)."""
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
