@@ -19,6 +19,12 @@ function clear(node) {
   while (node.firstChild) node.removeChild(node.firstChild);
 }
 
+// Streamed text (deltas, a tool's output) grows by one text node per piece: rewriting the
+// whole text for every piece is quadratic, and thousands of pieces froze or crashed the tab.
+function appendText(node, text) {
+  node.appendChild(document.createTextNode(String(text)));
+}
+
 async function api(path) {
   const response = await fetch(path, { credentials: "same-origin", headers: { Accept: "application/json" } });
   if (response.status === 401) {
@@ -240,7 +246,7 @@ class RunView {
       // The role is untrusted: an unknown one must not add classes of its own.
       const node = this.add(el("article", `message role-${KNOWN_ROLES.has(role) ? role : "other"}`), event.seq);
       node.appendChild(el("div", "role", role));
-      block = { node, body: node.appendChild(el("div", "content")), text: "" };
+      block = { node, body: node.appendChild(el("div", "content")) };
       this.messages.set(event.message_id, block);
     }
     return block;
@@ -248,14 +254,12 @@ class RunView {
 
   on_message_delta(event) {
     const block = this.messageBlock(event);
-    block.text += event.content;
-    block.body.textContent = block.text; // plain while it streams, Markdown once complete
+    appendText(block.body, event.content); // plain while it streams, Markdown once complete
     block.node.classList.add("streaming");
   }
 
   on_message(event) {
     const block = this.messageBlock(event);
-    block.text = event.content;
     clear(block.body);
     if (event.role === "assistant") block.body.appendChild(Markdown.render(event.content));
     else block.body.appendChild(el("div", "plain", event.content));
@@ -267,22 +271,18 @@ class RunView {
     if (!block) {
       const details = this.add(el("details", "reasoning"), event.seq);
       details.appendChild(el("summary", null, "Reasoning"));
-      block = { body: details.appendChild(el("div", "plain")), text: "" };
+      block = { body: details.appendChild(el("div", "plain")) };
       this.reasoning.set(event.reasoning_id, block);
     }
     return block;
   }
 
   on_reasoning_delta(event) {
-    const block = this.reasoningBlock(event);
-    block.text += event.content;
-    block.body.textContent = block.text;
+    appendText(this.reasoningBlock(event).body, event.content);
   }
 
   on_reasoning(event) {
-    const block = this.reasoningBlock(event);
-    block.text = event.content;
-    block.body.textContent = event.content;
+    this.reasoningBlock(event).body.textContent = event.content;
   }
 
   on_tool_call(event) {
@@ -307,7 +307,7 @@ class RunView {
   on_tool_progress(event) {
     const tool = this.toolFor(event);
     tool.output.hidden = false;
-    tool.output.textContent += event.content;
+    appendText(tool.output, event.content);
   }
 
   on_tool_result(event) {
