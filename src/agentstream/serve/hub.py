@@ -32,6 +32,11 @@ __all__ = ["RunHub"]
 
 T = TypeVar("T")
 PAGE: Final = 1000
+"""The most records one read asks for."""
+READ_BYTES: Final = 4 << 20
+"""About how many bytes of records one read should bring: the bus limits a read by records only, and a
+run's records range from a few bytes to many megabytes (a tool's whole output), so the number asked for
+follows the size of those read before (:class:`_ReadSize`)."""
 TAIL_BLOCK_S: Final = 1.0
 """Longest blocking read of a tail, so it notices within this long that its followers left."""
 POOL_IDLE: Final = 16
@@ -42,6 +47,9 @@ FOLLOWER_BATCHES: Final = 32
 """Batches the tail holds for one follower that is not taking them (a client that stopped reading): past
 that it drops them for that follower, which finds the hole when it reads again and catches up from the bus,
 so a stalled client costs bounded memory."""
+FOLLOWER_BYTES: Final = 8 << 20
+"""Bytes of records the tail holds for one follower that is not taking them, whatever the number of batches:
+a few batches of huge records would otherwise pin (and the follower then encode) hundreds of megabytes."""
 
 
 class RunHub:
@@ -125,7 +133,7 @@ class RunHub:
                 return
         if await self._ended_behind(run_id, next_seq):
             return  # a finished run resumed past its end: no tail to start
-        queue: asyncio.Queue[list[Record]] = asyncio.Queue(maxsize=FOLLOWER_BATCHES)
+        queue = _Inbox()
         tail = self._subscribe(run_id, next_seq, queue)
         try:
             while True:
@@ -166,13 +174,16 @@ class RunHub:
             self._unsubscribe(run_id, tail, queue)
 
     async def _stored(self, run_id: str, from_seq: int) -> AsyncIterator[list[Record]]:
-        """Non-empty pages of what the bus has stored from ``from_seq``."""
+        """Non-empty pages of what the bus has stored from ``from_seq``, each of about :data:`READ_BYTES`."""
+        size = _ReadSize()
         while True:
-            page = await self.call(functools.partial(_read_page, run_id=run_id, from_seq=from_seq))
+            limit = size.limit
+            page = await self.call(functools.partial(_read_page, run_id=run_id, from_seq=from_seq, limit=limit))
             if page:
                 yield page
-            if len(page) < PAGE:
+            if len(page) < limit:
                 return
+            size.learn(page)
             from_seq = page[-1].seq + 1
 
     async def _ended_behind(self, run_id: str, next_seq: int) -> bool:
@@ -186,7 +197,7 @@ class RunHub:
             tail = self._tails.get(run_id)
             return tail.next_seq if tail is not None else None
 
-    def _subscribe(self, run_id: str, from_seq: int, queue: asyncio.Queue[list[Record]]) -> _Tail:
+    def _subscribe(self, run_id: str, from_seq: int, queue: _Inbox) -> _Tail:
         loop = asyncio.get_running_loop()
         with self._lock:
             tail = self._tails.get(run_id)
@@ -199,7 +210,7 @@ class RunHub:
                 tail.followers[queue] = loop
         return tail
 
-    def _unsubscribe(self, run_id: str, tail: _Tail, queue: asyncio.Queue[list[Record]]) -> None:
+    def _unsubscribe(self, run_id: str, tail: _Tail, queue: _Inbox) -> None:
         with self._lock:
             tail.followers.pop(queue, None)
             if not tail.followers and self._tails.get(run_id) is tail:
@@ -211,12 +222,53 @@ class RunHub:
                 del self._tails[tail.run_id]
 
 
-def _offer(queue: asyncio.Queue[list[Record]], batch: list[Record]) -> None:
-    """Hand a follower the next batch, unless it holds :data:`FOLLOWER_BATCHES` it has not taken (see there)."""
+class _Inbox(asyncio.Queue[list[Record]]):
+    """A follower's batches from the tail, counted in batches and in bytes (see :data:`FOLLOWER_BYTES`)."""
+
+    def __init__(self) -> None:
+        super().__init__(maxsize=FOLLOWER_BATCHES)
+        self.bytes = 0
+
+    def _put(self, batch: list[Record]) -> None:
+        self.bytes += _bytes_of(batch)
+        super()._put(batch)
+
+    def _get(self) -> list[Record]:
+        batch = super()._get()
+        self.bytes -= _bytes_of(batch)
+        return batch
+
+
+def _offer(queue: _Inbox, batch: list[Record]) -> None:
+    """Hand a follower the next batch, unless it holds :data:`FOLLOWER_BATCHES` or :data:`FOLLOWER_BYTES` it
+    has not taken (see there). A follower that holds none always gets it, however large."""
+    if not queue.empty() and queue.bytes + _bytes_of(batch) > FOLLOWER_BYTES:
+        return
     try:
         queue.put_nowait(batch)
     except asyncio.QueueFull:
         pass
+
+
+def _bytes_of(records: list[Record]) -> int:
+    return sum(len(record.line) for record in records)
+
+
+class _ReadSize:
+    """The number of records to ask for next, so that a read brings about :data:`READ_BYTES`.
+
+    It starts at one record and at most doubles from one read to the next, so that a read
+    never asks for far more records than those before turned out to hold: after small
+    records, the next read of huge ones is no more than twice as many as the last.
+    """
+
+    def __init__(self) -> None:
+        self.limit = 1
+
+    def learn(self, page: list[Record]) -> None:
+        """Size the next read after ``page``, a full one."""
+        fitting = READ_BYTES * len(page) // max(_bytes_of(page), 1)
+        self.limit = max(1, min(PAGE, 2 * self.limit, fitting))
 
 
 def _up_to_a_hole(records: list[Record]) -> tuple[list[Record], bool]:
@@ -243,8 +295,8 @@ def _close_quietly(bus: Bus) -> None:
         pass  # closing a connection that already failed: nothing left to release
 
 
-def _read_page(bus: Bus, *, run_id: str, from_seq: int) -> list[Record]:
-    return bus.read(run_id, from_seq, limit=PAGE)
+def _read_page(bus: Bus, *, run_id: str, from_seq: int, limit: int) -> list[Record]:
+    return bus.read(run_id, from_seq, limit=limit)
 
 
 class _Tail(threading.Thread):
@@ -260,7 +312,7 @@ class _Tail(threading.Thread):
         self.hub = hub
         self.run_id = run_id
         self.next_seq = from_seq
-        self.followers: dict[asyncio.Queue[list[Record]], asyncio.AbstractEventLoop] = {}
+        self.followers: dict[_Inbox, asyncio.AbstractEventLoop] = {}
         self.watch = ProducerWatch(hub.lost_after)
         self.error: BusUnusable | None = None
         """What stopped the tail for good, set before its followers are woken to end their streams with it."""
@@ -270,6 +322,7 @@ class _Tail(threading.Thread):
 
         bus: Bus | None = None
         started = False
+        size = _ReadSize()
         try:
             while not self.hub.closed:
                 with self.hub._lock:
@@ -281,7 +334,7 @@ class _Tail(threading.Thread):
                     if not started:
                         self._start_within_stored(bus)
                         started = True
-                    batch = bus.read(self.run_id, self.next_seq, block=TAIL_BLOCK_S)
+                    batch = bus.read(self.run_id, self.next_seq, limit=size.limit, block=TAIL_BLOCK_S)
                     if not batch:
                         self._end_if_producer_lost(bus)
                         continue
@@ -292,6 +345,8 @@ class _Tail(threading.Thread):
                     self.watch.forget()
                     time.sleep(0.5)  # followers fall back to their own reads meanwhile
                     continue
+                if len(batch) == size.limit:
+                    size.learn(batch)
                 self.next_seq = batch[-1].seq + 1
                 self._hand_out(batch)
                 if batch[-1].type == "result":

@@ -1,0 +1,83 @@
+"""What a follower of a run with huge records costs the server: a few megabytes, however big the run.
+
+Run on SQLite and on a real ``redis-server``. Records of 1 MiB each stand for a tool's
+whole output; the bounds checked are those of :mod:`agentstream.serve.hub`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from _bus_fixtures import bus_home, bus_url  # noqa: F401
+from _serve_support import publish
+from agentstream import protocol as p
+from agentstream.bus import Record
+from agentstream.serve import hub as hub_module
+
+MIB = 1 << 20
+RECORDS = 40
+
+
+def _huge(seq: int) -> p.Log:
+    return p.Log(level="info", message=f"{seq:04d}" + "x" * MIB)
+
+
+def _bytes_of(records: list[Record]) -> int:
+    return sum(len(record.line) for record in records)
+
+
+async def _until(check: Callable[[], object], what: str) -> object:
+    """Poll ``check()`` until it is truthy (readiness, not a timing assertion)."""
+    for _ in range(3000):
+        value = check()
+        if value:
+            return value
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_reading_a_stored_run_of_huge_records_brings_a_few_megabytes_at_a_time(bus_url: str) -> None:  # noqa: F811
+    publish(bus_url, "huge-stored", [p.Start(command="exec big"), *[_huge(n) for n in range(RECORDS)]])
+    publish(bus_url, "huge-stored", [p.Result(ok=True, subtype="success", exit_code=0)], first_seq=RECORDS + 1)
+    hub = hub_module.RunHub(bus_url)
+
+    async def follow() -> list[list[Record]]:
+        return [batch async for batch in hub.batches("huge-stored", 0)]
+
+    try:
+        batches = asyncio.run(follow())
+    finally:
+        hub.close()
+    assert [record.seq for batch in batches for record in batch] == list(range(RECORDS + 2))
+    largest = max(_bytes_of(batch) for batch in batches)
+    assert largest <= hub_module.READ_BYTES + MIB + 1024, largest  # a read asked for 1000 records: 40 MiB
+
+
+def test_a_stalled_follower_holds_a_few_megabytes_of_huge_records_and_loses_none(bus_url: str) -> None:  # noqa: F811
+    publish(bus_url, "huge-live", [p.Start(command="exec big")])
+    hub = hub_module.RunHub(bus_url)
+
+    async def scenario() -> None:
+        follower = hub.batches("huge-live", 0)
+        seen = [record.seq for record in await anext(follower)]
+        pending = asyncio.ensure_future(anext(follower))  # subscribed, then waiting on its batches
+        await _until(lambda: hub.tail_next_seq("huge-live") is not None, "the follower's tail")
+        for seq in range(1, RECORDS + 1):  # one batch each, while the follower takes none
+            await asyncio.to_thread(publish, bus_url, "huge-live", [_huge(seq)], first_seq=seq)
+        await _until(lambda: hub.tail_next_seq("huge-live") == RECORDS + 1, "the tail to read them all")
+        held = max(
+            sum(_bytes_of(batch) for batch in queue._queue)  # type: ignore[attr-defined]
+            for queue in hub._tails["huge-live"].followers
+        )
+        assert held <= hub_module.FOLLOWER_BYTES + MIB + 1024, held  # 32 batches: 32 MiB
+        result = p.Result(ok=True, subtype="success", exit_code=0)
+        await asyncio.to_thread(publish, bus_url, "huge-live", [result], first_seq=RECORDS + 1)
+        seen += [record.seq for record in await pending]
+        seen += [record.seq async for batch in follower for record in batch]
+        assert seen == list(range(RECORDS + 2))
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        hub.close()
