@@ -690,3 +690,26 @@ def test_a_lost_attempt_whose_child_still_writes_is_left_until_its_run_ends(
     with open_bus(bus_url) as bus:
         final = bus.get_job(job.job_id)
         assert final is not None and (final.status, final.attempt) == ("succeeded", 1)
+
+
+def test_a_job_with_a_nul_in_its_prompt_or_options_fails_its_run_instead_of_crashing_the_worker(
+    bus_url: str,
+) -> None:
+    """``submit`` refuses such a job, but one queued by anything else (an older submitter) reaches a worker:
+    no command line can carry it, so its run ends with that error and the worker goes on."""
+    jobs = [new_job("hi\x00there", []), new_job("hi", ["--model", "m\x00"])]
+    with open_bus(bus_url) as bus:
+        for job in jobs:
+            bus.register_run(job.run_id, command="exec", job_id=job.job_id, attempt=1)
+            bus.enqueue(job)
+    worker = cli("worker", "--bus", bus_url, "--max-jobs", "2", "--idle-timeout", "5", timeout=60)
+    assert worker.returncode == 0 and b"Traceback" not in worker.stderr, worker.stderr
+    for job in jobs:
+        with open_bus(bus_url) as bus:
+            stored = bus.get_job(job.job_id)
+            assert stored is not None and stored.status == "failed"
+        evs = run_events(bus_url, job.run_id)
+        assert_well_formed(evs)
+        result = evs[-1]
+        assert (result.ok, result.error.code) == (False, "INVALID_INPUT")  # type: ignore[attr-defined]
+        assert "embedded null byte" in result.error.message  # type: ignore[attr-defined]

@@ -656,6 +656,29 @@ def test_post_runs_says_which_field_is_wrong_and_how(server: Server, body: objec
 
 
 @pytest.mark.parametrize(
+    ("body", "where"),
+    [
+        ({"prompt": "hi\x00there"}, "the prompt holds a NUL character (U+0000) at character 2"),
+        (
+            {"prompt": "x", "args": ["--model", "m\x00"]},
+            "the exec option 'm\\x00' holds a NUL character (U+0000) at character 1",
+        ),
+    ],
+)
+def test_post_runs_refuses_a_nul_that_no_workers_command_line_could_carry(
+    server: Server, bus_url: str, body: object, where: str
+) -> None:
+    """A worker passes the prompt and options as its child's arguments: such a job would be queued, never run."""
+    reply = request(server, "POST", "/api/runs", body=_json(body))
+    assert reply.status == 400
+    assert reply.json()["error"] == {
+        "code": "INVALID_INPUT",
+        "message": f"{where}, which no command line can carry",
+    }
+    assert reply.json()["fix"] == "remove the NUL characters"
+
+
+@pytest.mark.parametrize(
     ("method", "path", "status", "allow"),
     [
         ("GET", "/api/bogus", 404, None),

@@ -450,16 +450,19 @@ class _JobRun:
             # (a Redis URL may hold a password).
             self.proc = _spawn(argv, _job_environment(self.options.bus_url))
         except OSError as exc:
-            close_run(
-                bus,
-                run_id,
-                AgentstreamError(
-                    f"cannot start {argv[0]}: {exc}", code=ErrorCode.CLI_NOT_FOUND, fix=f"check ${EXEC_ENV}"
-                ),
-                subtype="error",
-                command="exec",
+            error = AgentstreamError(
+                f"cannot start {argv[0]}: {exc}", code=ErrorCode.CLI_NOT_FOUND, fix=f"check ${EXEC_ENV}"
             )
+            close_run(bus, run_id, error, subtype="error", command="exec")
             return 127
+        except ValueError as exc:  # a NUL in the prompt or an option, from a submitter that did not check
+            error = AgentstreamError(
+                f"cannot start the job's command: {exc} in its prompt or options",
+                code=ErrorCode.INVALID_INPUT,
+                fix="submit the prompt again without NUL characters",
+            )
+            close_run(bus, run_id, error, subtype="error", command="exec")
+            return 2
         proc = self.proc
         watchdog = self.watchdog = GroupWatchdog(proc.pid, grace=STOP_GRACE_S)
         self._event("job.started", run_id=run_id, pid=proc.pid)

@@ -29,6 +29,7 @@ def submit_job(bus: Bus, prompt: str, exec_args: Sequence[str]) -> Job:
     from agentstream.bus.queue import new_job
 
     utf8_text(prompt, "the prompt")
+    _refuse_nul(prompt, "the prompt")
     if not prompt.strip() or prompt == "-":  # exec would read "-" from stdin: a job has none
         from agentstream.errors import UsageError
 
@@ -40,12 +41,26 @@ def submit_job(bus: Bus, prompt: str, exec_args: Sequence[str]) -> Job:
         )
     for arg in exec_args:
         utf8_text(arg, f"the exec option {arg!r}")
+        _refuse_nul(arg, f"the exec option {arg!r}")
     _check_exec_args(prompt, exec_args)
     redact = configured_redactor()  # the bus holds no secret: a key pasted into a prompt included
     job = new_job(redact(prompt), [redact(arg) for arg in exec_args])
     bus.register_run(job.run_id, command="exec", job_id=job.job_id, attempt=1)
     bus.enqueue(job)
     return job
+
+
+def _refuse_nul(text: str, what: str) -> None:
+    """A worker passes the prompt and options as its child's arguments, which cannot hold a NUL: such a
+    job would be queued and then never run, so it is refused now (only the API can send one)."""
+    if "\x00" in text:
+        from agentstream.errors import UsageError
+
+        raise UsageError(
+            f"{what} holds a NUL character (U+0000) at character {text.index(chr(0))}, which no command "
+            "line can carry",
+            fix="remove the NUL characters",
+        )
 
 
 def submitted_envelope(job: Job) -> Envelope:
