@@ -285,10 +285,20 @@ def test_a_result_that_fails_to_render_is_shown_as_text_and_still_ends_the_strea
     assert _js(browser, "return document.querySelector('.event.unrendered').dataset.seq") == "1"
 
 
-def test_an_unknown_run_says_so(browser: Any, server: Server) -> None:
-    browser.get(f"{server.base}/runs/does-not-exist")
-    wait_for(lambda: _text_of(browser, "#connection") == "run not found", what="the not-found state")
+def test_an_unknown_run_says_so_and_is_followed_once_it_appears(
+    browser: Any, server: Server, bus_url: str
+) -> None:
+    """A producer prints its run id before its first event is on the bus: a page opened from it waits."""
+    browser.get(f"{server.base}/runs/not-yet")
+    waiting = "no such run on this bus yet: waiting for it…"
+    wait_for(lambda: _text_of(browser, "#connection") == waiting, what="the not-found state")
     assert "RUN_NOT_FOUND" in _text_of(browser, ".summary")
+    time.sleep(0.5)  # the page's event stream has met its 404 too
+    publish(bus_url, "not-yet", [p.Start(command="exec late"), p.Log(level="info", message="here now")])
+    wait_for(lambda: "here now" in _text_of(browser, "#timeline"), what="the run's events, without a reload")
+    assert "running" in _text_of(browser, ".summary")
+    publish(bus_url, "not-yet", [p.Result(ok=True, subtype="success", exit_code=0)], first_seq=2)
+    wait_for(lambda: _text_of(browser, "#connection") == "finished", what="the run's end")
 
 
 def test_a_malformed_run_address_shows_an_error(browser: Any, server: Server) -> None:

@@ -7,6 +7,7 @@
 const LIST_REFRESH_MS = 1500;
 const RUN_REFRESH_MS = 2000;
 const KNOWN_ROLES = new Set(["user", "assistant", "system", "tool"]);
+const WAITING_FOR_RUN = "no such run on this bus yet: waiting for it…";
 
 function el(tag, className, text) {
   const node = document.createElement(tag);
@@ -135,6 +136,10 @@ class RunView {
   start() {
     this.refreshSummary();
     this.timer = setInterval(() => this.refreshSummary(), RUN_REFRESH_MS);
+    this.follow();
+  }
+
+  follow() {
     const url = `/api/runs/${encodeURIComponent(this.runId)}/events`;
     // EventSource reconnects by itself after a dropped connection and sends Last-Event-ID
     // (the last seq it saw), so the server resumes right after it; lastSeq drops repeats.
@@ -144,7 +149,8 @@ class RunView {
     this.source.onerror = () => {
       if (this.ended) return;
       // CLOSED: the browser gave up (an answer other than an event stream, e.g. a 404).
-      if (this.source.readyState === EventSource.CLOSED) setConnection("disconnected: reload to retry");
+      if (this.source.readyState === EventSource.CLOSED)
+        setConnection(this.missing ? WAITING_FOR_RUN : "disconnected: reload to retry");
       else setConnection("reconnecting…");
     };
   }
@@ -158,18 +164,22 @@ class RunView {
         return;
       }
       this.showSummary(envelope.result.run, envelope);
+      if (this.missing) {
+        this.missing = false;
+        // Its events were a 404 as well, which an EventSource does not retry: follow it now.
+        if (this.source.readyState === EventSource.CLOSED) this.follow();
+      }
       if (this.ended && envelope.result.run.status !== "running") clearInterval(this.timer);
     } catch (error) {
       setConnection(`cannot read the run: ${error.message}`);
     }
   }
 
-  // No such run: nothing will come, so stop following (the events stream was a 404 too).
+  // No such run yet: a producer prints its run id before its first event reaches the bus, and a
+  // page opened from that id must not give up. The summary goes on polling until the run is there.
   notFound() {
-    this.ended = true;
-    this.source.close();
-    clearInterval(this.timer);
-    setConnection("run not found");
+    this.missing = true;
+    setConnection(WAITING_FOR_RUN);
   }
 
   showSummary(run, envelope) {
