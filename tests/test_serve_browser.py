@@ -345,3 +345,34 @@ def test_thousands_of_streamed_pieces_render_without_freezing_the_page(
         ".map(s => document.querySelector(s).textContent.length)",
     )
     assert lengths == [pieces * len(line), pieces * len("word "), pieces * len("hmm ")]
+
+
+_DISGUISED = "rm -rf ~ #\u202etxt.elif\u202c"
+"""A command that a right-to-left override shows as ending in "file.txt"."""
+
+
+def test_bidi_overrides_and_control_characters_show_as_what_they_are(
+    browser: Any, server: Server, bus_url: str
+) -> None:
+    colored = "\x1b[1;31mFAILED\x1b[0m test_x\x07\x00"
+    _finished(
+        bus_url,
+        "disguised",
+        p.Start(command=f"exec {_DISGUISED}"),
+        p.Message(message_id="m", role="assistant", content=f"Run `{_DISGUISED}` then **{_DISGUISED}**"),
+        p.ToolCall(call_id="c", name="shell", arguments={"command": _DISGUISED}),
+        p.ToolProgress(call_id="c", content=colored),
+        p.ToolResult(call_id="c", name="shell", status="error", output=colored, error=_DISGUISED),
+        p.MessageDelta(message_id="m2", content=_DISGUISED),
+        p.Log(level="info", message=colored),
+    )
+    browser.get(f"{server.base}/runs/disguised")
+    wait_for(lambda: _text_of(browser, "#result"), what="the run to render")
+    text = _text_of(browser, "main")
+    hidden = sorted(
+        {f"U+{ord(char):04X}" for char in text if char in "\u202a\u202b\u202c\u202d\u202e\x1b\x07\x00"}
+    )
+    assert hidden == [], hidden
+    shown = "rm -rf ~ #\u27e8U+202E\u27e9txt.elif\u27e8U+202C\u27e9"
+    assert text.count(shown) >= 5 and "FAILED test_x\u27e8U+0007\u27e9\u27e8U+0000\u27e9" in _text_of(browser, ".tool-output")
+    assert "[1;31m" not in text

@@ -1,7 +1,8 @@
 // The agentstream page: the run list at "/", one run at "/runs/<id>", both live.
 //
-// Everything from a run is untrusted text: it is put on the page with textContent or
-// through Markdown.render (which builds nodes the same way), never as HTML.
+// Everything from a run is untrusted text: it is put on the page with textContent (through
+// setText, which makes invisible characters visible: visibleText in markdown.js) or through
+// Markdown.render (which builds nodes the same way), never as HTML.
 "use strict";
 
 const LIST_REFRESH_MS = 1500;
@@ -12,8 +13,12 @@ const WAITING_FOR_RUN = "no such run on this bus yet: waiting for it…";
 function el(tag, className, text) {
   const node = document.createElement(tag);
   if (className) node.className = className;
-  if (text !== undefined && text !== null) node.textContent = String(text);
+  if (text !== undefined && text !== null) setText(node, text);
   return node;
+}
+
+function setText(node, text) {
+  node.textContent = visibleText(text);
 }
 
 function clear(node) {
@@ -23,7 +28,7 @@ function clear(node) {
 // Streamed text (deltas, a tool's output) grows by one text node per piece: rewriting the
 // whole text for every piece is quadratic, and thousands of pieces froze or crashed the tab.
 function appendText(node, text) {
-  node.appendChild(document.createTextNode(String(text)));
+  node.appendChild(document.createTextNode(visibleText(text)));
 }
 
 async function api(path) {
@@ -59,7 +64,7 @@ function statusBadge(status) {
 }
 
 function setConnection(text) {
-  document.getElementById("connection").textContent = text;
+  setText(document.getElementById("connection"), text);
 }
 
 // -- the run list -----------------------------------------------------------------------
@@ -201,7 +206,7 @@ class RunView {
       this.summary.appendChild(el("dt", null, name));
       const dd = this.summary.appendChild(el("dd"));
       if (value instanceof Node) dd.appendChild(value);
-      else dd.textContent = value;
+      else setText(dd, value);
     }
   }
 
@@ -292,7 +297,7 @@ class RunView {
   }
 
   on_reasoning(event) {
-    this.reasoningBlock(event).body.textContent = event.content;
+    setText(this.reasoningBlock(event).body, event.content);
   }
 
   on_tool_call(event) {
@@ -324,11 +329,11 @@ class RunView {
     const tool = this.toolFor(event);
     tool.node.classList.remove("running");
     tool.node.classList.add(`status-${String(event.status).replace(/[^a-z]/g, "")}`);
-    tool.state.textContent = `${event.status} · ${formatDuration(event.duration_ms || 0)}`;
+    setText(tool.state, `${event.status} · ${formatDuration(event.duration_ms || 0)}`);
     const text = event.output !== undefined ? event.output : "";
     if (text) {
       tool.output.hidden = false;
-      tool.output.textContent = text + (event.truncated ? "\n… (truncated)" : "");
+      setText(tool.output, text + (event.truncated ? "\n… (truncated)" : ""));
     }
     if (event.error) tool.node.appendChild(el("div", "error-text", event.error));
   }
@@ -351,11 +356,11 @@ class RunView {
     bar.node.classList.add("step", `step-${String(event.status).replace(/[^a-z]/g, "")}`);
     if (event.status === "started") {
       bar.meter.removeAttribute("value");
-      bar.note.textContent = "running…";
+      setText(bar.note, "running…");
     } else {
       bar.meter.max = 1;
       bar.meter.value = 1;
-      bar.note.textContent = `${event.status}${event.duration_ms !== undefined ? ` · ${formatDuration(event.duration_ms)}` : ""}`;
+      setText(bar.note, `${event.status}${event.duration_ms !== undefined ? ` · ${formatDuration(event.duration_ms)}` : ""}`);
       if (event.error) bar.node.appendChild(el("div", "error-text", event.error));
     }
   }
@@ -374,7 +379,7 @@ class RunView {
     const parts = [];
     if (fraction !== null) parts.push(`${Math.round(fraction * 100)}%`);
     if (event.message) parts.push(event.message);
-    bar.note.textContent = parts.join(" · ");
+    setText(bar.note, parts.join(" · "));
   }
 
   on_error(event) {
@@ -411,7 +416,7 @@ class RunView {
     const node = this.add(el("section", `result ${event.ok ? "ok" : "failed"}`), event.seq);
     node.id = "result";
     const head = node.appendChild(el("h2"));
-    head.textContent = event.ok ? "Finished" : `Ended: ${event.subtype}`;
+    setText(head, event.ok ? "Finished" : `Ended: ${event.subtype}`);
     const facts = [`exit ${event.exit_code}`, formatDuration(event.duration_ms || 0)];
     const usage = event.usage || {};
     const tokens = (usage.input_tokens || 0) + (usage.output_tokens || 0);
@@ -454,7 +459,7 @@ function route() {
       setConnection("bad address");
       return;
     }
-    document.title = `${runId} · agentstream`;
+    document.title = visibleText(`${runId} · agentstream`);
     new RunView(main, runId).start();
   } else {
     showRunList(main);

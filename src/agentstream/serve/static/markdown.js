@@ -7,6 +7,20 @@
 // and [links](http://…) (http, https and mailto only; anything else stays plain text).
 "use strict";
 
+// Run text as the page shows it. Characters that would change how the text around them looks,
+// or show as nothing, are named instead: a bidi override or isolate (U+202A–U+202E,
+// U+2066–U+2069) would show "rm -rf ~ #\u202Etxt.elif" as ending in "file.txt", so it shows as
+// ⟨U+202E⟩, and so do control characters but tab and line breaks (⟨U+0007⟩). The terminal
+// codes a tool prints for colour and cursor moves (ESC [ … m) are dropped.
+const ANSI_CSI = /\x1b\[[0-?]*[ -/]*[@-~]/g;
+const INVISIBLE = /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u202a-\u202e\u2066-\u2069]/g;
+
+function visibleText(text) {
+  return String(text)
+    .replace(ANSI_CSI, "")
+    .replace(INVISIBLE, (char) => `⟨U+${char.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")}⟩`);
+}
+
 const Markdown = (() => {
   const SAFE_LINK = /^(https?:|mailto:)/i;
 
@@ -96,7 +110,7 @@ const Markdown = (() => {
   // Block structure, line by line; returns a DocumentFragment.
   function render(source, depth = 0) {
     const out = document.createDocumentFragment();
-    const lines = String(source).replace(/\r\n?/g, "\n").split("\n");
+    const lines = visibleText(source).replace(/\r\n?/g, "\n").split("\n");
     let i = 0;
     while (i < lines.length) {
       const line = lines[i];
