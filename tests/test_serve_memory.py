@@ -1,4 +1,4 @@
-"""What a follower of a run with huge records costs the server: a few megabytes, however big the run.
+"""What a run with huge records costs the server: a follower a few megabytes, a poll of the list its new events.
 
 Run on SQLite and on a real ``redis-server``. Records of 1 MiB each stand for a tool's
 whole output; the bounds checked are those of :mod:`agentstream.serve.hub`.
@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from _bus_fixtures import bus_home, bus_url  # noqa: F401
-from _serve_support import publish
+from _bus_fixtures import RedisServer, bus_home, bus_url, redis_server  # noqa: F401
+from _serve_support import Server, publish, request
 from agentstream import protocol as p
 from agentstream.bus import Record
 from agentstream.serve import hub as hub_module
@@ -37,9 +37,11 @@ async def _until(check: Callable[[], object], what: str) -> object:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_reading_a_stored_run_of_huge_records_brings_a_few_megabytes_at_a_time(bus_url: str) -> None:  # noqa: F811
+def test_reading_a_stored_run_of_huge_records_brings_a_few_megabytes_at_a_time(bus_url: str) -> None:
     publish(bus_url, "huge-stored", [p.Start(command="exec big"), *[_huge(n) for n in range(RECORDS)]])
-    publish(bus_url, "huge-stored", [p.Result(ok=True, subtype="success", exit_code=0)], first_seq=RECORDS + 1)
+    publish(
+        bus_url, "huge-stored", [p.Result(ok=True, subtype="success", exit_code=0)], first_seq=RECORDS + 1
+    )
     hub = hub_module.RunHub(bus_url)
 
     async def follow() -> list[list[Record]]:
@@ -54,7 +56,7 @@ def test_reading_a_stored_run_of_huge_records_brings_a_few_megabytes_at_a_time(b
     assert largest <= hub_module.READ_BYTES + MIB + 1024, largest  # a read asked for 1000 records: 40 MiB
 
 
-def test_a_stalled_follower_holds_a_few_megabytes_of_huge_records_and_loses_none(bus_url: str) -> None:  # noqa: F811
+def test_a_stalled_follower_holds_a_few_megabytes_of_huge_records_and_loses_none(bus_url: str) -> None:
     publish(bus_url, "huge-live", [p.Start(command="exec big")])
     hub = hub_module.RunHub(bus_url)
 
@@ -81,3 +83,41 @@ def test_a_stalled_follower_holds_a_few_megabytes_of_huge_records_and_loses_none
         asyncio.run(scenario())
     finally:
         hub.close()
+
+
+def test_polling_the_run_list_reads_only_a_live_runs_new_events(redis_server: RedisServer) -> None:
+    """Every open page asks for the run list every 1.5 s: a live run's usage must not cost a read of the whole
+    run (here 20 MiB of tool output) each time, only of what came since. Counted by the real Redis's bytes out."""
+    import redis
+
+    url = redis_server.url
+    publish(
+        url,
+        "busy",
+        [
+            p.Start(command="exec busy"),
+            p.ToolCall(call_id="c", name="shell", arguments={}),
+            *[p.ToolProgress(call_id="c", content="y" * MIB) for _ in range(20)],
+            p.Usage(model="m", input_tokens=10, output_tokens=1),
+        ],
+    )
+    client = redis.Redis(host="127.0.0.1", port=redis_server.port)
+
+    def bytes_out() -> int:
+        return int(client.info("stats")["total_net_output_bytes"])
+
+    def tokens() -> int:
+        reply = request(server, "GET", "/api/runs")
+        assert reply.status == 200
+        (row,) = [run for run in reply.json()["result"]["runs"] if run["run_id"] == "busy"]
+        return int(row["tokens"])
+
+    with Server(url) as server:
+        assert tokens() == 11
+        publish(url, "busy", [p.Usage(model="m", input_tokens=5, output_tokens=1)], first_seq=23)
+        before = bytes_out()
+        assert tokens() == 17
+        assert request(server, "GET", "/api/runs/busy").json()["result"]["run"]["tokens"] == 17
+        read = bytes_out() - before
+    client.close()
+    assert read < MIB, read  # summing anew read the whole run each time: over 40 MiB

@@ -10,9 +10,10 @@ output here, so the CLI and the HTTP API print the same envelope.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
@@ -24,7 +25,15 @@ from agentstream.errors import AgentstreamError, ErrorCode
 if TYPE_CHECKING:
     from agentstream.bus import Bus, RunInfo
 
-__all__ = ["RUNS_COMMAND", "RunNotFound", "known_run", "run_envelope", "run_row", "runs_envelope"]
+__all__ = [
+    "RUNS_COMMAND",
+    "LiveUsage",
+    "RunNotFound",
+    "known_run",
+    "run_envelope",
+    "run_row",
+    "runs_envelope",
+]
 
 RUNS_COMMAND = "agentstream runs"
 _PAGE = 1000
@@ -36,10 +45,42 @@ class RunNotFound(AgentstreamError):
     code = ErrorCode.RUN_NOT_FOUND
 
 
-def runs_envelope(bus: Bus | None, *, statuses: Sequence[str] = (), limit: int = 20) -> Envelope:
+class LiveUsage:
+    """The usage totals of live runs, kept from one row to the next of the same run.
+
+    A live run's usage is the sum of its ``usage`` events, and summing them anew
+    reads the whole run — every tool output in it — each time its row is built.
+    ``serve`` builds rows every second or two for every page open on the run list,
+    so it keeps the totals and how far they go, and reads only the events since.
+    """
+
+    MAX_RUNS: Final = 1000
+    """Runs remembered; the least recently asked for is dropped first (and summed anew if asked again)."""
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[str, float], tuple[int, p.UsageTotals]] = {}
+        self._lock = threading.Lock()
+
+    def totals(self, bus: Bus, info: RunInfo) -> p.UsageTotals:
+        """The run's usage so far, reading only the events after those already summed."""
+        key = (info.run_id, info.created)  # a run id used again (its old run expired) starts over
+        with self._lock:
+            next_seq, known = self._known.pop(key, (0, p.UsageTotals()))
+        totals = msgspec.structs.replace(known)  # a copy: another thread may be adding to the same run
+        next_seq = _add_usage(bus, info.run_id, next_seq, totals)
+        with self._lock:
+            self._known[key] = (next_seq, totals)
+            while len(self._known) > self.MAX_RUNS:
+                del self._known[next(iter(self._known))]
+        return totals
+
+
+def runs_envelope(
+    bus: Bus | None, *, statuses: Sequence[str] = (), limit: int = 20, live_usage: LiveUsage | None = None
+) -> Envelope:
     """The runs, newest first, as ``runs`` prints them (``None``: a bus that does not exist yet, so none)."""
     listed = (
-        [run_row(bus, info) for info in bus.list_runs(statuses=statuses, limit=limit)]
+        [run_row(bus, info, live_usage) for info in bus.list_runs(statuses=statuses, limit=limit)]
         if bus is not None
         else []
     )
@@ -58,19 +99,22 @@ def known_run(bus: Bus, run_id: str) -> RunInfo:
     return info
 
 
-def run_envelope(bus: Bus, run_id: str) -> Envelope:
+def run_envelope(bus: Bus, run_id: str, live_usage: LiveUsage | None = None) -> Envelope:
     """One run's row; :class:`RunNotFound` when the bus does not know it."""
     info = known_run(bus, run_id)
     return ok_envelope(
-        f"{RUNS_COMMAND} {run_id}", {"run": run_row(bus, info)}, [follow_action(run_id), runs_action()]
+        f"{RUNS_COMMAND} {run_id}",
+        {"run": run_row(bus, info, live_usage)},
+        [follow_action(run_id), runs_action()],
     )
 
 
-def run_row(bus: Bus, info: RunInfo) -> dict[str, Any]:
+def run_row(bus: Bus, info: RunInfo, live_usage: LiveUsage | None = None) -> dict[str, Any]:
+    """The run's row; with ``live_usage``, a live run's usage is summed on from where it was last time."""
     row: dict[str, Any] = msgspec.to_builtins(info)
     for key in ("created", "updated", "alive"):
         row[key] = _rfc3339(row[key]) if row.get(key) else None
-    usage, duration_ms = _usage_and_duration(bus, info)
+    usage, duration_ms = _usage_and_duration(bus, info, live_usage)
     row["duration_ms"] = duration_ms
     row["usage"] = msgspec.to_builtins(usage)
     row["tokens"] = usage.input_tokens + usage.output_tokens
@@ -78,7 +122,7 @@ def run_row(bus: Bus, info: RunInfo) -> dict[str, Any]:
     return row
 
 
-def _usage_and_duration(bus: Bus, info: RunInfo) -> tuple[p.UsageTotals, int]:
+def _usage_and_duration(bus: Bus, info: RunInfo, live_usage: LiveUsage | None) -> tuple[p.UsageTotals, int]:
     elapsed_ms = int(((info.updated if info.terminal else time.time()) - info.created) * 1000)
     if info.last_seq < 0:
         return p.UsageTotals(), max(elapsed_ms, 0) if info.status != "queued" else 0
@@ -88,13 +132,16 @@ def _usage_and_duration(bus: Bus, info: RunInfo) -> tuple[p.UsageTotals, int]:
             result = p.decode(last[0].line)
             if isinstance(result, p.Result):
                 return result.usage, result.duration_ms or max(elapsed_ms, 0)
-    return _summed_usage(bus, info.run_id), max(elapsed_ms, 0)
-
-
-def _summed_usage(bus: Bus, run_id: str) -> p.UsageTotals:
-    """The totals of a run's ``usage`` events so far (a live run has no ``result`` yet)."""
+    if live_usage is not None:
+        return live_usage.totals(bus, info), max(elapsed_ms, 0)
     totals = p.UsageTotals()
-    next_seq = 0
+    _add_usage(bus, info.run_id, 0, totals)
+    return totals, max(elapsed_ms, 0)
+
+
+def _add_usage(bus: Bus, run_id: str, next_seq: int, totals: p.UsageTotals) -> int:
+    """Add the run's ``usage`` events from ``next_seq`` to ``totals`` (a live run has no ``result`` yet);
+    the seq after the last event read."""
     while True:
         page = bus.read(run_id, next_seq, limit=_PAGE)
         for record in page:
@@ -102,9 +149,10 @@ def _summed_usage(bus: Bus, run_id: str) -> p.UsageTotals:
                 event = p.decode(record.line)
                 if isinstance(event, p.Usage):
                     totals.add(event)
+        if page:
+            next_seq = page[-1].seq + 1
         if len(page) < _PAGE:
-            return totals
-        next_seq = page[-1].seq + 1
+            return next_seq
 
 
 def _rfc3339(unix: float) -> str:
