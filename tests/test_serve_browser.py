@@ -374,5 +374,32 @@ def test_bidi_overrides_and_control_characters_show_as_what_they_are(
     )
     assert hidden == [], hidden
     shown = "rm -rf ~ #\u27e8U+202E\u27e9txt.elif\u27e8U+202C\u27e9"
-    assert text.count(shown) >= 5 and "FAILED test_x\u27e8U+0007\u27e9\u27e8U+0000\u27e9" in _text_of(browser, ".tool-output")
+    assert text.count(shown) >= 5 and "FAILED test_x\u27e8U+0007\u27e9\u27e8U+0000\u27e9" in _text_of(
+        browser, ".tool-output"
+    )
     assert "[1;31m" not in text
+
+
+def test_with_a_token_the_login_form_lets_the_browser_in_and_the_run_streams(
+    browser: Any, bus_url: str
+) -> None:
+    publish(bus_url, "behind-token", [p.Start(command="exec guarded"), p.Log(level="info", message="inside")])
+    with Server(bus_url, "--token", "s3cret") as guarded:
+        browser.get(f"{guarded.base}/runs/behind-token")
+        wait_for(lambda: _js(browser, "return !!document.getElementById('token')"), what="the token form")
+        assert _js(browser, "return document.getElementById('refused').hidden") is True
+        _js(
+            browser,
+            "document.getElementById('token').value = 'wrong'; document.querySelector('form').submit();",
+        )
+        wait_for(lambda: _js(browser, "return !!document.getElementById('token')"), what="the form again")
+        assert "FORBIDDEN" not in _text_of(browser, "body")
+        assert _js(browser, "return document.getElementById('refused').hidden") is False
+        _js(
+            browser,
+            "document.getElementById('token').value = 's3cret'; document.querySelector('form').submit();",
+        )
+        wait_for(lambda: "inside" in _text_of(browser, "#timeline"), what="the run, streaming")
+        assert browser.current_url == f"{guarded.base}/runs/behind-token"
+        publish(bus_url, "behind-token", [p.Result(ok=True, subtype="success", exit_code=0)], first_seq=2)
+        wait_for(lambda: _text_of(browser, "#connection") == "finished", what="the run's end")

@@ -47,7 +47,9 @@ SECURITY_HEADERS: Final = (
         b"connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
     ),
     (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
+    # Not no-referrer: under it a browser sends "Origin: null" with the page's own form posts (the
+    # login form), which the same-site check must refuse. same-origin still tells no other site anything.
+    (b"referrer-policy", b"same-origin"),
     (b"x-frame-options", b"DENY"),
 )
 _SAFE_METHODS: Final = frozenset({"GET", "HEAD"})
