@@ -403,3 +403,15 @@ def test_with_a_token_the_login_form_lets_the_browser_in_and_the_run_streams(
         assert browser.current_url == f"{guarded.base}/runs/behind-token"
         publish(bus_url, "behind-token", [p.Result(ok=True, subtype="success", exit_code=0)], first_seq=2)
         wait_for(lambda: _text_of(browser, "#connection") == "finished", what="the run's end")
+
+
+def test_underscores_inside_words_and_code_are_not_emphasis(
+    browser: Any, server: Server, bus_url: str
+) -> None:
+    text = "Set window.__a=1 and window.__b=2 in snake__case__name; __init__.py and __real__ are bold."
+    _finished(bus_url, "underscores", p.Message(message_id="m", role="assistant", content=text))
+    browser.get(f"{server.base}/runs/underscores")
+    wait_for(lambda: _text_of(browser, "#result"), what="the run to render")
+    strong = _js(browser, "return [...document.querySelectorAll('.message strong')].map(n => n.textContent)")
+    assert strong == ["init", "real"]
+    assert "window.__a=1 and window.__b=2 in snake__case__name" in _text_of(browser, ".message .content")

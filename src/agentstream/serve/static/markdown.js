@@ -34,11 +34,12 @@ const Markdown = (() => {
   const RULES = [
     { re: /`([^`]+)`/, make: (g) => textEl("code", g[0]) },
     { re: /\*\*([^*]+)\*\*/, make: (g) => spanEl("strong", g[0]) },
-    { re: /__([^_]+)__/, make: (g) => spanEl("strong", g[0]) },
+    // Underscores open only at the start of the text, right after another span or after a
+    // non-word character (appendInline checks that, since a lookbehind cannot see span
+    // boundaries), and close only before one: "window.__a=1; window.__b" has no bold in it.
+    { re: /__([^_\s][^_]*)__(?=\W|$)/, make: (g) => spanEl("strong", g[0]), wordStart: true },
     { re: /~~([^~]+)~~/, make: (g) => spanEl("del", g[0]) },
     { re: /\*([^*\s][^*]*)\*/, make: (g) => spanEl("em", g[0]) },
-    // Opens only at the start of the text, right after another span or after a non-word
-    // character: appendInline checks that, since a lookbehind cannot see span boundaries.
     { re: /_([^_\s][^_]*)_(?=\W|$)/, make: (g) => spanEl("em", g[0]), wordStart: true },
     // The label stops at a "[" and the address at a "](", so a failed try never scans past
     // the next link's start (else "[[[[…" is quadratic). "]" alone may be in it: http://[::1]/.
