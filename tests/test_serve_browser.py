@@ -6,7 +6,12 @@ bus the server reads; the page is checked as a person would see it.
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +22,7 @@ import pytest
 
 from _serve_support import Server, finished_run, publish, wait_for
 from agentstream import protocol as p
+from agentstream.bus import open_bus
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -415,3 +421,49 @@ def test_underscores_inside_words_and_code_are_not_emphasis(
     strong = _js(browser, "return [...document.querySelectorAll('.message strong')].map(n => n.textContent)")
     assert strong == ["init", "real"]
     assert "window.__a=1 and window.__b=2 in snake__case__name" in _text_of(browser, ".message .content")
+
+
+_QUIET_CLAUDE = (
+    "import json, time; print(json.dumps({'type': 'system', 'subtype': 'init', 'session_id': 's', "
+    "'model': 'm', 'tools': [], 'cwd': '/'}), flush=True); time.sleep(120)"
+)
+"""A Claude Code stream that starts, then goes quiet (a long model call)."""
+
+
+def test_the_run_list_shows_a_run_whose_producer_was_killed_as_ended(browser: Any, bus_url: str) -> None:
+    """Nobody follows the run: the list, polled by the open page, is what sees its producer gone."""
+    lost_after = {"AGENTSTREAM_BUS_LOST_AFTER": "2"}
+    with Server(bus_url, env=lost_after) as watching:
+        wrap = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "agentstream",
+                "wrap",
+                "--bus",
+                bus_url,
+                "--",
+                sys.executable,
+                "-c",
+                _QUIET_CLAUDE,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, **lost_after},
+            start_new_session=True,
+        )
+        try:
+            assert wrap.stdout is not None
+            run_id = json.loads(wrap.stdout.readline())["session_id"]
+            browser.get(f"{watching.base}/")
+            row = f"tr[data-run-id={json.dumps(run_id)}] .badge"
+            wait_for(lambda: _text_of(browser, row) == "running", what="the run, running, in the list")
+            time.sleep(3)  # past the lost-after time, the producer still touching its quiet run
+            assert _text_of(browser, row) == "running"
+        finally:
+            os.killpg(wrap.pid, signal.SIGKILL)  # the producer and its CLI, as when their machine dies
+            wrap.wait()
+        wait_for(lambda: _text_of(browser, row) == "failed", timeout=20, what="the lost run shown as ended")
+    with open_bus(bus_url) as bus:
+        last = bus.read(run_id, bus.get_run(run_id).last_seq)[0]  # type: ignore[union-attr]
+    assert json.loads(last.line)["subtype"] == "producer_lost"

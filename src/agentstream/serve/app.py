@@ -277,12 +277,13 @@ def _foreign_host(host: str | None, server: tuple[str, int] | None) -> Response:
 
 class _Api:
     def __init__(self, hub: RunHub, settings: ServeSettings) -> None:
-        from agentstream.bus.summary import LiveUsage
+        from agentstream.bus.summary import LiveRuns
 
         self.hub = hub
         self.settings = settings
-        self.live_usage = LiveUsage()
-        """Live runs' usage so far: the run list, polled by every open page, reads only new events."""
+        self.live_runs = LiveRuns(hub.lost_after)
+        """Live runs' usage so far and their producers' watches: the run list, which every open page polls,
+        reads only new events and shows a run whose producer died as ended."""
 
     # -- the page ------------------------------------------------------------------
 
@@ -337,7 +338,7 @@ class _Api:
                 raise UsageError(f"unknown status {bad[0]!r}", fix=f"use one of: {', '.join(RUN_STATUSES)}")
             limit = _whole_number(limit_text, "limit", 1, 1000, fix="use a whole number from 1 to 1000")
             return await self.hub.call(
-                lambda bus: runs_envelope(bus, statuses=statuses, limit=limit, live_usage=self.live_usage)
+                lambda bus: runs_envelope(bus, statuses=statuses, limit=limit, live=self.live_runs)
             )
 
         return await _answer(RUNS_COMMAND, build)
@@ -349,7 +350,7 @@ class _Api:
 
         async def build() -> Envelope:
             _check_run_id(request)
-            return await self.hub.call(lambda bus: run_envelope(bus, run_id, self.live_usage))
+            return await self.hub.call(lambda bus: run_envelope(bus, run_id, self.live_runs))
 
         return await _answer(
             f"{RUNS_COMMAND} {_run_id_of(request)}", build
@@ -384,7 +385,7 @@ class _Api:
                     code=ErrorCode.INVALID_INPUT,
                     fix="only a queued or running run can be cancelled",
                 )
-            row = run_row(bus, known_run(bus, run_id), self.live_usage)
+            row = run_row(bus, known_run(bus, run_id), self.live_runs)
             return ok_envelope(command, {"run": row}, [follow_action(run_id), runs_action()])
 
         async def build() -> Envelope:

@@ -178,7 +178,9 @@ class RunHub:
         size = _ReadSize()
         while True:
             limit = size.limit
-            page = await self.call(functools.partial(_read_page, run_id=run_id, from_seq=from_seq, limit=limit))
+            page = await self.call(
+                functools.partial(_read_page, run_id=run_id, from_seq=from_seq, limit=limit)
+            )
             if page:
                 yield page
             if len(page) < limit:
