@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 
@@ -152,6 +153,18 @@ def test_with_a_token_any_host_name_is_served_to_whoever_has_the_token(bus_url: 
         )
         rebound = {"Host": "evil.example", "Origin": "http://evil.example"}
         _assert_error(request(server, "POST", "/api/runs", body=b"{}", headers=rebound), 401, "UNAUTHORIZED")
+
+
+def test_a_token_with_non_ascii_characters_works_in_the_header_as_in_the_form(bus_url: str) -> None:
+    """Clients send the header's text as UTF-8 (curl does), which the server reads as Latin-1 bytes."""
+    token = "pässwörd-ключ"
+    with Server(bus_url, env={"AGENTSTREAM_TOKEN": token}) as server:
+        bearer: Any = f"Bearer {token}".encode()  # http.client would send str headers as Latin-1
+        assert request(server, "GET", "/api/runs", headers={"Authorization": bearer}).status == 200
+        wrong: Any = f"Bearer {token}x".encode()
+        assert request(server, "GET", "/api/runs", headers={"Authorization": wrong}).status == 401
+        form = urlencode({"token": token, "next": "/"}).encode()
+        assert request(server, "POST", "/login", body=form).status == 303
 
 
 def test_the_origin_check_does_not_trust_a_host_the_attacker_chose() -> None:

@@ -310,7 +310,7 @@ class _Api:
             target = "/"
         if token is None:
             return RedirectResponse(target, status_code=303)
-        if not security.is_authorized(token, f"Bearer {given}", None):
+        if not security.token_matches(token, given.strip().encode()):
             return _login_page(401)
         response = RedirectResponse(target, status_code=303)
         response.set_cookie(

@@ -36,6 +36,7 @@ __all__ = [
     "is_authorized",
     "loopback_authority",
     "resolve_token",
+    "token_matches",
 ]
 
 TOKEN_ENV: Final = "AGENTSTREAM_TOKEN"
@@ -87,11 +88,18 @@ def cookie_value(token: str) -> str:
     return hmac.new(token.encode(), b"agentstream serve session", hashlib.sha256).hexdigest()
 
 
+def token_matches(token: str, given: bytes) -> bool:
+    """Whether ``given`` is the token's UTF-8, compared in constant time."""
+    return hmac.compare_digest(given, token.encode())
+
+
 def is_authorized(token: str, authorization: str | None, cookie: str | None) -> bool:
     """A bearer header with the token, or the login cookie; both compared in constant time."""
     if authorization is not None:
         scheme, _, given = authorization.partition(" ")
-        if scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode()):
+        # The server reads header bytes as Latin-1: back to those bytes, which a client sends as the
+        # token's UTF-8 (as curl does), so that a token with non-ASCII characters works here as in the form.
+        if scheme.lower() == "bearer" and token_matches(token, given.strip().encode("latin-1", "replace")):
             return True
     return cookie is not None and hmac.compare_digest(cookie.encode(), cookie_value(token).encode())
 
