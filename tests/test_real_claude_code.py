@@ -8,6 +8,7 @@ the message id ``msg_fake``, as servers behind ``ANTHROPIC_BASE_URL`` that numbe
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import os
@@ -17,7 +18,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from claude_agent_sdk import (  # the test extra: pip install -e '.[test]'
     StreamEvent,
     SystemMessage,
     TextBlock,
+    query,
 )
 
 from _acp_support import PEERS
@@ -299,6 +301,36 @@ def test_the_sdk_drives_claude_code_through_wrap_two_way(tmp_path: Path) -> None
     assert first.session_id == second.session_id  # Claude Code's own session, which a later run resumes
     assert first.total_cost_usd is not None and second.total_cost_usd is not None
     assert second.total_cost_usd > first.total_cost_usd  # the session's running cost, as Claude Code gives it
+
+
+def test_an_sdk_query_with_can_use_tool_through_the_wrap_ends_at_its_result(tmp_path: Path) -> None:
+    """``query()`` with ``can_use_tool`` keeps Claude Code's stdin open until Claude Code says its session is
+    ``idle`` (the line after the result): through the wrap that line comes at once, so the query ends there
+    (held for a next turn that never comes, the SDK would wait out its ten-minute ceiling)."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    asked: list[str] = []
+
+    async def can_use_tool(name: str, arguments: dict[str, Any], context: Any) -> PermissionResultDeny:
+        asked.append(name)
+        return PermissionResultDeny(message="not here")
+
+    async def prompt() -> AsyncIterator[dict[str, Any]]:
+        yield {"type": "user", "message": {"role": "user", "content": "touch a file"}}
+
+    async def run(options: ClaudeAgentOptions) -> list[Any]:
+        return [message async for message in query(prompt=prompt(), options=options)]
+
+    denied = ("toolu_01A", "Bash", {"command": "touch forbidden.txt"})
+    with FakeModelServer([anthropic_reply(tool_calls=[denied]), anthropic_reply("Left it.")]) as server:
+        env = {**claude_env(home, server), "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+        options = ClaudeAgentOptions(
+            cli_path=two_way_shim(tmp_path), cwd=str(work), env=env, can_use_tool=can_use_tool
+        )
+        messages = asyncio.run(asyncio.wait_for(run(options), timeout=60))
+    assert asked == ["Bash"] and not (work / "forbidden.txt").exists()
+    results = [m for m in messages if isinstance(m, ResultMessage)]
+    assert len(results) == 1 and messages[-1] is results[0] and results[0].result == "Left it."
 
 
 MODEL_FACTS = ("contextWindow", "maxOutputTokens", "webSearchRequests")

@@ -193,6 +193,32 @@ def test_control_lines_pass_through_verbatim_and_at_once_in_both_directions(tmp_
     assert proc.wait(timeout=20) == 0 and proc.stdout.read() == b""
 
 
+def test_session_state_lines_pass_through_unchanged_where_the_child_wrote_them(tmp_path: Path) -> None:
+    """Claude Code's ``session_state_changed`` lines (the Claude Agent SDK closes the child's stdin at ``idle``):
+    the ``running`` before a turn's ``init`` and the ``idle`` after its result go out as they came, in their
+    place, even when the result and the ``idle`` arrive in one piece, and not held until a next turn."""
+    state = '{"type":"system","subtype":"session_state_changed","state":"%s","sdk_host_only":true}\n'
+    script = _fake_child(
+        tmp_path,
+        f"""
+        say({state % "running"!r})
+        say(INIT)
+        say(text("hello"))
+        say(json.dumps(RESULT) + "\\n" + {state % "idle"!r})  # one write: one piece for the wrap to read
+        sys.stdin.read()
+        """,
+    )
+    proc = _two_way(script)
+    assert proc.stdin is not None and proc.stdout is not None
+    turn = [
+        _line(proc, timeout=10) for _ in range(6)
+    ]  # running, init, child_session, assistant, result, idle
+    assert turn[0] == (state % "running").encode() and turn[-1] == (state % "idle").encode()
+    assert [json.loads(line)["type"] for line in turn[1:-1]] == ["system", "system", "assistant", "result"]
+    proc.stdin.close()
+    assert proc.wait(timeout=20) == 0 and proc.stdout.read() == b""
+
+
 def test_a_stall_inside_a_turn_ends_it_stalled_but_silence_between_turns_is_waiting(tmp_path: Path) -> None:
     script = _fake_child(
         tmp_path,

@@ -169,6 +169,10 @@ def run(args: argparse.Namespace) -> int:
 
 CONTROL_TYPES = frozenset({"control_request", "control_response", "control_cancel_request", "keep_alive"})
 """Claude's control-protocol lines: in two-way mode they pass between client and child unchanged."""
+HOST_STATE = ("system", "session_state_changed")
+"""Claude Code's lines on its session's state (``running``, ``idle`` …), which the Claude Agent SDK waits on to
+end a run (it closes the child's stdin at ``idle``): in two-way mode they pass unchanged too, where the child
+wrote them, since held for the next turn (as a reader holds them) the ``idle`` after a result would never come."""
 
 
 PARTIAL_MESSAGES = "--include-partial-messages"
@@ -208,7 +212,7 @@ def _run_two_way(args: argparse.Namespace, argv: list[str]) -> int:
 
 
 class _ControlOut:
-    """Writes the child's control lines to stdout unchanged, between the turns' own events."""
+    """Writes the child's control and session-state lines to stdout unchanged, between the turns' own events."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
@@ -219,10 +223,11 @@ class _ControlOut:
         if b'"type"' not in line:
             return False
         try:
-            kind = json.loads(line).get("type")
+            obj = json.loads(line)
+            kind = obj.get("type")
         except (ValueError, AttributeError):
             return False
-        if kind not in CONTROL_TYPES:
+        if kind not in CONTROL_TYPES and (kind, obj.get("subtype")) != HOST_STATE:
             return False
         view = memoryview(line)
         while view:

@@ -436,27 +436,30 @@ class Spawn(_ChildBase, PopenChild):
                         self._stop_stragglers()
                     return
 
-    def _read(self, chunk: bytes) -> list[p.AnyEvent]:
-        """Events from the next chunk (``b""``: end of output), the lines ``passthrough`` takes left out."""
+    def _read(self, chunk: bytes) -> Iterator[p.AnyEvent]:
+        """Events from the next chunk (``b""``: end of output), the lines ``passthrough`` takes left out.
+
+        A line goes to ``passthrough`` only once the events of the lines before it have been taken from here,
+        so that what the caller writes of it lands where the child wrote it (after a ``result`` it follows)."""
         pipeline = self._pipeline
         if self._passthrough is None:
-            return pipeline.feed_chunk(chunk) if chunk else pipeline.end_of_input()
+            yield from pipeline.feed_chunk(chunk) if chunk else pipeline.end_of_input()
+            return
         if not chunk:
             rest, self._partial = bytes(self._partial), bytearray()
-            return (pipeline.feed_chunk(rest) if rest else []) + pipeline.end_of_input()
+            yield from (pipeline.feed_chunk(rest) if rest else []) + pipeline.end_of_input()
+            return
         self._partial += chunk
-        out: list[p.AnyEvent] = []
         start = 0
         while (end := self._partial.find(b"\n", start)) >= 0:
             line = bytes(self._partial[start : end + 1])
             start = end + 1
             if not self._passthrough(line):
-                out += pipeline.feed_chunk(line)
+                yield from pipeline.feed_chunk(line)
         del self._partial[:start]
         if len(self._partial) > self._max_partial:  # no newline in sight: the reader judges the long line
-            out += pipeline.feed_chunk(bytes(self._partial))
+            yield from pipeline.feed_chunk(bytes(self._partial))
             self._partial.clear()
-        return out
 
     def _stall_deadline(self) -> float | None:
         """When the child's silence becomes a stall; None when no clock runs (off, fired, or between turns)."""
