@@ -353,4 +353,7 @@ def test_signal_during_a_stalled_stream(wire: Wire, tmp_path: Path, workspace: P
     assert assert_json_object(json_run).subtype == "interrupted"
     record = SessionStore(tmp_path / "lines" / "state" / "sessions.sqlite3").load(events[0].session_id)
     assert record.status == "interrupted"
-    assert [m["role"] for m in record.messages] == ["user", "assistant", "tool"]
+    assert [m["role"] for m in record.messages] == ["user", "assistant", "tool", "user"]
+    assert record.messages[-1]["content"] == "[Request interrupted by user]", (
+        "stopped in a model call, not a tool"
+    )

@@ -165,6 +165,87 @@ def test_interrupt_ends_a_streaming_turn_with_a_result_quickly(tmp_path: Path) -
     assert texts(messages) == [], "the discarded answer is no assistant message (and no empty text block)"
 
 
+def user_texts(body: dict[str, Any]) -> list[str]:
+    """The text of every user block of a request, tool results included, in order."""
+    return [
+        block["text"] if block["type"] == "text" else block["content"]
+        for message in body["messages"]
+        if message["role"] == "user" and isinstance(message["content"], list)
+        for block in message["content"]
+    ]
+
+
+def test_after_an_interrupt_the_next_query_tells_the_model_the_last_request_was_stopped(
+    tmp_path: Path,
+) -> None:
+    """As Claude Code does: the next turn on the client reads the stopped prompt, then that the user stopped it,
+    then the new prompt (not the two prompts as one request, which the model would take up again); a call
+    stopped while it ran has its result first, and the note says the stop came during tool use."""
+    script = [
+        anthropic_reply("A long answer that never finishes " * 20, stall_after=8),
+        anthropic_reply(tool_calls=[("toolu_1", "shell", {"command": "sleep 30"})]),
+        anthropic_reply("Third answer."),
+    ]
+
+    async def session(opts: ClaudeAgentOptions) -> list[list[Any]]:
+        turns = []
+        async with ClaudeSDKClient(opts) as client:
+            for prompt, stop_at in (("talk at length", StreamEvent), ("wait a while", ToolUseBlock)):
+                await client.query(prompt)
+                seen: list[Any] = []
+                stream: AsyncIterator[Any] = client.receive_response()
+                async for message in stream:
+                    seen.append(message)
+                    said = message.content if isinstance(message, AssistantMessage) else [message]
+                    if any(isinstance(part, stop_at) for part in said):
+                        break
+                await client.interrupt()
+                turns.append(seen + [m async for m in stream])
+            await client.query("something else")
+            turns.append([m async for m in client.receive_response()])
+        return turns
+
+    with FakeModelServer(script) as server:
+        opts = options(tmp_path, server, permission_mode="bypassPermissions", include_partial_messages=True)
+        turns = asyncio.run(asyncio.wait_for(session(opts), timeout=60))
+    results = [m for turn in turns for m in turn if isinstance(m, ResultMessage)]
+    assert [(r.subtype, r.is_error) for r in results] == [
+        ("error_during_execution", True),
+        ("error_during_execution", True),
+        ("success", False),
+    ]
+    said = user_texts(server.posts[2].body)
+    assert said[:2] == ["talk at length", "[Request interrupted by user]"]
+    assert said[2] == "wait a while" and said[3].startswith("the run stopped before this tool call finished")
+    assert said[4:] == ["[Request interrupted by user for tool use]", "something else"]
+
+
+def test_a_denial_that_interrupts_is_noted_for_the_next_query(tmp_path: Path) -> None:
+    """``PermissionResultDeny(interrupt=True)`` stops the turn; the next query's request says so after the denied
+    call's result, as Claude Code's does."""
+
+    async def deny(name: str, arguments: dict[str, Any], context: Any) -> PermissionResultDeny:
+        return PermissionResultDeny(message="stop everything", interrupt=True)
+
+    script = [
+        anthropic_reply(tool_calls=[("toolu_1", "shell", {"command": "touch x.txt"})]),
+        anthropic_reply("Stopped, as asked."),
+    ]
+    with FakeModelServer(script) as server:
+        opts = options(tmp_path, server, permission_mode="default", can_use_tool=deny)
+        turns = turns_on_one_client(opts, "touch it", "and now?")
+    assert [[m.subtype for m in turn if isinstance(m, ResultMessage)] for turn in turns] == [
+        ["error_during_execution"],
+        ["success"],
+    ]
+    assert user_texts(server.posts[1].body) == [
+        "touch it",
+        "denied: permission denied: stop everything",
+        "[Request interrupted by user for tool use]",
+        "and now?",
+    ]
+
+
 @pytest.mark.parametrize("partial", [False, True], ids=["complete-messages", "partial-messages"])
 def test_each_assistant_message_has_its_calls_usage_and_stream_events_come_only_when_asked(
     tmp_path: Path, partial: bool

@@ -25,6 +25,10 @@ from agentstream.agent.providers.base import ReasoningBlock, ToolCallDone
 __all__ = ["AssistantTurn", "Conversation"]
 
 INTERRUPTED_TOOL = "the run stopped before this tool call finished; it may or may not have taken effect"
+INTERRUPTED_REQUEST = "[Request interrupted by user]"
+INTERRUPTED_TOOL_USE = "[Request interrupted by user for tool use]"
+"""What the model reads after a turn that was stopped, in Claude Code's words (which models know): without it, the
+next prompt would read as more of the stopped request, and the model would go on with what it was told to stop."""
 
 
 @dataclass
@@ -66,6 +70,12 @@ class Conversation:
         self.messages.append(
             {"role": "tool", "call_id": call_id, "name": name, "content": content, "is_error": is_error}
         )
+
+    def note_interrupted(self, *, in_tool: bool) -> None:
+        """The turn was stopped (``in_tool``: while a tool call was decided on or ran): its calls get results,
+        and the model is told that the user stopped it."""
+        self.close_dangling_calls()
+        self.add_user(INTERRUPTED_TOOL_USE if in_tool else INTERRUPTED_REQUEST)
 
     def to_json(self) -> list[dict[str, Any]]:
         """The messages, ready for the session store (a copy, so later turns don't alias it)."""

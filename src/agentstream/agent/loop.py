@@ -266,6 +266,8 @@ class AgentLoop:
         """Set in a two-way session: lets the client interrupt the turn."""
         self.call_ids: set[str] = set()
         """The protocol call ids used in this run's stream, each once (a model may repeat its own)."""
+        self.stopped_in_tool = False
+        """Whether the run was stopped (interrupted, or failed) while a tool call was decided on or ran."""
 
     def run(self, stream: Stream, prompt: str) -> Outcome:
         """Answer ``prompt``, writing to ``stream``; say how the run should end without ending it.
@@ -275,6 +277,7 @@ class AgentLoop:
         """
         self.conversation.add_user(prompt)
         self.call_ids = set()
+        self.stopped_in_tool = False
         try:
             stopped = self._turns(stream)
         except _Refused as exc:
@@ -380,6 +383,13 @@ class AgentLoop:
 
     def _run_tool(self, stream: Stream, call: ToolCallDone) -> None:
         """Run one call under a protocol id unique in the stream; the model reads the result under its own id."""
+        try:
+            self._decide_and_run(stream, call)
+        except BaseException:
+            self.stopped_in_tool = True
+            raise
+
+    def _decide_and_run(self, stream: Stream, call: ToolCallDone) -> None:
         stop_after = False
         shown = msgspec.structs.replace(call, call_id=self._protocol_id(call.call_id))
         with stream.tool_call(call.name, call.shown_arguments, call_id=shown.call_id) as scope:

@@ -247,7 +247,6 @@ class AgentRunner:
             with self._heartbeats(stream):
                 outcome = self.loop.run(stream, prompt)
         except TurnInterrupted:
-            self.loop.conversation.close_dangling_calls()
             self._save(stream, "interrupted")
             self._end_interrupted(stream)
             return
@@ -398,9 +397,12 @@ class AgentRunner:
         return approvals.mode if approvals is not None else self.options.permission_mode
 
     def _save(self, stream: Stream, status: str) -> None:
-        """Store the conversation so far; a store failure costs a warning, never the run."""
+        """Store the conversation so far (an interrupted turn's with a note that says so, for the next turn or a
+        resume); a store failure costs a warning, never the run."""
         record = self.record
         record.status = status
+        if status == "interrupted":
+            self.loop.conversation.note_interrupted(in_tool=self.loop.stopped_in_tool)
         record.messages = self.loop.conversation.to_json()
         record.turn_count += stream.turn_count
         record.usage = _add_usage(record.usage, stream)
