@@ -36,7 +36,7 @@ from claude_agent_sdk import (  # the test extra: pip install -e '.[test]'
 )
 from claude_agent_sdk.types import PermissionRuleValue
 
-from _agent_fakes import ANTHROPIC_MODEL, FakeModelServer, anthropic_env, anthropic_reply
+from _agent_fakes import ANTHROPIC_MODEL, FakeModelServer, anthropic_env, anthropic_error, anthropic_reply
 
 
 def cli_path() -> str:
@@ -218,6 +218,34 @@ def test_after_an_interrupt_the_next_query_tells_the_model_the_last_request_was_
     assert said[:2] == ["talk at length", "[Request interrupted by user]"]
     assert said[2] == "wait a while" and said[3].startswith("the run stopped before this tool call finished")
     assert said[4:] == ["[Request interrupted by user for tool use]", "something else"]
+
+
+@pytest.mark.parametrize(
+    ("status", "category"), [(401, "authentication_failed"), (429, "rate_limit"), (500, "server_error")]
+)
+def test_a_failed_api_call_is_an_assistant_message_with_its_error_category(
+    tmp_path: Path, status: int, category: str
+) -> None:
+    """As from Claude Code: a turn whose model call fails for good ends with an ``AssistantMessage`` whose
+    ``error`` says what kind of failure it was (which the SDK's users test to tell a bad key from an overload)
+    and whose text says why, then its error ``ResultMessage``; the client's next query is answered."""
+    script = [anthropic_reply("First."), anthropic_error(status), anthropic_reply("Third.")]
+    with FakeModelServer(script) as server:
+        opts = options(tmp_path, server)
+        opts.env["AGENTSTREAM_MAX_RETRIES"] = "0"
+        turns = turns_on_one_client(opts, "one", "two", "three")
+    failed = [m for m in turns[1] if not isinstance(m, SystemMessage)]
+    assert [type(m).__name__ for m in failed] == ["AssistantMessage", "ResultMessage"]
+    said, result = failed
+    assert (
+        said.error == category and texts([said]) == [result.errors[0]] and str(status) in said.content[0].text
+    )
+    assert (result.subtype, result.is_error) == ("error_during_execution", True)
+    assert [texts(turn) for turn in (turns[0], turns[2])] == [["First."], ["Third."]]
+    assert [m.error for turn in (turns[0], turns[2]) for m in turn if isinstance(m, AssistantMessage)] == [
+        None,
+        None,
+    ]
 
 
 def test_a_denial_that_interrupts_is_noted_for_the_next_query(tmp_path: Path) -> None:

@@ -95,10 +95,13 @@ def test_thinking_block_without_id_or_model_is_reasoning() -> None:
 
 
 def test_api_error_reported_as_success_with_is_error_is_a_failure() -> None:
+    """Claude Code's report of the failed call (a ``<synthetic>`` assistant line with an ``error``) is no message
+    of the model's: its text is the turn's error."""
     events = decode_fixture("claude", "api-error.ndjson")
-    message, error, result = events[-3], events[-2], events[-1]
-    assert isinstance(message, p.Message) and message.content == "Your organization has disabled …"
+    error, result = events[-2], events[-1]
+    assert not only(events, p.Message)
     assert isinstance(error, p.Error) and not error.recoverable and error.code == "PERMISSION_DENIED"
+    assert error.message == "Your organization has disabled …"
     assert isinstance(result, p.Result)
     assert (result.ok, result.subtype, result.exit_code, result.turn_count, result.duration_ms) == (
         False,

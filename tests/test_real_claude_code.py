@@ -333,6 +333,33 @@ def test_an_sdk_query_with_can_use_tool_through_the_wrap_ends_at_its_result(tmp_
     assert len(results) == 1 and messages[-1] is results[0] and results[0].result == "Left it."
 
 
+def test_the_sdk_gets_claude_codes_api_error_category_through_the_wrap(tmp_path: Path) -> None:
+    """A rejected key: the SDK's ``AssistantMessage.error`` and text, and its result's error, through the wrap as
+    from Claude Code itself."""
+
+    def session(cli: str, name: str) -> list[Any]:
+        home, work = tmp_path / name / "home", tmp_path / name / "work"
+        work.mkdir(parents=True)
+        with FakeModelServer([anthropic_error(401)]) as server:
+            env = {**claude_env(home, server, CLAUDE_CODE_MAX_RETRIES="0")}
+            env["PYTHONPATH"] = os.environ.get("PYTHONPATH", "")
+            (turn,) = turns_on_one_client(ClaudeAgentOptions(cli_path=cli, cwd=str(work), env=env), "hello")
+        return turn
+
+    def told(turn: list[Any]) -> list[tuple[Any, ...]]:
+        return [
+            (m.error, [b.text for b in m.content if isinstance(b, TextBlock)])
+            if isinstance(m, AssistantMessage)
+            else (m.is_error, m.result)
+            for m in turn
+            if isinstance(m, (AssistantMessage, ResultMessage))
+        ]
+
+    direct = told(session(claude_code(), "direct"))
+    assert direct[0][0] == "authentication_failed" and direct[-1][0] is True
+    assert told(session(two_way_shim(tmp_path), "wrapped")) == direct
+
+
 MODEL_FACTS = ("contextWindow", "maxOutputTokens", "webSearchRequests")
 """What Claude Code's ``modelUsage`` entries say of a model besides its tokens and cost."""
 

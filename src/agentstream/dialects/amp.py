@@ -69,6 +69,9 @@ class AmpEncoder(ClaudeEncoder):
         claude = super().result_line(event, failure)
         return {key: claude[key] for key in _RESULT_KEYS if key in claude}
 
+    def api_error_lines(self, event: p.Result, failure: p.ErrorInfo) -> list[dict[str, Any]]:
+        return []  # Amp documents no such line: its result's ``errors`` say why
+
     def on_status(self, event: p.Status) -> list[dict[str, Any]]:
         return []
 

@@ -55,6 +55,16 @@ _CATEGORY_CODES: dict[str, str] = {
     "unknown": ErrorCode.UNKNOWN,
 }
 _CODE_CATEGORIES = first_keys(_CATEGORY_CODES)
+_API_FAILURES = frozenset(
+    {
+        ErrorCode.AUTH_EXPIRED,
+        ErrorCode.RATE_LIMITED,
+        ErrorCode.PROVIDER_ERROR,
+        ErrorCode.NETWORK_TIMEOUT,
+        ErrorCode.CONTEXT_LIMIT,
+    }
+)
+"""Why a turn ends that are a model call's failure: Claude Code reports each in an assistant line of its own."""
 _DELTA_KINDS = {"text_delta": "text", "thinking_delta": "thinking"}
 CLAUDE_PERMISSION_MODE_OF = {
     "full": "bypassPermissions",
@@ -743,6 +753,7 @@ class ClaudeDecoder(EventDecoder):
             f.obj.get("error"),
             _figures(message.opt_sub("usage")),
             blocks,
+            api_error=f.obj.get("is_api_error_message") is True,
         )
 
     def _assistant(
@@ -752,11 +763,19 @@ class ClaudeDecoder(EventDecoder):
         error: object,
         figures: dict[str, int] | None,
         blocks: list[_Block],
+        *,
+        api_error: bool = False,
     ) -> None:
+        """``api_error``: the line says it is Claude Code's report of a failed API call (as does a ``<synthetic>``
+        one with an ``error`` category): its text is the turn's error, not the model's words, so no message."""
         message_id = message_id or p.new_id("msg")
         if isinstance(error, str):
             self._api_error = error
+        if api_error or (model == _SYNTHETIC and isinstance(error, str)):
             self._api_error_text = next((block.text for block in blocks if block.kind == "text"), None)
+            if not self.started:  # a turn it opens is a turn, not a lone result (``--output-format json``)
+                self.emit(p.Start(command=self.command, synthetic=True))
+            return
         self._note_usage(message_id, model, figures or {}, streamed=False)
         for block in blocks:
             self._assistant_block(message_id, block)
@@ -897,7 +916,9 @@ class ClaudeDecoder(EventDecoder):
         elif kind is _AssistantLine:
             message = line.message
             blocks = _typed_blocks(message.content)
-            self._assistant(message.id, message.model, line.error, _typed_figures(message.usage), blocks)
+            figures = _typed_figures(message.usage)
+            api_error = line.is_api_error_message is True
+            self._assistant(message.id, message.model, line.error, figures, blocks, api_error=api_error)
         elif kind is _SystemLine:
             if line.subtype == "status":
                 status, message = line.status, line.message
@@ -1082,7 +1103,11 @@ class ClaudeDecoder(EventDecoder):
         canonical, exit_code, code = _outcome(subtype, ok, reason)
         error: p.ErrorInfo | None = None
         # On "success" with is_error the result text is the API's error; error subtypes list theirs in errors.
-        message = "; ".join(errors) or (text if subtype == "success" and is_error and text else "")
+        message = (
+            "; ".join(errors)
+            or (text if subtype == "success" and is_error and text else "")
+            or (self._api_error_text or "")
+        )
         if structured is not None:
             self.emit(p.GenericEvent(name=_STRUCTURED_EVENT, data=structured))
         if model_extras and not stray:
@@ -1783,7 +1808,28 @@ class ClaudeEncoder(EventEncoder):
         lines: list[EncodedLine] = []
         for key in list(self._runs):
             lines += self._stop(event, key)
-        return [*lines, self.result_line(event, None if event.ok else self.failure(event))]
+        failure = None if event.ok else self.failure(event)
+        if failure is not None and failure.code in _API_FAILURES:
+            lines += self.api_error_lines(event, failure)
+        return [*lines, self.result_line(event, failure)]
+
+    def api_error_lines(self, event: p.Result, failure: p.ErrorInfo) -> list[dict[str, Any]]:
+        """A failed model call as Claude Code reports one: a ``<synthetic>`` assistant line with its text and
+        ``error`` category, which the Claude Agent SDK gives as ``AssistantMessage.error``."""
+        message = {
+            "id": self.made_up_id("msg"),
+            "model": _SYNTHETIC,
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "text", "text": failure.message}],
+            "stop_reason": "stop_sequence",
+            "stop_sequence": "",
+            "usage": _api_usage(p.UsageTotals()),
+        }
+        line = self.envelope(event, {"type": "assistant", "message": message})
+        line["error"] = _CODE_CATEGORIES.get(failure.code, "unknown")
+        line["is_api_error_message"] = True
+        return [line]
 
     # streaming
 
