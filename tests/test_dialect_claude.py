@@ -481,6 +481,8 @@ def test_encoder_reproduces_the_2_0_76_lines() -> None:
 def test_encoder_reproduces_tool_result_and_result_lines() -> None:
     lines = fixture_lines("claude", "tool-results-2.1.205.ndjson")
     example = objects(lines)[0]
+    (block,) = example["message"]["content"]
+    block["is_error"] = False  # 2.1.205 left it out on a success; 2.1.332 says it, as we do
     made = next(line for line in reencode(lines[:1]) if line["type"] == "user")
     assert_reproduces(made, {**example, "session_id": made["session_id"]}, {"uuid"})
     for line in fixture_lines("claude", "results.ndjson")[:3]:

@@ -1693,9 +1693,10 @@ class ClaudeEncoder(EventEncoder):
             text = event.output if isinstance(event.output, str) else ""
         else:
             text = failure_text(event)
-        block: dict[str, Any] = {"tool_use_id": event.call_id, "type": "tool_result", "content": text}
-        if event.status != "success":
-            block["is_error"] = True
+        is_error = (
+            event.status != "success"
+        )  # said either way, as Claude Code does: the SDK's is_error is a bool
+        block = {"tool_use_id": event.call_id, "type": "tool_result", "content": text, "is_error": is_error}
         line = {"type": "user", "message": {"role": "user", "content": [block]}}
         return [self.envelope(event, line)]
 
