@@ -180,11 +180,25 @@ def test_a_mode_changed_mid_session_is_the_whole_mode_offers_and_paths_included(
     outside = tmp_path / "outside.txt"
     calls = [("write_file", {"path": str(outside), "content": "x\n"})]
     settings = {"type": "settings", "permission_mode": then}
-    stdout = two_way(tmp_path, calls, [settings, GO], "--permission-mode", first)
+    allowed = ["--allow-dangerously-skip-permissions"] if then == "full" else []
+    stdout = two_way(tmp_path, calls, [settings, GO], "--permission-mode", first, *allowed)
     start = next(json.loads(line) for line in stdout.splitlines() if b'"type":"start"' in line)
     assert ("write_file" in start["tools"]) is offered
     (result,) = results(stdout)
     assert (result["status"] == "success") is written and outside.exists() is written
+
+
+@pytest.mark.parametrize("then", ["full", "bypassPermissions"])
+def test_a_session_not_started_unasked_cannot_be_switched_to_it(tmp_path: Path, then: str) -> None:
+    """As Claude Code refuses it: a mode that runs every call unasked only for a session started in one, or
+    allowed to enter one (--allow-dangerously-skip-permissions). The refusal is said; the mode stays."""
+    outside = tmp_path / "outside.txt"
+    calls = [("write_file", {"path": str(outside), "content": "x\n"})]
+    settings = {"type": "settings", "permission_mode": then}
+    stdout = two_way(tmp_path, calls, [settings, GO], "--permission-mode", "plan")
+    assert f"cannot switch to {then}".encode() in stdout and b"--allow-dangerously-skip-permissions" in stdout
+    (result,) = results(stdout)
+    assert result["status"] != "success" and not outside.exists()
 
 
 @pytest.mark.parametrize("mode", ["dontAsk", "plan"])

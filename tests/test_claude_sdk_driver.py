@@ -590,3 +590,28 @@ def assert_cost_is_the_sessions_and_usage_the_turns(results: list[ResultMessage]
         assert (figures["cacheReadInputTokens"], figures["cacheCreationInputTokens"]) == (0, 0)
         assert figures["costUSD"] == pytest.approx(result.total_cost_usd)
         assert "contextWindow" not in figures, "what the events do not say is left out, not made up"
+
+
+def test_the_sdk_cannot_switch_a_session_to_bypass_permissions_unless_it_was_allowed(tmp_path: Path) -> None:
+    """``set_permission_mode("bypassPermissions")`` is refused, as Claude Code refuses it, in a session neither
+    started in that mode nor given ``--allow-dangerously-skip-permissions`` (the SDK's ``extra_args``)."""
+
+    async def switch(opts: ClaudeAgentOptions) -> str | None:
+        async with ClaudeSDKClient(opts) as client:
+            try:
+                await client.set_permission_mode("bypassPermissions")
+            except Exception as exc:  # the SDK raises the control error's message
+                return str(exc)
+        return None
+
+    with FakeModelServer([]) as server:
+        refused = asyncio.run(switch(options(tmp_path, server, permission_mode="default")))
+        allowed_opts = options(
+            tmp_path,
+            server,
+            permission_mode="default",
+            extra_args={"allow-dangerously-skip-permissions": None},
+        )
+        allowed = asyncio.run(switch(allowed_opts))
+    assert refused is not None and "cannot switch to bypassPermissions" in refused, refused
+    assert allowed is None

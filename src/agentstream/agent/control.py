@@ -39,7 +39,7 @@ from agentstream._lines import UTF8_BOM
 from agentstream._signals import start_thread
 from agentstream._text import utf8_text
 from agentstream.agent.interrupt import TurnControl, TurnInterrupted
-from agentstream.agent.permissions import Decision
+from agentstream.agent.permissions import BYPASS_MODES, Decision
 from agentstream.errors import AgentstreamError, ErrorCode, UsageError
 
 if TYPE_CHECKING:
@@ -176,8 +176,12 @@ class TwoWaySession:
         toolbox: Toolbox,
         provider: Provider,
         permission_timeout_s: float,
+        bypass_allowed: bool = False,
     ) -> None:
         self.source = source
+        self.bypass_allowed = bypass_allowed
+        """Whether the client may switch to a mode that runs every tool call unasked (``bypassPermissions``,
+        ``full``): only a session started in one, or allowed to with ``--allow-dangerously-skip-permissions``."""
         self.reader = reader
         self.output = output
         self.control = control
@@ -300,9 +304,17 @@ class TwoWaySession:
 
     def set_permission_mode(self, mode: str) -> None:
         """The mode from the next tool call on: what runs by itself, what the model is offered and where it may
-        write, as if the session had started in it. Raises AgentstreamError for an unknown mode."""
+        write, as if the session had started in it. Raises AgentstreamError for an unknown mode, and for a
+        mode that asks nothing when the session may not switch to one (as Claude Code refuses it)."""
         from agentstream.agent.permissions import toolbox_mode
 
+        if mode in BYPASS_MODES and not self.bypass_allowed:
+            raise AgentstreamError(
+                f"cannot switch to {mode}: this session was not started with it",
+                code=ErrorCode.PERMISSION_DENIED,
+                fix="start the session with --permission-mode bypassPermissions, --dangerously-skip-permissions "
+                "or --allow-dangerously-skip-permissions",
+            )
         self.approvals.set_mode(mode)
         self.toolbox.set_mode(toolbox_mode(mode, grantable=True))  # a two-way session can always grant
 

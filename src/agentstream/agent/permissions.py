@@ -245,6 +245,9 @@ CLAUDE_PERMISSION_MODES: Final[tuple[str, ...]] = (
 
 ALL_PERMISSION_MODES: Final[tuple[str, ...]] = PERMISSION_MODES + CLAUDE_PERMISSION_MODES
 
+BYPASS_MODES: Final = frozenset({"full", "bypassPermissions"})
+"""Modes in which every tool call runs unasked: a session enters one only if it started in one or was allowed to."""
+
 _RUNS_BY_ITSELF: Final[dict[str, frozenset[str]]] = {
     **_ALLOWED,
     "default": frozenset({"read"}),

@@ -72,6 +72,7 @@ class ExecOptions:
     max_turns: int = 0
     max_budget_usd: float | None = None
     permission_mode: str = "workspace-write"
+    allow_bypass: bool = False
     permission_prompt_tool: str | None = None
     permission_timeout: float = 300.0
     heartbeat: float | None = None
@@ -301,6 +302,8 @@ class AgentRunner:
         else:
             reader = CanonicalInput()
         assert self.loop.approvals is not None, "a two-way session always has approvals"
+        from agentstream.agent.permissions import BYPASS_MODES
+
         self.session = TwoWaySession(
             source,
             reader,
@@ -310,6 +313,7 @@ class AgentRunner:
             toolbox=self.loop.toolbox,
             provider=self.loop.provider,
             permission_timeout_s=self.options.permission_timeout,
+            bypass_allowed=self.options.allow_bypass or self.options.permission_mode in BYPASS_MODES,
         )
         if not _prompts_on(self.options):
             self.loop.approvals.ask = None

@@ -153,6 +153,13 @@ def add_exec_options(parser: argparse.ArgumentParser) -> None:
         help="the same as --permission-mode bypassPermissions",
     )
     agent.add_argument(
+        "--allow-dangerously-skip-permissions",
+        dest="allow_bypass",
+        action="store_true",
+        help="let a two-way client switch the session to bypassPermissions (or full) later; without it only "
+        "a session started in that mode runs in it",
+    )
+    agent.add_argument(
         "--permission-prompt-tool",
         metavar="stdio",
         help="stdio: ask on stdout before a tool call the mode does not allow, wait for the answer on stdin",
