@@ -160,3 +160,12 @@ def helper_threads(pid: int) -> dict[str, bool]:
         blocked = int(found.group(1), 16)
         threads[f"{name} ({task.name})"] = all(blocked >> (signum - 1) & 1 for signum in HANDLED_SIGNALS)
     return threads
+
+
+def exited(pid: int) -> bool:
+    """Whether ``pid`` has exited (a zombie nobody reaped yet counts: it holds nothing)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True

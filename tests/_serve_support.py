@@ -7,13 +7,14 @@ goes through ``http.client`` so nothing here depends on the server's own stack.
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import os
 import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -200,3 +201,13 @@ def wait_for(check: Any, timeout: float = 10.0, what: str = "the condition") -> 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.02)
+
+
+async def until(check: Callable[[], object], what: str, *, polls: int = 1000) -> object:
+    """Poll ``check()`` every 10 ms until it is truthy, at most ``polls`` times (readiness, not a timing assertion)."""
+    for _ in range(polls):
+        value = check()
+        if value:
+            return value
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")

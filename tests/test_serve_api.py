@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
@@ -21,7 +21,7 @@ import msgspec
 import pytest
 
 from _bus_fixtures import CASSETTE, PRODUCER, RedisServer, cli, redis_server  # noqa: F401
-from _serve_support import Server, SseStream, finished_run, publish, request, wait_for
+from _serve_support import Server, SseStream, finished_run, publish, request, until, wait_for
 from agentstream import protocol as p
 from agentstream.bus import Record, open_bus
 
@@ -273,16 +273,6 @@ def test_bus_connections_stay_bounded_however_many_worker_threads_come_and_go(tm
     assert hub.open_buses == 0 and _fds_on(bus_path) == 0
 
 
-async def _until(check: Callable[[], object], what: str) -> object:
-    """Poll ``check()`` until it is truthy (readiness, not a timing assertion)."""
-    for _ in range(1000):
-        value = check()
-        if value:
-            return value
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def test_a_follower_resuming_past_the_end_does_not_move_the_shared_tail_past_the_run(tmp_path: Path) -> None:
     """The tail a far-ahead follower starts reads from the run's stored end, so the others get each event from it."""
     from agentstream.serve.hub import RunHub
@@ -296,8 +286,8 @@ def test_a_follower_resuming_past_the_end_does_not_move_the_shared_tail_past_the
             return [record.seq async for batch in hub.batches("shared-tail", from_seq) for record in batch]
 
         ahead = asyncio.create_task(seqs(1000))  # resumes far past the run's last seq, 0
-        await _until(lambda: hub.tail_next_seq("shared-tail") is not None, "the far-ahead follower's tail")
-        await _until(lambda: hub.tail_next_seq("shared-tail") == 1, "the tail to start at the stored end")
+        await until(lambda: hub.tail_next_seq("shared-tail") is not None, "the far-ahead follower's tail")
+        await until(lambda: hub.tail_next_seq("shared-tail") == 1, "the tail to start at the stored end")
 
         behind = hub.batches("shared-tail", 0)
         assert [record.seq for record in await anext(behind)] == [0]
@@ -395,12 +385,12 @@ def test_a_follower_that_stops_taking_batches_is_held_to_a_few_and_loses_none(
         follower = hub.batches("stalled", 0)
         seen = [record.seq for record in await anext(follower)]
         pending = asyncio.ensure_future(anext(follower))  # subscribed, then waiting on its batches
-        await _until(lambda: hub.tail_next_seq("stalled") is not None, "the follower's tail")
+        await until(lambda: hub.tail_next_seq("stalled") is not None, "the follower's tail")
         for seq in range(1, 41):  # one batch each, while the follower takes none
             await asyncio.to_thread(
                 publish, bus_url, "stalled", [p.Log(level="info", message=f"{seq}")], first_seq=seq
             )
-        await _until(lambda: hub.tail_next_seq("stalled") == 41, "the tail to read them all")
+        await until(lambda: hub.tail_next_seq("stalled") == 41, "the tail to read them all")
         queued = max(queue.qsize() for queue in hub._tails["stalled"].followers)
         assert queued <= 2, queued
         result = p.Result(ok=True, subtype="success", exit_code=0)

@@ -7,10 +7,9 @@ whole output; the bounds checked are those of :mod:`agentstream.serve.hub`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 
 from _bus_fixtures import RedisServer, bus_home, bus_url, redis_server  # noqa: F401
-from _serve_support import Server, publish, request
+from _serve_support import Server, publish, request, until
 from agentstream import protocol as p
 from agentstream.bus import Record
 from agentstream.serve import hub as hub_module
@@ -25,16 +24,6 @@ def _huge(seq: int) -> p.Log:
 
 def _bytes_of(records: list[Record]) -> int:
     return sum(len(record.line) for record in records)
-
-
-async def _until(check: Callable[[], object], what: str) -> object:
-    """Poll ``check()`` until it is truthy (readiness, not a timing assertion)."""
-    for _ in range(3000):
-        value = check()
-        if value:
-            return value
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_reading_a_stored_run_of_huge_records_brings_a_few_megabytes_at_a_time(bus_url: str) -> None:
@@ -64,10 +53,12 @@ def test_a_stalled_follower_holds_a_few_megabytes_of_huge_records_and_loses_none
         follower = hub.batches("huge-live", 0)
         seen = [record.seq for record in await anext(follower)]
         pending = asyncio.ensure_future(anext(follower))  # subscribed, then waiting on its batches
-        await _until(lambda: hub.tail_next_seq("huge-live") is not None, "the follower's tail")
+        await until(lambda: hub.tail_next_seq("huge-live") is not None, "the follower's tail", polls=3000)
         for seq in range(1, RECORDS + 1):  # one batch each, while the follower takes none
             await asyncio.to_thread(publish, bus_url, "huge-live", [_huge(seq)], first_seq=seq)
-        await _until(lambda: hub.tail_next_seq("huge-live") == RECORDS + 1, "the tail to read them all")
+        await until(
+            lambda: hub.tail_next_seq("huge-live") == RECORDS + 1, "the tail to read them all", polls=3000
+        )
         held = max(
             sum(_bytes_of(batch) for batch in queue._queue)  # type: ignore[attr-defined]
             for queue in hub._tails["huge-live"].followers

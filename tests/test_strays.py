@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from _consumer_support import exited
 from agentstream.consumer import Spawn
 from agentstream.consumer.async_process import AsyncSpawn
 
@@ -56,14 +57,6 @@ def _fake_cli(
     return [sys.executable, str(script)]
 
 
-def _gone(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
-
-
 def _stray_pid(tmp_path: Path, running: Callable[[], bool]) -> int:
     deadline = time.monotonic() + 30
     while not (tmp_path / "stray").exists():
@@ -75,9 +68,9 @@ def _stray_pid(tmp_path: Path, running: Callable[[], bool]) -> int:
 def _assert_gone_soon(pid: int) -> None:
     """The stray is gone, or goes within a few seconds (init reaps it); a survivor is killed, then reported."""
     bound = time.monotonic() + 5
-    while not _gone(pid) and time.monotonic() < bound:
+    while not exited(pid) and time.monotonic() < bound:
         time.sleep(0.02)
-    survived = not _gone(pid)
+    survived = not exited(pid)
     if survived:
         os.killpg(pid, signal.SIGKILL)  # it leads the group of its session, what it started included
     assert not survived, f"the detached command {pid} outlived the child it was stopped with"

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from _consumer_support import exited
+
 CLI = [str(Path(sys.executable).with_name("agentstream"))]
 
 
@@ -93,15 +95,6 @@ def test_a_child_that_uses_the_terminal_runs_under_wrap_as_without_it(tmp_path: 
     assert messages == ["read: hello" if touch == "reads its tty" else "mode set and restored"]
 
 
-def _gone(pid: int) -> bool:
-    """Exited (a zombie nobody reaped yet counts as gone: it holds nothing)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
-
-
 def test_sigkill_of_wrap_leaves_neither_child_nor_grandchild_running(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     child = _script(
@@ -128,9 +121,9 @@ def test_sigkill_of_wrap_leaves_neither_child_nor_grandchild_running(tmp_path: P
     wrap.kill()
     wrap.wait()
     bound = time.monotonic() + 15  # the watchdog's SIGTERM, then SIGKILL after wrap's --grace (3 s)
-    while not (_gone(child_pid) and _gone(grandchild_pid)) and time.monotonic() < bound:
+    while not (exited(child_pid) and exited(grandchild_pid)) and time.monotonic() < bound:
         time.sleep(0.05)
-    left = [pid for pid in (child_pid, grandchild_pid) if not _gone(pid)]
+    left = [pid for pid in (child_pid, grandchild_pid) if not exited(pid)]
     for pid in left:
         os.kill(pid, 9)
     assert not left, f"still running after wrap was SIGKILLed: {left}"
