@@ -12,6 +12,7 @@ from operator import attrgetter
 from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
 from agentstream import protocol as p
+from agentstream._accel import speedups
 from agentstream._lines import (
     LONG_LINE_BYTES,
     Block,
@@ -152,35 +153,26 @@ class Validator:
 
         The commonest case, a delta that continues an open run, costs one lookup.
         """
-        checks, message_delta, reasoning_delta = _CHECKS, p.MessageDelta, p.ReasoningDelta
+        message_delta, reasoning_delta = p.MessageDelta, p.ReasoningDelta
         open_messages, open_reasoning = self._open_runs[message_delta], self._open_runs[reasoning_delta]
-        for index in range(start, len(events)):
-            event = events[index]
-            kind = type(event)
-            if kind is message_delta:
-                if event.message_id in open_messages:  # type: ignore[union-attr]
-                    continue
-            elif kind is reasoning_delta and event.reasoning_id in open_reasoning:  # type: ignore[union-attr]
-                continue
-            check = checks.get(kind)
-            if check is not None:
-                check(self, event, first_line + index)
-                if self.result is not None or self._pending_fatal:
-                    self.events += index + 1 - start
-                    return index + 1
-        self.events += len(events) - start
-        return len(events)
+        end = _feed_turn(
+            self,
+            events,
+            start,
+            first_line,
+            open_messages,
+            open_reasoning,
+            message_delta,
+            reasoning_delta,
+            _CHECKS,
+        )
+        self.events += end - start
+        return end
 
     def _stamps_in_order(self, events: list[p.AnyEvent]) -> bool:
         if not self.check_stamps or not events:
             return True
-        start = self._next_seq
-        return (
-            list(map(_seq_of, events)) == list(range(start, start + len(events)))
-            and set(map(_session_of, events)) == {self._session_id}
-            and set(map(_version_of, events)) == {p.PROTOCOL_VERSION}
-            and p.are_timestamps(map(_ts_of, events))
-        )
+        return _stamps_in_order(events, self._next_seq, self._session_id, p.PROTOCOL_VERSION)
 
     def _check_rules(self, event: p.AnyEvent, line: int) -> None:
         first = self.events == 0
@@ -333,11 +325,6 @@ class Validator:
         return self.violations
 
 
-_seq_of = attrgetter("seq")
-_ts_of = attrgetter("ts")
-_session_of = attrgetter("session_id")
-_version_of = attrgetter("v")
-
 _CHECKS: dict[type[p.AnyEvent], Callable[[Validator, Any, int], None]] = {
     # Keyed by exact class, so each check gets the event class it is written for.
     p.Start: Validator._on_start,
@@ -352,6 +339,57 @@ _CHECKS: dict[type[p.AnyEvent], Callable[[Validator, Any, int], None]] = {
     p.Error: Validator._on_error,
     p.Result: Validator._on_result,
 }
+
+
+def _feed_turn_py(
+    checker: Validator,
+    events: list[p.AnyEvent],
+    start: int,
+    first_line: int,
+    open_messages: dict[str, int],
+    open_reasoning: dict[str, int],
+    message_delta: type,
+    reasoning_delta: type,
+    checks: dict[type[p.AnyEvent], Callable[[Validator, Any, int], None]],
+) -> int:
+    """:meth:`Validator._feed_turn`'s loop: the index after the last event it took."""
+    for index in range(start, len(events)):
+        event = events[index]
+        kind = type(event)
+        if kind is message_delta:
+            if event.message_id in open_messages:  # type: ignore[union-attr]
+                continue
+        elif kind is reasoning_delta and event.reasoning_id in open_reasoning:  # type: ignore[union-attr]
+            continue
+        check = checks.get(kind)
+        if check is not None:
+            check(checker, event, first_line + index)
+            if checker.result is not None or checker._pending_fatal:
+                return index + 1
+    return len(events)
+
+
+def _stamps_in_order_py(
+    events: list[p.AnyEvent], next_seq: int, session_id: str | None, version: int
+) -> bool:
+    """Whether ``events`` carry ``seq`` from ``next_seq`` on, this session and version, and a timestamp each."""
+    return (
+        list(map(_seq_of, events)) == list(range(next_seq, next_seq + len(events)))
+        and set(map(_session_of, events)) == {session_id}
+        and set(map(_version_of, events)) == {version}
+        and p.are_timestamps(map(_ts_of, events))
+    )
+
+
+_seq_of = attrgetter("seq")
+_ts_of = attrgetter("ts")
+_session_of = attrgetter("session_id")
+_version_of = attrgetter("v")
+
+_feed_turn: Callable[..., int] = speedups.feed_turn if speedups else _feed_turn_py
+_stamps_in_order: Callable[[list[p.AnyEvent], int, str | None, int], bool] = (
+    speedups.stamps_in_order if speedups else _stamps_in_order_py
+)
 
 
 def validate_stream(

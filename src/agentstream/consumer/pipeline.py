@@ -22,6 +22,7 @@ from agentstream._lines import (
     Line,
     LineSplitter,
     LineTooLong,
+    count_lines,
     one_value_per_line,
     parse_json,
     split_block,
@@ -187,7 +188,7 @@ class Pipeline:
             except MalformedEventError:
                 pass  # a bad or unknown line in this block: the careful path below reports it
             else:
-                lines = block.count(b"\n")
+                lines = count_lines(block)
                 if one_value_per_line(block, lines, len(events)):
                     self.line_number += lines
                     return self._accept(events)
@@ -394,7 +395,7 @@ class Pipeline:
         tally, closed_runs, closed_calls = self.tally, self._closed_runs, self._closed_calls
         open_runs, open_calls, add = tally.open_runs, tally.open_calls, tally.add
         session, seq, good_ts, version = self._session, self._next_seq, None, p.PROTOCOL_VERSION
-        times_fit = p.are_timestamps([event.ts for event in events])  # one check for the block, usually
+        times_fit = p.events_timestamped(events)  # one check for the block, usually
         plain = self.turn_open and self._held_fatal is None and not self.finished
         for event in events:
             kind = type(event)

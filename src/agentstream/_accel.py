@@ -1,0 +1,24 @@
+"""The C twins of a few hot per-event steps (``_speedups.c``), or None where they were not built.
+
+The extension is optional: an install without a compiler runs the same steps in Python, and each
+module that has a twin keeps its Python version beside the choice. ``AGENTSTREAM_PURE_PYTHON=1``
+keeps the C twins off (to compare the two, or to rule the extension out of a problem).
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+
+
+def _load() -> ModuleType | None:
+    if os.environ.get("AGENTSTREAM_PURE_PYTHON"):
+        return None
+    try:
+        from agentstream import _speedups
+    except ImportError:
+        return None
+    return _speedups
+
+
+speedups = _load()

@@ -1,0 +1,320 @@
+/* The per-event steps of agentstream's hot paths that the interpreter makes slow, in C.
+ *
+ * Optional: every function here has a pure-Python twin that gives the same answer (the module that
+ * uses it says which), and tests/test_speedups.py holds the two to each other. Nothing here decides
+ * alone what is malformed: a False only sends the caller down its careful path, which words the error.
+ *
+ * Event fields are read through the slots msgspec gives each Struct field (a member descriptor with
+ * an offset), found once per type and kept, as attribute lookups would cost more than the checks.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <string.h>
+
+#ifdef Py_T_OBJECT_EX
+#define OBJECT_SLOT Py_T_OBJECT_EX
+#else
+#define OBJECT_SLOT T_OBJECT_EX
+#endif
+
+/* ---- fields of msgspec Structs, by offset ------------------------------------------------------ */
+
+enum { F_V, F_SESSION_ID, F_SEQ, F_TS, F_MESSAGE_ID, F_REASONING_ID, N_FIELDS };
+static const char *field_names[N_FIELDS] = {"v", "session_id", "seq", "ts", "message_id", "reasoning_id"};
+static PyObject *field_keys[N_FIELDS];
+
+#define CACHED_TYPES 32
+typedef struct {
+    PyTypeObject *type; /* a strong reference: a freed type's address cannot come back with other slots */
+    Py_ssize_t offsets[N_FIELDS]; /* -1: not a plain object slot, ask getattr */
+} TypeSlots;
+static TypeSlots cached[CACHED_TYPES];
+static int cached_count;
+
+static TypeSlots *slots_of(PyTypeObject *type) {
+    for (int i = 0; i < cached_count; i++) {
+        if (cached[i].type == type) return &cached[i];
+    }
+    if (cached_count == CACHED_TYPES) return NULL;
+    TypeSlots *entry = &cached[cached_count];
+    for (int f = 0; f < N_FIELDS; f++) {
+        /* On the class, a slot's attribute is its member descriptor itself. */
+        PyObject *descr = PyObject_GetAttr((PyObject *)type, field_keys[f]);
+        entry->offsets[f] = -1;
+        if (descr == NULL) {
+            PyErr_Clear();
+            continue;
+        }
+        if (Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+            PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+            if (member->type == OBJECT_SLOT) entry->offsets[f] = member->offset;
+        }
+        Py_DECREF(descr);
+    }
+    Py_INCREF(type);
+    entry->type = type;
+    cached_count++;
+    return entry;
+}
+
+/* A new reference to the field, or NULL with an exception set (AttributeError for an unset slot). */
+static PyObject *field(PyObject *obj, int f) {
+    TypeSlots *slots = slots_of(Py_TYPE(obj));
+    if (slots != NULL && slots->offsets[f] >= 0) {
+        PyObject *value = *(PyObject **)((char *)obj + slots->offsets[f]);
+        if (value != NULL) return Py_NewRef(value);
+    }
+    return PyObject_GetAttr(obj, field_keys[f]);
+}
+
+/* ---- line framing ------------------------------------------------------------------------------ */
+
+PyDoc_STRVAR(count_lines_doc, "count_lines(data) -> int\n\nHow many b'\\n' a bytes-like object holds.");
+
+static PyObject *count_lines(PyObject *self, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    const char *at = view.buf, *end = at + view.len;
+    Py_ssize_t count = 0;
+    while (at < end && (at = memchr(at, '\n', (size_t)(end - at))) != NULL) {
+        count++;
+        at++;
+    }
+    PyBuffer_Release(&view);
+    return PyLong_FromSsize_t(count);
+}
+
+static inline int is_blank_byte(char c) { return c == ' ' || c == '\t' || c == '\r'; }
+
+PyDoc_STRVAR(has_blank_line_doc,
+             "has_blank_line(data) -> bool\n\n"
+             "Whether a line of data (its first included) is empty or only spaces, tabs and CRs before its "
+             "newline.");
+
+static PyObject *has_blank_line(PyObject *self, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    const char *start = view.buf, *end = start + view.len;
+    int blank = 0;
+    const char *line = start;
+    while (line < end) {
+        const char *at = line;
+        while (at < end && is_blank_byte(*at)) at++;
+        if (at < end && *at == '\n') {
+            blank = 1;
+            break;
+        }
+        const char *newline = memchr(at, '\n', (size_t)(end - at));
+        if (newline == NULL) break;
+        line = newline + 1;
+    }
+    PyBuffer_Release(&view);
+    return PyBool_FromLong(blank);
+}
+
+/* ---- timestamps -------------------------------------------------------------------------------- */
+
+static inline int is_digit(char c) { return c >= '0' && c <= '9'; }
+static inline int two(const char *s, char high_max, char low_max_at_high) {
+    /* Two digits; the first at most high_max, and when it equals high_max the second at most
+     * low_max_at_high. */
+    if (!is_digit(s[0]) || !is_digit(s[1]) || s[0] > high_max) return 0;
+    return s[0] < high_max || s[1] <= low_max_at_high;
+}
+
+/* RFC 3339 date-time exactly as protocol._TIMESTAMP matches it (fullmatch, ASCII digits). */
+static int timestamp_text(const char *s, Py_ssize_t n) {
+    if (n < 20) return 0;
+    for (int i = 0; i < 4; i++)
+        if (!is_digit(s[i])) return 0;
+    if (s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':') return 0;
+    /* month 01-12 */
+    if (!is_digit(s[5]) || !is_digit(s[6])) return 0;
+    if (s[5] == '0' ? s[6] == '0' : !(s[5] == '1' && s[6] <= '2')) return 0;
+    /* day 01-31 */
+    if (!is_digit(s[8]) || !is_digit(s[9]) || s[8] > '3') return 0;
+    if ((s[8] == '0' && s[9] == '0') || (s[8] == '3' && s[9] > '1')) return 0;
+    /* hour 00-23, minute 00-59, second 00-60 */
+    if (!two(s + 11, '2', '3')) return 0;
+    if (!is_digit(s[14]) || !is_digit(s[15]) || s[14] > '5') return 0;
+    if (!is_digit(s[17]) || !is_digit(s[18])) return 0;
+    if (s[17] > '6' || (s[17] == '6' && s[18] != '0')) return 0;
+    Py_ssize_t at = 19;
+    if (s[at] == '.') {
+        Py_ssize_t digits = 0;
+        at++;
+        while (at < n && is_digit(s[at]) && digits < 10) {
+            at++;
+            digits++;
+        }
+        if (digits < 1 || digits > 9) return 0;
+    }
+    if (at >= n) return 0;
+    if (s[at] == 'Z' || s[at] == 'z') return at + 1 == n;
+    if (s[at] != '+' && s[at] != '-') return 0;
+    if (n - at != 6) return 0;
+    return two(s + at + 1, '2', '3') && s[at + 3] == ':' && is_digit(s[at + 4]) && s[at + 4] <= '5' &&
+           is_digit(s[at + 5]);
+}
+
+static int is_timestamp(PyObject *value) {
+    if (!PyUnicode_Check(value) || !PyUnicode_IS_ASCII(value)) return 0; /* the pattern is ASCII only */
+    return timestamp_text((const char *)PyUnicode_1BYTE_DATA(value), PyUnicode_GET_LENGTH(value));
+}
+
+PyDoc_STRVAR(is_timestamp_doc, "is_timestamp(value) -> bool\n\nprotocol.is_timestamp, in C.");
+
+static PyObject *py_is_timestamp(PyObject *self, PyObject *value) {
+    return PyBool_FromLong(is_timestamp(value));
+}
+
+PyDoc_STRVAR(events_timestamped_doc,
+             "events_timestamped(events) -> bool\n\nWhether every event's ts is a timestamp.");
+
+static PyObject *events_timestamped(PyObject *self, PyObject *events) {
+    if (!PyList_Check(events)) {
+        PyErr_SetString(PyExc_TypeError, "events must be a list");
+        return NULL;
+    }
+    PyObject *last_good = NULL; /* borrowed; events of one clock reading share their ts object */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(events); i++) {
+        PyObject *ts = field(PyList_GET_ITEM(events, i), F_TS);
+        if (ts == NULL) return NULL;
+        int good = ts == last_good || is_timestamp(ts);
+        Py_DECREF(ts); /* the event still holds it */
+        if (!good) Py_RETURN_FALSE;
+        last_good = ts;
+    }
+    Py_RETURN_TRUE;
+}
+
+/* ---- validate ---------------------------------------------------------------------------------- */
+
+PyDoc_STRVAR(stamps_in_order_doc,
+             "stamps_in_order(events, next_seq, session_id, version) -> bool\n\n"
+             "Whether events carry seq next_seq, next_seq + 1, ..., this session_id and version, and a "
+             "timestamp each.");
+
+static PyObject *stamps_in_order(PyObject *self, PyObject *args) {
+    PyObject *events, *session_id;
+    long long next_seq, version;
+    if (!PyArg_ParseTuple(args, "O!LOL", &PyList_Type, &events, &next_seq, &session_id, &version)) return NULL;
+    PyObject *last_ts = NULL; /* borrowed, as in events_timestamped */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(events); i++) {
+        PyObject *event = PyList_GET_ITEM(events, i);
+        PyObject *values[3];
+        static const int which[3] = {F_SEQ, F_V, F_SESSION_ID};
+        for (int k = 0; k < 3; k++) {
+            values[k] = field(event, which[k]);
+            if (values[k] == NULL) {
+                for (int j = 0; j < k; j++) Py_DECREF(values[j]);
+                return NULL;
+            }
+        }
+        int overflow_seq = 0, overflow_v = 0;
+        int good = PyLong_CheckExact(values[0]) && PyLong_CheckExact(values[1]) &&
+                   PyLong_AsLongLongAndOverflow(values[0], &overflow_seq) == next_seq + i && !overflow_seq &&
+                   PyLong_AsLongLongAndOverflow(values[1], &overflow_v) == version && !overflow_v;
+        int same_session = good ? PyObject_RichCompareBool(values[2], session_id, Py_EQ) : 0;
+        for (int k = 0; k < 3; k++) Py_DECREF(values[k]);
+        if (same_session < 0) return NULL;
+        if (!same_session) Py_RETURN_FALSE;
+        PyObject *ts = field(event, F_TS);
+        if (ts == NULL) return NULL;
+        good = ts == last_ts || is_timestamp(ts);
+        Py_DECREF(ts);
+        if (!good) Py_RETURN_FALSE;
+        last_ts = ts;
+    }
+    Py_RETURN_TRUE;
+}
+
+PyDoc_STRVAR(feed_turn_doc,
+             "feed_turn(validator, events, start, first_line, open_messages, open_reasoning, message_delta, "
+             "reasoning_delta, checks) -> int\n\n"
+             "Validator._feed_turn's loop: the index after the last event it took.");
+
+static PyObject *feed_turn(PyObject *self, PyObject *args) {
+    PyObject *validator, *events, *open_messages, *open_reasoning, *checks;
+    PyTypeObject *message_delta, *reasoning_delta;
+    Py_ssize_t start, first_line;
+    if (!PyArg_ParseTuple(args, "OO!nnO!O!O!O!O!", &validator, &PyList_Type, &events, &start, &first_line,
+                          &PyDict_Type, &open_messages, &PyDict_Type, &open_reasoning, &PyType_Type,
+                          &message_delta, &PyType_Type, &reasoning_delta, &PyDict_Type, &checks))
+        return NULL;
+    static PyObject *result_key, *pending_key;
+    if (result_key == NULL) {
+        result_key = PyUnicode_InternFromString("result");
+        pending_key = PyUnicode_InternFromString("_pending_fatal");
+        if (result_key == NULL || pending_key == NULL) return NULL;
+    }
+    for (Py_ssize_t index = start; index < PyList_GET_SIZE(events); index++) {
+        PyObject *event = PyList_GET_ITEM(events, index);
+        PyTypeObject *kind = Py_TYPE(event);
+        PyObject *open = kind == message_delta ? open_messages : kind == reasoning_delta ? open_reasoning : NULL;
+        if (open != NULL) {
+            PyObject *id = field(event, open == open_messages ? F_MESSAGE_ID : F_REASONING_ID);
+            if (id == NULL) return NULL;
+            int continues = PyDict_Contains(open, id);
+            Py_DECREF(id);
+            if (continues < 0) return NULL;
+            if (continues) continue;
+        }
+        PyObject *check = PyDict_GetItemWithError(checks, (PyObject *)kind);
+        if (check == NULL) {
+            if (PyErr_Occurred()) return NULL;
+            continue;
+        }
+        Py_INCREF(check); /* the check may change the list or the table */
+        Py_INCREF(event);
+        PyObject *line = PyLong_FromSsize_t(first_line + index);
+        PyObject *done = line == NULL ? NULL : PyObject_CallFunctionObjArgs(check, validator, event, line, NULL);
+        Py_XDECREF(line);
+        Py_DECREF(event);
+        Py_DECREF(check);
+        if (done == NULL) return NULL;
+        Py_DECREF(done);
+        PyObject *result = PyObject_GetAttr(validator, result_key);
+        if (result == NULL) return NULL;
+        int ended = result != Py_None;
+        Py_DECREF(result);
+        if (!ended) {
+            PyObject *pending = PyObject_GetAttr(validator, pending_key);
+            if (pending == NULL) return NULL;
+            ended = PyObject_IsTrue(pending);
+            Py_DECREF(pending);
+            if (ended < 0) return NULL;
+        }
+        if (ended) return PyLong_FromSsize_t(index + 1);
+    }
+    return PyLong_FromSsize_t(PyList_GET_SIZE(events));
+}
+
+/* ---- module ------------------------------------------------------------------------------------ */
+
+static PyMethodDef methods[] = {
+    {"count_lines", count_lines, METH_O, count_lines_doc},
+    {"has_blank_line", has_blank_line, METH_O, has_blank_line_doc},
+    {"is_timestamp", py_is_timestamp, METH_O, is_timestamp_doc},
+    {"events_timestamped", events_timestamped, METH_O, events_timestamped_doc},
+    {"stamps_in_order", stamps_in_order, METH_VARARGS, stamps_in_order_doc},
+    {"feed_turn", feed_turn, METH_VARARGS, feed_turn_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "agentstream._speedups",
+    .m_doc = "Per-event steps of the hot paths in C; each has a pure-Python twin (see the module's source).",
+    .m_size = -1,
+    .m_methods = methods,
+};
+
+PyMODINIT_FUNC PyInit__speedups(void) {
+    for (int f = 0; f < N_FIELDS; f++) {
+        field_keys[f] = PyUnicode_InternFromString(field_names[f]);
+        if (field_keys[f] == NULL) return NULL;
+    }
+    return PyModule_Create(&module);
+}
