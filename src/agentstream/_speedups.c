@@ -33,8 +33,10 @@ static TypeSlots cached[CACHED_TYPES];
 static int cached_count;
 
 static TypeSlots *slots_of(PyTypeObject *type) {
+    static TypeSlots *last; /* runs of events of one type are common: one comparison for them */
+    if (last != NULL && last->type == type) return last;
     for (int i = 0; i < cached_count; i++) {
-        if (cached[i].type == type) return &cached[i];
+        if (cached[i].type == type) return last = &cached[i];
     }
     if (cached_count == CACHED_TYPES) return NULL;
     TypeSlots *entry = &cached[cached_count];
@@ -55,18 +57,20 @@ static TypeSlots *slots_of(PyTypeObject *type) {
     Py_INCREF(type);
     entry->type = type;
     cached_count++;
-    return entry;
+    return last = entry;
 }
 
-/* A new reference to the field, or NULL with an exception set (AttributeError for an unset slot). */
-static PyObject *field(PyObject *obj, int f) {
-    TypeSlots *slots = slots_of(Py_TYPE(obj));
+/* A new reference to the field, or NULL with an exception set (AttributeError for an unset slot).
+ * ``slots`` is slots_of(Py_TYPE(obj)), looked up once for the several fields of one object. */
+static PyObject *slot_field(PyObject *obj, TypeSlots *slots, int f) {
     if (slots != NULL && slots->offsets[f] >= 0) {
         PyObject *value = *(PyObject **)((char *)obj + slots->offsets[f]);
         if (value != NULL) return Py_NewRef(value);
     }
     return PyObject_GetAttr(obj, field_keys[f]);
 }
+
+static PyObject *field(PyObject *obj, int f) { return slot_field(obj, slots_of(Py_TYPE(obj)), f); }
 
 /* ---- line framing ------------------------------------------------------------------------------ */
 
@@ -203,10 +207,11 @@ static PyObject *stamps_in_order(PyObject *self, PyObject *args) {
     PyObject *last_ts = NULL; /* borrowed, as in events_timestamped */
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(events); i++) {
         PyObject *event = PyList_GET_ITEM(events, i);
+        TypeSlots *slots = slots_of(Py_TYPE(event));
         PyObject *values[3];
         static const int which[3] = {F_SEQ, F_V, F_SESSION_ID};
         for (int k = 0; k < 3; k++) {
-            values[k] = field(event, which[k]);
+            values[k] = slot_field(event, slots, which[k]);
             if (values[k] == NULL) {
                 for (int j = 0; j < k; j++) Py_DECREF(values[j]);
                 return NULL;
@@ -220,7 +225,7 @@ static PyObject *stamps_in_order(PyObject *self, PyObject *args) {
         for (int k = 0; k < 3; k++) Py_DECREF(values[k]);
         if (same_session < 0) return NULL;
         if (!same_session) Py_RETURN_FALSE;
-        PyObject *ts = field(event, F_TS);
+        PyObject *ts = slot_field(event, slots, F_TS);
         if (ts == NULL) return NULL;
         good = ts == last_ts || is_timestamp(ts);
         Py_DECREF(ts);
