@@ -1,7 +1,7 @@
 // An ACP client built with the official TypeScript SDK, used as the oracle for `agentstream acp`.
 //
 // usage: node acp_client.mjs PLAN_JSON -- AGENT_CMD [ARGS...]
-// PLAN_JSON: {"cwd": "/abs", "load": "ses_..."?, "permission": "allow"|"reject"|"leave"?,
+// PLAN_JSON: {"cwd": "/abs", "load": "ses_..."?, "mcpServers": [...]?, "permission": "allow"|"reject"|"leave"?,
 //             ("leave": close the agent's stdin instead of answering, and keep reading what it says)
 //             "prompts": ["..."], "cancelOn": "sent"|"tool_call"|"tool_start"|"message"|"permission"?,
 //             ("sent": right after the prompt request is written, before anything comes back)
@@ -70,11 +70,11 @@ try {
       const loaded = await ctx.request(acp.methods.agent.session.load, {
         sessionId: plan.load,
         cwd: plan.cwd,
-        mcpServers: [],
+        mcpServers: plan.mcpServers ?? [],
       });
       out({ kind: "loaded", result: loaded ?? null });
     } else {
-      const created = await ctx.request(acp.methods.agent.session.new, { cwd: plan.cwd, mcpServers: [] });
+      const created = await ctx.request(acp.methods.agent.session.new, { cwd: plan.cwd, mcpServers: plan.mcpServers ?? [] });
       sessionId = created.sessionId;
       out({ kind: "session", sessionId });
     }

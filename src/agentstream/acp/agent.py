@@ -14,7 +14,8 @@ import sys
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import IO, Any, Final
+from dataclasses import dataclass
+from typing import IO, Any, Final, Literal
 
 from agentstream import protocol as p
 from agentstream.acp.mapping import PROTOCOL_VERSION, UpdateMapper, stop_reason
@@ -29,7 +30,15 @@ from agentstream.acp.server import (
 )
 from agentstream.errors import AgentstreamError, ErrorCode
 
-__all__ = ["AcpAgent", "AcpSession", "NullSink", "PermissionAnswer", "prompt_text"]
+__all__ = [
+    "AcpAgent",
+    "AcpSession",
+    "McpServer",
+    "NullSink",
+    "PermissionAnswer",
+    "mcp_servers",
+    "prompt_text",
+]
 
 RESOURCE_NOT_FOUND: Final = -32002
 """ACP's error code for an unknown session."""
@@ -41,6 +50,21 @@ PERMISSION_OPTIONS: Final = [
     {"optionId": "allow_always", "name": "Always allow this tool", "kind": "allow_always"},
     {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
 ]
+
+
+@dataclass(frozen=True)
+class McpServer:
+    """An MCP server the client asks a session's agent to connect to (an item of ACP's ``mcpServers``)."""
+
+    name: str
+    transport: Literal["stdio", "http", "sse"]
+    command: str = ""
+    """stdio: the program to start, with ``args`` and ``env`` (added to the agent's own environment)."""
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    url: str = ""
+    """http and sse: where the server is, and the ``headers`` to send it."""
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 class NullSink:
@@ -168,7 +192,10 @@ class AcpAgent(ABC):
             "agentCapabilities": {
                 "loadSession": self.can_load,
                 "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
-                "mcpCapabilities": {"http": False, "sse": False},
+                "mcpCapabilities": {
+                    "http": "http" in self.mcp_transports,
+                    "sse": "sse" in self.mcp_transports,
+                },
             },
             "authMethods": [],
             "agentInfo": {"name": self.name, "title": self.title, "version": __version__},
@@ -176,7 +203,8 @@ class AcpAgent(ABC):
 
     def new_session(self, params: dict[str, Any]) -> dict[str, Any]:
         cwd = _cwd(params)
-        session = self._guarded(lambda: self.make_session(cwd, None))
+        servers = self._connectable(mcp_servers(params))
+        session = self._guarded(lambda: self.make_session(cwd, None, servers))
         self.sessions[session.session_id] = session
         return {"sessionId": session.session_id}
 
@@ -192,7 +220,8 @@ class AcpAgent(ABC):
                 f"session {session_id!r} is running a prompt on this connection; cancel it first",
                 {"sessionId": session_id},
             )
-        session = self._guarded(lambda: self.make_session(cwd, session_id), session_id)
+        servers = self._connectable(mcp_servers(params))
+        session = self._guarded(lambda: self.make_session(cwd, session_id, servers), session_id)
         for update in self.history(session):
             self.update(session.session_id, update)
         self.sessions[session.session_id] = session
@@ -234,10 +263,13 @@ class AcpAgent(ABC):
 
     title = "agentstream"
     can_load = True
+    mcp_transports: frozenset[str] = frozenset()
+    """The MCP transports whose servers this agent's sessions connect to (``initialize`` says which)."""
 
     @abstractmethod
-    def make_session(self, cwd: str, session_id: str | None) -> AcpSession:
-        """A new session, or the stored one with this id (raise AgentstreamError when there is none)."""
+    def make_session(self, cwd: str, session_id: str | None, servers: list[McpServer]) -> AcpSession:
+        """A new session, or the stored one with this id (raise AgentstreamError when there is none), connected
+        to ``servers``."""
 
     def close(self) -> None:
         """Release what the sessions hold (model clients); the connection has ended."""
@@ -264,6 +296,16 @@ class AcpAgent(ABC):
             session = self.sessions.get(params.get("sessionId"))  # type: ignore[arg-type]
             if session is not None and not session.busy.locked():
                 session.cancelled.clear()
+
+    def _connectable(self, servers: list[McpServer]) -> list[McpServer]:
+        """The servers this agent connects to; the others are named on stderr, where editors log an agent's
+        complaints (refusing the session would leave the user with no agent at all)."""
+        left_out = [server for server in servers if server.transport not in self.mcp_transports]
+        if left_out:
+            names = ", ".join(f"{server.name} ({server.transport})" for server in left_out)
+            sys.stderr.write(f"agentstream acp: {self.name} does not connect to these MCP servers: {names}\n")
+            sys.stderr.flush()
+        return [server for server in servers if server.transport in self.mcp_transports]
 
     def _session(self, params: dict[str, Any]) -> AcpSession:
         session_id = require(params, "sessionId", str)
@@ -302,6 +344,51 @@ def _cwd(params: dict[str, Any]) -> str:
             {"param": "cwd", "fix": "send an existing directory of the machine the agent runs on"},
         )
     return cwd
+
+
+def mcp_servers(params: dict[str, Any]) -> list[McpServer]:
+    """ACP's ``mcpServers`` of ``session/new`` or ``session/load`` (none when absent), each checked for what its
+    transport needs: a server the agent cannot start as described is a clear error, not a silent gap."""
+    servers = params.get("mcpServers", [])
+    if not isinstance(servers, list):
+        raise RpcError(INVALID_PARAMS, "mcpServers must be a list", {"param": "mcpServers"})
+    return [_mcp_server(item, f"mcpServers[{index}]") for index, item in enumerate(servers)]
+
+
+def _mcp_server(item: Any, where: str) -> McpServer:
+    def bad(why: str) -> RpcError:
+        return RpcError(INVALID_PARAMS, f"{where}: {why}", {"param": where})
+
+    if not isinstance(item, dict):
+        raise bad("an MCP server must be an object")
+    name, transport = item.get("name"), item.get("type", "stdio")
+    if not isinstance(name, str) or not name:
+        raise bad("name must be a non-empty string")
+    if transport not in ("stdio", "http", "sse"):
+        raise bad(f"type must be http or sse (or absent, for stdio), not {transport!r}")
+
+    def pairs(key: str) -> tuple[tuple[str, str], ...]:
+        value = item.get(key, [])
+        if not isinstance(value, list) or not all(
+            isinstance(pair, dict)
+            and isinstance(pair.get("name"), str)
+            and isinstance(pair.get("value"), str)
+            for pair in value
+        ):
+            raise bad(f"{key} must be a list of {{name, value}} strings")
+        return tuple((pair["name"], pair["value"]) for pair in value)
+
+    if transport == "stdio":
+        command, args = item.get("command"), item.get("args", [])
+        if not isinstance(command, str) or not command:
+            raise bad("command must be a non-empty string")
+        if not isinstance(args, list) or not all(isinstance(arg, str) for arg in args):
+            raise bad("args must be a list of strings")
+        return McpServer(name, "stdio", command=command, args=tuple(args), env=pairs("env"))
+    url = item.get("url")
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        raise bad("url must be an http:// or https:// address")
+    return McpServer(name, transport, url=url, headers=pairs("headers"))
 
 
 def prompt_text(blocks: list[Any]) -> str:

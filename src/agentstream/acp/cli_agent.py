@@ -15,7 +15,9 @@ SIGTERM and SIGKILL after a grace period.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -23,12 +25,12 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import msgspec
 
 from agentstream import protocol as p
-from agentstream.acp.agent import AcpAgent, AcpSession, NullSink
+from agentstream.acp.agent import AcpAgent, AcpSession, McpServer, NullSink
 from agentstream.errors import AgentstreamError, ErrorCode, ExitCode
 
 if TYPE_CHECKING:
@@ -51,6 +53,9 @@ class CliSpec:
     an option (after ``--``, or as an option's ``=value``); nothing for a prompt sent on stdin."""
     control: bool = False
     """Claude Code's control protocol on stdin (prompt, interrupt, permission answers)."""
+    mcp: Callable[[list[McpServer]], McpLaunch] | None = None
+    """The session's MCP servers → how the CLI is given them; None: the CLI takes none from agentstream."""
+    mcp_transports: frozenset[str] = frozenset()
 
 
 def _claude(resume: str | None, options: list[str]) -> list[str]:
@@ -76,10 +81,77 @@ def _after_options(text: str) -> list[str]:
     return ["--", text]
 
 
+class McpLaunch(NamedTuple):
+    """A session's MCP servers as a CLI takes them: options, and variables added to its environment."""
+
+    options: list[str]
+    env: dict[str, str]
+
+
+def _claude_mcp(servers: list[McpServer]) -> McpLaunch:
+    """One ``--mcp-config`` of JSON in the shape of Claude Code's ``.mcp.json``, every value a ``${VARIABLE}`` it
+    expands from its environment: the command line, which any local user can read, holds no token."""
+    env: dict[str, str] = {}
+
+    def hidden(value: str) -> str:
+        name = f"AGENTSTREAM_MCP_{len(env)}"
+        env[name] = value
+        return "${" + name + "}"
+
+    config: dict[str, dict[str, Any]] = {}
+    for server in servers:
+        if server.transport == "stdio":
+            config[server.name] = {
+                "command": hidden(server.command),
+                "args": [hidden(arg) for arg in server.args],
+                "env": {name: hidden(value) for name, value in server.env},
+            }
+        else:
+            headers = {name: hidden(value) for name, value in server.headers}
+            config[server.name] = {"type": server.transport, "url": hidden(server.url), "headers": headers}
+    return McpLaunch(["--mcp-config", json.dumps({"mcpServers": config})], env)
+
+
+_CODEX_SERVER_NAME = re.compile(r"[A-Za-z0-9_-]+")
+"""The server names a ``-c mcp_servers.NAME…`` override can carry (its key path is split at dots)."""
+
+
+def _codex_mcp(servers: list[McpServer]) -> McpLaunch:
+    """``-c`` overrides of ``mcp_servers.NAME`` (a JSON string or list of strings is a TOML value too).
+
+    A server's environment is passed in Codex's own (``env_vars`` names what it forwards), not on the
+    command line; only a variable two servers need with different values goes there for the second.
+    """
+    options: list[str] = []
+    env: dict[str, str] = {}
+    for server in servers:
+        if not _CODEX_SERVER_NAME.fullmatch(server.name):
+            _echo(
+                f"agentstream acp: codex takes MCP server names of letters, digits, _ and -, not {server.name!r}"
+            )
+            continue
+        key = f"mcp_servers.{server.name}"
+        options += ["-c", f"{key}.command={json.dumps(server.command)}"]
+        options += ["-c", f"{key}.args={json.dumps(list(server.args))}"]
+        forwarded, inline = [], []
+        for name, value in server.env:
+            if env.setdefault(name, value) == value:
+                forwarded.append(name)
+            else:
+                inline.append(f"{json.dumps(name)} = {json.dumps(value)}")
+        if forwarded:
+            options += ["-c", f"{key}.env_vars={json.dumps(forwarded)}"]
+        if inline:
+            options += ["-c", f"{key}.env={{{', '.join(inline)}}}"]
+    return McpLaunch(options, env)
+
+
 CLIS: Final[dict[str, CliSpec]] = {
-    "claude": CliSpec("claude", _claude, control=True),
+    "claude": CliSpec(
+        "claude", _claude, control=True, mcp=_claude_mcp, mcp_transports=frozenset({"stdio", "http", "sse"})
+    ),
     "gemini": CliSpec("gemini", _gemini, lambda text: [f"--prompt={text}"]),
-    "codex": CliSpec("codex", _codex, _after_options),
+    "codex": CliSpec("codex", _codex, _after_options, mcp=_codex_mcp, mcp_transports=frozenset({"stdio"})),
     "cursor-agent": CliSpec("cursor", _cursor, _after_options),
 }
 CLI_NAMES: Final = tuple(CLIS)
@@ -90,8 +162,11 @@ class CliSession(AcpSession):
 
     agent: CliAgent
 
-    def __init__(self, agent: CliAgent, session_id: str, cwd: str) -> None:
+    def __init__(self, agent: CliAgent, session_id: str, cwd: str, servers: list[McpServer]) -> None:
         super().__init__(agent, session_id, cwd)
+        spec = agent_spec(agent.name)
+        self.mcp = spec.mcp(servers) if spec.mcp is not None and servers else McpLaunch([], {})
+        """The session's MCP servers, given to every run of the CLI (a resumed run starts them again)."""
         self.cli_session: str | None = None
         self.child: Spawn | None = None
         self._stdin_lock = threading.Lock()
@@ -117,13 +192,15 @@ class CliSession(AcpSession):
         from agentstream.consumer import spawn
 
         spec, agent = agent_spec(self.agent.name), self.agent
-        options = [*agent.permission_args(), *agent.extra]
+        # MCP options first: Claude Code's --mcp-config takes every value up to the next option
+        options = [*self.mcp.options, *agent.permission_args(), *agent.extra]
         argv = [agent.binary, *spec.argv(self.cli_session, options), *spec.prompt(text)]
         child = spawn(
             argv,
             spec.dialect,
             cwd=self.cwd,
             new_process_group=True,
+            env={**os.environ, **self.mcp.env} if self.mcp.env else None,
             stdin=subprocess.PIPE if spec.control else subprocess.DEVNULL,
             on_stderr=_echo,
         )
@@ -281,6 +358,7 @@ class CliAgent(AcpAgent):
             )
         self.name = name
         self.title = f"{name} (through agentstream)"
+        self.mcp_transports = agent_spec(name).mcp_transports
         self.binary = _find(name, path)
         self.extra = list(extra)
         self.permission_mode = permission_mode
@@ -297,8 +375,8 @@ class CliAgent(AcpAgent):
             CLAUDE_PERMISSION_MODE_OF.get(self.permission_mode, self.permission_mode),
         ]
 
-    def make_session(self, cwd: str, session_id: str | None) -> AcpSession:
-        return CliSession(self, p.new_id("ses"), cwd)
+    def make_session(self, cwd: str, session_id: str | None, servers: list[McpServer]) -> AcpSession:
+        return CliSession(self, p.new_id("ses"), cwd, servers)
 
 
 def _find(name: str, path: str | None) -> str:

@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from agentstream import protocol as p
-from agentstream.acp.agent import AcpAgent, AcpSession, NullSink
+from agentstream.acp.agent import AcpAgent, AcpSession, McpServer, NullSink
 from agentstream.agent.runner import AgentRunner, ExecOptions
 
 if TYPE_CHECKING:
@@ -106,7 +106,7 @@ class OwnAgent(AcpAgent):
             options, input_format="stream-json", permission_prompt_tool="stdio", heartbeat=0.0, prompt=None
         )
 
-    def make_session(self, cwd: str, session_id: str | None) -> AcpSession:
+    def make_session(self, cwd: str, session_id: str | None, servers: list[McpServer]) -> AcpSession:
         runner = _Runner.prepare(replace(self.options, cwd=cwd, resume=session_id))
         assert isinstance(runner, _Runner)
         runner.sink = NullSink()  # type: ignore[assignment]

@@ -1,0 +1,195 @@
+"""MCP servers an ACP client gives in ``session/new``: the real Claude Code and Codex CLIs start them and use
+their tools; an agent that cannot connect them says so; the command line carries no value a client gave."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from _acp_support import acp_client, agentstream, of_kind, updates
+from _agent_fakes import FakeModelServer, anthropic_reply, exec_env, responses_reply
+from agentstream.acp.agent import McpServer
+from agentstream.acp.cli_agent import _claude_mcp, _codex_mcp
+from test_real_claude_code import claude_code, claude_env
+from test_real_codex_cli import MODEL, _codex_exec
+
+PROBE = Path(__file__).parent / "_mcp_probe_server.py"
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    path = tmp_path / "work"
+    path.mkdir()
+    return path.resolve()
+
+
+def probe(log: Path, token: str) -> dict[str, Any]:
+    """The probe server as ACP's ``mcpServers`` lists a stdio server."""
+    return {
+        "name": "probe",
+        "command": sys.executable,
+        "args": [str(PROBE), str(log)],
+        "env": [{"name": "PROBE_TOKEN", "value": token}],
+    }
+
+
+def methods(log: Path) -> list[tuple[str, str | None]]:
+    return [(entry["method"], entry["token"]) for entry in map(json.loads, log.read_text().splitlines())]
+
+
+@pytest.mark.slow
+def test_claude_code_starts_the_sessions_mcp_server_and_its_tool_runs_once_allowed(
+    tmp_path: Path, work: Path
+) -> None:
+    log = tmp_path / "probe.jsonl"
+    script = [
+        anthropic_reply(tool_calls=[("toolu_mcp1", "mcp__probe__echo", {"text": "hi"})]),
+        anthropic_reply("It said it heard me."),
+    ]
+    with FakeModelServer(script) as server:
+        env = claude_env(tmp_path / "home", server)
+        agent = agentstream("acp", "--cli", "claude", "--cli-path", claude_code(), "--no-publish")
+        plan = {
+            "cwd": str(work),
+            "mcpServers": [probe(log, "tok-claude")],
+            "prompts": ["use the probe"],
+            "permission": "allow",
+        }
+        got = acp_client(plan, agent, env, cwd=work, timeout=90)
+        answer = server.posts[-1].body["messages"][-1]
+    (init,) = of_kind(got, "initialize")
+    assert init["result"]["agentCapabilities"]["mcpCapabilities"] == {"http": True, "sse": True}
+    (asked,) = of_kind(got, "permission")
+    assert asked["params"]["toolCall"]["toolCallId"] == "toolu_mcp1"
+    assert of_kind(got, "stop") == [{"kind": "stop", "stopReason": "end_turn"}]
+    assert updates(got, "tool_call_update")[-1]["status"] == "completed"
+    assert "probe heard: hi" in json.dumps(answer)  # what the server answered went back to the model
+    assert ("tools/call", "tok-claude") in methods(log)  # started with the client's environment
+
+
+@pytest.mark.slow
+def test_codex_starts_the_sessions_mcp_server_with_its_environment(tmp_path: Path, work: Path) -> None:
+    log = tmp_path / "probe.jsonl"
+    with FakeModelServer([responses_reply("Nothing to do.")]) as server:
+        command, env = _codex_exec(server, tmp_path / "home", work, MODEL, [])
+        options = command[command.index("--json") + 1 :]  # the fake provider's settings, as -- ARGS
+        agent = agentstream("acp", "--cli", "codex", "--cli-path", command[0], "--no-publish", "--", *options)
+        plan = {"cwd": str(work), "mcpServers": [probe(log, "tok-codex")], "prompts": ["hello"]}
+        got = acp_client(plan, agent, env, cwd=work, timeout=90)
+    (init,) = of_kind(got, "initialize")
+    assert init["result"]["agentCapabilities"]["mcpCapabilities"] == {"http": False, "sse": False}
+    assert of_kind(got, "stop") == [{"kind": "stop", "stopReason": "end_turn"}]
+    assert methods(log)[:1] == [("initialize", "tok-codex")]
+    assert ("tools/list", "tok-codex") in methods(log)
+
+
+def test_claude_codes_command_line_holds_no_value_the_client_gave() -> None:
+    """Any local user can read a command line: every value goes through Claude Code's environment."""
+    servers = [
+        McpServer("files", "stdio", command="/opt/mcp", args=("--token", "s3cret"), env=(("KEY", "k3y"),)),
+        McpServer(
+            "web", "http", url="https://mcp.example/?auth=u4l", headers=(("Authorization", "Bearer h3d"),)
+        ),
+    ]
+    options, env = _claude_mcp(servers)
+    assert options[0] == "--mcp-config" and len(options) == 2
+    for value in ("/opt/mcp", "s3cret", "k3y", "u4l", "h3d"):
+        assert value not in options[1]
+    config = json.loads(options[1])["mcpServers"]
+    expand = lambda ref: env[ref[2:-1]]  # noqa: E731  # what Claude Code does with ${NAME}
+    assert expand(config["files"]["command"]) == "/opt/mcp"
+    assert [expand(arg) for arg in config["files"]["args"]] == ["--token", "s3cret"]
+    assert {name: expand(ref) for name, ref in config["files"]["env"].items()} == {"KEY": "k3y"}
+    assert config["web"]["type"] == "http" and expand(config["web"]["url"]).endswith("u4l")
+    assert expand(config["web"]["headers"]["Authorization"]) == "Bearer h3d"
+
+
+def test_codex_gets_environments_through_its_own_and_refuses_names_its_overrides_cannot_hold(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    servers = [
+        McpServer("one", "stdio", command="a", env=(("TOKEN", "first"),)),
+        McpServer("two", "stdio", command="b", args=("x",), env=(("TOKEN", "second"), ("OTHER", "o"))),
+        McpServer("has.dot", "stdio", command="c"),
+    ]
+    options, env = _codex_mcp(servers)
+    assert env == {"TOKEN": "first", "OTHER": "o"}
+    assert options == [
+        *("-c", 'mcp_servers.one.command="a"', "-c", "mcp_servers.one.args=[]"),
+        *("-c", 'mcp_servers.one.env_vars=["TOKEN"]'),
+        *("-c", 'mcp_servers.two.command="b"', "-c", 'mcp_servers.two.args=["x"]'),
+        *("-c", 'mcp_servers.two.env_vars=["OTHER"]', "-c", 'mcp_servers.two.env={"TOKEN" = "second"}'),
+    ]
+    assert "'has.dot'" in capfd.readouterr().err
+
+
+def _own_agent_answers(messages: list[dict[str, Any]], tmp_path: Path) -> tuple[list[dict[str, Any]], str]:
+    data = "".join(json.dumps(m) + "\n" for m in messages).encode()
+    done = subprocess.run(
+        agentstream("acp", "--provider", "demo", "--no-publish"),
+        input=data,
+        capture_output=True,
+        env=exec_env(tmp_path / "home"),
+        cwd=tmp_path,
+        timeout=30,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    return [json.loads(line) for line in done.stdout.splitlines()], done.stderr.decode()
+
+
+def _rpc(ident: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": ident, "method": method, "params": params}
+
+
+def test_an_agent_that_connects_no_mcp_server_says_which_it_left_out(tmp_path: Path) -> None:
+    log = tmp_path / "never.jsonl"
+    answers, stderr = _own_agent_answers(
+        [
+            _rpc(1, "initialize", {"protocolVersion": 1}),
+            _rpc(2, "session/new", {"cwd": str(tmp_path), "mcpServers": [probe(log, "t")]}),
+        ],
+        tmp_path,
+    )
+    assert answers[0]["result"]["agentCapabilities"]["mcpCapabilities"] == {"http": False, "sse": False}
+    assert answers[1]["result"]["sessionId"]
+    assert "does not connect to these MCP servers: probe (stdio)" in stderr
+    assert not log.exists()
+
+
+@pytest.mark.parametrize(
+    ("server", "why"),
+    [
+        ("probe", "mcpServers[0]: an MCP server must be an object"),
+        ({"command": "x"}, "mcpServers[0]: name must be a non-empty string"),
+        ({"name": "p"}, "mcpServers[0]: command must be a non-empty string"),
+        ({"name": "p", "command": "x", "args": "-v"}, "mcpServers[0]: args must be a list of strings"),
+        (
+            {"name": "p", "command": "x", "env": {"A": "b"}},
+            "mcpServers[0]: env must be a list of {name, value}",
+        ),
+        ({"name": "p", "type": "ws", "url": "ws://h"}, "mcpServers[0]: type must be http or sse"),
+        (
+            {"name": "p", "type": "http", "url": "ftp://h"},
+            "mcpServers[0]: url must be an http:// or https://",
+        ),
+    ],
+    ids=["not-object", "no-name", "no-command", "args-text", "env-object", "unknown-type", "bad-url"],
+)
+def test_an_mcp_server_that_cannot_be_started_as_described_is_invalid_params(
+    tmp_path: Path, server: Any, why: str
+) -> None:
+    answers, _ = _own_agent_answers(
+        [
+            _rpc(1, "initialize", {"protocolVersion": 1}),
+            _rpc(2, "session/new", {"cwd": str(tmp_path), "mcpServers": [server]}),
+        ],
+        tmp_path,
+    )
+    error = answers[1]["error"]
+    assert error["code"] == -32602 and error["message"].startswith(why)
+    assert error["data"] == {"param": "mcpServers[0]"}
