@@ -88,7 +88,7 @@ def near_timestamps(draw: st.DrawFn) -> str:
     return "".join(text)
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=1000, deadline=None)
 @given(near_timestamps() | VALID_TIMESTAMPS | st.text(TIMESTAMP_CHARACTERS, max_size=40))
 def test_a_timestamp_is_one_exactly_when_the_pattern_says_so(value: str) -> None:
     assert speedups.is_timestamp(value) is p.is_timestamp(value)
