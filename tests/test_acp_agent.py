@@ -81,6 +81,10 @@ def test_an_allowed_shell_call_runs_and_reports(tmp_path: Path, work: Path, env:
     assert (work / "ran.txt").read_text() == "ran\n"
     order = [item["kind"] if item["kind"] != "update" else item["update"]["sessionUpdate"] for item in got]
     assert order.index("tool_call") < order.index("permission") < order.index("tool_call_update")
+    # allowed, it runs: in_progress at once, before any output; completed last
+    running, *_, done = updates(got, "tool_call_update")
+    assert running == {"sessionUpdate": "tool_call_update", "toolCallId": "call_1", "status": "in_progress"}
+    assert done["status"] == "completed"
     assert of_kind(got, "stop")[0]["stopReason"] == "end_turn"
 
 

@@ -133,6 +133,9 @@ class AcpSession(ABC):
             return PermissionAnswer(False, cancelled=True, reason="the client cancelled the request")
         option = outcome.get("optionId")
         if option in ("allow", "allow_always"):
+            # allowed: the call runs now (ACP's in_progress), not only once its first output arrives
+            running = {"sessionUpdate": "tool_call_update", "toolCallId": tool_call["toolCallId"]}
+            self.agent.update(self.session_id, {**running, "status": "in_progress"})
             return PermissionAnswer(True, always=option == "allow_always")
         return PermissionAnswer(False, reason="the user rejected it")
 
