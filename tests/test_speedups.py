@@ -42,11 +42,23 @@ TWINS = {
 
 def test_the_extension_is_built_and_its_twins_are_in_use() -> None:
     """The README's install builds it wherever gcc and the Python headers are, as in CI."""
-    assert speedups is not None, "agentstream._speedups was not built (or AGENTSTREAM_PURE_PYTHON is set)"
-    assert {name for name in dir(speedups) if not name.startswith("_")} == set(TWINS)
+    assert speedups is not None, (
+        "agentstream._speedups was not built, or is a build of another version (pip install -e . again), "
+        "or AGENTSTREAM_PURE_PYTHON is set"
+    )
+    assert {name for name in dir(speedups) if not name.startswith("_")} == {*TWINS, "INTERFACE"}
     for name, bindings in TWINS.items():
         for module, attribute, _ in bindings:
             assert getattr(module, attribute) is getattr(speedups, name), f"{module.__name__}.{attribute}"
+
+
+def test_a_build_of_another_interface_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    import agentstream._speedups as built
+
+    monkeypatch.setattr(built, "INTERFACE", _accel.INTERFACE + 1)
+    assert _accel._load() is None
+    monkeypatch.setattr(built, "INTERFACE", _accel.INTERFACE)
+    assert _accel._load() is built
 
 
 def test_pure_python_keeps_the_twins_off() -> None:

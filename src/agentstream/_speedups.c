@@ -321,5 +321,9 @@ PyMODINIT_FUNC PyInit__speedups(void) {
         field_keys[f] = PyUnicode_InternFromString(field_names[f]);
         if (field_keys[f] == NULL) return NULL;
     }
-    return PyModule_Create(&module);
+    PyObject *created = PyModule_Create(&module);
+    /* Bumped with every change of a function's arguments or meaning: _accel.py uses a build of this file
+     * only if it says the number it expects (an editable install keeps an old build until rebuilt). */
+    if (created != NULL && PyModule_AddIntConstant(created, "INTERFACE", 1) < 0) Py_CLEAR(created);
+    return created;
 }
