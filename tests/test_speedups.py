@@ -161,6 +161,26 @@ def test_stamps_are_in_order_exactly_when_the_python_version_says_so(
     assert speedups.events_timestamped(events) is p._events_timestamped(events)
 
 
+@pytest.mark.parametrize("start", [2**63 - 2, 2**63, 2**64 + 5])
+def test_numbers_past_64_bits_are_left_to_the_careful_path(start: int) -> None:
+    events = [p.Sequencer("s", next_seq=start + n).stamp(p.Status(status="busy")) for n in range(3)]
+    assert speedups.stamps_in_order(events, start, "s", p.PROTOCOL_VERSION) is False
+    assert speedups.stamps_in_order(events, 0, "s", 2**70) is False
+
+
+def test_a_stream_whose_seq_nears_the_64_bit_limit_validates_as_in_python() -> None:
+    """Its next blocks ask the stamps check about a seq past 64 bits: a verdict, not an OverflowError."""
+    top = 2**63 - 1
+    lines = [p.Start(command="c", cwd="/w"), p.Status(status="busy")]
+    stamped = [p.Sequencer("s", next_seq=n).stamp(event) for n, event in zip([0, top], lines, strict=True)]
+    data = b"".join(msgspec.json.encode(event) + b"\n" for event in stamped)
+    data += b"".join(data.splitlines(keepends=True)[1:] * 2000)  # more blocks after the first
+    with_c = _violations(data)
+    with python_twins():
+        assert _violations(data) == with_c
+    assert with_c[0].rule == "seq"
+
+
 def test_a_field_read_from_a_struct_without_its_slot_is_asked_for_by_name() -> None:
     """Events built in Python by any class with those attributes give the same verdict."""
 

@@ -48,7 +48,8 @@ static TypeSlots *slots_of(PyTypeObject *type) {
             PyErr_Clear();
             continue;
         }
-        if (Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+        /* a slot of this type's instances (not, say, of its metaclass's) */
+        if (Py_IS_TYPE(descr, &PyMemberDescr_Type) && PyType_IsSubtype(type, PyDescr_TYPE(descr))) {
             PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
             if (member->type == OBJECT_SLOT) entry->offsets[f] = member->offset;
         }
@@ -181,58 +182,109 @@ static PyObject *events_timestamped(PyObject *self, PyObject *events) {
         PyErr_SetString(PyExc_TypeError, "events must be a list");
         return NULL;
     }
-    PyObject *last_good = NULL; /* borrowed; events of one clock reading share their ts object */
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(events); i++) {
-        PyObject *ts = field(PyList_GET_ITEM(events, i), F_TS);
-        if (ts == NULL) return NULL;
-        int good = ts == last_good || is_timestamp(ts);
-        Py_DECREF(ts); /* the event still holds it */
-        if (!good) Py_RETURN_FALSE;
-        last_good = ts;
+    PyObject *last_good = NULL; /* events of one clock reading share their ts object: checked once */
+    int good = 1;
+    for (Py_ssize_t i = 0; good && i < PyList_GET_SIZE(events); i++) {
+        PyObject *event = Py_NewRef(PyList_GET_ITEM(events, i)); /* a getattr may run Python */
+        PyObject *ts = field(event, F_TS);
+        Py_DECREF(event);
+        if (ts == NULL) {
+            Py_XDECREF(last_good);
+            return NULL;
+        }
+        good = ts == last_good || is_timestamp(ts);
+        Py_XSETREF(last_good, ts);
     }
-    Py_RETURN_TRUE;
+    Py_XDECREF(last_good);
+    return PyBool_FromLong(good);
 }
 
 /* ---- validate ---------------------------------------------------------------------------------- */
 
+/* 1 when event carries seq `seq`, this version and session and a timestamp; 0 when not; -1 on an error.
+ * `last_ts` holds the ts of the event before (a new reference, replaced here). */
+static int stamped(PyObject *event, long long seq, long long version, PyObject *session_id, PyObject **last_ts) {
+    TypeSlots *slots = slots_of(Py_TYPE(event));
+    static const int which[4] = {F_SEQ, F_V, F_SESSION_ID, F_TS};
+    PyObject *values[4] = {NULL, NULL, NULL, NULL};
+    int outcome = -1;
+    for (int k = 0; k < 4; k++) {
+        if ((values[k] = slot_field(event, slots, which[k])) == NULL) goto done;
+    }
+    int overflow_seq = 0, overflow_v = 0;
+    outcome = PyLong_CheckExact(values[0]) && PyLong_CheckExact(values[1]) &&
+              PyLong_AsLongLongAndOverflow(values[0], &overflow_seq) == seq && !overflow_seq &&
+              PyLong_AsLongLongAndOverflow(values[1], &overflow_v) == version && !overflow_v;
+    if (outcome) outcome = PyObject_RichCompareBool(values[2], session_id, Py_EQ);
+    if (outcome > 0) {
+        outcome = values[3] == *last_ts || is_timestamp(values[3]);
+        Py_XSETREF(*last_ts, Py_NewRef(values[3]));
+    }
+done:
+    for (int k = 0; k < 4; k++) Py_XDECREF(values[k]);
+    return outcome;
+}
+
 PyDoc_STRVAR(stamps_in_order_doc,
              "stamps_in_order(events, next_seq, session_id, version) -> bool\n\n"
              "Whether events carry seq next_seq, next_seq + 1, ..., this session_id and version, and a "
-             "timestamp each.");
+             "timestamp each. False also where numbers pass 64 bits: the caller's careful path decides.");
 
 static PyObject *stamps_in_order(PyObject *self, PyObject *args) {
-    PyObject *events, *session_id;
-    long long next_seq, version;
-    if (!PyArg_ParseTuple(args, "O!LOL", &PyList_Type, &events, &next_seq, &session_id, &version)) return NULL;
-    PyObject *last_ts = NULL; /* borrowed, as in events_timestamped */
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(events); i++) {
-        PyObject *event = PyList_GET_ITEM(events, i);
-        TypeSlots *slots = slots_of(Py_TYPE(event));
-        PyObject *values[3];
-        static const int which[3] = {F_SEQ, F_V, F_SESSION_ID};
-        for (int k = 0; k < 3; k++) {
-            values[k] = slot_field(event, slots, which[k]);
-            if (values[k] == NULL) {
-                for (int j = 0; j < k; j++) Py_DECREF(values[j]);
-                return NULL;
-            }
-        }
-        int overflow_seq = 0, overflow_v = 0;
-        int good = PyLong_CheckExact(values[0]) && PyLong_CheckExact(values[1]) &&
-                   PyLong_AsLongLongAndOverflow(values[0], &overflow_seq) == next_seq + i && !overflow_seq &&
-                   PyLong_AsLongLongAndOverflow(values[1], &overflow_v) == version && !overflow_v;
-        int same_session = good ? PyObject_RichCompareBool(values[2], session_id, Py_EQ) : 0;
-        for (int k = 0; k < 3; k++) Py_DECREF(values[k]);
-        if (same_session < 0) return NULL;
-        if (!same_session) Py_RETURN_FALSE;
-        PyObject *ts = slot_field(event, slots, F_TS);
-        if (ts == NULL) return NULL;
-        good = ts == last_ts || is_timestamp(ts);
-        Py_DECREF(ts);
-        if (!good) Py_RETURN_FALSE;
-        last_ts = ts;
+    PyObject *events, *session_id, *next_seq_obj, *version_obj;
+    if (!PyArg_ParseTuple(args, "O!O!OO!", &PyList_Type, &events, &PyLong_Type, &next_seq_obj, &session_id,
+                          &PyLong_Type, &version_obj))
+        return NULL;
+    int overflow_seq = 0, overflow_v = 0;
+    long long next_seq = PyLong_AsLongLongAndOverflow(next_seq_obj, &overflow_seq);
+    long long version = PyLong_AsLongLongAndOverflow(version_obj, &overflow_v);
+    if (overflow_seq || overflow_v || next_seq > LLONG_MAX - PyList_GET_SIZE(events)) Py_RETURN_FALSE;
+    PyObject *last_ts = NULL;
+    int good = 1;
+    for (Py_ssize_t i = 0; good > 0 && i < PyList_GET_SIZE(events); i++) {
+        PyObject *event = Py_NewRef(PyList_GET_ITEM(events, i)); /* a getattr may run Python */
+        good = stamped(event, next_seq + i, version, session_id, &last_ts);
+        Py_DECREF(event);
     }
-    Py_RETURN_TRUE;
+    Py_XDECREF(last_ts);
+    return good < 0 ? NULL : PyBool_FromLong(good);
+}
+
+static PyObject *result_key, *pending_key; /* the Validator attributes that say a turn has ended */
+
+/* One event of Validator._feed_turn's loop: 1 when it ended the turn (a result, a fatal error), 0 when
+ * the loop goes on, -1 on an error. */
+static int turn_event(PyObject *validator, PyObject *event, Py_ssize_t line, PyObject *open_messages,
+                      PyObject *open_reasoning, PyObject *message_delta, PyObject *reasoning_delta,
+                      PyObject *checks) {
+    PyObject *kind = (PyObject *)Py_TYPE(event);
+    PyObject *open = kind == message_delta ? open_messages : kind == reasoning_delta ? open_reasoning : NULL;
+    if (open != NULL) { /* a delta that continues an open run needs nothing more */
+        PyObject *id = field(event, open == open_messages ? F_MESSAGE_ID : F_REASONING_ID);
+        if (id == NULL) return -1;
+        int continues = PyDict_Contains(open, id);
+        Py_DECREF(id);
+        if (continues) return continues < 0 ? -1 : 0;
+    }
+    PyObject *check = PyDict_GetItemWithError(checks, kind);
+    if (check == NULL) return PyErr_Occurred() ? -1 : 0;
+    Py_INCREF(check); /* the check may change the table */
+    PyObject *number = PyLong_FromSsize_t(line);
+    PyObject *done = number == NULL ? NULL : PyObject_CallFunctionObjArgs(check, validator, event, number, NULL);
+    Py_XDECREF(number);
+    Py_DECREF(check);
+    if (done == NULL) return -1;
+    Py_DECREF(done);
+    PyObject *result = PyObject_GetAttr(validator, result_key);
+    if (result == NULL) return -1;
+    int ended = result != Py_None;
+    Py_DECREF(result);
+    if (ended) return 1;
+    PyObject *pending = PyObject_GetAttr(validator, pending_key);
+    if (pending == NULL) return -1;
+    ended = PyObject_IsTrue(pending);
+    Py_DECREF(pending);
+    return ended;
 }
 
 PyDoc_STRVAR(feed_turn_doc,
@@ -248,49 +300,12 @@ static PyObject *feed_turn(PyObject *self, PyObject *args) {
                           &PyDict_Type, &open_messages, &PyDict_Type, &open_reasoning, &PyType_Type,
                           &message_delta, &PyType_Type, &reasoning_delta, &PyDict_Type, &checks))
         return NULL;
-    static PyObject *result_key, *pending_key;
-    if (result_key == NULL) {
-        result_key = PyUnicode_InternFromString("result");
-        pending_key = PyUnicode_InternFromString("_pending_fatal");
-        if (result_key == NULL || pending_key == NULL) return NULL;
-    }
     for (Py_ssize_t index = start; index < PyList_GET_SIZE(events); index++) {
-        PyObject *event = PyList_GET_ITEM(events, index);
-        PyTypeObject *kind = Py_TYPE(event);
-        PyObject *open = kind == message_delta ? open_messages : kind == reasoning_delta ? open_reasoning : NULL;
-        if (open != NULL) {
-            PyObject *id = field(event, open == open_messages ? F_MESSAGE_ID : F_REASONING_ID);
-            if (id == NULL) return NULL;
-            int continues = PyDict_Contains(open, id);
-            Py_DECREF(id);
-            if (continues < 0) return NULL;
-            if (continues) continue;
-        }
-        PyObject *check = PyDict_GetItemWithError(checks, (PyObject *)kind);
-        if (check == NULL) {
-            if (PyErr_Occurred()) return NULL;
-            continue;
-        }
-        Py_INCREF(check); /* the check may change the list or the table */
-        Py_INCREF(event);
-        PyObject *line = PyLong_FromSsize_t(first_line + index);
-        PyObject *done = line == NULL ? NULL : PyObject_CallFunctionObjArgs(check, validator, event, line, NULL);
-        Py_XDECREF(line);
+        PyObject *event = Py_NewRef(PyList_GET_ITEM(events, index)); /* a getattr or a check may run Python */
+        int ended = turn_event(validator, event, first_line + index, open_messages, open_reasoning,
+                               (PyObject *)message_delta, (PyObject *)reasoning_delta, checks);
         Py_DECREF(event);
-        Py_DECREF(check);
-        if (done == NULL) return NULL;
-        Py_DECREF(done);
-        PyObject *result = PyObject_GetAttr(validator, result_key);
-        if (result == NULL) return NULL;
-        int ended = result != Py_None;
-        Py_DECREF(result);
-        if (!ended) {
-            PyObject *pending = PyObject_GetAttr(validator, pending_key);
-            if (pending == NULL) return NULL;
-            ended = PyObject_IsTrue(pending);
-            Py_DECREF(pending);
-            if (ended < 0) return NULL;
-        }
+        if (ended < 0) return NULL;
         if (ended) return PyLong_FromSsize_t(index + 1);
     }
     return PyLong_FromSsize_t(PyList_GET_SIZE(events));
@@ -321,6 +336,9 @@ PyMODINIT_FUNC PyInit__speedups(void) {
         field_keys[f] = PyUnicode_InternFromString(field_names[f]);
         if (field_keys[f] == NULL) return NULL;
     }
+    result_key = PyUnicode_InternFromString("result");
+    pending_key = PyUnicode_InternFromString("_pending_fatal");
+    if (result_key == NULL || pending_key == NULL) return NULL;
     PyObject *created = PyModule_Create(&module);
     /* Bumped with every change of a function's arguments or meaning: _accel.py uses a build of this file
      * only if it says the number it expects (an editable install keeps an old build until rebuilt). */
