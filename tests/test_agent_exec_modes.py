@@ -527,3 +527,31 @@ def test_content_the_model_will_not_see_is_said_on_stderr(
     )
     assert run.returncode == 0, run.stderr
     assert "stdin line 1: image content is not sent to the model (only text is)" in run.stderr
+
+
+def test_mcp_configs_are_read_for_their_server_names_and_said_not_connected(
+    tmp_path: Path, workspace: Path
+) -> None:
+    """Claude Code's --mcp-config, as text or as a file: the servers are named on stderr as not connected, and a
+    value that cannot be read is said to be so without being echoed (it may hold a token)."""
+    config_file = tmp_path / "mcp.json"
+    config_file.write_text(json.dumps({"mcpServers": {"files": {"command": "x", "env": {"T": "tok-f1le"}}}}))
+    configs = [
+        json.dumps({"mcpServers": {"probe": {"command": "y", "args": ["--token", "tok-t3xt"]}}}),
+        str(config_file),
+        '{"mcpServers": "tok-br0ken',
+        json.dumps({"servers": {}}),
+    ]
+    run = run_exec(
+        ["--provider", "demo", *[arg for value in configs for arg in ("--mcp-config", value)], "hi"],
+        exec_env(tmp_path),
+        cwd=workspace,
+    )
+    assert run.returncode == 0
+    assert run.stderr.splitlines() == [
+        "agentstream exec: warning: agentstream's agent connects to no MCP server; not connected: probe, files",
+        "agentstream exec: warning: --mcp-config value 3: neither a JSON object nor a readable file of one "
+        "(JSONDecodeError)",
+        "agentstream exec: warning: --mcp-config value 4: no mcpServers object",
+    ]
+    assert "tok-" not in run.stderr

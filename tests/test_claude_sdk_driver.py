@@ -474,6 +474,41 @@ def test_mcp_status_and_setting_the_model_back_to_the_default(tmp_path: Path) ->
     assert [post.body["model"] for post in server.posts] == ["claude-other", "claude-first", "claude-first"]
 
 
+def test_mcp_servers_the_sdk_configures_are_reported_not_connected_not_dropped_silently(
+    tmp_path: Path,
+) -> None:
+    """agentstream's agent connects to no MCP server: ``init`` and ``get_mcp_status`` list each as ``failed`` (as
+    Claude Code lists one it could not start), and stderr says so without the servers' settings."""
+    servers: dict[str, Any] = {
+        "probe": {"command": sys.executable, "args": ["probe.py"], "env": {"PROBE_TOKEN": "tok-s3cret"}},
+        "docs": {"type": "http", "url": "https://mcp.example/", "headers": {"Authorization": "Bearer h3d"}},
+    }
+    said: list[str] = []
+
+    async def session(opts: ClaudeAgentOptions) -> tuple[dict[str, Any], list[Any]]:
+        async with ClaudeSDKClient(opts) as client:
+            status = await client.get_mcp_status()
+            await client.query("hello")
+            return dict(status), [m async for m in client.receive_response()]
+
+    with FakeModelServer([anthropic_reply("Hi.")]) as server:
+        opts = options(tmp_path, server, mcp_servers=servers, stderr=said.append)
+        status, messages = asyncio.run(session(opts))
+    assert [(s["name"], s["status"]) for s in status["mcpServers"]] == [
+        ("probe", "failed"),
+        ("docs", "failed"),
+    ]
+    assert all("connects to no MCP server" in s["error"] for s in status["mcpServers"])
+    (init,) = [m for m in messages if isinstance(m, SystemMessage) and m.subtype == "init"]
+    assert init.data["mcp_servers"] == [
+        {"name": "probe", "status": "failed"},
+        {"name": "docs", "status": "failed"},
+    ]
+    warning = [line for line in said if "MCP" in line]
+    assert warning and "not connected: probe, docs" in warning[0]
+    assert not any("s3cret" in line or "h3d" in line for line in said)
+
+
 def test_an_allow_that_adds_a_rule_is_not_asked_again(tmp_path: Path) -> None:
     """``PermissionResultAllow(updated_permissions=[addRules …])``, the SDK's "always allow": the next call of that
     tool runs without a ``can_use_tool``."""

@@ -30,7 +30,7 @@ import select
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any, Final, Protocol
 
@@ -177,8 +177,11 @@ class TwoWaySession:
         provider: Provider,
         permission_timeout_s: float,
         bypass_allowed: bool = False,
+        mcp_servers: Sequence[str] = (),
     ) -> None:
         self.source = source
+        self.mcp_servers = list(mcp_servers)
+        """The MCP servers the client configured, none of them connected (what ``mcp_status`` reports)."""
         self.bypass_allowed = bypass_allowed
         """Whether the client may switch to a mode that runs every tool call unasked (``bypassPermissions``,
         ``full``): only a session started in one, or allowed to with ``--allow-dangerously-skip-permissions``."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
@@ -88,6 +89,8 @@ class ExecOptions:
     fork_session: bool = False
     bus: str | None = None
     no_publish: bool = False
+    mcp_config: Sequence[str] | None = None
+    """Claude Code's ``--mcp-config`` values: this agent connects to none of their servers (:meth:`mcp_servers`)."""
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, prompt: str | None = None) -> ExecOptions:
@@ -102,6 +105,31 @@ class ExecOptions:
                 if field.name in given and field.name != "prompt"
             },
         )
+
+
+def mcp_server_names(configs: Sequence[str] | None) -> tuple[list[str], list[str]]:
+    """The servers ``--mcp-config`` values name (JSON text, or a file of it, in the shape of Claude Code's
+    ``.mcp.json``), and what could not be read, each problem without the value (it may hold a token)."""
+    import json
+
+    names: list[str] = []
+    problems: list[str] = []
+    for number, value in enumerate(configs or (), start=1):
+        where = f"--mcp-config value {number}"
+        try:
+            text = value if value.lstrip().startswith("{") else Path(value).read_text(encoding="utf-8")
+            config = json.loads(text)
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            problems.append(
+                f"{where}: neither a JSON object nor a readable file of one ({type(exc).__name__})"
+            )
+            continue
+        servers = config.get("mcpServers") if isinstance(config, dict) else None
+        if not isinstance(servers, dict):
+            problems.append(f"{where}: no mcpServers object")
+            continue
+        names += [name for name in servers if name not in names]
+    return names, problems
 
 
 def run(options: ExecOptions, stdin: IO[bytes] | None = None) -> int:
@@ -314,6 +342,7 @@ class AgentRunner:
             provider=self.loop.provider,
             permission_timeout_s=self.options.permission_timeout,
             bypass_allowed=self.options.allow_bypass or self.options.permission_mode in BYPASS_MODES,
+            mcp_servers=mcp_server_names(self.options.mcp_config)[0],
         )
         if not _prompts_on(self.options):
             self.loop.approvals.ask = None
@@ -390,10 +419,12 @@ class AgentRunner:
         return self.previous
 
     def _dialect_options(self) -> dict[str, Any] | None:
-        """Claude Code's lines are written as ``claude -p`` writes them: ``stream_event`` lines only when asked."""
+        """Claude Code's lines are written as ``claude -p`` writes them: ``stream_event`` lines only when asked, and
+        the MCP servers it was given in ``init`` (as servers that failed to connect: this agent connects none)."""
         if self.options.dialect != "claude":
             return None
-        return {"partial_messages": self.options.include_partial_messages}
+        failed = mcp_server_names(self.options.mcp_config)[0]
+        return {"partial_messages": self.options.include_partial_messages, "mcp_servers": failed}
 
     def _permission_mode(self) -> str:
         """The mode the next turn runs in: a two-way session's client may have changed it."""

@@ -21,6 +21,7 @@ is missing after an interrupt; startup hook lines may precede ``init``.
 # reads at import far faster than strings (see the note in agentstream.protocol).
 import uuid
 from collections import deque
+from collections.abc import Sequence
 from typing import Annotated, Any, ClassVar, Literal, NamedTuple
 
 import msgspec
@@ -1442,10 +1443,13 @@ class ClaudeEncoder(EventEncoder):
     carries_usage: ClassVar[bool] = True
     """Whether ``assistant`` lines carry ``message.usage`` (Amp's do not)."""
 
-    def __init__(self, *, partial_messages: bool = True) -> None:
+    def __init__(self, *, partial_messages: bool = True, mcp_servers: Sequence[str] = ()) -> None:
         super().__init__()
         self.streams = partial_messages
         """Whether ``stream_event`` lines are written (``--include-partial-messages``)."""
+        self.mcp_servers = list(mcp_servers)
+        """The MCP servers the producer was given and did not connect: ``failed`` in ``init``, as Claude Code
+        lists a server it could not start."""
         self._model = _NO_MODEL
         self._uuid_prefix = str(uuid.uuid4())[:24]
         self._uuid_prefix_bytes = self._uuid_prefix.encode()
@@ -1556,7 +1560,7 @@ class ClaudeEncoder(EventEncoder):
             "cwd": event.cwd,
             "session_id": self.session(event),
             "tools": list(event.tools),
-            "mcp_servers": [],
+            "mcp_servers": [{"name": name, "status": "failed"} for name in self.mcp_servers],
         }
         if event.model is not p.UNSET:
             line["model"] = event.model
@@ -2038,10 +2042,10 @@ class ClaudeDialect(SimpleDialect):
     decoder_class = ClaudeDecoder
     encoder_class = ClaudeEncoder
 
-    def encoder(self, *, partial_messages: bool = True) -> ClaudeEncoder:
+    def encoder(self, *, partial_messages: bool = True, mcp_servers: Sequence[str] = ()) -> ClaudeEncoder:
         """With ``stream_event`` lines for deltas by default; ``partial_messages=False`` writes what Claude Code
-        writes without ``--include-partial-messages``."""
-        return ClaudeEncoder(partial_messages=partial_messages)
+        writes without ``--include-partial-messages``; ``mcp_servers`` are listed ``failed`` in ``init``."""
+        return ClaudeEncoder(partial_messages=partial_messages, mcp_servers=mcp_servers)
 
     def sniff(self, obj: dict[str, Any]) -> float:
         return claude_score(obj)

@@ -104,7 +104,11 @@ class ClaudeInput:
                 session.set_permission_mode(str(request.get("mode")))
                 _success(session, request_id, {})
             elif subtype == "mcp_status":
-                _success(session, request_id, {"mcpServers": []})  # this CLI connects to no MCP server
+                _success(
+                    session,
+                    request_id,
+                    {"mcpServers": [_not_connected(name) for name in session.mcp_servers]},
+                )
             elif subtype == "set_model":
                 model = request.get("model")
                 session.set_model(model if isinstance(model, str) and model else None)  # none: the default
@@ -299,6 +303,14 @@ def _hook_request(callback_id: str, session: TwoWaySession) -> Any:
         }
 
     return request
+
+
+MCP_NOT_CONNECTED = "agentstream's agent connects to no MCP server"
+"""Why every MCP server a client configures is ``failed``, in ``mcp_status`` and in ``init``."""
+
+
+def _not_connected(name: str) -> dict[str, Any]:
+    return {"name": name, "status": "failed", "error": MCP_NOT_CONNECTED}
 
 
 def _server_info(session: TwoWaySession) -> dict[str, Any]:
