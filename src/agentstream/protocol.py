@@ -72,7 +72,6 @@ __all__ = [
     "decode_lines",
     "encode",
     "encode_line",
-    "events_timestamped",
     "input_json_schema",
     "is_canonical_object",
     "is_timestamp",

@@ -14,6 +14,7 @@ permission decisions and settings act on the turn that is running.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import sys
 from collections.abc import Sequence
@@ -90,7 +91,7 @@ class ExecOptions:
     bus: str | None = None
     no_publish: bool = False
     mcp_config: Sequence[str] | None = None
-    """Claude Code's ``--mcp-config`` values: this agent connects to none of their servers (:meth:`mcp_servers`)."""
+    """Claude Code's ``--mcp-config`` values: this agent connects to none of their servers (:func:`mcp_server_names`)."""
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, prompt: str | None = None) -> ExecOptions:
@@ -210,6 +211,11 @@ class AgentRunner:
     themselves (ACP); such streams do not own the process."""
     previous: Stream | None = None
     """The last turn's stream, which the next one follows (a dialect's session-wide figures carry on)."""
+
+    @functools.cached_property
+    def mcp_servers(self) -> list[str]:
+        """The MCP servers the client configured, none connected (read once: a config may be a file)."""
+        return mcp_server_names(self.options.mcp_config)[0]
 
     @classmethod
     def prepare(cls, options: ExecOptions) -> AgentRunner:
@@ -342,7 +348,7 @@ class AgentRunner:
             provider=self.loop.provider,
             permission_timeout_s=self.options.permission_timeout,
             bypass_allowed=self.options.allow_bypass or self.options.permission_mode in BYPASS_MODES,
-            mcp_servers=mcp_server_names(self.options.mcp_config)[0],
+            mcp_servers=self.mcp_servers,
         )
         if not _prompts_on(self.options):
             self.loop.approvals.ask = None
@@ -423,8 +429,7 @@ class AgentRunner:
         the MCP servers it was given in ``init`` (as servers that failed to connect: this agent connects none)."""
         if self.options.dialect != "claude":
             return None
-        failed = mcp_server_names(self.options.mcp_config)[0]
-        return {"partial_messages": self.options.include_partial_messages, "mcp_servers": failed}
+        return {"partial_messages": self.options.include_partial_messages, "mcp_servers": self.mcp_servers}
 
     def _permission_mode(self) -> str:
         """The mode the next turn runs in: a two-way session's client may have changed it."""
