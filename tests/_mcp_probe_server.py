@@ -3,8 +3,9 @@
     python _mcp_probe_server.py LOG
 
 Speaks MCP's stdio transport (JSON-RPC 2.0, one message per line) as far as a client needs for tools:
-``initialize`` (answered with the client's protocol version), ``tools/list`` (one tool, ``echo``, taking
-``text``) and ``tools/call`` (answers ``probe heard: TEXT``). Each request's method, and each call's
+``initialize`` (answered with the client's protocol version), ``tools/list`` (``echo``, taking ``text``, and
+``wait``, which takes nothing and answers after a minute) and ``tools/call`` (``echo`` answers
+``probe heard: TEXT``). Each request's method, and each call's
 arguments and the environment variable ``PROBE_TOKEN``, are appended to LOG as JSON lines, so a test can
 see that the CLI started it with what the client gave.
 """
@@ -14,13 +15,17 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from typing import Any
 
-TOOL = {
-    "name": "echo",
-    "description": "Repeats the text it is given.",
-    "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
-}
+TOOLS = [
+    {
+        "name": "echo",
+        "description": "Repeats the text it is given.",
+        "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+    },
+    {"name": "wait", "description": "Answers after a minute.", "inputSchema": {"type": "object"}},
+]
 
 
 def answer(request: dict[str, Any]) -> dict[str, Any] | None:
@@ -32,7 +37,10 @@ def answer(request: dict[str, Any]) -> dict[str, Any] | None:
             "serverInfo": {"name": "probe", "version": "1.0.0"},
         }
     if method == "tools/list":
-        return {"tools": [TOOL]}
+        return {"tools": TOOLS}
+    if method == "tools/call" and params.get("name") == "wait":
+        time.sleep(60)
+        return {"content": [{"type": "text", "text": "waited"}]}
     if method == "tools/call":
         text = (params.get("arguments") or {}).get("text", "")
         return {"content": [{"type": "text", "text": f"probe heard: {text}"}], "isError": False}

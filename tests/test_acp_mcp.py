@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from _acp_support import acp_client, agentstream, of_kind, updates
+from _acp_support import PEERS, acp_client, agentstream, node, of_kind, text, tool, updates, write_cassette
 from _agent_fakes import FakeModelServer, anthropic_reply, exec_env, responses_reply
 from agentstream.acp.agent import McpServer
 from agentstream.acp.cli_agent import _claude_mcp, _codex_mcp
@@ -36,6 +36,22 @@ def probe(log: Path, token: str) -> dict[str, Any]:
         "args": [str(PROBE), str(log)],
         "env": [{"name": "PROBE_TOKEN", "value": token}],
     }
+
+
+def acp_client_and_stderr(
+    plan: dict[str, Any], agent: list[str], env: dict[str, str], *, cwd: Path
+) -> tuple[list[dict[str, Any]], str]:
+    """:func:`acp_client`, and what the agent said on stderr (the client passes it through)."""
+    done = subprocess.run(
+        [node(), str(PEERS / "acp_client.mjs"), json.dumps(plan), "--", *agent],
+        capture_output=True,
+        env=env,
+        cwd=cwd,
+        timeout=60,
+    )
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    assert done.returncode == 0 and lines[-1]["kind"] == "exit", (lines, done.stderr.decode())
+    return lines, done.stderr.decode()
 
 
 def methods(log: Path) -> list[tuple[str, str | None]]:
@@ -146,19 +162,30 @@ def _rpc(ident: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": ident, "method": method, "params": params}
 
 
-def test_an_agent_that_connects_no_mcp_server_says_which_it_left_out(tmp_path: Path) -> None:
-    log = tmp_path / "never.jsonl"
-    answers, stderr = _own_agent_answers(
-        [
-            _rpc(1, "initialize", {"protocolVersion": 1}),
-            _rpc(2, "session/new", {"cwd": str(tmp_path), "mcpServers": [probe(log, "t")]}),
-        ],
-        tmp_path,
-    )
-    assert answers[0]["result"]["agentCapabilities"]["mcpCapabilities"] == {"http": False, "sse": False}
-    assert answers[1]["result"]["sessionId"]
-    assert "does not connect to these MCP servers: probe (stdio)" in stderr
-    assert not log.exists()
+def test_the_own_agent_runs_a_stdio_servers_tool_once_allowed_and_names_what_it_does_not_connect(
+    tmp_path: Path, work: Path
+) -> None:
+    log = tmp_path / "probe.jsonl"
+    calls = [[tool("call_m", "mcp__probe__echo", text="hi")], [text("It heard.")]]
+    cassette = write_cassette(tmp_path / "c.ndjson", calls)
+    web = {"type": "http", "name": "web", "url": "https://mcp.example/", "headers": []}
+    plan = {
+        "cwd": str(work),
+        "mcpServers": [probe(log, "tok-own"), web],
+        "prompts": ["use the probe"],
+        "permission": "allow",
+    }
+    agent = agentstream("acp", "--cassette", str(cassette), "--no-publish")
+    env = exec_env(tmp_path / "home")
+    got, stderr = acp_client_and_stderr(plan, agent, env, cwd=work)
+    (init,) = of_kind(got, "initialize")
+    assert init["result"]["agentCapabilities"]["mcpCapabilities"] == {"http": False, "sse": False}
+    (asked,) = of_kind(got, "permission")
+    assert asked["params"]["toolCall"]["toolCallId"] == "call_m"
+    done = updates(got, "tool_call_update")[-1]
+    assert done["status"] == "completed" and done["content"][0]["content"]["text"] == "probe heard: hi"
+    assert ("tools/call", "tok-own") in methods(log)
+    assert "does not connect to these MCP servers: web (http)" in stderr
 
 
 @pytest.mark.parametrize(

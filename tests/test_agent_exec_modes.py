@@ -529,18 +529,21 @@ def test_content_the_model_will_not_see_is_said_on_stderr(
     assert "stdin line 1: image content is not sent to the model (only text is)" in run.stderr
 
 
-def test_mcp_configs_are_read_for_their_server_names_and_said_not_connected(
+def test_mcp_configs_are_read_as_text_or_files_and_what_cannot_be_used_is_said(
     tmp_path: Path, workspace: Path
 ) -> None:
-    """Claude Code's --mcp-config, as text or as a file: the servers are named on stderr as not connected, and a
-    value that cannot be read is said to be so without being echoed (it may hold a token)."""
+    """Claude Code's --mcp-config, as text or as a file: a server that cannot start is named with why, and a
+    value that cannot be read is said to be so without being echoed (it may hold a token); the run goes on."""
     config_file = tmp_path / "mcp.json"
-    config_file.write_text(json.dumps({"mcpServers": {"files": {"command": "x", "env": {"T": "tok-f1le"}}}}))
+    config_file.write_text(
+        json.dumps({"mcpServers": {"files": {"command": "./x", "env": {"T": "tok-f1le"}}}})
+    )
     configs = [
-        json.dumps({"mcpServers": {"probe": {"command": "y", "args": ["--token", "tok-t3xt"]}}}),
+        json.dumps({"mcpServers": {"probe": {"command": "./y", "args": ["--token", "tok-t3xt"]}}}),
         str(config_file),
         '{"mcpServers": "tok-br0ken',
         json.dumps({"servers": {}}),
+        json.dumps({"mcpServers": {"odd": {"type": "stdio"}}}),
     ]
     run = run_exec(
         ["--provider", "demo", *[arg for value in configs for arg in ("--mcp-config", value)], "hi"],
@@ -549,9 +552,11 @@ def test_mcp_configs_are_read_for_their_server_names_and_said_not_connected(
     )
     assert run.returncode == 0
     assert run.stderr.splitlines() == [
-        "agentstream exec: warning: agentstream's agent connects to no MCP server; not connected: probe, files",
         "agentstream exec: warning: --mcp-config value 3: neither a JSON object nor a readable file of one "
         "(JSONDecodeError)",
         "agentstream exec: warning: --mcp-config value 4: no mcpServers object",
+        "agentstream exec: warning: --mcp-config value 5: server 'odd' is not a server description",
+        "agentstream exec: warning: MCP server probe not connected: cannot start './y': No such file or directory",
+        "agentstream exec: warning: MCP server files not connected: cannot start './x': No such file or directory",
     ]
     assert "tok-" not in run.stderr

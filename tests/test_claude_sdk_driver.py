@@ -38,6 +38,8 @@ from claude_agent_sdk.types import PermissionRuleValue
 
 from _agent_fakes import ANTHROPIC_MODEL, FakeModelServer, anthropic_env, anthropic_error, anthropic_reply
 
+PROBE = Path(__file__).parent / "_mcp_probe_server.py"
+
 
 def cli_path() -> str:
     found = shutil.which("agentstream-claude", path=str(Path(sys.executable).parent))
@@ -474,39 +476,90 @@ def test_mcp_status_and_setting_the_model_back_to_the_default(tmp_path: Path) ->
     assert [post.body["model"] for post in server.posts] == ["claude-other", "claude-first", "claude-first"]
 
 
-def test_mcp_servers_the_sdk_configures_are_reported_not_connected_not_dropped_silently(
+def test_the_sdks_mcp_servers_are_started_and_their_tools_run_and_those_that_cannot_be_say_why(
     tmp_path: Path,
 ) -> None:
-    """agentstream's agent connects to no MCP server: ``init`` and ``get_mcp_status`` list each as ``failed`` (as
-    Claude Code lists one it could not start), and stderr says so without the servers' settings."""
+    """A stdio server (``mcp_servers``) is started with its environment and its tool runs as
+    ``mcp__probe__echo``; ``init`` and ``get_mcp_status`` list each server with its status, as Claude Code
+    does; one that cannot start and an http one are ``failed`` with the reason, and the run goes on."""
+    log = tmp_path / "probe.jsonl"
     servers: dict[str, Any] = {
-        "probe": {"command": sys.executable, "args": ["probe.py"], "env": {"PROBE_TOKEN": "tok-s3cret"}},
+        "probe": {
+            "command": sys.executable,
+            "args": [str(PROBE), str(log)],
+            "env": {"PROBE_TOKEN": "tok-s3cret"},
+        },
+        "gone": {"command": str(tmp_path / "no-such-server")},
         "docs": {"type": "http", "url": "https://mcp.example/", "headers": {"Authorization": "Bearer h3d"}},
     }
     said: list[str] = []
+    script = [
+        anthropic_reply(tool_calls=[("toolu_m", "mcp__probe__echo", {"text": "hi"})]),
+        anthropic_reply("It heard me."),
+    ]
 
     async def session(opts: ClaudeAgentOptions) -> tuple[dict[str, Any], list[Any]]:
         async with ClaudeSDKClient(opts) as client:
             status = await client.get_mcp_status()
-            await client.query("hello")
+            await client.query("use the probe")
             return dict(status), [m async for m in client.receive_response()]
 
-    with FakeModelServer([anthropic_reply("Hi.")]) as server:
-        opts = options(tmp_path, server, mcp_servers=servers, stderr=said.append)
+    with FakeModelServer(script) as server:
+        opts = options(
+            tmp_path, server, mcp_servers=servers, permission_mode="bypassPermissions", stderr=said.append
+        )
         status, messages = asyncio.run(session(opts))
+        answered = tool_results(server.posts[1].body)
+    by_name = {s["name"]: s for s in status["mcpServers"]}
     assert [(s["name"], s["status"]) for s in status["mcpServers"]] == [
-        ("probe", "failed"),
+        ("probe", "connected"),
+        ("gone", "failed"),
         ("docs", "failed"),
     ]
-    assert all("connects to no MCP server" in s["error"] for s in status["mcpServers"])
+    assert by_name["probe"]["tools"] == [{"name": "mcp__probe__echo"}, {"name": "mcp__probe__wait"}]
+    assert "cannot start" in by_name["gone"]["error"] and "only to stdio" in by_name["docs"]["error"]
     (init,) = [m for m in messages if isinstance(m, SystemMessage) and m.subtype == "init"]
     assert init.data["mcp_servers"] == [
-        {"name": "probe", "status": "failed"},
+        {"name": "probe", "status": "connected"},
+        {"name": "gone", "status": "failed"},
         {"name": "docs", "status": "failed"},
     ]
-    warning = [line for line in said if "MCP" in line]
-    assert warning and "not connected: probe, docs" in warning[0]
+    assert "mcp__probe__echo" in init.data["tools"]
+    assert answered[0]["content"] == "probe heard: hi" and not answered[0]["is_error"]
+    assert texts(messages) == ["It heard me."]
+    calls = [json.loads(line) for line in log.read_text().splitlines() if '"tools/call"' in line]
+    assert calls == [{"method": "tools/call", "token": "tok-s3cret", "arguments": {"text": "hi"}}]
+    assert [line for line in said if "not connected" in line] == [
+        f"agentstream exec: warning: MCP server gone not connected: cannot start "
+        f"'{tmp_path / 'no-such-server'}': No such file or directory",
+        "agentstream exec: warning: MCP server docs not connected: agentstream's agent connects only to stdio "
+        "MCP servers, not http",
+    ]
     assert not any("s3cret" in line or "h3d" in line for line in said)
+
+
+def test_an_interrupt_stops_a_running_mcp_tool_call_at_once(tmp_path: Path) -> None:
+    log = tmp_path / "probe.jsonl"
+    servers = {"probe": {"command": sys.executable, "args": [str(PROBE), str(log)]}}
+    script = [anthropic_reply(tool_calls=[("toolu_w", "mcp__probe__wait", {})])]
+
+    async def session(opts: ClaudeAgentOptions) -> tuple[list[Any], float]:
+        async with ClaudeSDKClient(opts) as client:
+            await client.query("wait for it")
+            for _ in range(600):  # until the server has the call (30 s at most)
+                if log.exists() and "tools/call" in log.read_text():
+                    break
+                await asyncio.sleep(0.05)
+            began = time.monotonic()
+            await client.interrupt()
+            return [m async for m in client.receive_response()], time.monotonic() - began
+
+    with FakeModelServer(script) as server:
+        opts = options(tmp_path, server, mcp_servers=servers, permission_mode="bypassPermissions")
+        messages, took = asyncio.run(asyncio.wait_for(session(opts), 60))
+    final = [m for m in messages if isinstance(m, ResultMessage)]
+    assert len(final) == 1 and final[0].subtype == "error_during_execution"
+    assert took < 5, f"the interrupt took {took:.1f}s"
 
 
 def test_an_allow_that_adds_a_rule_is_not_asked_again(tmp_path: Path) -> None:

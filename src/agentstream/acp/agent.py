@@ -14,8 +14,7 @@ import sys
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import IO, Any, Final, Literal
+from typing import IO, Any, Final
 
 from agentstream import protocol as p
 from agentstream.acp.mapping import PROTOCOL_VERSION, UpdateMapper, stop_reason
@@ -28,6 +27,7 @@ from agentstream.acp.server import (
     RpcPeer,
     require,
 )
+from agentstream.agent.mcp import McpServer
 from agentstream.errors import AgentstreamError, ErrorCode
 
 __all__ = [
@@ -50,21 +50,6 @@ PERMISSION_OPTIONS: Final = [
     {"optionId": "allow_always", "name": "Always allow this tool", "kind": "allow_always"},
     {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
 ]
-
-
-@dataclass(frozen=True)
-class McpServer:
-    """An MCP server the client asks a session's agent to connect to (an item of ACP's ``mcpServers``)."""
-
-    name: str
-    transport: Literal["stdio", "http", "sse"]
-    command: str = ""
-    """stdio: the program to start, with ``args`` and ``env`` (added to the agent's own environment)."""
-    args: tuple[str, ...] = ()
-    env: tuple[tuple[str, str], ...] = ()
-    url: str = ""
-    """http and sse: where the server is, and the ``headers`` to send it."""
-    headers: tuple[tuple[str, str], ...] = ()
 
 
 class NullSink:

@@ -99,6 +99,7 @@ class OwnAgent(AcpAgent):
     """``agentstream acp``: sessions run by agentstream's agent loop."""
 
     title = "agentstream agent"
+    mcp_transports = frozenset({"stdio"})
 
     def __init__(self, options: ExecOptions) -> None:
         super().__init__()
@@ -107,7 +108,9 @@ class OwnAgent(AcpAgent):
         )
 
     def make_session(self, cwd: str, session_id: str | None, servers: list[McpServer]) -> AcpSession:
-        runner = _Runner.prepare(replace(self.options, cwd=cwd, resume=session_id))
+        runner = _Runner.prepare(
+            replace(self.options, cwd=cwd, resume=session_id, mcp_servers=tuple(servers))
+        )
         assert isinstance(runner, _Runner)
         runner.sink = NullSink()  # type: ignore[assignment]
         return OwnSession(self, runner)
@@ -121,4 +124,4 @@ class OwnAgent(AcpAgent):
     def close(self) -> None:
         for session in self.sessions.values():
             if isinstance(session, OwnSession):
-                session.runner.loop.provider.close()
+                session.runner.close()

@@ -177,11 +177,11 @@ class TwoWaySession:
         provider: Provider,
         permission_timeout_s: float,
         bypass_allowed: bool = False,
-        mcp_servers: Sequence[str] = (),
+        mcp_servers: Sequence[dict[str, Any]] = (),
     ) -> None:
         self.source = source
         self.mcp_servers = list(mcp_servers)
-        """The MCP servers the client configured, none of them connected (what ``mcp_status`` reports)."""
+        """The MCP servers the client configured, connected or not, as ``mcp_status`` reports them."""
         self.bypass_allowed = bypass_allowed
         """Whether the client may switch to a mode that runs every tool call unasked (``bypassPermissions``,
         ``full``): only a session started in one, or allowed to with ``--allow-dangerously-skip-permissions``."""

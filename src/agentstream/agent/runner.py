@@ -14,7 +14,6 @@ permission decisions and settings act on the turn that is running.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 import sys
 from collections.abc import Sequence
@@ -24,6 +23,7 @@ from typing import IO, TYPE_CHECKING, Any, cast
 
 from agentstream._secrets import event_redactor
 from agentstream._signals import Interrupted, SignalAfterResult, note_final_exit
+from agentstream.agent.mcp import TOOL_PREFIX as MCP_TOOL_PREFIX
 from agentstream.errors import AgentstreamError, ErrorCode, UsageError, error_text, exit_code_for_signal
 
 if TYPE_CHECKING:
@@ -33,9 +33,11 @@ if TYPE_CHECKING:
     from agentstream.agent.conversation import Conversation
     from agentstream.agent.interrupt import TurnControl
     from agentstream.agent.loop import AgentLoop
+    from agentstream.agent.mcp import McpServer, McpTools
     from agentstream.agent.permissions import Approvals
     from agentstream.agent.providers.base import Provider
     from agentstream.agent.sessions import SessionRecord, SessionStore
+    from agentstream.agent.tools import Tool
     from agentstream.protocol import NextAction
     from agentstream.render import ColorChoice, OutputFormat
     from agentstream.stream import Stream
@@ -91,7 +93,9 @@ class ExecOptions:
     bus: str | None = None
     no_publish: bool = False
     mcp_config: Sequence[str] | None = None
-    """Claude Code's ``--mcp-config`` values: this agent connects to none of their servers (:func:`mcp_server_names`)."""
+    """Claude Code's ``--mcp-config`` values (:func:`agentstream.agent.mcp.servers_from_config`)."""
+    mcp_servers: Sequence[McpServer] = ()
+    """MCP servers given otherwise (ACP's ``session/new``), connected as those of ``mcp_config``."""
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, prompt: str | None = None) -> ExecOptions:
@@ -108,31 +112,6 @@ class ExecOptions:
         )
 
 
-def mcp_server_names(configs: Sequence[str] | None) -> tuple[list[str], list[str]]:
-    """The servers ``--mcp-config`` values name (JSON text, or a file of it, in the shape of Claude Code's
-    ``.mcp.json``), and what could not be read, each problem without the value (it may hold a token)."""
-    import json
-
-    names: list[str] = []
-    problems: list[str] = []
-    for number, value in enumerate(configs or (), start=1):
-        where = f"--mcp-config value {number}"
-        try:
-            text = value if value.lstrip().startswith("{") else Path(value).read_text(encoding="utf-8")
-            config = json.loads(text)
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            problems.append(
-                f"{where}: neither a JSON object nor a readable file of one ({type(exc).__name__})"
-            )
-            continue
-        servers = config.get("mcpServers") if isinstance(config, dict) else None
-        if not isinstance(servers, dict):
-            problems.append(f"{where}: no mcpServers object")
-            continue
-        names += [name for name in servers if name not in names]
-    return names, problems
-
-
 def run(options: ExecOptions, stdin: IO[bytes] | None = None) -> int:
     """Run ``exec`` to the end; the exit code (every failure is still a valid stream)."""
     from agentstream._secrets import redact_stderr
@@ -147,7 +126,7 @@ def run(options: ExecOptions, stdin: IO[bytes] | None = None) -> int:
             return agent.run_session(stdin or _stdin_of_our_own())
         return agent.run_turn(options.prompt or "")
     finally:
-        agent.loop.provider.close()
+        agent.close()
 
 
 def _stdin_of_our_own() -> IO[bytes]:
@@ -212,10 +191,19 @@ class AgentRunner:
     previous: Stream | None = None
     """The last turn's stream, which the next one follows (a dialect's session-wide figures carry on)."""
 
-    @functools.cached_property
-    def mcp_servers(self) -> list[str]:
-        """The MCP servers the client configured, none connected (read once: a config may be a file)."""
-        return mcp_server_names(self.options.mcp_config)[0]
+    mcp: McpTools | None = None
+    """The run's MCP servers, when it was given any."""
+
+    @property
+    def mcp_statuses(self) -> list[dict[str, Any]]:
+        """Each MCP server given, connected or not, as Claude Code's ``mcp_status`` describes one."""
+        return [status.as_claude() for status in self.mcp.statuses] if self.mcp is not None else []
+
+    def close(self) -> None:
+        """Release the model client and stop the MCP servers."""
+        self.loop.provider.close()
+        if self.mcp is not None:
+            self.mcp.close()
 
     @classmethod
     def prepare(cls, options: ExecOptions) -> AgentRunner:
@@ -235,7 +223,8 @@ class AgentRunner:
 
         conversation = Conversation(previous.messages if previous else ())
         control = TurnControl()
-        loop = _loop(options, provider, conversation, cwd, control)
+        mcp = _mcp_tools(options, cwd)
+        loop = _loop(options, provider, conversation, cwd, control, mcp.tools if mcp is not None else ())
         record = previous or SessionRecord.new(
             session_id=options.session_id or _new_session_id(),
             cwd=str(cwd),
@@ -244,7 +233,9 @@ class AgentRunner:
             prompt=prompt or "",
         )
         record.provider, record.model = provider.name, provider.model
-        return cls(options, loop, store, record, previous is not None, prompt, cwd, control)
+        runner = cls(options, loop, store, record, previous is not None, prompt, cwd, control)
+        runner.mcp = mcp
+        return runner
 
     def run_turn(self, prompt: str, *, first: bool = True) -> int:
         """One prompt, one stream. Returns its exit code (raises SystemExit for a non-zero one it owns)."""
@@ -348,7 +339,7 @@ class AgentRunner:
             provider=self.loop.provider,
             permission_timeout_s=self.options.permission_timeout,
             bypass_allowed=self.options.allow_bypass or self.options.permission_mode in BYPASS_MODES,
-            mcp_servers=self.mcp_servers,
+            mcp_servers=self.mcp_statuses,
         )
         if not _prompts_on(self.options):
             self.loop.approvals.ask = None
@@ -426,10 +417,10 @@ class AgentRunner:
 
     def _dialect_options(self) -> dict[str, Any] | None:
         """Claude Code's lines are written as ``claude -p`` writes them: ``stream_event`` lines only when asked, and
-        the MCP servers it was given in ``init`` (as servers that failed to connect: this agent connects none)."""
+        the MCP servers it was given in ``init``, connected or not."""
         if self.options.dialect != "claude":
             return None
-        return {"partial_messages": self.options.include_partial_messages, "mcp_servers": self.mcp_servers}
+        return {"partial_messages": self.options.include_partial_messages, "mcp_servers": self.mcp_statuses}
 
     def _permission_mode(self) -> str:
         """The mode the next turn runs in: a two-way session's client may have changed it."""
@@ -536,8 +527,32 @@ def _provider(options: ExecOptions) -> Provider:
     return RecordingProvider(provider, options.record)
 
 
+def _mcp_tools(options: ExecOptions, cwd: Path) -> McpTools | None:
+    """The run's MCP servers started, or None without any; what was not connected is said on stderr."""
+    from agentstream.agent.mcp import McpTools, servers_from_config
+
+    servers, problems = servers_from_config(options.mcp_config)
+    servers += [server for server in options.mcp_servers if server.name not in {s.name for s in servers}]
+    for problem in problems:
+        sys.stderr.write(f"agentstream exec: warning: {problem}\n")
+    if not servers:
+        return None
+    mcp = McpTools(servers, cwd)
+    for status in mcp.statuses:
+        if status.status != "connected":
+            sys.stderr.write(
+                f"agentstream exec: warning: MCP server {status.name} not connected: {status.error}\n"
+            )
+    return mcp
+
+
 def _loop(
-    options: ExecOptions, provider: Provider, conversation: Conversation, cwd: Path, control: TurnControl
+    options: ExecOptions,
+    provider: Provider,
+    conversation: Conversation,
+    cwd: Path,
+    control: TurnControl,
+    mcp_tools: Sequence[Tool] = (),
 ) -> AgentLoop:
     from agentstream.agent.loop import AgentLoop, LoopOptions, ProgressRelay, retry_settings
     from agentstream.agent.permissions import Approvals, toolbox_mode
@@ -557,7 +572,8 @@ def _loop(
         progress=relay,
         interrupt=control.cancel if two_way else None,
     )
-    toolbox = Toolbox(context, _tool_list(options))
+    denied = set(_names(options.disallowed_tools, options) or ())
+    toolbox = Toolbox(context, _tool_list(options), extra=[t for t in mcp_tools if t.spec.name not in denied])
     max_retries, retry_base_ms = retry_settings()
     loop_options = LoopOptions(
         system=_system_prompt(options, cwd),
@@ -633,7 +649,7 @@ def _names(text: str | None, options: ExecOptions) -> list[str] | None:
     kept = []
     for name in names:
         ours = CLAUDE_TOOL_NAMES.get(name, name)
-        if ours in TOOL_NAMES:
+        if ours in TOOL_NAMES or ours.startswith(MCP_TOOL_PREFIX):
             kept.append(ours)
         else:
             sys.stderr.write(f"agentstream exec: debug: no tool here matches {name!r}; ignored\n")
@@ -641,8 +657,11 @@ def _names(text: str | None, options: ExecOptions) -> list[str] | None:
 
 
 def _tool_list(options: ExecOptions) -> list[str] | None:
-    """The allow-list of offered tools: ``--tools`` (``default`` is all of them) minus ``--disallowedTools``."""
+    """The allow-list of offered installed tools: ``--tools`` (``default`` is all of them) minus
+    ``--disallowedTools``. MCP tools are not in it: they are offered unless disallowed (:func:`_loop`)."""
     tools = None if options.tools == "default" else _names(options.tools, options)
+    if tools is not None:
+        tools = [name for name in tools if not name.startswith(MCP_TOOL_PREFIX)]
     denied = set(_names(options.disallowed_tools, options) or ())
     if not denied:
         return tools

@@ -43,7 +43,6 @@ CLAUDE_IGNORED: dict[str, str] = {
     "--betas": "1",
     "--settings": "1",
     "--add-dir": "1",
-    "--mcp-config": "1",
     "--include-hook-events": "0",
     "--strict-mcp-config": "0",
     "--resume-session-at": "1",
@@ -192,6 +191,13 @@ def add_exec_options(parser: argparse.ArgumentParser) -> None:
         dest="disallowed_tools",
         metavar="LIST",
         help="tools never offered",
+    )
+    agent.add_argument(
+        "--mcp-config",
+        action="append",
+        metavar="CONFIG",
+        help="MCP servers, as JSON text or a file of it in the shape of .mcp.json; stdio servers' tools "
+        "join the run as mcp__SERVER__TOOL (repeatable)",
     )
     agent.add_argument(
         "--include-partial-messages",

@@ -42,31 +42,13 @@ def _say_ignored(args: argparse.Namespace) -> None:
     from agentstream.cli._exec_options import CLAUDE_IGNORED
 
     for option in CLAUDE_IGNORED:
-        if getattr(args, option.lstrip("-").replace("-", "_"), None) and option not in (
-            "--verbose",
-            "--mcp-config",
-        ):
+        if getattr(args, option.lstrip("-").replace("-", "_"), None) and option != "--verbose":
             sys.stderr.write(f"agentstream exec: debug: {option} has no effect here; ignored\n")
-    _say_mcp_servers(args.mcp_config)
     if args.permission_prompt_tool not in (None, "stdio"):
         sys.stderr.write(
             f"agentstream exec: debug: --permission-prompt-tool {args.permission_prompt_tool}: only stdio "
             "is supported; calls that need permission are denied\n"
         )
-
-
-def _say_mcp_servers(configs: list[str] | None) -> None:
-    """A client's MCP servers are not connected: say so where a person sees it, not as a debug line."""
-    from agentstream.agent.runner import mcp_server_names
-    from agentstream.dialects.claude_control import MCP_NOT_CONNECTED
-
-    names, problems = mcp_server_names(configs)
-    if names:
-        sys.stderr.write(
-            f"agentstream exec: warning: {MCP_NOT_CONNECTED}; not connected: {', '.join(names)}\n"
-        )
-    for problem in problems:
-        sys.stderr.write(f"agentstream exec: warning: {problem}\n")
 
 
 def _first_prompt(args: argparse.Namespace) -> str | None:

@@ -21,7 +21,7 @@ is missing after an interrupt; startup hook lines may precede ``init``.
 # reads at import far faster than strings (see the note in agentstream.protocol).
 import uuid
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, ClassVar, Literal, NamedTuple
 
 import msgspec
@@ -1443,13 +1443,15 @@ class ClaudeEncoder(EventEncoder):
     carries_usage: ClassVar[bool] = True
     """Whether ``assistant`` lines carry ``message.usage`` (Amp's do not)."""
 
-    def __init__(self, *, partial_messages: bool = True, mcp_servers: Sequence[str] = ()) -> None:
+    def __init__(
+        self, *, partial_messages: bool = True, mcp_servers: Sequence[Mapping[str, Any]] = ()
+    ) -> None:
         super().__init__()
         self.streams = partial_messages
         """Whether ``stream_event`` lines are written (``--include-partial-messages``)."""
-        self.mcp_servers = list(mcp_servers)
-        """The MCP servers the producer was given and did not connect: ``failed`` in ``init``, as Claude Code
-        lists a server it could not start."""
+        self.mcp_servers = [{"name": server["name"], "status": server["status"]} for server in mcp_servers]
+        """The MCP servers the producer was given, for ``init``: each one's name and status (``connected``,
+        ``failed``), as Claude Code lists them."""
         self._model = _NO_MODEL
         self._uuid_prefix = str(uuid.uuid4())[:24]
         self._uuid_prefix_bytes = self._uuid_prefix.encode()
@@ -1560,7 +1562,7 @@ class ClaudeEncoder(EventEncoder):
             "cwd": event.cwd,
             "session_id": self.session(event),
             "tools": list(event.tools),
-            "mcp_servers": [{"name": name, "status": "failed"} for name in self.mcp_servers],
+            "mcp_servers": list(self.mcp_servers),
         }
         if event.model is not p.UNSET:
             line["model"] = event.model
@@ -2042,9 +2044,11 @@ class ClaudeDialect(SimpleDialect):
     decoder_class = ClaudeDecoder
     encoder_class = ClaudeEncoder
 
-    def encoder(self, *, partial_messages: bool = True, mcp_servers: Sequence[str] = ()) -> ClaudeEncoder:
+    def encoder(
+        self, *, partial_messages: bool = True, mcp_servers: Sequence[Mapping[str, Any]] = ()
+    ) -> ClaudeEncoder:
         """With ``stream_event`` lines for deltas by default; ``partial_messages=False`` writes what Claude Code
-        writes without ``--include-partial-messages``; ``mcp_servers`` are listed ``failed`` in ``init``."""
+        writes without ``--include-partial-messages``; ``mcp_servers`` (name, status) are listed in ``init``."""
         return ClaudeEncoder(partial_messages=partial_messages, mcp_servers=mcp_servers)
 
     def sniff(self, obj: dict[str, Any]) -> float:

@@ -107,7 +107,7 @@ class ClaudeInput:
                 _success(
                     session,
                     request_id,
-                    {"mcpServers": [_not_connected(name) for name in session.mcp_servers]},
+                    {"mcpServers": session.mcp_servers},
                 )
             elif subtype == "set_model":
                 model = request.get("model")
@@ -303,14 +303,6 @@ def _hook_request(callback_id: str, session: TwoWaySession) -> Any:
         }
 
     return request
-
-
-MCP_NOT_CONNECTED = "agentstream's agent connects to no MCP server"
-"""Why every MCP server a client configures is ``failed``, in ``mcp_status`` and in ``init``."""
-
-
-def _not_connected(name: str) -> dict[str, Any]:
-    return {"name": name, "status": "failed", "error": MCP_NOT_CONNECTED}
 
 
 def _server_info(session: TwoWaySession) -> dict[str, Any]:

@@ -85,6 +85,9 @@ class Tool:
 
     spec: ToolSpec
     handler: Handler
+    raw_arguments: bool = False
+    """The handler gets the model's arguments as they came: their schema is richer than
+    :func:`check_arguments` reads, and whoever runs the tool checks them (an MCP server)."""
 
 
 _JSON_TYPES: dict[str, tuple[type, ...]] = {

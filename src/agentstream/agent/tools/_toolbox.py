@@ -114,7 +114,11 @@ class Toolbox:
     not an error, because the model may have invented it from training.
     """
 
-    def __init__(self, ctx: ToolContext, allow: Sequence[str] | None = None) -> None:
+    def __init__(
+        self, ctx: ToolContext, allow: Sequence[str] | None = None, extra: Sequence[Tool] = ()
+    ) -> None:
+        """``extra``: this run's own tools besides the installed ones (its MCP servers'), offered after them and
+        not subject to ``allow``, which names installed tools."""
         if ctx.mode not in PERMISSION_MODES:
             raise UsageError(
                 f"unknown permission mode {ctx.mode!r}", fix=f"use one of: {', '.join(PERMISSION_MODES)}"
@@ -125,7 +129,9 @@ class Toolbox:
                 f"the workspace {ctx.workspace} is not a directory", fix="pass an existing directory"
             )
         self._redact = configured_redactor()
-        self._tools = installed_tools()
+        installed = installed_tools()
+        self._tools = {**installed, **{tool.spec.name: tool for tool in extra}} if extra else installed
+        self._extra = frozenset(tool.spec.name for tool in extra)
         self._progress = _RedactedProgress(ctx.progress, DeltaGuard(self._redact))
         self.ctx = replace(ctx, workspace=workspace, progress=self._progress)
         self._check_allow_list(allow)
@@ -143,7 +149,7 @@ class Toolbox:
         return tuple(
             name
             for name, tool in self._tools.items()
-            if (self._requested is None or name in self._requested)
+            if (self._requested is None or name in self._requested or name in self._extra)
             and allows(self.ctx.mode, tool.spec.access)
         )
 
@@ -207,7 +213,9 @@ class Toolbox:
             raise PermissionDenied(
                 f"{name} is not available: {reason}", fix=f"use one of: {', '.join(self._allowed)}"
             )
-        return tool.handler(self.ctx, check_arguments(tool.spec, arguments))
+        return tool.handler(
+            self.ctx, arguments if tool.raw_arguments else check_arguments(tool.spec, arguments)
+        )
 
     def _finish(self, outcome: ToolOutcome) -> ToolOutcome:
         """Redact secrets, keep to valid UTF-8 (:func:`shown_name`) and enforce the output cap, whatever the tool did."""
