@@ -224,7 +224,12 @@ class AgentRunner:
         conversation = Conversation(previous.messages if previous else ())
         control = TurnControl()
         mcp = _mcp_tools(options, cwd)
-        loop = _loop(options, provider, conversation, cwd, control, mcp.tools if mcp is not None else ())
+        try:
+            loop = _loop(options, provider, conversation, cwd, control, mcp.tools if mcp is not None else ())
+        except BaseException:
+            if mcp is not None:  # a bad option found after the servers started: they stop with the run
+                mcp.close()
+            raise
         record = previous or SessionRecord.new(
             session_id=options.session_id or _new_session_id(),
             cwd=str(cwd),
