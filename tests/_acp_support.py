@@ -30,6 +30,13 @@ def acp_client(
     plan: dict[str, Any], agent: Sequence[str], env: Mapping[str, str], *, cwd: Path, timeout: float = 30
 ) -> list[dict[str, Any]]:
     """Drive ``agent`` with the SDK's client through ``plan``; what the client received, in order."""
+    return acp_client_run(plan, agent, env, cwd=cwd, timeout=timeout)[0]
+
+
+def acp_client_run(
+    plan: dict[str, Any], agent: Sequence[str], env: Mapping[str, str], *, cwd: Path, timeout: float = 30
+) -> tuple[list[dict[str, Any]], str]:
+    """:func:`acp_client`, and what the agent said on stderr (the client passes it through)."""
     proc = subprocess.run(
         [node(), str(PEERS / "acp_client.mjs"), json.dumps(plan), "--", *agent],
         capture_output=True,
@@ -43,7 +50,26 @@ def acp_client(
         lines,
         proc.stderr.decode(),
     )
-    return lines
+    return lines, proc.stderr.decode()
+
+
+def rpc(ident: Any, method: str, params: Any = None) -> dict[str, Any]:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": ident, "method": method}
+    return message if params is None else {**message, "params": params}
+
+
+def raw_acp(
+    messages: list[dict[str, Any]], env: Mapping[str, str], cwd: Path
+) -> tuple[list[dict[str, Any]], str]:
+    """Send ``messages`` to ``agentstream acp`` (the demo agent) at once, then end its input; its answers, in
+    order, and what it said on stderr."""
+    data = "".join(json.dumps(m) + "\n" for m in messages).encode()
+    agent = agentstream("acp", "--provider", "demo", "--no-publish")
+    done = subprocess.run(agent, input=data, capture_output=True, env=dict(env), cwd=cwd, timeout=30)
+    assert done.returncode == 0, done.stderr.decode()
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert all(a["jsonrpc"] == "2.0" and ("result" in a) != ("error" in a) for a in answers)
+    return answers, done.stderr.decode()
 
 
 def acp_agent(mode: str) -> list[str]:

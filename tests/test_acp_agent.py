@@ -21,6 +21,8 @@ from _acp_support import (
     agent_text,
     agentstream,
     of_kind,
+    raw_acp,
+    rpc,
     text,
     tool,
     updates,
@@ -275,20 +277,9 @@ def test_the_demo_answers_every_prompt_of_a_session(tmp_path: Path, work: Path, 
 INITIALIZE = {"protocolVersion": 1, "clientCapabilities": {}}
 
 
-def rpc(ident: Any, method: str, params: Any = None) -> dict[str, Any]:
-    message: dict[str, Any] = {"jsonrpc": "2.0", "id": ident, "method": method}
-    return message if params is None else {**message, "params": params}
-
-
 def raw_answers(messages: list[dict[str, Any]], env: dict[str, str], cwd: Path) -> list[dict[str, Any]]:
     """Send ``messages`` to ``agentstream acp`` at once, then end its input; its answers, in order."""
-    data = "".join(json.dumps(m) + "\n" for m in messages).encode()
-    agent = agentstream("acp", "--provider", "demo", "--no-publish")
-    done = subprocess.run(agent, input=data, capture_output=True, env=env, cwd=cwd, timeout=30)
-    assert done.returncode == 0, done.stderr.decode()
-    answers = [json.loads(line) for line in done.stdout.splitlines()]
-    assert all(a["jsonrpc"] == "2.0" and ("result" in a) != ("error" in a) for a in answers)
-    return answers
+    return raw_acp(messages, env, cwd)[0]
 
 
 @pytest.mark.parametrize(

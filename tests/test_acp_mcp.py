@@ -4,14 +4,24 @@ their tools; an agent that cannot connect them says so; the command line carries
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from _acp_support import PEERS, acp_client, agentstream, node, of_kind, text, tool, updates, write_cassette
+from _acp_support import (
+    acp_client,
+    acp_client_run,
+    agentstream,
+    of_kind,
+    raw_acp,
+    rpc,
+    text,
+    tool,
+    updates,
+    write_cassette,
+)
 from _agent_fakes import FakeModelServer, anthropic_reply, exec_env, responses_reply
 from agentstream.acp.agent import McpServer
 from agentstream.acp.cli_agent import _claude_mcp, _codex_mcp
@@ -36,22 +46,6 @@ def probe(log: Path, token: str) -> dict[str, Any]:
         "args": [str(PROBE), str(log)],
         "env": [{"name": "PROBE_TOKEN", "value": token}],
     }
-
-
-def acp_client_and_stderr(
-    plan: dict[str, Any], agent: list[str], env: dict[str, str], *, cwd: Path
-) -> tuple[list[dict[str, Any]], str]:
-    """:func:`acp_client`, and what the agent said on stderr (the client passes it through)."""
-    done = subprocess.run(
-        [node(), str(PEERS / "acp_client.mjs"), json.dumps(plan), "--", *agent],
-        capture_output=True,
-        env=env,
-        cwd=cwd,
-        timeout=60,
-    )
-    lines = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
-    assert done.returncode == 0 and lines[-1]["kind"] == "exit", (lines, done.stderr.decode())
-    return lines, done.stderr.decode()
 
 
 def methods(log: Path) -> list[tuple[str, str | None]]:
@@ -144,24 +138,6 @@ def test_codex_gets_environments_through_its_own_and_refuses_names_its_overrides
     assert "'has.dot'" in capfd.readouterr().err
 
 
-def _own_agent_answers(messages: list[dict[str, Any]], tmp_path: Path) -> tuple[list[dict[str, Any]], str]:
-    data = "".join(json.dumps(m) + "\n" for m in messages).encode()
-    done = subprocess.run(
-        agentstream("acp", "--provider", "demo", "--no-publish"),
-        input=data,
-        capture_output=True,
-        env=exec_env(tmp_path / "home"),
-        cwd=tmp_path,
-        timeout=30,
-    )
-    assert done.returncode == 0, done.stderr.decode()
-    return [json.loads(line) for line in done.stdout.splitlines()], done.stderr.decode()
-
-
-def _rpc(ident: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": ident, "method": method, "params": params}
-
-
 def test_the_own_agent_runs_a_stdio_servers_tool_once_allowed_and_names_what_it_does_not_connect(
     tmp_path: Path, work: Path
 ) -> None:
@@ -177,7 +153,7 @@ def test_the_own_agent_runs_a_stdio_servers_tool_once_allowed_and_names_what_it_
     }
     agent = agentstream("acp", "--cassette", str(cassette), "--no-publish")
     env = exec_env(tmp_path / "home")
-    got, stderr = acp_client_and_stderr(plan, agent, env, cwd=work)
+    got, stderr = acp_client_run(plan, agent, env, cwd=work, timeout=60)
     (init,) = of_kind(got, "initialize")
     assert init["result"]["agentCapabilities"]["mcpCapabilities"] == {"http": False, "sse": False}
     (asked,) = of_kind(got, "permission")
@@ -210,11 +186,12 @@ def test_the_own_agent_runs_a_stdio_servers_tool_once_allowed_and_names_what_it_
 def test_an_mcp_server_that_cannot_be_started_as_described_is_invalid_params(
     tmp_path: Path, server: Any, why: str
 ) -> None:
-    answers, _ = _own_agent_answers(
+    answers, _ = raw_acp(
         [
-            _rpc(1, "initialize", {"protocolVersion": 1}),
-            _rpc(2, "session/new", {"cwd": str(tmp_path), "mcpServers": [server]}),
+            rpc(1, "initialize", {"protocolVersion": 1}),
+            rpc(2, "session/new", {"cwd": str(tmp_path), "mcpServers": [server]}),
         ],
+        exec_env(tmp_path / "home"),
         tmp_path,
     )
     error = answers[1]["error"]

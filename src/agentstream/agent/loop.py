@@ -497,9 +497,10 @@ def _for_model(outcome: ToolOutcome) -> str:
 
 def retry_settings() -> tuple[int, int]:
     """(max retries, base backoff ms) from ``AGENTSTREAM_MAX_RETRIES`` / ``AGENTSTREAM_RETRY_BASE_MS``."""
-    return _env_int("AGENTSTREAM_MAX_RETRIES", 3), _env_int("AGENTSTREAM_RETRY_BASE_MS", 500)
+    return env_int("AGENTSTREAM_MAX_RETRIES", 3), env_int("AGENTSTREAM_RETRY_BASE_MS", 500)
 
 
-def _env_int(name: str, default: int) -> int:
+def env_int(name: str, default: int) -> int:
+    """A whole number from the environment; ``default`` when unset or not one."""
     value = os.environ.get(name, "")
     return int(value) if value.strip().isdigit() else default

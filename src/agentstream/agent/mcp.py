@@ -30,8 +30,6 @@ __all__ = ["McpServer", "McpTools", "servers_from_config"]
 PROTOCOL_VERSION: Final = "2025-06-18"
 TOOL_PREFIX: Final = "mcp__"
 """How the tools of MCP servers are named (``mcp__SERVER__TOOL``), as in Claude Code."""
-START_TIMEOUT_S: Final = float(os.environ.get("AGENTSTREAM_MCP_TIMEOUT", "30"))
-"""How long a server has to start and list its tools."""
 DEFAULT_ENV: Final = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "TMPDIR")
 _TOOL_NAME_CHARS: Final = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -273,6 +271,9 @@ class McpTools:
 
     @staticmethod
     def _connect(server: McpServer, cwd: Path) -> tuple[_Connection | None, list[dict[str, Any]], str]:
+        from agentstream.agent.loop import env_int
+
+        start_timeout = float(env_int("AGENTSTREAM_MCP_TIMEOUT", 30))  # to start and list its tools
         if server.transport != "stdio":
             return None, [], f"agentstream's agent connects only to stdio MCP servers, not {server.transport}"
         try:
@@ -287,12 +288,12 @@ class McpTools:
                 "capabilities": {},
                 "clientInfo": {"name": "agentstream", "version": __version__},
             }
-            connection.request("initialize", hello, START_TIMEOUT_S)
+            connection.request("initialize", hello, start_timeout)
             connection.notify("notifications/initialized")
             tools: list[dict[str, Any]] = []
             cursor: str | None = None
             while True:
-                page = connection.request("tools/list", {"cursor": cursor} if cursor else {}, START_TIMEOUT_S)
+                page = connection.request("tools/list", {"cursor": cursor} if cursor else {}, start_timeout)
                 listed = page.get("tools") if isinstance(page, dict) else None
                 tools += [
                     tool
