@@ -7,22 +7,31 @@ read once with the C twins and once with the Python ones.
 
 from __future__ import annotations
 
+import copy
 import io
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from _dialect_kit import FIXTURES
 from _strategies import full_sessions, sessions
 from agentstream import _accel, _lines, validate
 from agentstream import protocol as p
+from agentstream._recent_ids import RecentIds
 from agentstream.consumer import pipeline, read
+from agentstream.dialects import kit
+from agentstream.dialects.claude import ClaudeDecoder
+from agentstream.transcript import OPEN_TEXT_LIMIT, Tally, _OpenRun
 
 speedups = _accel.speedups
 
@@ -37,6 +46,9 @@ TWINS = {
     "events_timestamped": [(p, "events_timestamped", p._events_timestamped)],
     "stamps_in_order": [(validate, "_stamps_in_order", validate._stamps_in_order_py)],
     "feed_turn": [(validate, "_feed_turn", validate._feed_turn_py)],
+    "accept_plain": [(pipeline, "_accept_plain", pipeline._accept_plain_py)],
+    # a partial with the dialect's types; without it, decode_typed reads every typed line (None)
+    "claude_skim": [(ClaudeDecoder, "typed_skim", None)],
 }
 
 
@@ -49,7 +61,8 @@ def test_the_extension_is_built_and_its_twins_are_in_use() -> None:
     assert {name for name in dir(speedups) if not name.startswith("_")} == {*TWINS, "INTERFACE"}
     for name, bindings in TWINS.items():
         for module, attribute, _ in bindings:
-            assert getattr(module, attribute) is getattr(speedups, name), f"{module.__name__}.{attribute}"
+            bound = getattr(module, attribute)
+            assert getattr(bound, "func", bound) is getattr(speedups, name), f"{module.__name__}.{attribute}"
 
 
 def test_a_build_of_another_interface_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -196,6 +209,95 @@ def test_a_field_read_from_a_struct_without_its_slot_is_asked_for_by_name() -> N
         speedups.events_timestamped([object()])
 
 
+@st.composite
+def accept_states(draw: st.DrawFn) -> tuple[list[p.AnyEvent], Tally, RecentIds[Any], RecentIds[Any], bool]:
+    """A full session's events (shuffled, ids drawn from a few, a few times not ones), and a reader's state
+    for them: runs and calls open or closed, runs whose text is near the tally's limit."""
+    events: list[p.AnyEvent] = draw(full_sessions())
+    events = draw(st.permutations(events)) if draw(st.booleans()) else events
+    ids = st.sampled_from(["a", "b", "c"])
+    for event in events:
+        for name in ("message_id", "reasoning_id", "call_id"):
+            if hasattr(event, name) and draw(st.booleans()):
+                setattr(event, name, draw(ids))
+        if draw(st.integers(0, 9)) == 0:
+            event.ts = draw(near_timestamps())
+    tally, closed_runs, closed_calls = Tally(for_ending=True), RecentIds[Any](), RecentIds[Any]()
+    for reasoning in (False, True):
+        for run_id in draw(st.lists(ids, max_size=3)):
+            size = draw(st.sampled_from([0, 5, OPEN_TEXT_LIMIT - 3, OPEN_TEXT_LIMIT, OPEN_TEXT_LIMIT + 9]))
+            run = tally.open_runs[(reasoning, run_id)] = _OpenRun("assistant")
+            run.size, run.parts = size, ["x" * min(size, 8)]
+        for run_id in draw(st.lists(ids, max_size=2)):
+            closed_runs.add((reasoning, run_id))
+    for call_id in draw(st.lists(ids, max_size=2)):
+        tally.open_calls[call_id] = "shell"
+    for call_id in draw(st.lists(ids, max_size=2)):
+        closed_calls.add(call_id)
+    return events, tally, closed_runs, closed_calls, p.events_timestamped(events)
+
+
+def _tally_state(tally: Tally) -> object:
+    runs = {key: (run.role, run.size, list(run.parts)) for key, run in tally.open_runs.items()}
+    return runs, dict(tally.open_calls), tally.tools_used, tally.last_text, tally.turn_count, tally.usage
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(accept_states(), st.integers(0, 3), st.sampled_from([0, 7, 2**64]))
+def test_ordinary_events_are_accepted_as_the_python_version_accepts_them(
+    state: tuple[list[p.AnyEvent], Tally, RecentIds[Any], RecentIds[Any], bool], start: int, seq: int
+) -> None:
+    answers = []
+    for accept in (speedups.accept_plain, pipeline._accept_plain_py):
+        events, tally, closed_runs, closed_calls, times_fit = copy.deepcopy(state)
+        out: list[p.AnyEvent] = []
+        stop = accept(
+            events,
+            min(start, len(events)),
+            out,
+            tally,
+            closed_runs,
+            closed_calls,
+            "ses_x",
+            seq,
+            times_fit,
+            pipeline._ACCEPT_KINDS,
+        )
+        made_up = [event.ts for event in out if event.ts.encode() not in repr(state[0]).encode()]
+        for event in out:
+            if event.ts in made_up:
+                event.ts = "<now>"  # read from the clock: the same on both sides but for the instant
+        answers.append((stop, out, _tally_state(tally), list(closed_runs), list(closed_calls)))
+    assert answers[0] == answers[1]
+
+
+@pytest.mark.parametrize(
+    "size", [0, OPEN_TEXT_LIMIT - 3, OPEN_TEXT_LIMIT - 2, OPEN_TEXT_LIMIT, OPEN_TEXT_LIMIT + 1]
+)
+@pytest.mark.parametrize("text", ["", "ab", "abc", "abcd"])
+def test_a_run_near_the_tallys_limit_keeps_what_the_python_version_keeps(size: int, text: str) -> None:
+    answers = []
+    for accept in (speedups.accept_plain, pipeline._accept_plain_py):
+        tally = Tally(for_ending=True)
+        run = tally.open_runs[(False, "m")] = _OpenRun("assistant")
+        run.size, run.parts = size, ["x"]
+        events: list[p.AnyEvent] = [p.MessageDelta(message_id="m", content=text, ts="2026-01-01T00:00:00Z")]
+        kinds = pipeline._ACCEPT_KINDS
+        accept(events, 0, [], tally, RecentIds[Any](), RecentIds[Any](), "s", 0, True, kinds)
+        answers.append(_tally_state(tally))
+    assert answers[0] == answers[1]
+
+
+def test_accepting_refuses_arguments_of_the_wrong_kind() -> None:
+    good = ([], 0, [], Tally(), RecentIds[Any](), RecentIds[Any](), "s", 0, True, pipeline._ACCEPT_KINDS)
+    assert speedups.accept_plain(*good) == (0, 0)
+    with pytest.raises(TypeError):
+        speedups.accept_plain(*good[:9])
+    for at, wrong in [(0, ()), (2, None), (4, set()), (7, "0"), (9, pipeline._ACCEPT_KINDS[:-1])]:
+        with pytest.raises(TypeError):
+            speedups.accept_plain(*good[:at], wrong, *good[at + 1 :])
+
+
 # -- whole streams -----------------------------------------------------------------------------------------
 
 
@@ -265,3 +367,209 @@ def test_a_turn_fed_at_once_stops_at_its_result() -> None:
     with python_twins():
         assert [(v.line, v.rule) for v in _violations(data)] == with_c
     assert with_c == [(5, "result-last"), (6, "result-last"), (6, "result-last")]
+
+
+CLAUDE_STREAMS = {
+    path.name: [line for line in path.read_bytes().splitlines() if line.strip()]
+    for path in [*sorted((FIXTURES / "claude").glob("*.ndjson")), FIXTURES / "amp" / "stream-json.ndjson"]
+}
+
+
+def _read_steadily(data: bytes, dialect: str) -> list[object]:
+    """The events read, with made-up ids and the clock steady, so that two reads compare."""
+    counter = iter(range(1 << 30))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(p, "new_id", lambda prefix: f"{prefix}_{next(counter):016x}")
+        patch.setattr(p, "now_ts", lambda: "2026-01-01T00:00:00.000Z")
+        return [msgspec.to_builtins(event) for event in read(data, dialect)]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(sorted(CLAUDE_STREAMS)), st.data())
+def test_claude_streams_read_the_same_with_either_twin(name: str, data: st.DataObject) -> None:
+    """Deltas of open runs are read in C; lines dropped, repeated or moved leave runs and blocks in every state
+    the C twin must hand back to decode_typed (no block started, another kind, a closed run, a turn not started)."""
+    lines = list(CLAUDE_STREAMS[name])
+    for _ in range(data.draw(st.integers(0, 4))):
+        at = data.draw(st.integers(0, len(lines) - 1))
+        how = data.draw(st.sampled_from(["drop", "repeat", "move", "empty text"]))
+        if how == "drop" and len(lines) > 1:
+            del lines[at]
+        elif how == "repeat":
+            lines.insert(data.draw(st.integers(0, len(lines))), lines[at])
+        elif how == "move":
+            lines.insert(data.draw(st.integers(0, len(lines))), lines.pop(at))
+        else:
+            lines[at] = re.sub(rb'"(text|thinking)":"(?:[^"\\]|\\.)*"', rb'"\1":""', lines[at], count=1)
+    stream = b"\n".join(lines) + b"\n"
+    dialect = "amp" if name == "stream-json.ndjson" else "claude"
+    with_c = _read_steadily(stream, dialect)
+    with python_twins():
+        assert _read_steadily(stream, dialect) == with_c
+
+
+def test_the_realistic_claude_session_reads_the_same_with_either_twin() -> None:
+    stream = (Path(__file__).parents[1] / "bench" / "claude-code-2.1.332.ndjson").read_bytes()
+    with_c = _read_steadily(stream, "claude")
+    with python_twins():
+        assert _read_steadily(stream, "claude") == with_c
+    assert sum(event["type"] == "message_delta" for event in with_c) >= 5  # type: ignore[index]
+
+
+class _Stamped(ClaudeDecoder):
+    """A dialect that stamps its events its own way."""
+
+    def _stamp(self, event: p.Event, ts: str | None) -> None:
+        super()._stamp(event, ts)
+
+
+def test_a_subclass_that_changes_a_skimmed_step_reads_every_line_itself() -> None:
+    assert ClaudeDecoder.typed_skim is not None
+    assert _Stamped.typed_skim is None
+
+
+_DELTA_LINES = st.builds(
+    lambda kind, index, text: msgspec.json.encode(
+        {
+            "type": "stream_event",
+            "event": {
+                "type": "content_block_delta",
+                "index": index,
+                "delta": {
+                    "type": kind,
+                    {"text_delta": "text", "thinking_delta": "thinking"}.get(kind, "x"): text,
+                },
+            },
+        }
+    ),
+    st.sampled_from(["text_delta", "thinking_delta", "input_json_delta", "signature_delta"]),
+    st.integers(0, 2),
+    st.sampled_from(["", "hi", "é"]),
+) | st.sampled_from(
+    [
+        b'{"type":"stream_event","event":{"type":"content_block_stop","index":0}}',
+        b'{"type":"stream_event","event":{"type":"content_block_start","index":1,"content_block":{"type":"text"}}}',
+        b'{"type":"stream_event","event":{"type":"message_stop"}}',
+        b'{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta"}}}',
+        b'{"type":"system","subtype":"status","status":"requesting"}',
+        b"not json",
+    ]
+)
+
+
+@st.composite
+def claude_states(draw: st.DrawFn) -> dict[str, Any]:
+    """What a Claude decoder holds between lines, in every combination the skim tests: mostly a current message
+    whose blocks have open runs (the skimmed case), with any one part of it missing or different."""
+    ids = st.sampled_from(["blk_a", "blk_b", "blk_c"])
+    blocks = draw(
+        st.dictionaries(st.integers(0, 2), st.tuples(st.sampled_from(["text", "thinking"]), ids), max_size=3)
+    )
+    runs = st.tuples(st.sampled_from(["assistant", "user"]), st.sampled_from([None, "2026-01-01T00:00:00Z"]))
+    named = {
+        (kind == "thinking" if draw(st.integers(0, 4)) else kind != "thinking", run_id): draw(runs)
+        for kind, run_id in blocks.values()
+        if draw(st.integers(0, 4))
+    }
+    return {
+        "started": draw(st.integers(0, 4)) > 0,
+        "lost": draw(st.sampled_from([[]] * 4 + [[(("stream_event", "x"), "x was lost")]])),
+        "current": draw(st.sampled_from(["msg_a"] * 4 + [None, "msg_b"])),
+        "streams": {"msg_a": blocks} if draw(st.integers(0, 4)) else {},
+        "named": named,
+        "line_ts": draw(st.sampled_from([None, "", "2026-02-02T00:00:00Z"])),
+        "clock": draw(st.sampled_from(["", "2026-03-03T00:00:00Z"])),
+        "turn_ended": draw(st.booleans()),
+        "fatal": draw(st.booleans()),
+    }
+
+
+def _claude_decoder(state: dict[str, Any]) -> ClaudeDecoder:
+    decoder = ClaudeDecoder(session_id="ses_x")
+    decoder._startup = None
+    decoder.started, decoder._lost, decoder._current = state["started"], list(state["lost"]), state["current"]
+    decoder._streams = {message: dict(blocks) for message, blocks in state["streams"].items()}
+    decoder._named = {
+        (reasoning, run_id): kit._Run(reasoning, role, run_id, ts, ["before"])
+        for (reasoning, run_id), (role, ts) in state["named"].items()
+    }
+    decoder.line_ts, decoder._clock, decoder.turn_ended = (
+        state["line_ts"],
+        state["clock"],
+        state["turn_ended"],
+    )
+    decoder.last_fatal = p.Error(code="x", message="x", recoverable=False) if state["fatal"] else None
+    return decoder
+
+
+def _decoder_state(decoder: ClaudeDecoder) -> object:
+    runs = {key: (run.role, run.ts, list(run.parts)) for key, run in decoder._named.items()}
+    events = [msgspec.to_builtins(event) for event in decoder.drain()]
+    return (
+        events,
+        runs,
+        decoder._streams,
+        decoder._current,
+        decoder.started,
+        decoder.last_fatal,
+        decoder.turn_ended,
+        decoder.sequencer.next_seq,
+    )
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(claude_states(), st.lists(_DELTA_LINES, min_size=1, max_size=6))
+def test_the_claude_skim_leaves_a_decoder_as_decode_typed_does(
+    state: dict[str, Any], lines: list[bytes]
+) -> None:
+    """Line by line from any state: skimmed in C, or each typed line handed to decode_typed."""
+    _assert_skim_agrees(state, lines)
+
+
+@pytest.mark.parametrize("turn_ended", [False, True])
+@pytest.mark.parametrize("fatal", [False, True])
+@pytest.mark.parametrize("run_ts", [None, "2026-01-01T00:00:00Z"])
+@pytest.mark.parametrize("text", ["", "hi"])
+def test_a_skimmed_delta_of_an_open_run_is_what_decode_typed_makes_of_it(
+    turn_ended: bool, fatal: bool, run_ts: str | None, text: str
+) -> None:
+    state = {
+        "started": True,
+        "lost": [],
+        "current": "msg_a",
+        "streams": {"msg_a": {0: ("text", "blk_a")}},
+        "named": {(False, "blk_a"): ("assistant", run_ts)},
+        "line_ts": None,
+        "clock": "",
+        "turn_ended": turn_ended,
+        "fatal": fatal,
+    }
+    delta = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}
+    _assert_skim_agrees(state, [msgspec.json.encode({"type": "stream_event", "event": delta})])
+
+
+def _assert_skim_agrees(state: dict[str, Any], lines: list[bytes]) -> None:
+    """The lines read as _read_run reads them, with the skim and without: the same decoder afterwards."""
+    decode = ClaudeDecoder.typed_lines.decode  # type: ignore[union-attr]
+    answers = []
+    for skim in (ClaudeDecoder.typed_skim, None):
+        counter = iter(range(1 << 30))
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(p, "new_id", lambda prefix, made=counter: f"{prefix}_{next(made):016x}")
+            patch.setattr(p, "now_ts", lambda: "2026-01-01T00:00:00.000Z")
+            decoder, index = _claude_decoder(state), 0
+            while index < len(lines):
+                if skim is not None:
+                    index, line = skim(decoder, lines, index, decode)
+                    if line is None:
+                        break
+                else:
+                    try:
+                        line = decode(lines[index])
+                    except msgspec.DecodeError:
+                        line = kit.UNDECODED
+                if line is not kit.UNDECODED:
+                    decoder.decode_typed(line)
+                index += 1
+            answers.append(_decoder_state(decoder))
+    assert answers[0] == answers[1]

@@ -20,8 +20,9 @@
 
 /* ---- fields of msgspec Structs, by offset ------------------------------------------------------ */
 
-enum { F_V, F_SESSION_ID, F_SEQ, F_TS, F_MESSAGE_ID, F_REASONING_ID, N_FIELDS };
-static const char *field_names[N_FIELDS] = {"v", "session_id", "seq", "ts", "message_id", "reasoning_id"};
+enum { F_V, F_SESSION_ID, F_SEQ, F_TS, F_MESSAGE_ID, F_REASONING_ID, F_CALL_ID, F_CONTENT, N_FIELDS };
+static const char *field_names[N_FIELDS] = {"v",           "session_id", "seq",     "ts",
+                                            "message_id", "reasoning_id", "call_id", "content"};
 static PyObject *field_keys[N_FIELDS];
 
 #define CACHED_TYPES 32
@@ -72,6 +73,16 @@ static PyObject *slot_field(PyObject *obj, TypeSlots *slots, int f) {
 }
 
 static PyObject *field(PyObject *obj, int f) { return slot_field(obj, slots_of(Py_TYPE(obj)), f); }
+
+/* Set a field (a new reference to value is taken); 0, or -1 with an exception set. */
+static int set_slot_field(PyObject *obj, TypeSlots *slots, int f, PyObject *value) {
+    if (slots != NULL && slots->offsets[f] >= 0) {
+        PyObject **at = (PyObject **)((char *)obj + slots->offsets[f]);
+        Py_XSETREF(*at, Py_NewRef(value));
+        return 0;
+    }
+    return PyObject_SetAttr(obj, field_keys[f], value);
+}
 
 /* ---- line framing ------------------------------------------------------------------------------ */
 
@@ -311,6 +322,435 @@ static PyObject *feed_turn(PyObject *self, PyObject *args) {
     return PyLong_FromSsize_t(PyList_GET_SIZE(events));
 }
 
+/* ---- the reader: ordinary events of an open turn --------------------------------------------------- */
+
+static PyObject *open_runs_key, *open_calls_key, *add_key, *size_key, *parts_key;
+static PyObject *one; /* the int 1, for seq + 1 */
+static PyObject *now_ts_key; /* protocol.now_ts, looked up when called, as the Python twins do */
+
+enum {
+    K_MESSAGE_DELTA, K_REASONING_DELTA, K_MESSAGE, K_REASONING, K_TOOL_CALL, K_TOOL_RESULT, K_TOOL_PROGRESS,
+    K_PLAIN, K_VERSION, K_PROTOCOL, K_LIMIT, N_KINDS
+};
+
+/* A delta's place in the tally: what Tally.add does for one whose run is open and whose text stays under
+ * the limit, done here; any other case is Tally.add's own. 0, or -1 with an exception set. */
+static int tally_delta(PyObject *open_runs, PyObject *key, PyObject *event, TypeSlots *slots, Py_ssize_t limit,
+                       PyObject *add) {
+    PyObject *run = PyDict_GetItemWithError(open_runs, key);
+    if (run == NULL) {
+        if (PyErr_Occurred()) return -1;
+        goto in_python;
+    }
+    Py_INCREF(run);
+    PyObject *size = PyObject_GetAttr(run, size_key), *text = slot_field(event, slots, F_CONTENT);
+    PyObject *parts = PyObject_GetAttr(run, parts_key);
+    int outcome = -1;
+    if (size == NULL || text == NULL || parts == NULL) goto done;
+    Py_ssize_t before = PyLong_CheckExact(size) ? PyLong_AsSsize_t(size) : -1;
+    if (before == -1 && PyErr_Occurred()) PyErr_Clear();
+    if (before < 0 || !PyUnicode_CheckExact(text) || !PyList_CheckExact(parts) ||
+        before >= limit || PyUnicode_GET_LENGTH(text) > limit - before) {
+        outcome = 1; /* at or past the limit, or not as Tally.add left it: its own steps */
+        goto done;
+    }
+    PyObject *after = PyLong_FromSsize_t(before + PyUnicode_GET_LENGTH(text));
+    if (after == NULL) goto done;
+    outcome = PyObject_SetAttr(run, size_key, after) < 0 || PyList_Append(parts, text) < 0 ? -1 : 0;
+    Py_DECREF(after);
+done:
+    Py_XDECREF(size);
+    Py_XDECREF(text);
+    Py_XDECREF(parts);
+    Py_DECREF(run);
+    if (outcome <= 0) return outcome;
+in_python:;
+    PyObject *done_add = PyObject_CallOneArg(add, event);
+    if (done_add == NULL) return -1;
+    Py_DECREF(done_add);
+    return 0;
+}
+
+/* Whether event is ordinary here (1), not (0), or -1 on an error; notes a closed run or call as the Python
+ * twin does. *key receives the delta's run key (a new reference) for the tally. */
+static int ordinary(PyObject *event, TypeSlots *slots, PyObject *const *kinds, PyObject *open_runs,
+                    PyObject *open_calls, PyObject *closed_runs, PyObject *closed_calls, PyObject **key) {
+    PyObject *kind = (PyObject *)Py_TYPE(event);
+    int reasoning = kind == kinds[K_REASONING_DELTA] || kind == kinds[K_REASONING];
+    if (kind == kinds[K_MESSAGE_DELTA] || kind == kinds[K_REASONING_DELTA] || kind == kinds[K_MESSAGE] ||
+        kind == kinds[K_REASONING]) {
+        PyObject *id = slot_field(event, slots, reasoning ? F_REASONING_ID : F_MESSAGE_ID);
+        if (id == NULL) return -1;
+        PyObject *run_key = PyTuple_Pack(2, reasoning ? Py_True : Py_False, id);
+        Py_DECREF(id);
+        if (run_key == NULL) return -1;
+        if (kind == kinds[K_MESSAGE] || kind == kinds[K_REASONING]) {
+            PyObject *added = PyObject_CallMethodOneArg(closed_runs, add_key, run_key);
+            Py_DECREF(run_key);
+            if (added == NULL) return -1;
+            Py_DECREF(added);
+            return 1;
+        }
+        int open = PyDict_Contains(open_runs, run_key);
+        int closed = open == 0 ? PyDict_Contains(closed_runs, run_key) : 0;
+        if (open < 0 || closed < 0) {
+            Py_DECREF(run_key);
+            return -1;
+        }
+        *key = run_key;
+        return open || !closed;
+    }
+    if (kind == kinds[K_TOOL_CALL] || kind == kinds[K_TOOL_RESULT] || kind == kinds[K_TOOL_PROGRESS]) {
+        PyObject *call_id = slot_field(event, slots, F_CALL_ID);
+        if (call_id == NULL) return -1;
+        int open = PyDict_Contains(open_calls, call_id), closed = 0, plain;
+        if (open >= 0 && kind != kinds[K_TOOL_PROGRESS]) closed = PyDict_Contains(closed_calls, call_id);
+        if (open < 0 || closed < 0) {
+            Py_DECREF(call_id);
+            return -1;
+        }
+        if (kind == kinds[K_TOOL_CALL]) plain = !open && !closed;
+        else if (kind == kinds[K_TOOL_PROGRESS]) plain = open;
+        else {
+            plain = open && !closed;
+            if (plain) {
+                PyObject *added = PyObject_CallMethodOneArg(closed_calls, add_key, call_id);
+                if (added == NULL) plain = -1;
+                Py_XDECREF(added);
+            }
+        }
+        Py_DECREF(call_id);
+        return plain;
+    }
+    return PySet_Contains(kinds[K_PLAIN], kind);
+}
+
+PyDoc_STRVAR(accept_plain_doc,
+             "accept_plain(events, start, out, tally, closed_runs, closed_calls, session, seq, times_fit, "
+             "kinds) -> (index, seq)\n\n"
+             "pipeline._accept_plain_py, in C.");
+
+static PyObject *accept_plain(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "accept_plain takes 10 arguments");
+        return NULL;
+    }
+    PyObject *events = args[0], *out = args[2], *tally = args[3], *closed_runs = args[4];
+    PyObject *closed_calls = args[5], *session = args[6], *kinds_tuple = args[9];
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    if (start == -1 && PyErr_Occurred()) return NULL;
+    int times_fit = PyObject_IsTrue(args[8]);
+    if (times_fit < 0) return NULL;
+    if (!PyList_Check(events) || !PyList_Check(out) || !PyDict_Check(closed_runs) || !PyDict_Check(closed_calls) ||
+        !PyTuple_Check(kinds_tuple) || PyTuple_GET_SIZE(kinds_tuple) != N_KINDS || !PyLong_Check(args[7])) {
+        PyErr_SetString(PyExc_TypeError, "accept_plain: arguments of the wrong kind");
+        return NULL;
+    }
+    PyObject *kinds[N_KINDS];
+    for (int k = 0; k < N_KINDS; k++) kinds[k] = PyTuple_GET_ITEM(kinds_tuple, k);
+    Py_ssize_t limit = PyLong_Check(kinds[K_LIMIT]) ? PyLong_AsSsize_t(kinds[K_LIMIT]) : -1;
+    if (limit < 0 || !PyAnySet_Check(kinds[K_PLAIN])) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "accept_plain: kinds of the wrong kind");
+        return NULL;
+    }
+    PyObject *seq = Py_NewRef(args[7]), *open_runs = PyObject_GetAttr(tally, open_runs_key);
+    PyObject *open_calls = PyObject_GetAttr(tally, open_calls_key), *add = PyObject_GetAttr(tally, add_key);
+    PyObject *good_ts = NULL, *result = NULL;
+    Py_ssize_t index = start;
+    if (open_runs == NULL || open_calls == NULL || add == NULL) goto done;
+    if (!PyDict_Check(open_runs) || !PyDict_Check(open_calls)) {
+        PyErr_SetString(PyExc_TypeError, "accept_plain: the tally's open runs and calls must be dicts");
+        goto done;
+    }
+    for (; index < PyList_GET_SIZE(events); index++) {
+        PyObject *event = Py_NewRef(PyList_GET_ITEM(events, index)); /* the steps below may run Python */
+        TypeSlots *slots = slots_of(Py_TYPE(event));
+        PyObject *key = NULL;
+        int plain = ordinary(event, slots, kinds, open_runs, open_calls, closed_runs, closed_calls, &key);
+        int failed = plain < 0;
+        if (plain > 0) {
+            failed = set_slot_field(event, slots, F_V, kinds[K_VERSION]) < 0 ||
+                     set_slot_field(event, slots, F_SESSION_ID, session) < 0 ||
+                     set_slot_field(event, slots, F_SEQ, seq) < 0;
+            if (!failed && !times_fit) {
+                PyObject *ts = slot_field(event, slots, F_TS);
+                failed = ts == NULL;
+                if (!failed && ts != good_ts) {
+                    if (is_timestamp(ts)) Py_XSETREF(good_ts, Py_NewRef(ts));
+                    else {
+                        PyObject *now = PyObject_CallMethodNoArgs(kinds[K_PROTOCOL], now_ts_key);
+                        failed = now == NULL || set_slot_field(event, slots, F_TS, now) < 0;
+                        Py_XDECREF(now);
+                    }
+                }
+                Py_XDECREF(ts);
+            }
+            if (!failed) {
+                Py_SETREF(seq, PyNumber_Add(seq, one));
+                failed = seq == NULL;
+            }
+            if (!failed) {
+                if (key != NULL) failed = tally_delta(open_runs, key, event, slots, limit, add) < 0;
+                else {
+                    PyObject *added = PyObject_CallOneArg(add, event);
+                    failed = added == NULL;
+                    Py_XDECREF(added);
+                }
+            }
+            if (!failed) failed = PyList_Append(out, event) < 0;
+        }
+        Py_XDECREF(key);
+        Py_DECREF(event);
+        if (failed) goto done;
+        if (!plain) break;
+    }
+    result = Py_BuildValue("nO", index, seq);
+done:
+    Py_XDECREF(seq);
+    Py_XDECREF(open_runs);
+    Py_XDECREF(open_calls);
+    Py_XDECREF(add);
+    Py_XDECREF(good_ts);
+    return result;
+}
+
+/* ---- the Claude dialect: deltas of open runs ------------------------------------------------------- */
+
+enum {
+    C_STREAM_LINE, C_BLOCK_DELTA, C_TEXT_DELTA, C_THINKING_DELTA, C_QUIET_DELTA, C_SIGNATURE_DELTA,
+    C_MESSAGE_DELTA, C_REASONING_DELTA, C_PROTOCOL, C_UNDECODED, C_TEXT, C_THINKING, N_CLAUDE
+};
+enum {
+    A_EVENT, A_DELTA, A_INDEX, A_TEXT_FIELD, A_THINKING_FIELD, A_CURRENT, A_STREAMS, A_STARTED, A_LOST, A_NAMED,
+    A_PARTS, A_RUN_ID, A_ROLE, A_RUN_TS, A_LAST_FATAL, A_TURN_ENDED, A_SEQUENCER, A_NEXT_SEQ, A_LINE_TS,
+    A_CLOCK, A_OUT, N_ATTRS
+};
+static const char *attr_names[N_ATTRS] = {
+    "event", "delta", "index", "text", "thinking", "_current", "_streams", "started", "_lost", "_named", "parts",
+    "run_id", "role", "ts", "last_fatal", "turn_ended", "sequencer", "next_seq", "line_ts", "_clock", "_out"};
+static PyObject *attr_keys[N_ATTRS];
+static PyObject *message_delta_names, *reasoning_delta_names; /* keyword names of the two delta events */
+
+#define GET(obj, a) PyObject_GetAttr((obj), attr_keys[a])
+#define SET(obj, a, value) PyObject_SetAttr((obj), attr_keys[a], (value))
+
+/* What the skim reads of a decoder once per call: none of it changes while deltas of open runs are read
+ * (their steps change the runs' parts, the seq and the queue, and set last_fatal and turn_ended). */
+typedef struct {
+    PyObject *kinds[N_CLAUDE];
+    PyObject *blocks;    /* the current message's blocks: index -> (kind, block id); NULL when none */
+    PyObject *named;     /* (reasoning, id) -> kit._Run */
+    PyObject *sequencer;
+    PyObject *session;
+    PyObject *ts;        /* the line's time or the reading's clock; NULL: now, per event */
+    PyObject *out;
+    PyObject *next_seq;  /* the seq of the next event (written back at the end) */
+    int inline_stamps;   /* started, and no field lost on the line being read: delta() stamps inline */
+    int queued;          /* events queued in this call */
+} Skim;
+
+static void skim_clear(Skim *skim) {
+    Py_CLEAR(skim->blocks);
+    Py_CLEAR(skim->named);
+    Py_CLEAR(skim->sequencer);
+    Py_CLEAR(skim->session);
+    Py_CLEAR(skim->ts);
+    Py_CLEAR(skim->out);
+    Py_CLEAR(skim->next_seq);
+}
+
+/* 0, or -1 with an exception set. */
+static int skim_init(Skim *skim, PyObject *decoder) {
+    PyObject *current = GET(decoder, A_CURRENT), *streams = NULL, *started = NULL, *lost = NULL;
+    int outcome = -1;
+    if (current == NULL || (streams = GET(decoder, A_STREAMS)) == NULL || (started = GET(decoder, A_STARTED)) == NULL ||
+        (lost = GET(decoder, A_LOST)) == NULL || (skim->named = GET(decoder, A_NAMED)) == NULL ||
+        (skim->sequencer = GET(decoder, A_SEQUENCER)) == NULL || (skim->out = GET(decoder, A_OUT)) == NULL ||
+        (skim->session = field(skim->sequencer, F_SESSION_ID)) == NULL ||
+        (skim->next_seq = GET(skim->sequencer, A_NEXT_SEQ)) == NULL)
+        goto done;
+    if (current != Py_None && PyDict_Check(streams)) {
+        skim->blocks = PyDict_GetItemWithError(streams, current);
+        if (skim->blocks == NULL && PyErr_Occurred()) goto done;
+        if (skim->blocks != NULL && !PyDict_Check(skim->blocks)) skim->blocks = NULL;
+        Py_XINCREF(skim->blocks);
+    }
+    int is_started = PyObject_IsTrue(started), is_lost = PyObject_IsTrue(lost);
+    if (is_started < 0 || is_lost < 0) goto done;
+    skim->inline_stamps = is_started && !is_lost && PyDict_Check(skim->named) && PyList_Check(skim->out);
+    /* an event's time: the line's own, else the reading's clock, else now (read per event) */
+    static const int sources[2] = {A_LINE_TS, A_CLOCK};
+    for (int k = 0; k < 2 && skim->ts == NULL; k++) {
+        PyObject *value = GET(decoder, sources[k]);
+        if (value == NULL) goto done;
+        int truthy = PyObject_IsTrue(value);
+        if (truthy > 0) skim->ts = value;
+        else Py_DECREF(value);
+        if (truthy < 0) goto done;
+    }
+    outcome = 0;
+done:
+    Py_XDECREF(current);
+    Py_XDECREF(streams);
+    Py_XDECREF(started);
+    Py_XDECREF(lost);
+    return outcome;
+}
+
+/* What was read goes back to the decoder: its next seq, and (once an event was queued) what delta() sets. */
+static int skim_finish(Skim *skim, PyObject *decoder) {
+    if (skim->queued == 0) return 0;
+    return SET(skim->sequencer, A_NEXT_SEQ, skim->next_seq) < 0 || SET(decoder, A_LAST_FATAL, Py_None) < 0 ||
+                   SET(decoder, A_TURN_ENDED, Py_False) < 0
+               ? -1
+               : 0;
+}
+
+/* The open run a typed line's delta continues: 1 with *text, *reasoning and *run (new references); 2 for a
+ * line with nothing to do (a tool input or signature delta, an empty text of a known block); 0 for any
+ * other line (decode_typed's own steps); -1 on an error. Nothing is changed. */
+static int open_run_delta(Skim *skim, PyObject *line, PyObject **text, int *reasoning, PyObject **run) {
+    PyObject *const *kinds = skim->kinds;
+    if ((PyObject *)Py_TYPE(line) != kinds[C_STREAM_LINE]) return 0;
+    PyObject *event = GET(line, A_EVENT), *delta = NULL, *index = NULL;
+    int outcome = -1;
+    if (event == NULL) return -1;
+    if ((PyObject *)Py_TYPE(event) != kinds[C_BLOCK_DELTA]) {
+        outcome = 0;
+        goto done;
+    }
+    if ((delta = GET(event, A_DELTA)) == NULL) goto done;
+    PyObject *kind = (PyObject *)Py_TYPE(delta);
+    if (kind == kinds[C_QUIET_DELTA] || kind == kinds[C_SIGNATURE_DELTA]) {
+        outcome = 2;
+        goto done;
+    }
+    outcome = 0;
+    if ((kind != kinds[C_TEXT_DELTA] && kind != kinds[C_THINKING_DELTA]) || skim->blocks == NULL) goto done;
+    *reasoning = kind == kinds[C_THINKING_DELTA];
+    outcome = -1;
+    if ((*text = GET(delta, *reasoning ? A_THINKING_FIELD : A_TEXT_FIELD)) == NULL ||
+        (index = GET(event, A_INDEX)) == NULL)
+        goto done;
+    /* _stream_delta: the block must be one of the current message's, of this kind */
+    PyObject *block = PyDict_GetItemWithError(skim->blocks, index);
+    if (block == NULL || !PyTuple_CheckExact(block) || PyTuple_GET_SIZE(block) != 2 || !PyUnicode_Check(*text)) {
+        outcome = PyErr_Occurred() ? -1 : 0;
+        goto done;
+    }
+    outcome = PyObject_RichCompareBool(PyTuple_GET_ITEM(block, 0), kinds[*reasoning ? C_THINKING : C_TEXT], Py_EQ);
+    if (outcome <= 0) goto done;
+    if (PyUnicode_GET_LENGTH(*text) == 0) {
+        outcome = 2;
+        goto done;
+    }
+    /* delta(): stamped inline only once started, with no field lost on this line, for a run already open */
+    outcome = 0;
+    if (!skim->inline_stamps) goto done;
+    PyObject *run_key = PyTuple_Pack(2, *reasoning ? Py_True : Py_False, PyTuple_GET_ITEM(block, 1));
+    if (run_key == NULL) {
+        outcome = -1;
+        goto done;
+    }
+    *run = PyDict_GetItemWithError(skim->named, run_key);
+    Py_DECREF(run_key);
+    if (*run == NULL) {
+        outcome = PyErr_Occurred() ? -1 : 0;
+        goto done;
+    }
+    Py_INCREF(*run);
+    outcome = 1;
+done:
+    if (outcome != 1) Py_CLEAR(*text);
+    Py_XDECREF(event);
+    Py_XDECREF(delta);
+    Py_XDECREF(index);
+    return outcome;
+}
+
+/* The delta event of `run` (a kit._Run) for `text`, stamped and queued as EventDecoder.delta does: 0, or -1
+ * on an error. */
+static int queue_delta(Skim *skim, PyObject *run, PyObject *text, int reasoning) {
+    PyObject *parts = NULL, *run_id = NULL, *role = NULL, *event = NULL, *now = NULL, *next = NULL;
+    int outcome = -1;
+    if (SET(run, A_RUN_TS, Py_None) < 0 || (parts = GET(run, A_PARTS)) == NULL || PyList_Append(parts, text) < 0 ||
+        (run_id = GET(run, A_RUN_ID)) == NULL)
+        goto done;
+    if (reasoning) {
+        PyObject *values[2] = {run_id, text};
+        event = PyObject_Vectorcall(skim->kinds[C_REASONING_DELTA], values, 0, reasoning_delta_names);
+    } else {
+        if ((role = GET(run, A_ROLE)) == NULL) goto done;
+        PyObject *values[3] = {run_id, role, text};
+        event = PyObject_Vectorcall(skim->kinds[C_MESSAGE_DELTA], values, 0, message_delta_names);
+    }
+    if (event == NULL) goto done;
+    if (skim->ts == NULL && (now = PyObject_CallMethodNoArgs(skim->kinds[C_PROTOCOL], now_ts_key)) == NULL) goto done;
+    TypeSlots *slots = slots_of(Py_TYPE(event));
+    if (set_slot_field(event, slots, F_SESSION_ID, skim->session) < 0 ||
+        set_slot_field(event, slots, F_SEQ, skim->next_seq) < 0 ||
+        set_slot_field(event, slots, F_TS, now != NULL ? now : skim->ts) < 0 ||
+        (next = PyNumber_Add(skim->next_seq, one)) == NULL || PyList_Append(skim->out, event) < 0)
+        goto done;
+    Py_SETREF(skim->next_seq, next);
+    next = NULL;
+    skim->queued++;
+    outcome = 0;
+done:
+    Py_XDECREF(parts);
+    Py_XDECREF(run_id);
+    Py_XDECREF(role);
+    Py_XDECREF(event);
+    Py_XDECREF(now);
+    Py_XDECREF(next);
+    return outcome;
+}
+
+PyDoc_STRVAR(claude_skim_doc,
+             "claude_skim(kinds, decoder, lines, index, decode) -> (index, line)\n\n"
+             "ClaudeDecoder.typed_skim: reads the lines from lines[index] on whose events are a delta of an "
+             "open run (or none: a tool input or signature delta), as decode_typed would, and stops at the "
+             "first other one: its index and the line typed (kinds[9] when decode refused it), or "
+             "(len(lines), None).");
+
+static PyObject *claude_skim(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != N_CLAUDE || !PyList_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "claude_skim(kinds, decoder, lines, index, decode)");
+        return NULL;
+    }
+    PyObject *decoder = args[1], *lines = args[2], *decode = args[4], *answer = NULL;
+    Py_ssize_t index = PyLong_AsSsize_t(args[3]);
+    if (index == -1 && PyErr_Occurred()) return NULL;
+    Skim skim = {.queued = 0};
+    for (int k = 0; k < N_CLAUDE; k++) skim.kinds[k] = PyTuple_GET_ITEM(args[0], k);
+    if (skim_init(&skim, decoder) < 0) goto done;
+    for (; index < PyList_GET_SIZE(lines); index++) {
+        PyObject *data = Py_NewRef(PyList_GET_ITEM(lines, index));
+        PyObject *line = PyObject_CallOneArg(decode, data);
+        Py_DECREF(data);
+        if (line == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_Exception)) goto done;
+            PyErr_Clear(); /* not one of the common shapes: the careful path reads it or says why not */
+            answer = Py_BuildValue("nO", index, skim.kinds[C_UNDECODED]);
+            goto done;
+        }
+        PyObject *text = NULL, *run = NULL;
+        int reasoning = 0;
+        int found = open_run_delta(&skim, line, &text, &reasoning, &run);
+        if (found == 1) found = queue_delta(&skim, run, text, reasoning) < 0 ? -1 : 1;
+        Py_XDECREF(text);
+        Py_XDECREF(run);
+        if (found == 0) answer = Py_BuildValue("nO", index, line);
+        Py_DECREF(line);
+        if (found <= 0) goto done;
+    }
+    answer = Py_BuildValue("nO", index, Py_None);
+done:
+    if (skim_finish(&skim, decoder) < 0) Py_CLEAR(answer);
+    skim_clear(&skim);
+    return answer;
+}
+
 /* ---- module ------------------------------------------------------------------------------------ */
 
 static PyMethodDef methods[] = {
@@ -320,6 +760,8 @@ static PyMethodDef methods[] = {
     {"events_timestamped", events_timestamped, METH_O, events_timestamped_doc},
     {"stamps_in_order", stamps_in_order, METH_VARARGS, stamps_in_order_doc},
     {"feed_turn", feed_turn, METH_VARARGS, feed_turn_doc},
+    {"accept_plain", (PyCFunction)(void (*)(void))accept_plain, METH_FASTCALL, accept_plain_doc},
+    {"claude_skim", (PyCFunction)(void (*)(void))claude_skim, METH_FASTCALL, claude_skim_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -339,9 +781,25 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     result_key = PyUnicode_InternFromString("result");
     pending_key = PyUnicode_InternFromString("_pending_fatal");
     if (result_key == NULL || pending_key == NULL) return NULL;
+    static struct {
+        PyObject **key;
+        const char *name;
+    } names[] = {{&open_runs_key, "open_runs"}, {&open_calls_key, "open_calls"}, {&add_key, "add"},
+                 {&size_key, "size"},           {&parts_key, "parts"}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if ((*names[i].key = PyUnicode_InternFromString(names[i].name)) == NULL) return NULL;
+    }
+    for (int a = 0; a < N_ATTRS; a++) {
+        if ((attr_keys[a] = PyUnicode_InternFromString(attr_names[a])) == NULL) return NULL;
+    }
+    if ((one = PyLong_FromLong(1)) == NULL || (now_ts_key = PyUnicode_InternFromString("now_ts")) == NULL)
+        return NULL;
+    message_delta_names = Py_BuildValue("(sss)", "message_id", "role", "content");
+    reasoning_delta_names = Py_BuildValue("(ss)", "reasoning_id", "content");
+    if (message_delta_names == NULL || reasoning_delta_names == NULL) return NULL;
     PyObject *created = PyModule_Create(&module);
     /* Bumped with every change of a function's arguments or meaning: _accel.py uses a build of this file
      * only if it says the number it expects (an editable install keeps an old build until rebuilt). */
-    if (created != NULL && PyModule_AddIntConstant(created, "INTERFACE", 1) < 0) Py_CLEAR(created);
+    if (created != NULL && PyModule_AddIntConstant(created, "INTERFACE", 2) < 0) Py_CLEAR(created);
     return created;
 }

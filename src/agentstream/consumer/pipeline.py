@@ -11,11 +11,13 @@ one line, the work still open and a bounded number of held events.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final, Literal, NamedTuple, TypeAlias
 
 import msgspec
 
 from agentstream import protocol as p
+from agentstream._accel import speedups
 from agentstream._lines import (
     LONG_LINE_BYTES,
     BlockSplitter,
@@ -31,7 +33,7 @@ from agentstream._recent_ids import RecentIds
 from agentstream.dialects.base import DialectDecoder
 from agentstream.ending import closing_events, ending_events, process_exit_code
 from agentstream.errors import AgentstreamError, ErrorCode, ExitCode, MalformedEventError
-from agentstream.transcript import Tally
+from agentstream.transcript import OPEN_TEXT_LIMIT, Tally
 
 __all__ = ["CHUNK_BYTES", "DETECT_LINES", "Ending", "Pipeline", "Turns"]
 
@@ -384,67 +386,36 @@ class Pipeline:
     # -- output --------------------------------------------------------------
 
     def _accept(self, events: list[p.AnyEvent]) -> list[p.AnyEvent]:
-        """Decoded events into the output: inside an open turn, the common ones in one tight loop.
+        """Decoded events into the output: inside an open turn, runs of ordinary ones in one tight loop.
 
         An ordinary event (one that neither opens nor ends a turn, is not an error and pairs as it should)
-        only needs its stamps checked (kept when they fit), its run or call noted and a place in the tally.
-        Everything else, such as a delta that would reopen a closed run or a result for an unknown call,
-        goes through :meth:`_take` and the rest of the rules.
+        only needs its stamps checked (kept when they fit), its run or call noted and a place in the tally
+        (:func:`_accept_plain`). Everything else, such as a delta that would reopen a closed run or a result
+        for an unknown call, goes through :meth:`_take` and the rest of the rules.
         """
         out: list[p.AnyEvent] = []
-        tally, closed_runs, closed_calls = self.tally, self._closed_runs, self._closed_calls
-        open_runs, open_calls, add = tally.open_runs, tally.open_calls, tally.add
-        session, seq, good_ts, version = self._session, self._next_seq, None, p.PROTOCOL_VERSION
         times_fit = p.events_timestamped(events)  # one check for the block, usually
-        plain = self.turn_open and self._held_fatal is None and not self.finished
-        for event in events:
-            kind = type(event)
-            if not plain:
-                pass
-            elif kind is p.MessageDelta:
-                key = (False, event.message_id)  # type: ignore[union-attr]
-                plain = key in open_runs or key not in closed_runs
-            elif kind is p.ReasoningDelta:
-                key = (True, event.reasoning_id)  # type: ignore[union-attr]
-                plain = key in open_runs or key not in closed_runs
-            elif kind is p.Message or kind is p.Reasoning:
-                closed_runs.add(_run_key(event))  # type: ignore[arg-type]
-            elif kind is p.ToolCall:
-                call_id = event.call_id  # type: ignore[union-attr]
-                plain = call_id not in open_calls and call_id not in closed_calls
-            elif kind is p.ToolResult:
-                call_id = event.call_id  # type: ignore[union-attr]
-                plain = call_id in open_calls and call_id not in closed_calls
-                if plain:
-                    closed_calls.add(call_id)
-            elif kind is p.ToolProgress:
-                plain = event.call_id in open_calls  # type: ignore[union-attr]
-            else:
-                plain = kind in _PLAIN
-            if not plain:
-                if self.finished:
+        index, count = 0, len(events)
+        while index < count:
+            if self.turn_open and self._held_fatal is None and not self.finished:
+                index, self._next_seq = _accept_plain(
+                    events,
+                    index,
+                    out,
+                    self.tally,
+                    self._closed_runs,
+                    self._closed_calls,
+                    self._session,
+                    self._next_seq,
+                    times_fit,
+                    _ACCEPT_KINDS,
+                )
+                if index == count:
                     break
-                self._next_seq = seq
-                self._take(event, out)
-                # a turn may have opened (or ended): its tally and pairing state are new
-                tally, closed_runs, closed_calls = self.tally, self._closed_runs, self._closed_calls
-                open_runs, open_calls, add = tally.open_runs, tally.open_calls, tally.add
-                session, seq = self._session, self._next_seq
-                plain = self.turn_open and self._held_fatal is None and not self.finished
-                continue
-            # The reading's stamps (the same values when the input's own fit: cheaper than comparing first).
-            event.v, event.session_id, event.seq = version, session, seq  # type: ignore[misc]
-            if not times_fit:  # some event's time is not one: find which (most share a clock reading)
-                ts = event.ts
-                if ts is not good_ts:
-                    if p.is_timestamp(ts):
-                        good_ts = ts
-                    else:
-                        event.ts = p.now_ts()  # type: ignore[misc]
-            seq += 1
-            add(event)
-            out.append(event)
-        self._next_seq = seq
+            elif self.finished:
+                break
+            self._take(events[index], out)  # a turn may open or end here: its tally and pairing state are new
+            index += 1
         return out
 
     def _take(self, event: p.AnyEvent, out: list[p.AnyEvent]) -> None:
@@ -692,6 +663,91 @@ _PAIRED: Final = frozenset(
 """Event classes whose pairing the reader checks (one by one)."""
 _PLAIN: Final = frozenset({p.Usage, p.Log, p.Status, p.Step, p.Progress, p.GenericEvent})
 """Event classes that neither open nor end a turn nor pair with anything: accepted as they are."""
+
+_ACCEPT_KINDS: Final = (
+    p.MessageDelta,
+    p.ReasoningDelta,
+    p.Message,
+    p.Reasoning,
+    p.ToolCall,
+    p.ToolResult,
+    p.ToolProgress,
+    _PLAIN,
+    p.PROTOCOL_VERSION,
+    p,  # its now_ts, looked up at each call
+    OPEN_TEXT_LIMIT,
+)
+"""What :func:`_accept_plain` tells events apart by, and stamps them with (the C twin takes it as an argument)."""
+
+
+def _accept_plain_py(
+    events: list[p.AnyEvent],
+    start: int,
+    out: list[p.AnyEvent],
+    tally: Tally,
+    closed_runs: RecentIds[tuple[bool, str]],
+    closed_calls: RecentIds[str],
+    session: str,
+    seq: int,
+    times_fit: bool,
+    kinds: tuple[Any, ...],
+) -> tuple[int, int]:
+    """Accept ``events[start:]`` into ``out`` while each is ordinary inside an open turn: stamped into the
+    session at ``seq`` on (the input's own time kept when it is one), its run or call noted, tallied.
+
+    Returns the index of the first event that is not ordinary (``len(events)``: none) and the next ``seq``.
+    """
+    message_delta, reasoning_delta, message, reasoning, tool_call, tool_result, tool_progress = kinds[:7]
+    plain_kinds, version = kinds[
+        7:9
+    ]  # kinds[9] is the protocol module; kinds[10], Tally's limit, for the C twin
+    open_runs, open_calls, add = tally.open_runs, tally.open_calls, tally.add
+    good_ts = None
+    for index in range(start, len(events)):
+        event = events[index]
+        kind = type(event)
+        if kind is message_delta:
+            key = (False, event.message_id)  # type: ignore[union-attr]
+            plain = key in open_runs or key not in closed_runs
+        elif kind is reasoning_delta:
+            key = (True, event.reasoning_id)  # type: ignore[union-attr]
+            plain = key in open_runs or key not in closed_runs
+        elif kind is message:
+            closed_runs.add((False, event.message_id))  # type: ignore[union-attr]
+            plain = True
+        elif kind is reasoning:
+            closed_runs.add((True, event.reasoning_id))  # type: ignore[union-attr]
+            plain = True
+        elif kind is tool_call:
+            call_id = event.call_id  # type: ignore[union-attr]
+            plain = call_id not in open_calls and call_id not in closed_calls
+        elif kind is tool_result:
+            call_id = event.call_id  # type: ignore[union-attr]
+            plain = call_id in open_calls and call_id not in closed_calls
+            if plain:
+                closed_calls.add(call_id)
+        elif kind is tool_progress:
+            plain = event.call_id in open_calls  # type: ignore[union-attr]
+        else:
+            plain = kind in plain_kinds
+        if not plain:
+            return index, seq
+        # The reading's stamps (the same values when the input's own fit: cheaper than comparing first).
+        event.v, event.session_id, event.seq = version, session, seq  # type: ignore[misc]
+        if not times_fit:  # some event's time is not one: find which (most share a clock reading)
+            ts = event.ts
+            if ts is not good_ts:
+                if p.is_timestamp(ts):
+                    good_ts = ts
+                else:
+                    event.ts = p.now_ts()  # type: ignore[misc]
+        seq += 1
+        add(event)
+        out.append(event)
+    return len(events), seq
+
+
+_accept_plain: Callable[..., tuple[int, int]] = speedups.accept_plain if speedups else _accept_plain_py
 
 
 def _event_data(event: p.Event) -> dict[str, Any]:

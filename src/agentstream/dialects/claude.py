@@ -19,16 +19,19 @@ is missing after an interrupt; startup hook lines may precede ``init``.
 
 # No ``from __future__ import annotations``: the typed lines' annotations stay real objects, which msgspec
 # reads at import far faster than strings (see the note in agentstream.protocol).
+import functools
 import uuid
 from collections import deque
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, ClassVar, Literal, NamedTuple
+from typing import Annotated, Any, ClassVar, Final, Literal, NamedTuple
 
 import msgspec
 
 from agentstream import protocol as p
+from agentstream._accel import speedups
 from agentstream._recent_ids import RecentIds
 from agentstream.dialects.kit import (
+    UNDECODED,
     EventDecoder,
     EventEncoder,
     Fields,
@@ -550,6 +553,20 @@ class _SystemLine(_Typed, tag="system"):
 
 _TYPED_LINES = msgspec.json.Decoder(_StreamLine | _AssistantLine | _UserLine | _SystemLine)
 
+_SKIMMED_STEPS = ("decode_typed", "typed_ready", "_stream_delta", "_stream_blocks", "delta", "emit", "_stamp")
+"""What ``claude_skim`` does in C in their stead: a subclass changing one of them skims nothing."""
+_SKIM_DELTAS: Final = (
+    functools.partial(
+        speedups.claude_skim,
+        (
+            *(_StreamLine, _BlockDelta, _TextDelta, _ThinkingDelta, _QuietDelta, _SignatureDelta),
+            *(p.MessageDelta, p.ReasoningDelta, p, UNDECODED, "text", "thinking"),
+        ),
+    )
+    if speedups
+    else None
+)
+
 
 def _typed_block(block: _TypedBlock) -> _Block:
     kind = type(block)
@@ -936,6 +953,18 @@ class ClaudeDecoder(EventDecoder):
 
     def typed_ready(self) -> bool:
         return self._startup is None and not self._between
+
+    typed_skim = _SKIM_DELTAS
+    """Text and thinking deltas of an open block's run, and the tool input and signature deltas that give no
+    event, read in C (``claude_skim`` in ``_speedups.c``): :meth:`decode_typed`'s steps for them, inlined."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A subclass that reads or stamps deltas its own way does not skim past its steps."""
+        super().__init_subclass__(**kwargs)
+        if cls.typed_lines is not _TYPED_LINES or any(
+            getattr(cls, name) is not getattr(ClaudeDecoder, name) for name in _SKIMMED_STEPS
+        ):
+            cls.typed_skim = None
 
     def _message_start(self, message_id: str | None, model: str | None, figures: dict[str, int]) -> None:
         message_id = message_id or p.new_id("msg")

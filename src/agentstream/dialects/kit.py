@@ -87,7 +87,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import MappingProxyType
-from typing import Any, ClassVar, NoReturn, cast
+from typing import Any, ClassVar, Final, NoReturn, cast
 
 import msgspec
 
@@ -712,6 +712,10 @@ class _Run:
         return p.Message(message_id=self.run_id, role=self.role, content=text)
 
 
+UNDECODED: Final = object()
+"""What :attr:`EventDecoder.typed_skim` returns for a line the typed decoder refused (the careful path reads it)."""
+
+
 def _careful_if_long(decode: Callable[[bytes | bytearray], Any]) -> Callable[[bytes | bytearray], Any]:
     """The typed ``decode``, refusing a very long line: the careful path reads that one holding it once."""
 
@@ -779,6 +783,14 @@ class EventDecoder(DialectDecoder):
         """Whether the next line may take the typed path (a decoder holding lines back says no)."""
         return True
 
+    typed_skim: ClassVar[Callable[..., tuple[int, Any]] | None] = None
+    """A step that reads, from ``lines[index]`` on, the lines whose events need nothing but the commonest step
+    of :meth:`decode_typed` (a delta of an open run, say), exactly as it would, and stops at the first other
+    one: ``skim(decoder, lines, index, decode)`` returns that line's index and the line typed (or
+    :data:`UNDECODED`: the typed decoder refused it; ``None`` with ``len(lines)``: none was left). ``None``:
+    every line goes through :meth:`decode_typed`. Set by a dialect with a C twin of that step; a subclass that
+    changes what it relies on sets it back to ``None``."""
+
     def decode_typed(self, line: Any) -> None:
         """Decode one line :attr:`typed_lines` read (emit its events as a handler would)."""
         raise NotImplementedError
@@ -802,27 +814,38 @@ class EventDecoder(DialectDecoder):
         self, lines: list[bytes | bytearray], start: int, decode: Callable[[bytes | bytearray], Any]
     ) -> tuple[list[p.AnyEvent], int, BaseException | None]:
         """:meth:`decode_lines` with the typed decoder: typed lines in a tight loop, the others the careful way."""
-        decode_typed, ready = self.decode_typed, self.typed_ready
+        decode_typed, ready, skim = self.decode_typed, self.typed_ready, self.typed_skim
         events: list[p.AnyEvent] = []
         typed_now = ready()  # what ready() says changes only with a line read the careful way
-        for index in range(start, len(lines)):
-            data = lines[index]
+        index, count = start, len(lines)
+        while index < count:
             if typed_now:
-                try:
-                    line = decode(data)
-                except Exception:  # not one of the common shapes: the careful path reads it or says why not
-                    pass
+                if skim is not None:
+                    skimmed, line = skim(self, lines, index, decode)
+                    if skimmed > index:
+                        self._after_failure = False
+                        index = skimmed
+                        if index == count:
+                            break
                 else:
+                    try:
+                        line = decode(lines[index])
+                    except (
+                        Exception
+                    ):  # not one of the common shapes: the careful path reads it or says why not
+                        line = UNDECODED
+                if line is not UNDECODED:
                     try:
                         decode_typed(line)
                     except Exception as exc:  # a bug here must not end the reading: the line is reported
                         return events + self.drain(), index, exc
                     self._after_failure = False
+                    index += 1
                     continue
             if self._out and not self._after_failure:  # the lines before this one: theirs go out first
                 events += self.drain()
             try:
-                decoded = self.decode_line(data)
+                decoded = self.decode_line(lines[index])
             except Exception as exc:  # a decoder failing on a line is that line's problem, not the reader's
                 self._after_failure = True
                 self._lost.clear()  # what the failed line lost is not reported (the next line may be typed)
@@ -832,8 +855,9 @@ class EventDecoder(DialectDecoder):
             self._after_failure = False
             events += decoded
             typed_now = ready()
+            index += 1
         events += self.drain()
-        return events, len(lines), None
+        return events, count, None
 
     def decode_object(self, obj: dict[str, Any]) -> None:
         kind = obj.get("type")
