@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from _dialect_kit import FIXTURES
 from _strategies import full_sessions, sessions
-from agentstream import _accel, _lines, validate
+from agentstream import _accel, _lines, stream, validate
 from agentstream import protocol as p
 from agentstream._recent_ids import RecentIds
 from agentstream.consumer import pipeline, read
@@ -42,6 +42,7 @@ TWINS = {
         (pipeline, "count_lines", _lines._count_lines),
     ],
     "has_blank_line": [(_lines, "has_blank_line", _lines._has_blank_line)],
+    "now_ts": [(p, "now_ts", p._now_ts_py), (stream, "_now_ts", p._now_ts_py)],
     "is_timestamp": [],  # used only through the two below, and compared with protocol.is_timestamp here
     "events_timestamped": [(p, "events_timestamped", p._events_timestamped)],
     "stamps_in_order": [(validate, "_stamps_in_order", validate._stamps_in_order_py)],
@@ -122,6 +123,17 @@ def test_a_timestamp_is_one_exactly_when_the_pattern_says_so(value: str) -> None
 @pytest.mark.parametrize("value", [None, 1, b"2025-01-01T00:00:00Z", ["2025-01-01T00:00:00Z"]])
 def test_what_is_not_a_string_is_not_a_timestamp(value: object) -> None:
     assert speedups.is_timestamp(value) is p.is_timestamp(value) is False
+
+
+def test_the_clock_reads_as_the_python_version_reads_it() -> None:
+    """Each C reading lies between the Python readings around it, in the same form, and a reading in the
+    same millisecond is the same string object (the reader checks a block's times once per object)."""
+    for _ in range(20_000):
+        before, reading, after = p._now_ts_py(), speedups.now_ts(), p._now_ts_py()
+        assert before <= reading <= after, (before, reading, after)
+        assert p.is_timestamp(reading) and len(reading) == len("2026-01-01T00:00:00.000Z")
+        first, second = speedups.now_ts(), speedups.now_ts()
+        assert (first is second) == (first == second)
 
 
 LINE_BYTES = st.lists(st.sampled_from([b"\n", b" ", b"\t", b"\r", b"{", b"a", b"\x00", b"\r\n"]), max_size=40)
