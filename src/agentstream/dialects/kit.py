@@ -830,10 +830,8 @@ class EventDecoder(DialectDecoder):
                 else:
                     try:
                         line = decode(lines[index])
-                    except (
-                        Exception
-                    ):  # not one of the common shapes: the careful path reads it or says why not
-                        line = UNDECODED
+                    except Exception:
+                        line = UNDECODED  # not one of the common shapes: the careful path reads it or says why not
                 if line is not UNDECODED:
                     try:
                         decode_typed(line)
