@@ -561,7 +561,8 @@ def test_a_skimmed_delta_of_an_open_run_is_what_decode_typed_makes_of_it(
 
 
 def _assert_skim_agrees(state: dict[str, Any], lines: list[bytes]) -> None:
-    """The lines read as _read_run reads them, with the skim and without: the same decoder afterwards."""
+    """The lines read as _read_run reads them, with the skim and without: the same lines left to the careful
+    path, and the same decoder afterwards."""
     decode = ClaudeDecoder.typed_lines.decode  # type: ignore[union-attr]
     answers = []
     for skim in (ClaudeDecoder.typed_skim, None):
@@ -569,7 +570,7 @@ def _assert_skim_agrees(state: dict[str, Any], lines: list[bytes]) -> None:
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(p, "new_id", lambda prefix, made=counter: f"{prefix}_{next(made):016x}")
             patch.setattr(p, "now_ts", lambda: "2026-01-01T00:00:00.000Z")
-            decoder, index = _claude_decoder(state), 0
+            decoder, index, refused = _claude_decoder(state), 0, []
             while index < len(lines):
                 if skim is not None:
                     index, line = skim(decoder, lines, index, decode)
@@ -578,10 +579,244 @@ def _assert_skim_agrees(state: dict[str, Any], lines: list[bytes]) -> None:
                 else:
                     try:
                         line = decode(lines[index])
-                    except msgspec.DecodeError:
+                    except Exception:  # as _read_run: msgspec also raises UnicodeDecodeError
                         line = kit.UNDECODED
-                if line is not kit.UNDECODED:
+                if line is kit.UNDECODED:
+                    refused.append(index)  # the careful path reads it, or says why not
+                else:
                     decoder.decode_typed(line)
                 index += 1
-            answers.append(_decoder_state(decoder))
+            answers.append((refused, _decoder_state(decoder)))
     assert answers[0] == answers[1]
+
+
+# -- Claude's delta lines read without msgspec ---------------------------------------------------------------
+
+_OPEN_BLOCKS = {
+    "started": True,
+    "lost": [],
+    "current": "msg_a",
+    "streams": {"msg_a": {0: ("text", "blk_a"), 1: ("thinking", "blk_b"), 2: ("text", "blk_c")}},
+    "named": {(False, "blk_a"): ("assistant", None), (True, "blk_b"): ("assistant", None)},
+    "line_ts": None,
+    "clock": "",
+    "turn_ended": False,
+    "fatal": False,
+}
+"""A message whose blocks 0 and 1 have open runs: a delta line for either is read all the way in C."""
+
+
+@st.composite
+def json_strings(draw: st.DrawFn, text: st.SearchStrategy[str]) -> bytes:
+    """``text`` as a JSON string, each character written raw or escaped in any of the ways JSON allows, or once
+    in a while in a way it does not (a raw control character, a lone surrogate, a bad escape, invalid UTF-8)."""
+    out = bytearray(b'"')
+    for character in draw(text):
+        code = ord(character)
+        how = draw(st.sampled_from(["raw"] * 12 + ["u", "U", "short", "odd"]))
+        if how == "odd":
+            out += draw(
+                st.sampled_from([b"\\x", b"\\u12", b"\\ud800", b"\\udc00x", b"\x01", b"\xff", b"\xc3", b"\\"])
+            )
+        elif how == "short" and character in '"\\/\b\f\n\r\t':
+            out += b"\\" + b'"\\/bfnrt'['"\\/\b\f\n\r\t'.index(character)].to_bytes(1, "big")
+        elif how in ("u", "U") or code < 0x20 or character in '"\\':
+            units = [code] if code < 0x10000 else [0xD800 + ((code - 0x10000) >> 10), 0xDC00 + (code & 0x3FF)]
+            out += b"".join((f"\\u{unit:04x}" if how != "U" else f"\\u{unit:04X}").encode() for unit in units)
+        else:
+            out += character.encode("utf-8", "surrogatepass")
+    return bytes(out + b'"')
+
+
+_ANY_VALUES = st.sampled_from([b"null", b"true", b"false", b"1", b"-2.5", b"[]", b'{"a":1}', b"nul", b'"x'])
+
+
+@st.composite
+def near_delta_lines(draw: st.DrawFn) -> bytes:
+    """A content_block_delta line of Claude Code's, in its compact form or one step away from it: keys moved,
+    repeated, unknown or escaped, values of other kinds, numbers of every form, whitespace, a byte cut or
+    added. Every one of them is read either by the scan in C or by msgspec, with the same outcome."""
+    texts = st.text(st.characters(codec="utf-8") | st.sampled_from('"\\/\b\n\t\x00\x1f\x7fé€😀'), max_size=12)
+    usual = st.sampled_from([True] * 3 + [False])  # three in four lines are as Claude Code writes them
+    kind = draw(st.sampled_from(["text_delta", "thinking_delta"]))
+    if not draw(usual):
+        kind = draw(st.sampled_from(["input_json_delta", "signature_delta", "citations_delta"]))
+    field = {"text_delta": "text", "thinking_delta": "thinking", "input_json_delta": "partial_json"}.get(
+        kind, "signature"
+    )
+    value = draw(json_strings(texts)) if draw(usual) else draw(_ANY_VALUES)
+    delta = [(b'"type"', b'"%s"' % kind.encode())] + (
+        [(b'"%s"' % field.encode(), value)] if draw(usual) else []
+    )
+    index = draw(st.sampled_from([b"0", b"1"]))
+    if not draw(usual):
+        odd = [
+            b"2",
+            b"9",
+            b"01",
+            b"-0",
+            b"-1",
+            b"1.0",
+            b"1e0",
+            b"2.",
+            b"999999999999999999",
+            b"9223372036854775808",
+        ]
+        index = draw(st.sampled_from([*odd, b'"1"', b"null"]))
+    event = [(b'"type"', b'"content_block_delta"'), (b'"index"', index), (b'"delta"', delta)]
+    ids = [
+        b'"session_id"',
+        b'"parent_tool_use_id"',
+        b'"uuid"',
+        b'"ttft_ms"',
+        b'"api_message_id"',
+        b'"thinking_display"',
+    ]
+    line = [(b'"type"', b'"stream_event"'), (b'"event"', event)]
+    for key in draw(st.lists(st.sampled_from(ids), max_size=4)):
+        line.append((key, draw(json_strings(st.text(max_size=6)) | _ANY_VALUES)))
+    for members in (line, event, delta):  # one step away from the usual form, in one of the three objects
+        how = draw(st.sampled_from(["swap", "repeat", "drop", "unknown", "escaped key"]))
+        if draw(usual) or draw(usual):
+            continue
+        at = draw(st.integers(0, len(members) - 1))
+        if how == "swap" and len(members) > 1:
+            members[0], members[at] = members[at], members[0]
+        elif how == "repeat":
+            members.append(members[at])
+        elif how == "drop":
+            del members[at]
+        elif how == "unknown":  # a key of its own, or one that only starts as a known one does
+            members.insert(at, (draw(st.sampled_from([b'"extra"', members[at][0][:-2] + b'x"'])), b"null"))
+        elif how == "escaped key" and members:
+            key = members[at][0]
+            members[at] = (b'"\\u%04x%s' % (key[1], key[2:]), members[at][1])
+
+    def written(members: list[tuple[bytes, Any]]) -> bytes:
+        return (
+            b"{"
+            + b",".join(key + b":" + (written(v) if isinstance(v, list) else v) for key, v in members)
+            + b"}"
+        )
+
+    data = bytearray(written(line))
+    for _ in range(draw(st.integers(0, 3)) // 3):
+        at = draw(st.integers(0, len(data)))
+        how = draw(st.sampled_from(["space", "cut", "byte", "trail"]))
+        if how == "space":
+            data[at:at] = draw(st.sampled_from([b" ", b"\t", b"\r", b"\n"]))
+        elif how == "cut" and at < len(data):
+            del data[at]
+        elif how == "byte":
+            data[at:at] = draw(st.sampled_from([b"\xff", b"\x00", b",", b"}", b'"']))
+        else:
+            data += draw(st.sampled_from([b" ", b"x", b"{}", b"\r"]))
+    return bytes(data)
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(near_delta_lines(), min_size=1, max_size=4))
+def test_a_delta_line_reads_the_same_in_any_form(lines: list[bytes]) -> None:
+    """The scan reads the compact form Claude Code writes and leaves every other form to msgspec: either way,
+    the decoder ends as decode_typed leaves it."""
+    _assert_skim_agrees(_OPEN_BLOCKS, lines)
+
+
+@pytest.mark.parametrize(
+    ("text", "written"),
+    [
+        ("plain", b'"plain"'),
+        ("é€😀 and ascii", '"é€😀 and ascii"'.encode()),
+        ('a "quoted" \\ path/x\n\tb\r\x08\x0c', b'"a \\"quoted\\" \\\\ path\\/x\\n\\tb\\r\\b\\f"'),
+        ("é😀\x00", b'"\\u00e9\\ud83d\\ude00\\u0000"'),
+        ("x" * 600 + "\n", b'"' + b"x" * 600 + b'\\n"'),  # longer than the scan's buffer on the stack
+    ],
+)
+def test_a_delta_in_the_compact_form_is_scanned_to_its_text(text: str, written: bytes) -> None:
+    """The compact form itself: the text the run gets is the text the line holds."""
+    line = (
+        b'{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":%s}},"session_id":"s","parent_tool_use_id":null,"uuid":"u"}'
+        % written
+    )
+    assert msgspec.json.decode(line)["event"]["delta"]["text"] == text
+    decoder = _claude_decoder(_OPEN_BLOCKS)
+    assert ClaudeDecoder.typed_skim(decoder, [line], 0, ClaudeDecoder.typed_lines.decode) == (1, None)  # type: ignore[misc, union-attr]
+    assert decoder._named[(False, "blk_a")].parts == ["before", text]
+    _assert_skim_agrees(_OPEN_BLOCKS, [line])
+
+
+_COMPACT = (
+    b'{"type":"stream_event","event":{"type":"content_block_delta","index":%s,"delta":{"type":"%s_delta",'
+    b'"%s":%s}},"%s":%s}'
+)
+_DELTA_FIELDS = {
+    b"text": b"text",
+    b"thinking": b"thinking",
+    b"signature": b"signature",
+    b"input_json": b"partial_json",
+}
+
+
+@pytest.mark.parametrize("kind", list(_DELTA_FIELDS))
+@pytest.mark.parametrize(
+    ("index", "text", "key", "other"),
+    [
+        *[
+            (index, b'"a"', b"uuid", b'"s"')
+            for index in [b"1", b"01", b"00", b"-0", b"-1", b"1.0", b"1e0", b"1 "]
+        ],
+        *[(b"9" * digits, b'"a"', b"uuid", b'"s"') for digits in (18, 19)],
+        *[(b"1" + b"0" * digits, b'"a"', b"uuid", b'"s"') for digits in (17, 18, 19)],
+        *[
+            (b"1", text, b"uuid", b'"s"')
+            for text in [b'"a\x01"', b'"a\xff"', b'"\xc3"', b'"\\ud800"', b'"\\x"']
+        ],
+        *[
+            (b"1", text, b"uuid", b'"s"')
+            for text in [b'"\\u12"', b'"a\\"', b"null", b"1", b'"\\ud83d\\ude00"']
+        ],
+        *[
+            (b"1", b'"a"', b"uuid", other)
+            for other in [b'"\x01"', b'"\xff"', b"1", b"nul", b"[]", b"true", b"false"]
+        ],
+        *[
+            (b"1", b'"a"', key, b'"s"')
+            for key in [b"session_id", b"uuix", b"uui", b"uuidx", b"extra", b"index"]
+        ],
+    ],
+)
+def test_a_delta_one_token_away_from_the_compact_form_reads_as_msgspec_reads_it(
+    kind: bytes, index: bytes, text: bytes, key: bytes, other: bytes
+) -> None:
+    """Each token of the compact form, in the forms nearest to it: those the scan must leave to msgspec (a
+    leading zero, a number past 64 bits, a control character, invalid UTF-8, a surrogate escape, an unknown
+    key) and those it reads (a string, null, true or false where nothing is read)."""
+    line = _COMPACT % (index, kind, _DELTA_FIELDS[kind], text, key, other)
+    _assert_skim_agrees(_OPEN_BLOCKS, [line])
+    _assert_skim_agrees(_OPEN_BLOCKS, [line + b" "])
+
+
+@pytest.mark.parametrize("kind", list(_DELTA_FIELDS))
+def test_a_compact_delta_cut_short_or_a_byte_short_reads_as_msgspec_reads_it(kind: bytes) -> None:
+    """Whatever the scan stops at: every prefix of the line, and the line with any one byte missing."""
+    line = _COMPACT % (b"1", kind, _DELTA_FIELDS[kind], b'"a\\n\xc3\xa9"', b"uuid", b"null")
+    for at in range(len(line)):
+        _assert_skim_agrees(_OPEN_BLOCKS, [line[:at]])
+        _assert_skim_agrees(_OPEN_BLOCKS, [line[:at] + line[at + 1 :]])
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"type":"stream_event","event":{"type":"content_block_delta","delta":{"type":"text_delta","text":"a","index":0}}',
+        b'{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a"}},"event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"b"}}}',
+        b'{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a"},"delta":{"type":"text_delta","text":"b"}}}',
+        b'{"type":"stream_event","event":{"type":"content_block_delta","index":0,"index":1,"delta":{"type":"text_delta","text":"a"}}}',
+        b'{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a","text":"b"}}}',
+        b'{"type":"stream_event","uuid":"u","uuid":null,"event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a"}}}',
+        b'{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"s","signature":1}}}',
+        b'{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","x":1}}}',
+    ],
+)
+def test_a_delta_line_with_a_key_twice_or_out_of_its_object_reads_as_msgspec_reads_it(line: bytes) -> None:
+    _assert_skim_agrees(_OPEN_BLOCKS, [line])

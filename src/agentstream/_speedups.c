@@ -637,66 +637,264 @@ static int skim_finish(Skim *skim, PyObject *decoder) {
                : 0;
 }
 
-/* The open run a typed line's delta continues: 1 with *text, *reasoning and *run (new references); 2 for a
- * line with nothing to do (a tool input or signature delta, an empty text of a known block); 0 for any
- * other line (decode_typed's own steps); -1 on an error. Nothing is changed. */
-static int open_run_delta(Skim *skim, PyObject *line, PyObject **text, int *reasoning, PyObject **run) {
+/* What a line gives the skim: no event (a tool input or signature delta), a text or thinking delta, or
+ * anything else (decode_typed's own steps). */
+enum { LINE_OTHER, LINE_QUIET, LINE_TEXT, LINE_THINKING };
+
+/* The delta a typed line carries: its LINE_* kind, with *index and *text (new references) for LINE_TEXT and
+ * LINE_THINKING; -1 on an error. */
+static int typed_delta(Skim *skim, PyObject *line, PyObject **index, PyObject **text) {
     PyObject *const *kinds = skim->kinds;
-    if ((PyObject *)Py_TYPE(line) != kinds[C_STREAM_LINE]) return 0;
-    PyObject *event = GET(line, A_EVENT), *delta = NULL, *index = NULL;
+    if ((PyObject *)Py_TYPE(line) != kinds[C_STREAM_LINE]) return LINE_OTHER;
+    PyObject *event = GET(line, A_EVENT), *delta = NULL;
     int outcome = -1;
     if (event == NULL) return -1;
     if ((PyObject *)Py_TYPE(event) != kinds[C_BLOCK_DELTA]) {
-        outcome = 0;
+        outcome = LINE_OTHER;
         goto done;
     }
     if ((delta = GET(event, A_DELTA)) == NULL) goto done;
     PyObject *kind = (PyObject *)Py_TYPE(delta);
-    if (kind == kinds[C_QUIET_DELTA] || kind == kinds[C_SIGNATURE_DELTA]) {
-        outcome = 2;
-        goto done;
-    }
-    outcome = 0;
-    if ((kind != kinds[C_TEXT_DELTA] && kind != kinds[C_THINKING_DELTA]) || skim->blocks == NULL) goto done;
-    *reasoning = kind == kinds[C_THINKING_DELTA];
-    outcome = -1;
-    if ((*text = GET(delta, *reasoning ? A_THINKING_FIELD : A_TEXT_FIELD)) == NULL ||
-        (index = GET(event, A_INDEX)) == NULL)
-        goto done;
+    if (kind == kinds[C_QUIET_DELTA] || kind == kinds[C_SIGNATURE_DELTA]) outcome = LINE_QUIET;
+    else if (kind == kinds[C_TEXT_DELTA] || kind == kinds[C_THINKING_DELTA]) {
+        int reasoning = kind == kinds[C_THINKING_DELTA];
+        if ((*text = GET(delta, reasoning ? A_THINKING_FIELD : A_TEXT_FIELD)) == NULL ||
+            (*index = GET(event, A_INDEX)) == NULL) {
+            Py_CLEAR(*text);
+            goto done;
+        }
+        outcome = reasoning ? LINE_THINKING : LINE_TEXT;
+    } else outcome = LINE_OTHER;
+done:
+    Py_DECREF(event);
+    Py_XDECREF(delta);
+    return outcome;
+}
+
+/* The open run a delta of block `index` continues: 1 with *run (a new reference); 2 for nothing to do (an
+ * empty text of a known block); 0 when decode_typed's own steps must read it; -1 on an error. Nothing is
+ * changed. */
+static int open_run_of(Skim *skim, PyObject *index, PyObject *text, int reasoning, PyObject **run) {
     /* _stream_delta: the block must be one of the current message's, of this kind */
+    if (skim->blocks == NULL || !PyUnicode_Check(text)) return 0;
     PyObject *block = PyDict_GetItemWithError(skim->blocks, index);
-    if (block == NULL || !PyTuple_CheckExact(block) || PyTuple_GET_SIZE(block) != 2 || !PyUnicode_Check(*text)) {
-        outcome = PyErr_Occurred() ? -1 : 0;
-        goto done;
-    }
-    outcome = PyObject_RichCompareBool(PyTuple_GET_ITEM(block, 0), kinds[*reasoning ? C_THINKING : C_TEXT], Py_EQ);
-    if (outcome <= 0) goto done;
-    if (PyUnicode_GET_LENGTH(*text) == 0) {
-        outcome = 2;
-        goto done;
-    }
+    if (block == NULL || !PyTuple_CheckExact(block) || PyTuple_GET_SIZE(block) != 2) return PyErr_Occurred() ? -1 : 0;
+    int same = PyObject_RichCompareBool(PyTuple_GET_ITEM(block, 0), skim->kinds[reasoning ? C_THINKING : C_TEXT], Py_EQ);
+    if (same <= 0) return same;
+    if (PyUnicode_GET_LENGTH(text) == 0) return 2;
     /* delta(): stamped inline only once started, with no field lost on this line, for a run already open */
-    outcome = 0;
-    if (!skim->inline_stamps) goto done;
-    PyObject *run_key = PyTuple_Pack(2, *reasoning ? Py_True : Py_False, PyTuple_GET_ITEM(block, 1));
-    if (run_key == NULL) {
-        outcome = -1;
-        goto done;
-    }
+    if (!skim->inline_stamps) return 0;
+    PyObject *run_key = PyTuple_Pack(2, reasoning ? Py_True : Py_False, PyTuple_GET_ITEM(block, 1));
+    if (run_key == NULL) return -1;
     *run = PyDict_GetItemWithError(skim->named, run_key);
     Py_DECREF(run_key);
-    if (*run == NULL) {
-        outcome = PyErr_Occurred() ? -1 : 0;
-        goto done;
-    }
+    if (*run == NULL) return PyErr_Occurred() ? -1 : 0;
     Py_INCREF(*run);
-    outcome = 1;
-done:
-    if (outcome != 1) Py_CLEAR(*text);
-    Py_XDECREF(event);
-    Py_XDECREF(delta);
-    Py_XDECREF(index);
-    return outcome;
+    return 1;
+}
+
+/* -- Claude's delta lines, read without msgspec --------------------------------------------------------------
+ * The delta lines of a partial-message stream are most of its lines, and msgspec builds three structs and
+ * three strings for each only for the skim to read two fields. The scan below reads the compact form Claude
+ * Code writes (no whitespace, "type" first in each object, no key twice, strings without a surrogate escape,
+ * the fields of no interest strings, null, true or false) and answers LINE_OTHER for any other form: msgspec
+ * then decodes the line as before, so whatever the scan accepts decodes there to the same values. */
+
+typedef struct {
+    const char *at, *end;
+} Scan;
+
+static int scan_literal(Scan *scan, const char *literal, size_t size) {
+    if ((size_t)(scan->end - scan->at) < size || memcmp(scan->at, literal, size) != 0) return 0;
+    scan->at += size;
+    return 1;
+}
+#define LITERAL(scan, text) scan_literal((scan), (text), sizeof(text) - 1)
+
+static int hex_digit(unsigned char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* The four hex digits of a \u escape, or -1. */
+static long hex4(const unsigned char *at) {
+    long code = 0;
+    for (int k = 0; k < 4; k++) {
+        int digit = hex_digit(at[k]);
+        if (digit < 0) return -1;
+        code = code * 16 + digit;
+    }
+    return code;
+}
+
+/* A JSON string's unescaped UTF-8 into `out` (room for `size` bytes: escapes never lengthen). Its length. */
+static Py_ssize_t unescape(const unsigned char *at, Py_ssize_t size, char *out) {
+    char *to = out;
+    for (const unsigned char *end = at + size; at < end;) {
+        if (*at != '\\') {
+            *to++ = (char)*at++;
+            continue;
+        }
+        unsigned char e = at[1];
+        if (e == 'u') {
+            long code = hex4(at + 2); /* checked by scan_string: 0..0xFFFF, not a surrogate */
+            if (code < 0x80) *to++ = (char)code;
+            else if (code < 0x800) {
+                *to++ = (char)(0xC0 | (code >> 6));
+                *to++ = (char)(0x80 | (code & 0x3F));
+            } else {
+                *to++ = (char)(0xE0 | (code >> 12));
+                *to++ = (char)(0x80 | ((code >> 6) & 0x3F));
+                *to++ = (char)(0x80 | (code & 0x3F));
+            }
+            at += 6;
+            continue;
+        }
+        *to++ = e == 'b' ? '\b' : e == 'f' ? '\f' : e == 'n' ? '\n' : e == 'r' ? '\r' : e == 't' ? '\t' : (char)e;
+        at += 2;
+    }
+    return to - out;
+}
+
+/* The JSON string at the scan: 1 and past it, with *value its str when value is not NULL; 0 for a form the
+ * scan leaves to msgspec (a control character, a bad or surrogate escape, invalid UTF-8, no end); -1 on an
+ * error. A raw lead byte never meets an escape's bytes as its continuation (they start with an ASCII or a
+ * lead byte), so decoding the unescaped bytes checks the raw ones exactly. */
+static int scan_string(Scan *scan, PyObject **value) {
+    if (scan->at >= scan->end || *scan->at != '"') return 0;
+    const unsigned char *start = (const unsigned char *)scan->at + 1, *at = start;
+    const unsigned char *end = (const unsigned char *)scan->end;
+    int escaped = 0, wide = 0;
+    for (;;) {
+        if (at >= end || *at < 0x20) return 0;
+        if (*at == '"') break;
+        if (*at == '\\') {
+            if (end - at < 2) return 0;
+            unsigned char e = at[1];
+            if (e == 'u') {
+                long code = end - at >= 6 ? hex4(at + 2) : -1;
+                if (code < 0 || (code >= 0xD800 && code <= 0xDFFF)) return 0;
+                at += 6;
+            } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' || e == 't')
+                at += 2;
+            else return 0;
+            escaped = 1;
+            continue;
+        }
+        wide |= *at >= 0x80;
+        at++;
+    }
+    scan->at = (const char *)at + 1;
+    Py_ssize_t size = at - start;
+    if (value == NULL && !wide) return 1;
+    char stack[512], *bytes = (char *)start, *heap = NULL;
+    if (escaped) {
+        bytes = size <= (Py_ssize_t)sizeof stack ? stack : (heap = PyMem_Malloc(size));
+        if (bytes == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        size = unescape(start, size, bytes);
+    }
+    PyObject *text = PyUnicode_DecodeUTF8(bytes, size, NULL);
+    PyMem_Free(heap);
+    if (text == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) return -1;
+        PyErr_Clear();
+        return 0;
+    }
+    if (value != NULL) *value = text;
+    else Py_DECREF(text);
+    return 1;
+}
+
+/* A value the skim does not read: a string, null, true or false (1); 0 for anything else; -1 on an error. */
+static int scan_unread(Scan *scan) {
+    if (scan->at < scan->end && *scan->at == '"') return scan_string(scan, NULL);
+    return LITERAL(scan, "null") || LITERAL(scan, "true") || LITERAL(scan, "false");
+}
+
+/* The key at the scan, followed by its colon, when it is one of `names` (as written, no escape): its position
+ * and the scan past the colon; else -1. */
+static int scan_key(Scan *scan, const char *const *names, int count) {
+    if (scan->at >= scan->end || *scan->at != '"') return -1;
+    const char *start = scan->at + 1, *close = memchr(start, '"', scan->end - start);
+    if (close == NULL || scan->end - close < 2 || close[1] != ':') return -1;
+    size_t size = close - start;
+    for (int k = 0; k < count; k++) {
+        if (strlen(names[k]) == size && memcmp(names[k], start, size) == 0) {
+            scan->at = close + 2;
+            return k;
+        }
+    }
+    return -1;
+}
+
+/* A block index: 0, or up to 18 digits without a leading zero (well inside msgspec's int64 bounds). */
+static int scan_index(Scan *scan, long long *index) {
+    const char *at = scan->at;
+    if (at >= scan->end || *at < '0' || *at > '9') return 0;
+    long long value = 0;
+    int digits = 0;
+    do {
+        value = value * 10 + (*at++ - '0');
+    } while (value != 0 && at < scan->end && *at >= '0' && *at <= '9' && ++digits < 18);
+    scan->at = at;
+    *index = value;
+    return 1;
+}
+
+/* A delta object: its LINE_* kind, with *text for LINE_TEXT and LINE_THINKING; -1 on an error. */
+static int scan_delta(Scan *scan, PyObject **text) {
+    int kind;
+    const char *quiet_field;
+    if (LITERAL(scan, "{\"type\":\"text_delta\",\"text\":")) kind = LINE_TEXT;
+    else if (LITERAL(scan, "{\"type\":\"thinking_delta\",\"thinking\":")) kind = LINE_THINKING;
+    else if (LITERAL(scan, "{\"type\":\"input_json_delta\"")) kind = LINE_QUIET, quiet_field = "partial_json";
+    else if (LITERAL(scan, "{\"type\":\"signature_delta\"")) kind = LINE_QUIET, quiet_field = "signature";
+    else return LINE_OTHER;
+    int got;
+    if (kind == LINE_QUIET)
+        got = !LITERAL(scan, ",") ? 1 : scan_key(scan, &quiet_field, 1) == 0 ? scan_unread(scan) : 0;
+    else got = scan_string(scan, text);
+    return got <= 0 ? got : LITERAL(scan, "}") ? kind : LINE_OTHER;
+}
+
+/* A content_block_delta event: its delta's LINE_* kind, with *index and *text as scan_delta gives them. */
+static int scan_delta_event(Scan *scan, long long *index, PyObject **text) {
+    static const char *const names[] = {"index", "delta"};
+    if (!LITERAL(scan, "{\"type\":\"content_block_delta\"")) return LINE_OTHER;
+    int seen = 0, kind = LINE_OTHER;
+    while (LITERAL(scan, ",")) {
+        int key = scan_key(scan, names, 2);
+        if (key < 0 || seen & (1 << key)) return LINE_OTHER;
+        seen |= 1 << key;
+        if (key == 0) {
+            if (!scan_index(scan, index)) return LINE_OTHER;
+        } else if ((kind = scan_delta(scan, text)) <= 0) return kind;
+    }
+    return seen == 3 && LITERAL(scan, "}") ? kind : LINE_OTHER;
+}
+
+/* A stream_event line of a content block delta, in the form described above: its LINE_* kind, with *index and
+ * *text (a new reference) for LINE_TEXT and LINE_THINKING; -1 on an error. */
+static int scan_delta_line(const char *data, Py_ssize_t size, long long *index, PyObject **text) {
+    static const char *const names[] = {"event", "session_id", "parent_tool_use_id", "uuid",
+                                        "ttft_ms", "api_message_id", "thinking_display"};
+    Scan scan = {data, data + size};
+    int seen = 0, kind = LINE_OTHER, got = LINE_OTHER;
+    if (!LITERAL(&scan, "{\"type\":\"stream_event\"")) return LINE_OTHER;
+    while (LITERAL(&scan, ",")) {
+        int key = scan_key(&scan, names, 7);
+        if (key < 0 || seen & (1 << key)) goto other;
+        seen |= 1 << key;
+        got = key == 0 ? (kind = scan_delta_event(&scan, index, text)) : scan_unread(&scan);
+        if (got <= 0) goto other;
+    }
+    if ((seen & 1) && LITERAL(&scan, "}") && scan.at == scan.end) return kind;
+    got = LINE_OTHER;
+other:
+    Py_CLEAR(*text);
+    return got < 0 ? -1 : LINE_OTHER;
 }
 
 /* The delta event of `run` (a kit._Run) for `text`, stamped and queued as EventDecoder.delta does: 0, or -1
@@ -756,23 +954,43 @@ static PyObject *claude_skim(PyObject *self, PyObject *const *args, Py_ssize_t n
     for (int k = 0; k < N_CLAUDE; k++) skim.kinds[k] = PyTuple_GET_ITEM(args[0], k);
     if (skim_init(&skim, decoder) < 0) goto done;
     for (; index < PyList_GET_SIZE(lines); index++) {
-        PyObject *data = Py_NewRef(PyList_GET_ITEM(lines, index));
-        PyObject *line = PyObject_CallOneArg(decode, data);
-        Py_DECREF(data);
-        if (line == NULL) {
-            if (!PyErr_ExceptionMatches(PyExc_Exception)) goto done;
-            PyErr_Clear(); /* not one of the common shapes: the careful path reads it or says why not */
-            answer = Py_BuildValue("nO", index, skim.kinds[C_UNDECODED]);
+        PyObject *data = PyList_GET_ITEM(lines, index), *line = NULL, *at = NULL, *text = NULL, *run = NULL;
+        long long scanned_at = 0;
+        /* an exact bytes line is never a LongLine: decode is the typed decoder itself for it */
+        int kind = PyBytes_CheckExact(data)
+                       ? scan_delta_line(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), &scanned_at, &text)
+                       : LINE_OTHER;
+        if (kind < 0 || (text != NULL && (at = PyLong_FromLongLong(scanned_at)) == NULL)) {
+            Py_XDECREF(text);
             goto done;
         }
-        PyObject *text = NULL, *run = NULL;
-        int reasoning = 0;
-        int found = open_run_delta(&skim, line, &text, &reasoning, &run);
-        if (found == 1) found = queue_delta(&skim, run, text, reasoning) < 0 ? -1 : 1;
+        int found = kind == LINE_QUIET ? 2 : kind == LINE_OTHER ? 0 : open_run_of(&skim, at, text, kind == LINE_THINKING, &run);
+        if (found == 0) { /* not scanned, or a delta decode_typed reads: msgspec types the line */
+            Py_CLEAR(text);
+            Py_CLEAR(at);
+            Py_INCREF(data);
+            line = PyObject_CallOneArg(decode, data);
+            Py_DECREF(data);
+            if (line == NULL) {
+                if (!PyErr_ExceptionMatches(PyExc_Exception)) goto done;
+                PyErr_Clear(); /* not one of the common shapes: the careful path reads it or says why not */
+                answer = Py_BuildValue("nO", index, skim.kinds[C_UNDECODED]);
+                goto done;
+            }
+            if (kind == LINE_OTHER) {
+                kind = typed_delta(&skim, line, &at, &text);
+                found = kind < 0    ? -1
+                        : kind == LINE_QUIET ? 2
+                        : kind == LINE_OTHER ? 0
+                                             : open_run_of(&skim, at, text, kind == LINE_THINKING, &run);
+            }
+        }
+        if (found == 1) found = queue_delta(&skim, run, text, kind == LINE_THINKING) < 0 ? -1 : 1;
         Py_XDECREF(text);
+        Py_XDECREF(at);
         Py_XDECREF(run);
         if (found == 0) answer = Py_BuildValue("nO", index, line);
-        Py_DECREF(line);
+        Py_XDECREF(line);
         if (found <= 0) goto done;
     }
     answer = Py_BuildValue("nO", index, Py_None);
