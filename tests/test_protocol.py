@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import re
 from pathlib import Path
 
 import msgspec
@@ -241,3 +242,37 @@ def test_a_block_of_one_shape_is_still_checked_value_by_value() -> None:
         "2026-11-32T00:00:00Z",
     ):
         assert not p.are_timestamps([*same_shape, wrong]), wrong
+
+
+def test_made_up_ids_are_unique_across_threads_and_a_fork() -> None:
+    """Ids come from a pool of random bytes read many at a time: threads taking from it at once, and a child
+    forked with part of it left, still never make an id twice."""
+    import os
+    import threading
+
+    made: list[list[str]] = [[] for _ in range(8)]
+
+    def make(into: list[str]) -> None:
+        into.extend(p.new_id("msg") for _ in range(3 * p._IDS_PER_READ))
+
+    threads = [threading.Thread(target=make, args=(into,)) for into in made]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    every = [made_id for into in made for made_id in into]
+    assert len(set(every)) == len(every) == 8 * 3 * p._IDS_PER_READ
+    assert all(re.fullmatch(r"msg_[0-9a-f]{16}", made_id) for made_id in every)
+
+    p.new_id("msg")  # part of a pool left for the child to inherit
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.write(write_end, p.new_id("msg").encode())
+        os._exit(0)
+    os.close(write_end)
+    os.waitpid(child, 0)
+    in_child = os.read(read_end, 100).decode()
+    os.close(read_end)
+    assert re.fullmatch(r"msg_[0-9a-f]{16}", in_child)
+    assert in_child != p.new_id("msg")

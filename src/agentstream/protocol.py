@@ -18,7 +18,7 @@ import functools
 import os
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, Literal, TypeAlias, TypeVar, cast, get_args
 
 import msgspec
@@ -670,9 +670,30 @@ def is_canonical_object(obj: object) -> bool:
     return isinstance(obj, dict) and obj.get("v") == PROTOCOL_VERSION and "seq" in obj and "session_id" in obj
 
 
+_IDS_PER_READ = 256
+_random_ids: Iterator[str] = iter(())
+"""The random parts of the next ids: 8 bytes of the system's randomness each, read for many at once (a read is
+a system call, which cost more than the rest of reading a line where a dialect names none of its messages)."""
+
+
 def new_id(prefix: str) -> str:
     """A short random id such as ``msg_3f9a0c1d2b4e5f60``."""
-    return f"{prefix}_{os.urandom(8).hex()}"
+    global _random_ids
+    random_part = next(_random_ids, None)  # a list iterator's next is atomic: no two threads get the same part
+    if random_part is None:
+        hexed = os.urandom(8 * _IDS_PER_READ).hex()
+        _random_ids = iter([hexed[at : at + 16] for at in range(0, len(hexed), 16)])
+        return new_id(prefix)
+    return f"{prefix}_{random_part}"
+
+
+def _forget_random_ids() -> None:
+    """A forked child would otherwise make the ids its parent makes next."""
+    global _random_ids
+    _random_ids = iter(())
+
+
+os.register_at_fork(after_in_child=_forget_random_ids)
 
 
 _time_ns = time.time_ns  # one lookup on the hot path

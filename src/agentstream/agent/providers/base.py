@@ -13,7 +13,6 @@ sees it, so no later step can emit, store or record them.
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 import threading
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, TypeAlias
 
 import msgspec
 
+from agentstream import protocol as p
 from agentstream._extras import require
 from agentstream.errors import AgentstreamError, ErrorCode, ProviderError
 
@@ -159,7 +159,7 @@ def tool_call_from_json(call_id: str, name: str, raw: str) -> ToolCallDone:
 
 def new_call_id() -> str:
     """For servers that send a tool call without an id (some local ones do)."""
-    return f"call_{os.urandom(8).hex()}"
+    return p.new_id("call")
 
 
 # -- the interface ------------------------------------------------------------------
