@@ -440,7 +440,7 @@ def test_a_subclass_that_changes_a_skimmed_step_reads_every_line_itself() -> Non
     assert _Stamped.typed_skim is None
 
 
-_DELTA_LINES = st.builds(
+_CLAUDE_LINES = st.builds(
     lambda kind, index, text: msgspec.json.encode(
         {
             "type": "stream_event",
@@ -464,6 +464,8 @@ _DELTA_LINES = st.builds(
         b'{"type":"stream_event","event":{"type":"message_stop"}}',
         b'{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta"}}}',
         b'{"type":"system","subtype":"status","status":"requesting"}',
+        b'{"type":"system","subtype":"thinking_tokens","estimated_tokens":3,"estimated_tokens_delta":1,"uuid":"u"}',
+        b'{"type":"system","subtype":"thinking_tokens","status":null,"message":"m"}',
         b"not json",
     ]
 )
@@ -493,6 +495,7 @@ def claude_states(draw: st.DrawFn) -> dict[str, Any]:
         "clock": draw(st.sampled_from(["", "2026-03-03T00:00:00Z"])),
         "turn_ended": draw(st.booleans()),
         "fatal": draw(st.booleans()),
+        "chunk_run": draw(st.integers(0, 4)) == 0,
     }
 
 
@@ -511,12 +514,16 @@ def _claude_decoder(state: dict[str, Any]) -> ClaudeDecoder:
         state["turn_ended"],
     )
     decoder.last_fatal = p.Error(code="x", message="x", recoverable=False) if state["fatal"] else None
+    if state["chunk_run"]:  # a run of chunk() deltas, which the next other event closes
+        decoder._run = kit._Run(False, "assistant", "run_x", None, ["open"])
     return decoder
 
 
 def _decoder_state(decoder: ClaudeDecoder) -> object:
     runs = {key: (run.role, run.ts, list(run.parts)) for key, run in decoder._named.items()}
-    events = [msgspec.to_builtins(event) for event in decoder.drain()]
+    events = [
+        msgspec.json.encode(event) for event in decoder.drain()
+    ]  # as written: the order of data's keys too
     return (
         events,
         runs,
@@ -526,11 +533,12 @@ def _decoder_state(decoder: ClaudeDecoder) -> object:
         decoder.last_fatal,
         decoder.turn_ended,
         decoder.sequencer.next_seq,
+        decoder._run is None,
     )
 
 
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(claude_states(), st.lists(_DELTA_LINES, min_size=1, max_size=6))
+@given(claude_states(), st.lists(_CLAUDE_LINES, min_size=1, max_size=6))
 def test_the_claude_skim_leaves_a_decoder_as_decode_typed_does(
     state: dict[str, Any], lines: list[bytes]
 ) -> None:
@@ -555,6 +563,7 @@ def test_a_skimmed_delta_of_an_open_run_is_what_decode_typed_makes_of_it(
         "clock": "",
         "turn_ended": turn_ended,
         "fatal": fatal,
+        "chunk_run": False,
     }
     delta = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}
     _assert_skim_agrees(state, [msgspec.json.encode({"type": "stream_event", "event": delta})])
@@ -602,6 +611,7 @@ _OPEN_BLOCKS = {
     "clock": "",
     "turn_ended": False,
     "fatal": False,
+    "chunk_run": False,
 }
 """A message whose blocks 0 and 1 have open runs: a delta line for either is read all the way in C."""
 
@@ -631,53 +641,27 @@ def json_strings(draw: st.DrawFn, text: st.SearchStrategy[str]) -> bytes:
 _ANY_VALUES = st.sampled_from([b"null", b"true", b"false", b"1", b"-2.5", b"[]", b'{"a":1}', b"nul", b'"x'])
 
 
-@st.composite
-def near_delta_lines(draw: st.DrawFn) -> bytes:
-    """A content_block_delta line of Claude Code's, in its compact form or one step away from it: keys moved,
-    repeated, unknown or escaped, values of other kinds, numbers of every form, whitespace, a byte cut or
-    added. Every one of them is read either by the scan in C or by msgspec, with the same outcome."""
-    texts = st.text(st.characters(codec="utf-8") | st.sampled_from('"\\/\b\n\t\x00\x1f\x7fé€😀'), max_size=12)
-    usual = st.sampled_from([True] * 3 + [False])  # three in four lines are as Claude Code writes them
-    kind = draw(st.sampled_from(["text_delta", "thinking_delta"]))
-    if not draw(usual):
-        kind = draw(st.sampled_from(["input_json_delta", "signature_delta", "citations_delta"]))
-    field = {"text_delta": "text", "thinking_delta": "thinking", "input_json_delta": "partial_json"}.get(
-        kind, "signature"
+_USUAL = st.sampled_from([True] * 3 + [False])
+"""Three in four lines are as Claude Code writes them."""
+_TEXTS = st.text(st.characters(codec="utf-8") | st.sampled_from('"\\/\b\n\t\x00\x1f\x7fé€😀'), max_size=12)
+_ODD_NUMBERS = [b"2", b"9", b"01", b"-0", b"-1", b"1.0", b"1e0", b"2.", b"9" * 18, b"9223372036854775808"]
+_Members = list[tuple[bytes, Any]]
+"""A JSON object's members as written: each key, and its value as bytes or as the members of an object."""
+
+
+def _written(members: _Members) -> bytes:
+    return (
+        b"{"
+        + b",".join(key + b":" + (_written(v) if isinstance(v, list) else v) for key, v in members)
+        + b"}"
     )
-    value = draw(json_strings(texts)) if draw(usual) else draw(_ANY_VALUES)
-    delta = [(b'"type"', b'"%s"' % kind.encode())] + (
-        [(b'"%s"' % field.encode(), value)] if draw(usual) else []
-    )
-    index = draw(st.sampled_from([b"0", b"1"]))
-    if not draw(usual):
-        odd = [
-            b"2",
-            b"9",
-            b"01",
-            b"-0",
-            b"-1",
-            b"1.0",
-            b"1e0",
-            b"2.",
-            b"999999999999999999",
-            b"9223372036854775808",
-        ]
-        index = draw(st.sampled_from([*odd, b'"1"', b"null"]))
-    event = [(b'"type"', b'"content_block_delta"'), (b'"index"', index), (b'"delta"', delta)]
-    ids = [
-        b'"session_id"',
-        b'"parent_tool_use_id"',
-        b'"uuid"',
-        b'"ttft_ms"',
-        b'"api_message_id"',
-        b'"thinking_display"',
-    ]
-    line = [(b'"type"', b'"stream_event"'), (b'"event"', event)]
-    for key in draw(st.lists(st.sampled_from(ids), max_size=4)):
-        line.append((key, draw(json_strings(st.text(max_size=6)) | _ANY_VALUES)))
-    for members in (line, event, delta):  # one step away from the usual form, in one of the three objects
+
+
+def _one_step_away(draw: st.DrawFn, *objects: _Members) -> None:
+    """Once in a while, an object's members swapped, repeated, dropped, joined by an unknown key or escaped."""
+    for members in objects:
         how = draw(st.sampled_from(["swap", "repeat", "drop", "unknown", "escaped key"]))
-        if draw(usual) or draw(usual):
+        if draw(_USUAL) or draw(_USUAL):
             continue
         at = draw(st.integers(0, len(members) - 1))
         if how == "swap" and len(members) > 1:
@@ -692,14 +676,10 @@ def near_delta_lines(draw: st.DrawFn) -> bytes:
             key = members[at][0]
             members[at] = (b'"\\u%04x%s' % (key[1], key[2:]), members[at][1])
 
-    def written(members: list[tuple[bytes, Any]]) -> bytes:
-        return (
-            b"{"
-            + b",".join(key + b":" + (written(v) if isinstance(v, list) else v) for key, v in members)
-            + b"}"
-        )
 
-    data = bytearray(written(line))
+def _damaged(draw: st.DrawFn, line: _Members) -> bytes:
+    """The line written, and once in a while a byte of it added, cut or replaced, or whitespace put in."""
+    data = bytearray(_written(line))
     for _ in range(draw(st.integers(0, 3)) // 3):
         at = draw(st.integers(0, len(data)))
         how = draw(st.sampled_from(["space", "cut", "byte", "trail"]))
@@ -712,6 +692,60 @@ def near_delta_lines(draw: st.DrawFn) -> bytes:
         else:
             data += draw(st.sampled_from([b" ", b"x", b"{}", b"\r"]))
     return bytes(data)
+
+
+def _stamps(draw: st.DrawFn, keys: list[bytes]) -> _Members:
+    """Some of a line's fields that nothing reads (ids), with values of any kind."""
+    return [
+        (key, draw(json_strings(st.text(max_size=6)) | _ANY_VALUES))
+        for key in draw(st.lists(st.sampled_from(keys), max_size=4))
+    ]
+
+
+@st.composite
+def near_delta_lines(draw: st.DrawFn) -> bytes:
+    """A content_block_delta line of Claude Code's, in its compact form or one step away from it: keys moved,
+    repeated, unknown or escaped, values of other kinds, numbers of every form, whitespace, a byte cut or
+    added. Every one of them is read either by the scan in C or by msgspec, with the same outcome."""
+    kind = draw(st.sampled_from(["text_delta", "thinking_delta"]))
+    if not draw(_USUAL):
+        kind = draw(st.sampled_from(["input_json_delta", "signature_delta", "citations_delta"]))
+    field = {"text_delta": "text", "thinking_delta": "thinking", "input_json_delta": "partial_json"}.get(
+        kind, "signature"
+    )
+    value = draw(json_strings(_TEXTS)) if draw(_USUAL) else draw(_ANY_VALUES)
+    delta = [(b'"type"', b'"%s"' % kind.encode())] + (
+        [(b'"%s"' % field.encode(), value)] if draw(_USUAL) else []
+    )
+    index = draw(st.sampled_from([b"0", b"1"]))
+    if not draw(_USUAL):
+        index = draw(st.sampled_from([*_ODD_NUMBERS, b'"1"', b"null"]))
+    event = [(b'"type"', b'"content_block_delta"'), (b'"index"', index), (b'"delta"', delta)]
+    ids = [
+        b'"session_id"',
+        b'"parent_tool_use_id"',
+        b'"uuid"',
+        b'"ttft_ms"',
+        b'"api_message_id"',
+        b'"thinking_display"',
+    ]
+    line = [(b'"type"', b'"stream_event"'), (b'"event"', event), *_stamps(draw, ids)]
+    _one_step_away(draw, line, event, delta)
+    return _damaged(draw, line)
+
+
+@st.composite
+def near_thinking_tokens_lines(draw: st.DrawFn) -> bytes:
+    """A ``thinking_tokens`` system line in its compact form or one step away from it, as above."""
+    line = [(b'"type"', b'"system"'), (b'"subtype"', b'"thinking_tokens"')]
+    for key in (b'"estimated_tokens"', b'"estimated_tokens_delta"', b'"status"', b'"message"'):
+        if draw(_USUAL) == (b"tokens" in key):  # the counts are usual, a status or message is not
+            number = draw(st.sampled_from([b"0", b"1", b"42", b"123456"]))
+            other = draw(json_strings(_TEXTS) | _ANY_VALUES | st.sampled_from(_ODD_NUMBERS))
+            line.append((key, number if draw(_USUAL) and b"tokens" in key else other))
+    line += _stamps(draw, [b'"session_id"', b'"uuid"'])
+    _one_step_away(draw, line)
+    return _damaged(draw, line)
 
 
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -820,3 +854,62 @@ def test_a_compact_delta_cut_short_or_a_byte_short_reads_as_msgspec_reads_it(kin
 )
 def test_a_delta_line_with_a_key_twice_or_out_of_its_object_reads_as_msgspec_reads_it(line: bytes) -> None:
     _assert_skim_agrees(_OPEN_BLOCKS, [line])
+
+
+@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    claude_states() | st.just(_OPEN_BLOCKS),
+    st.lists(near_thinking_tokens_lines() | near_delta_lines(), min_size=1, max_size=4),
+)
+def test_a_thinking_tokens_line_reads_the_same_in_any_form(state: dict[str, Any], lines: list[bytes]) -> None:
+    """Its event made in C once the turn is under way (nothing lost on the line, no chunk() run to close first),
+    by decode_typed otherwise: the same events and the same decoder either way."""
+    _assert_skim_agrees(state, lines)
+
+
+_THINKING_TOKENS = b'{"type":"system","subtype":"thinking_tokens","estimated_tokens":%s,"%s":%s,"uuid":"u"}'
+
+
+@pytest.mark.parametrize(
+    ("tokens", "key", "value"),
+    [
+        *[
+            (tokens, b"estimated_tokens_delta", b"1")
+            for tokens in [b"0", b"-0", b"-7", b"01", b"1.0", b"1e3"]
+        ],
+        *[(tokens, b"estimated_tokens_delta", b"1") for tokens in [b"9" * 18, b"9" * 19, b"-" + b"9" * 19]],
+        *[
+            (tokens, b"estimated_tokens_delta", b"1")
+            for tokens in [b'"x"', b"null", b"true", b"[]", b"{}", b"-"]
+        ],
+        *[
+            (b"1", key, value)
+            for key in (b"status", b"message")
+            for value in [b'"s"', b"null", b"1", b"true"]
+        ],
+        *[(b"1", key, b"1") for key in [b"session_id", b"estimated_tokens", b"subtype", b"estimated_tokenz"]],
+    ],
+)
+def test_a_thinking_tokens_line_one_token_away_from_the_compact_form_reads_as_msgspec_reads_it(
+    tokens: bytes, key: bytes, value: bytes
+) -> None:
+    line = _THINKING_TOKENS % (tokens, key, value)
+    for state in (_OPEN_BLOCKS, {**_OPEN_BLOCKS, "chunk_run": True}):
+        _assert_skim_agrees(state, [line])
+        _assert_skim_agrees(state, [line + b"\n"])
+
+
+def test_a_compact_thinking_tokens_line_cut_short_or_a_byte_short_reads_as_msgspec_reads_it() -> None:
+    line = _THINKING_TOKENS % (b"12", b"status", b'"\xc3\xa9\\n"')
+    for at in range(len(line)):
+        _assert_skim_agrees(_OPEN_BLOCKS, [line[:at]])
+        _assert_skim_agrees(_OPEN_BLOCKS, [line[:at] + line[at + 1 :]])
+    decoder = _claude_decoder(_OPEN_BLOCKS)
+    assert ClaudeDecoder.typed_skim(decoder, [line], 0, ClaudeDecoder.typed_lines.decode) == (1, None)  # type: ignore[misc, union-attr]
+    (event,) = decoder.drain()
+    assert isinstance(event, p.GenericEvent)
+    assert (event.name, event.data, event.seq) == (
+        "claude.system.thinking_tokens",
+        {"estimated_tokens": 12, "status": "é\n"},
+        0,
+    )

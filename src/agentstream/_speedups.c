@@ -545,22 +545,25 @@ done:
     return result;
 }
 
-/* ---- the Claude dialect: deltas of open runs ------------------------------------------------------- */
+/* ---- the Claude dialect: deltas of open runs and thinking_tokens lines ------------------------------ */
 
 enum {
     C_STREAM_LINE, C_BLOCK_DELTA, C_TEXT_DELTA, C_THINKING_DELTA, C_QUIET_DELTA, C_SIGNATURE_DELTA,
-    C_MESSAGE_DELTA, C_REASONING_DELTA, C_PROTOCOL, C_UNDECODED, C_TEXT, C_THINKING, N_CLAUDE
+    C_MESSAGE_DELTA, C_REASONING_DELTA, C_PROTOCOL, C_UNDECODED, C_TEXT, C_THINKING, C_GENERIC_EVENT,
+    C_THINKING_TOKENS, N_CLAUDE
 };
 enum {
     A_EVENT, A_DELTA, A_INDEX, A_TEXT_FIELD, A_THINKING_FIELD, A_CURRENT, A_STREAMS, A_STARTED, A_LOST, A_NAMED,
     A_PARTS, A_RUN_ID, A_ROLE, A_RUN_TS, A_LAST_FATAL, A_TURN_ENDED, A_SEQUENCER, A_NEXT_SEQ, A_LINE_TS,
-    A_CLOCK, A_OUT, N_ATTRS
+    A_CLOCK, A_OUT, A_RUN, A_TALLY, N_ATTRS
 };
 static const char *attr_names[N_ATTRS] = {
     "event", "delta", "index", "text", "thinking", "_current", "_streams", "started", "_lost", "_named", "parts",
-    "run_id", "role", "ts", "last_fatal", "turn_ended", "sequencer", "next_seq", "line_ts", "_clock", "_out"};
+    "run_id", "role", "ts", "last_fatal", "turn_ended", "sequencer", "next_seq", "line_ts", "_clock", "_out", "_run",
+    "tally"};
 static PyObject *attr_keys[N_ATTRS];
-static PyObject *message_delta_names, *reasoning_delta_names; /* keyword names of the two delta events */
+static PyObject *message_delta_names, *reasoning_delta_names, *generic_event_names; /* events' keyword names */
+static PyObject *thinking_tokens_keys[4]; /* the data a thinking_tokens line gives, in _SystemLine.data's order */
 
 #define GET(obj, a) PyObject_GetAttr((obj), attr_keys[a])
 #define SET(obj, a, value) PyObject_SetAttr((obj), attr_keys[a], (value))
@@ -576,6 +579,7 @@ typedef struct {
     PyObject *ts;        /* the line's time or the reading's clock; NULL: now, per event */
     PyObject *out;
     PyObject *next_seq;  /* the seq of the next event (written back at the end) */
+    PyObject *tally_add; /* the decoder's tally.add; NULL while a run of chunk() is open (emit closes it) */
     int inline_stamps;   /* started, and no field lost on the line being read: delta() stamps inline */
     int queued;          /* events queued in this call */
 } Skim;
@@ -588,6 +592,7 @@ static void skim_clear(Skim *skim) {
     Py_CLEAR(skim->ts);
     Py_CLEAR(skim->out);
     Py_CLEAR(skim->next_seq);
+    Py_CLEAR(skim->tally_add);
 }
 
 /* 0, or -1 with an exception set. */
@@ -619,6 +624,15 @@ static int skim_init(Skim *skim, PyObject *decoder) {
         else Py_DECREF(value);
         if (truthy < 0) goto done;
     }
+    PyObject *run = GET(decoder, A_RUN), *tally = NULL;
+    if (run == NULL) goto done;
+    if (run == Py_None && ((tally = GET(decoder, A_TALLY)) == NULL || (skim->tally_add = PyObject_GetAttr(tally, add_key)) == NULL)) {
+        Py_DECREF(run);
+        Py_XDECREF(tally);
+        goto done;
+    }
+    Py_DECREF(run);
+    Py_XDECREF(tally);
     outcome = 0;
 done:
     Py_XDECREF(current);
@@ -897,23 +911,64 @@ other:
     return got < 0 ? -1 : LINE_OTHER;
 }
 
-/* The delta event of `run` (a kit._Run) for `text`, stamped and queued as EventDecoder.delta does: 0, or -1
- * on an error. */
-static int queue_delta(Skim *skim, PyObject *run, PyObject *text, int reasoning) {
-    PyObject *parts = NULL, *run_id = NULL, *role = NULL, *event = NULL, *now = NULL, *next = NULL;
-    int outcome = -1;
-    if (SET(run, A_RUN_TS, Py_None) < 0 || (parts = GET(run, A_PARTS)) == NULL || PyList_Append(parts, text) < 0 ||
-        (run_id = GET(run, A_RUN_ID)) == NULL)
-        goto done;
-    if (reasoning) {
-        PyObject *values[2] = {run_id, text};
-        event = PyObject_Vectorcall(skim->kinds[C_REASONING_DELTA], values, 0, reasoning_delta_names);
-    } else {
-        if ((role = GET(run, A_ROLE)) == NULL) goto done;
-        PyObject *values[3] = {run_id, role, text};
-        event = PyObject_Vectorcall(skim->kinds[C_MESSAGE_DELTA], values, 0, message_delta_names);
+/* A value kept as it is: a string, an integer of up to 18 digits, null, true or false, as msgspec decodes it
+ * for a field of any type. 1 with *value (a new reference), 0 for any other value, -1 on an error. */
+static int scan_value(Scan *scan, PyObject **value) {
+    if (scan->at < scan->end && *scan->at == '"') return scan_string(scan, value);
+    PyObject *constant = LITERAL(scan, "null") ? Py_None : LITERAL(scan, "true") ? Py_True : LITERAL(scan, "false") ? Py_False : NULL;
+    if (constant != NULL) {
+        *value = Py_NewRef(constant);
+        return 1;
     }
-    if (event == NULL) goto done;
+    int negative = LITERAL(scan, "-");
+    long long number;
+    if (!scan_index(scan, &number)) return 0;
+    *value = PyLong_FromLongLong(negative ? -number : number);
+    return *value == NULL ? -1 : 1;
+}
+
+/* A system line of subtype thinking_tokens in the compact form: 1 with *data, the event's data as
+ * _SystemLine.data gives it (a new reference); 0 for any other line or form; -1 on an error. */
+static int scan_thinking_tokens_line(const char *bytes, Py_ssize_t size, PyObject **data) {
+    /* the data's four keys first (in _SystemLine.data's order), then the stamps, which are not read */
+    static const char *const names[] = {"estimated_tokens", "estimated_tokens_delta", "status", "message",
+                                        "session_id", "uuid"};
+    Scan scan = {bytes, bytes + size};
+    PyObject *values[4] = {NULL, NULL, NULL, NULL};
+    int seen = 0, got = 0;
+    if (!LITERAL(&scan, "{\"type\":\"system\",\"subtype\":\"thinking_tokens\"")) return 0;
+    while (LITERAL(&scan, ",")) {
+        int key = scan_key(&scan, names, 6);
+        got = 0;
+        if (key < 0 || seen & (1 << key)) goto other;
+        seen |= 1 << key;
+        got = key >= 4 ? scan_unread(&scan) : scan_value(&scan, &values[key]);
+        if (got <= 0) goto other;
+        /* status and message are typed str or None: any other kind is msgspec's to refuse */
+        got = 0;
+        if ((key == 2 || key == 3) && values[key] != Py_None && !PyUnicode_Check(values[key])) goto other;
+    }
+    got = 0;
+    if (!LITERAL(&scan, "}") || scan.at != scan.end) goto other;
+    got = -1;
+    if ((*data = PyDict_New()) == NULL) goto other;
+    for (int k = 0; k < 4; k++) {
+        if (values[k] != NULL && PyDict_SetItem(*data, thinking_tokens_keys[k], values[k]) < 0) {
+            Py_CLEAR(*data);
+            goto other;
+        }
+    }
+    got = 1;
+other:
+    for (int k = 0; k < 4; k++) Py_XDECREF(values[k]);
+    return got;
+}
+
+
+/* `event` stamped and queued as EventDecoder._stamp does once started: 0, or -1 on an error. */
+static int queue_event(Skim *skim, PyObject *event) {
+    PyObject *now = NULL, *next = NULL;
+    int outcome = -1;
     if (skim->ts == NULL && (now = PyObject_CallMethodNoArgs(skim->kinds[C_PROTOCOL], now_ts_key)) == NULL) goto done;
     TypeSlots *slots = slots_of(Py_TYPE(event));
     if (set_slot_field(event, slots, F_SESSION_ID, skim->session) < 0 ||
@@ -926,21 +981,54 @@ static int queue_delta(Skim *skim, PyObject *run, PyObject *text, int reasoning)
     skim->queued++;
     outcome = 0;
 done:
+    Py_XDECREF(now);
+    Py_XDECREF(next);
+    return outcome;
+}
+
+/* The delta event of `run` (a kit._Run) for `text`, stamped and queued as EventDecoder.delta does: 0, or -1
+ * on an error. */
+static int queue_delta(Skim *skim, PyObject *run, PyObject *text, int reasoning) {
+    PyObject *parts = NULL, *run_id = NULL, *role = NULL, *event = NULL;
+    int outcome = -1;
+    if (SET(run, A_RUN_TS, Py_None) < 0 || (parts = GET(run, A_PARTS)) == NULL || PyList_Append(parts, text) < 0 ||
+        (run_id = GET(run, A_RUN_ID)) == NULL)
+        goto done;
+    if (reasoning) {
+        PyObject *values[2] = {run_id, text};
+        event = PyObject_Vectorcall(skim->kinds[C_REASONING_DELTA], values, 0, reasoning_delta_names);
+    } else {
+        if ((role = GET(run, A_ROLE)) == NULL) goto done;
+        PyObject *values[3] = {run_id, role, text};
+        event = PyObject_Vectorcall(skim->kinds[C_MESSAGE_DELTA], values, 0, message_delta_names);
+    }
+    if (event != NULL) outcome = queue_event(skim, event);
+done:
     Py_XDECREF(parts);
     Py_XDECREF(run_id);
     Py_XDECREF(role);
     Py_XDECREF(event);
-    Py_XDECREF(now);
-    Py_XDECREF(next);
+    return outcome;
+}
+
+/* The generic event of a thinking_tokens line with `data`, emitted as EventDecoder.emit does once started
+ * with no chunk() run open: the tally sees it, then it is stamped and queued. 0, or -1 on an error. */
+static int queue_thinking_tokens(Skim *skim, PyObject *data) {
+    PyObject *values[2] = {skim->kinds[C_THINKING_TOKENS], data}, *added = NULL;
+    PyObject *event = PyObject_Vectorcall(skim->kinds[C_GENERIC_EVENT], values, 0, generic_event_names);
+    int outcome = event != NULL && (added = PyObject_CallOneArg(skim->tally_add, event)) != NULL ? queue_event(skim, event) : -1;
+    Py_XDECREF(added);
+    Py_XDECREF(event);
     return outcome;
 }
 
 PyDoc_STRVAR(claude_skim_doc,
              "claude_skim(kinds, decoder, lines, index, decode) -> (index, line)\n\n"
              "ClaudeDecoder.typed_skim: reads the lines from lines[index] on whose events are a delta of an "
-             "open run (or none: a tool input or signature delta), as decode_typed would, and stops at the "
-             "first other one: its index and the line typed (kinds[9] when decode refused it), or "
-             "(len(lines), None).");
+             "open run (or none: a tool input or signature delta) or, once the turn is under way, the event "
+             "of a thinking_tokens system line, as decode_typed would, and stops at the first other one: its "
+             "index and the line typed (kinds[9] when decode refused it), or (len(lines), None). Lines in the "
+             "compact form Claude Code writes are read without decode.");
 
 static PyObject *claude_skim(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 5 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != N_CLAUDE || !PyList_Check(args[2])) {
@@ -965,6 +1053,13 @@ static PyObject *claude_skim(PyObject *self, PyObject *const *args, Py_ssize_t n
             goto done;
         }
         int found = kind == LINE_QUIET ? 2 : kind == LINE_OTHER ? 0 : open_run_of(&skim, at, text, kind == LINE_THINKING, &run);
+        if (kind == LINE_OTHER && skim.inline_stamps && skim.tally_add != NULL && PyBytes_CheckExact(data)) {
+            PyObject *event_data = NULL; /* emit()'s common case: started, nothing lost, no chunk() run to close */
+            found = scan_thinking_tokens_line(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), &event_data);
+            if (found == 1) found = queue_thinking_tokens(&skim, event_data) < 0 ? -1 : 2;
+            Py_XDECREF(event_data);
+            if (found < 0) goto done;
+        }
         if (found == 0) { /* not scanned, or a delta decode_typed reads: msgspec types the line */
             Py_CLEAR(text);
             Py_CLEAR(at);
@@ -1046,10 +1141,15 @@ PyMODINIT_FUNC PyInit__speedups(void) {
         return NULL;
     message_delta_names = Py_BuildValue("(sss)", "message_id", "role", "content");
     reasoning_delta_names = Py_BuildValue("(ss)", "reasoning_id", "content");
-    if (message_delta_names == NULL || reasoning_delta_names == NULL) return NULL;
+    generic_event_names = Py_BuildValue("(ss)", "name", "data");
+    if (message_delta_names == NULL || reasoning_delta_names == NULL || generic_event_names == NULL) return NULL;
+    static const char *data_keys[4] = {"estimated_tokens", "estimated_tokens_delta", "status", "message"};
+    for (int k = 0; k < 4; k++) {
+        if ((thinking_tokens_keys[k] = PyUnicode_InternFromString(data_keys[k])) == NULL) return NULL;
+    }
     PyObject *created = PyModule_Create(&module);
     /* Bumped with every change of a function's arguments or meaning: _accel.py uses a build of this file
      * only if it says the number it expects (an editable install keeps an old build until rebuilt). */
-    if (created != NULL && PyModule_AddIntConstant(created, "INTERFACE", 3) < 0) Py_CLEAR(created);
+    if (created != NULL && PyModule_AddIntConstant(created, "INTERFACE", 4) < 0) Py_CLEAR(created);
     return created;
 }

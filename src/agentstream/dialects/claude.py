@@ -551,16 +551,20 @@ class _SystemLine(_Typed, tag="system"):
         }
 
 
+_THINKING_TOKENS: Final = "claude.system.thinking_tokens"
+"""The event a ``thinking_tokens`` system line gives."""
+
 _TYPED_LINES = msgspec.json.Decoder(_StreamLine | _AssistantLine | _UserLine | _SystemLine)
 
 _SKIMMED_STEPS = ("decode_typed", "typed_ready", "_stream_delta", "_stream_blocks", "delta", "emit", "_stamp")
 """What ``claude_skim`` does in C in their stead: a subclass changing one of them skims nothing."""
-_SKIM_DELTAS: Final = (
+_SKIM: Final = (
     functools.partial(
         speedups.claude_skim,
         (
             *(_StreamLine, _BlockDelta, _TextDelta, _ThinkingDelta, _QuietDelta, _SignatureDelta),
             *(p.MessageDelta, p.ReasoningDelta, p, UNDECODED, "text", "thinking"),
+            *(p.GenericEvent, _THINKING_TOKENS),
         ),
     )
     if speedups
@@ -945,7 +949,7 @@ class ClaudeDecoder(EventDecoder):
                     p.Status(status=status if isinstance(status, str) and status else "idle", message=text)
                 )
             else:
-                self.emit(p.GenericEvent(name="claude.system.thinking_tokens", data=line.data()))
+                self.emit(p.GenericEvent(name=_THINKING_TOKENS, data=line.data()))
         else:
             self._user(line.uuid, _typed_blocks(line.message.content))
 
@@ -954,9 +958,10 @@ class ClaudeDecoder(EventDecoder):
     def typed_ready(self) -> bool:
         return self._startup is None and not self._between
 
-    typed_skim = _SKIM_DELTAS
-    """Text and thinking deltas of an open block's run, and the tool input and signature deltas that give no
-    event, read in C (``claude_skim`` in ``_speedups.c``): :meth:`decode_typed`'s steps for them, inlined."""
+    typed_skim = _SKIM
+    """Text and thinking deltas of an open block's run, the tool input and signature deltas that give no event,
+    and ``thinking_tokens`` system lines, read in C (``claude_skim`` in ``_speedups.c``, without msgspec for
+    lines in the compact form Claude Code writes): :meth:`decode_typed`'s steps for them, inlined."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """A subclass that reads or stamps deltas its own way does not skim past its steps."""
