@@ -679,7 +679,9 @@ a system call, which cost more than the rest of reading a line where a dialect n
 def new_id(prefix: str) -> str:
     """A short random id such as ``msg_3f9a0c1d2b4e5f60``."""
     global _random_ids
-    random_part = next(_random_ids, None)  # a list iterator's next is atomic: no two threads get the same part
+    random_part = next(
+        _random_ids, None
+    )  # a list iterator's next is atomic: no two threads get the same part
     if random_part is None:
         hexed = os.urandom(8 * _IDS_PER_READ).hex()
         _random_ids = iter([hexed[at : at + 16] for at in range(0, len(hexed), 16)])
