@@ -582,6 +582,7 @@ typedef struct {
     PyObject *tally_add; /* the decoder's tally.add; NULL while a run of chunk() is open (emit closes it) */
     int inline_stamps;   /* started, and no field lost on the line being read: delta() stamps inline */
     int queued;          /* events queued in this call */
+    int ready;           /* the above read (skim_ready) */
 } Skim;
 
 static void skim_clear(Skim *skim) {
@@ -640,6 +641,15 @@ done:
     Py_XDECREF(started);
     Py_XDECREF(lost);
     return outcome;
+}
+
+/* The decoder's state read once, when a line first needs it: a call that stops at its first line (as most
+ * do after a line decode_typed reads) reads none of it. 0, or -1 with an exception set. */
+static int skim_ready(Skim *skim, PyObject *decoder) {
+    if (skim->ready) return 0;
+    if (skim_init(skim, decoder) < 0) return -1;
+    skim->ready = 1;
+    return 0;
 }
 
 /* What was read goes back to the decoder: its next seq, and (once an event was queued) what delta() sets. */
@@ -1040,7 +1050,6 @@ static PyObject *claude_skim(PyObject *self, PyObject *const *args, Py_ssize_t n
     if (index == -1 && PyErr_Occurred()) return NULL;
     Skim skim = {.queued = 0};
     for (int k = 0; k < N_CLAUDE; k++) skim.kinds[k] = PyTuple_GET_ITEM(args[0], k);
-    if (skim_init(&skim, decoder) < 0) goto done;
     for (; index < PyList_GET_SIZE(lines); index++) {
         PyObject *data = PyList_GET_ITEM(lines, index), *line = NULL, *at = NULL, *text = NULL, *run = NULL;
         long long scanned_at = 0;
@@ -1052,11 +1061,18 @@ static PyObject *claude_skim(PyObject *self, PyObject *const *args, Py_ssize_t n
             Py_XDECREF(text);
             goto done;
         }
-        int found = kind == LINE_QUIET ? 2 : kind == LINE_OTHER ? 0 : open_run_of(&skim, at, text, kind == LINE_THINKING, &run);
-        if (kind == LINE_OTHER && skim.inline_stamps && skim.tally_add != NULL && PyBytes_CheckExact(data)) {
-            PyObject *event_data = NULL; /* emit()'s common case: started, nothing lost, no chunk() run to close */
+        int found = kind == LINE_QUIET ? 2
+                    : kind == LINE_OTHER ? 0
+                    : skim_ready(&skim, decoder) < 0 ? -1
+                                                     : open_run_of(&skim, at, text, kind == LINE_THINKING, &run);
+        if (kind == LINE_OTHER && PyBytes_CheckExact(data)) {
+            PyObject *event_data = NULL;
             found = scan_thinking_tokens_line(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), &event_data);
-            if (found == 1) found = queue_thinking_tokens(&skim, event_data) < 0 ? -1 : 2;
+            if (found == 1 && (found = skim_ready(&skim, decoder)) == 0) {
+                /* emit()'s common case: started, nothing lost, no chunk() run to close; else decode_typed's */
+                if (skim.inline_stamps && skim.tally_add != NULL)
+                    found = queue_thinking_tokens(&skim, event_data) < 0 ? -1 : 2;
+            }
             Py_XDECREF(event_data);
             if (found < 0) goto done;
         }
@@ -1074,10 +1090,11 @@ static PyObject *claude_skim(PyObject *self, PyObject *const *args, Py_ssize_t n
             }
             if (kind == LINE_OTHER) {
                 kind = typed_delta(&skim, line, &at, &text);
-                found = kind < 0    ? -1
-                        : kind == LINE_QUIET ? 2
-                        : kind == LINE_OTHER ? 0
-                                             : open_run_of(&skim, at, text, kind == LINE_THINKING, &run);
+                found = kind < 0                         ? -1
+                        : kind == LINE_QUIET                 ? 2
+                        : kind == LINE_OTHER                 ? 0
+                        : skim_ready(&skim, decoder) < 0     ? -1
+                                                             : open_run_of(&skim, at, text, kind == LINE_THINKING, &run);
             }
         }
         if (found == 1) found = queue_delta(&skim, run, text, kind == LINE_THINKING) < 0 ? -1 : 1;
