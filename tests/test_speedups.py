@@ -42,6 +42,7 @@ TWINS = {
         (pipeline, "count_lines", _lines._count_lines),
     ],
     "has_blank_line": [(_lines, "has_blank_line", _lines._has_blank_line)],
+    "split_lines": [(_lines, "split_lines", _lines._split_lines)],
     "now_ts": [(p, "now_ts", p._now_ts_py), (stream, "_now_ts", p._now_ts_py)],
     "is_timestamp": [],  # used only through the two below, and compared with protocol.is_timestamp here
     "events_timestamped": [(p, "events_timestamped", p._events_timestamped)],
@@ -146,11 +147,27 @@ def test_lines_and_blank_lines_are_found_as_the_python_versions_find_them(data: 
     assert speedups.has_blank_line(block) is _lines._has_blank_line(block)
 
 
+@given(LINE_BYTES.map(b"".join), st.booleans(), st.integers(0, 45))
+def test_a_block_is_split_into_lines_as_the_python_version_splits_it(
+    data: bytes, mutable: bool, start: int
+) -> None:
+    block = bytearray(data) if mutable else data
+    start = min(start, len(data))
+    lines = speedups.split_lines(block, start)
+    assert lines == _lines._split_lines(block, start) == data[start:].split(b"\n")
+    assert all(type(line) is bytes for line in lines)
+
+
 def test_the_framing_twins_refuse_what_is_not_bytes() -> None:
     with pytest.raises(TypeError):
         speedups.count_lines("text\n")
     with pytest.raises(TypeError):
         speedups.has_blank_line(None)
+    with pytest.raises(TypeError):
+        speedups.split_lines("text\n", 0)
+    for start in (-1, 6):
+        with pytest.raises(ValueError, match="outside"):
+            speedups.split_lines(b"text\n", start)
 
 
 @st.composite
