@@ -663,15 +663,17 @@ static int skim_init(Skim *skim, PyObject *decoder) {
         else Py_DECREF(value);
         if (truthy < 0) goto done;
     }
-    PyObject *run = GET(decoder, A_RUN), *tally = NULL;
+    PyObject *run = GET(decoder, A_RUN);
     if (run == NULL) goto done;
-    if (run == Py_None && ((tally = GET(decoder, A_TALLY)) == NULL || (skim->tally_add = PyObject_GetAttr(tally, add_key)) == NULL)) {
-        Py_DECREF(run);
-        Py_XDECREF(tally);
-        goto done;
-    }
+    int run_open = run != Py_None;
     Py_DECREF(run);
-    Py_XDECREF(tally);
+    if (!run_open) { /* with a chunk() run open, emit() closes it first: decode_typed's to do */
+        PyObject *tally = GET(decoder, A_TALLY);
+        if (tally == NULL) goto done;
+        skim->tally_add = PyObject_GetAttr(tally, add_key);
+        Py_DECREF(tally);
+        if (skim->tally_add == NULL) goto done;
+    }
     outcome = 0;
 done:
     Py_XDECREF(current);
