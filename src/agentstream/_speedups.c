@@ -893,8 +893,9 @@ static int scan_key(Scan *scan, const char *const *names, int count) {
     return -1;
 }
 
-/* A block index: 0, or up to 18 digits without a leading zero (well inside msgspec's int64 bounds). */
-static int scan_index(Scan *scan, long long *index) {
+/* A natural number (a block index, a token count): 0, or up to 18 digits without a leading zero (well inside
+ * msgspec's int64 bounds). */
+static int scan_natural(Scan *scan, long long *number) {
     const char *at = scan->at;
     if (at >= scan->end || *at < '0' || *at > '9') return 0;
     long long value = 0;
@@ -903,7 +904,7 @@ static int scan_index(Scan *scan, long long *index) {
         value = value * 10 + (*at++ - '0');
     } while (value != 0 && at < scan->end && *at >= '0' && *at <= '9' && ++digits < 18);
     scan->at = at;
-    *index = value;
+    *number = value;
     return 1;
 }
 
@@ -933,7 +934,7 @@ static int scan_delta_event(Scan *scan, long long *index, PyObject **text) {
         if (key < 0 || seen & (1 << key)) return LINE_OTHER;
         seen |= 1 << key;
         if (key == 0) {
-            if (!scan_index(scan, index)) return LINE_OTHER;
+            if (!scan_natural(scan, index)) return LINE_OTHER;
         } else if ((kind = scan_delta(scan, text)) <= 0) return kind;
     }
     return seen == 3 && LITERAL(scan, "}") ? kind : LINE_OTHER;
@@ -972,7 +973,7 @@ static int scan_value(Scan *scan, PyObject **value) {
     }
     int negative = LITERAL(scan, "-");
     long long number;
-    if (!scan_index(scan, &number)) return 0;
+    if (!scan_natural(scan, &number)) return 0;
     *value = PyLong_FromLongLong(negative ? -number : number);
     return *value == NULL ? -1 : 1;
 }
