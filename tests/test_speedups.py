@@ -30,7 +30,7 @@ from agentstream import protocol as p
 from agentstream._recent_ids import RecentIds
 from agentstream.consumer import pipeline, read
 from agentstream.dialects import kit
-from agentstream.dialects.claude import ClaudeDecoder
+from agentstream.dialects.claude import ClaudeDecoder, _PendingUsage
 from agentstream.transcript import OPEN_TEXT_LIMIT, Tally, _OpenRun
 
 speedups = _accel.speedups
@@ -477,10 +477,16 @@ _CLAUDE_LINES = st.builds(
 ) | st.sampled_from(
     [
         b'{"type":"stream_event","event":{"type":"content_block_stop","index":0}}',
+        b'{"type":"stream_event","event":{"type":"content_block_stop","index":1},"uuid":"u"}',
+        b'{"type":"stream_event","event":{"type":"content_block_stop","index":2}}',
         b'{"type":"stream_event","event":{"type":"content_block_start","index":1,"content_block":{"type":"text"}}}',
+        b'{"type":"stream_event","event":{"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"t","name":"Bash","input":{}}}}',
         b'{"type":"stream_event","event":{"type":"message_stop"}}',
+        b'{"type":"stream_event","event":{"type":"message_stop"},"session_id":"s"}',
         b'{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta"}}}',
         b'{"type":"system","subtype":"status","status":"requesting"}',
+        b'{"type":"system","subtype":"status","status":null,"message":"m","uuid":"u"}',
+        b'{"type":"system","subtype":"status","status":""}',
         b'{"type":"system","subtype":"thinking_tokens","estimated_tokens":3,"estimated_tokens_delta":1,"uuid":"u"}',
         b'{"type":"system","subtype":"thinking_tokens","status":null,"message":"m"}',
         b"not json",
@@ -513,6 +519,7 @@ def claude_states(draw: st.DrawFn) -> dict[str, Any]:
         "turn_ended": draw(st.booleans()),
         "fatal": draw(st.booleans()),
         "chunk_run": draw(st.integers(0, 4)) == 0,
+        "usage": draw(st.sampled_from([None] * 4 + ["msg_a", "msg_b"])),
     }
 
 
@@ -533,6 +540,8 @@ def _claude_decoder(state: dict[str, Any]) -> ClaudeDecoder:
     decoder.last_fatal = p.Error(code="x", message="x", recoverable=False) if state["fatal"] else None
     if state["chunk_run"]:  # a run of chunk() deltas, which the next other event closes
         decoder._run = kit._Run(False, "assistant", "run_x", None, ["open"])
+    if state.get("usage"):  # an API message's usage not out yet
+        decoder._usage = _PendingUsage(state["usage"], "claude-x", {"output_tokens": 3}, True)
     return decoder
 
 
@@ -546,6 +555,8 @@ def _decoder_state(decoder: ClaudeDecoder) -> object:
         runs,
         decoder._streams,
         decoder._current,
+        decoder._usage,
+        decoder._stopped,
         decoder.started,
         decoder.last_fatal,
         decoder.turn_ended,
@@ -738,28 +749,62 @@ def near_delta_lines(draw: st.DrawFn) -> bytes:
     if not draw(_USUAL):
         index = draw(st.sampled_from([*_ODD_NUMBERS, b'"1"', b"null"]))
     event = [(b'"type"', b'"content_block_delta"'), (b'"index"', index), (b'"delta"', delta)]
-    ids = [
-        b'"session_id"',
-        b'"parent_tool_use_id"',
-        b'"uuid"',
-        b'"ttft_ms"',
-        b'"api_message_id"',
-        b'"thinking_display"',
-    ]
-    line = [(b'"type"', b'"stream_event"'), (b'"event"', event), *_stamps(draw, ids)]
+    line = [(b'"type"', b'"stream_event"'), (b'"event"', event), *_stamps(draw, _STREAM_STAMPS)]
     _one_step_away(draw, line, event, delta)
     return _damaged(draw, line)
 
 
+_STREAM_STAMPS = [
+    b'"session_id"',
+    b'"parent_tool_use_id"',
+    b'"uuid"',
+    b'"ttft_ms"',
+    b'"api_message_id"',
+    b'"thinking_display"',
+]
+"""The fields of a stream_event line that nothing reads."""
+
+
 @st.composite
-def near_thinking_tokens_lines(draw: st.DrawFn) -> bytes:
-    """A ``thinking_tokens`` system line in its compact form or one step away from it, as above."""
-    line = [(b'"type"', b'"system"'), (b'"subtype"', b'"thinking_tokens"')]
+def near_stops_and_starts(draw: st.DrawFn) -> bytes:
+    """A block's stop, a tool_use block's start or a message's stop, in Claude Code's compact form or one step
+    away from it, as above (an input other than ``{}``, a block of another type)."""
+    index = draw(st.sampled_from([b"0", b"1", b"2", b"3"]))
+    if not draw(_USUAL):
+        index = draw(st.sampled_from([*_ODD_NUMBERS, b'"1"', b"null"]))
+    kind = draw(st.sampled_from(["block stop", "tool_use start", "message stop"]))
+    block: _Members = []
+    if kind == "block stop":
+        event = [(b'"type"', b'"content_block_stop"'), (b'"index"', index)]
+    elif kind == "tool_use start":
+        block_type = b'"tool_use"' if draw(_USUAL) else draw(st.sampled_from([b'"text"', b'"tool_usE"']))
+        tool_input = b"{}" if draw(_USUAL) else draw(_ANY_VALUES | st.sampled_from([b"{ }", b"{}}", b"{"]))
+        block = [(b'"type"', block_type), (b'"id"', draw(json_strings(_TEXTS))), (b'"name"', b'"Bash"')]
+        block += [(b'"input"', tool_input), *_stamps(draw, [b'"caller"'])]
+        event = [(b'"type"', b'"content_block_start"'), (b'"index"', index), (b'"content_block"', block)]
+    else:
+        event = [(b'"type"', b'"message_stop"')]
+    line = [(b'"type"', b'"stream_event"'), (b'"event"', event), *_stamps(draw, _STREAM_STAMPS)]
+    _one_step_away(draw, line, event, *([block] if block else []))
+    return _damaged(draw, line)
+
+
+@st.composite
+def near_system_lines(draw: st.DrawFn) -> bytes:
+    """A ``thinking_tokens`` or ``status`` system line in its compact form or one step away from it, as above."""
+    subtype = draw(st.sampled_from([b"thinking_tokens", b"status"]))
+    if not draw(_USUAL) and not draw(_USUAL):
+        subtype = draw(st.sampled_from([b"init", b"statu", b"Status"]))
+    line = [(b'"type"', b'"system"'), (b'"subtype"', b'"%s"' % subtype)]
     for key in (b'"estimated_tokens"', b'"estimated_tokens_delta"', b'"status"', b'"message"'):
-        if draw(_USUAL) == (b"tokens" in key):  # the counts are usual, a status or message is not
-            number = draw(st.sampled_from([b"0", b"1", b"42", b"123456"]))
+        counted = b"tokens" in key
+        if draw(_USUAL) == (counted == (subtype != b"status")):  # what a line of its subtype usually holds
             other = draw(json_strings(_TEXTS) | _ANY_VALUES | st.sampled_from(_ODD_NUMBERS))
-            line.append((key, number if draw(_USUAL) and b"tokens" in key else other))
+            if draw(_USUAL):
+                other = draw(
+                    st.sampled_from([b"0", b"1", b"42", b"123456"]) if counted else json_strings(_TEXTS)
+                )
+            line.append((key, other))
     line += _stamps(draw, [b'"session_id"', b'"uuid"'])
     _one_step_away(draw, line)
     return _damaged(draw, line)
@@ -876,11 +921,24 @@ def test_a_delta_line_with_a_key_twice_or_out_of_its_object_reads_as_msgspec_rea
 @settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     claude_states() | st.just(_OPEN_BLOCKS),
-    st.lists(near_thinking_tokens_lines() | near_delta_lines(), min_size=1, max_size=4),
+    st.lists(near_system_lines() | near_delta_lines(), min_size=1, max_size=4),
 )
-def test_a_thinking_tokens_line_reads_the_same_in_any_form(state: dict[str, Any], lines: list[bytes]) -> None:
-    """Its event made in C once the turn is under way (nothing lost on the line, no chunk() run to close first),
-    by decode_typed otherwise: the same events and the same decoder either way."""
+def test_a_system_line_reads_the_same_in_any_form(state: dict[str, Any], lines: list[bytes]) -> None:
+    """A thinking_tokens or status line: its event made in C once the turn is under way (nothing lost on the
+    line, no chunk() run to close first), by decode_typed otherwise; the same events and decoder either way."""
+    _assert_skim_agrees(state, lines)
+
+
+@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    claude_states() | st.just(_OPEN_BLOCKS),
+    st.lists(near_stops_and_starts() | near_delta_lines(), min_size=1, max_size=5),
+)
+def test_a_stop_or_a_tool_use_start_reads_the_same_in_any_form(
+    state: dict[str, Any], lines: list[bytes]
+) -> None:
+    """A block's stop forgets a block whose run is closed, a message's stop forgets the message once its usage
+    is out, a tool_use start does nothing: in C; closing a run or flushing usage is decode_typed's."""
     _assert_skim_agrees(state, lines)
 
 
@@ -930,3 +988,116 @@ def test_a_compact_thinking_tokens_line_cut_short_or_a_byte_short_reads_as_msgsp
         {"estimated_tokens": 12, "status": "é\n"},
         0,
     )
+
+
+_STOPS_AND_STARTS = {
+    "block stop": b'{"type":"stream_event","event":{"type":"content_block_stop","index":2},"session_id":"s","parent_tool_use_id":null,"uuid":"u","api_message_id":"msg_a"}',
+    "tool_use start": b'{"type":"stream_event","event":{"type":"content_block_start","index":3,"content_block":{"type":"tool_use","id":"toolu_1","name":"Bash","input":{},"caller":null}},"session_id":"s","uuid":"u"}',
+    "message stop": b'{"type":"stream_event","event":{"type":"message_stop"},"session_id":"s","parent_tool_use_id":null,"uuid":"u"}',
+    "status": b'{"type":"system","subtype":"status","status":"requesting","session_id":"s","uuid":"u"}',
+}
+"""Compact lines as Claude Code writes them that _OPEN_BLOCKS lets the skim read whole."""
+
+
+@pytest.mark.parametrize("kind", list(_STOPS_AND_STARTS))
+def test_a_compact_stop_start_or_status_line_cut_short_or_a_byte_short_reads_as_msgspec_reads_it(
+    kind: str,
+) -> None:
+    line = _STOPS_AND_STARTS[kind]
+    for at in range(len(line)):
+        _assert_skim_agrees(_OPEN_BLOCKS, [line[:at]])
+        _assert_skim_agrees(_OPEN_BLOCKS, [line[:at] + line[at + 1 :]])
+
+
+@pytest.mark.parametrize("kind", list(_STOPS_AND_STARTS))
+def test_a_compact_line_that_needs_no_python_step_is_read_in_c(kind: str) -> None:
+    """The lines the scan is for are read whole in C: the skim goes past them."""
+    decoder = _claude_decoder(_OPEN_BLOCKS)
+    skimmed = ClaudeDecoder.typed_skim(
+        decoder, [_STOPS_AND_STARTS[kind]], 0, ClaudeDecoder.typed_lines.decode
+    )  # type: ignore[misc, union-attr]
+    assert skimmed == (1, None)
+    _assert_skim_agrees(_OPEN_BLOCKS, [_STOPS_AND_STARTS[kind]])
+
+
+@pytest.mark.parametrize(
+    ("state", "line"),
+    [
+        # the stop of a block whose run is open: decode_typed closes the run
+        (_OPEN_BLOCKS, _STOPS_AND_STARTS["block stop"].replace(b'"index":2', b'"index":1')),
+        # a message whose usage is still to go out: decode_typed flushes it
+        ({**_OPEN_BLOCKS, "usage": "msg_a"}, _STOPS_AND_STARTS["message stop"]),
+        ({**_OPEN_BLOCKS, "usage": "msg_b"}, _STOPS_AND_STARTS["message stop"]),
+        # a status whose event closes a chunk() run first, or whose line lost a field
+        ({**_OPEN_BLOCKS, "chunk_run": True}, _STOPS_AND_STARTS["status"]),
+        ({**_OPEN_BLOCKS, "lost": [(("system", "x"), "x was lost")]}, _STOPS_AND_STARTS["status"]),
+        # no current message
+        ({**_OPEN_BLOCKS, "current": None}, _STOPS_AND_STARTS["block stop"]),
+    ],
+)
+def test_a_compact_line_whose_step_needs_python_is_handed_on_typed(
+    state: dict[str, Any], line: bytes
+) -> None:
+    decoder = _claude_decoder(state)
+    index, typed = ClaudeDecoder.typed_skim(decoder, [line], 0, ClaudeDecoder.typed_lines.decode)  # type: ignore[misc, union-attr]
+    assert index == 0
+    assert typed == ClaudeDecoder.typed_lines.decode(line)  # type: ignore[union-attr]
+    _assert_skim_agrees(state, [line])
+
+
+_STATUS = b'{"type":"system","subtype":"status","status":%s,"%s":%s,"uuid":"u"}'
+
+
+@pytest.mark.parametrize(
+    ("status", "key", "value"),
+    [
+        *[(status, b"session_id", b'"s"') for status in [b'"requesting"', b'""', b"null", b'"\\u00e9"']],
+        *[(status, b"session_id", b'"s"') for status in [b"1", b"true", b"[]", b'"\\ud800"', b'"a\x01"']],
+        *[(b'"requesting"', b"message", value) for value in [b'"m"', b'""', b"null", b"1", b"false", b"{}"]],
+        *[(b'"requesting"', key, b"1") for key in [b"estimated_tokens", b"estimated_tokens_delta", b"statu"]],
+        *[(b'"requesting"', key, b"null") for key in [b"subtype", b"status", b"type", b"extra"]],
+    ],
+)
+def test_a_status_line_one_token_away_from_the_compact_form_reads_as_msgspec_reads_it(
+    status: bytes, key: bytes, value: bytes
+) -> None:
+    line = _STATUS % (status, key, value)
+    for state in (_OPEN_BLOCKS, {**_OPEN_BLOCKS, "chunk_run": True}, {**_OPEN_BLOCKS, "started": False}):
+        _assert_skim_agrees(state, [line])
+        _assert_skim_agrees(state, [line + b"\n"])
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        b'{"type":"content_block_start","content_block":{"type":"tool_use","id":"t","input":{}}}',
+        b'{"type":"content_block_start","index":1}',
+        b'{"type":"content_block_start","index":1,"index":2,"content_block":{"type":"tool_use","input":{}}}',
+        b'{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","input":{},"input":{}}}',
+        b'{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","input":{}},"index":1}',
+        b'{"type":"content_block_stop"}',
+        b'{"type":"content_block_stop","index":1,"index":2}',
+        b'{"type":"message_stop","index":1}',
+    ],
+)
+def test_a_stop_or_start_missing_a_member_or_with_one_twice_reads_as_msgspec_reads_it(event: bytes) -> None:
+    _assert_skim_agrees(_OPEN_BLOCKS, [b'{"type":"stream_event","event":%s,"uuid":"u"}' % event])
+
+
+def test_a_message_stop_without_a_current_message_forgets_the_blocks_it_kept_under_no_id() -> None:
+    """As ``_streams.pop(_current or "", None)``: blocks kept under the empty id go too."""
+    state = {**_OPEN_BLOCKS, "current": None, "streams": {"": {0: ("text", "blk_a")}, "msg_a": {}}}
+    _assert_skim_agrees(state, [_STOPS_AND_STARTS["message stop"]])
+
+
+@pytest.mark.parametrize(
+    "special",
+    [b'\\"', b"\\\\", b"\\n", b"\\u00e9", b"\x01", b"\x1f", b"\x7f", b"\xc3\xa9", b"\xff", b" ", b"!"],
+)
+def test_a_string_is_scanned_the_same_whatever_the_place_of_a_byte_that_is_not_plain(special: bytes) -> None:
+    """The scan reads plain bytes eight at a time: an escape, a control character or a byte past ASCII is found
+    at every place in and across those eight-byte words."""
+    for at in range(20):
+        text = b"a" * at + special + b"b" * (19 - at)
+        line = _COMPACT % (b"0", b"text", b"text", b'"%s"' % text, b"uuid", b'"%s"' % text)
+        _assert_skim_agrees(_OPEN_BLOCKS, [line])

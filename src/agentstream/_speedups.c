@@ -10,6 +10,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
+#include <stdint.h>
 #include <string.h>
 #include <time.h>
 
@@ -583,24 +584,26 @@ done:
     return result;
 }
 
-/* ---- the Claude dialect: deltas of open runs and thinking_tokens lines ------------------------------ */
+/* ---- the Claude dialect: the lines of a partial-message stream that need no Python step ------------------- */
 
 enum {
     C_STREAM_LINE, C_BLOCK_DELTA, C_TEXT_DELTA, C_THINKING_DELTA, C_QUIET_DELTA, C_SIGNATURE_DELTA,
     C_MESSAGE_DELTA, C_REASONING_DELTA, C_PROTOCOL, C_UNDECODED, C_TEXT, C_THINKING, C_GENERIC_EVENT,
-    C_THINKING_TOKENS, N_CLAUDE
+    C_THINKING_TOKENS, C_STATUS, N_CLAUDE
 };
 enum {
     A_EVENT, A_DELTA, A_INDEX, A_TEXT_FIELD, A_THINKING_FIELD, A_CURRENT, A_STREAMS, A_STARTED, A_LOST, A_NAMED,
     A_PARTS, A_RUN_ID, A_ROLE, A_RUN_TS, A_LAST_FATAL, A_TURN_ENDED, A_SEQUENCER, A_NEXT_SEQ, A_LINE_TS,
-    A_CLOCK, A_OUT, A_RUN, A_TALLY, N_ATTRS
+    A_CLOCK, A_OUT, A_RUN, A_TALLY, A_USAGE, N_ATTRS
 };
 static const char *attr_names[N_ATTRS] = {
     "event", "delta", "index", "text", "thinking", "_current", "_streams", "started", "_lost", "_named", "parts",
     "run_id", "role", "ts", "last_fatal", "turn_ended", "sequencer", "next_seq", "line_ts", "_clock", "_out", "_run",
-    "tally"};
+    "tally", "_usage"};
 static PyObject *attr_keys[N_ATTRS];
-static PyObject *message_delta_names, *reasoning_delta_names, *generic_event_names; /* events' keyword names */
+static PyObject *message_delta_names, *reasoning_delta_names, *generic_event_names, *status_names[2];
+/* events' keyword names (status_names: without the message, with it) */
+static PyObject *idle_text, *empty_text; /* "idle" (a status line's status when it has none), "" */
 static PyObject *thinking_tokens_keys[4]; /* the data a thinking_tokens line gives, in _SystemLine.data's order */
 
 #define GET(obj, a) PyObject_GetAttr((obj), attr_keys[a])
@@ -610,6 +613,8 @@ static PyObject *thinking_tokens_keys[4]; /* the data a thinking_tokens line giv
  * (their steps change the runs' parts, the seq and the queue, and set last_fatal and turn_ended). */
 typedef struct {
     PyObject *kinds[N_CLAUDE];
+    PyObject *current;   /* the current message's id, or None */
+    PyObject *streams;   /* message id -> its blocks */
     PyObject *blocks;    /* the current message's blocks: index -> (kind, block id); NULL when none */
     PyObject *named;     /* (reasoning, id) -> kit._Run */
     PyObject *sequencer;
@@ -624,6 +629,8 @@ typedef struct {
 } Skim;
 
 static void skim_clear(Skim *skim) {
+    Py_CLEAR(skim->current);
+    Py_CLEAR(skim->streams);
     Py_CLEAR(skim->blocks);
     Py_CLEAR(skim->named);
     Py_CLEAR(skim->sequencer);
@@ -636,16 +643,17 @@ static void skim_clear(Skim *skim) {
 
 /* 0, or -1 with an exception set. */
 static int skim_init(Skim *skim, PyObject *decoder) {
-    PyObject *current = GET(decoder, A_CURRENT), *streams = NULL, *started = NULL, *lost = NULL;
+    PyObject *started = NULL, *lost = NULL;
     int outcome = -1;
-    if (current == NULL || (streams = GET(decoder, A_STREAMS)) == NULL || (started = GET(decoder, A_STARTED)) == NULL ||
-        (lost = GET(decoder, A_LOST)) == NULL || (skim->named = GET(decoder, A_NAMED)) == NULL ||
+    if ((skim->current = GET(decoder, A_CURRENT)) == NULL || (skim->streams = GET(decoder, A_STREAMS)) == NULL ||
+        (started = GET(decoder, A_STARTED)) == NULL || (lost = GET(decoder, A_LOST)) == NULL ||
+        (skim->named = GET(decoder, A_NAMED)) == NULL ||
         (skim->sequencer = GET(decoder, A_SEQUENCER)) == NULL || (skim->out = GET(decoder, A_OUT)) == NULL ||
         (skim->session = field(skim->sequencer, F_SESSION_ID)) == NULL ||
         (skim->next_seq = GET(skim->sequencer, A_NEXT_SEQ)) == NULL)
         goto done;
-    if (current != Py_None && PyDict_Check(streams)) {
-        skim->blocks = PyDict_GetItemWithError(streams, current);
+    if (skim->current != Py_None && PyDict_Check(skim->streams)) {
+        skim->blocks = PyDict_GetItemWithError(skim->streams, skim->current);
         if (skim->blocks == NULL && PyErr_Occurred()) goto done;
         if (skim->blocks != NULL && !PyDict_Check(skim->blocks)) skim->blocks = NULL;
         Py_XINCREF(skim->blocks);
@@ -676,8 +684,6 @@ static int skim_init(Skim *skim, PyObject *decoder) {
     }
     outcome = 0;
 done:
-    Py_XDECREF(current);
-    Py_XDECREF(streams);
     Py_XDECREF(started);
     Py_XDECREF(lost);
     return outcome;
@@ -701,9 +707,13 @@ static int skim_finish(Skim *skim, PyObject *decoder) {
                : 0;
 }
 
-/* What a line gives the skim: no event (a tool input or signature delta), a text or thinking delta, or
- * anything else (decode_typed's own steps). */
-enum { LINE_OTHER, LINE_QUIET, LINE_TEXT, LINE_THINKING };
+/* What a line is to the skim: one that gives no event and changes nothing (a tool input or signature delta,
+ * a tool_use block's start), a text or thinking delta, a block's or a message's stop, a thinking_tokens or
+ * status system line, or any other (decode_typed's own steps). */
+enum {
+    LINE_OTHER, LINE_QUIET, LINE_TEXT, LINE_THINKING, LINE_BLOCK_STOP, LINE_MESSAGE_STOP, LINE_THINKING_TOKENS,
+    LINE_STATUS
+};
 
 /* The delta a typed line carries: its LINE_* kind, with *index and *text (new references) for LINE_TEXT and
  * LINE_THINKING; -1 on an error. */
@@ -819,6 +829,31 @@ static Py_ssize_t unescape(const unsigned char *at, Py_ssize_t size, char *out) 
     return to - out;
 }
 
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+
+/* How many of the 8 bytes at `at` are plain string bytes before the first that is not (a quote, a backslash or
+ * a control character; a byte of 0x80 or above is plain): 8 when all are. The 8 bytes are or-ed into *seen
+ * (whose high bits then tell whether a byte past ASCII may be among them). Each term of `ends` is the "some
+ * byte is zero" (or "below 0x20") test of the bit-twiddling lore, whose first flagged byte is exact: a
+ * borrow only runs from a byte that truly counts to the bytes after it. */
+static inline int plain_bytes(const unsigned char *at, uint64_t *seen) {
+    uint64_t word;
+    memcpy(&word, at, 8);
+    *seen |= word;
+    uint64_t quote = word ^ (ONES * '"'), backslash = word ^ (ONES * '\\');
+    uint64_t ends = ((quote - ONES) & ~quote) | ((backslash - ONES) & ~backslash) | ((word - ONES * 0x20) & ~word);
+    ends &= HIGHS;
+    if (ends == 0) return 8;
+#if defined(__GNUC__) && PY_LITTLE_ENDIAN
+    return __builtin_ctzll(ends) >> 3;
+#elif defined(__GNUC__)
+    return __builtin_clzll(ends) >> 3;
+#else
+    return 0; /* the bytes one at a time, then */
+#endif
+}
+
 /* The JSON string at the scan: 1 and past it, with *value its str when value is not NULL; 0 for a form the
  * scan leaves to msgspec (a control character, a bad or surrogate escape, invalid UTF-8, no end); -1 on an
  * error. A raw lead byte never meets an escape's bytes as its continuation (they start with an ASCII or a
@@ -828,7 +863,10 @@ static int scan_string(Scan *scan, PyObject **value) {
     const unsigned char *start = (const unsigned char *)scan->at + 1, *at = start;
     const unsigned char *end = (const unsigned char *)scan->end;
     int escaped = 0, wide = 0;
+    uint64_t seen = 0; /* bytes read eight at a time, or-ed: a high bit set may be a byte past ASCII */
     for (;;) {
+        /* plain bytes eight at a time: most strings (ids, text) have no escape */
+        for (int plain = 8; plain == 8 && end - at >= 8; at += plain) plain = plain_bytes(at, &seen);
         if (at >= end || *at < 0x20) return 0;
         if (*at == '"') break;
         if (*at == '\\') {
@@ -847,6 +885,7 @@ static int scan_string(Scan *scan, PyObject **value) {
         wide |= *at >= 0x80;
         at++;
     }
+    wide |= (seen & HIGHS) != 0; /* at worst a needless check of the UTF-8 */
     scan->at = (const char *)at + 1;
     Py_ssize_t size = at - start;
     if (value == NULL && !wide) return 1;
@@ -924,42 +963,95 @@ static int scan_delta(Scan *scan, PyObject **text) {
     return got <= 0 ? got : LITERAL(scan, "}") ? kind : LINE_OTHER;
 }
 
-/* A content_block_delta event: its delta's LINE_* kind, with *index and *text as scan_delta gives them. */
-static int scan_delta_event(Scan *scan, long long *index, PyObject **text) {
+/* What the scan read of a line besides its kind (new references, NULL where the line has none). */
+typedef struct {
+    long long index;     /* LINE_TEXT, LINE_THINKING, LINE_BLOCK_STOP: the block's */
+    PyObject *text;      /* LINE_TEXT, LINE_THINKING: the delta's */
+    PyObject *values[4]; /* LINE_THINKING_TOKENS, LINE_STATUS: estimated_tokens, estimated_tokens_delta, status,
+                          * message */
+} Scanned;
+
+static void scanned_clear(Scanned *scanned) {
+    Py_CLEAR(scanned->text);
+    for (int k = 0; k < 4; k++) Py_CLEAR(scanned->values[k]);
+}
+
+/* The members of a content_block_delta event after its type: its delta's LINE_* kind, with the index and text. */
+static int scan_delta_event(Scan *scan, Scanned *scanned) {
     static const char *const names[] = {"index", "delta"};
-    if (!LITERAL(scan, "{\"type\":\"content_block_delta\"")) return LINE_OTHER;
     int seen = 0, kind = LINE_OTHER;
     while (LITERAL(scan, ",")) {
         int key = scan_key(scan, names, 2);
         if (key < 0 || seen & (1 << key)) return LINE_OTHER;
         seen |= 1 << key;
         if (key == 0) {
-            if (!scan_natural(scan, index)) return LINE_OTHER;
-        } else if ((kind = scan_delta(scan, text)) <= 0) return kind;
+            if (!scan_natural(scan, &scanned->index)) return LINE_OTHER;
+        } else if ((kind = scan_delta(scan, &scanned->text)) <= 0) return kind;
     }
     return seen == 3 && LITERAL(scan, "}") ? kind : LINE_OTHER;
 }
 
-/* A stream_event line of a content block delta, in the form described above: its LINE_* kind, with *index and
- * *text (a new reference) for LINE_TEXT and LINE_THINKING; -1 on an error. */
-static int scan_delta_line(const char *data, Py_ssize_t size, long long *index, PyObject **text) {
+/* The members of a content_block_stop event after its type: its index (nothing else: _BlockStop has no other). */
+static int scan_block_stop_event(Scan *scan, Scanned *scanned) {
+    static const char *const names[] = {"index"};
+    return LITERAL(scan, ",") && scan_key(scan, names, 1) == 0 && scan_natural(scan, &scanned->index) &&
+                   LITERAL(scan, "}")
+               ? LINE_BLOCK_STOP
+               : LINE_OTHER;
+}
+
+/* A tool_use block as its start gives it, input still empty ({}): 1; 0 for anything else; -1 on an error. */
+static int scan_tool_use_start(Scan *scan) {
+    static const char *const names[] = {"id", "name", "input", "caller"};
+    if (!LITERAL(scan, "{\"type\":\"tool_use\"")) return 0;
+    int seen = 0;
+    while (LITERAL(scan, ",")) {
+        int key = scan_key(scan, names, 4);
+        if (key < 0 || seen & (1 << key)) return 0;
+        seen |= 1 << key;
+        int got = key == 2 ? LITERAL(scan, "{}") : scan_unread(scan);
+        if (got <= 0) return got;
+    }
+    return LITERAL(scan, "}");
+}
+
+/* The members of a content_block_start event after its type: LINE_QUIET for a tool_use block (decode_typed
+ * does nothing with one: its call comes whole with the assistant line), LINE_OTHER for any other block. */
+static int scan_block_start_event(Scan *scan) {
+    static const char *const names[] = {"index", "content_block"};
+    long long index;
+    int seen = 0;
+    while (LITERAL(scan, ",")) {
+        int key = scan_key(scan, names, 2);
+        if (key < 0 || seen & (1 << key)) return LINE_OTHER;
+        seen |= 1 << key;
+        int got = key == 0 ? scan_natural(scan, &index) : scan_tool_use_start(scan);
+        if (got <= 0) return got;
+    }
+    return seen == 3 && LITERAL(scan, "}") ? LINE_QUIET : LINE_OTHER;
+}
+
+/* The event object of a stream_event line: its LINE_* kind. */
+static int scan_event(Scan *scan, Scanned *scanned) {
+    if (LITERAL(scan, "{\"type\":\"content_block_delta\"")) return scan_delta_event(scan, scanned);
+    if (LITERAL(scan, "{\"type\":\"content_block_stop\"")) return scan_block_stop_event(scan, scanned);
+    if (LITERAL(scan, "{\"type\":\"content_block_start\"")) return scan_block_start_event(scan);
+    return LITERAL(scan, "{\"type\":\"message_stop\"}") ? LINE_MESSAGE_STOP : LINE_OTHER;
+}
+
+/* The members of a stream_event line after its type: its event's LINE_* kind; -1 on an error. */
+static int scan_stream_line(Scan *scan, Scanned *scanned) {
     static const char *const names[] = {"event", "session_id", "parent_tool_use_id", "uuid",
                                         "ttft_ms", "api_message_id", "thinking_display"};
-    Scan scan = {data, data + size};
-    int seen = 0, kind = LINE_OTHER, got = LINE_OTHER;
-    if (!LITERAL(&scan, "{\"type\":\"stream_event\"")) return LINE_OTHER;
-    while (LITERAL(&scan, ",")) {
-        int key = scan_key(&scan, names, 7);
-        if (key < 0 || seen & (1 << key)) goto other;
+    int seen = 0, kind = LINE_OTHER;
+    while (LITERAL(scan, ",")) {
+        int key = scan_key(scan, names, 7);
+        if (key < 0 || seen & (1 << key)) return LINE_OTHER;
         seen |= 1 << key;
-        got = key == 0 ? (kind = scan_delta_event(&scan, index, text)) : scan_unread(&scan);
-        if (got <= 0) goto other;
+        int got = key == 0 ? (kind = scan_event(scan, scanned)) : scan_unread(scan);
+        if (got <= 0) return got;
     }
-    if ((seen & 1) && LITERAL(&scan, "}") && scan.at == scan.end) return kind;
-    got = LINE_OTHER;
-other:
-    Py_CLEAR(*text);
-    return got < 0 ? -1 : LINE_OTHER;
+    return (seen & 1) && LITERAL(scan, "}") ? kind : LINE_OTHER;
 }
 
 /* A value kept as it is: a string, an integer of up to 18 digits, null, true or false, as msgspec decodes it
@@ -978,43 +1070,39 @@ static int scan_value(Scan *scan, PyObject **value) {
     return *value == NULL ? -1 : 1;
 }
 
-/* A system line of subtype thinking_tokens in the compact form: 1 with *data, the event's data as
- * _SystemLine.data gives it (a new reference); 0 for any other line or form; -1 on an error. */
-static int scan_thinking_tokens_line(const char *bytes, Py_ssize_t size, PyObject **data) {
-    /* the data's four keys first (in _SystemLine.data's order), then the stamps, which are not read */
+/* The members of a thinking_tokens or status system line after its subtype: `kind` with the values _SystemLine
+ * holds, LINE_OTHER for any other form, -1 on an error. */
+static int scan_system_line(Scan *scan, int kind, Scanned *scanned) {
+    /* the four values first (in _SystemLine.data's order), then the stamps, which are not read */
     static const char *const names[] = {"estimated_tokens", "estimated_tokens_delta", "status", "message",
                                         "session_id", "uuid"};
-    Scan scan = {bytes, bytes + size};
-    PyObject *values[4] = {NULL, NULL, NULL, NULL};
-    int seen = 0, got = 0;
-    if (!LITERAL(&scan, "{\"type\":\"system\",\"subtype\":\"thinking_tokens\"")) return 0;
-    while (LITERAL(&scan, ",")) {
-        int key = scan_key(&scan, names, 6);
-        got = 0;
-        if (key < 0 || seen & (1 << key)) goto other;
+    int seen = 0;
+    while (LITERAL(scan, ",")) {
+        int key = scan_key(scan, names, 6);
+        if (key < 0 || seen & (1 << key)) return LINE_OTHER;
         seen |= 1 << key;
-        got = key >= 4 ? scan_unread(&scan) : scan_value(&scan, &values[key]);
-        if (got <= 0) goto other;
+        int got = key >= 4 ? scan_unread(scan) : scan_value(scan, &scanned->values[key]);
+        if (got <= 0) return got;
         /* status and message are typed str or None: any other kind is msgspec's to refuse */
-        got = 0;
-        if ((key == 2 || key == 3) && values[key] != Py_None && !PyUnicode_Check(values[key])) goto other;
+        if ((key == 2 || key == 3) && scanned->values[key] != Py_None && !PyUnicode_Check(scanned->values[key]))
+            return LINE_OTHER;
     }
-    got = 0;
-    if (!LITERAL(&scan, "}") || scan.at != scan.end) goto other;
-    got = -1;
-    if ((*data = PyDict_New()) == NULL) goto other;
-    for (int k = 0; k < 4; k++) {
-        if (values[k] != NULL && PyDict_SetItem(*data, thinking_tokens_keys[k], values[k]) < 0) {
-            Py_CLEAR(*data);
-            goto other;
-        }
-    }
-    got = 1;
-other:
-    for (int k = 0; k < 4; k++) Py_XDECREF(values[k]);
-    return got;
+    return LITERAL(scan, "}") ? kind : LINE_OTHER;
 }
 
+/* A line in the compact form Claude Code writes: its LINE_* kind, with what it carries in *scanned (which the
+ * caller clears, whatever the answer); -1 on an error. */
+static int scan_line(const char *bytes, Py_ssize_t size, Scanned *scanned) {
+    Scan scan = {bytes, bytes + size};
+    int kind = LITERAL(&scan, "{\"type\":\"stream_event\"") ? scan_stream_line(&scan, scanned)
+               : LITERAL(&scan, "{\"type\":\"system\",\"subtype\":\"thinking_tokens\"")
+                   ? scan_system_line(&scan, LINE_THINKING_TOKENS, scanned)
+               : LITERAL(&scan, "{\"type\":\"system\",\"subtype\":\"status\"") ? scan_system_line(&scan, LINE_STATUS, scanned)
+                                                                                 : LINE_OTHER;
+    return kind > 0 && scan.at != scan.end ? LINE_OTHER : kind;
+}
+
+/* -- what the lines do -------------------------------------------------------------------------------------- */
 
 /* `event` stamped and queued as EventDecoder._stamp does once started: 0, or -1 on an error. */
 static int queue_event(Skim *skim, PyObject *event) {
@@ -1062,24 +1150,129 @@ done:
     return outcome;
 }
 
-/* The generic event of a thinking_tokens line with `data`, emitted as EventDecoder.emit does once started
- * with no chunk() run open: the tally sees it, then it is stamped and queued. 0, or -1 on an error. */
-static int queue_thinking_tokens(Skim *skim, PyObject *data) {
-    PyObject *values[2] = {skim->kinds[C_THINKING_TOKENS], data}, *added = NULL;
-    PyObject *event = PyObject_Vectorcall(skim->kinds[C_GENERIC_EVENT], values, 0, generic_event_names);
-    int outcome = event != NULL && (added = PyObject_CallOneArg(skim->tally_add, event)) != NULL ? queue_event(skim, event) : -1;
+/* A delta of block `index` with `text`, once the state is read: 1 when queued (it continues an open run) or
+ * when there is nothing to do, 0 when decode_typed's own steps must read it, -1 on an error. */
+static int skim_delta(Skim *skim, PyObject *index, PyObject *text, int reasoning) {
+    PyObject *run = NULL;
+    int found = open_run_of(skim, index, text, reasoning, &run);
+    if (found == 1) {
+        found = queue_delta(skim, run, text, reasoning) < 0 ? -1 : 1;
+        Py_DECREF(run);
+    }
+    return found == 2 ? 1 : found;
+}
+
+/* A content_block_stop of the current message's block `number`: one whose run is closed (or no block) is only
+ * forgotten (1); closing an open run is decode_typed's (0). -1 on an error. */
+static int skim_block_stop(Skim *skim, long long number) {
+    if (skim->blocks == NULL || !PyDict_Check(skim->named)) return 0;
+    PyObject *index = PyLong_FromLongLong(number), *run_key = NULL;
+    if (index == NULL) return -1;
+    int outcome = -1;
+    PyObject *block = PyDict_GetItemWithError(skim->blocks, index);
+    if (block == NULL || !PyTuple_CheckExact(block) || PyTuple_GET_SIZE(block) != 2) {
+        outcome = PyErr_Occurred() ? -1 : block == NULL;
+        goto done;
+    }
+    int reasoning = PyObject_RichCompareBool(PyTuple_GET_ITEM(block, 0), skim->kinds[C_THINKING], Py_EQ);
+    if (reasoning < 0 || (run_key = PyTuple_Pack(2, reasoning ? Py_True : Py_False, PyTuple_GET_ITEM(block, 1))) == NULL)
+        goto done;
+    int open = PyDict_Contains(skim->named, run_key);
+    outcome = open < 0 ? -1 : open ? 0 : PyDict_DelItem(skim->blocks, index) < 0 ? -1 : 1;
+done:
+    Py_DECREF(index);
+    Py_XDECREF(run_key);
+    return outcome;
+}
+
+/* A message_stop: the current message is over (1); with its usage still to go out, decode_typed's (0). -1 on
+ * an error. */
+static int skim_message_stop(Skim *skim, PyObject *decoder) {
+    PyObject *usage = GET(decoder, A_USAGE);
+    if (usage == NULL) return -1;
+    int pending = usage != Py_None;
+    Py_DECREF(usage);
+    if (pending || !PyDict_Check(skim->streams)) return 0;
+    int named = PyObject_IsTrue(skim->current); /* _streams.pop(_current or "", None) */
+    if (named < 0) return -1;
+    PyObject *key = named ? skim->current : empty_text;
+    int present = PyDict_Contains(skim->streams, key);
+    if (present < 0 || (present && PyDict_DelItem(skim->streams, key) < 0) || SET(decoder, A_CURRENT, Py_None) < 0)
+        return -1;
+    Py_SETREF(skim->current, Py_NewRef(Py_None));
+    Py_CLEAR(skim->blocks);
+    return 1;
+}
+
+/* The event of a thinking_tokens line (its data as _SystemLine.data gives it) or of a status line, as
+ * decode_typed makes them: a new reference, or NULL with an exception set. */
+static PyObject *system_event(Skim *skim, int kind, PyObject *const *values) {
+    if (kind == LINE_STATUS) {
+        PyObject *status = values[2], *message = values[3];
+        int with_message = message != NULL && PyUnicode_Check(message);
+        PyObject *arguments[2] = {
+            status != NULL && PyUnicode_Check(status) && PyUnicode_GET_LENGTH(status) > 0 ? status : idle_text, message};
+        return PyObject_Vectorcall(skim->kinds[C_STATUS], arguments, 0, status_names[with_message]);
+    }
+    PyObject *data = PyDict_New(), *event = NULL;
+    if (data == NULL) return NULL;
+    for (int k = 0; k < 4; k++) {
+        if (values[k] != NULL && PyDict_SetItem(data, thinking_tokens_keys[k], values[k]) < 0) goto done;
+    }
+    PyObject *arguments[2] = {skim->kinds[C_THINKING_TOKENS], data};
+    event = PyObject_Vectorcall(skim->kinds[C_GENERIC_EVENT], arguments, 0, generic_event_names);
+done:
+    Py_DECREF(data);
+    return event;
+}
+
+/* A system line's event, emitted as EventDecoder.emit does once started, with nothing lost on the line and no
+ * chunk() run to close first (1): the tally sees it, then it is stamped and queued. Else decode_typed's (0). */
+static int skim_system_line(Skim *skim, int kind, PyObject *const *values) {
+    if (!skim->inline_stamps || skim->tally_add == NULL) return 0;
+    PyObject *event = system_event(skim, kind, values), *added = NULL;
+    int outcome = event != NULL && (added = PyObject_CallOneArg(skim->tally_add, event)) != NULL &&
+                          queue_event(skim, event) == 0
+                      ? 1
+                      : -1;
     Py_XDECREF(added);
     Py_XDECREF(event);
     return outcome;
 }
 
+/* A scanned line read as decode_typed reads it (1), or left to decode_typed's own steps (0); -1 on an error. */
+static int skim_scanned(Skim *skim, PyObject *decoder, int kind, Scanned *scanned) {
+    if (kind == LINE_QUIET) return 1;
+    if (skim_ready(skim, decoder) < 0) return -1;
+    if (kind == LINE_BLOCK_STOP) return skim_block_stop(skim, scanned->index);
+    if (kind == LINE_MESSAGE_STOP) return skim_message_stop(skim, decoder);
+    if (kind == LINE_THINKING_TOKENS || kind == LINE_STATUS) return skim_system_line(skim, kind, scanned->values);
+    PyObject *index = PyLong_FromLongLong(scanned->index);
+    if (index == NULL) return -1;
+    int found = skim_delta(skim, index, scanned->text, kind == LINE_THINKING);
+    Py_DECREF(index);
+    return found;
+}
+
+/* A line msgspec typed: a delta read as skim_scanned reads one; any other line is decode_typed's (0). */
+static int skim_typed(Skim *skim, PyObject *decoder, PyObject *line) {
+    PyObject *index = NULL, *text = NULL;
+    int kind = typed_delta(skim, line, &index, &text), found = kind == LINE_QUIET ? 1 : kind < 0 ? -1 : 0;
+    if (kind == LINE_TEXT || kind == LINE_THINKING)
+        found = skim_ready(skim, decoder) < 0 ? -1 : skim_delta(skim, index, text, kind == LINE_THINKING);
+    Py_XDECREF(index);
+    Py_XDECREF(text);
+    return found;
+}
+
 PyDoc_STRVAR(claude_skim_doc,
              "claude_skim(kinds, decoder, lines, index, decode) -> (index, line)\n\n"
-             "ClaudeDecoder.typed_skim: reads the lines from lines[index] on whose events are a delta of an "
-             "open run (or none: a tool input or signature delta) or, once the turn is under way, the event "
-             "of a thinking_tokens system line, as decode_typed would, and stops at the first other one: its "
-             "index and the line typed (kinds[9] when decode refused it), or (len(lines), None). Lines in the "
-             "compact form Claude Code writes are read without decode.");
+             "ClaudeDecoder.typed_skim: reads the lines from lines[index] on that need no Python step, as "
+             "decode_typed would, and stops at the first other one: its index and the line typed (kinds[9] "
+             "when decode refused it), or (len(lines), None). Those lines: a delta of an open run or one that "
+             "gives no event, a tool_use block's start, the stop of a block whose run is closed, a message's "
+             "stop once its usage is out and, once the turn is under way, a thinking_tokens or status system "
+             "line. Lines in the compact form Claude Code writes are read without decode.");
 
 static PyObject *claude_skim(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 5 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != N_CLAUDE || !PyList_Check(args[2])) {
@@ -1092,34 +1285,14 @@ static PyObject *claude_skim(PyObject *self, PyObject *const *args, Py_ssize_t n
     Skim skim = {.queued = 0};
     for (int k = 0; k < N_CLAUDE; k++) skim.kinds[k] = PyTuple_GET_ITEM(args[0], k);
     for (; index < PyList_GET_SIZE(lines); index++) {
-        PyObject *data = PyList_GET_ITEM(lines, index), *line = NULL, *at = NULL, *text = NULL, *run = NULL;
-        long long scanned_at = 0;
+        PyObject *data = PyList_GET_ITEM(lines, index), *line = NULL;
+        Scanned scanned = {.text = NULL};
         /* an exact bytes line is never a LongLine: decode is the typed decoder itself for it */
-        int kind = PyBytes_CheckExact(data)
-                       ? scan_delta_line(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), &scanned_at, &text)
-                       : LINE_OTHER;
-        if (kind < 0 || (text != NULL && (at = PyLong_FromLongLong(scanned_at)) == NULL)) {
-            Py_XDECREF(text);
-            goto done;
-        }
-        int found = kind == LINE_QUIET ? 2
-                    : kind == LINE_OTHER ? 0
-                    : skim_ready(&skim, decoder) < 0 ? -1
-                                                     : open_run_of(&skim, at, text, kind == LINE_THINKING, &run);
-        if (kind == LINE_OTHER && PyBytes_CheckExact(data)) {
-            PyObject *event_data = NULL;
-            found = scan_thinking_tokens_line(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), &event_data);
-            if (found == 1 && (found = skim_ready(&skim, decoder)) == 0) {
-                /* emit()'s common case: started, nothing lost, no chunk() run to close; else decode_typed's */
-                if (skim.inline_stamps && skim.tally_add != NULL)
-                    found = queue_thinking_tokens(&skim, event_data) < 0 ? -1 : 2;
-            }
-            Py_XDECREF(event_data);
-            if (found < 0) goto done;
-        }
-        if (found == 0) { /* not scanned, or a delta decode_typed reads: msgspec types the line */
-            Py_CLEAR(text);
-            Py_CLEAR(at);
+        int kind = PyBytes_CheckExact(data) ? scan_line(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), &scanned)
+                                            : LINE_OTHER;
+        int found = kind <= 0 ? kind : skim_scanned(&skim, decoder, kind, &scanned);
+        scanned_clear(&scanned);
+        if (found == 0) { /* not scanned, or a line decode_typed reads: msgspec types it */
             Py_INCREF(data);
             line = PyObject_CallOneArg(decode, data);
             Py_DECREF(data);
@@ -1129,19 +1302,8 @@ static PyObject *claude_skim(PyObject *self, PyObject *const *args, Py_ssize_t n
                 answer = Py_BuildValue("nO", index, skim.kinds[C_UNDECODED]);
                 goto done;
             }
-            if (kind == LINE_OTHER) {
-                kind = typed_delta(&skim, line, &at, &text);
-                found = kind < 0                         ? -1
-                        : kind == LINE_QUIET                 ? 2
-                        : kind == LINE_OTHER                 ? 0
-                        : skim_ready(&skim, decoder) < 0     ? -1
-                                                             : open_run_of(&skim, at, text, kind == LINE_THINKING, &run);
-            }
+            if (kind == LINE_OTHER) found = skim_typed(&skim, decoder, line);
         }
-        if (found == 1) found = queue_delta(&skim, run, text, kind == LINE_THINKING) < 0 ? -1 : 1;
-        Py_XDECREF(text);
-        Py_XDECREF(at);
-        Py_XDECREF(run);
         if (found == 0) answer = Py_BuildValue("nO", index, line);
         Py_XDECREF(line);
         if (found <= 0) goto done;
@@ -1201,7 +1363,13 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     message_delta_names = Py_BuildValue("(sss)", "message_id", "role", "content");
     reasoning_delta_names = Py_BuildValue("(ss)", "reasoning_id", "content");
     generic_event_names = Py_BuildValue("(ss)", "name", "data");
-    if (message_delta_names == NULL || reasoning_delta_names == NULL || generic_event_names == NULL) return NULL;
+    status_names[0] = Py_BuildValue("(s)", "status");
+    status_names[1] = Py_BuildValue("(ss)", "status", "message");
+    idle_text = PyUnicode_InternFromString("idle");
+    empty_text = PyUnicode_InternFromString("");
+    if (message_delta_names == NULL || reasoning_delta_names == NULL || generic_event_names == NULL ||
+        status_names[0] == NULL || status_names[1] == NULL || idle_text == NULL || empty_text == NULL)
+        return NULL;
     static const char *data_keys[4] = {"estimated_tokens", "estimated_tokens_delta", "status", "message"};
     for (int k = 0; k < 4; k++) {
         if ((thinking_tokens_keys[k] = PyUnicode_InternFromString(data_keys[k])) == NULL) return NULL;
@@ -1209,6 +1377,6 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     PyObject *created = PyModule_Create(&module);
     /* Bumped with every change of a function's arguments or meaning: _accel.py uses a build of this file
      * only if it says the number it expects (an editable install keeps an old build until rebuilt). */
-    if (created != NULL && PyModule_AddIntConstant(created, "INTERFACE", 4) < 0) Py_CLEAR(created);
+    if (created != NULL && PyModule_AddIntConstant(created, "INTERFACE", 5) < 0) Py_CLEAR(created);
     return created;
 }

@@ -556,7 +556,10 @@ _THINKING_TOKENS: Final = "claude.system.thinking_tokens"
 
 _TYPED_LINES = msgspec.json.Decoder(_StreamLine | _AssistantLine | _UserLine | _SystemLine)
 
-_SKIMMED_STEPS = ("decode_typed", "typed_ready", "_stream_delta", "_stream_blocks", "delta", "emit", "_stamp")
+_SKIMMED_STEPS = (
+    *("decode_typed", "typed_ready", "_stream_delta", "_stream_blocks", "delta", "emit", "_stamp"),
+    *("_block_stop", "run_is_open", "_message_stop"),
+)
 """What ``claude_skim`` does in C in their stead: a subclass changing one of them skims nothing."""
 _SKIM: Final = (
     functools.partial(
@@ -564,7 +567,7 @@ _SKIM: Final = (
         (
             *(_StreamLine, _BlockDelta, _TextDelta, _ThinkingDelta, _QuietDelta, _SignatureDelta),
             *(p.MessageDelta, p.ReasoningDelta, p, UNDECODED, "text", "thinking"),
-            *(p.GenericEvent, _THINKING_TOKENS),
+            *(p.GenericEvent, _THINKING_TOKENS, p.Status),
         ),
     )
     if speedups
