@@ -166,12 +166,37 @@ def test_a_live_run_shows_its_text_while_it_runs_then_its_final_answer(
     assert "success · 850 ms" in _text_of(browser, ".tool-state") and "ok: 12 tests" in _text_of(
         browser, ".tool-output"
     )
+    assert "exit 0" in _text_of(browser, "#result") and " ms" not in _text_of(browser, "#result .muted")
     assert _js(browser, "return document.querySelector('.step progress').value") == 1
     assert "fix: run ruff --fix" in _text_of(browser, ".event.error")
     seqs = _js(
         browser, "return [...document.querySelectorAll('#timeline [data-seq]')].map(n => n.dataset.seq)"
     )
     assert len(seqs) == len(set(seqs))
+
+
+def test_a_duration_the_input_did_not_give_is_not_shown_as_zero(
+    browser: Any, server: Server, bus_url: str
+) -> None:
+    """A duration of 0 (what a reader writes when its input gave none) is left out; one that was given is shown."""
+    run_id = "no-durations"
+    publish(
+        bus_url,
+        run_id,
+        [
+            p.Start(command="exec"),
+            p.ToolCall(call_id="c1", name="shell", arguments={}),
+            p.ToolResult(call_id="c1", name="shell", status="success", output="done"),
+            p.ToolCall(call_id="c2", name="shell", arguments={}),
+            p.ToolResult(call_id="c2", name="shell", status="error", error="no", duration_ms=40),
+            p.Result(ok=True, subtype="success", exit_code=0, duration_ms=1500),
+        ],
+    )
+    browser.get(f"{server.base}/runs/{run_id}")
+    wait_for(lambda: _text_of(browser, "#result"), what="the result")
+    states = _js(browser, "return [...document.querySelectorAll('.tool-state')].map(n => n.textContent)")
+    assert states == ["success", "error · 40 ms"]
+    assert _text_of(browser, "#result .muted") == "exit 0 · 1.5 s"
 
 
 def test_run_content_is_shown_as_text_and_never_runs(browser: Any, server: Server, bus_url: str) -> None:

@@ -329,7 +329,8 @@ class RunView {
     const tool = this.toolFor(event);
     tool.node.classList.remove("running");
     tool.node.classList.add(`status-${String(event.status).replace(/[^a-z]/g, "")}`);
-    setText(tool.state, `${event.status} · ${formatDuration(event.duration_ms || 0)}`);
+    // 0 is what a reader writes when the input gave no duration: none is shown, rather than "0 ms"
+    setText(tool.state, `${event.status}${event.duration_ms ? ` · ${formatDuration(event.duration_ms)}` : ""}`);
     const text = event.output !== undefined ? event.output : "";
     if (text) {
       tool.output.hidden = false;
@@ -417,7 +418,8 @@ class RunView {
     node.id = "result";
     const head = node.appendChild(el("h2"));
     setText(head, event.ok ? "Finished" : `Ended: ${event.subtype}`);
-    const facts = [`exit ${event.exit_code}`, formatDuration(event.duration_ms || 0)];
+    const facts = [`exit ${event.exit_code}`];
+    if (event.duration_ms) facts.push(formatDuration(event.duration_ms)); // 0: as for a tool result
     const usage = event.usage || {};
     const tokens = (usage.input_tokens || 0) + (usage.output_tokens || 0);
     if (tokens) facts.push(`${tokens.toLocaleString()} tokens`);
