@@ -835,8 +835,10 @@ static Py_ssize_t unescape(const unsigned char *at, Py_ssize_t size, char *out) 
 /* How many of the 8 bytes at `at` are plain string bytes before the first that is not (a quote, a backslash or
  * a control character; a byte of 0x80 or above is plain): 8 when all are. The 8 bytes are or-ed into *seen
  * (whose high bits then tell whether a byte past ASCII may be among them). Each term of `ends` is the "some
- * byte is zero" (or "below 0x20") test of the bit-twiddling lore, whose first flagged byte is exact: a
- * borrow only runs from a byte that truly counts to the bytes after it. */
+ * byte is zero" (or "below 0x20") test of the bit-twiddling lore: every byte that counts is flagged, and a
+ * borrow flags more only toward the word's high end. Little-endian, that is after the first such byte, so
+ * the count is exact; big-endian, a plain byte may be counted out too early, which only hands it to the
+ * byte loop. */
 static inline int plain_bytes(const unsigned char *at, uint64_t *seen) {
     uint64_t word;
     memcpy(&word, at, 8);
