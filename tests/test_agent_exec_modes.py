@@ -343,6 +343,62 @@ def offered(body: dict[str, Any]) -> list[str]:
     return [t["function"]["name"] for t in body.get("tools", [])]
 
 
+_LONG = "x" * 60
+_COLLIDING_SERVER = f"""
+import json, sys
+TOOLS = ["a.b", "a_b", "a_b_2", "{_LONG}1", "{_LONG}2"]
+for raw in sys.stdin:
+    request = json.loads(raw)
+    method, params = request.get("method"), request.get("params") or {{}}
+    if "id" not in request:
+        continue
+    if method == "initialize":
+        result = {{"protocolVersion": params["protocolVersion"], "capabilities": {{"tools": {{}}}},
+                  "serverInfo": {{"name": "twins", "version": "1"}}}}
+    elif method == "tools/list":
+        result = {{"tools": [{{"name": name, "inputSchema": {{"type": "object"}}}} for name in TOOLS]}}
+    else:
+        result = {{"content": [{{"type": "text", "text": "ran " + params["name"]}}]}}
+    print(json.dumps({{"jsonrpc": "2.0", "id": request["id"], "result": result}}), flush=True)
+"""
+"""A stdio MCP server whose tool names are one once made safe for a model API (``a.b`` and ``a_b``), or share
+their first 64 characters: each call answers with the name of the tool it reached."""
+
+
+def test_mcp_tools_whose_safe_names_collide_are_each_offered_under_a_name_of_their_own(
+    tmp_path: Path, workspace: Path
+) -> None:
+    server_file = tmp_path / "twins.py"
+    server_file.write_text(_COLLIDING_SERVER)
+    config = json.dumps({"mcpServers": {"s": {"command": sys.executable, "args": [str(server_file)]}}})
+    long_base = f"mcp__s__{_LONG}"[:64]
+    names = ["mcp__s__a_b", "mcp__s__a_b_2", "mcp__s__a_b_2_2", long_base, long_base[:62] + "_2"]
+    script = [
+        openai_reply("", [(f"call_{n}", name, {}) for n, name in enumerate(names)]),
+        openai_reply("done"),
+    ]
+    with FakeModelServer(script) as server:
+        run = run_exec(
+            ["go", "--mcp-config", config, "--permission-mode", "full", "--no-publish"],
+            openai_env(tmp_path, server),
+            cwd=workspace,
+        )
+    assert run.returncode == 0, run.stderr
+    assert offered(server.posts[0].body)[-5:] == names
+    reached = {result.call_id: result.output for result in run.of_type("tool_result")}
+    assert reached == {
+        f"call_{n}": f"ran {tool}" for n, tool in enumerate(["a.b", "a_b", "a_b_2", f"{_LONG}1", f"{_LONG}2"])
+    }
+    assert run.stderr.splitlines() == [
+        "agentstream exec: warning: MCP tool 'a_b' of server s is offered as mcp__s__a_b_2: its name, made safe "
+        "for the model's API, is another tool's",
+        "agentstream exec: warning: MCP tool 'a_b_2' of server s is offered as mcp__s__a_b_2_2: its name, made "
+        "safe for the model's API, is another tool's",
+        f"agentstream exec: warning: MCP tool '{_LONG}2' of server s is offered as {long_base[:62]}_2: its name, "
+        "made safe for the model's API, is another tool's",
+    ]
+
+
 def test_tools_allow_list_reaches_the_model(tmp_path: Path, workspace: Path) -> None:
     with FakeModelServer([openai_reply("ok")]) as server:
         run = run_exec(["go", "--tools", "read_file,grep"], openai_env(tmp_path, server), cwd=workspace)

@@ -32,6 +32,8 @@ TOOL_PREFIX: Final = "mcp__"
 """How the tools of MCP servers are named (``mcp__SERVER__TOOL``), as in Claude Code."""
 DEFAULT_ENV: Final = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "TMPDIR")
 _TOOL_NAME_CHARS: Final = re.compile(r"[^A-Za-z0-9_-]")
+_TOOL_NAME_LIMIT: Final = 64
+"""The longest tool name the model APIs take."""
 
 
 @dataclass(frozen=True)
@@ -248,7 +250,10 @@ class McpTools:
     def __init__(self, servers: Iterable[McpServer], cwd: Path) -> None:
         self.statuses: list[_Status] = []
         self.tools: list[Tool] = []
+        self.renamed: list[tuple[str, str, str]] = []
+        """(server, tool, name offered) of each tool whose name, made safe, another tool already had."""
         self._connections: list[_Connection] = []
+        taken: set[str] = set()
         servers = list(servers)
         results: list[tuple[_Connection | None, list[dict[str, Any]], str]] = [(None, [], "")] * len(servers)
 
@@ -265,7 +270,7 @@ class McpTools:
                 self.statuses.append(_Status(server.name, "failed", error))
                 continue
             self._connections.append(connection)
-            offered = [self._tool(connection, tool) for tool in tools]
+            offered = [self._tool(connection, tool, taken) for tool in tools]
             self.tools += offered
             self.statuses.append(_Status(server.name, "connected", tools=tuple(t.spec.name for t in offered)))
 
@@ -307,9 +312,11 @@ class McpTools:
             connection.close()
             return None, [], str(exc)
 
-    def _tool(self, connection: _Connection, listed: dict[str, Any]) -> Tool:
+    def _tool(self, connection: _Connection, listed: dict[str, Any], taken: set[str]) -> Tool:
         server, name = connection.server.name, listed["name"]
-        offered = _TOOL_NAME_CHARS.sub("_", f"{TOOL_PREFIX}{server}__{name}")[:64]
+        offered = _offered_name(server, name, taken)
+        if offered != _safe_name(server, name):
+            self.renamed.append((server, name, offered))
         schema = listed.get("inputSchema")
         spec = ToolSpec(
             offered,
@@ -344,6 +351,25 @@ class McpTools:
         for connection in self._connections:
             connection.close()
         self._connections.clear()
+
+
+def _safe_name(server: str, tool: str) -> str:
+    """``mcp__SERVER__TOOL`` in the characters the model APIs take, and no longer than they take."""
+    return _TOOL_NAME_CHARS.sub("_", f"{TOOL_PREFIX}{server}__{tool}")[:_TOOL_NAME_LIMIT]
+
+
+def _offered_name(server: str, tool: str, taken: set[str]) -> str:
+    """The tool's safe name, unless another tool of the run has it already (``a.b`` and ``a_b`` are both
+    ``a_b``; two long names may share their first 64 characters): then that name with ``_2``, ``_3``…, so
+    that every tool stays callable (a model API refuses two tools of one name)."""
+    wanted = offered = _safe_name(server, tool)
+    number = 1
+    while offered in taken:
+        number += 1
+        suffix = f"_{number}"
+        offered = wanted[: _TOOL_NAME_LIMIT - len(suffix)] + suffix
+    taken.add(offered)
+    return offered
 
 
 def _text_of(result: Any) -> str:

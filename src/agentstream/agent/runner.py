@@ -548,6 +548,11 @@ def _mcp_tools(options: ExecOptions, cwd: Path) -> McpTools | None:
             sys.stderr.write(
                 f"agentstream exec: warning: MCP server {status.name} not connected: {status.error}\n"
             )
+    for server, tool, offered in mcp.renamed:
+        sys.stderr.write(
+            f"agentstream exec: warning: MCP tool {tool!r} of server {server} is offered as {offered}: its name, "
+            "made safe for the model's API, is another tool's\n"
+        )
     return mcp
 
 
