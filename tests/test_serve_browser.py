@@ -179,20 +179,13 @@ def test_a_duration_the_input_did_not_give_is_not_shown_as_zero(
     browser: Any, server: Server, bus_url: str
 ) -> None:
     """A duration of 0 (what a reader writes when its input gave none) is left out; one that was given is shown."""
-    run_id = "no-durations"
-    publish(
-        bus_url,
-        run_id,
-        [
-            p.Start(command="exec"),
-            p.ToolCall(call_id="c1", name="shell", arguments={}),
-            p.ToolResult(call_id="c1", name="shell", status="success", output="done"),
-            p.ToolCall(call_id="c2", name="shell", arguments={}),
-            p.ToolResult(call_id="c2", name="shell", status="error", error="no", duration_ms=40),
-            p.Result(ok=True, subtype="success", exit_code=0, duration_ms=1500),
-        ],
-    )
-    browser.get(f"{server.base}/runs/{run_id}")
+    calls = [p.ToolCall(call_id=f"c{n}", name="shell", arguments={}) for n in (1, 2)]
+    results = [
+        p.ToolResult(call_id="c1", name="shell", status="success", output="done"),
+        p.ToolResult(call_id="c2", name="shell", status="error", error="no", duration_ms=40),
+    ]
+    _finished(bus_url, "no-durations", p.Start(command="exec"), *calls, *results, duration_ms=1500)
+    browser.get(f"{server.base}/runs/no-durations")
     wait_for(lambda: _text_of(browser, "#result"), what="the result")
     states = _js(browser, "return [...document.querySelectorAll('.tool-state')].map(n => n.textContent)")
     assert states == ["success", "error · 40 ms"]
@@ -274,8 +267,10 @@ def test_screenshot_of_the_run_page_for_the_docs(
     assert browser.save_screenshot(str(shot)) and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def _finished(bus_url: str, run_id: str, *events: p.Event) -> None:
-    publish(bus_url, run_id, [*events, p.Result(ok=True, subtype="success", exit_code=0)])
+def _finished(bus_url: str, run_id: str, *events: p.Event, duration_ms: int = 0) -> None:
+    publish(
+        bus_url, run_id, [*events, p.Result(ok=True, subtype="success", exit_code=0, duration_ms=duration_ms)]
+    )
 
 
 def test_a_line_of_many_code_spans_renders_without_freezing_the_page(
