@@ -25,13 +25,13 @@ from hypothesis import strategies as st
 
 from _dialect_kit import FIXTURES
 from _strategies import full_sessions, sessions
-from agentstream import _accel, _lines, stream, validate
+from agentstream import _accel, _lines, stream, transcript, validate
 from agentstream import protocol as p
 from agentstream._recent_ids import RecentIds
 from agentstream.consumer import pipeline, read
 from agentstream.dialects import kit
 from agentstream.dialects.claude import ClaudeDecoder, _PendingUsage
-from agentstream.transcript import OPEN_TEXT_LIMIT, Tally, _OpenRun
+from agentstream.transcript import OPEN_TEXT_LIMIT, TALLY_KINDS, Tally, _OpenRun
 
 speedups = _accel.speedups
 
@@ -49,6 +49,7 @@ TWINS = {
     "stamps_in_order": [(validate, "_stamps_in_order", validate._stamps_in_order_py)],
     "feed_turn": [(validate, "_feed_turn", validate._feed_turn_py)],
     "accept_plain": [(pipeline, "_accept_plain", pipeline._accept_plain_py)],
+    "tally_add": [(module, "tally_add", Tally.add) for module in (transcript, kit, pipeline, stream)],
     # a partial with the dialect's types; without it, decode_typed reads every typed line (None)
     "claude_skim": [(ClaudeDecoder, "typed_skim", None)],
 }
@@ -315,6 +316,179 @@ def test_a_run_near_the_tallys_limit_keeps_what_the_python_version_keeps(size: i
         accept(events, 0, [], tally, RecentIds[Any](), RecentIds[Any](), "s", 0, True, kinds)
         answers.append(_tally_state(tally))
     assert answers[0] == answers[1]
+
+
+@st.composite
+def tallied_events(draw: st.DrawFn) -> tuple[Tally, list[p.AnyEvent]]:
+    """A full session's events, ids drawn from a few, and a tally that has seen some of a stream already:
+    runs open near the limit, calls open, tools used."""
+    events: list[p.AnyEvent] = draw(full_sessions())
+    ids = st.sampled_from(["a", "b", "c"])
+    for event in events:
+        for name in ("message_id", "reasoning_id", "call_id"):
+            if hasattr(event, name) and draw(st.booleans()):
+                setattr(event, name, draw(ids))
+    tally = Tally(for_ending=draw(st.booleans()))
+    for reasoning in (False, True):
+        for run_id in draw(st.lists(ids, max_size=3)):
+            size = draw(st.sampled_from([0, 5, OPEN_TEXT_LIMIT - 3, OPEN_TEXT_LIMIT, OPEN_TEXT_LIMIT + 9]))
+            run = tally.open_runs[(reasoning, run_id)] = _OpenRun(
+                draw(st.sampled_from(["assistant", "user"]))
+            )
+            run.size, run.parts = size, ["x" * min(size, 8)]
+    for call_id in draw(st.lists(ids, max_size=2)):
+        tally.open_calls[call_id] = "shell"
+    for tool in draw(st.lists(st.sampled_from(["shell", "read", "edit"]), max_size=2, unique=True)):
+        tally._tools.add(tool)
+        tally.tools_used.append(tool)
+    return tally, events
+
+
+def _tallied(tally: Tally, events: list[p.AnyEvent], add: Any) -> object:
+    """Every slot of the tally after ``add`` took each event, with the exception that stopped it."""
+    failure = None
+    try:
+        for event in events:
+            add(tally, event)
+    except Exception as exc:  # what either twin raises is compared
+        failure = type(exc), str(exc)
+    state = {name: getattr(tally, name, "<unset>") for name in Tally.__slots__}
+    if isinstance(state["open_runs"], dict):
+        state["open_runs"] = {
+            key: (run.role, run.size, list(run.parts), getattr(run, "sizes", None))
+            if isinstance(run, _OpenRun)
+            else run
+            for key, run in state["open_runs"].items()
+        }
+    return state, failure
+
+
+def _tallied_by_both(tally: Tally, events: list[p.AnyEvent]) -> tuple[object, object]:
+    return (
+        _tallied(copy.deepcopy(tally), copy.deepcopy(events), transcript.tally_add),
+        _tallied(copy.deepcopy(tally), copy.deepcopy(events), Tally.add),
+    )
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tallied_events())
+def test_a_stream_is_tallied_as_the_python_version_tallies_it(state: tuple[Tally, list[p.AnyEvent]]) -> None:
+    ours, python = _tallied_by_both(*state)
+    assert ours == python
+
+
+@pytest.mark.parametrize("for_ending", [False, True])
+@pytest.mark.parametrize("extra", [-1, 0, 1, 2])
+def test_the_last_text_is_cut_where_the_python_version_cuts_it(for_ending: bool, extra: int) -> None:
+    text = "é" * (OPEN_TEXT_LIMIT + extra)
+    events: list[p.AnyEvent] = [
+        p.Message(message_id="m", role="assistant", content=text),
+        p.Message(message_id="n", role="assistant", content=""),
+    ]
+    ours, python = _tallied_by_both(Tally(for_ending=for_ending), events)
+    assert ours == python
+
+
+class _Odd(str):
+    """A string of another class: the C twin leaves what it does not know to the Python version."""
+
+    def __eq__(self, other: object) -> bool:
+        return str(self) == other or other == "assistant"
+
+    __hash__ = str.__hash__
+
+
+_SIZE_SLOT: Any = vars(_OpenRun)["size"]
+
+
+class _OtherRun(_OpenRun):
+    """A run whose size is written through a property of its own (which a slot written directly would skip)."""
+
+    __slots__ = ("sizes",)
+
+    def __init__(self, role: p.Role) -> None:
+        self.sizes: list[int] = []
+        super().__init__(role)
+
+    @property
+    def size(self) -> int:
+        return int(_SIZE_SLOT.__get__(self))
+
+    @size.setter
+    def size(self, value: int) -> None:
+        self.sizes.append(value)
+        _SIZE_SLOT.__set__(self, value)
+
+
+class _CountingTally(Tally):
+    __slots__ = ("seen",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen = 0
+
+    def add(self, event: p.AnyEvent) -> None:
+        self.seen += 1
+        super().add(event)
+
+
+def _odd_tallies() -> list[tuple[str, Tally, list[p.AnyEvent]]]:
+    """Tallies and events off the common shape: the C twin leaves most of them to the Python version."""
+    cases: list[tuple[str, Tally, list[p.AnyEvent]]] = []
+    delta = p.MessageDelta(message_id="m", content="more")
+    other_run = Tally()
+    other_run.open_runs[(False, "m")] = _OtherRun("assistant")
+    cases.append(("a run of another class", other_run, [delta]))
+    sizeless = Tally()
+    run = sizeless.open_runs[(False, "m")] = _OpenRun("assistant")
+    run.size = 2.0  # type: ignore[assignment]
+    cases.append(("a size that is not an int", sizeless, [delta]))
+    unset = Tally()
+    del unset.tools_used
+    cases.append(("a slot unset", unset, [p.ToolCall(call_id="c", name="shell", arguments={})]))
+    runs_list = Tally()
+    runs_list.open_runs = []  # type: ignore[assignment]
+    cases.append(("open runs not a dict", runs_list, [p.Reasoning(reasoning_id="r", content="x")]))
+    cases.append(
+        ("a role of another class", Tally(), [p.Message(message_id="m", content="hi", role=_Odd("x"))])  # type: ignore[arg-type]
+    )
+    cases.append(("content not a str", Tally(), [p.Message(message_id="m", role="assistant", content=7)]))  # type: ignore[arg-type]
+    cases.append(("content not a str, delta", Tally(), [delta, p.MessageDelta(message_id="m", content=None)]))  # type: ignore[arg-type]
+    cases.append(("an unhashable name", Tally(), [p.ToolCall(call_id="c", name=["x"], arguments={})]))  # type: ignore[arg-type]
+    limitless = Tally(for_ending=True)
+    limitless._text_limit = "1"  # type: ignore[assignment]
+    cases.append(
+        ("a limit not an int", limitless, [p.Message(message_id="m", role="assistant", content="hi")])
+    )
+    cases.append(("a usage", Tally(), [p.Usage(model="m", input_tokens=3, output_tokens=4)] * 2))
+    return cases
+
+
+@pytest.mark.parametrize(
+    ("tally", "events"), [case[1:] for case in _odd_tallies()], ids=[c[0] for c in _odd_tallies()]
+)
+def test_a_tally_or_event_off_the_common_shape_is_tallied_as_in_python(
+    tally: Tally, events: list[p.AnyEvent]
+) -> None:
+    ours, python = _tallied_by_both(tally, events)
+    assert ours == python
+
+
+def test_a_subclass_of_tally_is_tallied_by_its_own_add() -> None:
+    tally = _CountingTally()
+    transcript.tally_add(tally, p.ToolCall(call_id="c", name="shell", arguments={}))
+    assert (tally.seen, tally.tools_used) == (1, ["shell"])
+
+
+def test_tallying_refuses_arguments_of_the_wrong_kind() -> None:
+    event = p.ToolCall(call_id="c", name="shell", arguments={})
+    with pytest.raises(TypeError):
+        speedups.tally_add(TALLY_KINDS, Tally())
+    for kinds in [TALLY_KINDS[:-1], list(TALLY_KINDS), (*TALLY_KINDS[:2], "1", *TALLY_KINDS[3:])]:
+        with pytest.raises(TypeError):
+            speedups.tally_add(kinds, Tally(), event)
+    with pytest.raises(TypeError):
+        speedups.tally_add((Tally(), *TALLY_KINDS[1:]), Tally(), event)
 
 
 def test_accepting_refuses_arguments_of_the_wrong_kind() -> None:

@@ -22,9 +22,11 @@
 
 /* ---- fields of msgspec Structs, by offset ------------------------------------------------------ */
 
-enum { F_V, F_SESSION_ID, F_SEQ, F_TS, F_MESSAGE_ID, F_REASONING_ID, F_CALL_ID, F_CONTENT, N_FIELDS };
-static const char *field_names[N_FIELDS] = {"v",           "session_id", "seq",     "ts",
-                                            "message_id", "reasoning_id", "call_id", "content"};
+enum {
+    F_V, F_SESSION_ID, F_SEQ, F_TS, F_MESSAGE_ID, F_REASONING_ID, F_CALL_ID, F_CONTENT, F_NAME, F_ROLE, N_FIELDS
+};
+static const char *field_names[N_FIELDS] = {"v",          "session_id",   "seq",     "ts",      "message_id",
+                                            "reasoning_id", "call_id",    "content", "name",    "role"};
 static PyObject *field_keys[N_FIELDS];
 
 #define CACHED_TYPES 32
@@ -35,6 +37,25 @@ typedef struct {
 static TypeSlots cached[CACHED_TYPES];
 static int cached_count;
 
+/* Where instances of `type` keep attribute `name` when it is a plain object slot (a msgspec field, a name in
+ * __slots__), or -1. */
+static Py_ssize_t slot_offset(PyTypeObject *type, PyObject *name) {
+    /* On the class, a slot's attribute is its member descriptor itself. */
+    PyObject *descr = PyObject_GetAttr((PyObject *)type, name);
+    if (descr == NULL) {
+        PyErr_Clear();
+        return -1;
+    }
+    Py_ssize_t offset = -1;
+    /* a slot of this type's instances (not, say, of its metaclass's) */
+    if (Py_IS_TYPE(descr, &PyMemberDescr_Type) && PyType_IsSubtype(type, PyDescr_TYPE(descr))) {
+        PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+        if (member->type == OBJECT_SLOT) offset = member->offset;
+    }
+    Py_DECREF(descr);
+    return offset;
+}
+
 static TypeSlots *slots_of(PyTypeObject *type) {
     static TypeSlots *last; /* runs of events of one type are common: one comparison for them */
     if (last != NULL && last->type == type) return last;
@@ -43,21 +64,7 @@ static TypeSlots *slots_of(PyTypeObject *type) {
     }
     if (cached_count == CACHED_TYPES) return NULL;
     TypeSlots *entry = &cached[cached_count];
-    for (int f = 0; f < N_FIELDS; f++) {
-        /* On the class, a slot's attribute is its member descriptor itself. */
-        PyObject *descr = PyObject_GetAttr((PyObject *)type, field_keys[f]);
-        entry->offsets[f] = -1;
-        if (descr == NULL) {
-            PyErr_Clear();
-            continue;
-        }
-        /* a slot of this type's instances (not, say, of its metaclass's) */
-        if (Py_IS_TYPE(descr, &PyMemberDescr_Type) && PyType_IsSubtype(type, PyDescr_TYPE(descr))) {
-            PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
-            if (member->type == OBJECT_SLOT) entry->offsets[f] = member->offset;
-        }
-        Py_DECREF(descr);
-    }
+    for (int f = 0; f < N_FIELDS; f++) entry->offsets[f] = slot_offset(type, field_keys[f]);
     Py_INCREF(type);
     entry->type = type;
     cached_count++;
@@ -392,59 +399,234 @@ static PyObject *feed_turn(PyObject *self, PyObject *args) {
     return PyLong_FromSsize_t(PyList_GET_SIZE(events));
 }
 
+/* ---- the tally: Tally.add for the events most of a stream is made of ------------------------------------ */
+
+static PyObject *open_runs_key, *open_calls_key, *add_key;
+
+enum {
+    T_TALLY, T_OPEN_RUN, T_LIMIT, T_MESSAGE_DELTA, T_REASONING_DELTA, T_MESSAGE, T_REASONING, T_TOOL_CALL,
+    T_TOOL_RESULT, T_USAGE, N_TALLY_KINDS
+};
+/* Tally's slots, then _OpenRun's (from TA_RUN_SIZE on). */
+enum {
+    TA_OPEN_RUNS, TA_OPEN_CALLS, TA_TOOLS, TA_TOOLS_USED, TA_LAST_TEXT, TA_TEXT_LIMIT, TA_RUN_SIZE, TA_RUN_PARTS,
+    N_TALLY_ATTRS
+};
+static const char *tally_attr_names[N_TALLY_ATTRS] = {"open_runs",  "open_calls",  "_tools", "tools_used",
+                                                      "last_text", "_text_limit", "size",   "parts"};
+static PyObject *tally_attr_keys[N_TALLY_ATTRS];
+static PyObject *tally_types[2]; /* the Tally and _OpenRun classes tally_offsets are of (strong references) */
+static Py_ssize_t tally_offsets[N_TALLY_ATTRS];
+static PyObject *assistant_text, *ellipsis_text; /* "assistant", "…" */
+
+/* Whether the offsets of these Tally and _OpenRun classes' slots are known (1), cannot be (0: each name must be
+ * a slot of its class), or -1 on an error. */
+static int tally_classes_known(PyObject *tally_class, PyObject *run_class) {
+    if (tally_class == tally_types[0] && run_class == tally_types[1]) return 1;
+    if (!PyType_Check(tally_class) || !PyType_Check(run_class)) {
+        PyErr_SetString(PyExc_TypeError, "tally_add: the Tally and _OpenRun classes must come first");
+        return -1;
+    }
+    Py_ssize_t offsets[N_TALLY_ATTRS];
+    for (int a = 0; a < N_TALLY_ATTRS; a++) {
+        offsets[a] = slot_offset((PyTypeObject *)(a < TA_RUN_SIZE ? tally_class : run_class), tally_attr_keys[a]);
+        if (offsets[a] < 0) return 0;
+    }
+    memcpy(tally_offsets, offsets, sizeof offsets);
+    Py_XSETREF(tally_types[0], Py_NewRef(tally_class));
+    Py_XSETREF(tally_types[1], Py_NewRef(run_class));
+    return 1;
+}
+
+/* The slot's value (borrowed), NULL when unset. */
+static PyObject **tally_slot(PyObject *obj, int a) { return (PyObject **)((char *)obj + tally_offsets[a]); }
+
+static int tally_in_python(PyObject *tally, PyObject *event) {
+    PyObject *done = PyObject_CallMethodOneArg(tally, add_key, event);
+    Py_XDECREF(done);
+    return done == NULL ? -1 : 0;
+}
+
+/* dict.pop(key, None) on an exact dict: 0, or -1 on an error. */
+static int discard_key(PyObject *dict, PyObject *key) {
+    int has = PyDict_Contains(dict, key);
+    return has <= 0 ? has : PyDict_DelItem(dict, key);
+}
+
+/* open_runs.pop((reasoning, id), None). */
+static int discard_run(PyObject *open_runs, int reasoning, PyObject *id) {
+    PyObject *key = PyTuple_Pack(2, reasoning ? Py_True : Py_False, id);
+    if (key == NULL) return -1;
+    int outcome = discard_key(open_runs, key);
+    Py_DECREF(key);
+    return outcome;
+}
+
+/* `text`, or its first `keep` characters followed by `mark` when it is longer (a new reference). */
+static PyObject *cut_text(PyObject *text, Py_ssize_t keep, PyObject *mark) {
+    if (PyUnicode_GET_LENGTH(text) <= keep) return Py_NewRef(text);
+    PyObject *head = PyUnicode_Substring(text, 0, keep);
+    if (head == NULL || mark == NULL) return head;
+    PyObject *cut = PyUnicode_Concat(head, mark);
+    Py_DECREF(head);
+    return cut;
+}
+
+/* A delta: its run's text grows, up to the limit. A delta that opens a run is Tally.add's (1); else 0 or -1. */
+static int tally_delta(PyObject *tally, PyObject *open_runs, PyObject *event, TypeSlots *slots, int reasoning,
+                       Py_ssize_t limit) {
+    PyObject *id = slot_field(event, slots, reasoning ? F_REASONING_ID : F_MESSAGE_ID), *key = NULL, *run = NULL;
+    PyObject *text = NULL, *after = NULL, *kept = NULL;
+    int outcome = -1;
+    if (id == NULL || (key = PyTuple_Pack(2, reasoning ? Py_True : Py_False, id)) == NULL) goto done;
+    run = Py_XNewRef(PyDict_GetItemWithError(open_runs, key));
+    if (run == NULL) {
+        outcome = PyErr_Occurred() ? -1 : 1;
+        goto done;
+    }
+    if ((text = slot_field(event, slots, F_CONTENT)) == NULL) goto done;
+    PyObject *size = Py_TYPE(run) == (PyTypeObject *)tally_types[1] ? *tally_slot(run, TA_RUN_SIZE) : NULL;
+    PyObject *parts = size != NULL ? *tally_slot(run, TA_RUN_PARTS) : NULL;
+    Py_ssize_t before = parts != NULL && PyLong_CheckExact(size) ? PyLong_AsSsize_t(size) : -1;
+    if (before == -1 && PyErr_Occurred()) PyErr_Clear();
+    if (before < 0 || !PyList_CheckExact(parts) || !PyUnicode_CheckExact(text)) {
+        outcome = 1; /* not as Tally.add leaves a run */
+        goto done;
+    }
+    Py_INCREF(parts);
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+    if ((after = PyLong_FromSsize_t(before + length)) != NULL) {
+        Py_SETREF(*tally_slot(run, TA_RUN_SIZE), Py_NewRef(after));
+        outcome = 0;
+        if (before < limit) {
+            kept = cut_text(text, limit - before, NULL);
+            outcome = kept == NULL || PyList_Append(parts, kept) < 0 ? -1 : 0;
+        }
+    }
+    Py_DECREF(parts);
+done:
+    Py_XDECREF(id);
+    Py_XDECREF(key);
+    Py_XDECREF(run);
+    Py_XDECREF(text);
+    Py_XDECREF(after);
+    Py_XDECREF(kept);
+    return outcome;
+}
+
+/* A tool call: open, and its tool counted as used when it is the first of its name. 0, or -1. */
+static int tally_call(PyObject *open_calls, PyObject *tools, PyObject *used, PyObject *event, TypeSlots *slots) {
+    PyObject *name = slot_field(event, slots, F_NAME), *call_id = NULL;
+    int outcome = -1;
+    if (name == NULL || (call_id = slot_field(event, slots, F_CALL_ID)) == NULL ||
+        PyDict_SetItem(open_calls, call_id, name) < 0)
+        goto done;
+    int known = PySet_Contains(tools, name);
+    if (known == 0) known = PySet_Add(tools, name) < 0 || PyList_Append(used, name) < 0 ? -1 : 1;
+    outcome = known < 0 ? -1 : 0;
+done:
+    Py_XDECREF(name);
+    Py_XDECREF(call_id);
+    return outcome;
+}
+
+/* A complete message: its run closed, and (an assistant's, not empty) the last text, cut at the tally's own
+ * limit. One of a kind Tally.add reads otherwise is Tally.add's (1); else 0 or -1. */
+static int tally_message(PyObject *tally, PyObject *open_runs, PyObject *event, TypeSlots *slots) {
+    PyObject *id = NULL, *text = NULL, *role = NULL, *last = NULL;
+    int outcome = -1;
+    if (PyDict_GET_SIZE(open_runs) > 0 &&
+        ((id = slot_field(event, slots, F_MESSAGE_ID)) == NULL || discard_run(open_runs, 0, id) < 0))
+        goto done;
+    if ((text = slot_field(event, slots, F_CONTENT)) == NULL || (role = slot_field(event, slots, F_ROLE)) == NULL)
+        goto done;
+    int assistant = PyObject_RichCompareBool(role, assistant_text, Py_EQ);
+    int said = assistant > 0 ? PyObject_IsTrue(text) : assistant;
+    if (said <= 0) {
+        outcome = said;
+        goto done;
+    }
+    PyObject *limit = *tally_slot(tally, TA_TEXT_LIMIT);
+    Py_ssize_t keep = limit == Py_None ? PY_SSIZE_T_MAX : -1;
+    if (limit != NULL && PyLong_CheckExact(limit) && (keep = PyLong_AsSsize_t(limit)) == -1) PyErr_Clear();
+    if (keep < 0 || !PyUnicode_CheckExact(text)) {
+        outcome = 1; /* Tally.add pops the run again, which does nothing */
+        goto done;
+    }
+    if ((last = cut_text(text, keep, ellipsis_text)) != NULL) {
+        Py_XSETREF(*tally_slot(tally, TA_LAST_TEXT), Py_NewRef(last));
+        outcome = 0;
+    }
+done:
+    Py_XDECREF(id);
+    Py_XDECREF(text);
+    Py_XDECREF(role);
+    Py_XDECREF(last);
+    return outcome;
+}
+
+/* Tally.add(tally, event), done here when the tally is a Tally as its own steps leave one; any other case (and
+ * a usage, and a delta that opens a run) is Tally.add's. 0, or -1 with an exception set. */
+static int tally_event(PyObject *tally, PyObject *event, PyObject *kinds_tuple) {
+    if (!PyTuple_CheckExact(kinds_tuple) || PyTuple_GET_SIZE(kinds_tuple) != N_TALLY_KINDS ||
+        !PyLong_CheckExact(PyTuple_GET_ITEM(kinds_tuple, T_LIMIT))) {
+        PyErr_SetString(PyExc_TypeError, "tally_add: kinds of the wrong kind");
+        return -1;
+    }
+    PyObject *const *kinds = &PyTuple_GET_ITEM(kinds_tuple, 0);
+    int known = tally_classes_known(kinds[T_TALLY], kinds[T_OPEN_RUN]);
+    if (known < 0) return -1;
+    PyObject *open_runs = *tally_slot(tally, TA_OPEN_RUNS), *open_calls = *tally_slot(tally, TA_OPEN_CALLS);
+    PyObject *tools = *tally_slot(tally, TA_TOOLS), *used = *tally_slot(tally, TA_TOOLS_USED);
+    PyObject *kind = (PyObject *)Py_TYPE(event);
+    if (!known || (PyObject *)Py_TYPE(tally) != kinds[T_TALLY] || open_runs == NULL || open_calls == NULL ||
+        tools == NULL || used == NULL || !PyDict_CheckExact(open_runs) || !PyDict_CheckExact(open_calls) ||
+        !PySet_CheckExact(tools) || !PyList_CheckExact(used) || kind == kinds[T_USAGE])
+        return tally_in_python(tally, event);
+    Py_ssize_t limit = PyLong_AsSsize_t(kinds[T_LIMIT]);
+    if (limit == -1 && PyErr_Occurred()) return -1;
+    TypeSlots *slots = slots_of(Py_TYPE(event));
+    /* the containers are held: the steps below may run Python (a key's __eq__), which may replace them */
+    PyObject *held[4] = {Py_NewRef(open_runs), Py_NewRef(open_calls), Py_NewRef(tools), Py_NewRef(used)};
+    int outcome = 0;
+    if (kind == kinds[T_MESSAGE_DELTA] || kind == kinds[T_REASONING_DELTA])
+        outcome = tally_delta(tally, open_runs, event, slots, kind == kinds[T_REASONING_DELTA], limit);
+    else if (kind == kinds[T_TOOL_CALL]) outcome = tally_call(open_calls, tools, used, event, slots);
+    else if (kind == kinds[T_TOOL_RESULT] || kind == kinds[T_REASONING]) {
+        int call = kind == kinds[T_TOOL_RESULT];
+        PyObject *id = slot_field(event, slots, call ? F_CALL_ID : F_REASONING_ID);
+        outcome = id == NULL ? -1 : call ? discard_key(open_calls, id) : discard_run(open_runs, 1, id);
+        Py_XDECREF(id);
+    } else if (kind == kinds[T_MESSAGE]) outcome = tally_message(tally, open_runs, event, slots);
+    for (int h = 0; h < 4; h++) Py_DECREF(held[h]);
+    return outcome == 1 ? tally_in_python(tally, event) : outcome;
+}
+
+PyDoc_STRVAR(tally_add_doc, "tally_add(kinds, tally, event)\n\nTally.add(tally, event), in C (see transcript.py).");
+
+static PyObject *tally_add(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "tally_add takes 3 arguments");
+        return NULL;
+    }
+    if (tally_event(args[1], args[2], args[0]) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
 /* ---- the reader: ordinary events of an open turn --------------------------------------------------- */
 
-static PyObject *open_runs_key, *open_calls_key, *add_key, *size_key, *parts_key;
 static PyObject *one; /* the int 1, for seq + 1 */
 static PyObject *now_ts_key; /* protocol.now_ts, looked up when called, as the Python twins do */
 
 enum {
     K_MESSAGE_DELTA, K_REASONING_DELTA, K_MESSAGE, K_REASONING, K_TOOL_CALL, K_TOOL_RESULT, K_TOOL_PROGRESS,
-    K_PLAIN, K_VERSION, K_PROTOCOL, K_LIMIT, N_KINDS
+    K_PLAIN, K_VERSION, K_PROTOCOL, K_TALLY, N_KINDS
 };
 
-/* A delta's place in the tally: what Tally.add does for one whose run is open and whose text stays under
- * the limit, done here; any other case is Tally.add's own. 0, or -1 with an exception set. */
-static int tally_delta(PyObject *open_runs, PyObject *key, PyObject *event, TypeSlots *slots, Py_ssize_t limit,
-                       PyObject *add) {
-    PyObject *run = PyDict_GetItemWithError(open_runs, key);
-    if (run == NULL) {
-        if (PyErr_Occurred()) return -1;
-        goto in_python;
-    }
-    Py_INCREF(run);
-    PyObject *size = PyObject_GetAttr(run, size_key), *text = slot_field(event, slots, F_CONTENT);
-    PyObject *parts = PyObject_GetAttr(run, parts_key);
-    int outcome = -1;
-    if (size == NULL || text == NULL || parts == NULL) goto done;
-    Py_ssize_t before = PyLong_CheckExact(size) ? PyLong_AsSsize_t(size) : -1;
-    if (before == -1 && PyErr_Occurred()) PyErr_Clear();
-    if (before < 0 || !PyUnicode_CheckExact(text) || !PyList_CheckExact(parts) ||
-        before >= limit || PyUnicode_GET_LENGTH(text) > limit - before) {
-        outcome = 1; /* at or past the limit, or not as Tally.add left it: its own steps */
-        goto done;
-    }
-    PyObject *after = PyLong_FromSsize_t(before + PyUnicode_GET_LENGTH(text));
-    if (after == NULL) goto done;
-    outcome = PyObject_SetAttr(run, size_key, after) < 0 || PyList_Append(parts, text) < 0 ? -1 : 0;
-    Py_DECREF(after);
-done:
-    Py_XDECREF(size);
-    Py_XDECREF(text);
-    Py_XDECREF(parts);
-    Py_DECREF(run);
-    if (outcome <= 0) return outcome;
-in_python:;
-    PyObject *done_add = PyObject_CallOneArg(add, event);
-    if (done_add == NULL) return -1;
-    Py_DECREF(done_add);
-    return 0;
-}
-
 /* Whether event is ordinary here (1), not (0), or -1 on an error; notes a closed run or call as the Python
- * twin does. *key receives the delta's run key (a new reference) for the tally. */
+ * twin does. */
 static int ordinary(PyObject *event, TypeSlots *slots, PyObject *const *kinds, PyObject *open_runs,
-                    PyObject *open_calls, PyObject *closed_runs, PyObject *closed_calls, PyObject **key) {
+                    PyObject *open_calls, PyObject *closed_runs, PyObject *closed_calls) {
     PyObject *kind = (PyObject *)Py_TYPE(event);
     int reasoning = kind == kinds[K_REASONING_DELTA] || kind == kinds[K_REASONING];
     if (kind == kinds[K_MESSAGE_DELTA] || kind == kinds[K_REASONING_DELTA] || kind == kinds[K_MESSAGE] ||
@@ -463,11 +645,8 @@ static int ordinary(PyObject *event, TypeSlots *slots, PyObject *const *kinds, P
         }
         int open = PyDict_Contains(open_runs, run_key);
         int closed = open == 0 ? PyDict_Contains(closed_runs, run_key) : 0;
-        if (open < 0 || closed < 0) {
-            Py_DECREF(run_key);
-            return -1;
-        }
-        *key = run_key;
+        Py_DECREF(run_key);
+        if (open < 0 || closed < 0) return -1;
         return open || !closed;
     }
     if (kind == kinds[K_TOOL_CALL] || kind == kinds[K_TOOL_RESULT] || kind == kinds[K_TOOL_PROGRESS]) {
@@ -518,16 +697,15 @@ static PyObject *accept_plain(PyObject *self, PyObject *const *args, Py_ssize_t 
     }
     PyObject *kinds[N_KINDS];
     for (int k = 0; k < N_KINDS; k++) kinds[k] = PyTuple_GET_ITEM(kinds_tuple, k);
-    Py_ssize_t limit = PyLong_Check(kinds[K_LIMIT]) ? PyLong_AsSsize_t(kinds[K_LIMIT]) : -1;
-    if (limit < 0 || !PyAnySet_Check(kinds[K_PLAIN])) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "accept_plain: kinds of the wrong kind");
+    if (!PyAnySet_Check(kinds[K_PLAIN])) {
+        PyErr_SetString(PyExc_TypeError, "accept_plain: kinds of the wrong kind");
         return NULL;
     }
     PyObject *seq = Py_NewRef(args[7]), *open_runs = PyObject_GetAttr(tally, open_runs_key);
-    PyObject *open_calls = PyObject_GetAttr(tally, open_calls_key), *add = PyObject_GetAttr(tally, add_key);
+    PyObject *open_calls = PyObject_GetAttr(tally, open_calls_key);
     PyObject *good_ts = NULL, *result = NULL;
     Py_ssize_t index = start;
-    if (open_runs == NULL || open_calls == NULL || add == NULL) goto done;
+    if (open_runs == NULL || open_calls == NULL) goto done;
     if (!PyDict_Check(open_runs) || !PyDict_Check(open_calls)) {
         PyErr_SetString(PyExc_TypeError, "accept_plain: the tally's open runs and calls must be dicts");
         goto done;
@@ -535,8 +713,7 @@ static PyObject *accept_plain(PyObject *self, PyObject *const *args, Py_ssize_t 
     for (; index < PyList_GET_SIZE(events); index++) {
         PyObject *event = Py_NewRef(PyList_GET_ITEM(events, index)); /* the steps below may run Python */
         TypeSlots *slots = slots_of(Py_TYPE(event));
-        PyObject *key = NULL;
-        int plain = ordinary(event, slots, kinds, open_runs, open_calls, closed_runs, closed_calls, &key);
+        int plain = ordinary(event, slots, kinds, open_runs, open_calls, closed_runs, closed_calls);
         int failed = plain < 0;
         if (plain > 0) {
             failed = set_slot_field(event, slots, F_V, kinds[K_VERSION]) < 0 ||
@@ -559,17 +736,9 @@ static PyObject *accept_plain(PyObject *self, PyObject *const *args, Py_ssize_t 
                 Py_SETREF(seq, PyNumber_Add(seq, one));
                 failed = seq == NULL;
             }
-            if (!failed) {
-                if (key != NULL) failed = tally_delta(open_runs, key, event, slots, limit, add) < 0;
-                else {
-                    PyObject *added = PyObject_CallOneArg(add, event);
-                    failed = added == NULL;
-                    Py_XDECREF(added);
-                }
-            }
+            if (!failed) failed = tally_event(tally, event, kinds[K_TALLY]) < 0;
             if (!failed) failed = PyList_Append(out, event) < 0;
         }
-        Py_XDECREF(key);
         Py_DECREF(event);
         if (failed) goto done;
         if (!plain) break;
@@ -579,7 +748,6 @@ done:
     Py_XDECREF(seq);
     Py_XDECREF(open_runs);
     Py_XDECREF(open_calls);
-    Py_XDECREF(add);
     Py_XDECREF(good_ts);
     return result;
 }
@@ -1328,6 +1496,7 @@ static PyMethodDef methods[] = {
     {"events_timestamped", events_timestamped, METH_O, events_timestamped_doc},
     {"stamps_in_order", stamps_in_order, METH_VARARGS, stamps_in_order_doc},
     {"feed_turn", feed_turn, METH_VARARGS, feed_turn_doc},
+    {"tally_add", (PyCFunction)(void (*)(void))tally_add, METH_FASTCALL, tally_add_doc},
     {"accept_plain", (PyCFunction)(void (*)(void))accept_plain, METH_FASTCALL, accept_plain_doc},
     {"claude_skim", (PyCFunction)(void (*)(void))claude_skim, METH_FASTCALL, claude_skim_doc},
     {NULL, NULL, 0, NULL},
@@ -1353,9 +1522,12 @@ PyMODINIT_FUNC PyInit__speedups(void) {
         PyObject **key;
         const char *name;
     } names[] = {{&open_runs_key, "open_runs"}, {&open_calls_key, "open_calls"}, {&add_key, "add"},
-                 {&size_key, "size"},           {&parts_key, "parts"}};
+                 {&assistant_text, "assistant"},  {&ellipsis_text, "\xe2\x80\xa6"}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         if ((*names[i].key = PyUnicode_InternFromString(names[i].name)) == NULL) return NULL;
+    }
+    for (int a = 0; a < N_TALLY_ATTRS; a++) {
+        if ((tally_attr_keys[a] = PyUnicode_InternFromString(tally_attr_names[a])) == NULL) return NULL;
     }
     for (int a = 0; a < N_ATTRS; a++) {
         if ((attr_keys[a] = PyUnicode_InternFromString(attr_names[a])) == NULL) return NULL;
@@ -1379,6 +1551,6 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     PyObject *created = PyModule_Create(&module);
     /* Bumped with every change of a function's arguments or meaning: _accel.py uses a build of this file
      * only if it says the number it expects (an editable install keeps an old build until rebuilt). */
-    if (created != NULL && PyModule_AddIntConstant(created, "INTERFACE", 5) < 0) Py_CLEAR(created);
+    if (created != NULL && PyModule_AddIntConstant(created, "INTERFACE", 6) < 0) Py_CLEAR(created);
     return created;
 }

@@ -51,7 +51,7 @@ from agentstream.render import (
     make_sink,
     output_failure,
 )
-from agentstream.transcript import Tally
+from agentstream.transcript import Tally, tally_add
 
 __all__ = ["Interrupted", "Stream", "ToolCallScope", "fail_before_start", "stream_was_written"]
 
@@ -601,7 +601,7 @@ class Stream:
                 _encode_into(event, buffer)
             sequencer.next_seq += 1
             if kind in _ACCOUNTED:
-                self.tally.add(event)
+                tally_add(self.tally, event)
             failed: OutputFailed | None = None
             fd = self._fast_fd
             if fd >= 0:

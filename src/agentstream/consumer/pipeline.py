@@ -33,7 +33,7 @@ from agentstream._recent_ids import RecentIds
 from agentstream.dialects.base import DialectDecoder
 from agentstream.ending import closing_events, ending_events, process_exit_code
 from agentstream.errors import AgentstreamError, ErrorCode, ExitCode, MalformedEventError
-from agentstream.transcript import OPEN_TEXT_LIMIT, Tally
+from agentstream.transcript import TALLY_KINDS, Tally, tally_add
 
 __all__ = ["CHUNK_BYTES", "DETECT_LINES", "Ending", "Pipeline", "Turns"]
 
@@ -508,7 +508,7 @@ class Pipeline:
 
     def _emit(self, event: p.AnyEvent, out: list[p.AnyEvent]) -> None:
         self._stamp(event)
-        self.tally.add(event)
+        tally_add(self.tally, event)
         out.append(event)
 
     def _stamp(self, event: p.AnyEvent) -> None:
@@ -675,7 +675,7 @@ _ACCEPT_KINDS: Final = (
     _PLAIN,
     p.PROTOCOL_VERSION,
     p,  # its now_ts, looked up at each call
-    OPEN_TEXT_LIMIT,
+    TALLY_KINDS,
 )
 """What :func:`_accept_plain` tells events apart by, and stamps them with (the C twin takes it as an argument)."""
 
@@ -700,7 +700,7 @@ def _accept_plain_py(
     message_delta, reasoning_delta, message, reasoning, tool_call, tool_result, tool_progress = kinds[:7]
     plain_kinds, version = kinds[
         7:9
-    ]  # kinds[9] is the protocol module; kinds[10], Tally's limit, for the C twin
+    ]  # kinds[9] is the protocol module; kinds[10], what the C twin tallies by
     open_runs, open_calls, add = tally.open_runs, tally.open_calls, tally.add
     good_ts = None
     for index in range(start, len(events)):

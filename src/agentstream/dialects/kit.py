@@ -96,7 +96,7 @@ from agentstream._lines import is_long
 from agentstream.dialects.base import Dialect, DialectDecoder, DialectEncoder, ExitMeaning
 from agentstream.ending import ending_events
 from agentstream.errors import ErrorCode, ExitCode, MalformedEventError
-from agentstream.transcript import Tally
+from agentstream.transcript import Tally, tally_add
 
 __all__ = [
     "RAW_ARGUMENTS_KEY",
@@ -963,7 +963,7 @@ class EventDecoder(DialectDecoder):
             ts = self.line_ts
         if self.started and kind not in _EDGES and not self._lost:  # the common case, in short
             if kind is not p.MessageDelta and kind is not p.ReasoningDelta:  # open runs are in _named
-                self.tally.add(event)
+                tally_add(self.tally, event)
             self.last_fatal = None
             self.turn_ended = False
             sequencer = self.sequencer  # Sequencer.stamp, inlined, with the reading's clock
@@ -984,7 +984,7 @@ class EventDecoder(DialectDecoder):
         elif not self.started:
             self.started = True
             super().emit(p.Start(command=self.command, synthetic=True), ts)
-        self.tally.add(event)
+        tally_add(self.tally, event)
         self.last_fatal = event if isinstance(event, p.Error) and not event.recoverable else None
         self.turn_ended = kind is p.Result
         super().emit(event, ts)
@@ -1239,7 +1239,7 @@ class EventEncoder(DialectEncoder):
 
     def _lines(self, event: p.Event) -> list[bytes]:
         self.session_id = event.session_id or self.session_id
-        self.tally.add(event)
+        tally_add(self.tally, event)
         kind = type(event)
         handler = self._handlers[kind] if kind in self._handlers else self._handler(kind)
         if handler is None:
