@@ -49,6 +49,7 @@ TWINS = {
     "stamps_in_order": [(validate, "_stamps_in_order", validate._stamps_in_order_py)],
     "feed_turn": [(validate, "_feed_turn", validate._feed_turn_py)],
     "accept_plain": [(pipeline, "_accept_plain", pipeline._accept_plain_py)],
+    "stamp_line": [(stream, "_stamp_line", stream._stamp_line_py)],
     "tally_add": [(module, "tally_add", Tally.add) for module in (transcript, kit, pipeline, stream)],
     # a partial with the dialect's types; without it, decode_typed reads every typed line (None)
     "claude_skim": [(ClaudeDecoder, "typed_skim", None)],
@@ -489,6 +490,96 @@ def test_tallying_refuses_arguments_of_the_wrong_kind() -> None:
             speedups.tally_add(kinds, Tally(), event)
     with pytest.raises(TypeError):
         speedups.tally_add((Tally(), *TALLY_KINDS[1:]), Tally(), event)
+
+
+FIXED_CLOCK = "2026-01-01T00:00:00.000Z"
+
+
+def _stamped_line(
+    stamp: Any, events: list[p.AnyEvent], newline: bool, kinds: tuple[Any, ...]
+) -> tuple[object, ...]:
+    """What ``stamp`` made of each event in turn: the events, the buffer, the next seq, the tally, each
+    answer (an error returned is compared by its type and wording)."""
+    sequencer, buffer, tally, answers = p.Sequencer("ses_s", 5), bytearray(b"old line"), Tally(), []
+    for event in events:
+        try:
+            answer = stamp(event, sequencer, buffer, tally, newline, kinds)
+        except Exception as exc:  # what either twin raises is compared
+            answers.append(("raised", type(exc), str(exc)))
+        else:
+            answers.append(None if answer is None else ("returned", type(answer), str(answer)))
+        answers.append(bytes(buffer))
+    state = {name: getattr(tally, name) for name in ("open_calls", "tools_used", "last_text", "turn_count")}
+    return answers, events, sequencer.next_seq, state, tally.usage
+
+
+def _stamped_by_both(
+    events: list[p.AnyEvent], newline: bool, kinds: tuple[Any, ...]
+) -> tuple[object, object]:
+    return (
+        _stamped_line(speedups.stamp_line, copy.deepcopy(events), newline, kinds),
+        _stamped_line(stream._stamp_line_py, copy.deepcopy(events), newline, kinds),
+    )
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(full_sessions(), st.booleans(), st.data())
+def test_an_emitted_event_is_stamped_and_encoded_as_the_python_version_does_it(
+    events: list[p.AnyEvent], newline: bool, data: st.DataObject
+) -> None:
+    for event in events:
+        if data.draw(st.booleans()):
+            event.ts = ""  # the clock's (fixed here, so that both sides read the same)
+    kinds = (*stream._STAMP_KINDS[:-1], lambda: FIXED_CLOCK)
+    ours, python = _stamped_by_both(events, newline, kinds)
+    assert ours == python
+
+
+def _refusing_encoder(error: Exception) -> Any:
+    def encode_into(event: p.AnyEvent, buffer: bytearray) -> None:
+        buffer[:] = b"half"
+        raise error
+
+    return encode_into
+
+
+@pytest.mark.parametrize(
+    "error",
+    [TypeError("no"), UnicodeEncodeError("utf-8", "\udc80", 0, 1, "surrogates"), msgspec.EncodeError("x")],
+)
+def test_an_event_the_encoder_refuses_takes_no_seq_and_its_error_is_returned(error: Exception) -> None:
+    kinds = (_refusing_encoder(error), *stream._STAMP_KINDS[1:])
+    events: list[p.AnyEvent] = [p.ToolCall(call_id="c", name="shell", arguments={}, ts=FIXED_CLOCK)]
+    ours, python = _stamped_by_both(events, True, kinds)
+    assert ours == python
+    assert ours[2] == 5 and ours[3]["open_calls"] == {}  # type: ignore[index]
+
+
+def test_an_error_of_another_kind_from_the_encoder_is_raised() -> None:
+    kinds = (_refusing_encoder(RuntimeError("broken")), *stream._STAMP_KINDS[1:])
+    events: list[p.AnyEvent] = [p.MessageDelta(message_id="m", content="x", ts=FIXED_CLOCK)]
+    ours, python = _stamped_by_both(events, False, kinds)
+    assert ours == python
+    assert ours[0][0] == ("raised", RuntimeError, "broken")  # type: ignore[index]
+
+
+def test_a_stream_writes_a_surrogate_it_was_given_as_the_replacement_character() -> None:
+    out = io.BytesIO()
+    with stream.Stream("twins", out=out) as producer:
+        producer.message("file \udc80.txt")
+    lines = out.getvalue().splitlines()
+    assert [p.decode(line).content for line in lines if b'"message"' in line] == ["file \ufffd.txt"]  # type: ignore[union-attr]
+    assert [p.decode(line).seq for line in lines] == list(range(len(lines)))
+
+
+def test_stamping_refuses_arguments_of_the_wrong_kind() -> None:
+    good = (p.Usage(model="m"), p.Sequencer(), bytearray(), Tally(), True, stream._STAMP_KINDS)
+    assert speedups.stamp_line(*good) is None
+    with pytest.raises(TypeError):
+        speedups.stamp_line(*good[:5])
+    for at, wrong in [(2, b""), (5, stream._STAMP_KINDS[:-1]), (5, list(stream._STAMP_KINDS))]:
+        with pytest.raises(TypeError):
+            speedups.stamp_line(*good[:at], wrong, *good[at + 1 :])
 
 
 def test_accepting_refuses_arguments_of_the_wrong_kind() -> None:

@@ -752,6 +752,74 @@ done:
     return result;
 }
 
+/* ---- the producer: an event stamped, encoded and tallied ------------------------------------------------- */
+
+enum { E_ENCODE_INTO, E_UNENCODABLE, E_TALLY, E_NOW_TS, N_EMIT_KINDS };
+static PyObject *next_seq_key;
+
+/* The exception being raised, taken (with its traceback) as a new reference to return. */
+static PyObject *take_exception(void) {
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    if (traceback != NULL && value != NULL) PyException_SetTraceback(value, traceback);
+    Py_XDECREF(type);
+    Py_XDECREF(traceback);
+    return value;
+}
+
+PyDoc_STRVAR(stamp_line_doc, "stamp_line(event, sequencer, buffer, tally, newline, kinds) -> exception or None\n\n"
+                             "stream._stamp_line_py, in C.");
+
+static PyObject *stamp_line(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "stamp_line takes 6 arguments");
+        return NULL;
+    }
+    PyObject *event = args[0], *sequencer = args[1], *buffer = args[2], *tally = args[3], *kinds_tuple = args[5];
+    int newline = PyObject_IsTrue(args[4]);
+    if (newline < 0) return NULL;
+    if (!PyByteArray_Check(buffer) || !PyTuple_CheckExact(kinds_tuple) ||
+        PyTuple_GET_SIZE(kinds_tuple) != N_EMIT_KINDS) {
+        PyErr_SetString(PyExc_TypeError, "stamp_line: arguments of the wrong kind");
+        return NULL;
+    }
+    PyObject *const *kinds = &PyTuple_GET_ITEM(kinds_tuple, 0);
+    TypeSlots *slots = slots_of(Py_TYPE(event));
+    PyObject *session = PyObject_GetAttr(sequencer, field_keys[F_SESSION_ID]), *seq = NULL, *ts = NULL;
+    PyObject *now = NULL, *encoded = NULL, *next = NULL, *result = NULL;
+    if (session == NULL || (seq = PyObject_GetAttr(sequencer, next_seq_key)) == NULL ||
+        set_slot_field(event, slots, F_SESSION_ID, session) < 0 || set_slot_field(event, slots, F_SEQ, seq) < 0 ||
+        (ts = slot_field(event, slots, F_TS)) == NULL)
+        goto done;
+    int timed = PyObject_IsTrue(ts);
+    if (timed < 0 || (!timed && ((now = PyObject_CallNoArgs(kinds[E_NOW_TS])) == NULL ||
+                                 set_slot_field(event, slots, F_TS, now) < 0)))
+        goto done;
+    /* encoded before the seq is taken and the event counted: one that cannot be written takes neither */
+    PyObject *encode_args[2] = {event, buffer};
+    if ((encoded = PyObject_Vectorcall(kinds[E_ENCODE_INTO], encode_args, 2, NULL)) == NULL) {
+        if (PyErr_ExceptionMatches(kinds[E_UNENCODABLE])) result = take_exception();
+        goto done;
+    }
+    if ((next = PyNumber_Add(seq, one)) == NULL || PyObject_SetAttr(sequencer, next_seq_key, next) < 0) goto done;
+    if (tally_event(tally, event, kinds[E_TALLY]) < 0) goto done;
+    if (newline) {
+        Py_ssize_t size = PyByteArray_GET_SIZE(buffer);
+        if (PyByteArray_Resize(buffer, size + 1) < 0) goto done;
+        PyByteArray_AS_STRING(buffer)[size] = '\n';
+    }
+    result = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(session);
+    Py_XDECREF(seq);
+    Py_XDECREF(ts);
+    Py_XDECREF(now);
+    Py_XDECREF(encoded);
+    Py_XDECREF(next);
+    return result;
+}
+
 /* ---- the Claude dialect: the lines of a partial-message stream that need no Python step ------------------- */
 
 enum {
@@ -1498,6 +1566,7 @@ static PyMethodDef methods[] = {
     {"feed_turn", feed_turn, METH_VARARGS, feed_turn_doc},
     {"tally_add", (PyCFunction)(void (*)(void))tally_add, METH_FASTCALL, tally_add_doc},
     {"accept_plain", (PyCFunction)(void (*)(void))accept_plain, METH_FASTCALL, accept_plain_doc},
+    {"stamp_line", (PyCFunction)(void (*)(void))stamp_line, METH_FASTCALL, stamp_line_doc},
     {"claude_skim", (PyCFunction)(void (*)(void))claude_skim, METH_FASTCALL, claude_skim_doc},
     {NULL, NULL, 0, NULL},
 };
@@ -1532,7 +1601,8 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     for (int a = 0; a < N_ATTRS; a++) {
         if ((attr_keys[a] = PyUnicode_InternFromString(attr_names[a])) == NULL) return NULL;
     }
-    if ((one = PyLong_FromLong(1)) == NULL || (now_ts_key = PyUnicode_InternFromString("now_ts")) == NULL)
+    if ((one = PyLong_FromLong(1)) == NULL || (now_ts_key = PyUnicode_InternFromString("now_ts")) == NULL ||
+        (next_seq_key = PyUnicode_InternFromString("next_seq")) == NULL)
         return NULL;
     message_delta_names = Py_BuildValue("(sss)", "message_id", "role", "content");
     reasoning_delta_names = Py_BuildValue("(ss)", "reasoning_id", "content");
@@ -1551,6 +1621,6 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     PyObject *created = PyModule_Create(&module);
     /* Bumped with every change of a function's arguments or meaning: _accel.py uses a build of this file
      * only if it says the number it expects (an editable install keeps an old build until rebuilt). */
-    if (created != NULL && PyModule_AddIntConstant(created, "INTERFACE", 6) < 0) Py_CLEAR(created);
+    if (created != NULL && PyModule_AddIntConstant(created, "INTERFACE", 7) < 0) Py_CLEAR(created);
     return created;
 }

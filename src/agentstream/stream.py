@@ -30,12 +30,13 @@ import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import FrameType, TracebackType
-from typing import IO, Any, Final, Literal, TypeVar, get_args
+from typing import IO, Any, Final, Literal, TypeVar, cast, get_args
 
 import msgspec
 
 from agentstream import _signals
 from agentstream import protocol as p
+from agentstream._accel import speedups
 from agentstream._signals import HeldSignal, Interrupted, SignalHandlers
 from agentstream.ending import closing_events, process_exit_code
 from agentstream.errors import AgentstreamError, ErrorCode, ExitCode, error_text, exit_code_for_signal
@@ -51,7 +52,7 @@ from agentstream.render import (
     make_sink,
     output_failure,
 )
-from agentstream.transcript import Tally, tally_add
+from agentstream.transcript import TALLY_KINDS, Tally, tally_add
 
 __all__ = ["Interrupted", "Stream", "ToolCallScope", "fail_before_start", "stream_was_written"]
 
@@ -210,6 +211,9 @@ class Stream:
         self._handlers = SignalHandlers(self._on_signal)
         self._observers: list[Observer] = []
         self._started_at = 0.0
+        self._unchecked: frozenset[type[p.BaseEvent]] = frozenset()
+        """The kinds of event :meth:`emit` writes with no check: none before the start, after the result or with
+        redaction on."""
         self._output_closed = False
         """Delta runs without their complete event yet: id → (role, None for reasoning; the contents so far)."""
         self._output_failure: OutputFailed | None = None
@@ -296,6 +300,7 @@ class Stream:
                 dialect_options=self._dialect_options,
             )
             self._started_at = time.monotonic()
+            self._unchecked = _UNCHECKED if self._redact is None else frozenset()
             if isinstance(writer, FdWriter):
                 self._output_fd = writer.fd
             if (
@@ -512,7 +517,7 @@ class Stream:
             next_actions=actions,
         )
         self._result_thread = 0 if self._signal_seen else threading.get_ident()
-        self.result = event
+        self.result, self._unchecked = event, frozenset()
         try:
             self.emit(event)
             if not self._output_closed:
@@ -578,35 +583,27 @@ class Stream:
         lock = self._lock
         lock.acquire()  # not ``with``: its enter and exit calls cost about a tenth of an emit
         try:
-            if self.result is not None and event is not self.result:
-                return self._after_result(event)
-            if not self._started_at:
-                raise RuntimeError("Stream.start() (or `with Stream(...)`) must come before emitting events")
-            kind = type(event)
-            if kind in _GUARDED:
-                self._check_guarded(event)
-            if self._redact is not None:
-                self._redact(event)
-            sequencer = self._sequencer
-            event.session_id = sequencer.session_id
-            event.seq = sequencer.next_seq
-            if not event.ts:
-                event.ts = _now_ts()
-            # Encoded before the seq is taken and the event counted: one that cannot be written takes neither.
-            buffer = self._buffer
-            try:
-                _encode_into(event, buffer)
-            except _UNENCODABLE as exc:
-                _make_encodable(event, exc)
-                _encode_into(event, buffer)
-            sequencer.next_seq += 1
-            if kind in _ACCOUNTED:
-                tally_add(self.tally, event)
+            if type(event) not in self._unchecked:  # not started, ended, a start, result or usage, redacting
+                if self.result is not None and event is not self.result:
+                    return self._after_result(event)
+                if not self._started_at:
+                    raise RuntimeError(
+                        "Stream.start() (or `with Stream(...)`) must come before emitting events"
+                    )
+                if type(event) in _GUARDED:
+                    self._check_guarded(event)
+                if self._redact is not None:
+                    self._redact(event)
+            buffer, fd = self._buffer, self._fast_fd
+            # Canonical lines to a descriptor: the line goes into the reused buffer, newline and all, one write.
+            unencodable = _stamp_line(event, self._sequencer, buffer, self.tally, fd >= 0, _STAMP_KINDS)
+            if unencodable is not None:
+                _make_encodable(event, unencodable)
+                unencodable = _stamp_line(event, self._sequencer, buffer, self.tally, fd >= 0, _STAMP_KINDS)
+                if unencodable is not None:
+                    raise unencodable
             failed: OutputFailed | None = None
-            fd = self._fast_fd
             if fd >= 0:
-                # Canonical lines to a descriptor: the line is in the reused buffer already, one write.
-                buffer.append(10)
                 try:
                     written = _os_write(fd, buffer)
                 except OSError as exc:
@@ -1084,12 +1081,42 @@ _encode_into = msgspec.json.Encoder().encode_into
 _os_write = os.write
 _now_ts = p.now_ts
 """Module globals, one lookup each on the producer's hot path."""
-_ACCOUNTED: frozenset[type[p.BaseEvent]] = frozenset(
-    {p.Usage, p.ToolCall, p.ToolResult, p.Message, p.MessageDelta, p.Reasoning, p.ReasoningDelta}
-)
 _GUARDED: frozenset[type[p.BaseEvent]] = frozenset({p.Start, p.Result, p.Usage})
 """What :meth:`Stream.emit` checks, although it checks nothing else: each could make the run's start or result invalid."""
+_UNCHECKED: frozenset[type[p.BaseEvent]] = frozenset(p.EVENT_CLASSES) - _GUARDED
 _UNENCODABLE: Final = (TypeError, ValueError, OverflowError, msgspec.EncodeError)
+_STAMP_KINDS: Final = (_encode_into, _UNENCODABLE, TALLY_KINDS, _now_ts)
+"""What :func:`_stamp_line` encodes, counts and reads the clock with (the C twin takes it as an argument)."""
+
+
+def _stamp_line_py(
+    event: p.Event,
+    sequencer: p.Sequencer,
+    buffer: bytearray,
+    tally: Tally,
+    newline: bool,
+    kinds: tuple[Any, ...],
+) -> Exception | None:
+    """Stamp ``event`` into the session at the next seq (at the time it carries, else now) and encode it into
+    ``buffer`` (with a newline when asked); then it takes the seq and is tallied. An event the encoder refuses
+    takes neither: that error is returned, for :func:`_make_encodable` to mend or word."""
+    encode_into, unencodable, _, now_ts = kinds
+    event.session_id = sequencer.session_id
+    event.seq = sequencer.next_seq
+    if not event.ts:
+        event.ts = now_ts()
+    try:
+        encode_into(event, buffer)
+    except unencodable as exc:
+        return cast(Exception, exc)
+    sequencer.next_seq += 1
+    tally_add(tally, event)
+    if newline:
+        buffer.append(10)
+    return None
+
+
+_stamp_line: Callable[..., Exception | None] = speedups.stamp_line if speedups else _stamp_line_py
 
 
 def _make_encodable(event: p.Event, exc: Exception) -> None:
@@ -1106,6 +1133,7 @@ def _make_encodable(event: p.Event, exc: Exception) -> None:
 _CRITICAL_CODE = frozenset(
     {
         Stream.emit.__code__,
+        _stamp_line_py.__code__,
         Stream._write.__code__,
         Stream._write_rest.__code__,
         Stream.fail.__code__,
