@@ -1152,3 +1152,54 @@ def test_an_sdk_driven_session_reads_as_its_turns_with_the_hosts_state_inside_th
     # each state in the turn it came before or during (the turn's number), the trailing idle left out
     assert states == [("running", 1), ("requires_action", 1), ("running", 1), ("idle", 2), ("running", 2)]
     assert violations(events) == []
+
+
+def _claude_lines(
+    session: list[p.BaseEvent], *, short: bool, encoder_class: type[Any] | None = None
+) -> list[bytes]:
+    """The session written by a reproducible Claude encoder, deltas of the open run the short way or not."""
+    encoder = (encoder_class or type(get_dialect("claude").encoder()))()
+    encoder.reproducible("seed")
+    encoder._short_deltas = short and encoder._short_deltas
+    events = [msgspec.structs.replace(event) for event in session]
+    return [out for event in events for out in encoder.encode(event)] + encoder.finish()
+
+
+@settings(max_examples=150, deadline=None)
+@given(session=full_sessions() | sessions(delta_runs()))
+def test_a_delta_of_the_open_run_is_written_the_same_the_short_way(session: list[p.BaseEvent]) -> None:
+    assert _claude_lines(session, short=True) == _claude_lines(session, short=False)
+
+
+def test_every_example_stream_is_written_the_same_with_its_deltas_the_short_way() -> None:
+    """Whole, and cut after its last delta (the ending the encoder makes up closes the run from its tally)."""
+    for path in sorted((FIXTURES / "claude").glob("*.ndjson")):
+        session = list(read(path.read_bytes(), "claude"))
+        deltas = [index for index, event in enumerate(session) if type(event) is p.MessageDelta]
+        if deltas:
+            cut = session[: deltas[-1] + 1]
+            assert _claude_lines(cut, short=True) == _claude_lines(cut, short=False), path.name
+        short = _claude_lines(session, short=True)
+        assert short == _claude_lines(session, short=False), path.name
+        assert sum(b'"text_delta"' in line for line in short) == sum(
+            type(event) is p.MessageDelta for event in session
+        ), path.name
+
+
+def test_an_encoder_that_writes_deltas_its_own_way_is_not_skipped() -> None:
+    encoder_class = type(get_dialect("claude").encoder())
+
+    class Loud(encoder_class):  # type: ignore[misc,valid-type]
+        def on_message_delta(self, event: p.MessageDelta) -> list[Any]:
+            return [{"type": "loud", "text": event.content.upper()}]
+
+    session = stamped(
+        [
+            p.Start(command="c"),
+            *[p.MessageDelta(message_id="m", role="assistant", content=part) for part in ("ab", "cd")],
+            p.Message(message_id="m", role="assistant", content="abcd"),
+            p.Result(ok=True, subtype="success", exit_code=0),
+        ]
+    )
+    lines = _claude_lines(session, short=True, encoder_class=Loud)
+    assert [json.loads(line)["text"] for line in lines if b'"loud"' in line] == ["AB", "CD"]

@@ -43,7 +43,7 @@ from agentstream.dialects.kit import (
     text_or_json,
 )
 from agentstream.errors import ErrorCode, ExitCode, MalformedEventError, code_from_wording
-from agentstream.transcript import has_usage
+from agentstream.transcript import has_usage, tally_add
 
 # Claude's ``error`` categories (assistant lines, api_retry); the first one per code is the one we write.
 _CATEGORY_CODES: dict[str, str] = {
@@ -1399,6 +1399,10 @@ _DELTA_HEADS = {
     )[:-4]
     for reasoning, kind in ((False, "text"), (True, "thinking"))
 }
+_TEXT_DELTA_HEAD = _DELTA_HEADS[False]
+_DELTA_STEPS = ("_lines", "on_message_delta", "_delta")
+"""The steps of a text delta's line that :meth:`ClaudeEncoder.encode` takes in one (a subclass changing any of
+them writes its deltas the long way)."""
 """A delta's inner event up to its text: the same bytes with the encoded text and ``}}`` after them."""
 
 EncodedLine = dict[str, Any] | msgspec.Raw
@@ -1518,6 +1522,32 @@ class ClaudeEncoder(EventEncoder):
         that follow it."""
         self._model_extras: dict[str, dict[str, Any]] = {}
         """The turn's ``claude.model_usage``: each model's other ``modelUsage`` keys."""
+        self._short_deltas = all(
+            getattr(type(self), step) is getattr(ClaudeEncoder, step) for step in _DELTA_STEPS
+        )
+        """Whether :meth:`encode` may write a delta of the open text run straight (no subclass changed a step)."""
+
+    def encode(self, event: p.AnyEvent) -> list[bytes]:
+        """One more delta of the open text run (most of a streamed run's events) goes straight to its line: the
+        steps of :meth:`_lines`, :meth:`on_message_delta` and :meth:`_delta` for it, without their calls."""
+        if (
+            type(event) is p.MessageDelta
+            and self._current == event.message_id
+            and self.started
+            and self.streams
+            and self._short_deltas
+            and self.held_fatal is None
+            and not self._held
+            and self._carried is None
+            and event.role == "assistant"
+            and (False, event.message_id) in self._runs
+        ):
+            self.session_id = event.session_id or self.session_id
+            tally_add(self.tally, event)
+            return [
+                _encode(self._stream_line(event, b"".join((_TEXT_DELTA_HEAD, _encode(event.content), b"}}"))))
+            ]
+        return super().encode(event)
 
     def end_turn(self) -> None:
         super().end_turn()
