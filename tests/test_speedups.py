@@ -31,6 +31,7 @@ from agentstream._recent_ids import RecentIds
 from agentstream.consumer import pipeline, read
 from agentstream.dialects import kit
 from agentstream.dialects.claude import ClaudeDecoder, _PendingUsage
+from agentstream.dialects.gemini import GeminiDecoder
 from agentstream.transcript import OPEN_TEXT_LIMIT, TALLY_KINDS, Tally, _OpenRun
 
 speedups = _accel.speedups
@@ -53,6 +54,7 @@ TWINS = {
     "tally_add": [(module, "tally_add", Tally.add) for module in (transcript, kit, pipeline, stream)],
     # a partial with the dialect's types; without it, decode_typed reads every typed line (None)
     "claude_skim": [(ClaudeDecoder, "typed_skim", None)],
+    "gemini_skim": [(GeminiDecoder, "typed_skim", None)],
 }
 
 
@@ -1366,3 +1368,236 @@ def test_a_string_is_scanned_the_same_whatever_the_place_of_a_byte_that_is_not_p
         text = b"a" * at + special + b"b" * (19 - at)
         line = _COMPACT % (b"0", b"text", b"text", b'"%s"' % text, b"uuid", b'"%s"' % text)
         _assert_skim_agrees(_OPEN_BLOCKS, [line])
+
+
+# -- Gemini's answer chunks ----------------------------------------------------------------------------------
+
+GEMINI_STREAMS = {
+    path.name: path.read_bytes().splitlines()
+    for path in [*sorted((FIXTURES / "gemini").glob("*.ndjson")), FIXTURES.parent / "seeds" / "gemini.ndjson"]
+}
+
+_STAMPS = [
+    "2025-11-01T12:00:00.430Z",  # canonical
+    "2024-02-29T23:59:59.999Z",  # a leap day
+    "2023-02-29T10:00:00.000Z",  # not a day
+    "1900-02-29T10:00:00.000Z",
+    "2000-02-29T10:00:00.000Z",
+    "2025-04-31T10:00:00.000Z",
+    "2025-13-01T10:00:00.000Z",
+    "0000-01-01T00:00:00.000Z",
+    "2025-11-01T24:00:00.000Z",
+    "2025-11-01T12:60:00.000Z",
+    "2025-11-01T12:00:60.000Z",
+    "2025-11-01T12:00:00.43Z",  # not canonical: parsed, then written canonically
+    "2025-11-01T12:00:00.430+00:00",
+    "2025-11-01 12:00:00.430Z",
+    "2025-11-01T12:00:00.430z",
+    "2025-11-01T12:00:00.4٣0Z",
+]
+_CHUNK = b'{"type":"message","timestamp":"%s","role":"assistant","content":%s,"delta":true}'
+_CONTENTS = [
+    b'""',
+    b'"hi"',
+    b'"\xc3\xa9"',
+    b'"a\\nb\\"c"',
+    b'"\\ud83d\\ude00"',
+    b'"\\udc80"',
+    b'"\xff"',
+    b'"tab\tin"',
+]
+
+_GEMINI_LINES = st.builds(
+    lambda stamp, content: _CHUNK % (stamp.encode(), content),
+    st.just(_STAMPS[0]) | st.sampled_from(_STAMPS),  # usually canonical, then any
+    st.just(b'"hi"') | st.sampled_from(_CONTENTS),
+) | st.sampled_from(
+    [
+        _CHUNK.replace(b'"assistant"', b'"user"') % (_STAMPS[0].encode(), b'"hi"'),
+        _CHUNK.replace(b"true}", b"false}") % (_STAMPS[0].encode(), b'"hi"'),
+        _CHUNK.replace(b',"delta":true', b"") % (_STAMPS[0].encode(), b'"hi"'),
+        _CHUNK.replace(b"true}", b"true} ") % (_STAMPS[0].encode(), b'"hi"'),
+        _CHUNK.replace(b"true}", b"true}}") % (_STAMPS[0].encode(), b'"hi"'),
+        _CHUNK.replace(b'"role":"assistant",', b"") % (_STAMPS[0].encode(), b'"hi"'),
+        b'{"type":"message","role":"assistant","timestamp":"2025-11-01T12:00:00.430Z","content":"x","delta":true}',
+        b'{"type":"message","timestamp":null,"role":"assistant","content":"x","delta":true}',
+        b'{"type":"message","timestamp":"2025-11-01T12:00:00.430Z","role":"assistant","content":"x","delta":true,"x":1}',
+        b'{"type":"tool_use","timestamp":"2025-11-01T12:00:01.000Z","tool_name":"ls","tool_id":"t1","parameters":{}}',
+        b'{"type":"tool_result","timestamp":"2025-11-01T12:00:02.000Z","tool_id":"t1","status":"success","output":"o"}',
+        b'{"type":"error","timestamp":"2025-11-01T12:00:03.000Z","severity":"error","message":"boom"}',
+        b"not json",
+    ]
+)
+
+
+@st.composite
+def gemini_states(draw: st.DrawFn) -> dict[str, Any]:
+    """A Gemini decoder anywhere a chunk may find it: an error line held, the reply under way or not, the turn
+    started or not, a field lost, a run of either kind and role open, or none."""
+
+    def usually(usual: Any, *unusual: Any) -> Any:
+        """The state a chunk is read in, one time in four something else (so that each is met alone)."""
+        return draw(st.sampled_from(unusual)) if draw(st.integers(0, 3)) == 0 else usual
+
+    reasoning, role = usually(False, True), usually("assistant", "user")
+    return {
+        "held": usually(False, True),
+        "in_reply": usually(True, False),
+        "started": usually(True, False),
+        "lost": usually(False, True),
+        "run": usually((reasoning, role, usually(None, "2025-01-01T00:00:01.000Z")), None),
+        "line_ts": draw(st.none() | st.just("2025-01-01T00:00:00.000Z")),
+        "fatal": draw(st.booleans()),
+        "turn_ended": draw(st.booleans()),
+    }
+
+
+def _gemini_decoder(state: dict[str, Any]) -> GeminiDecoder:
+    decoder = GeminiDecoder(session_id="ses_g")
+    decoder.started, decoder._in_reply, decoder.line_ts = (
+        state["started"],
+        state["in_reply"],
+        state["line_ts"],
+    )
+    decoder._lost = [(("message", "x"), "x was lost")] if state["lost"] else []
+    decoder._held = ("held", "2025-01-01T00:00:00.000Z") if state["held"] else None
+    decoder.last_fatal = p.Error(code="x", message="x", recoverable=False) if state["fatal"] else None
+    decoder.turn_ended = state.get("turn_ended", False)
+    if state["run"] is not None:
+        reasoning, role, ts = state["run"]
+        decoder._run = kit._Run(reasoning, role, "run_g", ts, ["before"])
+    return decoder
+
+
+def _gemini_state(decoder: GeminiDecoder) -> object:
+    run = decoder._run
+    return (
+        [msgspec.json.encode(event) for event in decoder.drain()],
+        None if run is None else (run.reasoning, run.role, run.run_id, run.ts, list(run.parts)),
+        decoder._answer,
+        decoder._in_reply,
+        decoder._replies,
+        decoder._held,
+        decoder.line_ts,
+        decoder.started,
+        decoder.last_fatal,
+        decoder.turn_ended,
+        decoder.sequencer.next_seq,
+    )
+
+
+def _assert_gemini_skim_agrees(state: dict[str, Any], lines: list[bytes]) -> None:
+    """The lines read as _read_run reads them, with the skim and without: the same lines left to the careful
+    path, and the same decoder afterwards."""
+    decode = GeminiDecoder.typed_lines.decode  # type: ignore[union-attr]
+    answers = []
+    for skim in (GeminiDecoder.typed_skim, None):
+        counter = iter(range(1 << 30))
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(p, "new_id", lambda prefix, made=counter: f"{prefix}_{next(made):016x}")
+            patch.setattr(p, "now_ts", lambda: "2026-01-01T00:00:00.000Z")
+            decoder, index, refused = _gemini_decoder(state), 0, []
+            while index < len(lines):
+                if skim is not None:
+                    index, line = skim(decoder, lines, index, decode)
+                    if line is None:
+                        break
+                else:
+                    try:
+                        line = decode(lines[index])
+                    except Exception:  # what the typed decoder refuses, the careful path reads
+                        line = kit.UNDECODED
+                if line is kit.UNDECODED:
+                    refused.append(index)
+                else:
+                    decoder.decode_typed(line)
+                index += 1
+            answers.append((refused, _gemini_state(decoder)))
+    assert answers[0] == answers[1]
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(gemini_states(), st.lists(_GEMINI_LINES, min_size=1, max_size=6))
+def test_the_gemini_skim_leaves_a_decoder_as_decode_typed_does(
+    state: dict[str, Any], lines: list[bytes]
+) -> None:
+    _assert_gemini_skim_agrees(state, lines)
+
+
+@pytest.mark.parametrize("stamp", _STAMPS)
+@pytest.mark.parametrize("content", _CONTENTS)
+def test_a_chunk_continuing_the_open_run_is_what_decode_typed_makes_of_it(stamp: str, content: bytes) -> None:
+    state = {
+        "held": False,
+        "in_reply": True,
+        "started": True,
+        "lost": False,
+        "run": (False, "assistant", None),
+    }
+    _assert_gemini_skim_agrees(
+        {**state, "line_ts": None, "fatal": True}, [_CHUNK % (stamp.encode(), content)] * 2
+    )
+
+
+def test_a_compact_chunk_of_the_open_run_is_read_in_c() -> None:
+    state = {
+        "held": False,
+        "in_reply": True,
+        "started": True,
+        "lost": False,
+        "run": (False, "assistant", None),
+    }
+    decoder = _gemini_decoder({**state, "line_ts": None, "fatal": False})
+    lines = [_CHUNK % (stamp.encode(), b'"hi"') for stamp in _STAMPS[:2]] + [b"not json"]
+    assert GeminiDecoder.typed_skim is not None
+    index, line = GeminiDecoder.typed_skim(decoder, lines, 0, GeminiDecoder.typed_lines.decode)  # type: ignore[union-attr]
+    assert (index, line) == (2, kit.UNDECODED)
+    assert [event.ts for event in decoder.drain()] == _STAMPS[:2]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(sorted(GEMINI_STREAMS)), st.data())
+def test_gemini_streams_read_the_same_with_either_twin(name: str, data: st.DataObject) -> None:
+    """Chunks are read in C; lines dropped, repeated, moved or replaced leave the decoder in the states the C
+    twin must hand back to decode_typed (an error held, a reply not under way, a turn not started)."""
+    lines = list(GEMINI_STREAMS[name])
+    for _ in range(data.draw(st.integers(0, 4))):
+        at = data.draw(st.integers(0, len(lines) - 1))
+        how = data.draw(st.sampled_from(["drop", "repeat", "move", "replace"]))
+        if how == "drop" and len(lines) > 1:
+            del lines[at]
+        elif how == "repeat":
+            lines.insert(data.draw(st.integers(0, len(lines))), lines[at])
+        elif how == "move":
+            lines.insert(data.draw(st.integers(0, len(lines))), lines.pop(at))
+        else:
+            lines[at] = data.draw(_GEMINI_LINES)
+    stream = b"\n".join(lines) + b"\n"
+    with_c = _read_steadily(stream, "gemini")
+    with python_twins():
+        assert _read_steadily(stream, "gemini") == with_c
+
+
+def test_the_realistic_gemini_session_reads_the_same_with_either_twin() -> None:
+    sys.path.insert(0, str(Path(__file__).parents[1] / "bench"))
+    try:
+        import realistic
+    finally:
+        sys.path.pop(0)
+    stream = realistic.generate("gemini", seed=3, size=256 << 10)
+    with_c = _read_steadily(stream, "gemini")
+    with python_twins():
+        assert _read_steadily(stream, "gemini") == with_c
+    assert sum(event["type"] == "message_delta" for event in with_c) >= 100  # type: ignore[index]
+
+
+class _Replying(GeminiDecoder):
+    """A dialect that counts replies its own way."""
+
+    def _replied(self, by_the_model: bool) -> None:
+        super()._replied(by_the_model)
+
+
+def test_a_gemini_subclass_that_changes_a_skimmed_step_reads_every_line_itself() -> None:
+    assert GeminiDecoder.typed_skim is not None
+    assert _Replying.typed_skim is None

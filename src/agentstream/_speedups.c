@@ -830,12 +830,12 @@ enum {
 enum {
     A_EVENT, A_DELTA, A_INDEX, A_TEXT_FIELD, A_THINKING_FIELD, A_CURRENT, A_STREAMS, A_STARTED, A_LOST, A_NAMED,
     A_PARTS, A_RUN_ID, A_ROLE, A_RUN_TS, A_LAST_FATAL, A_TURN_ENDED, A_SEQUENCER, A_NEXT_SEQ, A_LINE_TS,
-    A_CLOCK, A_OUT, A_RUN, A_TALLY, A_USAGE, N_ATTRS
+    A_CLOCK, A_OUT, A_RUN, A_TALLY, A_USAGE, A_HELD, A_IN_REPLY, A_ANSWER, A_REASONING, N_ATTRS
 };
 static const char *attr_names[N_ATTRS] = {
     "event", "delta", "index", "text", "thinking", "_current", "_streams", "started", "_lost", "_named", "parts",
     "run_id", "role", "ts", "last_fatal", "turn_ended", "sequencer", "next_seq", "line_ts", "_clock", "_out", "_run",
-    "tally", "_usage"};
+    "tally", "_usage", "_held", "_in_reply", "_answer", "reasoning"};
 static PyObject *attr_keys[N_ATTRS];
 static PyObject *message_delta_names, *reasoning_delta_names, *generic_event_names, *status_names[2];
 /* events' keyword names (status_names: without the message, with it) */
@@ -1553,6 +1553,192 @@ done:
     return answer;
 }
 
+/* ---- the Gemini dialect: one more delta of the open text run ------------------------------------------------
+ * Most lines of a Gemini CLI stream are the answer's chunks: {"type":"message","timestamp":…,"role":"assistant",
+ * "content":…,"delta":true}. Written so (no whitespace, keys in that order, a canonical timestamp, a content
+ * string scan_string reads) and read while the reply's text run is open, each is the delta decode_typed would
+ * make of it; any other line goes to msgspec and decode_typed, as before. */
+
+enum { G_RUN, G_MESSAGE_DELTA, G_UNDECODED, N_GEMINI };
+
+/* Whether `s` is "YYYY-MM-DDTHH:MM:SS.mmmZ" of a real date, time and year after 0: a stamp kit._iso_stamp
+ * passes through unparsed (what it parses instead, the skim leaves to it). */
+static int canonical_stamp(const char *s, Py_ssize_t size) {
+    static const char shape[] = "dddd-dd-ddTdd:dd:dd.dddZ";
+    if (size != (Py_ssize_t)sizeof shape - 1) return 0;
+    for (size_t i = 0; i < sizeof shape - 1; i++) {
+        if (shape[i] == 'd' ? !is_digit(s[i]) : s[i] != shape[i]) return 0;
+    }
+#define DIGITS2(at) ((s[at] - '0') * 10 + (s[(at) + 1] - '0'))
+    int year = DIGITS2(0) * 100 + DIGITS2(2), month = DIGITS2(5), day = DIGITS2(8);
+    if (year < 1 || month < 1 || month > 12 || day < 1 || DIGITS2(11) > 23 || DIGITS2(14) > 59 || DIGITS2(17) > 59)
+        return 0;
+#undef DIGITS2
+    static const int days[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    int leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+    return day <= days[month - 1] + (month == 2 && leap);
+}
+
+/* A chunk of the answer in the compact form: 1 with *ts and *text (new references); 0 for any other line; -1 on
+ * an error. */
+static int scan_gemini_chunk(const char *bytes, Py_ssize_t size, PyObject **ts, PyObject **text) {
+    Scan scan = {bytes, bytes + size};
+    if (!LITERAL(&scan, "{\"type\":\"message\",\"timestamp\":\"")) return 0;
+    const char *stamp = scan.at;
+    if (scan.end - stamp < 25 || !canonical_stamp(stamp, 24) || stamp[24] != '"') return 0;
+    scan.at += 25;
+    if (!LITERAL(&scan, ",\"role\":\"assistant\",\"content\":")) return 0;
+    int found = scan_string(&scan, text);
+    if (found <= 0) return found;
+    if (!LITERAL(&scan, ",\"delta\":true}") || scan.at != scan.end) {
+        Py_CLEAR(*text);
+        return 0;
+    }
+    if ((*ts = PyUnicode_FromStringAndSize(stamp, 24)) == NULL) {
+        Py_CLEAR(*text);
+        return -1;
+    }
+    return 1;
+}
+
+/* What the skim reads of a decoder once per call, at its first compact line. */
+typedef struct {
+    PyObject *run, *parts, *run_id, *role, *answer, *sequencer, *session, *out, *next_seq;
+    PyObject *last_ts; /* the last chunk's time: the decoder's line_ts and the run's ts, written back at the end */
+    int usable;        /* the decoder is as decode_typed needs it for a chunk to be a plain delta */
+    int ready;
+    Py_ssize_t queued;
+} GeminiSkim;
+
+static void gemini_clear(GeminiSkim *skim) {
+    PyObject **held[] = {&skim->run,       &skim->parts,   &skim->run_id, &skim->role,     &skim->answer,
+                         &skim->sequencer, &skim->session, &skim->out,    &skim->next_seq, &skim->last_ts};
+    for (size_t i = 0; i < sizeof held / sizeof held[0]; i++) Py_CLEAR(*held[i]);
+}
+
+/* Whether attribute `a` of `obj` is true (1), false (0), or -1 on an error. */
+static int attr_truth(PyObject *obj, int a) {
+    PyObject *value = GET(obj, a);
+    if (value == NULL) return -1;
+    int truth = PyObject_IsTrue(value);
+    Py_DECREF(value);
+    return truth;
+}
+
+/* Usable when no error line is held, the reply is under way (_replied does nothing), the turn is started with
+ * no field lost, and the open run is the assistant's text: then chunk() adds to that run. 0, or -1. */
+static int gemini_ready(GeminiSkim *skim, PyObject *decoder, PyObject *const *kinds) {
+    skim->ready = 1;
+    PyObject *held = GET(decoder, A_HELD), *reasoning = NULL;
+    if (held == NULL) return -1;
+    int idle = held == Py_None;
+    Py_DECREF(held);
+    int in_reply = idle ? attr_truth(decoder, A_IN_REPLY) : 0;
+    int started = in_reply > 0 ? attr_truth(decoder, A_STARTED) : 0;
+    int lost = started > 0 ? attr_truth(decoder, A_LOST) : 1;
+    if (in_reply < 0 || started < 0 || lost < 0) return -1;
+    if (!started || lost || (skim->run = GET(decoder, A_RUN)) == NULL) return PyErr_Occurred() ? -1 : 0;
+    if (Py_TYPE(skim->run) != (PyTypeObject *)kinds[G_RUN]) return 0;
+    if ((reasoning = GET(skim->run, A_REASONING)) == NULL || (skim->role = GET(skim->run, A_ROLE)) == NULL) {
+        Py_XDECREF(reasoning);
+        return -1;
+    }
+    int text_run = PyObject_RichCompareBool(reasoning, Py_False, Py_EQ);
+    Py_DECREF(reasoning);
+    int assistants = text_run > 0 ? PyObject_RichCompareBool(skim->role, assistant_text, Py_EQ) : text_run;
+    if (assistants <= 0) return assistants;
+    if ((skim->parts = GET(skim->run, A_PARTS)) == NULL || (skim->run_id = GET(skim->run, A_RUN_ID)) == NULL ||
+        (skim->answer = GET(decoder, A_ANSWER)) == NULL || (skim->out = GET(decoder, A_OUT)) == NULL ||
+        (skim->sequencer = GET(decoder, A_SEQUENCER)) == NULL ||
+        (skim->session = field(skim->sequencer, F_SESSION_ID)) == NULL ||
+        (skim->next_seq = GET(skim->sequencer, A_NEXT_SEQ)) == NULL)
+        return -1;
+    skim->usable = PyList_Check(skim->parts) && PyList_Check(skim->answer) && PyList_Check(skim->out);
+    return 0;
+}
+
+/* A compact chunk: queued as decode_typed would (1), not when the decoder is not as the skim needs (0); -1 on an
+ * error. */
+static int gemini_chunk(GeminiSkim *skim, PyObject *decoder, PyObject *const *kinds, PyObject *ts, PyObject *text) {
+    if (!skim->ready && gemini_ready(skim, decoder, kinds) < 0) return -1;
+    if (!skim->usable) return 0;
+    PyObject *values[3] = {skim->run_id, skim->role, text}, *next = NULL;
+    PyObject *event = NULL;
+    int outcome = -1;
+    if (PyList_Append(skim->answer, text) < 0 || PyList_Append(skim->parts, text) < 0 ||
+        (event = PyObject_Vectorcall(kinds[G_MESSAGE_DELTA], values, 0, message_delta_names)) == NULL)
+        goto done;
+    TypeSlots *slots = slots_of(Py_TYPE(event));
+    if (set_slot_field(event, slots, F_SESSION_ID, skim->session) < 0 ||
+        set_slot_field(event, slots, F_SEQ, skim->next_seq) < 0 || set_slot_field(event, slots, F_TS, ts) < 0 ||
+        (next = PyNumber_Add(skim->next_seq, one)) == NULL || PyList_Append(skim->out, event) < 0)
+        goto done;
+    Py_SETREF(skim->next_seq, next);
+    next = NULL;
+    Py_XSETREF(skim->last_ts, Py_NewRef(ts));
+    skim->queued++;
+    outcome = 1;
+done:
+    Py_XDECREF(event);
+    Py_XDECREF(next);
+    return outcome;
+}
+
+/* What the chunks read set on the decoder, its run and its sequencer, as decode_typed leaves them: 0, or -1. */
+static int gemini_finish(GeminiSkim *skim, PyObject *decoder) {
+    if (skim->queued == 0) return 0;
+    return SET(decoder, A_LINE_TS, skim->last_ts) < 0 || SET(skim->run, A_RUN_TS, skim->last_ts) < 0 ||
+                   SET(decoder, A_LAST_FATAL, Py_None) < 0 || SET(decoder, A_TURN_ENDED, Py_False) < 0 ||
+                   SET(skim->sequencer, A_NEXT_SEQ, skim->next_seq) < 0
+               ? -1
+               : 0;
+}
+
+PyDoc_STRVAR(gemini_skim_doc,
+             "gemini_skim(kinds, decoder, lines, index, decode) -> (index, line)\n\n"
+             "From lines[index] on, the chunks of the answer that continue the open text run, read as decode_typed "
+             "reads them; then the index of the first other line with that line typed by decode (kinds' "
+             "UNDECODED when decode refused it), or (len(lines), None).");
+
+static PyObject *gemini_skim(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != N_GEMINI || !PyList_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "gemini_skim(kinds, decoder, lines, index, decode)");
+        return NULL;
+    }
+    PyObject *const *kinds = &PyTuple_GET_ITEM(args[0], 0);
+    PyObject *decoder = args[1], *lines = args[2], *decode = args[4], *answer = NULL;
+    Py_ssize_t index = PyLong_AsSsize_t(args[3]);
+    if (index == -1 && PyErr_Occurred()) return NULL;
+    GeminiSkim skim = {.queued = 0};
+    for (; index < PyList_GET_SIZE(lines); index++) {
+        PyObject *data = PyList_GET_ITEM(lines, index), *ts = NULL, *text = NULL;
+        /* an exact bytes line is never a LongLine: decode is the typed decoder itself for it */
+        int found = PyBytes_CheckExact(data)
+                        ? scan_gemini_chunk(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), &ts, &text)
+                        : 0;
+        if (found > 0) found = gemini_chunk(&skim, decoder, kinds, ts, text);
+        Py_XDECREF(ts);
+        Py_XDECREF(text);
+        if (found < 0) goto done;
+        if (found > 0) continue;
+        Py_INCREF(data);
+        PyObject *line = PyObject_CallOneArg(decode, data);
+        Py_DECREF(data);
+        if (line == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_Exception)) goto done;
+            PyErr_Clear(); /* not one of the common shapes: the careful path reads it or says why not */
+            line = Py_NewRef(kinds[G_UNDECODED]);
+        }
+        answer = Py_BuildValue("nN", index, line);
+        goto done;
+    }
+    answer = Py_BuildValue("nO", index, Py_None);
+done:
+    if (gemini_finish(&skim, decoder) < 0) Py_CLEAR(answer);
+    gemini_clear(&skim);
+    return answer;
+}
+
 /* ---- module ------------------------------------------------------------------------------------ */
 
 static PyMethodDef methods[] = {
@@ -1568,6 +1754,7 @@ static PyMethodDef methods[] = {
     {"accept_plain", (PyCFunction)(void (*)(void))accept_plain, METH_FASTCALL, accept_plain_doc},
     {"stamp_line", (PyCFunction)(void (*)(void))stamp_line, METH_FASTCALL, stamp_line_doc},
     {"claude_skim", (PyCFunction)(void (*)(void))claude_skim, METH_FASTCALL, claude_skim_doc},
+    {"gemini_skim", (PyCFunction)(void (*)(void))gemini_skim, METH_FASTCALL, gemini_skim_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1621,6 +1808,6 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     PyObject *created = PyModule_Create(&module);
     /* Bumped with every change of a function's arguments or meaning: _accel.py uses a build of this file
      * only if it says the number it expects (an editable install keeps an old build until rebuilt). */
-    if (created != NULL && PyModule_AddIntConstant(created, "INTERFACE", 7) < 0) Py_CLEAR(created);
+    if (created != NULL && PyModule_AddIntConstant(created, "INTERFACE", 8) < 0) Py_CLEAR(created);
     return created;
 }

@@ -14,19 +14,23 @@ run though Gemini exits 0: the result says why, and the exit code is 1.
 
 # No ``from __future__ import annotations``: the typed lines' annotations stay real objects, which msgspec
 # reads at import far faster than strings (see the note in agentstream.protocol).
+import functools
 import json
 import re
-from typing import Any, Literal, NamedTuple, TypedDict
+from typing import Any, Final, Literal, NamedTuple, TypedDict
 
 import msgspec
 
 from agentstream import protocol as p
+from agentstream._accel import speedups
 from agentstream.dialects.kit import (
+    UNDECODED,
     EventDecoder,
     EventEncoder,
     ExitMeaning,
     Fields,
     SimpleDialect,
+    _Run,
     first_keys,
     identify,
     iso,
@@ -302,6 +306,11 @@ class _ToolResultLine(msgspec.Struct, tag="tool_result", tag_field="type", forbi
 
 
 _TYPED_LINES = msgspec.json.Decoder(_MessageLine | _ToolUseLine | _ToolResultLine)
+_SKIM: Final = (
+    functools.partial(speedups.gemini_skim, (_Run, p.MessageDelta, UNDECODED)) if speedups else None
+)
+_SKIMMED_STEPS = ("decode_typed", "typed_ready", "_message", "_replied", "chunk", "_stamp")
+"""What ``gemini_skim`` does in C in their stead: a subclass changing one of them skims nothing."""
 
 
 class GeminiDecoder(EventDecoder):
@@ -329,6 +338,19 @@ class GeminiDecoder(EventDecoder):
         """Whether the last line was the model's (its text or a call): the next one is the same reply."""
 
     typed_lines = _TYPED_LINES
+
+    typed_skim = _SKIM
+    """The answer's chunks that continue its open text run (most of a stream's lines), read in C
+    (``gemini_skim`` in ``_speedups.c``, without msgspec for lines in the compact form Gemini CLI writes):
+    :meth:`decode_typed`'s steps for them, inlined."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A subclass that reads or stamps chunks its own way does not skim past its steps."""
+        super().__init_subclass__(**kwargs)
+        if cls.typed_lines is not _TYPED_LINES or any(
+            getattr(cls, name) is not getattr(GeminiDecoder, name) for name in _SKIMMED_STEPS
+        ):
+            cls.typed_skim = None
 
     def decode_typed(self, hot: _MessageLine | _ToolUseLine | _ToolResultLine) -> None:
         """Message and tool lines, as :meth:`decode_object` runs a handler: a held error goes out first."""
