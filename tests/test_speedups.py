@@ -13,7 +13,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -680,15 +680,12 @@ def _read_steadily(data: bytes, dialect: str) -> list[object]:
         return [msgspec.to_builtins(event) for event in read(data, dialect)]
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from(sorted(CLAUDE_STREAMS)), st.data())
-def test_claude_streams_read_the_same_with_either_twin(name: str, data: st.DataObject) -> None:
-    """Deltas of open runs are read in C; lines dropped, repeated or moved leave runs and blocks in every state
-    the C twin must hand back to decode_typed (no block started, another kind, a closed run, a turn not started)."""
-    lines = list(CLAUDE_STREAMS[name])
+def _shuffled(lines: list[bytes], data: st.DataObject, replace: Callable[[bytes], bytes]) -> bytes:
+    """The stream with up to four of its lines dropped, repeated, moved or replaced."""
+    lines = list(lines)
     for _ in range(data.draw(st.integers(0, 4))):
         at = data.draw(st.integers(0, len(lines) - 1))
-        how = data.draw(st.sampled_from(["drop", "repeat", "move", "empty text"]))
+        how = data.draw(st.sampled_from(["drop", "repeat", "move", "replace"]))
         if how == "drop" and len(lines) > 1:
             del lines[at]
         elif how == "repeat":
@@ -696,8 +693,20 @@ def test_claude_streams_read_the_same_with_either_twin(name: str, data: st.DataO
         elif how == "move":
             lines.insert(data.draw(st.integers(0, len(lines))), lines.pop(at))
         else:
-            lines[at] = re.sub(rb'"(text|thinking)":"(?:[^"\\]|\\.)*"', rb'"\1":""', lines[at], count=1)
-    stream = b"\n".join(lines) + b"\n"
+            lines[at] = replace(lines[at])
+    return b"\n".join(lines) + b"\n"
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(sorted(CLAUDE_STREAMS)), st.data())
+def test_claude_streams_read_the_same_with_either_twin(name: str, data: st.DataObject) -> None:
+    """Deltas of open runs are read in C; lines dropped, repeated or moved leave runs and blocks in every state
+    the C twin must hand back to decode_typed (no block started, another kind, a closed run, a turn not started)."""
+    stream = _shuffled(
+        CLAUDE_STREAMS[name],
+        data,
+        lambda line: re.sub(rb'"(text|thinking)":"(?:[^"\\]|\\.)*"', rb'"\1":""', line, count=1),
+    )
     dialect = "amp" if name == "stream-json.ndjson" else "claude"
     with_c = _read_steadily(stream, dialect)
     with python_twins():
@@ -864,17 +873,25 @@ def test_a_skimmed_delta_of_an_open_run_is_what_decode_typed_makes_of_it(
     _assert_skim_agrees(state, [msgspec.json.encode({"type": "stream_event", "event": delta})])
 
 
-def _assert_skim_agrees(state: dict[str, Any], lines: list[bytes]) -> None:
+def _assert_skim_agrees(
+    state: dict[str, Any],
+    lines: list[bytes],
+    decoder_class: type[kit.EventDecoder] = ClaudeDecoder,
+    make: Any = None,
+    state_of: Any = None,
+) -> None:
     """The lines read as _read_run reads them, with the skim and without: the same lines left to the careful
-    path, and the same decoder afterwards."""
-    decode = ClaudeDecoder.typed_lines.decode  # type: ignore[union-attr]
+    path, and the same decoder afterwards (a Claude decoder unless told: the class, its maker from a state,
+    and what of it is compared)."""
+    make, state_of = make or _claude_decoder, state_of or _decoder_state
+    decode = decoder_class.typed_lines.decode  # type: ignore[union-attr]
     answers = []
-    for skim in (ClaudeDecoder.typed_skim, None):
+    for skim in (decoder_class.typed_skim, None):
         counter = iter(range(1 << 30))
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(p, "new_id", lambda prefix, made=counter: f"{prefix}_{next(made):016x}")
             patch.setattr(p, "now_ts", lambda: "2026-01-01T00:00:00.000Z")
-            decoder, index, refused = _claude_decoder(state), 0, []
+            decoder, index, refused = make(state), 0, []
             while index < len(lines):
                 if skim is not None:
                     index, line = skim(decoder, lines, index, decode)
@@ -890,7 +907,7 @@ def _assert_skim_agrees(state: dict[str, Any], lines: list[bytes]) -> None:
                 else:
                     decoder.decode_typed(line)
                 index += 1
-            answers.append((refused, _decoder_state(decoder)))
+            answers.append((refused, state_of(decoder)))
     assert answers[0] == answers[1]
 
 
@@ -1486,68 +1503,35 @@ def _gemini_state(decoder: GeminiDecoder) -> object:
     )
 
 
-def _assert_gemini_skim_agrees(state: dict[str, Any], lines: list[bytes]) -> None:
-    """The lines read as _read_run reads them, with the skim and without: the same lines left to the careful
-    path, and the same decoder afterwards."""
-    decode = GeminiDecoder.typed_lines.decode  # type: ignore[union-attr]
-    answers = []
-    for skim in (GeminiDecoder.typed_skim, None):
-        counter = iter(range(1 << 30))
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(p, "new_id", lambda prefix, made=counter: f"{prefix}_{next(made):016x}")
-            patch.setattr(p, "now_ts", lambda: "2026-01-01T00:00:00.000Z")
-            decoder, index, refused = _gemini_decoder(state), 0, []
-            while index < len(lines):
-                if skim is not None:
-                    index, line = skim(decoder, lines, index, decode)
-                    if line is None:
-                        break
-                else:
-                    try:
-                        line = decode(lines[index])
-                    except Exception:  # what the typed decoder refuses, the careful path reads
-                        line = kit.UNDECODED
-                if line is kit.UNDECODED:
-                    refused.append(index)
-                else:
-                    decoder.decode_typed(line)
-                index += 1
-            answers.append((refused, _gemini_state(decoder)))
-    assert answers[0] == answers[1]
-
-
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(gemini_states(), st.lists(_GEMINI_LINES, min_size=1, max_size=6))
 def test_the_gemini_skim_leaves_a_decoder_as_decode_typed_does(
     state: dict[str, Any], lines: list[bytes]
 ) -> None:
-    _assert_gemini_skim_agrees(state, lines)
+    _assert_skim_agrees(state, lines, GeminiDecoder, _gemini_decoder, _gemini_state)
+
+
+_READING = {
+    "held": False,
+    "in_reply": True,
+    "started": True,
+    "lost": False,
+    "run": (False, "assistant", None),
+    "line_ts": None,
+    "fatal": False,
+}
+"""A decoder in the middle of the answer: a chunk continues its open text run."""
 
 
 @pytest.mark.parametrize("stamp", _STAMPS)
 @pytest.mark.parametrize("content", _CONTENTS)
 def test_a_chunk_continuing_the_open_run_is_what_decode_typed_makes_of_it(stamp: str, content: bytes) -> None:
-    state = {
-        "held": False,
-        "in_reply": True,
-        "started": True,
-        "lost": False,
-        "run": (False, "assistant", None),
-    }
-    _assert_gemini_skim_agrees(
-        {**state, "line_ts": None, "fatal": True}, [_CHUNK % (stamp.encode(), content)] * 2
-    )
+    lines = [_CHUNK % (stamp.encode(), content)] * 2
+    _assert_skim_agrees({**_READING, "fatal": True}, lines, GeminiDecoder, _gemini_decoder, _gemini_state)
 
 
 def test_a_compact_chunk_of_the_open_run_is_read_in_c() -> None:
-    state = {
-        "held": False,
-        "in_reply": True,
-        "started": True,
-        "lost": False,
-        "run": (False, "assistant", None),
-    }
-    decoder = _gemini_decoder({**state, "line_ts": None, "fatal": False})
+    decoder = _gemini_decoder(_READING)
     lines = [_CHUNK % (stamp.encode(), b'"hi"') for stamp in _STAMPS[:2]] + [b"not json"]
     assert GeminiDecoder.typed_skim is not None
     index, line = GeminiDecoder.typed_skim(decoder, lines, 0, GeminiDecoder.typed_lines.decode)  # type: ignore[union-attr]
@@ -1560,19 +1544,7 @@ def test_a_compact_chunk_of_the_open_run_is_read_in_c() -> None:
 def test_gemini_streams_read_the_same_with_either_twin(name: str, data: st.DataObject) -> None:
     """Chunks are read in C; lines dropped, repeated, moved or replaced leave the decoder in the states the C
     twin must hand back to decode_typed (an error held, a reply not under way, a turn not started)."""
-    lines = list(GEMINI_STREAMS[name])
-    for _ in range(data.draw(st.integers(0, 4))):
-        at = data.draw(st.integers(0, len(lines) - 1))
-        how = data.draw(st.sampled_from(["drop", "repeat", "move", "replace"]))
-        if how == "drop" and len(lines) > 1:
-            del lines[at]
-        elif how == "repeat":
-            lines.insert(data.draw(st.integers(0, len(lines))), lines[at])
-        elif how == "move":
-            lines.insert(data.draw(st.integers(0, len(lines))), lines.pop(at))
-        else:
-            lines[at] = data.draw(_GEMINI_LINES)
-    stream = b"\n".join(lines) + b"\n"
+    stream = _shuffled(GEMINI_STREAMS[name], data, lambda line: data.draw(_GEMINI_LINES))
     with_c = _read_steadily(stream, "gemini")
     with python_twins():
         assert _read_steadily(stream, "gemini") == with_c
