@@ -242,6 +242,10 @@ def test_a_field_read_from_a_struct_without_its_slot_is_asked_for_by_name() -> N
         speedups.events_timestamped([object()])
 
 
+RECENT_LIMITS = st.sampled_from([10_000, 10_000, 10_000, 0, 1, 2])
+"""How many closed ids a RecentIds keeps: usually its default, else so few that adding one forgets another."""
+
+
 @st.composite
 def accept_states(draw: st.DrawFn) -> tuple[list[p.AnyEvent], Tally, RecentIds[Any], RecentIds[Any], bool]:
     """A full session's events (shuffled, ids drawn from a few, a few times not ones), and a reader's state
@@ -255,7 +259,8 @@ def accept_states(draw: st.DrawFn) -> tuple[list[p.AnyEvent], Tally, RecentIds[A
                 setattr(event, name, draw(ids))
         if draw(st.integers(0, 9)) == 0:
             event.ts = draw(near_timestamps())
-    tally, closed_runs, closed_calls = Tally(for_ending=True), RecentIds[Any](), RecentIds[Any]()
+    tally = Tally(for_ending=True)
+    closed_runs, closed_calls = RecentIds[Any](draw(RECENT_LIMITS)), RecentIds[Any](draw(RECENT_LIMITS))
     for reasoning in (False, True):
         for run_id in draw(st.lists(ids, max_size=3)):
             size = draw(st.sampled_from([0, 5, OPEN_TEXT_LIMIT - 3, OPEN_TEXT_LIMIT, OPEN_TEXT_LIMIT + 9]))
@@ -301,6 +306,63 @@ def test_ordinary_events_are_accepted_as_the_python_version_accepts_them(
             if event.ts in made_up:
                 event.ts = "<now>"  # read from the clock: the same on both sides but for the instant
         answers.append((stop, out, _tally_state(tally), list(closed_runs), list(closed_calls)))
+    assert answers[0] == answers[1]
+
+
+@st.composite
+def turn_states(draw: st.DrawFn) -> tuple[list[p.AnyEvent], validate.Validator]:
+    """A full session's events (ids drawn from a few), and a validator inside a turn that has seen some runs
+    and calls open or close, its closed ids kept in RecentIds that may be tiny."""
+    events: list[p.AnyEvent] = draw(full_sessions())
+    ids = st.sampled_from(["a", "b", "c"])
+    for event in events:
+        for name in ("message_id", "reasoning_id", "call_id"):
+            if hasattr(event, name) and draw(st.booleans()):
+                setattr(event, name, draw(ids))
+    checker = validate.Validator()
+    checker._closed_calls = RecentIds(draw(RECENT_LIMITS))
+    checker._closed_runs = {
+        kind: RecentIds(draw(RECENT_LIMITS)) for kind in (p.MessageDelta, p.ReasoningDelta)
+    }
+    for kind in (p.MessageDelta, p.ReasoningDelta):
+        for run_id in draw(st.lists(ids, max_size=2)):
+            checker._open_runs[kind][run_id] = 1
+        for run_id in draw(st.lists(ids, max_size=2)):
+            checker._closed_runs[kind].add(run_id)
+    for call_id in draw(st.lists(ids, max_size=2)):
+        checker._open_calls[call_id] = 1
+    for call_id in draw(st.lists(ids, max_size=2)):
+        checker._closed_calls.add(call_id)
+    return events, checker
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(turn_states(), st.integers(0, 3))
+def test_a_turn_is_checked_as_the_python_version_checks_it(
+    state: tuple[list[p.AnyEvent], validate.Validator], start: int
+) -> None:
+    answers = []
+    for twin in (speedups.feed_turn, validate._feed_turn_py):
+        events, checker = copy.deepcopy(state)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(validate, "_feed_turn", twin)
+            end = checker._feed_turn(events, min(start, len(events)), 10)
+        runs = [
+            (dict(checker._open_runs[kind]), list(checker._closed_runs[kind]))
+            for kind in (p.MessageDelta, p.ReasoningDelta)
+        ]
+        answers.append(
+            (
+                end,
+                checker.violations,
+                checker.events,
+                runs,
+                dict(checker._open_calls),
+                list(checker._closed_calls),
+                checker.result is None,
+                checker._pending_fatal,
+            )
+        )
     assert answers[0] == answers[1]
 
 

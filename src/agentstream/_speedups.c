@@ -339,22 +339,112 @@ static PyObject *stamps_in_order(PyObject *self, PyObject *args) {
 }
 
 static PyObject *result_key, *pending_key; /* the Validator attributes that say a turn has ended */
+static PyObject *limit_key;               /* RecentIds.limit */
 
-/* One event of Validator._feed_turn's loop: 1 when it ended the turn (a result, a fatal error), 0 when
- * the loop goes on, -1 on an error. */
-static int turn_event(PyObject *validator, PyObject *event, Py_ssize_t line, PyObject *open_messages,
-                      PyObject *open_reasoning, PyObject *message_delta, PyObject *reasoning_delta,
-                      PyObject *checks) {
-    PyObject *kind = (PyObject *)Py_TYPE(event);
-    PyObject *open = kind == message_delta ? open_messages : kind == reasoning_delta ? open_reasoning : NULL;
-    if (open != NULL) { /* a delta that continues an open run needs nothing more */
-        PyObject *id = field(event, open == open_messages ? F_MESSAGE_ID : F_REASONING_ID);
-        if (id == NULL) return -1;
-        int continues = PyDict_Contains(open, id);
-        Py_DECREF(id);
-        if (continues) return continues < 0 ? -1 : 0;
+/* A RecentIds (a dict subclass) and its limit, read when first needed. */
+typedef struct {
+    PyObject *ids;
+    Py_ssize_t limit;
+    int limit_known;
+} Recent;
+
+/* RecentIds.add: 0, or -1 with an exception set. */
+static int recent_add(Recent *recent, PyObject *key) {
+    if (PyDict_SetItem(recent->ids, key, Py_None) < 0) return -1;
+    if (!recent->limit_known) {
+        PyObject *limit = PyObject_GetAttr(recent->ids, limit_key);
+        if (limit == NULL) return -1;
+        recent->limit = PyLong_AsSsize_t(limit);
+        Py_DECREF(limit);
+        if (recent->limit == -1 && PyErr_Occurred()) return -1;
+        recent->limit_known = 1;
     }
-    PyObject *check = PyDict_GetItemWithError(checks, kind);
+    if (PyDict_GET_SIZE(recent->ids) <= recent->limit) return 0;
+    Py_ssize_t position = 0;
+    PyObject *oldest;
+    if (!PyDict_Next(recent->ids, &position, &oldest, NULL)) return 0;
+    Py_INCREF(oldest);
+    int done = PyDict_DelItem(recent->ids, oldest);
+    Py_DECREF(oldest);
+    return done;
+}
+
+/* The kinds of event a caller passes, in this order: the validator's first six, the reader's all. */
+enum {
+    K_MESSAGE_DELTA, K_REASONING_DELTA, K_MESSAGE, K_REASONING, K_TOOL_CALL, K_TOOL_RESULT, K_TOOL_PROGRESS,
+    K_PLAIN, K_VERSION, K_PROTOCOL, K_TALLY, N_KINDS
+};
+enum { N_TURN_KINDS = K_TOOL_RESULT + 1 };
+
+
+/* What Validator._feed_turn's loop holds: open and closed runs of each kind, open and closed calls. */
+typedef struct {
+    PyObject *open_runs[2]; /* messages, reasoning */
+    Recent closed_runs[2];
+    PyObject *open_calls;
+    Recent closed_calls;
+} Turn;
+
+/* An event that breaks no rule and cannot end the turn, recorded as its check would: 1; 0 for one its check
+ * must see; -1 on an error. */
+static int record_plain(Turn *turn, PyObject *event, int kind, Py_ssize_t line) {
+    int reasoning = kind == K_REASONING_DELTA || kind == K_REASONING;
+    PyObject *id = NULL;
+    int recorded = 0;
+    if (kind == K_MESSAGE_DELTA || kind == K_REASONING_DELTA) {
+        id = field(event, reasoning ? F_REASONING_ID : F_MESSAGE_ID);
+        if (id == NULL) return -1;
+        PyObject *open = turn->open_runs[reasoning];
+        recorded = PyDict_Contains(open, id);
+        if (recorded == 0) {
+            recorded = PyDict_Contains(turn->closed_runs[reasoning].ids, id);
+            if (recorded == 0) {
+                PyObject *number = PyLong_FromSsize_t(line);
+                recorded = number == NULL || PyDict_SetItem(open, id, number) < 0 ? -1 : 1;
+                Py_XDECREF(number);
+            } else if (recorded > 0) {
+                recorded = 0; /* a delta after its run closed: the check reports it */
+            }
+        }
+    } else if (kind == K_MESSAGE || kind == K_REASONING) {
+        id = field(event, reasoning ? F_REASONING_ID : F_MESSAGE_ID);
+        if (id == NULL) return -1;
+        PyObject *open = turn->open_runs[reasoning];
+        int was_open = PyDict_Contains(open, id);
+        recorded = was_open < 0 || (was_open && PyDict_DelItem(open, id) < 0) ||
+                           recent_add(&turn->closed_runs[reasoning], id) < 0
+                       ? -1
+                       : 1;
+    } else if (kind == K_TOOL_CALL || kind == K_TOOL_RESULT) {
+        id = field(event, F_CALL_ID);
+        if (id == NULL) return -1;
+        int open = PyDict_Contains(turn->open_calls, id);
+        if (open < 0) {
+            recorded = -1;
+        } else if (kind == K_TOOL_RESULT) { /* a result pairs with its open call */
+            recorded = !open ? 0
+                       : PyDict_DelItem(turn->open_calls, id) < 0 || recent_add(&turn->closed_calls, id) < 0
+                           ? -1
+                           : 1;
+        } else if (!open) { /* a call whose id was never used */
+            int used = PyDict_Contains(turn->closed_calls.ids, id);
+            if (used == 0) {
+                PyObject *number = PyLong_FromSsize_t(line);
+                recorded = number == NULL || PyDict_SetItem(turn->open_calls, id, number) < 0 ? -1 : 1;
+                Py_XDECREF(number);
+            } else {
+                recorded = used < 0 ? -1 : 0;
+            }
+        }
+    }
+    Py_XDECREF(id);
+    return recorded;
+}
+
+/* One event of Validator._feed_turn's loop that record_plain did not take: its check. 1 when it ended the
+ * turn (a result, a fatal error), 0 when the loop goes on, -1 on an error. */
+static int checked_event(PyObject *validator, PyObject *event, Py_ssize_t line, PyObject *checks) {
+    PyObject *check = PyDict_GetItemWithError(checks, (PyObject *)Py_TYPE(event));
     if (check == NULL) return PyErr_Occurred() ? -1 : 0;
     Py_INCREF(check); /* the check may change the table */
     PyObject *number = PyLong_FromSsize_t(line);
@@ -375,23 +465,40 @@ static int turn_event(PyObject *validator, PyObject *event, Py_ssize_t line, PyO
     return ended;
 }
 
-PyDoc_STRVAR(feed_turn_doc,
-             "feed_turn(validator, events, start, first_line, open_messages, open_reasoning, message_delta, "
-             "reasoning_delta, checks) -> int\n\n"
-             "Validator._feed_turn's loop: the index after the last event it took.");
+PyDoc_STRVAR(feed_turn_doc, "feed_turn(validator, events, start, first_line, state, kinds, checks) -> int\n\n"
+                            "Validator._feed_turn's loop: the index after the last event it took.");
 
 static PyObject *feed_turn(PyObject *self, PyObject *args) {
-    PyObject *validator, *events, *open_messages, *open_reasoning, *checks;
-    PyTypeObject *message_delta, *reasoning_delta;
+    PyObject *validator, *events, *state, *kinds, *checks;
     Py_ssize_t start, first_line;
-    if (!PyArg_ParseTuple(args, "OO!nnO!O!O!O!O!", &validator, &PyList_Type, &events, &start, &first_line,
-                          &PyDict_Type, &open_messages, &PyDict_Type, &open_reasoning, &PyType_Type,
-                          &message_delta, &PyType_Type, &reasoning_delta, &PyDict_Type, &checks))
+    Turn turn;
+    if (!PyArg_ParseTuple(args, "OO!nnO!O!O!", &validator, &PyList_Type, &events, &start, &first_line,
+                          &PyTuple_Type, &state, &PyTuple_Type, &kinds, &PyDict_Type, &checks))
         return NULL;
+    if (PyTuple_GET_SIZE(kinds) != N_TURN_KINDS || PyTuple_GET_SIZE(state) != 6) {
+        PyErr_SetString(PyExc_TypeError, "feed_turn: state is six dicts, kinds six event classes");
+        return NULL;
+    }
+    PyObject *parts[6];
+    for (int at = 0; at < 6; at++) {
+        parts[at] = PyTuple_GET_ITEM(state, at);
+        if (!PyDict_Check(parts[at])) {
+            PyErr_SetString(PyExc_TypeError, "feed_turn: each part of the state is a dict");
+            return NULL;
+        }
+    }
+    turn = (Turn){{parts[0], parts[1]}, {{parts[2], 0, 0}, {parts[3], 0, 0}}, parts[4], {parts[5], 0, 0}};
     for (Py_ssize_t index = start; index < PyList_GET_SIZE(events); index++) {
-        PyObject *event = Py_NewRef(PyList_GET_ITEM(events, index)); /* a getattr or a check may run Python */
-        int ended = turn_event(validator, event, first_line + index, open_messages, open_reasoning,
-                               (PyObject *)message_delta, (PyObject *)reasoning_delta, checks);
+        PyObject *event = Py_NewRef(PyList_GET_ITEM(events, index)); /* a check may run any Python */
+        PyObject *type = (PyObject *)Py_TYPE(event);
+        int kind = 0;
+        while (kind < N_TURN_KINDS && PyTuple_GET_ITEM(kinds, kind) != type) kind++;
+        int ended = kind < N_TURN_KINDS ? record_plain(&turn, event, kind, first_line + index) : 0;
+        if (ended == 0) {
+            ended = checked_event(validator, event, first_line + index, checks);
+        } else if (ended > 0) {
+            ended = 0;
+        }
         Py_DECREF(event);
         if (ended < 0) return NULL;
         if (ended) return PyLong_FromSsize_t(index + 1);
@@ -618,15 +725,10 @@ static PyObject *tally_add(PyObject *self, PyObject *const *args, Py_ssize_t nar
 static PyObject *one; /* the int 1, for seq + 1 */
 static PyObject *now_ts_key; /* protocol.now_ts, looked up when called, as the Python twins do */
 
-enum {
-    K_MESSAGE_DELTA, K_REASONING_DELTA, K_MESSAGE, K_REASONING, K_TOOL_CALL, K_TOOL_RESULT, K_TOOL_PROGRESS,
-    K_PLAIN, K_VERSION, K_PROTOCOL, K_TALLY, N_KINDS
-};
-
 /* Whether event is ordinary here (1), not (0), or -1 on an error; notes a closed run or call as the Python
  * twin does. */
 static int ordinary(PyObject *event, TypeSlots *slots, PyObject *const *kinds, PyObject *open_runs,
-                    PyObject *open_calls, PyObject *closed_runs, PyObject *closed_calls) {
+                    PyObject *open_calls, Recent *closed_runs, Recent *closed_calls) {
     PyObject *kind = (PyObject *)Py_TYPE(event);
     int reasoning = kind == kinds[K_REASONING_DELTA] || kind == kinds[K_REASONING];
     if (kind == kinds[K_MESSAGE_DELTA] || kind == kinds[K_REASONING_DELTA] || kind == kinds[K_MESSAGE] ||
@@ -637,14 +739,12 @@ static int ordinary(PyObject *event, TypeSlots *slots, PyObject *const *kinds, P
         Py_DECREF(id);
         if (run_key == NULL) return -1;
         if (kind == kinds[K_MESSAGE] || kind == kinds[K_REASONING]) {
-            PyObject *added = PyObject_CallMethodOneArg(closed_runs, add_key, run_key);
+            int added = recent_add(closed_runs, run_key);
             Py_DECREF(run_key);
-            if (added == NULL) return -1;
-            Py_DECREF(added);
-            return 1;
+            return added < 0 ? -1 : 1;
         }
         int open = PyDict_Contains(open_runs, run_key);
-        int closed = open == 0 ? PyDict_Contains(closed_runs, run_key) : 0;
+        int closed = open == 0 ? PyDict_Contains(closed_runs->ids, run_key) : 0;
         Py_DECREF(run_key);
         if (open < 0 || closed < 0) return -1;
         return open || !closed;
@@ -653,7 +753,7 @@ static int ordinary(PyObject *event, TypeSlots *slots, PyObject *const *kinds, P
         PyObject *call_id = slot_field(event, slots, F_CALL_ID);
         if (call_id == NULL) return -1;
         int open = PyDict_Contains(open_calls, call_id), closed = 0, plain;
-        if (open >= 0 && kind != kinds[K_TOOL_PROGRESS]) closed = PyDict_Contains(closed_calls, call_id);
+        if (open >= 0 && kind != kinds[K_TOOL_PROGRESS]) closed = PyDict_Contains(closed_calls->ids, call_id);
         if (open < 0 || closed < 0) {
             Py_DECREF(call_id);
             return -1;
@@ -662,11 +762,7 @@ static int ordinary(PyObject *event, TypeSlots *slots, PyObject *const *kinds, P
         else if (kind == kinds[K_TOOL_PROGRESS]) plain = open;
         else {
             plain = open && !closed;
-            if (plain) {
-                PyObject *added = PyObject_CallMethodOneArg(closed_calls, add_key, call_id);
-                if (added == NULL) plain = -1;
-                Py_XDECREF(added);
-            }
+            if (plain && recent_add(closed_calls, call_id) < 0) plain = -1;
         }
         Py_DECREF(call_id);
         return plain;
@@ -684,13 +780,14 @@ static PyObject *accept_plain(PyObject *self, PyObject *const *args, Py_ssize_t 
         PyErr_SetString(PyExc_TypeError, "accept_plain takes 10 arguments");
         return NULL;
     }
-    PyObject *events = args[0], *out = args[2], *tally = args[3], *closed_runs = args[4];
-    PyObject *closed_calls = args[5], *session = args[6], *kinds_tuple = args[9];
+    PyObject *events = args[0], *out = args[2], *tally = args[3];
+    Recent closed_runs = {args[4], 0, 0}, closed_calls = {args[5], 0, 0};
+    PyObject *session = args[6], *kinds_tuple = args[9];
     Py_ssize_t start = PyLong_AsSsize_t(args[1]);
     if (start == -1 && PyErr_Occurred()) return NULL;
     int times_fit = PyObject_IsTrue(args[8]);
     if (times_fit < 0) return NULL;
-    if (!PyList_Check(events) || !PyList_Check(out) || !PyDict_Check(closed_runs) || !PyDict_Check(closed_calls) ||
+    if (!PyList_Check(events) || !PyList_Check(out) || !PyDict_Check(args[4]) || !PyDict_Check(args[5]) ||
         !PyTuple_Check(kinds_tuple) || PyTuple_GET_SIZE(kinds_tuple) != N_KINDS || !PyLong_Check(args[7])) {
         PyErr_SetString(PyExc_TypeError, "accept_plain: arguments of the wrong kind");
         return NULL;
@@ -713,7 +810,7 @@ static PyObject *accept_plain(PyObject *self, PyObject *const *args, Py_ssize_t 
     for (; index < PyList_GET_SIZE(events); index++) {
         PyObject *event = Py_NewRef(PyList_GET_ITEM(events, index)); /* the steps below may run Python */
         TypeSlots *slots = slots_of(Py_TYPE(event));
-        int plain = ordinary(event, slots, kinds, open_runs, open_calls, closed_runs, closed_calls);
+        int plain = ordinary(event, slots, kinds, open_runs, open_calls, &closed_runs, &closed_calls);
         int failed = plain < 0;
         if (plain > 0) {
             failed = set_slot_field(event, slots, F_V, kinds[K_VERSION]) < 0 ||
@@ -1773,7 +1870,8 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     }
     result_key = PyUnicode_InternFromString("result");
     pending_key = PyUnicode_InternFromString("_pending_fatal");
-    if (result_key == NULL || pending_key == NULL) return NULL;
+    limit_key = PyUnicode_InternFromString("limit");
+    if (result_key == NULL || pending_key == NULL || limit_key == NULL) return NULL;
     static struct {
         PyObject **key;
         const char *name;
@@ -1808,6 +1906,6 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     PyObject *created = PyModule_Create(&module);
     /* Bumped with every change of a function's arguments or meaning: _accel.py uses a build of this file
      * only if it says the number it expects (an editable install keeps an old build until rebuilt). */
-    if (created != NULL && PyModule_AddIntConstant(created, "INTERFACE", 8) < 0) Py_CLEAR(created);
+    if (created != NULL && PyModule_AddIntConstant(created, "INTERFACE", 9) < 0) Py_CLEAR(created);
     return created;
 }

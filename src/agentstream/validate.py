@@ -151,21 +151,19 @@ class Validator:
     def _feed_turn(self, events: list[p.AnyEvent], start: int, first_line: int) -> int:
         """The events of an open turn from ``events[start]``, up to a result or a fatal error; where it stopped.
 
-        The commonest case, a delta that continues an open run, costs one lookup.
+        An event that breaks no rule and cannot end the turn (a delta, a complete message, a tool call or
+        result that pairs) is recorded in a step or two; the others go through their check.
         """
-        message_delta, reasoning_delta = p.MessageDelta, p.ReasoningDelta
-        open_messages, open_reasoning = self._open_runs[message_delta], self._open_runs[reasoning_delta]
-        end = _feed_turn(
-            self,
-            events,
-            start,
-            first_line,
-            open_messages,
-            open_reasoning,
-            message_delta,
-            reasoning_delta,
-            _CHECKS,
+        runs, closed = self._open_runs, self._closed_runs
+        state = (
+            runs[p.MessageDelta],
+            runs[p.ReasoningDelta],
+            closed[p.MessageDelta],
+            closed[p.ReasoningDelta],
+            self._open_calls,
+            self._closed_calls,
         )
+        end = _feed_turn(self, events, start, first_line, state, _TURN_KINDS, _CHECKS)
         self.events += end - start
         return end
 
@@ -341,25 +339,54 @@ _CHECKS: dict[type[p.AnyEvent], Callable[[Validator, Any, int], None]] = {
 }
 
 
+_TURN_KINDS = (p.MessageDelta, p.ReasoningDelta, p.Message, p.Reasoning, p.ToolCall, p.ToolResult)
+"""The events :func:`_feed_turn` records itself when they break no rule, in the order it takes them."""
+
+_TurnState = tuple[
+    dict[str, int], dict[str, int], RecentIds[str], RecentIds[str], dict[str, int], RecentIds[str]
+]
+"""Open and closed message runs, open and closed reasoning runs, open and closed tool calls."""
+
+
 def _feed_turn_py(
     checker: Validator,
     events: list[p.AnyEvent],
     start: int,
     first_line: int,
-    open_messages: dict[str, int],
-    open_reasoning: dict[str, int],
-    message_delta: type,
-    reasoning_delta: type,
+    state: _TurnState,
+    kinds: tuple[type, ...],
     checks: dict[type[p.AnyEvent], Callable[[Validator, Any, int], None]],
 ) -> int:
-    """:meth:`Validator._feed_turn`'s loop: the index after the last event it took."""
+    """:meth:`Validator._feed_turn`'s loop: the index after the last event it took.
+
+    What an event's check would record when it reports nothing, done here without the call; an event
+    that breaks a rule (or may end the turn) goes to its check, which says why.
+    """
+    open_messages, open_reasoning, closed_messages, closed_reasoning, open_calls, closed_calls = state
+    message_delta, reasoning_delta, message, reasoning, tool_call, tool_result = kinds
     for index in range(start, len(events)):
-        event = events[index]
+        event: Any = events[index]
         kind = type(event)
-        if kind is message_delta:
-            if event.message_id in open_messages:  # type: ignore[union-attr]
+        if kind is message_delta or kind is reasoning_delta:
+            run_id = event.message_id if kind is message_delta else event.reasoning_id
+            open_runs = open_messages if kind is message_delta else open_reasoning
+            if run_id in open_runs:
                 continue
-        elif kind is reasoning_delta and event.reasoning_id in open_reasoning:  # type: ignore[union-attr]
+            if run_id not in (closed_messages if kind is message_delta else closed_reasoning):
+                open_runs[run_id] = first_line + index
+                continue
+        elif kind is message or kind is reasoning:
+            run_id = event.message_id if kind is message else event.reasoning_id
+            (open_messages if kind is message else open_reasoning).pop(run_id, None)
+            (closed_messages if kind is message else closed_reasoning).add(run_id)
+            continue
+        elif kind is tool_call:
+            if event.call_id not in open_calls and event.call_id not in closed_calls:
+                open_calls[event.call_id] = first_line + index
+                continue
+        elif kind is tool_result and event.call_id in open_calls:
+            del open_calls[event.call_id]
+            closed_calls.add(event.call_id)
             continue
         check = checks.get(kind)
         if check is not None:
