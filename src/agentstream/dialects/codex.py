@@ -17,6 +17,7 @@ interrupted: the reader then makes up the ending.
 
 # No ``from __future__ import annotations``: the typed lines' annotations stay real objects, which msgspec
 # reads at import far faster than strings (see the note in agentstream.protocol).
+import operator
 import re
 from collections.abc import Callable
 from typing import Annotated, Any, ClassVar, NamedTuple
@@ -296,6 +297,7 @@ class _TodoItem(msgspec.Struct, tag="todo_list", tag_field="type", forbid_unknow
 _HotItem = (
     _MessageItem | _ReasoningItem | _ErrorItem | _CommandItem | _FileItem | _McpItem | _SearchItem | _TodoItem
 )
+_TOOL_ITEMS: frozenset[type[_ToolItem]] = frozenset({_CommandItem, _FileItem, _McpItem, _SearchItem})
 
 
 class _ItemLine(msgspec.Struct, tag_field="type", forbid_unknown_fields=True):
@@ -430,7 +432,7 @@ def growth(previous: Tokens | None, total: Tokens) -> Tokens | None:
     """What a running total grew by since ``previous``; ``None`` when it shrank (a count that started again)."""
     if previous is None:
         return total
-    step = Tokens(*(now - before for now, before in zip(total, previous, strict=True)))
+    step = Tokens._make(map(operator.sub, total, previous))
     return None if min(step) < 0 else step
 
 
@@ -470,13 +472,16 @@ class CodexDecoder(EventDecoder):
 
     typed_lines = _TYPED_LINES
 
-    def decode_typed(self, hot: _ItemLine | _TurnStarted | _TurnCompleted) -> None:
+    def decode_typed(self, hot: Any) -> None:
+        """``hot``: an ``_ItemLine`` subclass, ``_TurnStarted`` or ``_TurnCompleted``, told apart by exact type
+        (the typed decoder makes no subclass of them, and a test costs less than an ``isinstance`` call)."""
         if self._held is not None:
             self._release(recoverable=True)
-        if isinstance(hot, _TurnStarted):
+        kind = type(hot)
+        if kind is _TurnStarted:
             self._open_turn()
             return
-        if isinstance(hot, _TurnCompleted):
+        if kind is _TurnCompleted:
             usage = hot.usage
             self._turn_completed(
                 None
@@ -491,12 +496,14 @@ class CodexDecoder(EventDecoder):
             )
             return
         item, phase = hot.item, hot.phase
-        if isinstance(item, _ToolItem):
+        item_kind = type(item)
+        if item_kind in _TOOL_ITEMS:
             outcome = item.outcome() if phase == "completed" else None
-            self._tool_events(item.id, phase, *item.call(), outcome, item.output())
-        elif isinstance(item, _TextItem):
+            name, arguments = item.call()
+            self._tool_events(item.id, phase, name, arguments, outcome, item.output())
+        elif item_kind is _MessageItem or item_kind is _ReasoningItem:
             self._text_item(item.id, item.text or "", phase, reasoning=item.reasoning)
-        elif isinstance(item, _TodoItem):
+        elif item_kind is _TodoItem:
             self._todo_list(item.items)
         else:
             self._error_item(item.message)
