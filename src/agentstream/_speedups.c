@@ -186,9 +186,8 @@ static inline int two(const char *s, char high_max, char low_max_at_high) {
     return s[0] < high_max || s[1] <= low_max_at_high;
 }
 
-/* RFC 3339 date-time exactly as protocol._TIMESTAMP matches it (fullmatch, ASCII digits). */
-static int timestamp_text(const char *s, Py_ssize_t n) {
-    if (n < 20) return 0;
+/* The date and time of an RFC 3339 date-time, its first 19 characters (the caller knows there are 20 or more). */
+static int timestamp_head(const char *s) {
     for (int i = 0; i < 4; i++)
         if (!is_digit(s[i])) return 0;
     if (s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':') return 0;
@@ -202,7 +201,11 @@ static int timestamp_text(const char *s, Py_ssize_t n) {
     if (!two(s + 11, '2', '3')) return 0;
     if (!is_digit(s[14]) || !is_digit(s[15]) || s[14] > '5') return 0;
     if (!is_digit(s[17]) || !is_digit(s[18])) return 0;
-    if (s[17] > '6' || (s[17] == '6' && s[18] != '0')) return 0;
+    return !(s[17] > '6' || (s[17] == '6' && s[18] != '0'));
+}
+
+/* What follows the head: a fraction of a second, then the zone. */
+static int timestamp_tail(const char *s, Py_ssize_t n) {
     Py_ssize_t at = 19;
     if (s[at] == '.') {
         Py_ssize_t digits = 0;
@@ -220,6 +223,9 @@ static int timestamp_text(const char *s, Py_ssize_t n) {
     return two(s + at + 1, '2', '3') && s[at + 3] == ':' && is_digit(s[at + 4]) && s[at + 4] <= '5' &&
            is_digit(s[at + 5]);
 }
+
+/* RFC 3339 date-time exactly as protocol._TIMESTAMP matches it (fullmatch, ASCII digits). */
+static int timestamp_text(const char *s, Py_ssize_t n) { return n >= 20 && timestamp_head(s) && timestamp_tail(s, n); }
 
 static int is_timestamp(PyObject *value) {
     if (!PyUnicode_Check(value) || !PyUnicode_IS_ASCII(value)) return 0; /* the pattern is ASCII only */
@@ -291,6 +297,25 @@ static PyObject *now_ts(PyObject *self, PyObject *unused) {
 
 /* 1 when event carries seq `seq`, this version and session and a timestamp; 0 when not; -1 on an error.
  * `last_ts` holds the ts of the event before (a new reference, replaced here). */
+/* Whether a and b are str of the same text, told without a call (0 also for what needs one: a subclass). */
+static inline int same_text(PyObject *a, PyObject *b) {
+    if (a == b) return 1;
+    if (!PyUnicode_CheckExact(a) || !PyUnicode_CheckExact(b)) return 0;
+    Py_ssize_t length = PyUnicode_GET_LENGTH(a);
+    return length == PyUnicode_GET_LENGTH(b) && PyUnicode_KIND(a) == PyUnicode_KIND(b) &&
+           memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), length * PyUnicode_KIND(a)) == 0;
+}
+
+/* is_timestamp(value), where `valid` is NULL or a timestamp: one that shares its date and time (a stream's
+ * times mostly do) needs only its tail read. */
+static int timestamp_after(PyObject *value, PyObject *valid) {
+    if (valid == NULL || !PyUnicode_Check(value) || !PyUnicode_IS_ASCII(value) || PyUnicode_GET_LENGTH(value) < 20)
+        return is_timestamp(value);
+    const char *text = (const char *)PyUnicode_1BYTE_DATA(value);
+    if (memcmp(text, PyUnicode_1BYTE_DATA(valid), 19) != 0) return is_timestamp(value);
+    return timestamp_tail(text, PyUnicode_GET_LENGTH(value));
+}
+
 static int stamped(PyObject *event, long long seq, long long version, PyObject *session_id, PyObject **last_ts) {
     TypeSlots *slots = slots_of(Py_TYPE(event));
     static const int which[4] = {F_SEQ, F_V, F_SESSION_ID, F_TS};
@@ -303,9 +328,9 @@ static int stamped(PyObject *event, long long seq, long long version, PyObject *
     outcome = PyLong_CheckExact(values[0]) && PyLong_CheckExact(values[1]) &&
               PyLong_AsLongLongAndOverflow(values[0], &overflow_seq) == seq && !overflow_seq &&
               PyLong_AsLongLongAndOverflow(values[1], &overflow_v) == version && !overflow_v;
-    if (outcome) outcome = PyObject_RichCompareBool(values[2], session_id, Py_EQ);
+    if (outcome) outcome = same_text(values[2], session_id) || PyObject_RichCompareBool(values[2], session_id, Py_EQ);
     if (outcome > 0) {
-        outcome = values[3] == *last_ts || is_timestamp(values[3]);
+        outcome = values[3] == *last_ts || timestamp_after(values[3], *last_ts);
         Py_XSETREF(*last_ts, Py_NewRef(values[3]));
     }
 done:
@@ -383,7 +408,12 @@ typedef struct {
     Recent closed_runs[2];
     PyObject *open_calls;
     Recent closed_calls;
+    PyObject *continuing[2]; /* of each kind, the id of the last delta found open (a new reference), or NULL:
+                                deltas come in runs, and a dict lookup hashes the id anew each time */
 } Turn;
+
+/* What a step that may close runs (a complete event, a check) makes the turn forget. */
+static void forget_continuing(Turn *turn, int reasoning) { Py_CLEAR(turn->continuing[reasoning]); }
 
 /* An event that breaks no rule and cannot end the turn, recorded as its check would: 1; 0 for one its check
  * must see; -1 on an error. */
@@ -394,8 +424,13 @@ static int record_plain(Turn *turn, PyObject *event, int kind, Py_ssize_t line) 
     if (kind == K_MESSAGE_DELTA || kind == K_REASONING_DELTA) {
         id = field(event, reasoning ? F_REASONING_ID : F_MESSAGE_ID);
         if (id == NULL) return -1;
-        PyObject *open = turn->open_runs[reasoning];
+        PyObject *open = turn->open_runs[reasoning], *last = turn->continuing[reasoning];
+        if (last != NULL && same_text(id, last)) {
+            Py_DECREF(id);
+            return 1;
+        }
         recorded = PyDict_Contains(open, id);
+        if (recorded > 0) Py_XSETREF(turn->continuing[reasoning], Py_NewRef(id));
         if (recorded == 0) {
             recorded = PyDict_Contains(turn->closed_runs[reasoning].ids, id);
             if (recorded == 0) {
@@ -410,6 +445,7 @@ static int record_plain(Turn *turn, PyObject *event, int kind, Py_ssize_t line) 
         id = field(event, reasoning ? F_REASONING_ID : F_MESSAGE_ID);
         if (id == NULL) return -1;
         PyObject *open = turn->open_runs[reasoning];
+        forget_continuing(turn, reasoning);
         int was_open = PyDict_Contains(open, id);
         recorded = was_open < 0 || (was_open && PyDict_DelItem(open, id) < 0) ||
                            recent_add(&turn->closed_runs[reasoning], id) < 0
@@ -487,7 +523,8 @@ static PyObject *feed_turn(PyObject *self, PyObject *args) {
             return NULL;
         }
     }
-    turn = (Turn){{parts[0], parts[1]}, {{parts[2], 0, 0}, {parts[3], 0, 0}}, parts[4], {parts[5], 0, 0}};
+    turn = (Turn){{parts[0], parts[1]}, {{parts[2], 0, 0}, {parts[3], 0, 0}}, parts[4], {parts[5], 0, 0}, {NULL, NULL}};
+    PyObject *end = NULL;
     for (Py_ssize_t index = start; index < PyList_GET_SIZE(events); index++) {
         PyObject *event = Py_NewRef(PyList_GET_ITEM(events, index)); /* a check may run any Python */
         PyObject *type = (PyObject *)Py_TYPE(event);
@@ -495,15 +532,23 @@ static PyObject *feed_turn(PyObject *self, PyObject *args) {
         while (kind < N_TURN_KINDS && PyTuple_GET_ITEM(kinds, kind) != type) kind++;
         int ended = kind < N_TURN_KINDS ? record_plain(&turn, event, kind, first_line + index) : 0;
         if (ended == 0) {
+            forget_continuing(&turn, 0);
+            forget_continuing(&turn, 1);
             ended = checked_event(validator, event, first_line + index, checks);
         } else if (ended > 0) {
             ended = 0;
         }
         Py_DECREF(event);
-        if (ended < 0) return NULL;
-        if (ended) return PyLong_FromSsize_t(index + 1);
+        if (ended) {
+            if (ended > 0) end = PyLong_FromSsize_t(index + 1);
+            goto done;
+        }
     }
-    return PyLong_FromSsize_t(PyList_GET_SIZE(events));
+    end = PyLong_FromSsize_t(PyList_GET_SIZE(events));
+done:
+    forget_continuing(&turn, 0);
+    forget_continuing(&turn, 1);
+    return end;
 }
 
 /* ---- the tally: Tally.add for the events most of a stream is made of ------------------------------------ */
