@@ -244,33 +244,40 @@ def test_a_field_read_from_a_struct_without_its_slot_is_asked_for_by_name() -> N
 
 RECENT_LIMITS = st.sampled_from([10_000, 10_000, 10_000, 0, 1, 2])
 """How many closed ids a RecentIds keeps: usually its default, else so few that adding one forgets another."""
+FEW_IDS = st.sampled_from(["a", "b", "c"])
+
+
+def _events_of_few_ids(draw: st.DrawFn) -> list[p.AnyEvent]:
+    """A full session's events, half their ids replaced by one of a few, so that ids meet again."""
+    events: list[p.AnyEvent] = draw(full_sessions())
+    for event in events:
+        for name in ("message_id", "reasoning_id", "call_id"):
+            if hasattr(event, name) and draw(st.booleans()):
+                setattr(event, name, draw(FEW_IDS))
+    return events
 
 
 @st.composite
 def accept_states(draw: st.DrawFn) -> tuple[list[p.AnyEvent], Tally, RecentIds[Any], RecentIds[Any], bool]:
     """A full session's events (shuffled, ids drawn from a few, a few times not ones), and a reader's state
     for them: runs and calls open or closed, runs whose text is near the tally's limit."""
-    events: list[p.AnyEvent] = draw(full_sessions())
+    events = _events_of_few_ids(draw)
     events = draw(st.permutations(events)) if draw(st.booleans()) else events
-    ids = st.sampled_from(["a", "b", "c"])
     for event in events:
-        for name in ("message_id", "reasoning_id", "call_id"):
-            if hasattr(event, name) and draw(st.booleans()):
-                setattr(event, name, draw(ids))
         if draw(st.integers(0, 9)) == 0:
             event.ts = draw(near_timestamps())
     tally = Tally(for_ending=True)
     closed_runs, closed_calls = RecentIds[Any](draw(RECENT_LIMITS)), RecentIds[Any](draw(RECENT_LIMITS))
     for reasoning in (False, True):
-        for run_id in draw(st.lists(ids, max_size=3)):
+        for run_id in draw(st.lists(FEW_IDS, max_size=3)):
             size = draw(st.sampled_from([0, 5, OPEN_TEXT_LIMIT - 3, OPEN_TEXT_LIMIT, OPEN_TEXT_LIMIT + 9]))
             run = tally.open_runs[(reasoning, run_id)] = _OpenRun("assistant")
             run.size, run.parts = size, ["x" * min(size, 8)]
-        for run_id in draw(st.lists(ids, max_size=2)):
+        for run_id in draw(st.lists(FEW_IDS, max_size=2)):
             closed_runs.add((reasoning, run_id))
-    for call_id in draw(st.lists(ids, max_size=2)):
+    for call_id in draw(st.lists(FEW_IDS, max_size=2)):
         tally.open_calls[call_id] = "shell"
-    for call_id in draw(st.lists(ids, max_size=2)):
+    for call_id in draw(st.lists(FEW_IDS, max_size=2)):
         closed_calls.add(call_id)
     return events, tally, closed_runs, closed_calls, p.events_timestamped(events)
 
@@ -313,25 +320,20 @@ def test_ordinary_events_are_accepted_as_the_python_version_accepts_them(
 def turn_states(draw: st.DrawFn) -> tuple[list[p.AnyEvent], validate.Validator]:
     """A full session's events (ids drawn from a few), and a validator inside a turn that has seen some runs
     and calls open or close, its closed ids kept in RecentIds that may be tiny."""
-    events: list[p.AnyEvent] = draw(full_sessions())
-    ids = st.sampled_from(["a", "b", "c"])
-    for event in events:
-        for name in ("message_id", "reasoning_id", "call_id"):
-            if hasattr(event, name) and draw(st.booleans()):
-                setattr(event, name, draw(ids))
+    events = _events_of_few_ids(draw)
     checker = validate.Validator()
     checker._closed_calls = RecentIds(draw(RECENT_LIMITS))
     checker._closed_runs = {
         kind: RecentIds(draw(RECENT_LIMITS)) for kind in (p.MessageDelta, p.ReasoningDelta)
     }
     for kind in (p.MessageDelta, p.ReasoningDelta):
-        for run_id in draw(st.lists(ids, max_size=2)):
+        for run_id in draw(st.lists(FEW_IDS, max_size=2)):
             checker._open_runs[kind][run_id] = 1
-        for run_id in draw(st.lists(ids, max_size=2)):
+        for run_id in draw(st.lists(FEW_IDS, max_size=2)):
             checker._closed_runs[kind].add(run_id)
-    for call_id in draw(st.lists(ids, max_size=2)):
+    for call_id in draw(st.lists(FEW_IDS, max_size=2)):
         checker._open_calls[call_id] = 1
-    for call_id in draw(st.lists(ids, max_size=2)):
+    for call_id in draw(st.lists(FEW_IDS, max_size=2)):
         checker._closed_calls.add(call_id)
     return events, checker
 
@@ -387,21 +389,16 @@ def test_a_run_near_the_tallys_limit_keeps_what_the_python_version_keeps(size: i
 def tallied_events(draw: st.DrawFn) -> tuple[Tally, list[p.AnyEvent]]:
     """A full session's events, ids drawn from a few, and a tally that has seen some of a stream already:
     runs open near the limit, calls open, tools used."""
-    events: list[p.AnyEvent] = draw(full_sessions())
-    ids = st.sampled_from(["a", "b", "c"])
-    for event in events:
-        for name in ("message_id", "reasoning_id", "call_id"):
-            if hasattr(event, name) and draw(st.booleans()):
-                setattr(event, name, draw(ids))
+    events = _events_of_few_ids(draw)
     tally = Tally(for_ending=draw(st.booleans()))
     for reasoning in (False, True):
-        for run_id in draw(st.lists(ids, max_size=3)):
+        for run_id in draw(st.lists(FEW_IDS, max_size=3)):
             size = draw(st.sampled_from([0, 5, OPEN_TEXT_LIMIT - 3, OPEN_TEXT_LIMIT, OPEN_TEXT_LIMIT + 9]))
             run = tally.open_runs[(reasoning, run_id)] = _OpenRun(
                 draw(st.sampled_from(["assistant", "user"]))
             )
             run.size, run.parts = size, ["x" * min(size, 8)]
-    for call_id in draw(st.lists(ids, max_size=2)):
+    for call_id in draw(st.lists(FEW_IDS, max_size=2)):
         tally.open_calls[call_id] = "shell"
     for tool in draw(st.lists(st.sampled_from(["shell", "read", "edit"]), max_size=2, unique=True)):
         tally._tools.add(tool)
