@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 import json
 from typing import Any
 
@@ -1155,20 +1156,57 @@ def test_an_sdk_driven_session_reads_as_its_turns_with_the_hosts_state_inside_th
 
 
 def _claude_lines(
-    session: list[p.BaseEvent], *, short: bool, encoder_class: type[Any] | None = None
+    session: list[p.BaseEvent],
+    *,
+    short: bool,
+    encoder_class: type[Any] | None = None,
+    cuts: list[int] | None = None,
 ) -> list[bytes]:
-    """The session written by a reproducible Claude encoder, deltas of the open run the short way or not."""
+    """The session written by a reproducible Claude encoder, deltas of the open run the short way or not;
+    with ``cuts``, in batches cut there (``encode_batch``), else event by event."""
     encoder = (encoder_class or type(get_dialect("claude").encoder()))()
     encoder.reproducible("seed")
     encoder._short_deltas = short and encoder._short_deltas
     events = [msgspec.structs.replace(event) for event in session]
-    return [out for event in events for out in encoder.encode(event)] + encoder.finish()
+    if cuts is None:
+        return [out for event in events for out in encoder.encode(event)] + encoder.finish()
+    edges = [0, *sorted(cut % (len(events) + 1) for cut in cuts), len(events)]
+    batches = [events[start:end] for start, end in itertools.pairwise(edges)]
+    return [out for batch in batches for out in encoder.encode_batch(batch)] + encoder.finish()
 
 
 @settings(max_examples=150, deadline=None)
-@given(session=full_sessions() | sessions(delta_runs()))
-def test_a_delta_of_the_open_run_is_written_the_same_the_short_way(session: list[p.BaseEvent]) -> None:
-    assert _claude_lines(session, short=True) == _claude_lines(session, short=False)
+@given(session=full_sessions() | sessions(delta_runs()), cuts=st.none() | st.lists(st.integers(0, 10_000)))
+def test_a_delta_of_the_open_run_is_written_the_same_the_short_way(
+    session: list[p.BaseEvent], cuts: list[int] | None
+) -> None:
+    """Event by event or in batches cut anywhere (a batch's runs of deltas are written in one loop)."""
+    assert _claude_lines(session, short=True, cuts=cuts) == _claude_lines(session, short=False)
+
+
+@st.composite
+def deltas_that_stray(draw: st.DrawFn) -> list[p.BaseEvent]:
+    """A streamed session whose deltas now and then name another run, another session (or none) or another
+    role than the deltas around them, and may be left without their ending."""
+    session = draw(full_sessions() | sessions(delta_runs()))
+    for event in session:
+        if type(event) is not p.MessageDelta:
+            continue
+        if draw(st.integers(0, 3)) == 0:
+            event.message_id = draw(
+                st.sampled_from(["msg_other", *(e.message_id for e in session if type(e) is p.MessageDelta)])
+            )
+        if draw(st.integers(0, 3)) == 0:
+            event.session_id = draw(st.sampled_from(["ses_other", ""]))
+        if draw(st.integers(0, 3)) == 0:
+            event.role = draw(st.sampled_from(["user", "system"]))
+    return session[: draw(st.integers(1, len(session)))] if draw(st.booleans()) else session
+
+
+@settings(max_examples=200, deadline=None)
+@given(session=deltas_that_stray(), cuts=st.lists(st.integers(0, 10_000), max_size=3))
+def test_a_batch_stops_its_run_at_a_delta_that_strays(session: list[p.BaseEvent], cuts: list[int]) -> None:
+    assert _claude_lines(session, short=True, cuts=cuts) == _claude_lines(session, short=False)
 
 
 def test_every_example_stream_is_written_the_same_with_its_deltas_the_short_way() -> None:
@@ -1181,6 +1219,7 @@ def test_every_example_stream_is_written_the_same_with_its_deltas_the_short_way(
             assert _claude_lines(cut, short=True) == _claude_lines(cut, short=False), path.name
         short = _claude_lines(session, short=True)
         assert short == _claude_lines(session, short=False), path.name
+        assert _claude_lines(session, short=True, cuts=[]) == short, path.name
         assert sum(b'"text_delta"' in line for line in short) == sum(
             type(event) is p.MessageDelta for event in session
         ), path.name

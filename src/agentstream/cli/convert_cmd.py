@@ -202,10 +202,7 @@ class _LinesOut:
         if encoder is None:
             self._write_canonical(batch)
             return
-        lines: list[bytes] = []
-        for event in batch:
-            lines += encoder.encode(event)
-        self._write(lines)
+        self._write(encoder.encode_batch(batch))
 
     def close(self) -> None:
         if self._encoder is not None:

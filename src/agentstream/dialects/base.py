@@ -117,6 +117,14 @@ class DialectEncoder(ABC):
     def encode(self, event: p.AnyEvent) -> list[bytes]:
         """The lines for one event; may be empty (the dialect cannot carry it, or buffers it)."""
 
+    def encode_batch(self, events: list[p.AnyEvent]) -> list[bytes]:
+        """The lines of each of ``events`` in turn, as :meth:`encode` writes them (a dialect whose hot lines
+        come in runs writes a run in one loop)."""
+        lines: list[bytes] = []
+        for event in events:
+            lines += self.encode(event)
+        return lines
+
     def finish(self) -> list[bytes]:
         """Lines still owed when the stream ends."""
         return []

@@ -23,7 +23,7 @@ import functools
 import uuid
 from collections import deque
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, ClassVar, Final, Literal, NamedTuple
+from typing import Annotated, Any, ClassVar, Final, Literal, NamedTuple, cast
 
 import msgspec
 
@@ -1400,10 +1400,10 @@ _DELTA_HEADS = {
     for reasoning, kind in ((False, "text"), (True, "thinking"))
 }
 _TEXT_DELTA_HEAD = _DELTA_HEADS[False]
-_DELTA_STEPS = ("_lines", "on_message_delta", "_delta")
-"""The steps of a text delta's line that :meth:`ClaudeEncoder.encode` takes in one (a subclass changing any of
-them writes its deltas the long way)."""
 """A delta's inner event up to its text: the same bytes with the encoded text and ``}}`` after them."""
+_DELTA_STEPS = ("_lines", "on_message_delta", "_delta", "_stream_line", "session", "line_uuid")
+"""The steps of a text delta's line that :meth:`ClaudeEncoder._text_deltas` takes in one (a subclass changing
+any of them writes its deltas the long way)."""
 
 EncodedLine = dict[str, Any] | msgspec.Raw
 """A line as an encoder handler returns it: an object, or the bytes of one already written (hot lines)."""
@@ -1528,9 +1528,28 @@ class ClaudeEncoder(EventEncoder):
         """Whether :meth:`encode` may write a delta of the open text run straight (no subclass changed a step)."""
 
     def encode(self, event: p.AnyEvent) -> list[bytes]:
-        """One more delta of the open text run (most of a streamed run's events) goes straight to its line: the
-        steps of :meth:`_lines`, :meth:`on_message_delta` and :meth:`_delta` for it, without their calls."""
-        if (
+        if self._continues_text(event):
+            lines: list[bytes] = []
+            self._text_deltas([event], 0, lines)
+            return lines
+        return super().encode(event)
+
+    def encode_batch(self, events: list[p.AnyEvent]) -> list[bytes]:
+        """Runs of deltas of the open text run (most of a streamed run's events) each in one loop."""
+        lines: list[bytes] = []
+        index, count = 0, len(events)
+        while index < count:
+            event = events[index]
+            if self._continues_text(event):
+                index = self._text_deltas(events, index, lines)
+            else:
+                lines += self.encode(event)
+                index += 1
+        return lines
+
+    def _continues_text(self, event: p.AnyEvent) -> bool:
+        """Whether ``event`` is one more delta of the open text run, with nothing held that must go first."""
+        return (
             type(event) is p.MessageDelta
             and self._current == event.message_id
             and self.started
@@ -1541,13 +1560,41 @@ class ClaudeEncoder(EventEncoder):
             and self._carried is None
             and event.role == "assistant"
             and (False, event.message_id) in self._runs
-        ):
-            self.session_id = event.session_id or self.session_id
-            tally_add(self.tally, event)
-            return [
-                _encode(self._stream_line(event, b"".join((_TEXT_DELTA_HEAD, _encode(event.content), b"}}"))))
-            ]
-        return super().encode(event)
+        )
+
+    def _text_deltas(self, events: list[p.AnyEvent], index: int, lines: list[bytes]) -> int:
+        """The lines of ``events[index]`` (which :meth:`_continues_text`) and of the deltas after it of the same
+        run and session, straight to their bytes: the steps of :meth:`_lines`, :meth:`on_message_delta`,
+        :meth:`_delta` and :meth:`_stream_line` for them, without their calls. Returns the index after them.
+
+        Nothing those steps read changes inside such a run: a delta only grows the tally.
+        """
+        first = cast(p.MessageDelta, events[index])
+        run_id, session_id = first.message_id, first.session_id
+        self.session_id = session_id or self.session_id
+        session = self.session(first)
+        cached, session_json = self._session_json
+        if session is not cached:
+            session_json = _encode(session)
+            self._session_json = (session, session_json)
+        tally, prefix, uuids = self.tally, self._uuid_prefix_bytes, self._uuids
+        count = len(events)
+        while index < count:
+            event = events[index]
+            if (
+                type(event) is not p.MessageDelta
+                or event.message_id != run_id
+                or event.session_id != session_id
+                or event.role != "assistant"
+            ):
+                break
+            tally_add(tally, event)
+            uuids += 1
+            inner = b"".join((_TEXT_DELTA_HEAD, _encode(event.content), b"}}"))
+            lines.append(_STREAM_LINE % (inner, session_json, prefix, uuids))
+            index += 1
+        self._uuids = uuids
+        return index
 
     def end_turn(self) -> None:
         super().end_turn()
