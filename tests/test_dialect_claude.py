@@ -41,6 +41,7 @@ from _strategies import (
 )
 from agentstream import protocol as p
 from agentstream.consumer import read
+from agentstream.dialects import claude as claude_dialect
 from agentstream.dialects import detect_dialect, get_dialect
 from agentstream.errors import MalformedEventError
 from agentstream.transcript import Transcript
@@ -1207,6 +1208,17 @@ def deltas_that_stray(draw: st.DrawFn) -> list[p.BaseEvent]:
 @given(session=deltas_that_stray(), cuts=st.lists(st.integers(0, 10_000), max_size=3))
 def test_a_batch_stops_its_run_at_a_delta_that_strays(session: list[p.BaseEvent], cuts: list[int]) -> None:
     assert _claude_lines(session, short=True, cuts=cuts) == _claude_lines(session, short=False)
+
+
+@settings(max_examples=200, deadline=None)
+@given(session=deltas_that_stray(), cuts=st.lists(st.integers(0, 10_000), max_size=3))
+def test_a_run_of_deltas_is_written_as_the_python_version_writes_it(
+    session: list[p.BaseEvent], cuts: list[int]
+) -> None:
+    with_c = _claude_lines(session, short=True, cuts=cuts)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(claude_dialect, "_write_deltas", claude_dialect._write_deltas_py)
+        assert _claude_lines(session, short=True, cuts=cuts) == with_c
 
 
 def test_every_example_stream_is_written_the_same_with_its_deltas_the_short_way() -> None:

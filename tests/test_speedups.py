@@ -29,7 +29,7 @@ from agentstream import _accel, _lines, stream, transcript, validate
 from agentstream import protocol as p
 from agentstream._recent_ids import RecentIds
 from agentstream.consumer import pipeline, read
-from agentstream.dialects import kit
+from agentstream.dialects import claude, kit
 from agentstream.dialects.claude import ClaudeDecoder, _PendingUsage
 from agentstream.dialects.gemini import GeminiDecoder
 from agentstream.transcript import OPEN_TEXT_LIMIT, TALLY_KINDS, Tally, _OpenRun
@@ -53,6 +53,7 @@ TWINS = {
     "stamp_line": [(stream, "_stamp_line", stream._stamp_line_py)],
     "tally_add": [(module, "tally_add", Tally.add) for module in (transcript, kit, pipeline, stream)],
     # a partial with the dialect's types; without it, decode_typed reads every typed line (None)
+    "claude_deltas": [(claude, "_write_deltas", claude._write_deltas_py)],
     "claude_skim": [(ClaudeDecoder, "typed_skim", None)],
     "gemini_skim": [(GeminiDecoder, "typed_skim", None)],
 }

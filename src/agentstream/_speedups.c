@@ -962,6 +962,114 @@ done:
     return result;
 }
 
+/* ---- the Claude encoder: a run of text deltas, each to its stream_event line ------------------------------ */
+
+enum { D_DELTA, D_ROLE, D_HEAD, D_TAIL, D_ENCODE, D_TALLY, D_LINE_PARTS, N_DELTA_KINDS };
+#define LINE_PARTS 5 /* _STREAM_LINE around its inner event, session, uuid prefix and counter */
+
+/* The pieces of a line, in order, into a new bytes object (NULL with an exception set). */
+static PyObject *joined(const char *const *starts, const Py_ssize_t *sizes, int count) {
+    Py_ssize_t total = 0;
+    for (int at = 0; at < count; at++) total += sizes[at];
+    PyObject *line = PyBytes_FromStringAndSize(NULL, total);
+    if (line == NULL) return NULL;
+    char *out = PyBytes_AS_STRING(line);
+    for (int at = 0; at < count; at++) {
+        memcpy(out, starts[at], sizes[at]);
+        out += sizes[at];
+    }
+    return line;
+}
+
+PyDoc_STRVAR(claude_deltas_doc,
+             "claude_deltas(events, index, lines, run_id, session_id, session_json, uuid_prefix, uuids, tally, "
+             "kinds) -> index\n\n"
+             "claude._write_deltas_py, in C.");
+
+static PyObject *claude_deltas(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "claude_deltas takes 10 arguments");
+        return NULL;
+    }
+    PyObject *events = args[0], *lines = args[2], *run_id = args[3], *session_id = args[4];
+    PyObject *session_json = args[5], *prefix = args[6], *tally = args[8], *kinds_tuple = args[9];
+    Py_ssize_t index = PyLong_AsSsize_t(args[1]);
+    if (index == -1 && PyErr_Occurred()) return NULL;
+    unsigned long long uuids = PyLong_AsUnsignedLongLong(args[7]);
+    if (uuids == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+    if (!PyList_Check(events) || !PyList_Check(lines) || !PyBytes_Check(session_json) || !PyBytes_Check(prefix) ||
+        !PyTuple_Check(kinds_tuple) || PyTuple_GET_SIZE(kinds_tuple) != N_DELTA_KINDS) {
+        PyErr_SetString(PyExc_TypeError, "claude_deltas: arguments of the wrong kind");
+        return NULL;
+    }
+    PyObject *const *kinds = &PyTuple_GET_ITEM(kinds_tuple, 0);
+    PyObject *parts = kinds[D_LINE_PARTS];
+    if (!PyBytes_Check(kinds[D_HEAD]) || !PyBytes_Check(kinds[D_TAIL]) || !PyTuple_Check(parts) ||
+        PyTuple_GET_SIZE(parts) != LINE_PARTS) {
+        PyErr_SetString(PyExc_TypeError, "claude_deltas: kinds of the wrong kind");
+        return NULL;
+    }
+    for (int at = 0; at < LINE_PARTS; at++) {
+        if (!PyBytes_Check(PyTuple_GET_ITEM(parts, at))) {
+            PyErr_SetString(PyExc_TypeError, "claude_deltas: the line's pieces are bytes");
+            return NULL;
+        }
+    }
+    int failed = 0;
+    for (; !failed && index < PyList_GET_SIZE(events); index++) {
+        PyObject *event = Py_NewRef(PyList_GET_ITEM(events, index)); /* the steps below may run Python */
+        PyObject *message_id = NULL, *event_session = NULL, *role = NULL, *content = NULL, *text = NULL;
+        int same = 0;
+        if ((PyObject *)Py_TYPE(event) == kinds[D_DELTA]) {
+            TypeSlots *slots = slots_of(Py_TYPE(event));
+            failed = (message_id = slot_field(event, slots, F_MESSAGE_ID)) == NULL ||
+                     (event_session = slot_field(event, slots, F_SESSION_ID)) == NULL ||
+                     (role = slot_field(event, slots, F_ROLE)) == NULL;
+            if (!failed) same = PyObject_RichCompareBool(message_id, run_id, Py_EQ);
+            if (same > 0) same = PyObject_RichCompareBool(event_session, session_id, Py_EQ);
+            if (same > 0) same = PyObject_RichCompareBool(role, kinds[D_ROLE], Py_EQ);
+            failed = failed || same < 0;
+            if (same > 0) {
+                failed = tally_event(tally, event, kinds[D_TALLY]) < 0 ||
+                         (content = slot_field(event, slots, F_CONTENT)) == NULL ||
+                         (text = PyObject_CallOneArg(kinds[D_ENCODE], content)) == NULL;
+                if (!failed && !PyBytes_Check(text)) {
+                    PyErr_SetString(PyExc_TypeError, "claude_deltas: the encoder gave no bytes");
+                    failed = 1;
+                }
+                if (!failed) {
+                    char counter[32];
+                    int counter_size = snprintf(counter, sizeof counter, "%012llx", ++uuids);
+                    PyObject *pieces[9] = {PyTuple_GET_ITEM(parts, 0), kinds[D_HEAD], text, kinds[D_TAIL],
+                                           PyTuple_GET_ITEM(parts, 1), session_json, PyTuple_GET_ITEM(parts, 2),
+                                           prefix, PyTuple_GET_ITEM(parts, 3)};
+                    const char *starts[11];
+                    Py_ssize_t sizes[11];
+                    for (int at = 0; at < 9; at++) {
+                        starts[at] = PyBytes_AS_STRING(pieces[at]);
+                        sizes[at] = PyBytes_GET_SIZE(pieces[at]);
+                    }
+                    starts[9] = counter, sizes[9] = counter_size;
+                    starts[10] = PyBytes_AS_STRING(PyTuple_GET_ITEM(parts, 4));
+                    sizes[10] = PyBytes_GET_SIZE(PyTuple_GET_ITEM(parts, 4));
+                    PyObject *line = joined(starts, sizes, 11);
+                    failed = line == NULL || PyList_Append(lines, line) < 0;
+                    Py_XDECREF(line);
+                }
+            }
+        }
+        Py_DECREF(event);
+        Py_XDECREF(message_id);
+        Py_XDECREF(event_session);
+        Py_XDECREF(role);
+        Py_XDECREF(content);
+        Py_XDECREF(text);
+        if (failed) return NULL;
+        if (same <= 0) break;
+    }
+    return PyLong_FromSsize_t(index);
+}
+
 /* ---- the Claude dialect: the lines of a partial-message stream that need no Python step ------------------- */
 
 enum {
@@ -1892,6 +2000,7 @@ static PyMethodDef methods[] = {
     {"events_timestamped", events_timestamped, METH_O, events_timestamped_doc},
     {"stamps_in_order", stamps_in_order, METH_VARARGS, stamps_in_order_doc},
     {"feed_turn", feed_turn, METH_VARARGS, feed_turn_doc},
+    {"claude_deltas", (PyCFunction)(void (*)(void))claude_deltas, METH_FASTCALL, claude_deltas_doc},
     {"tally_add", (PyCFunction)(void (*)(void))tally_add, METH_FASTCALL, tally_add_doc},
     {"accept_plain", (PyCFunction)(void (*)(void))accept_plain, METH_FASTCALL, accept_plain_doc},
     {"stamp_line", (PyCFunction)(void (*)(void))stamp_line, METH_FASTCALL, stamp_line_doc},
@@ -1951,6 +2060,6 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     PyObject *created = PyModule_Create(&module);
     /* Bumped with every change of a function's arguments or meaning: _accel.py uses a build of this file
      * only if it says the number it expects (an editable install keeps an old build until rebuilt). */
-    if (created != NULL && PyModule_AddIntConstant(created, "INTERFACE", 9) < 0) Py_CLEAR(created);
+    if (created != NULL && PyModule_AddIntConstant(created, "INTERFACE", 10) < 0) Py_CLEAR(created);
     return created;
 }

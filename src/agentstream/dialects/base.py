@@ -119,7 +119,8 @@ class DialectEncoder(ABC):
 
     def encode_batch(self, events: list[p.AnyEvent]) -> list[bytes]:
         """The lines of each of ``events`` in turn, as :meth:`encode` writes them (a dialect whose hot lines
-        come in runs writes a run in one loop)."""
+        come in runs writes a run in one loop). An event that cannot be encoded raises, and the batch's lines
+        go with it: pass one event at a time where each line must survive the next one's failure."""
         lines: list[bytes] = []
         for event in events:
             lines += self.encode(event)

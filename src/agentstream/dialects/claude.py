@@ -22,7 +22,7 @@ is missing after an interrupt; startup hook lines may precede ``init``.
 import functools
 import uuid
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, ClassVar, Final, Literal, NamedTuple, cast
 
 import msgspec
@@ -43,7 +43,7 @@ from agentstream.dialects.kit import (
     text_or_json,
 )
 from agentstream.errors import ErrorCode, ExitCode, MalformedEventError, code_from_wording
-from agentstream.transcript import has_usage, tally_add
+from agentstream.transcript import TALLY_KINDS, Tally, has_usage, tally_add
 
 # Claude's ``error`` categories (assistant lines, api_retry); the first one per code is the one we write.
 _CATEGORY_CODES: dict[str, str] = {
@@ -1405,6 +1405,57 @@ _DELTA_STEPS = ("_lines", "on_message_delta", "_delta", "_stream_line", "session
 """The steps of a text delta's line that :meth:`ClaudeEncoder._text_deltas` takes in one (a subclass changing
 any of them writes its deltas the long way)."""
 
+_WRITE_DELTAS_WITH: Final = (
+    p.MessageDelta,
+    "assistant",
+    _TEXT_DELTA_HEAD,
+    b"}}",
+    _encode,
+    TALLY_KINDS,
+    tuple(_STREAM_LINE.replace(b"%012x", b"%b").split(b"%b")),
+)
+"""What :func:`_write_deltas` compares with, writes and tallies with: the delta class, the role, the inner
+event's head and tail around the encoded text, the encoder, the tally's kinds, and the pieces of
+``_STREAM_LINE`` around its inner event, session, uuid prefix and counter (the C twin takes it as an
+argument; the Python twin formats ``_STREAM_LINE`` itself)."""
+
+
+def _write_deltas_py(
+    events: list[p.AnyEvent],
+    index: int,
+    lines: list[bytes],
+    run_id: str,
+    session_id: str,
+    session_json: bytes,
+    uuid_prefix: bytes,
+    uuids: int,
+    tally: Tally,
+    kinds: tuple[Any, ...],
+) -> int:
+    """The ``stream_event`` line of each delta from ``events[index]`` on that is of run ``run_id``, session
+    ``session_id`` and the assistant's, tallied and appended to ``lines`` (their uuids counted on from
+    ``uuids``); the index after them."""
+    delta_class, assistant, head, tail, encode, _, _ = kinds
+    count = len(events)
+    while index < count:
+        event: Any = events[index]
+        if (
+            type(event) is not delta_class
+            or event.message_id != run_id
+            or event.session_id != session_id
+            or event.role != assistant
+        ):
+            break
+        tally_add(tally, event)
+        uuids += 1
+        inner = b"".join((head, encode(event.content), tail))
+        lines.append(_STREAM_LINE % (inner, session_json, uuid_prefix, uuids))
+        index += 1
+    return index
+
+
+_write_deltas: Callable[..., int] = speedups.claude_deltas if speedups else _write_deltas_py
+
 EncodedLine = dict[str, Any] | msgspec.Raw
 """A line as an encoder handler returns it: an object, or the bytes of one already written (hot lines)."""
 _NO_MODEL = "unknown"
@@ -1577,23 +1628,12 @@ class ClaudeEncoder(EventEncoder):
         if session is not cached:
             session_json = _encode(session)
             self._session_json = (session, session_json)
-        tally, prefix, uuids = self.tally, self._uuid_prefix_bytes, self._uuids
-        count = len(events)
-        while index < count:
-            event = events[index]
-            if (
-                type(event) is not p.MessageDelta
-                or event.message_id != run_id
-                or event.session_id != session_id
-                or event.role != "assistant"
-            ):
-                break
-            tally_add(tally, event)
-            uuids += 1
-            inner = b"".join((_TEXT_DELTA_HEAD, _encode(event.content), b"}}"))
-            lines.append(_STREAM_LINE % (inner, session_json, prefix, uuids))
-            index += 1
-        self._uuids = uuids
+        before = len(lines)
+        index = _write_deltas(
+            events, index, lines, run_id, session_id, session_json, self._uuid_prefix_bytes, self._uuids,
+            self.tally, _WRITE_DELTAS_WITH,
+        )  # fmt: skip
+        self._uuids += len(lines) - before  # one a line
         return index
 
     def end_turn(self) -> None:
