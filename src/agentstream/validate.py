@@ -345,7 +345,8 @@ _TURN_KINDS = (p.MessageDelta, p.ReasoningDelta, p.Message, p.Reasoning, p.ToolC
 _TurnState = tuple[
     dict[str, int], dict[str, int], RecentIds[str], RecentIds[str], dict[str, int], RecentIds[str]
 ]
-"""Open and closed message runs, open and closed reasoning runs, open and closed tool calls."""
+"""In this order: open message runs, open reasoning runs, closed message runs, closed reasoning runs, open
+tool calls, closed tool calls."""
 
 
 def _feed_turn_py(
