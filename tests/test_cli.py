@@ -52,6 +52,31 @@ def test_version_does_not_import_heavy_modules() -> None:
     assert result.stderr.strip() == b"[]"
 
 
+COLLECTOR_AT_RUN = """
+import gc, sys
+import agentstream.cli.schema_cmd as command
+from agentstream import cli
+run = command.run
+def run_and_tell(args):
+    print(gc.isenabled(), gc.get_freeze_count() > 0, file=sys.stderr)
+    return run(args)
+command.run = run_and_tell
+sys.argv = ["agentstream", "schema"]
+{start}
+"""
+
+
+@pytest.mark.parametrize("way", ["entry", "main"])
+def test_a_command_runs_with_the_garbage_collector_on(way: str) -> None:
+    """The executable holds the collector off while it imports, then freezes what it loaded and starts it
+    again before the command runs; a program calling ``main`` keeps its own collector as it was."""
+    start = "cli.entry()" if way == "entry" else "sys.exit(cli.main(sys.argv[1:]))"
+    code = COLLECTOR_AT_RUN.format(start=start)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=30)
+    assert result.returncode == 0, result.stderr.decode()
+    assert result.stderr.decode().split() == ["True", str(way == "entry")]
+
+
 def test_demo_output_validates_in_every_format() -> None:
     stream_json = agentstream("demo", "--delay", "0")
     assert stream_json.returncode == 0

@@ -12,6 +12,7 @@ Built-in commands are dispatched without reading any entry points.
 from __future__ import annotations
 
 import errno
+import gc
 import importlib
 import sys
 
@@ -180,6 +181,9 @@ FOLLOW_COMMANDS: frozenset[str] = frozenset({"follow", "watch"})
 
 def entry() -> NoReturn:
     """The ``agentstream`` executable: :func:`main`, then an exit no late signal can change."""
+    global _collector_held
+    gc.disable()  # until the command line is parsed: see _imports_done
+    _collector_held = True
     run_as_executable(_run)
 
 
@@ -202,6 +206,25 @@ def run_as_executable(run: Callable[[list[str]], int]) -> NoReturn:
     sys.exit(code)
 
 
+_collector_held = False
+"""Whether :func:`entry` holds the cyclic garbage collector off while the command is imported."""
+
+
+def _imports_done() -> None:
+    """Start the garbage collector that :func:`entry` held off, with what is loaded so far frozen.
+
+    Importing a command makes some fifteen thousand tracked objects that live as
+    long as the process, none of them garbage: the collections their making set
+    off cost about a twentieth of a short command's instructions, and each full
+    collection afterwards would walk them again. Frozen, none does.
+    """
+    global _collector_held
+    if _collector_held:
+        _collector_held = False
+        gc.freeze()
+        gc.enable()
+
+
 def _leave_the_heap_to_the_exit() -> None:
     """Spare the interpreter's shutdown its collections over every object the run leaves behind.
 
@@ -211,8 +234,6 @@ def _leave_the_heap_to_the_exit() -> None:
     now is collected, so its finalizers run as they did; what is left is frozen, out of the
     shutdown's collections, and its memory goes back with the process.
     """
-    import gc
-
     gc.collect()
     gc.freeze()
 
@@ -252,6 +273,7 @@ def _run(args: list[str]) -> int:
     try:
         module = _command(name)  # inside the guard: a signal during its imports still ends well
         parsed = _parser(name, module).parse_args(args[1:])
+        _imports_done()
         _signals.deliver_held()
         check_output_choice(parsed)
         return _flushed(_exit_code(name, module.run(parsed)))
