@@ -99,6 +99,11 @@ def test_tool_calls_pair_with_results_and_durations() -> None:
         "boom",
         7,
     )
+    again = Transcript.from_events([call, p.ToolProgress(call_id="c1", content="reading"), result])
+    assert again.tool_calls == [first] and again.tool_calls != [
+        second
+    ]  # compared by value, as a dataclass is
+    assert repr(second) == (f"ToolCallRecord(call_id='c2', call={second.call!r}, result=None, progress=[])")
 
 
 def test_usage_sums_events_unless_the_result_carries_totals() -> None:

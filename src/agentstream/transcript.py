@@ -12,7 +12,6 @@ make up for a stream that never finished.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 from typing import Any, NamedTuple
@@ -154,14 +153,38 @@ class Outcome(NamedTuple):
     error: p.ErrorInfo | None
 
 
-@dataclass
 class ToolCallRecord:
-    """One tool call and its result. Either side may be missing in a stream that broke off."""
+    """One tool call and its result. Either side may be missing in a stream that broke off.
 
-    call_id: str
-    call: p.ToolCall | None = None
-    result: p.ToolResult | None = None
-    progress: list[str] = field(default_factory=list)
+    A plain class that compares and prints as a dataclass would: a dataclass is made
+    by compiling its methods at import, a cost every reader's start would pay.
+    """
+
+    def __init__(
+        self,
+        call_id: str,
+        call: p.ToolCall | None = None,
+        result: p.ToolResult | None = None,
+        progress: list[str] | None = None,
+    ) -> None:
+        self.call_id = call_id
+        self.call = call
+        self.result = result
+        self.progress: list[str] = [] if progress is None else progress
+
+    def _fields(self) -> tuple[str, p.ToolCall | None, p.ToolResult | None, list[str]]:
+        return self.call_id, self.call, self.result, self.progress
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not ToolCallRecord:
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, and equal by value
+
+    def __repr__(self) -> str:
+        call_id, call, result, progress = self._fields()
+        return f"ToolCallRecord(call_id={call_id!r}, call={call!r}, result={result!r}, progress={progress!r})"
 
     @property
     def paired(self) -> bool:

@@ -84,7 +84,6 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any, ClassVar, Final, NoReturn, cast
@@ -240,7 +239,6 @@ def _ignore_report(key: str, message: str) -> None:
     """Where problems of a :class:`Fields` made outside a decoder go: nowhere (its caller checks the result)."""
 
 
-@dataclass(frozen=True, slots=True)
 class LineRules:
     """What a decoder tells :class:`Fields` about the kind of line it is reading.
 
@@ -249,10 +247,18 @@ class LineRules:
     mistyped one makes the line malformed. Any other field of the wrong kind is
     *lost*: the getter returns its default and ``report(key, message)`` is
     called, which a decoder turns into one warning per field per stream.
+
+    (A plain class, as :class:`_Run` is: a dataclass is made by compiling its
+    methods when the module is imported, which every command start pays.)
     """
 
-    identifying: frozenset[str] = frozenset()
-    report: Callable[[str, str], None] = _ignore_report
+    __slots__ = ("identifying", "report")
+
+    def __init__(
+        self, identifying: frozenset[str] = frozenset(), report: Callable[[str, str], None] = _ignore_report
+    ) -> None:
+        self.identifying = identifying
+        self.report = report
 
 
 _LENIENT = LineRules()
@@ -688,15 +694,24 @@ class ToolPairs:
 # -- decoding ------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
 class _Run:
     """Chunks of one message or reasoning block whose complete event is still owed."""
 
-    reasoning: bool
-    role: p.Role
-    run_id: str
-    ts: str | None = None
-    parts: list[str] = field(default_factory=list)
+    __slots__ = ("parts", "reasoning", "role", "run_id", "ts")
+
+    def __init__(
+        self,
+        reasoning: bool,
+        role: p.Role,
+        run_id: str,
+        ts: str | None = None,
+        parts: list[str] | None = None,
+    ) -> None:
+        self.reasoning = reasoning
+        self.role = role
+        self.run_id = run_id
+        self.ts = ts
+        self.parts: list[str] = [] if parts is None else parts
 
     def delta(self, text: str) -> p.ReasoningDelta | p.MessageDelta:
         self.parts.append(text)
