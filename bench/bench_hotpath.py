@@ -46,6 +46,7 @@ import orjson
 import realistic
 from common import (
     MIB,
+    PASSTHROUGH,
     VENV_BIN,
     LineTap,
     available,
@@ -71,16 +72,6 @@ TARGETS = {
     "start-up": "≤ 1.3",
     "peak RSS": "≤ 2.5",
 }
-
-PASSTHROUGH = """
-import sys, orjson
-out = sys.stdout.buffer
-with open(sys.argv[1], "rb") as lines:
-    for line in lines:
-        out.write(orjson.dumps(orjson.loads(line)))
-        out.write(b"\\n")
-out.flush()
-"""
 
 
 class Table:

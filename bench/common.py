@@ -143,6 +143,18 @@ def passthrough(data: bytes) -> None:
         out.write(b"\n")
 
 
+PASSTHROUGH = """
+import sys, orjson
+out = sys.stdout.buffer
+with open(sys.argv[1], "rb") as lines:
+    for line in lines:
+        out.write(orjson.dumps(orjson.loads(line)))
+        out.write(b"\\n")
+out.flush()
+"""
+"""The baseline of a whole ``convert`` process: a Python program doing :func:`passthrough` on the file it is given."""
+
+
 def parse_size(text: str) -> int:
     units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
     text = text.strip().lower().removesuffix("ib").removesuffix("b")

@@ -10,6 +10,11 @@ then three. The difference of the two totals, halved, is one call's count:
 set-up, imports and first-call costs drop out. Ratio = baseline's count / ours
 (above 1: we execute fewer instructions).
 
+The ``process`` rows count whole processes instead, start-up and exit
+included: ``agentstream convert FILE`` against a Python program doing the
+passthrough on the same file (``bench_hotpath.py``'s process rows), each run
+once, its output to /dev/null.
+
 Counts are of user space only: a system call counts as the few instructions
 that make it. So the emit row (a write per event) reads lower here than in
 time, where the kernel's share is the same for both sides; the other rows do
@@ -34,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import realistic
-from common import MIB, parse_size
+from common import MIB, PASSTHROUGH, VENV_BIN, parse_size
 
 if TYPE_CHECKING:
     from agentstream import protocol as p
@@ -180,6 +185,10 @@ ROWS: list[tuple[str, str, tuple[str, Job], tuple[str, Job]]] = [
     ("emit (user space only)", "canonical", ("ours", _emit_ours), ("os.write", _emit_bare)),
 ]
 JOBS: dict[str, Job] = {f"{row[0]}/{side[0]}": side[1] for row in ROWS for side in row[2:]}
+PROCESS_ROWS = [
+    (f"convert {source} → {target}, process", source, target)
+    for source, target in (("claude", "canonical"), ("codex", "canonical"), ("gemini", "claude"))
+]
 
 
 def run_child(job: str, path: str, calls: int) -> None:
@@ -195,16 +204,34 @@ _COLLECTED = re.compile(rb"Collected\s*:\s*(\d+)")
 
 def count(job: str, path: Path, calls: int) -> int:
     """Instructions of a whole child run (set-up, warm-up and ``calls`` calls)."""
-    argv = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
-    argv += [sys.executable, __file__, "--child", job, str(path), str(calls)]
+    return count_process(job, [sys.executable, __file__, "--child", job, str(path), str(calls)])
+
+
+def count_process(name: str, command: list[str]) -> int:
+    """Instructions of one run of ``command`` under callgrind, its stdout to /dev/null."""
+    argv = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *command]
     env = {**os.environ, "PYTHONHASHSEED": "0"}
-    done = subprocess.run(argv, capture_output=True, env=env, timeout=3600)
+    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, timeout=3600)
     found = _COLLECTED.search(done.stderr)
     if done.returncode != 0 or found is None:
         raise SystemExit(
-            f"{job}: valgrind failed ({done.returncode}):\n{done.stderr.decode(errors='replace')[-2000:]}"
+            f"{name}: valgrind failed ({done.returncode}):\n{done.stderr.decode(errors='replace')[-2000:]}"
         )
     return int(found[1])
+
+
+def process_rows(pool: ThreadPoolExecutor, paths: dict[str, Path], only: str) -> None:
+    """Whole ``agentstream convert`` processes against whole passthrough processes on the same file."""
+    for measure, source, target in (row for row in PROCESS_ROWS if only in row[0]):
+        path = str(paths[source])
+        convert = [str(VENV_BIN / "agentstream"), "convert", "--from", source, "--to", target, path]
+        mine = pool.submit(count_process, measure, convert)
+        theirs = pool.submit(count_process, measure, [sys.executable, "-c", PASSTHROUGH, path])
+        ours, base = mine.result(), theirs.result()
+        print(
+            f"{measure:30} {ours:>14,} {base:>14,} {base / ours:6.2f}  vs orjson (whole processes)",
+            flush=True,
+        )
 
 
 def per_call(pool: ThreadPoolExecutor, job: str, path: Path) -> int:
@@ -255,13 +282,15 @@ def main() -> None:
     ):
         paths: dict[str, Path] = {}
         rows = [row for row in ROWS if args.only in row[0]]
-        for dialect in {row[1] for row in rows}:
+        dialects = {row[1] for row in rows} | {row[1] for row in PROCESS_ROWS if args.only in row[0]}
+        for dialect in dialects:
             paths[dialect] = Path(name) / f"{dialect}.ndjson"
             paths[dialect].write_bytes(realistic.generate(dialect, seed=args.seed, size=args.size))
         counts = Counts(pool, paths)
         for measure, dialect, (mine, _), (theirs, _) in rows:
             ours, base = counts.of(measure, mine, dialect), counts.of(measure, theirs, dialect)
             print(f"{measure:30} {ours:>14,} {base:>14,} {base / ours:6.2f}  vs {theirs}", flush=True)
+        process_rows(pool, paths, args.only)
 
 
 if __name__ == "__main__":
