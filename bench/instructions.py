@@ -229,7 +229,7 @@ def process_rows(pool: ThreadPoolExecutor, paths: dict[str, Path], only: str) ->
         theirs = pool.submit(count_process, measure, [sys.executable, "-c", PASSTHROUGH, path])
         ours, base = mine.result(), theirs.result()
         print(
-            f"{measure:30} {ours:>14,} {base:>14,} {base / ours:6.2f}  vs orjson (whole processes)",
+            f"{measure:38} {ours:>14,} {base:>14,} {base / ours:6.2f}  vs orjson (whole processes)",
             flush=True,
         )
 
@@ -275,7 +275,7 @@ def main() -> None:
     print(
         f"agentstream from {Path(agentstream.__file__).parent}; sessions of {args.size / MIB:g} MiB, seed {args.seed}"
     )
-    print(f"{'measure':30} {'ours':>14} {'baseline':>14} {'ratio':>6}  (instructions per call)")
+    print(f"{'measure':38} {'ours':>14} {'baseline':>14} {'ratio':>6}  (instructions per call)")
     with (
         tempfile.TemporaryDirectory(prefix="agentstream-instructions-") as name,
         ThreadPoolExecutor(args.jobs) as pool,
@@ -289,7 +289,7 @@ def main() -> None:
         counts = Counts(pool, paths)
         for measure, dialect, (mine, _), (theirs, _) in rows:
             ours, base = counts.of(measure, mine, dialect), counts.of(measure, theirs, dialect)
-            print(f"{measure:30} {ours:>14,} {base:>14,} {base / ours:6.2f}  vs {theirs}", flush=True)
+            print(f"{measure:38} {ours:>14,} {base:>14,} {base / ours:6.2f}  vs {theirs}", flush=True)
         process_rows(pool, paths, args.only)
 
 

@@ -31,6 +31,7 @@ from agentstream._recent_ids import RecentIds
 from agentstream.consumer import pipeline, read
 from agentstream.dialects import claude, kit
 from agentstream.dialects.claude import ClaudeDecoder, _PendingUsage
+from agentstream.dialects.codex import CodexDecoder
 from agentstream.dialects.gemini import GeminiDecoder
 from agentstream.transcript import OPEN_TEXT_LIMIT, TALLY_KINDS, Tally, _OpenRun
 
@@ -56,6 +57,7 @@ TWINS = {
     "claude_deltas": [(claude, "_write_deltas", claude._write_deltas_py)],
     "claude_skim": [(ClaudeDecoder, "typed_skim", None)],
     "gemini_skim": [(GeminiDecoder, "typed_skim", None)],
+    "codex_skim": [(CodexDecoder, "typed_skim", None)],
 }
 
 
@@ -558,43 +560,78 @@ FIXED_CLOCK = "2026-01-01T00:00:00.000Z"
 
 
 def _stamped_line(
-    stamp: Any, events: list[p.AnyEvent], newline: bool, kinds: tuple[Any, ...]
+    stamp: Any, events: list[p.AnyEvent], to_fd: bool, kinds: tuple[Any, ...], take: Any = None
 ) -> tuple[object, ...]:
-    """What ``stamp`` made of each event in turn: the events, the buffer, the next seq, the tally, each
-    answer (an error returned is compared by its type and wording)."""
+    """What ``stamp`` made of each event in turn: the events, the buffer, the next seq, the tally, each answer
+    (an error returned or raised is compared by its type and wording) and what it wrote. ``take`` stands for
+    the descriptor: given the bytes of a write, it says how many went out (or raises, as a failed write)."""
     sequencer, buffer, tally, answers = p.Sequencer("ses_s", 5), bytearray(b"old line"), Tally(), []
+    writes: list[tuple[int, bytes]] = []
+
+    def write(fd: int, data: bytearray) -> int:
+        writes.append((fd, bytes(data)))
+        return len(data) if take is None else int(take(data))
+
     for event in events:
         try:
-            answer = stamp(event, sequencer, buffer, tally, newline, kinds)
+            answer = stamp(event, sequencer, buffer, tally, 7 if to_fd else -1, (*kinds[:4], write))
         except Exception as exc:  # what either twin raises is compared
             answers.append(("raised", type(exc), str(exc)))
         else:
             answers.append(None if answer is None else ("returned", type(answer), str(answer)))
         answers.append(bytes(buffer))
     state = {name: getattr(tally, name) for name in ("open_calls", "tools_used", "last_text", "turn_count")}
-    return answers, events, sequencer.next_seq, state, tally.usage
+    return answers, events, sequencer.next_seq, state, tally.usage, writes
 
 
 def _stamped_by_both(
-    events: list[p.AnyEvent], newline: bool, kinds: tuple[Any, ...]
-) -> tuple[object, object]:
+    events: list[p.AnyEvent], to_fd: bool, kinds: tuple[Any, ...], take: Any = None
+) -> tuple[tuple[object, ...], tuple[object, ...]]:
     return (
-        _stamped_line(speedups.stamp_line, copy.deepcopy(events), newline, kinds),
-        _stamped_line(stream._stamp_line_py, copy.deepcopy(events), newline, kinds),
+        _stamped_line(speedups.stamp_line, copy.deepcopy(events), to_fd, kinds, take),
+        _stamped_line(stream._stamp_line_py, copy.deepcopy(events), to_fd, kinds, take),
     )
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(full_sessions(), st.booleans(), st.data())
 def test_an_emitted_event_is_stamped_and_encoded_as_the_python_version_does_it(
-    events: list[p.AnyEvent], newline: bool, data: st.DataObject
+    events: list[p.AnyEvent], to_fd: bool, data: st.DataObject
 ) -> None:
     for event in events:
         if data.draw(st.booleans()):
             event.ts = ""  # the clock's (fixed here, so that both sides read the same)
-    kinds = (*stream._STAMP_KINDS[:-1], lambda: FIXED_CLOCK)
-    ours, python = _stamped_by_both(events, newline, kinds)
+    kinds = (*stream._STAMP_KINDS[:3], lambda: FIXED_CLOCK)
+    ours, python = _stamped_by_both(events, to_fd, kinds)
     assert ours == python
+    assert len(ours[5]) == (len(events) if to_fd else 0)  # type: ignore[arg-type]
+
+
+def _refuse_write(data: bytearray) -> int:
+    raise BrokenPipeError(32, "Broken pipe")
+
+
+@pytest.mark.parametrize(
+    "take", [lambda data: len(data) // 2, lambda data: len(data) - 1, lambda data: 0, _refuse_write]
+)
+def test_a_line_the_descriptor_takes_part_of_or_refuses_is_told_as_the_python_version_tells_it(
+    take: Any,
+) -> None:
+    """A partial write returns the bytes taken, for the stream to write the rest; a failed one raises. Either
+    way the event has its seq and is counted, as one written whole is."""
+    events: list[p.AnyEvent] = [
+        p.ToolCall(call_id="c", name="shell", arguments={}, ts=FIXED_CLOCK),
+        p.Message(message_id="m", role="assistant", content="done", ts=FIXED_CLOCK),
+    ]
+    ours, python = _stamped_by_both(events, True, stream._STAMP_KINDS, take)
+    assert ours == python
+    answers, _, next_seq, state, _, writes = ours
+    assert next_seq == 7 and state["open_calls"] == {"c": "shell"}  # type: ignore[index]
+    assert [fd for fd, _ in writes] == [7, 7] and all(line.endswith(b"\n") for _, line in writes)  # type: ignore[attr-defined]
+    if take is _refuse_write:
+        assert answers[0] == ("raised", BrokenPipeError, "[Errno 32] Broken pipe")  # type: ignore[index]
+    else:
+        assert answers[0] == ("returned", int, str(take(writes[0][1])))  # type: ignore[index]
 
 
 def _refusing_encoder(error: Exception) -> Any:
@@ -614,7 +651,7 @@ def test_an_event_the_encoder_refuses_takes_no_seq_and_its_error_is_returned(err
     events: list[p.AnyEvent] = [p.ToolCall(call_id="c", name="shell", arguments={}, ts=FIXED_CLOCK)]
     ours, python = _stamped_by_both(events, True, kinds)
     assert ours == python
-    assert ours[2] == 5 and ours[3]["open_calls"] == {}  # type: ignore[index]
+    assert ours[2] == 5 and ours[3]["open_calls"] == {} and ours[5] == []  # type: ignore[index]
 
 
 def test_an_error_of_another_kind_from_the_encoder_is_raised() -> None:
@@ -635,11 +672,18 @@ def test_a_stream_writes_a_surrogate_it_was_given_as_the_replacement_character()
 
 
 def test_stamping_refuses_arguments_of_the_wrong_kind() -> None:
-    good = (p.Usage(model="m"), p.Sequencer(), bytearray(), Tally(), True, stream._STAMP_KINDS)
+    good = (p.Usage(model="m"), p.Sequencer(), bytearray(), Tally(), -1, stream._STAMP_KINDS)
     assert speedups.stamp_line(*good) is None
     with pytest.raises(TypeError):
         speedups.stamp_line(*good[:5])
-    for at, wrong in [(2, b""), (5, stream._STAMP_KINDS[:-1]), (5, list(stream._STAMP_KINDS))]:
+    wrong_ones = [
+        (2, b""),
+        (4, True),
+        (4, "1"),
+        (5, stream._STAMP_KINDS[:-1]),
+        (5, list(stream._STAMP_KINDS)),
+    ]
+    for at, wrong in wrong_ones:
         with pytest.raises(TypeError):
             speedups.stamp_line(*good[:at], wrong, *good[at + 1 :])
 
@@ -1599,30 +1643,6 @@ def test_a_compact_chunk_of_the_open_run_is_read_in_c() -> None:
     assert [event.ts for event in decoder.drain()] == _STAMPS[:2]
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from(sorted(GEMINI_STREAMS)), st.data())
-def test_gemini_streams_read_the_same_with_either_twin(name: str, data: st.DataObject) -> None:
-    """Chunks are read in C; lines dropped, repeated, moved or replaced leave the decoder in the states the C
-    twin must hand back to decode_typed (an error held, a reply not under way, a turn not started)."""
-    stream = _shuffled(GEMINI_STREAMS[name], data, lambda line: data.draw(_GEMINI_LINES))
-    with_c = _read_steadily(stream, "gemini")
-    with python_twins():
-        assert _read_steadily(stream, "gemini") == with_c
-
-
-def test_the_realistic_gemini_session_reads_the_same_with_either_twin() -> None:
-    sys.path.insert(0, str(Path(__file__).parents[1] / "bench"))
-    try:
-        import realistic
-    finally:
-        sys.path.pop(0)
-    stream = realistic.generate("gemini", seed=3, size=256 << 10)
-    with_c = _read_steadily(stream, "gemini")
-    with python_twins():
-        assert _read_steadily(stream, "gemini") == with_c
-    assert sum(event["type"] == "message_delta" for event in with_c) >= 100  # type: ignore[index]
-
-
 class _Replying(GeminiDecoder):
     """A dialect that counts replies its own way."""
 
@@ -1633,3 +1653,221 @@ class _Replying(GeminiDecoder):
 def test_a_gemini_subclass_that_changes_a_skimmed_step_reads_every_line_itself() -> None:
     assert GeminiDecoder.typed_skim is not None
     assert _Replying.typed_skim is None
+
+
+# -- Codex's command items -----------------------------------------------------------------------------------
+
+CODEX_STREAMS = {
+    path.name: path.read_bytes().splitlines()
+    for path in [*sorted((FIXTURES / "codex").glob("*.ndjson")), FIXTURES.parent / "seeds" / "codex.ndjson"]
+    if path.exists()
+}
+
+
+def _command_line(phase: str, item_id: str = "item_1", **fields: Any) -> bytes:
+    item = {"id": item_id, "type": "command_execution", "command": "ls", **fields}
+    return msgspec.json.encode({"type": f"item.{phase}", "item": item})
+
+
+_CODEX_LINES = st.sampled_from(
+    [
+        _command_line("started", aggregated_output="", exit_code=None, status="in_progress"),
+        _command_line("updated", aggregated_output="a\n"),
+        _command_line("updated", aggregated_output="a\nb\n"),
+        _command_line("updated", aggregated_output="a"),  # shorter than what went out
+        _command_line("updated", aggregated_output=""),
+        _command_line("updated", aggregated_output=None),
+        _command_line("completed", aggregated_output="a\nb\n", exit_code=0, status="completed"),
+        _command_line("completed", aggregated_output="", exit_code=0, status="failed"),
+        _command_line("completed", aggregated_output="x", exit_code=2, status="failed"),
+        _command_line("completed", aggregated_output="x", exit_code=-1),
+        _command_line("completed", aggregated_output=None, exit_code=None, status="completed"),
+        _command_line("completed", aggregated_output="", exit_code=1, status="declined"),
+        _command_line("completed", command=None, exit_code=0),
+        _command_line("started", item_id="item_2", command=""),
+        _command_line("completed", item_id="item_2", exit_code=0),
+        _command_line("started", item_id=""),  # no id: ToolPairs makes one
+        _command_line("started", status="in_progress", extra=1),  # an unknown field: the careful path
+        _command_line("completed", exit_code=2**63),  # out of range: the careful path
+        b'{"type":"item.started","item":{"id":"item_3","type":"mcp_tool_call","server":"s","tool":"t"}}',
+        b'{"type":"item.completed","item":{"id":"item_4","type":"agent_message","text":"done"}}',
+        b'{"type":"item.completed","item":{"id":"item_4","type":"agent_message","text":null}}',
+        b'{"type":"item.completed","item":{"id":"item_4","type":"agent_message"}}',
+        b'{"type":"item.updated","item":{"id":"item_4","type":"agent_message","text":"do"}}',
+        b'{"type":"item.completed","item":{"id":"item_5","type":"reasoning","text":"thought"}}',
+        b'{"type":"item.updated","item":{"id":"item_5","type":"reasoning","text":"thinking"}}',
+        b'{"type":"item.completed","item":{"id":"item_6","type":"assistant_message","text":"old name"}}',
+        b'{"type":"item.completed","item":{"id":"item_4","type":"agent_message","text":"x","extra":1}}',
+        b'{"type":"turn.started"}',
+        b'{"type":"turn.completed","usage":{"input_tokens":5,"output_tokens":2}}',
+        b'{"type":"error","message":"Reconnecting... 1/5 in 200ms"}',
+        b"not json",
+    ]
+)
+
+
+@st.composite
+def codex_states(draw: st.DrawFn) -> dict[str, Any]:
+    """A Codex decoder anywhere a command line may find it: an error held, a delta run open, the turn started
+    or not, a field lost, the command shown so far (or another tool's pairs of another kind), or none."""
+
+    def usually(usual: Any, *unusual: Any) -> Any:
+        return draw(st.sampled_from(unusual)) if draw(st.integers(0, 3)) == 0 else usual
+
+    return {
+        "held": usually(False, True),
+        "run": usually(False, True),
+        "started": usually(True, False),
+        "lost": usually(False, True),
+        "shown": usually({}, {"item_1": 0}, {"item_1": 2}, {"item_1": 5}),
+        "open": usually({}, {"item_1": "command_execution"}, {"item_1": ""}),
+        "texts": usually({}, {"item_4": "do"}, {"item_5": "thinking"}),
+        "named": usually(
+            {}, {(False, "item_4"): "assistant"}, {(False, "item_4"): "user"}, {(True, "item_5"): ""}
+        ),
+        "line_ts": draw(st.none() | st.just("2025-01-01T00:00:00.000Z")),
+        "clock": draw(st.sampled_from(["", "2025-01-02T00:00:00.000Z"])),
+        "fatal": draw(st.booleans()),
+        "turn_ended": draw(st.booleans()),
+    }
+
+
+def _codex_decoder(state: dict[str, Any]) -> CodexDecoder:
+    decoder = CodexDecoder(session_id="ses_x")
+    decoder.started, decoder.line_ts, decoder._clock = state["started"], state["line_ts"], state["clock"]
+    decoder._lost = [(("item.started", "x"), "x was lost")] if state["lost"] else []
+    decoder._held = p.Error(code="x", message="held", recoverable=True) if state["held"] else None
+    decoder.last_fatal = p.Error(code="x", message="x", recoverable=False) if state["fatal"] else None
+    decoder.turn_ended = state["turn_ended"]
+    decoder._shown = dict(state["shown"])
+    decoder.tools._open = dict(state["open"])
+    decoder._texts = dict(state.get("texts", {}))
+    for (reasoning, run_id), role in state.get("named", {}).items():
+        decoder._named[(reasoning, run_id)] = kit._Run(reasoning, role or "assistant", run_id, None, ["d"])
+    if state["run"]:
+        decoder._run = kit._Run(False, "assistant", "run_x", None, ["open"])
+    return decoder
+
+
+def _codex_state(decoder: CodexDecoder) -> object:
+    return (
+        [msgspec.json.encode(event) for event in decoder.drain()],
+        decoder._shown,
+        decoder.tools._open,
+        decoder._texts,
+        sorted(decoder._named),
+        decoder._last_text,
+        decoder._held,
+        decoder._run is None,
+        decoder.line_ts,
+        decoder.started,
+        decoder.last_fatal,
+        decoder.turn_ended,
+        decoder.tally.open_calls,
+        decoder.tally.tools_used,
+        decoder.sequencer.next_seq,
+    )
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(codex_states(), st.lists(_CODEX_LINES, min_size=1, max_size=8))
+def test_the_codex_skim_leaves_a_decoder_as_decode_typed_does(
+    state: dict[str, Any], lines: list[bytes]
+) -> None:
+    _assert_skim_agrees(state, lines, CodexDecoder, _codex_decoder, _codex_state)
+
+
+def test_command_lines_are_read_in_c_up_to_the_first_other_line() -> None:
+    decoder = _codex_decoder(
+        {
+            "held": False,
+            "run": False,
+            "started": True,
+            "lost": False,
+            "shown": {},
+            "open": {},
+            "line_ts": None,
+        }
+        | {"clock": "2025-01-02T00:00:00.000Z", "fatal": False, "turn_ended": False}
+    )
+    lines = [
+        _command_line("started", aggregated_output=""),
+        _command_line("updated", aggregated_output="a\n"),
+        _command_line("completed", aggregated_output="a\nb\n", exit_code=3, status="failed"),
+        b'{"type":"turn.started"}',
+    ]
+    assert CodexDecoder.typed_skim is not None
+    index, line = CodexDecoder.typed_skim(decoder, lines, 0, CodexDecoder.typed_lines.decode)  # type: ignore[union-attr]
+    assert index == 3 and type(line).__name__ == "_TurnStarted"
+    events = decoder.drain()
+    assert [(event.type, event.seq) for event in events] == [
+        ("tool_call", 0),
+        ("tool_progress", 1),
+        ("tool_result", 2),
+    ]
+    assert (events[1].content, events[2].status, events[2].output, events[2].error) == (  # type: ignore[attr-defined]
+        "a\n",
+        "error",
+        "a\nb\n",
+        "exit code 3",
+    )
+    assert {event.ts for event in events} == {"2025-01-02T00:00:00.000Z"}
+    assert decoder._shown == {} and decoder.tools._open == {}
+
+
+class _OwnTools(CodexDecoder):
+    """A dialect that makes tool events its own way."""
+
+    def _tool_events(self, *args: Any) -> None:
+        super()._tool_events(*args)
+
+
+def test_a_codex_subclass_that_changes_a_skimmed_step_reads_every_line_itself() -> None:
+    assert CodexDecoder.typed_skim is not None
+    assert _OwnTools.typed_skim is None
+
+
+# -- the skims on whole streams --------------------------------------------------------------------------------
+
+SKIMMED_STREAMS = {
+    "gemini": (GEMINI_STREAMS, _GEMINI_LINES),
+    "codex": (CODEX_STREAMS, _CODEX_LINES),
+}
+"""Per dialect with a skim: its fixtures, and lines to put in them."""
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from(
+        [(dialect, name) for dialect, (streams, _) in SKIMMED_STREAMS.items() for name in streams]
+    ),
+    st.data(),
+)
+def test_streams_a_skim_reads_read_the_same_with_either_twin(
+    which: tuple[str, str], data: st.DataObject
+) -> None:
+    """Gemini's chunks and Codex's command and text items are read in C; lines dropped, repeated, moved or
+    replaced leave the decoder in the states the C twin must hand back to decode_typed (an error held, a reply
+    or turn not under way, an item never started)."""
+    dialect, name = which
+    streams, lines = SKIMMED_STREAMS[dialect]
+    stream = _shuffled(streams[name], data, lambda line: data.draw(lines))
+    with_c = _read_steadily(stream, dialect)
+    with python_twins():
+        assert _read_steadily(stream, dialect) == with_c
+
+
+@pytest.mark.parametrize(
+    ("dialect", "kind", "least"), [("gemini", "message_delta", 100), ("codex", "tool_progress", 20)]
+)
+def test_the_realistic_session_reads_the_same_with_either_twin(dialect: str, kind: str, least: int) -> None:
+    sys.path.insert(0, str(Path(__file__).parents[1] / "bench"))
+    try:
+        import realistic
+    finally:
+        sys.path.pop(0)
+    stream = realistic.generate(dialect, seed=3, size=256 << 10)
+    with_c = _read_steadily(stream, dialect)
+    with python_twins():
+        assert _read_steadily(stream, dialect) == with_c
+    assert sum(event["type"] == kind for event in with_c) >= least  # type: ignore[index]

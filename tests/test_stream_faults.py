@@ -171,3 +171,40 @@ with Stream("job") as s:
     assert code == 130, err
     assert [e["type"] for e in events] == ["start", "message", "error", "result"]
     assert b"not being read" not in err
+
+
+def test_a_line_a_descriptor_takes_only_part_of_is_finished_before_the_next(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pipe may take part of a long line (a write cut short by a signal): the rest goes out before anything
+    else, for an event written as it came and for one mended first (a lone surrogate)."""
+    import io
+    import os
+
+    from agentstream import protocol as p
+    from agentstream import stream
+    from agentstream.validate import validate_stream
+
+    def half_a_write(fd: int, data: bytearray) -> int:
+        return os.write(fd, bytes(data[: max(1, len(data) // 2)]))
+
+    monkeypatch.setattr(stream, "_STAMP_KINDS", (*stream._STAMP_KINDS[:4], half_a_write))
+    read_end, write_end = os.pipe()
+    try:
+        with stream.Stream("halves", out=write_end) as producer:
+            producer.message("x" * 5000)
+            producer.message("file \udc80.txt")
+            producer.log("done")
+        os.close(write_end)
+        write_end = -1
+        with os.fdopen(read_end, "rb") as pipe:
+            read_end = -1
+            written = pipe.read()
+    finally:
+        for fd in (read_end, write_end):
+            if fd >= 0:
+                os.close(fd)
+    events = [p.decode(line) for line in written.splitlines()]
+    assert [event.type for event in events] == ["start", "message", "message", "log", "result"]
+    assert events[2].content == "file \ufffd.txt"  # type: ignore[union-attr]
+    assert list(validate_stream(io.BytesIO(written))) == []

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from types import ModuleType
 
-INTERFACE = 10
+INTERFACE = 12
 """The ``INTERFACE`` of the ``_speedups.c`` this code was written with."""
 
 

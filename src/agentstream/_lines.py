@@ -383,13 +383,15 @@ def _count_lines(block: bytes | bytearray) -> int:
     return block.count(b"\n")
 
 
-_BLANK_LINE = re.compile(rb"\n[ \t\r]*\n")
-_BLANK_FIRST_LINE = re.compile(rb"[ \t\r]*\n")
+_BLANK_LINE = rb"\n[ \t\r]*\n"
+_BLANK_FIRST_LINE = rb"[ \t\r]*\n"
 
 
 def _has_blank_line(block: bytes | bytearray) -> bool:
-    """Whether a line of ``block`` (the first included) holds nothing but spaces, tabs and CRs."""
-    return _BLANK_FIRST_LINE.match(block) is not None or _BLANK_LINE.search(block) is not None
+    """Whether a line of ``block`` (the first included) holds nothing but spaces, tabs and CRs.
+
+    (The C twin's stand-in: its patterns are compiled by ``re``'s cache when first used, not at every start.)"""
+    return re.match(_BLANK_FIRST_LINE, block) is not None or re.search(_BLANK_LINE, block) is not None
 
 
 count_lines: Callable[[bytes | bytearray], int] = speedups.count_lines if speedups else _count_lines

@@ -23,10 +23,12 @@
 /* ---- fields of msgspec Structs, by offset ------------------------------------------------------ */
 
 enum {
-    F_V, F_SESSION_ID, F_SEQ, F_TS, F_MESSAGE_ID, F_REASONING_ID, F_CALL_ID, F_CONTENT, F_NAME, F_ROLE, N_FIELDS
+    F_V, F_SESSION_ID, F_SEQ, F_TS, F_MESSAGE_ID, F_REASONING_ID, F_CALL_ID, F_CONTENT, F_NAME, F_ROLE,
+    F_ITEM, F_ID, F_COMMAND, F_AGGREGATED_OUTPUT, F_STATUS, F_EXIT_CODE, F_TEXT, N_FIELDS /* the last 7: Codex's */
 };
-static const char *field_names[N_FIELDS] = {"v",          "session_id",   "seq",     "ts",      "message_id",
-                                            "reasoning_id", "call_id",    "content", "name",    "role"};
+static const char *field_names[N_FIELDS] = {
+    "v",    "session_id", "seq",     "ts",      "message_id",        "reasoning_id", "call_id",  "content",
+    "name", "role",       "item",    "id",      "command",           "aggregated_output", "status", "exit_code", "text"};
 static PyObject *field_keys[N_FIELDS];
 
 #define CACHED_TYPES 32
@@ -896,7 +898,7 @@ done:
 
 /* ---- the producer: an event stamped, encoded and tallied ------------------------------------------------- */
 
-enum { E_ENCODE_INTO, E_UNENCODABLE, E_TALLY, E_NOW_TS, N_EMIT_KINDS };
+enum { E_ENCODE_INTO, E_UNENCODABLE, E_TALLY, E_NOW_TS, E_WRITE, N_EMIT_KINDS };
 static PyObject *next_seq_key;
 
 /* The exception being raised, taken (with its traceback) as a new reference to return. */
@@ -910,8 +912,9 @@ static PyObject *take_exception(void) {
     return value;
 }
 
-PyDoc_STRVAR(stamp_line_doc, "stamp_line(event, sequencer, buffer, tally, newline, kinds) -> exception or None\n\n"
-                             "stream._stamp_line_py, in C.");
+PyDoc_STRVAR(stamp_line_doc,
+             "stamp_line(event, sequencer, buffer, tally, fd, kinds) -> exception, bytes written or None\n\n"
+             "stream._stamp_line_py, in C.");
 
 static PyObject *stamp_line(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 6) {
@@ -919,9 +922,7 @@ static PyObject *stamp_line(PyObject *self, PyObject *const *args, Py_ssize_t na
         return NULL;
     }
     PyObject *event = args[0], *sequencer = args[1], *buffer = args[2], *tally = args[3], *kinds_tuple = args[5];
-    int newline = PyObject_IsTrue(args[4]);
-    if (newline < 0) return NULL;
-    if (!PyByteArray_Check(buffer) || !PyTuple_CheckExact(kinds_tuple) ||
+    if (!PyLong_CheckExact(args[4]) || !PyByteArray_Check(buffer) || !PyTuple_CheckExact(kinds_tuple) ||
         PyTuple_GET_SIZE(kinds_tuple) != N_EMIT_KINDS) {
         PyErr_SetString(PyExc_TypeError, "stamp_line: arguments of the wrong kind");
         return NULL;
@@ -929,8 +930,10 @@ static PyObject *stamp_line(PyObject *self, PyObject *const *args, Py_ssize_t na
     PyObject *const *kinds = &PyTuple_GET_ITEM(kinds_tuple, 0);
     TypeSlots *slots = slots_of(Py_TYPE(event));
     PyObject *session = PyObject_GetAttr(sequencer, field_keys[F_SESSION_ID]), *seq = NULL, *ts = NULL;
-    PyObject *now = NULL, *encoded = NULL, *next = NULL, *result = NULL;
-    if (session == NULL || (seq = PyObject_GetAttr(sequencer, next_seq_key)) == NULL ||
+    PyObject *now = NULL, *encoded = NULL, *next = NULL, *written = NULL, *result = NULL;
+    long fd = PyLong_AsLong(args[4]);
+    int to_fd = fd >= 0;
+    if ((fd == -1 && PyErr_Occurred()) || session == NULL || (seq = PyObject_GetAttr(sequencer, next_seq_key)) == NULL ||
         set_slot_field(event, slots, F_SESSION_ID, session) < 0 || set_slot_field(event, slots, F_SEQ, seq) < 0 ||
         (ts = slot_field(event, slots, F_TS)) == NULL)
         goto done;
@@ -946,10 +949,18 @@ static PyObject *stamp_line(PyObject *self, PyObject *const *args, Py_ssize_t na
     }
     if ((next = PyNumber_Add(seq, one)) == NULL || PyObject_SetAttr(sequencer, next_seq_key, next) < 0) goto done;
     if (tally_event(tally, event, kinds[E_TALLY]) < 0) goto done;
-    if (newline) {
+    if (to_fd) { /* the line and its newline in one write (os.write: the GIL let go, EINTR retried) */
         Py_ssize_t size = PyByteArray_GET_SIZE(buffer);
         if (PyByteArray_Resize(buffer, size + 1) < 0) goto done;
         PyByteArray_AS_STRING(buffer)[size] = '\n';
+        PyObject *write_args[2] = {args[4], buffer};
+        if ((written = PyObject_Vectorcall(kinds[E_WRITE], write_args, 2, NULL)) == NULL) goto done;
+        Py_ssize_t count = PyLong_AsSsize_t(written);
+        if (count == -1 && PyErr_Occurred()) goto done;
+        if (count < size + 1) { /* a pipe took part of a long line: the caller writes the rest */
+            result = Py_NewRef(written);
+            goto done;
+        }
     }
     result = Py_NewRef(Py_None);
 done:
@@ -959,6 +970,7 @@ done:
     Py_XDECREF(now);
     Py_XDECREF(encoded);
     Py_XDECREF(next);
+    Py_XDECREF(written);
     return result;
 }
 
@@ -1080,12 +1092,13 @@ enum {
 enum {
     A_EVENT, A_DELTA, A_INDEX, A_TEXT_FIELD, A_THINKING_FIELD, A_CURRENT, A_STREAMS, A_STARTED, A_LOST, A_NAMED,
     A_PARTS, A_RUN_ID, A_ROLE, A_RUN_TS, A_LAST_FATAL, A_TURN_ENDED, A_SEQUENCER, A_NEXT_SEQ, A_LINE_TS,
-    A_CLOCK, A_OUT, A_RUN, A_TALLY, A_USAGE, A_HELD, A_IN_REPLY, A_ANSWER, A_REASONING, N_ATTRS
+    A_CLOCK, A_OUT, A_RUN, A_TALLY, A_USAGE, A_HELD, A_IN_REPLY, A_ANSWER, A_REASONING, A_TOOLS, A_OPEN, A_SHOWN,
+    A_TEXTS, A_LAST_TEXT, N_ATTRS
 };
 static const char *attr_names[N_ATTRS] = {
     "event", "delta", "index", "text", "thinking", "_current", "_streams", "started", "_lost", "_named", "parts",
     "run_id", "role", "ts", "last_fatal", "turn_ended", "sequencer", "next_seq", "line_ts", "_clock", "_out", "_run",
-    "tally", "_usage", "_held", "_in_reply", "_answer", "reasoning"};
+    "tally", "_usage", "_held", "_in_reply", "_answer", "reasoning", "tools", "_open", "_shown", "_texts", "_last_text"};
 static PyObject *attr_keys[N_ATTRS];
 static PyObject *message_delta_names, *reasoning_delta_names, *generic_event_names, *status_names[2];
 /* events' keyword names (status_names: without the message, with it) */
@@ -1094,6 +1107,42 @@ static PyObject *thinking_tokens_keys[4]; /* the data a thinking_tokens line giv
 
 #define GET(obj, a) PyObject_GetAttr((obj), attr_keys[a])
 #define SET(obj, a, value) PyObject_SetAttr((obj), attr_keys[a], (value))
+
+/* `event` in the session at *next_seq (which moves on), at `ts` (NULL: now, from `protocol`), queued on `out`:
+ * what EventDecoder._stamp does to an event of an open turn once it is tallied. 0, or -1 on an error. */
+static int stamp_queued(PyObject *event, PyObject *session, PyObject **next_seq, PyObject *ts, PyObject *protocol,
+                        PyObject *out) {
+    PyObject *now = NULL, *next = NULL;
+    int outcome = -1;
+    if (ts == NULL && (now = PyObject_CallMethodNoArgs(protocol, now_ts_key)) == NULL) return -1;
+    TypeSlots *slots = slots_of(Py_TYPE(event));
+    if (set_slot_field(event, slots, F_SESSION_ID, session) == 0 &&
+        set_slot_field(event, slots, F_SEQ, *next_seq) == 0 &&
+        set_slot_field(event, slots, F_TS, now != NULL ? now : ts) == 0 &&
+        (next = PyNumber_Add(*next_seq, one)) != NULL && PyList_Append(out, event) == 0) {
+        Py_SETREF(*next_seq, next);
+        next = NULL;
+        outcome = 0;
+    }
+    Py_XDECREF(now);
+    Py_XDECREF(next);
+    return outcome;
+}
+
+/* The time a decoder stamps its events with: the line's own, else the reading's clock (a new reference in
+ * *ts), else NULL (now, read per event). 0, or -1 on an error. */
+static int reading_time(PyObject *decoder, PyObject **ts) {
+    static const int sources[2] = {A_LINE_TS, A_CLOCK};
+    for (int k = 0; k < 2 && *ts == NULL; k++) {
+        PyObject *value = GET(decoder, sources[k]);
+        if (value == NULL) return -1;
+        int truthy = PyObject_IsTrue(value);
+        if (truthy > 0) *ts = value;
+        else Py_DECREF(value);
+        if (truthy < 0) return -1;
+    }
+    return 0;
+}
 
 /* What the skim reads of a decoder once per call: none of it changes while deltas of open runs are read
  * (their steps change the runs' parts, the seq and the queue, and set last_fatal and turn_ended). */
@@ -1147,16 +1196,7 @@ static int skim_init(Skim *skim, PyObject *decoder) {
     int is_started = PyObject_IsTrue(started), is_lost = PyObject_IsTrue(lost);
     if (is_started < 0 || is_lost < 0) goto done;
     skim->inline_stamps = is_started && !is_lost && PyDict_Check(skim->named) && PyList_Check(skim->out);
-    /* an event's time: the line's own, else the reading's clock, else now (read per event) */
-    static const int sources[2] = {A_LINE_TS, A_CLOCK};
-    for (int k = 0; k < 2 && skim->ts == NULL; k++) {
-        PyObject *value = GET(decoder, sources[k]);
-        if (value == NULL) goto done;
-        int truthy = PyObject_IsTrue(value);
-        if (truthy > 0) skim->ts = value;
-        else Py_DECREF(value);
-        if (truthy < 0) goto done;
-    }
+    if (reading_time(decoder, &skim->ts) < 0) goto done;
     PyObject *run = GET(decoder, A_RUN);
     if (run == NULL) goto done;
     int run_open = run != Py_None;
@@ -1594,23 +1634,10 @@ static int scan_line(const char *bytes, Py_ssize_t size, Scanned *scanned) {
 
 /* `event` stamped and queued as EventDecoder._stamp does once started: 0, or -1 on an error. */
 static int queue_event(Skim *skim, PyObject *event) {
-    PyObject *now = NULL, *next = NULL;
-    int outcome = -1;
-    if (skim->ts == NULL && (now = PyObject_CallMethodNoArgs(skim->kinds[C_PROTOCOL], now_ts_key)) == NULL) goto done;
-    TypeSlots *slots = slots_of(Py_TYPE(event));
-    if (set_slot_field(event, slots, F_SESSION_ID, skim->session) < 0 ||
-        set_slot_field(event, slots, F_SEQ, skim->next_seq) < 0 ||
-        set_slot_field(event, slots, F_TS, now != NULL ? now : skim->ts) < 0 ||
-        (next = PyNumber_Add(skim->next_seq, one)) == NULL || PyList_Append(skim->out, event) < 0)
-        goto done;
-    Py_SETREF(skim->next_seq, next);
-    next = NULL;
+    if (stamp_queued(event, skim->session, &skim->next_seq, skim->ts, skim->kinds[C_PROTOCOL], skim->out) < 0)
+        return -1;
     skim->queued++;
-    outcome = 0;
-done:
-    Py_XDECREF(now);
-    Py_XDECREF(next);
-    return outcome;
+    return 0;
 }
 
 /* The delta event of `run` (a kit._Run) for `text`, stamped and queued as EventDecoder.delta does: 0, or -1
@@ -1912,25 +1939,18 @@ static int gemini_ready(GeminiSkim *skim, PyObject *decoder, PyObject *const *ki
 static int gemini_chunk(GeminiSkim *skim, PyObject *decoder, PyObject *const *kinds, PyObject *ts, PyObject *text) {
     if (!skim->ready && gemini_ready(skim, decoder, kinds) < 0) return -1;
     if (!skim->usable) return 0;
-    PyObject *values[3] = {skim->run_id, skim->role, text}, *next = NULL;
+    PyObject *values[3] = {skim->run_id, skim->role, text};
     PyObject *event = NULL;
     int outcome = -1;
     if (PyList_Append(skim->answer, text) < 0 || PyList_Append(skim->parts, text) < 0 ||
-        (event = PyObject_Vectorcall(kinds[G_MESSAGE_DELTA], values, 0, message_delta_names)) == NULL)
+        (event = PyObject_Vectorcall(kinds[G_MESSAGE_DELTA], values, 0, message_delta_names)) == NULL ||
+        stamp_queued(event, skim->session, &skim->next_seq, ts, NULL, skim->out) < 0)
         goto done;
-    TypeSlots *slots = slots_of(Py_TYPE(event));
-    if (set_slot_field(event, slots, F_SESSION_ID, skim->session) < 0 ||
-        set_slot_field(event, slots, F_SEQ, skim->next_seq) < 0 || set_slot_field(event, slots, F_TS, ts) < 0 ||
-        (next = PyNumber_Add(skim->next_seq, one)) == NULL || PyList_Append(skim->out, event) < 0)
-        goto done;
-    Py_SETREF(skim->next_seq, next);
-    next = NULL;
     Py_XSETREF(skim->last_ts, Py_NewRef(ts));
     skim->queued++;
     outcome = 1;
 done:
     Py_XDECREF(event);
-    Py_XDECREF(next);
     return outcome;
 }
 
@@ -1989,6 +2009,282 @@ done:
     return answer;
 }
 
+/* ---- the Codex dialect: command items, messages and reasoning ------------------------------------------------
+ * Most lines of a `codex exec --json` session are a command's: its item.started, its item.updated lines (the
+ * output so far) and its item.completed; most others are a completed agent message or reasoning item. Typed by
+ * msgspec as decode_typed has them, each becomes the events CodexDecoder._tool_events or _text_item makes of
+ * it, tallied and stamped as EventDecoder._stamp does; any other line, and any line while the decoder is not in
+ * the state those steps assume, goes to decode_typed. */
+
+enum {
+    X_STARTED, X_UPDATED, X_COMPLETED, X_COMMAND_ITEM, X_TOOL_PAIRS, X_TOOL_CALL, X_TOOL_PROGRESS, X_TOOL_RESULT,
+    X_UNDECODED, X_TALLY, X_PROTOCOL, X_COMMAND, X_NEVER_FINISHED, X_MESSAGE_ITEM, X_REASONING_ITEM, X_MESSAGE,
+    X_REASONING, N_CODEX
+};
+static PyObject *tool_call_names, *tool_progress_names, *tool_result_names[2]; /* [1]: with the error */
+static PyObject *zero, *unknown_text, *declined_text;
+static PyObject *tool_status_text[4]; /* "denied", "cancelled", "success", "error" */
+
+/* What the skim reads of a decoder once per call, at its first command line. */
+typedef struct {
+    PyObject *shown, *open, *texts, *named, *out, *tally, *sequencer, *session, *next_seq, *ts;
+    PyObject *last_text; /* the last agent message's text: the decoder's _last_text, written back at the end */
+    int usable; /* the decoder is as those steps assume: no error held, no delta run open, started, nothing lost */
+    int ready;
+    Py_ssize_t queued;
+} CodexSkim;
+
+static void codex_clear(CodexSkim *skim) {
+    PyObject **held[] = {&skim->shown,   &skim->open,      &skim->texts,   &skim->named,    &skim->out,
+                         &skim->tally,   &skim->sequencer, &skim->session, &skim->next_seq, &skim->ts,
+                         &skim->last_text};
+    for (size_t i = 0; i < sizeof held / sizeof held[0]; i++) Py_CLEAR(*held[i]);
+}
+
+static int codex_ready(CodexSkim *skim, PyObject *decoder, PyObject *const *kinds) {
+    skim->ready = 1;
+    PyObject *held = GET(decoder, A_HELD);
+    if (held == NULL) return -1;
+    int idle = held == Py_None;
+    Py_DECREF(held);
+    PyObject *run = idle ? GET(decoder, A_RUN) : NULL;
+    if (idle && run == NULL) return -1;
+    int no_run = run == Py_None;
+    Py_XDECREF(run);
+    int started = no_run ? attr_truth(decoder, A_STARTED) : 0;
+    int lost = started > 0 ? attr_truth(decoder, A_LOST) : 1;
+    if (started < 0 || lost < 0) return -1;
+    if (!started || lost) return 0;
+    PyObject *tools = GET(decoder, A_TOOLS);
+    if (tools == NULL) return -1;
+    if (Py_TYPE(tools) == (PyTypeObject *)kinds[X_TOOL_PAIRS]) skim->open = GET(tools, A_OPEN);
+    Py_DECREF(tools);
+    if (skim->open == NULL) return PyErr_Occurred() ? -1 : 0;
+    if ((skim->shown = GET(decoder, A_SHOWN)) == NULL || (skim->texts = GET(decoder, A_TEXTS)) == NULL ||
+        (skim->named = GET(decoder, A_NAMED)) == NULL || (skim->out = GET(decoder, A_OUT)) == NULL ||
+        (skim->tally = GET(decoder, A_TALLY)) == NULL || (skim->sequencer = GET(decoder, A_SEQUENCER)) == NULL ||
+        (skim->session = field(skim->sequencer, F_SESSION_ID)) == NULL ||
+        (skim->next_seq = GET(skim->sequencer, A_NEXT_SEQ)) == NULL || reading_time(decoder, &skim->ts) < 0)
+        return -1;
+    skim->usable = PyDict_CheckExact(skim->shown) && PyDict_CheckExact(skim->open) &&
+                   PyDict_CheckExact(skim->texts) && PyDict_CheckExact(skim->named) && PyList_Check(skim->out);
+    return 0;
+}
+
+/* `event` (a new reference, or NULL after an error, taken either way) tallied, stamped and queued. */
+static int codex_queue(CodexSkim *skim, PyObject *const *kinds, PyObject *event) {
+    if (event == NULL) return -1;
+    int outcome = tally_event(skim->tally, event, kinds[X_TALLY]) < 0 ||
+                          stamp_queued(event, skim->session, &skim->next_seq, skim->ts, kinds[X_PROTOCOL], skim->out) < 0
+                      ? -1
+                      : 0;
+    Py_DECREF(event);
+    if (outcome == 0) skim->queued++;
+    return outcome;
+}
+
+/* The tool_result of a completed command, as _command_result and ToolPairs.finished make it (a new reference). */
+static PyObject *command_result(CodexSkim *skim, PyObject *const *kinds, PyObject *item, TypeSlots *slots,
+                                PyObject *id, PyObject *output) {
+    PyObject *status = slot_field(item, slots, F_STATUS), *exit_code = NULL, *error = NULL, *name = NULL;
+    PyObject *event = NULL;
+    if (status == NULL || (exit_code = slot_field(item, slots, F_EXIT_CODE)) == NULL) goto done;
+    int is_str = PyUnicode_Check(status);
+    int outcome; /* an index into tool_status_text */
+    if (is_str && PyUnicode_CompareWithASCIIString(status, "declined") == 0) {
+        outcome = 0;
+        error = Py_NewRef(declined_text);
+    } else if (exit_code == Py_None) {
+        outcome = 1;
+        error = Py_NewRef(kinds[X_NEVER_FINISHED]);
+    } else {
+        int zero_code = PyObject_RichCompareBool(exit_code, zero, Py_EQ);
+        if (zero_code < 0) goto done;
+        int failed = is_str && PyUnicode_CompareWithASCIIString(status, "failed") == 0;
+        outcome = zero_code && !failed ? 2 : 3;
+        if (outcome == 3 && (error = PyUnicode_FromFormat("exit code %S", exit_code)) == NULL) goto done;
+    }
+    PyObject *known = PyDict_GetItemWithError(skim->open, id); /* ToolPairs.finished(id, None) */
+    if (known == NULL && PyErr_Occurred()) goto done;
+    int named = known != NULL ? PyObject_IsTrue(known) : 0;
+    if (named < 0) goto done;
+    name = Py_NewRef(named ? known : unknown_text);
+    if (known != NULL && PyDict_DelItem(skim->open, id) < 0) goto done;
+    PyObject *text = output != Py_None ? output : empty_text; /* output or "" */
+    PyObject *values[5] = {id, name, tool_status_text[outcome], text, error};
+    event = PyObject_Vectorcall(kinds[X_TOOL_RESULT], values, 0, tool_result_names[error != NULL]);
+done:
+    Py_XDECREF(status);
+    Py_XDECREF(exit_code);
+    Py_XDECREF(error);
+    Py_XDECREF(name);
+    return event;
+}
+
+/* A command item's line (`phase`: X_STARTED, X_UPDATED or X_COMPLETED): its events queued as _tool_events
+ * queues them (1); 0 when decode_typed's own steps must read it; -1 on an error. */
+static int codex_command(CodexSkim *skim, PyObject *decoder, PyObject *const *kinds, int phase, PyObject *item) {
+    if (!skim->ready && codex_ready(skim, decoder, kinds) < 0) return -1;
+    if (!skim->usable) return 0;
+    TypeSlots *slots = slots_of(Py_TYPE(item));
+    PyObject *id = slot_field(item, slots, F_ID), *output = NULL, *command = NULL, *arguments = NULL;
+    PyObject *size = NULL;
+    int outcome = -1;
+    if (id == NULL || (output = slot_field(item, slots, F_AGGREGATED_OUTPUT)) == NULL) goto done;
+    if (!PyUnicode_CheckExact(id) || PyUnicode_GET_LENGTH(id) == 0 || (output != Py_None && !PyUnicode_Check(output))) {
+        outcome = 0; /* a call without an id gets a new one: ToolPairs.called's to make */
+        goto done;
+    }
+    PyObject *shown = PyDict_GetItemWithError(skim->shown, id);
+    Py_ssize_t already = 0;
+    if (shown == NULL) {
+        if (PyErr_Occurred() || (command = slot_field(item, slots, F_COMMAND)) == NULL ||
+            (arguments = PyDict_New()) == NULL ||
+            PyDict_SetItem(arguments, field_keys[F_COMMAND], command == Py_None ? empty_text : command) < 0 ||
+            PyDict_SetItem(skim->shown, id, zero) < 0 || PyDict_SetItem(skim->open, id, kinds[X_COMMAND]) < 0)
+            goto done;
+        PyObject *values[3] = {id, kinds[X_COMMAND], arguments};
+        if (codex_queue(skim, kinds, PyObject_Vectorcall(kinds[X_TOOL_CALL], values, 0, tool_call_names)) < 0)
+            goto done;
+    } else if (!PyLong_CheckExact(shown) || ((already = PyLong_AsSsize_t(shown)) == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        outcome = 0;
+        goto done;
+    }
+    if (phase == X_UPDATED && output != Py_None && PyUnicode_GET_LENGTH(output) > 0 &&
+        PyUnicode_GET_LENGTH(output) > already) {
+        Py_ssize_t length = PyUnicode_GET_LENGTH(output);
+        PyObject *content = PyUnicode_Substring(output, already, length);
+        if (content == NULL) goto done;
+        PyObject *values[2] = {id, content};
+        int queued = codex_queue(skim, kinds, PyObject_Vectorcall(kinds[X_TOOL_PROGRESS], values, 0,
+                                                                   tool_progress_names));
+        Py_DECREF(content);
+        if (queued < 0 || (size = PyLong_FromSsize_t(length)) == NULL || PyDict_SetItem(skim->shown, id, size) < 0)
+            goto done;
+    }
+    if (phase == X_COMPLETED && (PyDict_DelItem(skim->shown, id) < 0 ||
+                                 codex_queue(skim, kinds, command_result(skim, kinds, item, slots, id, output)) < 0))
+        goto done;
+    outcome = 1;
+done:
+    Py_XDECREF(id);
+    Py_XDECREF(output);
+    Py_XDECREF(command);
+    Py_XDECREF(arguments);
+    Py_XDECREF(size);
+    return outcome;
+}
+
+/* A completed agent message or reasoning item: its complete event queued as _text_item and complete queue it
+ * (1); 0 when decode_typed's own steps must read it; -1 on an error. */
+static int codex_text(CodexSkim *skim, PyObject *decoder, PyObject *const *kinds, int reasoning, PyObject *item) {
+    if (!skim->ready && codex_ready(skim, decoder, kinds) < 0) return -1;
+    if (!skim->usable) return 0;
+    TypeSlots *slots = slots_of(Py_TYPE(item));
+    PyObject *id = slot_field(item, slots, F_ID), *text = NULL, *key = NULL, *run = NULL, *role = NULL;
+    int outcome = -1;
+    if (id == NULL || (text = slot_field(item, slots, F_TEXT)) == NULL) goto done;
+    if (text == Py_None) Py_SETREF(text, Py_NewRef(empty_text)); /* item.text or "" */
+    if (!PyUnicode_Check(text)) {
+        outcome = 0;
+        goto done;
+    }
+    if (PyDict_DelItem(skim->texts, id) < 0) { /* self._texts.pop(item_id, None) */
+        if (!PyErr_ExceptionMatches(PyExc_KeyError)) goto done;
+        PyErr_Clear();
+    }
+    if (!reasoning) Py_XSETREF(skim->last_text, Py_NewRef(text));
+    /* complete(): the named run of this id (its role), else a new one of the assistant's */
+    if ((key = PyTuple_Pack(2, reasoning ? Py_True : Py_False, id)) == NULL) goto done;
+    run = PyDict_GetItemWithError(skim->named, key);
+    if (run == NULL && PyErr_Occurred()) goto done;
+    Py_XINCREF(run);
+    if (run != NULL && PyDict_DelItem(skim->named, key) < 0) goto done;
+    if (reasoning) {
+        PyObject *values[2] = {id, text};
+        outcome = codex_queue(skim, kinds, PyObject_Vectorcall(kinds[X_REASONING], values, 0, reasoning_delta_names));
+    } else {
+        if ((role = run != NULL ? GET(run, A_ROLE) : Py_NewRef(assistant_text)) == NULL) goto done;
+        PyObject *values[3] = {id, role, text};
+        outcome = codex_queue(skim, kinds, PyObject_Vectorcall(kinds[X_MESSAGE], values, 0, message_delta_names));
+    }
+    if (outcome == 0) outcome = 1;
+done:
+    Py_XDECREF(id);
+    Py_XDECREF(text);
+    Py_XDECREF(key);
+    Py_XDECREF(run);
+    Py_XDECREF(role);
+    return outcome;
+}
+
+/* What the steps set on the decoder and its sequencer, as they leave them: 0, or -1. */
+static int codex_finish(CodexSkim *skim, PyObject *decoder) {
+    if (skim->last_text != NULL && SET(decoder, A_LAST_TEXT, skim->last_text) < 0) return -1;
+    if (skim->queued == 0) return 0;
+    return SET(decoder, A_LAST_FATAL, Py_None) < 0 || SET(decoder, A_TURN_ENDED, Py_False) < 0 ||
+                   SET(skim->sequencer, A_NEXT_SEQ, skim->next_seq) < 0
+               ? -1
+               : 0;
+}
+
+PyDoc_STRVAR(codex_skim_doc,
+             "codex_skim(kinds, decoder, lines, index, decode) -> (index, line)\n\n"
+             "From lines[index] on, the lines of command items and of completed agent messages and reasoning, read "
+             "as decode_typed reads them; then the index of "
+             "the first other line with that line typed by decode (kinds' UNDECODED when decode refused it), or "
+             "(len(lines), None).");
+
+static PyObject *codex_skim(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != N_CODEX || !PyList_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "codex_skim(kinds, decoder, lines, index, decode)");
+        return NULL;
+    }
+    PyObject *const *kinds = &PyTuple_GET_ITEM(args[0], 0);
+    PyObject *decoder = args[1], *lines = args[2], *decode = args[4], *answer = NULL;
+    Py_ssize_t index = PyLong_AsSsize_t(args[3]);
+    if (index == -1 && PyErr_Occurred()) return NULL;
+    CodexSkim skim = {.queued = 0};
+    for (; index < PyList_GET_SIZE(lines); index++) {
+        PyObject *data = Py_NewRef(PyList_GET_ITEM(lines, index));
+        PyObject *line = PyObject_CallOneArg(decode, data);
+        Py_DECREF(data);
+        if (line == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_Exception)) goto done;
+            PyErr_Clear(); /* not one of the common shapes: the careful path reads it or says why not */
+            answer = Py_BuildValue("nO", index, kinds[X_UNDECODED]);
+            goto done;
+        }
+        PyObject *kind = (PyObject *)Py_TYPE(line);
+        int phase = kind == kinds[X_STARTED] ? X_STARTED : kind == kinds[X_UPDATED] ? X_UPDATED
+                  : kind == kinds[X_COMPLETED] ? X_COMPLETED : -1;
+        int read = 0;
+        if (phase >= 0) {
+            PyObject *item = field(line, F_ITEM), *item_kind = item != NULL ? (PyObject *)Py_TYPE(item) : NULL;
+            if (item == NULL) read = -1;
+            else if (item_kind == kinds[X_COMMAND_ITEM]) read = codex_command(&skim, decoder, kinds, phase, item);
+            else if (phase == X_COMPLETED && (item_kind == kinds[X_MESSAGE_ITEM] || item_kind == kinds[X_REASONING_ITEM]))
+                read = codex_text(&skim, decoder, kinds, item_kind == kinds[X_REASONING_ITEM], item);
+            Py_XDECREF(item);
+        }
+        if (read < 0) {
+            Py_DECREF(line);
+            goto done;
+        }
+        if (read == 0) {
+            answer = Py_BuildValue("nN", index, line);
+            goto done;
+        }
+        Py_DECREF(line);
+    }
+    answer = Py_BuildValue("nO", index, Py_None);
+done:
+    if (codex_finish(&skim, decoder) < 0) Py_CLEAR(answer);
+    codex_clear(&skim);
+    return answer;
+}
+
 /* ---- module ------------------------------------------------------------------------------------ */
 
 static PyMethodDef methods[] = {
@@ -2006,6 +2302,7 @@ static PyMethodDef methods[] = {
     {"stamp_line", (PyCFunction)(void (*)(void))stamp_line, METH_FASTCALL, stamp_line_doc},
     {"claude_skim", (PyCFunction)(void (*)(void))claude_skim, METH_FASTCALL, claude_skim_doc},
     {"gemini_skim", (PyCFunction)(void (*)(void))gemini_skim, METH_FASTCALL, gemini_skim_doc},
+    {"codex_skim", (PyCFunction)(void (*)(void))codex_skim, METH_FASTCALL, codex_skim_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -2053,6 +2350,20 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     if (message_delta_names == NULL || reasoning_delta_names == NULL || generic_event_names == NULL ||
         status_names[0] == NULL || status_names[1] == NULL || idle_text == NULL || empty_text == NULL)
         return NULL;
+    tool_call_names = Py_BuildValue("(sss)", "call_id", "name", "arguments");
+    tool_progress_names = Py_BuildValue("(ss)", "call_id", "content");
+    tool_result_names[0] = Py_BuildValue("(ssss)", "call_id", "name", "status", "output");
+    tool_result_names[1] = Py_BuildValue("(sssss)", "call_id", "name", "status", "output", "error");
+    zero = PyLong_FromLong(0);
+    unknown_text = PyUnicode_InternFromString("unknown");
+    declined_text = PyUnicode_InternFromString("the command was declined");
+    static const char *statuses[4] = {"denied", "cancelled", "success", "error"};
+    for (int k = 0; k < 4; k++) {
+        if ((tool_status_text[k] = PyUnicode_InternFromString(statuses[k])) == NULL) return NULL;
+    }
+    if (tool_call_names == NULL || tool_progress_names == NULL || tool_result_names[0] == NULL ||
+        tool_result_names[1] == NULL || zero == NULL || unknown_text == NULL || declined_text == NULL)
+        return NULL;
     static const char *data_keys[4] = {"estimated_tokens", "estimated_tokens_delta", "status", "message"};
     for (int k = 0; k < 4; k++) {
         if ((thinking_tokens_keys[k] = PyUnicode_InternFromString(data_keys[k])) == NULL) return NULL;
@@ -2060,6 +2371,6 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     PyObject *created = PyModule_Create(&module);
     /* Bumped with every change of a function's arguments or meaning: _accel.py uses a build of this file
      * only if it says the number it expects (an editable install keeps an old build until rebuilt). */
-    if (created != NULL && PyModule_AddIntConstant(created, "INTERFACE", 10) < 0) Py_CLEAR(created);
+    if (created != NULL && PyModule_AddIntConstant(created, "INTERFACE", 12) < 0) Py_CLEAR(created);
     return created;
 }

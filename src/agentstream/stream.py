@@ -578,7 +578,7 @@ class Stream:
         """Stamp and write one event now. Safe from any thread or task.
 
         This is the producer's hot path: one step (:func:`_stamp_line`, in C when built) stamps the event in
-        place as :meth:`Sequencer.stamp` does, encodes and tallies it; then one write per line.
+        place as :meth:`Sequencer.stamp` does, encodes and tallies it and, to a descriptor, writes its line.
         """
         lock = self._lock
         lock.acquire()  # not ``with``: its enter and exit calls cost about a tenth of an emit
@@ -594,24 +594,16 @@ class Stream:
                     self._check_guarded(event)
                 if self._redact is not None:
                     self._redact(event)
-            buffer, fd = self._buffer, self._fast_fd
-            # Canonical lines to a descriptor: the line goes into the reused buffer, newline and all, one write.
-            unencodable = _stamp_line(event, self._sequencer, buffer, self.tally, fd >= 0, _STAMP_KINDS)
-            if unencodable is not None:
-                _make_encodable(event, unencodable)
-                unencodable = _stamp_line(event, self._sequencer, buffer, self.tally, fd >= 0, _STAMP_KINDS)
-                if unencodable is not None:
-                    raise unencodable
-            failed: OutputFailed | None = None
-            if fd >= 0:
-                try:
-                    written = _os_write(fd, buffer)
-                except OSError as exc:
-                    failed = output_failure(exc)
-                else:
-                    if written < len(buffer):
-                        failed = self._write_rest(buffer, written)
-            elif not self._output_closed:
+            fd = self._fast_fd
+            # Canonical lines to a descriptor: the line goes into the reused buffer, newline and all, and out in
+            # one write, all in the one step.
+            undone: Exception | int | OutputFailed | None
+            try:
+                undone = _stamp_line(event, self._sequencer, self._buffer, self.tally, fd, _STAMP_KINDS)
+            except OSError as exc:
+                undone = output_failure(exc)
+            failed = None if undone is None else self._finish_line(event, undone)
+            if fd < 0 and not self._output_closed:
                 failed = self._write(event)
             if failed is not None:
                 self._write_failed(failed)
@@ -663,6 +655,22 @@ class Stream:
         self._fast_fd = -1
         self._output_closed = True
         self._output_failure = self._output_failure or failure
+
+    def _finish_line(self, event: p.Event, undone: Exception | int | OutputFailed) -> OutputFailed | None:
+        """What :func:`_stamp_line` left undone: a write that failed (its failure), the part of a long line a pipe
+        did not take (written now), or an event JSON cannot carry as it is (mended, then stamped again)."""
+        if isinstance(undone, OutputFailed):
+            return undone
+        if isinstance(undone, int):
+            return self._write_rest(self._buffer, undone)
+        _make_encodable(event, undone)
+        try:
+            again = _stamp_line(event, self._sequencer, self._buffer, self.tally, self._fast_fd, _STAMP_KINDS)
+        except OSError as exc:
+            return output_failure(exc)
+        if isinstance(again, Exception):
+            raise again
+        return None if again is None else self._write_rest(self._buffer, again)
 
     def _write_rest(self, buffer: bytearray, written: int) -> OutputFailed | None:
         """A pipe took only part of a long line: finish it before anything else is written."""
@@ -1078,15 +1086,14 @@ def _private_stdout(*, isolate: bool) -> int:
 _KEPT_BUFFER_BYTES: Final = 1 << 20
 """The size up to which the reused line buffer keeps its memory while observers (the bus) take an event."""
 _encode_into = msgspec.json.Encoder().encode_into
-_os_write = os.write
 _now_ts = p.now_ts
 """Module globals, one lookup each on the producer's hot path."""
 _GUARDED: frozenset[type[p.BaseEvent]] = frozenset({p.Start, p.Result, p.Usage})
 """What :meth:`Stream.emit` checks, although it checks nothing else: each could make the run's start or result invalid."""
 _UNCHECKED: frozenset[type[p.BaseEvent]] = frozenset(p.EVENT_CLASSES) - _GUARDED
 _UNENCODABLE: Final = (TypeError, ValueError, OverflowError, msgspec.EncodeError)
-_STAMP_KINDS: Final = (_encode_into, _UNENCODABLE, TALLY_KINDS, _now_ts)
-"""What :func:`_stamp_line` encodes, counts and reads the clock with (the C twin takes it as an argument)."""
+_STAMP_KINDS: Final = (_encode_into, _UNENCODABLE, TALLY_KINDS, _now_ts, os.write)
+"""What :func:`_stamp_line` encodes, counts, reads the clock and writes with (the C twin takes it as an argument)."""
 
 
 def _stamp_line_py(
@@ -1094,13 +1101,14 @@ def _stamp_line_py(
     sequencer: p.Sequencer,
     buffer: bytearray,
     tally: Tally,
-    newline: bool,
+    fd: int,
     kinds: tuple[Any, ...],
-) -> Exception | None:
+) -> Exception | int | None:
     """Stamp ``event`` into the session at the next seq (at the time it carries, else now) and encode it into
-    ``buffer`` (with a newline when asked); then it takes the seq and is tallied. An event the encoder refuses
-    takes neither: that error is returned, for :func:`_make_encodable` to mend or word."""
-    encode_into, unencodable, _, now_ts = kinds
+    ``buffer``; then it takes the seq and is tallied, and with an ``fd`` (not -1) goes out as one line in one
+    write. An event the encoder refuses takes neither: that error is returned, for :func:`_make_encodable` to
+    mend or word. A write that fails raises; one a pipe took only part of returns the bytes it took."""
+    encode_into, unencodable, _, now_ts, write = kinds
     event.session_id = sequencer.session_id
     event.seq = sequencer.next_seq
     if not event.ts:
@@ -1111,12 +1119,14 @@ def _stamp_line_py(
         return cast(Exception, exc)
     sequencer.next_seq += 1
     tally_add(tally, event)
-    if newline:
-        buffer.append(10)
-    return None
+    if fd < 0:
+        return None
+    buffer.append(10)
+    written: int = write(fd, buffer)
+    return None if written == len(buffer) else written
 
 
-_stamp_line: Callable[..., Exception | None] = speedups.stamp_line if speedups else _stamp_line_py
+_stamp_line: Callable[..., Exception | int | None] = speedups.stamp_line if speedups else _stamp_line_py
 
 
 def _make_encodable(event: p.Event, exc: Exception) -> None:
@@ -1134,6 +1144,7 @@ _CRITICAL_CODE = frozenset(
     {
         Stream.emit.__code__,
         _stamp_line_py.__code__,
+        Stream._finish_line.__code__,
         Stream._write.__code__,
         Stream._write_rest.__code__,
         Stream.fail.__code__,

@@ -220,7 +220,7 @@ class _LinesOut:
     def _write_canonical(self, batch: list[AnyEvent]) -> None:
         from agentstream import protocol as p
 
-        if any(type(event) is p.UnknownEvent for event in batch):
+        if p.UnknownEvent in map(type, batch):  # the scan in C
             self._writer.write(b"".join(map(p.encode_line, batch)))
         else:
             self._writer.write(p.JSON_ENCODER.encode_lines(batch))

@@ -17,31 +17,37 @@ interrupted: the reader then makes up the ending.
 
 # No ``from __future__ import annotations``: the typed lines' annotations stay real objects, which msgspec
 # reads at import far faster than strings (see the note in agentstream.protocol).
+import functools
 import operator
 import re
 from collections.abc import Callable
-from typing import Annotated, Any, ClassVar, NamedTuple
+from typing import Annotated, Any, ClassVar, Final, NamedTuple
 
 import msgspec
 
 from agentstream import protocol as p
+from agentstream._accel import speedups
 from agentstream.dialects.kit import (
+    UNDECODED,
     EventDecoder,
     EventEncoder,
     Fields,
     SimpleDialect,
+    ToolPairs,
     arguments_text,
     identify,
     parse_arguments,
     text_or_json,
 )
 from agentstream.errors import ErrorCode, code_from_wording
+from agentstream.transcript import TALLY_KINDS
 
 _RENAMED = {"assistant_message": "agent_message"}
 """Item types before openai/codex#4610 (which also renamed ``item_type`` to ``type``)."""
-_RETRY = re.compile(r"(?:reconnecting|retrying)\D{0,40}?(\d+)\s*/\s*(\d+)", re.IGNORECASE)
-_DELAY = re.compile(r"\bin\s+(\d+(?:\.\d+)?)\s*(ms|s)\b", re.IGNORECASE)
-_EXIT = re.compile(r"exit code (-?\d+)")
+_RETRY = r"(?i)(?:reconnecting|retrying)\D{0,40}?(\d+)\s*/\s*(\d+)"
+_DELAY = r"(?i)\bin\s+(\d+(?:\.\d+)?)\s*(ms|s)\b"
+_EXIT = r"exit code (-?\d+)"
+"""Patterns of error lines and results, compiled (by ``re``'s cache) when first met, not at every start."""
 _COMMAND = "command_execution"
 _MCP_PREFIX = "mcp__"
 _UNKNOWN_MODEL = "unknown"
@@ -54,14 +60,14 @@ Outcome = tuple[p.ToolStatus, str | None, str | None]
 def _error_code(message: str) -> str:
     """A canonical code for Codex's free-text errors: a retry notice is the provider's trouble."""
     code = code_from_wording(message)
-    if code == ErrorCode.UNKNOWN and _RETRY.search(message):
+    if code == ErrorCode.UNKNOWN and re.search(_RETRY, message):
         return ErrorCode.PROVIDER_ERROR
     return code
 
 
 def _line_error(message: str) -> p.Error:
     """A top-level ``error`` line, recoverable: a retry notice carries its attempt (in ``details``) and delay."""
-    attempt, delay = _RETRY.search(message), _DELAY.search(message)
+    attempt, delay = re.search(_RETRY, message), re.search(_DELAY, message)
     error = p.Error(code=_error_code(message), message=message, recoverable=True)
     if delay is not None:
         amount = float(delay[1])
@@ -342,6 +348,20 @@ class _TurnCompleted(msgspec.Struct, tag="turn.completed", tag_field="type", for
 _TYPED_LINES = msgspec.json.Decoder(
     _ItemStarted | _ItemUpdated | _ItemCompleted | _TurnStarted | _TurnCompleted
 )
+_SKIMMED_STEPS = ("decode_typed", "typed_ready", "_tool_events", "_text_item", "complete", "emit", "_stamp")
+"""What ``codex_skim`` does in C in their stead: a subclass changing one of them skims nothing."""
+_SKIM: Final = (
+    functools.partial(
+        speedups.codex_skim,
+        (
+            *(_ItemStarted, _ItemUpdated, _ItemCompleted, _CommandItem, ToolPairs),
+            *(p.ToolCall, p.ToolProgress, p.ToolResult, UNDECODED, TALLY_KINDS, p, _COMMAND, _NEVER_FINISHED),
+            *(_MessageItem, _ReasoningItem, p.Message, p.Reasoning),
+        ),
+    )
+    if speedups
+    else None
+)
 
 
 _INT_LIMIT = 2**63
@@ -471,6 +491,17 @@ class CodexDecoder(EventDecoder):
         return "on_" + kind.replace(".", "_")
 
     typed_lines = _TYPED_LINES
+    typed_skim = _SKIM
+    """The lines of command items and of completed agent messages and reasoning (most of a session's), read in C
+    (``codex_skim`` in ``_speedups.c``) once msgspec has typed them: :meth:`decode_typed`'s steps, inlined."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A subclass that reads tool items or stamps events its own way does not skim past its steps."""
+        super().__init_subclass__(**kwargs)
+        if cls.typed_lines is not _TYPED_LINES or any(
+            getattr(cls, name) is not getattr(CodexDecoder, name) for name in _SKIMMED_STEPS
+        ):
+            cls.typed_skim = None
 
     def decode_typed(self, hot: Any) -> None:
         """``hot``: an ``_ItemLine`` subclass, ``_TurnStarted`` or ``_TurnCompleted``, told apart by exact type
@@ -828,7 +859,7 @@ def _command_end(event: p.ToolResult) -> dict[str, Any]:
         return {"exit_code": None, "status": "declined"}
     if event.status == "cancelled":
         return {"exit_code": None, "status": "failed"}
-    found = _EXIT.fullmatch(event.error) if isinstance(event.error, str) else None
+    found = re.fullmatch(_EXIT, event.error) if isinstance(event.error, str) else None
     return {"exit_code": int(found[1]) if found else 1, "status": "failed"}
 
 
