@@ -2190,10 +2190,8 @@ static int codex_text(CodexSkim *skim, PyObject *decoder, PyObject *const *kinds
         outcome = 0;
         goto done;
     }
-    if (PyDict_DelItem(skim->texts, id) < 0) { /* self._texts.pop(item_id, None) */
-        if (!PyErr_ExceptionMatches(PyExc_KeyError)) goto done;
-        PyErr_Clear();
-    }
+    PyObject *seen = PyDict_GetItemWithError(skim->texts, id); /* self._texts.pop(item_id, None), no KeyError made */
+    if ((seen == NULL && PyErr_Occurred()) || (seen != NULL && PyDict_DelItem(skim->texts, id) < 0)) goto done;
     if (!reasoning) Py_XSETREF(skim->last_text, Py_NewRef(text));
     /* complete(): the named run of this id (its role), else a new one of the assistant's */
     if ((key = PyTuple_Pack(2, reasoning ? Py_True : Py_False, id)) == NULL) goto done;
