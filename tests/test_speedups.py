@@ -454,6 +454,35 @@ def test_the_last_text_is_cut_where_the_python_version_cuts_it(for_ending: bool,
     assert ours == python
 
 
+def _delta(run_id: str, text: str) -> p.MessageDelta:
+    return p.MessageDelta(
+        message_id="".join([*run_id]), role="assistant", content=text
+    )  # a new str each time
+
+
+def test_a_run_found_before_is_not_used_once_its_tally_has_changed() -> None:
+    """The C twin tells a run's next delta by its id's text while the tally's runs have not changed: a run
+    closed and opened again, a run replaced, and two tallies with runs of one id each keep their own."""
+    first, second = Tally(), Tally()
+    for tally in (first, second):
+        transcript.tally_add(tally, _delta("msg_1", "a"))
+    transcript.tally_add(first, _delta("msg_1", "bc"))
+    transcript.tally_add(second, _delta("msg_1", "d"))
+    transcript.tally_add(first, _delta("msg_1", "e"))
+    assert [first.open_runs[(False, "msg_1")].parts, second.open_runs[(False, "msg_1")].parts] == [
+        ["a", "bc", "e"],
+        ["a", "d"],
+    ]
+    transcript.tally_add(first, p.Message(message_id="msg_1", role="assistant", content="abce"))
+    transcript.tally_add(first, _delta("msg_1", "f"))
+    assert (first.open_runs[(False, "msg_1")].size, first.open_runs[(False, "msg_1")].parts) == (1, ["f"])
+    replaced = first.open_runs[(False, "msg_1")] = _OpenRun("assistant")
+    transcript.tally_add(first, _delta("msg_1", "gh"))
+    assert (replaced.size, replaced.parts) == (2, ["gh"])
+    transcript.tally_add(first, p.ReasoningDelta(reasoning_id="msg_1", content="r"))
+    assert first.open_runs[(True, "msg_1")].parts == ["r"] and replaced.parts == ["gh"]
+
+
 class _Odd(str):
     """A string of another class: the C twin leaves what it does not know to the Python version."""
 
@@ -559,13 +588,25 @@ def test_tallying_refuses_arguments_of_the_wrong_kind() -> None:
 FIXED_CLOCK = "2026-01-01T00:00:00.000Z"
 
 
+class _OwnSequencer:
+    """A sequencer of the caller's own, with no slots: the C twin reads and writes it through getattr."""
+
+    def __init__(self, session_id: str, next_seq: int) -> None:
+        self.session_id, self.next_seq = session_id, next_seq
+
+
 def _stamped_line(
-    stamp: Any, events: list[p.AnyEvent], to_fd: bool, kinds: tuple[Any, ...], take: Any = None
+    stamp: Any,
+    events: list[p.AnyEvent],
+    to_fd: bool,
+    kinds: tuple[Any, ...],
+    take: Any = None,
+    sequencer_class: Any = p.Sequencer,
 ) -> tuple[object, ...]:
     """What ``stamp`` made of each event in turn: the events, the buffer, the next seq, the tally, each answer
     (an error returned or raised is compared by its type and wording) and what it wrote. ``take`` stands for
     the descriptor: given the bytes of a write, it says how many went out (or raises, as a failed write)."""
-    sequencer, buffer, tally, answers = p.Sequencer("ses_s", 5), bytearray(b"old line"), Tally(), []
+    sequencer, buffer, tally, answers = sequencer_class("ses_s", 5), bytearray(b"old line"), Tally(), []
     writes: list[tuple[int, bytes]] = []
 
     def write(fd: int, data: bytearray) -> int:
@@ -585,24 +626,28 @@ def _stamped_line(
 
 
 def _stamped_by_both(
-    events: list[p.AnyEvent], to_fd: bool, kinds: tuple[Any, ...], take: Any = None
+    events: list[p.AnyEvent],
+    to_fd: bool,
+    kinds: tuple[Any, ...],
+    take: Any = None,
+    sequencer_class: Any = p.Sequencer,
 ) -> tuple[tuple[object, ...], tuple[object, ...]]:
     return (
-        _stamped_line(speedups.stamp_line, copy.deepcopy(events), to_fd, kinds, take),
-        _stamped_line(stream._stamp_line_py, copy.deepcopy(events), to_fd, kinds, take),
+        _stamped_line(speedups.stamp_line, copy.deepcopy(events), to_fd, kinds, take, sequencer_class),
+        _stamped_line(stream._stamp_line_py, copy.deepcopy(events), to_fd, kinds, take, sequencer_class),
     )
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(full_sessions(), st.booleans(), st.data())
+@given(full_sessions(), st.booleans(), st.sampled_from([p.Sequencer, _OwnSequencer]), st.data())
 def test_an_emitted_event_is_stamped_and_encoded_as_the_python_version_does_it(
-    events: list[p.AnyEvent], to_fd: bool, data: st.DataObject
+    events: list[p.AnyEvent], to_fd: bool, sequencer_class: Any, data: st.DataObject
 ) -> None:
     for event in events:
         if data.draw(st.booleans()):
             event.ts = ""  # the clock's (fixed here, so that both sides read the same)
     kinds = (*stream._STAMP_KINDS[:3], lambda: FIXED_CLOCK)
-    ours, python = _stamped_by_both(events, to_fd, kinds)
+    ours, python = _stamped_by_both(events, to_fd, kinds, sequencer_class=sequencer_class)
     assert ours == python
     assert len(ours[5]) == (len(events) if to_fd else 0)  # type: ignore[arg-type]
 

@@ -24,11 +24,13 @@
 
 enum {
     F_V, F_SESSION_ID, F_SEQ, F_TS, F_MESSAGE_ID, F_REASONING_ID, F_CALL_ID, F_CONTENT, F_NAME, F_ROLE,
-    F_ITEM, F_ID, F_COMMAND, F_AGGREGATED_OUTPUT, F_STATUS, F_EXIT_CODE, F_TEXT, N_FIELDS /* the last 7: Codex's */
+    F_ITEM, F_ID, F_COMMAND, F_AGGREGATED_OUTPUT, F_STATUS, F_EXIT_CODE, F_TEXT, /* Codex's */
+    F_NEXT_SEQ, N_FIELDS /* a Sequencer's */
 };
 static const char *field_names[N_FIELDS] = {
     "v",    "session_id", "seq",     "ts",      "message_id",        "reasoning_id", "call_id",  "content",
-    "name", "role",       "item",    "id",      "command",           "aggregated_output", "status", "exit_code", "text"};
+    "name", "role",       "item",    "id",      "command",           "aggregated_output", "status", "exit_code", "text",
+    "next_seq"};
 static PyObject *field_keys[N_FIELDS];
 
 #define CACHED_TYPES 32
@@ -58,11 +60,10 @@ static Py_ssize_t slot_offset(PyTypeObject *type, PyObject *name) {
     return offset;
 }
 
-static TypeSlots *slots_of(PyTypeObject *type) {
-    static TypeSlots *last; /* runs of events of one type are common: one comparison for them */
-    if (last != NULL && last->type == type) return last;
+/* The slots of `type`, found once (NULL when there is no room left: every field is then asked of getattr). */
+static TypeSlots *find_slots(PyTypeObject *type) {
     for (int i = 0; i < cached_count; i++) {
-        if (cached[i].type == type) return last = &cached[i];
+        if (cached[i].type == type) return &cached[i];
     }
     if (cached_count == CACHED_TYPES) return NULL;
     TypeSlots *entry = &cached[cached_count];
@@ -70,7 +71,18 @@ static TypeSlots *slots_of(PyTypeObject *type) {
     Py_INCREF(type);
     entry->type = type;
     cached_count++;
-    return last = entry;
+    return entry;
+}
+
+static TypeSlots *slots_of(PyTypeObject *type) {
+    static TypeSlots *last; /* runs of events of one type are common: one comparison for them */
+    return last != NULL && last->type == type ? last : (last = find_slots(type));
+}
+
+/* slots_of for a Sequencer, beside the events it stamps (so that neither evicts the other). */
+static TypeSlots *sequencer_slots(PyTypeObject *type) {
+    static TypeSlots *last;
+    return last != NULL && last->type == type ? last : (last = find_slots(type));
 }
 
 /* A new reference to the field, or NULL with an exception set (AttributeError for an unset slot).
@@ -93,6 +105,15 @@ static int set_slot_field(PyObject *obj, TypeSlots *slots, int f, PyObject *valu
         return 0;
     }
     return PyObject_SetAttr(obj, field_keys[f], value);
+}
+
+/* A Sequencer's session_id or next_seq (a new reference), and setting one: as slot_field and set_slot_field. */
+static PyObject *sequencer_field(PyObject *sequencer, int f) {
+    return slot_field(sequencer, sequencer_slots(Py_TYPE(sequencer)), f);
+}
+
+static int set_sequencer_field(PyObject *sequencer, int f, PyObject *value) {
+    return set_slot_field(sequencer, sequencer_slots(Py_TYPE(sequencer)), f, value);
 }
 
 /* ---- line framing ------------------------------------------------------------------------------ */
@@ -297,8 +318,6 @@ static PyObject *now_ts(PyObject *self, PyObject *unused) {
 
 /* ---- validate ---------------------------------------------------------------------------------- */
 
-/* 1 when event carries seq `seq`, this version and session and a timestamp; 0 when not; -1 on an error.
- * `last_ts` holds the ts of the event before (a new reference, replaced here). */
 /* Whether a and b are str of the same text, told without a call (0 also for what needs one: a subclass). */
 static inline int same_text(PyObject *a, PyObject *b) {
     if (a == b) return 1;
@@ -318,6 +337,8 @@ static int timestamp_after(PyObject *value, PyObject *valid) {
     return timestamp_tail(text, PyUnicode_GET_LENGTH(value));
 }
 
+/* 1 when event carries seq `seq`, this version and session and a timestamp; 0 when not; -1 on an error.
+ * `last_ts` holds the ts of the event before (a new reference, replaced here). */
 static int stamped(PyObject *event, long long seq, long long version, PyObject *session_id, PyObject **last_ts) {
     TypeSlots *slots = slots_of(Py_TYPE(event));
     static const int which[4] = {F_SEQ, F_V, F_SESSION_ID, F_TS};
@@ -626,15 +647,50 @@ static PyObject *cut_text(PyObject *text, Py_ssize_t keep, PyObject *mark) {
     return cut;
 }
 
+#if PY_VERSION_HEX < 0x030C0000 /* a dict's version changes with every change to it (deprecated in 3.12) */
+#define DICT_VERSION(dict) (((PyDictObject *)(dict))->ma_version_tag)
+/* The run the last delta found (strong references): a run's deltas come one after another, so the next one
+ * is told by its id's text while open_runs has not changed since, with no key to build, hash and compare. */
+static struct {
+    PyObject *runs, *id, *run;
+    uint64_t version;
+    int reasoning;
+} last_run;
+#endif
+
+/* open_runs.get((reasoning, id)): a new reference, or NULL (with an exception set on an error). */
+static PyObject *find_run(PyObject *open_runs, int reasoning, PyObject *id) {
+#ifdef DICT_VERSION
+    if (last_run.runs == open_runs && last_run.version == DICT_VERSION(open_runs) &&
+        last_run.reasoning == reasoning && same_text(id, last_run.id))
+        return Py_NewRef(last_run.run);
+    uint64_t version = DICT_VERSION(open_runs);
+#endif
+    PyObject *key = PyTuple_Pack(2, reasoning ? Py_True : Py_False, id);
+    if (key == NULL) return NULL;
+    PyObject *run = Py_XNewRef(PyDict_GetItemWithError(open_runs, key));
+    Py_DECREF(key);
+#ifdef DICT_VERSION
+    /* the version from before the lookup: were the dict changed by Python a key's __eq__ ran, none would match */
+    if (run != NULL && PyUnicode_CheckExact(id)) {
+        Py_XSETREF(last_run.runs, Py_NewRef(open_runs));
+        Py_XSETREF(last_run.id, Py_NewRef(id));
+        Py_XSETREF(last_run.run, Py_NewRef(run));
+        last_run.version = version;
+        last_run.reasoning = reasoning;
+    }
+#endif
+    return run;
+}
+
 /* A delta: its run's text grows, up to the limit. A delta that opens a run is Tally.add's (1); else 0 or -1. */
 static int tally_delta(PyObject *tally, PyObject *open_runs, PyObject *event, TypeSlots *slots, int reasoning,
                        Py_ssize_t limit) {
-    PyObject *id = slot_field(event, slots, reasoning ? F_REASONING_ID : F_MESSAGE_ID), *key = NULL, *run = NULL;
+    PyObject *id = slot_field(event, slots, reasoning ? F_REASONING_ID : F_MESSAGE_ID), *run = NULL;
     PyObject *text = NULL, *after = NULL, *kept = NULL;
     int outcome = -1;
-    if (id == NULL || (key = PyTuple_Pack(2, reasoning ? Py_True : Py_False, id)) == NULL) goto done;
-    run = Py_XNewRef(PyDict_GetItemWithError(open_runs, key));
-    if (run == NULL) {
+    if (id == NULL) goto done;
+    if ((run = find_run(open_runs, reasoning, id)) == NULL) {
         outcome = PyErr_Occurred() ? -1 : 1;
         goto done;
     }
@@ -660,7 +716,6 @@ static int tally_delta(PyObject *tally, PyObject *open_runs, PyObject *event, Ty
     Py_DECREF(parts);
 done:
     Py_XDECREF(id);
-    Py_XDECREF(key);
     Py_XDECREF(run);
     Py_XDECREF(text);
     Py_XDECREF(after);
@@ -899,7 +954,6 @@ done:
 /* ---- the producer: an event stamped, encoded and tallied ------------------------------------------------- */
 
 enum { E_ENCODE_INTO, E_UNENCODABLE, E_TALLY, E_NOW_TS, E_WRITE, N_EMIT_KINDS };
-static PyObject *next_seq_key;
 
 /* The exception being raised, taken (with its traceback) as a new reference to return. */
 static PyObject *take_exception(void) {
@@ -929,11 +983,11 @@ static PyObject *stamp_line(PyObject *self, PyObject *const *args, Py_ssize_t na
     }
     PyObject *const *kinds = &PyTuple_GET_ITEM(kinds_tuple, 0);
     TypeSlots *slots = slots_of(Py_TYPE(event));
-    PyObject *session = PyObject_GetAttr(sequencer, field_keys[F_SESSION_ID]), *seq = NULL, *ts = NULL;
+    PyObject *session = sequencer_field(sequencer, F_SESSION_ID), *seq = NULL, *ts = NULL;
     PyObject *now = NULL, *encoded = NULL, *next = NULL, *written = NULL, *result = NULL;
     long fd = PyLong_AsLong(args[4]);
     int to_fd = fd >= 0;
-    if ((fd == -1 && PyErr_Occurred()) || session == NULL || (seq = PyObject_GetAttr(sequencer, next_seq_key)) == NULL ||
+    if ((fd == -1 && PyErr_Occurred()) || session == NULL || (seq = sequencer_field(sequencer, F_NEXT_SEQ)) == NULL ||
         set_slot_field(event, slots, F_SESSION_ID, session) < 0 || set_slot_field(event, slots, F_SEQ, seq) < 0 ||
         (ts = slot_field(event, slots, F_TS)) == NULL)
         goto done;
@@ -947,7 +1001,7 @@ static PyObject *stamp_line(PyObject *self, PyObject *const *args, Py_ssize_t na
         if (PyErr_ExceptionMatches(kinds[E_UNENCODABLE])) result = take_exception();
         goto done;
     }
-    if ((next = PyNumber_Add(seq, one)) == NULL || PyObject_SetAttr(sequencer, next_seq_key, next) < 0) goto done;
+    if ((next = PyNumber_Add(seq, one)) == NULL || set_sequencer_field(sequencer, F_NEXT_SEQ, next) < 0) goto done;
     if (tally_event(tally, event, kinds[E_TALLY]) < 0) goto done;
     if (to_fd) { /* the line and its newline in one write (os.write: the GIL let go, EINTR retried) */
         Py_ssize_t size = PyByteArray_GET_SIZE(buffer);
@@ -1091,13 +1145,13 @@ enum {
 };
 enum {
     A_EVENT, A_DELTA, A_INDEX, A_TEXT_FIELD, A_THINKING_FIELD, A_CURRENT, A_STREAMS, A_STARTED, A_LOST, A_NAMED,
-    A_PARTS, A_RUN_ID, A_ROLE, A_RUN_TS, A_LAST_FATAL, A_TURN_ENDED, A_SEQUENCER, A_NEXT_SEQ, A_LINE_TS,
+    A_PARTS, A_RUN_ID, A_ROLE, A_RUN_TS, A_LAST_FATAL, A_TURN_ENDED, A_SEQUENCER, A_LINE_TS,
     A_CLOCK, A_OUT, A_RUN, A_TALLY, A_USAGE, A_HELD, A_IN_REPLY, A_ANSWER, A_REASONING, A_TOOLS, A_OPEN, A_SHOWN,
     A_TEXTS, A_LAST_TEXT, N_ATTRS
 };
 static const char *attr_names[N_ATTRS] = {
     "event", "delta", "index", "text", "thinking", "_current", "_streams", "started", "_lost", "_named", "parts",
-    "run_id", "role", "ts", "last_fatal", "turn_ended", "sequencer", "next_seq", "line_ts", "_clock", "_out", "_run",
+    "run_id", "role", "ts", "last_fatal", "turn_ended", "sequencer", "line_ts", "_clock", "_out", "_run",
     "tally", "_usage", "_held", "_in_reply", "_answer", "reasoning", "tools", "_open", "_shown", "_texts", "_last_text"};
 static PyObject *attr_keys[N_ATTRS];
 static PyObject *message_delta_names, *reasoning_delta_names, *generic_event_names, *status_names[2];
@@ -1184,8 +1238,8 @@ static int skim_init(Skim *skim, PyObject *decoder) {
         (started = GET(decoder, A_STARTED)) == NULL || (lost = GET(decoder, A_LOST)) == NULL ||
         (skim->named = GET(decoder, A_NAMED)) == NULL ||
         (skim->sequencer = GET(decoder, A_SEQUENCER)) == NULL || (skim->out = GET(decoder, A_OUT)) == NULL ||
-        (skim->session = field(skim->sequencer, F_SESSION_ID)) == NULL ||
-        (skim->next_seq = GET(skim->sequencer, A_NEXT_SEQ)) == NULL)
+        (skim->session = sequencer_field(skim->sequencer, F_SESSION_ID)) == NULL ||
+        (skim->next_seq = sequencer_field(skim->sequencer, F_NEXT_SEQ)) == NULL)
         goto done;
     if (skim->current != Py_None && PyDict_Check(skim->streams)) {
         skim->blocks = PyDict_GetItemWithError(skim->streams, skim->current);
@@ -1227,7 +1281,7 @@ static int skim_ready(Skim *skim, PyObject *decoder) {
 /* What was read goes back to the decoder: its next seq, and (once an event was queued) what delta() sets. */
 static int skim_finish(Skim *skim, PyObject *decoder) {
     if (skim->queued == 0) return 0;
-    return SET(skim->sequencer, A_NEXT_SEQ, skim->next_seq) < 0 || SET(decoder, A_LAST_FATAL, Py_None) < 0 ||
+    return set_sequencer_field(skim->sequencer, F_NEXT_SEQ, skim->next_seq) < 0 || SET(decoder, A_LAST_FATAL, Py_None) < 0 ||
                    SET(decoder, A_TURN_ENDED, Py_False) < 0
                ? -1
                : 0;
@@ -1927,8 +1981,8 @@ static int gemini_ready(GeminiSkim *skim, PyObject *decoder, PyObject *const *ki
     if ((skim->parts = GET(skim->run, A_PARTS)) == NULL || (skim->run_id = GET(skim->run, A_RUN_ID)) == NULL ||
         (skim->answer = GET(decoder, A_ANSWER)) == NULL || (skim->out = GET(decoder, A_OUT)) == NULL ||
         (skim->sequencer = GET(decoder, A_SEQUENCER)) == NULL ||
-        (skim->session = field(skim->sequencer, F_SESSION_ID)) == NULL ||
-        (skim->next_seq = GET(skim->sequencer, A_NEXT_SEQ)) == NULL)
+        (skim->session = sequencer_field(skim->sequencer, F_SESSION_ID)) == NULL ||
+        (skim->next_seq = sequencer_field(skim->sequencer, F_NEXT_SEQ)) == NULL)
         return -1;
     skim->usable = PyList_Check(skim->parts) && PyList_Check(skim->answer) && PyList_Check(skim->out);
     return 0;
@@ -1959,7 +2013,7 @@ static int gemini_finish(GeminiSkim *skim, PyObject *decoder) {
     if (skim->queued == 0) return 0;
     return SET(decoder, A_LINE_TS, skim->last_ts) < 0 || SET(skim->run, A_RUN_TS, skim->last_ts) < 0 ||
                    SET(decoder, A_LAST_FATAL, Py_None) < 0 || SET(decoder, A_TURN_ENDED, Py_False) < 0 ||
-                   SET(skim->sequencer, A_NEXT_SEQ, skim->next_seq) < 0
+                   set_sequencer_field(skim->sequencer, F_NEXT_SEQ, skim->next_seq) < 0
                ? -1
                : 0;
 }
@@ -2063,8 +2117,8 @@ static int codex_ready(CodexSkim *skim, PyObject *decoder, PyObject *const *kind
     if ((skim->shown = GET(decoder, A_SHOWN)) == NULL || (skim->texts = GET(decoder, A_TEXTS)) == NULL ||
         (skim->named = GET(decoder, A_NAMED)) == NULL || (skim->out = GET(decoder, A_OUT)) == NULL ||
         (skim->tally = GET(decoder, A_TALLY)) == NULL || (skim->sequencer = GET(decoder, A_SEQUENCER)) == NULL ||
-        (skim->session = field(skim->sequencer, F_SESSION_ID)) == NULL ||
-        (skim->next_seq = GET(skim->sequencer, A_NEXT_SEQ)) == NULL || reading_time(decoder, &skim->ts) < 0)
+        (skim->session = sequencer_field(skim->sequencer, F_SESSION_ID)) == NULL ||
+        (skim->next_seq = sequencer_field(skim->sequencer, F_NEXT_SEQ)) == NULL || reading_time(decoder, &skim->ts) < 0)
         return -1;
     skim->usable = PyDict_CheckExact(skim->shown) && PyDict_CheckExact(skim->open) &&
                    PyDict_CheckExact(skim->texts) && PyDict_CheckExact(skim->named) && PyList_Check(skim->out);
@@ -2222,7 +2276,7 @@ static int codex_finish(CodexSkim *skim, PyObject *decoder) {
     if (skim->last_text != NULL && SET(decoder, A_LAST_TEXT, skim->last_text) < 0) return -1;
     if (skim->queued == 0) return 0;
     return SET(decoder, A_LAST_FATAL, Py_None) < 0 || SET(decoder, A_TURN_ENDED, Py_False) < 0 ||
-                   SET(skim->sequencer, A_NEXT_SEQ, skim->next_seq) < 0
+                   set_sequencer_field(skim->sequencer, F_NEXT_SEQ, skim->next_seq) < 0
                ? -1
                : 0;
 }
@@ -2335,8 +2389,7 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     for (int a = 0; a < N_ATTRS; a++) {
         if ((attr_keys[a] = PyUnicode_InternFromString(attr_names[a])) == NULL) return NULL;
     }
-    if ((one = PyLong_FromLong(1)) == NULL || (now_ts_key = PyUnicode_InternFromString("now_ts")) == NULL ||
-        (next_seq_key = PyUnicode_InternFromString("next_seq")) == NULL)
+    if ((one = PyLong_FromLong(1)) == NULL || (now_ts_key = PyUnicode_InternFromString("now_ts")) == NULL)
         return NULL;
     message_delta_names = Py_BuildValue("(sss)", "message_id", "role", "content");
     reasoning_delta_names = Py_BuildValue("(ss)", "reasoning_id", "content");

@@ -735,6 +735,8 @@ class Sequencer:
     around stamping and writing, so that line order and ``seq`` order agree.
     """
 
+    __slots__ = ("next_seq", "session_id")  # read and written from C for every event a producer writes
+
     def __init__(self, session_id: str | None = None, next_seq: int = 0) -> None:
         self.session_id = session_id or new_id("ses")
         self.next_seq = next_seq
