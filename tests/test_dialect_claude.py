@@ -1162,11 +1162,14 @@ def _claude_lines(
     short: bool,
     encoder_class: type[Any] | None = None,
     cuts: list[int] | None = None,
+    uuids: int = 0,
 ) -> list[bytes]:
     """The session written by a reproducible Claude encoder, deltas of the open run the short way or not;
-    with ``cuts``, in batches cut there (``encode_batch``), else event by event."""
+    with ``cuts``, in batches cut there (``encode_batch``), else event by event. ``uuids``: the lines' uuid
+    counter so far."""
     encoder = (encoder_class or type(get_dialect("claude").encoder()))()
     encoder.reproducible("seed")
+    encoder._uuids = uuids
     encoder._short_deltas = short and encoder._short_deltas
     events = [msgspec.structs.replace(event) for event in session]
     if cuts is None:
@@ -1219,6 +1222,18 @@ def test_a_run_of_deltas_is_written_as_the_python_version_writes_it(
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(claude_dialect, "_write_deltas", claude_dialect._write_deltas_py)
         assert _claude_lines(session, short=True, cuts=cuts) == with_c
+
+
+@pytest.mark.parametrize("uuids", [0xFFFFFFFFFFF0, 0xFFFFFFFFFFFFF0, 2**63 - 5, 2**64 - 40])
+def test_a_line_uuids_counter_past_twelve_hex_digits_is_written_as_the_python_version_writes_it(
+    uuids: int,
+) -> None:
+    session = list(read((FIXTURES / "claude" / "partial-messages.ndjson").read_bytes(), "claude"))
+    with_c = _claude_lines(session, short=True, cuts=[], uuids=uuids)
+    assert any(f"{uuids + 1:012x}".encode() in line for line in with_c)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(claude_dialect, "_write_deltas", claude_dialect._write_deltas_py)
+        assert _claude_lines(session, short=True, cuts=[], uuids=uuids) == with_c
 
 
 def test_every_example_stream_is_written_the_same_with_its_deltas_the_short_way() -> None:

@@ -40,6 +40,8 @@ typedef struct {
 } TypeSlots;
 static TypeSlots cached[CACHED_TYPES];
 static int cached_count;
+#define TYPE_BUCKETS 64 /* twice CACHED_TYPES, a power of two: a type is mostly found at its first bucket */
+static TypeSlots *by_type[TYPE_BUCKETS];
 
 /* Where instances of `type` keep attribute `name` when it is a plain object slot (a msgspec field, a name in
  * __slots__), or -1. */
@@ -60,10 +62,12 @@ static Py_ssize_t slot_offset(PyTypeObject *type, PyObject *name) {
     return offset;
 }
 
-/* The slots of `type`, found once (NULL when there is no room left: every field is then asked of getattr). */
+/* The slots of `type`, found once (NULL when there is no room left: every field is then asked of getattr).
+ * Kept in a table by the type's address (Fibonacci hashing), as events of many types alternate. */
 static TypeSlots *find_slots(PyTypeObject *type) {
-    for (int i = 0; i < cached_count; i++) {
-        if (cached[i].type == type) return &cached[i];
+    size_t bucket = (size_t)(((uint64_t)(uintptr_t)type * 0x9E3779B97F4A7C15u) >> 58); /* 6 bits: 64 buckets */
+    for (; by_type[bucket] != NULL; bucket = (bucket + 1) % TYPE_BUCKETS) {
+        if (by_type[bucket]->type == type) return by_type[bucket];
     }
     if (cached_count == CACHED_TYPES) return NULL;
     TypeSlots *entry = &cached[cached_count];
@@ -71,7 +75,7 @@ static TypeSlots *find_slots(PyTypeObject *type) {
     Py_INCREF(type);
     entry->type = type;
     cached_count++;
-    return entry;
+    return by_type[bucket] = entry;
 }
 
 static TypeSlots *slots_of(PyTypeObject *type) {
@@ -1033,6 +1037,15 @@ done:
 enum { D_DELTA, D_ROLE, D_HEAD, D_TAIL, D_ENCODE, D_TALLY, D_LINE_PARTS, N_DELTA_KINDS };
 #define LINE_PARTS 5 /* _STREAM_LINE around its inner event, session, uuid prefix and counter */
 
+/* `value` in lower-case hex, at least 12 digits (as "%012llx" writes it, without snprintf's cost), into `out`
+ * (16 bytes): how many digits. */
+static int hex_counter(char *out, unsigned long long value) {
+    int digits = 12;
+    while (digits < 16 && value >> (4 * digits) != 0) digits++;
+    for (int at = digits - 1; at >= 0; at--, value >>= 4) out[at] = "0123456789abcdef"[value & 15];
+    return digits;
+}
+
 /* The pieces of a line, in order, into a new bytes object (NULL with an exception set). */
 static PyObject *joined(const char *const *starts, const Py_ssize_t *sizes, int count) {
     Py_ssize_t total = 0;
@@ -1104,8 +1117,8 @@ static PyObject *claude_deltas(PyObject *self, PyObject *const *args, Py_ssize_t
                     failed = 1;
                 }
                 if (!failed) {
-                    char counter[32];
-                    int counter_size = snprintf(counter, sizeof counter, "%012llx", ++uuids);
+                    char counter[16];
+                    int counter_size = hex_counter(counter, ++uuids);
                     PyObject *pieces[9] = {PyTuple_GET_ITEM(parts, 0), kinds[D_HEAD], text, kinds[D_TAIL],
                                            PyTuple_GET_ITEM(parts, 1), session_json, PyTuple_GET_ITEM(parts, 2),
                                            prefix, PyTuple_GET_ITEM(parts, 3)};
