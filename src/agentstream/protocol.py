@@ -493,9 +493,21 @@ def _unknown_or_raise(
 _STAMPS: Final = frozenset({"type", "v", "session_id", "seq", "ts"})
 
 
+def _generated_schema(kind: Any) -> dict[str, Any]:
+    """msgspec's JSON Schema of ``kind``, each class's docstring in it cleaned as ``inspect.cleandoc`` cleans it:
+    the same text on every Python (from 3.13 the compiler strips a docstring's indentation itself)."""
+    import inspect
+
+    schema = msgspec.json.schema(kind)
+    for definition in schema.get("$defs", {}).values():
+        if isinstance(definition.get("description"), str):
+            definition["description"] = inspect.cleandoc(definition["description"])
+    return schema
+
+
 def json_schema() -> dict[str, Any]:
     """The JSON Schema (2020-12) of one v1 event line."""
-    schema = msgspec.json.schema(Event)
+    schema = _generated_schema(Event)
     for name, definition in schema.get("$defs", {}).items():
         _state_the_wire(name, definition)
     return {
@@ -574,7 +586,7 @@ def decode_input(line: bytes | str) -> InputLine:
 
 def input_json_schema() -> dict[str, Any]:
     """The JSON Schema (2020-12) of one line of a two-way session's input."""
-    schema = msgspec.json.schema(InputLine)
+    schema = _generated_schema(InputLine)
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": "https://agentstream.dev/schema/v1/input.json",

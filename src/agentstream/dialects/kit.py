@@ -829,7 +829,8 @@ class EventDecoder(DialectDecoder):
         self, lines: list[bytes | bytearray], start: int, decode: Callable[[bytes | bytearray], Any]
     ) -> tuple[list[p.AnyEvent], int, BaseException | None]:
         """:meth:`decode_lines` with the typed decoder: typed lines in a tight loop, the others the careful way."""
-        decode_typed, ready, skim = self.decode_typed, self.typed_ready, self.typed_skim
+        # the skim from the class: a partial read through an instance would be bound to it on Python 3.14
+        decode_typed, ready, skim = self.decode_typed, self.typed_ready, type(self).typed_skim
         events: list[p.AnyEvent] = []
         typed_now = ready()  # what ready() says changes only with a line read the careful way
         index, count = start, len(lines)
