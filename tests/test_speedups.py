@@ -7,6 +7,7 @@ read once with the C twins and once with the Python ones.
 
 from __future__ import annotations
 
+import collections
 import copy
 import io
 import os
@@ -1588,11 +1589,44 @@ _GEMINI_LINES = st.builds(
         b'{"type":"message","role":"assistant","timestamp":"2025-11-01T12:00:00.430Z","content":"x","delta":true}',
         b'{"type":"message","timestamp":null,"role":"assistant","content":"x","delta":true}',
         b'{"type":"message","timestamp":"2025-11-01T12:00:00.430Z","role":"assistant","content":"x","delta":true,"x":1}',
-        b'{"type":"tool_use","timestamp":"2025-11-01T12:00:01.000Z","tool_name":"ls","tool_id":"t1","parameters":{}}',
-        b'{"type":"tool_result","timestamp":"2025-11-01T12:00:02.000Z","tool_id":"t1","status":"success","output":"o"}',
         b'{"type":"error","timestamp":"2025-11-01T12:00:03.000Z","severity":"error","message":"boom"}',
         b"not json",
     ]
+)
+_TOOL_USE = b'{"type":"tool_use","timestamp":"%s","tool_name":"ls","tool_id":"%s"%s}'
+_TOOL_RESULT = b'{"type":"tool_result","timestamp":"%s","tool_id":"%s","status":"%s"%s}'
+_TOOL_STAMPS = st.just(_STAMPS[0]) | st.sampled_from([_STAMPS[1], _STAMPS[2], _STAMPS[11], _STAMPS[12]])
+_GEMINI_TOOL_LINES = (
+    st.builds(
+        lambda stamp, call_id, rest: _TOOL_USE % (stamp.encode(), call_id, rest),
+        _TOOL_STAMPS,
+        st.sampled_from([b"t1", b"t2", b"t3", b""]),
+        st.sampled_from([b',"parameters":{}', b',"parameters":{"p":[1]}', b',"parameters":null', b""]),
+    )
+    | st.builds(
+        lambda stamp, call_id, status, rest: _TOOL_RESULT % (stamp.encode(), call_id, status, rest),
+        _TOOL_STAMPS,
+        st.sampled_from([b"t1", b"t2", b"t3", b""]),
+        st.sampled_from([b"success", b"error"]),
+        st.sampled_from(
+            [
+                b',"output":"o\\n"',
+                b',"output":""',
+                b',"output":null',
+                b"",
+                b',"error":{"type":"x","message":"no"}',
+                b',"output":"o","error":{"message":"Operation cancelled by user"}',
+            ]
+        ),
+    )
+    | st.sampled_from(
+        [
+            _TOOL_USE.replace(b'"timestamp":"%s",', b"") % (b"t1", b""),
+            _TOOL_USE.replace(b'"%s","tool_name"', b'null,"tool_name"') % (b"t1", b""),
+            _TOOL_USE % (_STAMPS[0].encode(), b"t1", b',"parameters":[]'),
+            _TOOL_USE % (_STAMPS[0].encode(), b"t1", b',"x":1'),
+        ]
+    )
 )
 
 
@@ -1607,6 +1641,7 @@ def gemini_states(draw: st.DrawFn) -> dict[str, Any]:
 
     reasoning, role = usually(False, True), usually("assistant", "user")
     return {
+        "open_calls": draw(st.dictionaries(st.sampled_from(["t1", "t2", ""]), st.sampled_from(["ls", ""]))),
         "held": usually(False, True),
         "in_reply": usually(True, False),
         "started": usually(True, False),
@@ -1626,6 +1661,9 @@ def _gemini_decoder(state: dict[str, Any]) -> GeminiDecoder:
         state["line_ts"],
     )
     decoder._lost = [(("message", "x"), "x was lost")] if state["lost"] else []
+    for call_id, name in state.get("open_calls", {}).items():
+        decoder.tools.called(call_id, name)
+        decoder.tally.open_calls[call_id] = name
     decoder._held = ("held", "2025-01-01T00:00:00.000Z") if state["held"] else None
     decoder.last_fatal = p.Error(code="x", message="x", recoverable=False) if state["fatal"] else None
     decoder.turn_ended = state.get("turn_ended", False)
@@ -1649,11 +1687,13 @@ def _gemini_state(decoder: GeminiDecoder) -> object:
         decoder.last_fatal,
         decoder.turn_ended,
         decoder.sequencer.next_seq,
+        decoder.tools.unanswered(),
+        _tally_state(decoder.tally),
     )
 
 
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(gemini_states(), st.lists(_GEMINI_LINES, min_size=1, max_size=6))
+@given(gemini_states(), st.lists(_GEMINI_LINES | _GEMINI_TOOL_LINES, min_size=1, max_size=6))
 def test_the_gemini_skim_leaves_a_decoder_as_decode_typed_does(
     state: dict[str, Any], lines: list[bytes]
 ) -> None:
@@ -1670,6 +1710,63 @@ _READING = {
     "fatal": False,
 }
 """A decoder in the middle of the answer: a chunk continues its open text run."""
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    gemini_states(),
+    st.integers(0, 3),
+    st.lists(_GEMINI_TOOL_LINES | _GEMINI_LINES, min_size=1, max_size=8),
+)
+def test_the_gemini_skim_reads_tool_lines_as_decode_typed_does(
+    state: dict[str, Any], run_left_open: int, lines: list[bytes]
+) -> None:
+    """Calls and results from a decoder with no run open (three times in four), calls open or not, results
+    paired or not, of either outcome, with and without output, among chunks and lines of other kinds."""
+    state = state if run_left_open == 0 else {**state, "run": None}
+    _assert_skim_agrees(state, lines, GeminiDecoder, _gemini_decoder, _gemini_state)
+
+
+def test_tool_lines_of_a_decoder_whose_calls_are_kept_otherwise_are_read_as_decode_typed_reads_them() -> None:
+    """Calls kept in a mapping of another kind are left to the Python steps, which use its own methods."""
+
+    def with_ordered_calls(state: dict[str, Any]) -> GeminiDecoder:
+        decoder = _gemini_decoder(state)
+        decoder.tools._open = collections.OrderedDict(decoder.tools._open)
+        return decoder
+
+    stamp = _STAMPS[0].encode()
+    lines = [
+        _TOOL_RESULT % (stamp, b"t1", b"success", b',"output":"o"'),
+        _TOOL_USE % (stamp, b"t3", b""),
+        _TOOL_USE % (stamp, b"t4", b""),
+        _TOOL_RESULT % (stamp, b"t3", b"success", b""),
+    ]
+    state = {**_READING, "run": None, "open_calls": {"t1": "ls", "t2": "cat"}}
+    _assert_skim_agrees(state, lines, GeminiDecoder, with_ordered_calls, _gemini_state)
+
+
+def test_tool_lines_after_no_open_run_are_read_in_c() -> None:
+    decoder = _gemini_decoder({**_READING, "run": None, "in_reply": False})
+    stamp = _STAMPS[0].encode()
+    lines = [
+        _TOOL_USE % (stamp, b"t1", b',"parameters":{"p":1}'),
+        _TOOL_USE % (stamp, b"t2", b""),
+        _TOOL_RESULT % (stamp, b"t1", b"success", b',"output":"o"'),
+        _TOOL_RESULT % (stamp, b"t2", b"error", b""),
+        b"not json",
+    ]
+    assert GeminiDecoder.typed_skim is not None
+    index, line = GeminiDecoder.typed_skim(decoder, lines, 0, GeminiDecoder.typed_lines.decode)  # type: ignore[union-attr]
+    assert (index, line) == (4, kit.UNDECODED)
+    events = decoder.drain()
+    assert [(type(e).__name__, e.call_id, e.seq) for e in events] == [  # type: ignore[attr-defined]
+        ("ToolCall", "t1", 0),
+        ("ToolCall", "t2", 1),
+        ("ToolResult", "t1", 2),
+        ("ToolResult", "t2", 3),
+    ]
+    assert (decoder._replies, decoder._in_reply, decoder.tools.unanswered()) == (1, False, [])
 
 
 @pytest.mark.parametrize("stamp", _STAMPS)
@@ -1903,7 +2000,8 @@ def test_streams_a_skim_reads_read_the_same_with_either_twin(
 
 
 @pytest.mark.parametrize(
-    ("dialect", "kind", "least"), [("gemini", "message_delta", 100), ("codex", "tool_progress", 20)]
+    ("dialect", "kind", "least"),
+    [("gemini", "message_delta", 100), ("gemini", "tool_result", 20), ("codex", "tool_progress", 20)],
 )
 def test_the_realistic_session_reads_the_same_with_either_twin(dialect: str, kind: str, least: int) -> None:
     sys.path.insert(0, str(Path(__file__).parents[1] / "bench"))

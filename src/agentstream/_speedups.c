@@ -25,11 +25,13 @@
 enum {
     F_V, F_SESSION_ID, F_SEQ, F_TS, F_MESSAGE_ID, F_REASONING_ID, F_CALL_ID, F_CONTENT, F_NAME, F_ROLE,
     F_ITEM, F_ID, F_COMMAND, F_AGGREGATED_OUTPUT, F_STATUS, F_EXIT_CODE, F_TEXT, /* Codex's */
-    F_NEXT_SEQ, N_FIELDS /* a Sequencer's */
+    F_TOOL_NAME, F_TOOL_ID, F_PARAMETERS, F_OUTPUT, F_ERROR, F_TIMESTAMP,         /* Gemini's */
+    F_NEXT_SEQ, N_FIELDS                                                          /* a Sequencer's */
 };
 static const char *field_names[N_FIELDS] = {
     "v",    "session_id", "seq",     "ts",      "message_id",        "reasoning_id", "call_id",  "content",
     "name", "role",       "item",    "id",      "command",           "aggregated_output", "status", "exit_code", "text",
+    "tool_name", "tool_id", "parameters", "output", "error", "timestamp",
     "next_seq"};
 static PyObject *field_keys[N_FIELDS];
 
@@ -1160,12 +1162,13 @@ enum {
     A_EVENT, A_DELTA, A_INDEX, A_TEXT_FIELD, A_THINKING_FIELD, A_CURRENT, A_STREAMS, A_STARTED, A_LOST, A_NAMED,
     A_PARTS, A_RUN_ID, A_ROLE, A_RUN_TS, A_LAST_FATAL, A_TURN_ENDED, A_SEQUENCER, A_LINE_TS,
     A_CLOCK, A_OUT, A_RUN, A_TALLY, A_USAGE, A_HELD, A_IN_REPLY, A_ANSWER, A_REASONING, A_TOOLS, A_OPEN, A_SHOWN,
-    A_TEXTS, A_LAST_TEXT, N_ATTRS
+    A_TEXTS, A_LAST_TEXT, A_REPLIES, N_ATTRS
 };
 static const char *attr_names[N_ATTRS] = {
     "event", "delta", "index", "text", "thinking", "_current", "_streams", "started", "_lost", "_named", "parts",
     "run_id", "role", "ts", "last_fatal", "turn_ended", "sequencer", "line_ts", "_clock", "_out", "_run",
-    "tally", "_usage", "_held", "_in_reply", "_answer", "reasoning", "tools", "_open", "_shown", "_texts", "_last_text"};
+    "tally", "_usage", "_held", "_in_reply", "_answer", "reasoning", "tools", "_open", "_shown", "_texts", "_last_text",
+    "_replies"};
 static PyObject *attr_keys[N_ATTRS];
 static PyObject *message_delta_names, *reasoning_delta_names, *generic_event_names, *status_names[2];
 /* events' keyword names (status_names: without the message, with it) */
@@ -1903,7 +1906,14 @@ done:
  * string scan_string reads) and read while the reply's text run is open, each is the delta decode_typed would
  * make of it; any other line goes to msgspec and decode_typed, as before. */
 
-enum { G_RUN, G_MESSAGE_DELTA, G_UNDECODED, N_GEMINI };
+enum {
+    G_RUN, G_MESSAGE_DELTA, G_UNDECODED, G_TOOL_USE_LINE, G_TOOL_RESULT_LINE, G_TOOL_PAIRS, G_TOOL_CALL, G_TOOL_RESULT,
+    G_TALLY, N_GEMINI
+};
+/* Tool events' keyword names (the Gemini and Codex skims'), and texts they take */
+static PyObject *tool_call_names, *tool_progress_names, *tool_result_names[2]; /* [1]: with the error */
+static PyObject *tool_result_bare_names;                                       /* without the output */
+static PyObject *zero, *unknown_text, *declined_text;
 
 /* Whether `s` is "YYYY-MM-DDTHH:MM:SS.mmmZ" of a real date, time and year after 0: a stamp kit._iso_stamp
  * passes through unparsed (what it parses instead, the skim leaves to it). */
@@ -1945,19 +1955,33 @@ static int scan_gemini_chunk(const char *bytes, Py_ssize_t size, PyObject **ts, 
     return 1;
 }
 
-/* What the skim reads of a decoder once per call, at its first compact line. */
+/* What the skim reads of a decoder once per call: for chunks at the first compact line, for tool lines at the
+ * first one. A call reads one kind or the other: chunks need their run open, tool lines none. */
 typedef struct {
-    PyObject *run, *parts, *run_id, *role, *answer, *sequencer, *session, *out, *next_seq;
-    PyObject *last_ts; /* the last chunk's time: the decoder's line_ts and the run's ts, written back at the end */
+    PyObject *run, *parts, *run_id, *role, *answer, *sequencer, *session, *out, *next_seq, *open, *tally;
+    PyObject *last_ts; /* the last line's time: the decoder's line_ts (and the run's ts), written back at the end */
     int usable;        /* the decoder is as decode_typed needs it for a chunk to be a plain delta */
     int ready;
-    Py_ssize_t queued;
+    int tools_usable; /* ... and for a tool line to be one tool event, stamped straight */
+    int tools_ready;
+    Py_ssize_t chunks, tools; /* how many of each were queued */
 } GeminiSkim;
 
 static void gemini_clear(GeminiSkim *skim) {
-    PyObject **held[] = {&skim->run,       &skim->parts,   &skim->run_id, &skim->role,     &skim->answer,
-                         &skim->sequencer, &skim->session, &skim->out,    &skim->next_seq, &skim->last_ts};
+    PyObject **held[] = {&skim->run,      &skim->parts,    &skim->run_id, &skim->role,
+                         &skim->answer,   &skim->sequencer, &skim->session, &skim->out,
+                         &skim->next_seq, &skim->open,     &skim->tally,  &skim->last_ts};
     for (size_t i = 0; i < sizeof held / sizeof held[0]; i++) Py_CLEAR(*held[i]);
+}
+
+/* The decoder's queue and sequencer, read by the first path that needs them: 0, or -1. */
+static int gemini_stamping(GeminiSkim *skim, PyObject *decoder) {
+    if (skim->sequencer != NULL) return 0;
+    return (skim->out = GET(decoder, A_OUT)) == NULL || (skim->sequencer = GET(decoder, A_SEQUENCER)) == NULL ||
+                   (skim->session = sequencer_field(skim->sequencer, F_SESSION_ID)) == NULL ||
+                   (skim->next_seq = sequencer_field(skim->sequencer, F_NEXT_SEQ)) == NULL
+               ? -1
+               : 0;
 }
 
 /* Whether attribute `a` of `obj` is true (1), false (0), or -1 on an error. */
@@ -1967,6 +1991,30 @@ static int attr_truth(PyObject *obj, int a) {
     int truth = PyObject_IsTrue(value);
     Py_DECREF(value);
     return truth;
+}
+
+/* The open calls (a new reference in *open) of a decoder that holds no error line, has no delta run open, has
+ * started its turn with no field lost and keeps its calls in a ToolPairs (`pairs`): 1. 0 when it is not so (what
+ * emits a tool's event would then do more than stamp it); -1 on an error. */
+static int idle_tool_pairs(PyObject *decoder, PyObject *pairs, PyObject **open) {
+    PyObject *held = GET(decoder, A_HELD);
+    if (held == NULL) return -1;
+    int idle = held == Py_None;
+    Py_DECREF(held);
+    PyObject *run = idle ? GET(decoder, A_RUN) : NULL;
+    if (idle && run == NULL) return -1;
+    int no_run = run == Py_None;
+    Py_XDECREF(run);
+    int started = no_run ? attr_truth(decoder, A_STARTED) : 0;
+    int lost = started > 0 ? attr_truth(decoder, A_LOST) : 1;
+    if (started < 0 || lost < 0) return -1;
+    if (!started || lost) return 0;
+    PyObject *tools = GET(decoder, A_TOOLS);
+    if (tools == NULL) return -1;
+    if (Py_TYPE(tools) == (PyTypeObject *)pairs) *open = GET(tools, A_OPEN);
+    Py_DECREF(tools);
+    if (*open == NULL) return PyErr_Occurred() ? -1 : 0;
+    return 1;
 }
 
 /* Usable when no error line is held, the reply is under way (_replied does nothing), the turn is started with
@@ -1992,10 +2040,7 @@ static int gemini_ready(GeminiSkim *skim, PyObject *decoder, PyObject *const *ki
     int assistants = text_run > 0 ? PyObject_RichCompareBool(skim->role, assistant_text, Py_EQ) : text_run;
     if (assistants <= 0) return assistants;
     if ((skim->parts = GET(skim->run, A_PARTS)) == NULL || (skim->run_id = GET(skim->run, A_RUN_ID)) == NULL ||
-        (skim->answer = GET(decoder, A_ANSWER)) == NULL || (skim->out = GET(decoder, A_OUT)) == NULL ||
-        (skim->sequencer = GET(decoder, A_SEQUENCER)) == NULL ||
-        (skim->session = sequencer_field(skim->sequencer, F_SESSION_ID)) == NULL ||
-        (skim->next_seq = sequencer_field(skim->sequencer, F_NEXT_SEQ)) == NULL)
+        (skim->answer = GET(decoder, A_ANSWER)) == NULL || gemini_stamping(skim, decoder) < 0)
         return -1;
     skim->usable = PyList_Check(skim->parts) && PyList_Check(skim->answer) && PyList_Check(skim->out);
     return 0;
@@ -2004,7 +2049,7 @@ static int gemini_ready(GeminiSkim *skim, PyObject *decoder, PyObject *const *ki
 /* A compact chunk: queued as decode_typed would (1), not when the decoder is not as the skim needs (0); -1 on an
  * error. */
 static int gemini_chunk(GeminiSkim *skim, PyObject *decoder, PyObject *const *kinds, PyObject *ts, PyObject *text) {
-    if (!skim->ready && gemini_ready(skim, decoder, kinds) < 0) return -1;
+    if (!skim->ready && gemini_ready(skim, decoder, kinds) < 0) return -1; /* no run is open after a tool line */
     if (!skim->usable) return 0;
     PyObject *values[3] = {skim->run_id, skim->role, text};
     PyObject *event = NULL;
@@ -2014,17 +2059,117 @@ static int gemini_chunk(GeminiSkim *skim, PyObject *decoder, PyObject *const *ki
         stamp_queued(event, skim->session, &skim->next_seq, ts, NULL, skim->out) < 0)
         goto done;
     Py_XSETREF(skim->last_ts, Py_NewRef(ts));
-    skim->queued++;
+    skim->chunks++;
     outcome = 1;
 done:
     Py_XDECREF(event);
     return outcome;
 }
 
-/* What the chunks read set on the decoder, its run and its sequencer, as decode_typed leaves them: 0, or -1. */
+/* Usable for a tool line as for a Codex command (idle_tool_pairs): then _tool_use and _tool_result emit its one
+ * event straight, with no run to close first. 0, or -1. */
+static int gemini_tools_ready(GeminiSkim *skim, PyObject *decoder, PyObject *const *kinds) {
+    skim->tools_ready = 1;
+    int idle = idle_tool_pairs(decoder, kinds[G_TOOL_PAIRS], &skim->open);
+    if (idle <= 0) return idle;
+    if ((skim->tally = GET(decoder, A_TALLY)) == NULL || gemini_stamping(skim, decoder) < 0) return -1;
+    skim->tools_usable = PyDict_CheckExact(skim->open) && PyList_Check(skim->out);
+    return 0;
+}
+
+/* _replied(by_the_model): a line of the model's after one that was not starts its next reply. 0, or -1. */
+static int gemini_replied(PyObject *decoder, int by_the_model) {
+    int in_reply = by_the_model ? attr_truth(decoder, A_IN_REPLY) : 1;
+    if (in_reply < 0) return -1;
+    if (!in_reply) {
+        PyObject *replies = GET(decoder, A_REPLIES), *more = NULL;
+        int failed = replies == NULL || (more = PyNumber_Add(replies, one)) == NULL || SET(decoder, A_REPLIES, more) < 0;
+        Py_XDECREF(replies);
+        Py_XDECREF(more);
+        if (failed) return -1;
+    }
+    return SET(decoder, A_IN_REPLY, by_the_model ? Py_True : Py_False);
+}
+
+/* The event of a typed tool_use line (`use`) or tool_result line, as _tool_use or _tool_result makes it, their
+ * steps on the decoder taken (a new reference); Py_None, nothing done, for a line they read another way (a call
+ * with no id, whose id is made up; a result with an error); NULL on an error. */
+static PyObject *gemini_tool_event(GeminiSkim *skim, PyObject *decoder, PyObject *const *kinds, PyObject *line,
+                                   TypeSlots *slots, int use) {
+    PyObject *id = slot_field(line, slots, F_TOOL_ID), *name = NULL, *other = NULL, *event = NULL;
+    if (id == NULL || (other = slot_field(line, slots, use ? F_PARAMETERS : F_ERROR)) == NULL) goto done;
+    if (!PyUnicode_CheckExact(id) || (use ? PyUnicode_GET_LENGTH(id) == 0 : other != Py_None)) {
+        event = Py_NewRef(Py_None);
+        goto done;
+    }
+    if (use) { /* _replied(True); _answer = []; tools.called(id, name); the call with parameters or {} */
+        PyObject *answer = NULL, *arguments = NULL; /* an empty dict of the line's stands for itself */
+        if ((name = slot_field(line, slots, F_TOOL_NAME)) != NULL && gemini_replied(decoder, 1) == 0 &&
+            (answer = PyList_New(0)) != NULL && SET(decoder, A_ANSWER, answer) == 0 &&
+            PyDict_SetItem(skim->open, id, name) == 0 &&
+            (arguments = other == Py_None ? PyDict_New() : Py_NewRef(other)) != NULL) {
+            PyObject *values[3] = {id, name, arguments};
+            event = PyObject_Vectorcall(kinds[G_TOOL_CALL], values, 0, tool_call_names);
+        }
+        Py_XDECREF(answer);
+        Py_XDECREF(arguments);
+        goto done;
+    }
+    /* _replied(False); tools.finished(id, None); the result with its status and its output, if any */
+    PyObject *status = NULL, *output = NULL;
+    if (gemini_replied(decoder, 0) == 0 && (status = slot_field(line, slots, F_STATUS)) != NULL &&
+        (output = slot_field(line, slots, F_OUTPUT)) != NULL) {
+        PyObject *known = PyDict_GetItemWithError(skim->open, id);
+        int named = known != NULL ? PyObject_IsTrue(known) : PyErr_Occurred() ? -1 : 0;
+        if (named >= 0) name = Py_NewRef(named ? known : unknown_text);
+        if (named >= 0 && (known == NULL || PyDict_DelItem(skim->open, id) == 0)) {
+            PyObject *values[4] = {id, name, status, output};
+            event = PyObject_Vectorcall(kinds[G_TOOL_RESULT], values, 0,
+                                        output == Py_None ? tool_result_bare_names : tool_result_names[0]);
+        }
+    }
+    Py_XDECREF(status);
+    Py_XDECREF(output);
+done:
+    Py_XDECREF(id);
+    Py_XDECREF(name);
+    Py_XDECREF(other);
+    return event;
+}
+
+/* A line msgspec typed: a tool_use or tool_result line's event queued as decode_typed queues it (1); 0 for any
+ * other line and when the decoder is not as those steps assume; -1 on an error. */
+static int gemini_tool(GeminiSkim *skim, PyObject *decoder, PyObject *const *kinds, PyObject *line) {
+    int use = Py_TYPE(line) == (PyTypeObject *)kinds[G_TOOL_USE_LINE];
+    /* (no chunk was read in this call: a run is open after one, and a tool line is then decode_typed's) */
+    if (!use && Py_TYPE(line) != (PyTypeObject *)kinds[G_TOOL_RESULT_LINE]) return 0;
+    if (!skim->tools_ready && gemini_tools_ready(skim, decoder, kinds) < 0) return -1;
+    if (!skim->tools_usable) return 0;
+    TypeSlots *slots = slots_of(Py_TYPE(line));
+    PyObject *ts = slot_field(line, slots, F_TIMESTAMP), *event = NULL;
+    if (ts == NULL) return -1;
+    /* a time rfc3339 passes through as it is (any other is parsed there, or leaves the line's time unset) */
+    int outcome = PyUnicode_CheckExact(ts) && PyUnicode_IS_ASCII(ts) &&
+                  canonical_stamp((const char *)PyUnicode_1BYTE_DATA(ts), PyUnicode_GET_LENGTH(ts));
+    if (outcome && (event = gemini_tool_event(skim, decoder, kinds, line, slots, use)) == NULL) outcome = -1;
+    if (event == Py_None) outcome = 0;
+    if (outcome > 0 && (tally_event(skim->tally, event, kinds[G_TALLY]) < 0 ||
+                        stamp_queued(event, skim->session, &skim->next_seq, ts, NULL, skim->out) < 0))
+        outcome = -1;
+    if (outcome > 0) {
+        Py_XSETREF(skim->last_ts, Py_NewRef(ts));
+        skim->tools++;
+    }
+    Py_DECREF(ts);
+    Py_XDECREF(event);
+    return outcome;
+}
+
+/* What the lines read set on the decoder, its run and its sequencer, as decode_typed leaves them: 0, or -1. */
 static int gemini_finish(GeminiSkim *skim, PyObject *decoder) {
-    if (skim->queued == 0) return 0;
-    return SET(decoder, A_LINE_TS, skim->last_ts) < 0 || SET(skim->run, A_RUN_TS, skim->last_ts) < 0 ||
+    if (skim->chunks + skim->tools == 0) return 0;
+    return SET(decoder, A_LINE_TS, skim->last_ts) < 0 ||
+                   (skim->chunks > 0 && SET(skim->run, A_RUN_TS, skim->last_ts) < 0) ||
                    SET(decoder, A_LAST_FATAL, Py_None) < 0 || SET(decoder, A_TURN_ENDED, Py_False) < 0 ||
                    set_sequencer_field(skim->sequencer, F_NEXT_SEQ, skim->next_seq) < 0
                ? -1
@@ -2046,7 +2191,7 @@ static PyObject *gemini_skim(PyObject *self, PyObject *const *args, Py_ssize_t n
     PyObject *decoder = args[1], *lines = args[2], *decode = args[4], *answer = NULL;
     Py_ssize_t index = PyLong_AsSsize_t(args[3]);
     if (index == -1 && PyErr_Occurred()) return NULL;
-    GeminiSkim skim = {.queued = 0};
+    GeminiSkim skim = {.chunks = 0};
     for (; index < PyList_GET_SIZE(lines); index++) {
         PyObject *data = PyList_GET_ITEM(lines, index), *ts = NULL, *text = NULL;
         /* an exact bytes line is never a LongLine: decode is the typed decoder itself for it */
@@ -2065,6 +2210,12 @@ static PyObject *gemini_skim(PyObject *self, PyObject *const *args, Py_ssize_t n
             if (!PyErr_ExceptionMatches(PyExc_Exception)) goto done;
             PyErr_Clear(); /* not one of the common shapes: the careful path reads it or says why not */
             line = Py_NewRef(kinds[G_UNDECODED]);
+        }
+        found = gemini_tool(&skim, decoder, kinds, line);
+        if (found != 0) {
+            Py_DECREF(line);
+            if (found < 0) goto done;
+            continue;
         }
         answer = Py_BuildValue("nN", index, line);
         goto done;
@@ -2088,8 +2239,6 @@ enum {
     X_UNDECODED, X_TALLY, X_PROTOCOL, X_COMMAND, X_NEVER_FINISHED, X_MESSAGE_ITEM, X_REASONING_ITEM, X_MESSAGE,
     X_REASONING, N_CODEX
 };
-static PyObject *tool_call_names, *tool_progress_names, *tool_result_names[2]; /* [1]: with the error */
-static PyObject *zero, *unknown_text, *declined_text;
 static PyObject *tool_status_text[4]; /* "denied", "cancelled", "success", "error" */
 
 /* What the skim reads of a decoder once per call, at its first command line. */
@@ -2110,23 +2259,8 @@ static void codex_clear(CodexSkim *skim) {
 
 static int codex_ready(CodexSkim *skim, PyObject *decoder, PyObject *const *kinds) {
     skim->ready = 1;
-    PyObject *held = GET(decoder, A_HELD);
-    if (held == NULL) return -1;
-    int idle = held == Py_None;
-    Py_DECREF(held);
-    PyObject *run = idle ? GET(decoder, A_RUN) : NULL;
-    if (idle && run == NULL) return -1;
-    int no_run = run == Py_None;
-    Py_XDECREF(run);
-    int started = no_run ? attr_truth(decoder, A_STARTED) : 0;
-    int lost = started > 0 ? attr_truth(decoder, A_LOST) : 1;
-    if (started < 0 || lost < 0) return -1;
-    if (!started || lost) return 0;
-    PyObject *tools = GET(decoder, A_TOOLS);
-    if (tools == NULL) return -1;
-    if (Py_TYPE(tools) == (PyTypeObject *)kinds[X_TOOL_PAIRS]) skim->open = GET(tools, A_OPEN);
-    Py_DECREF(tools);
-    if (skim->open == NULL) return PyErr_Occurred() ? -1 : 0;
+    int idle = idle_tool_pairs(decoder, kinds[X_TOOL_PAIRS], &skim->open);
+    if (idle <= 0) return idle;
     if ((skim->shown = GET(decoder, A_SHOWN)) == NULL || (skim->texts = GET(decoder, A_TEXTS)) == NULL ||
         (skim->named = GET(decoder, A_NAMED)) == NULL || (skim->out = GET(decoder, A_OUT)) == NULL ||
         (skim->tally = GET(decoder, A_TALLY)) == NULL || (skim->sequencer = GET(decoder, A_SEQUENCER)) == NULL ||
@@ -2418,6 +2552,7 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     tool_progress_names = Py_BuildValue("(ss)", "call_id", "content");
     tool_result_names[0] = Py_BuildValue("(ssss)", "call_id", "name", "status", "output");
     tool_result_names[1] = Py_BuildValue("(sssss)", "call_id", "name", "status", "output", "error");
+    tool_result_bare_names = Py_BuildValue("(sss)", "call_id", "name", "status");
     zero = PyLong_FromLong(0);
     unknown_text = PyUnicode_InternFromString("unknown");
     declined_text = PyUnicode_InternFromString("the command was declined");
@@ -2426,7 +2561,7 @@ PyMODINIT_FUNC PyInit__speedups(void) {
         if ((tool_status_text[k] = PyUnicode_InternFromString(statuses[k])) == NULL) return NULL;
     }
     if (tool_call_names == NULL || tool_progress_names == NULL || tool_result_names[0] == NULL ||
-        tool_result_names[1] == NULL || zero == NULL || unknown_text == NULL || declined_text == NULL)
+        tool_result_names[1] == NULL || tool_result_bare_names == NULL || zero == NULL || unknown_text == NULL || declined_text == NULL)
         return NULL;
     static const char *data_keys[4] = {"estimated_tokens", "estimated_tokens_delta", "status", "message"};
     for (int k = 0; k < 4; k++) {

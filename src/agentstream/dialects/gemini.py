@@ -30,6 +30,7 @@ from agentstream.dialects.kit import (
     ExitMeaning,
     Fields,
     SimpleDialect,
+    ToolPairs,
     _Run,
     first_keys,
     identify,
@@ -37,6 +38,7 @@ from agentstream.dialects.kit import (
     rfc3339,
 )
 from agentstream.errors import ERROR_CODES, ErrorCode, code_from_wording
+from agentstream.transcript import TALLY_KINDS
 
 # (Gemini error type, canonical code, Gemini's exit code). The first row for a code is
 # the type the encoder writes for it.
@@ -307,9 +309,25 @@ class _ToolResultLine(msgspec.Struct, tag="tool_result", tag_field="type", forbi
 
 _TYPED_LINES = msgspec.json.Decoder(_MessageLine | _ToolUseLine | _ToolResultLine)
 _SKIM: Final = (
-    functools.partial(speedups.gemini_skim, (_Run, p.MessageDelta, UNDECODED)) if speedups else None
+    functools.partial(
+        speedups.gemini_skim,
+        (_Run, p.MessageDelta, UNDECODED, _ToolUseLine, _ToolResultLine, ToolPairs, p.ToolCall, p.ToolResult)
+        + (TALLY_KINDS,),
+    )
+    if speedups
+    else None
 )
-_SKIMMED_STEPS = ("decode_typed", "typed_ready", "_message", "_replied", "chunk", "_stamp")
+_SKIMMED_STEPS = (
+    "decode_typed",
+    "typed_ready",
+    "_message",
+    "_replied",
+    "chunk",
+    "_stamp",
+    "_tool_use",
+    "_tool_result",
+    "emit",
+)
 """What ``gemini_skim`` does in C in their stead: a subclass changing one of them skims nothing."""
 
 
@@ -341,8 +359,9 @@ class GeminiDecoder(EventDecoder):
 
     typed_skim = _SKIM
     """The answer's chunks that continue its open text run (most of a stream's lines), read in C
-    (``gemini_skim`` in ``_speedups.c``, without msgspec for lines in the compact form Gemini CLI writes):
-    :meth:`decode_typed`'s steps for them, inlined."""
+    (``gemini_skim`` in ``_speedups.c``, without msgspec for lines in the compact form Gemini CLI writes), and
+    tool calls and results that need no run closed first (typed by msgspec): :meth:`decode_typed`'s steps for
+    them, inlined."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """A subclass that reads or stamps chunks its own way does not skim past its steps."""
