@@ -311,8 +311,17 @@ _TYPED_LINES = msgspec.json.Decoder(_MessageLine | _ToolUseLine | _ToolResultLin
 _SKIM: Final = (
     functools.partial(
         speedups.gemini_skim,
-        (_Run, p.MessageDelta, UNDECODED, _ToolUseLine, _ToolResultLine, ToolPairs, p.ToolCall, p.ToolResult)
-        + (TALLY_KINDS,),
+        (
+            _Run,
+            p.MessageDelta,
+            UNDECODED,
+            _ToolUseLine,
+            _ToolResultLine,
+            ToolPairs,
+            p.ToolCall,
+            p.ToolResult,
+            TALLY_KINDS,
+        ),
     )
     if speedups
     else None
