@@ -1746,6 +1746,36 @@ def test_tool_lines_of_a_decoder_whose_calls_are_kept_otherwise_are_read_as_deco
     _assert_skim_agrees(state, lines, GeminiDecoder, with_ordered_calls, _gemini_state)
 
 
+class _Asked(str):
+    """A call's name that notes, each time it is asked whether it is true, whether its call is still open."""
+
+    calls: dict[str, str]
+    seen: list[bool]
+
+    def __bool__(self) -> bool:
+        self.seen.append("t1" in self.calls)
+        return True
+
+
+def test_a_results_call_is_forgotten_before_its_name_is_asked_whether_it_is_true() -> None:
+    """As ``dict.pop`` then ``or`` do it: what the name's own truth may do sees the call already gone."""
+    seen: list[list[bool]] = []
+
+    def asking(state: dict[str, Any]) -> GeminiDecoder:
+        decoder = _gemini_decoder(state)
+        name = decoder.tools._open["t1"] = _Asked("ls")
+        name.calls, name.seen = decoder.tools._open, []
+        seen.append(name.seen)
+        return decoder
+
+    def events(decoder: GeminiDecoder) -> object:
+        return [(e.call_id, str(e.name), e.seq) for e in decoder.drain()], decoder.tools.unanswered()  # type: ignore[attr-defined]
+
+    lines = [_TOOL_RESULT % (_STAMPS[0].encode(), b"t1", b"success", b',"output":"o"')]
+    _assert_skim_agrees({**_READING, "run": None}, lines, GeminiDecoder, asking, events)
+    assert seen == [[False], [False]]
+
+
 def test_tool_lines_after_no_open_run_are_read_in_c() -> None:
     decoder = _gemini_decoder({**_READING, "run": None, "in_reply": False})
     stamp = _STAMPS[0].encode()

@@ -2017,6 +2017,17 @@ static int idle_tool_pairs(PyObject *decoder, PyObject *pairs, PyObject **open) 
     return 1;
 }
 
+/* ToolPairs.finished(id, None) on its open calls (an exact dict): the name of the call `id` answers ("unknown"
+ * for one it does not know or that had none), that call forgotten. A new reference, or NULL on an error. */
+static PyObject *finished_call(PyObject *open, PyObject *id) {
+    PyObject *known = Py_XNewRef(PyDict_GetItemWithError(open, id)); /* popped, then asked whether it is true */
+    if (known == NULL) return PyErr_Occurred() ? NULL : Py_NewRef(unknown_text);
+    int named = PyDict_DelItem(open, id) < 0 ? -1 : PyObject_IsTrue(known);
+    PyObject *name = named < 0 ? NULL : Py_NewRef(named ? known : unknown_text);
+    Py_DECREF(known);
+    return name;
+}
+
 /* Usable when no error line is held, the reply is under way (_replied does nothing), the turn is started with
  * no field lost, and the open run is the assistant's text: then chunk() adds to that run. 0, or -1. */
 static int gemini_ready(GeminiSkim *skim, PyObject *decoder, PyObject *const *kinds) {
@@ -2118,15 +2129,10 @@ static PyObject *gemini_tool_event(GeminiSkim *skim, PyObject *decoder, PyObject
     /* _replied(False); tools.finished(id, None); the result with its status and its output, if any */
     PyObject *status = NULL, *output = NULL;
     if (gemini_replied(decoder, 0) == 0 && (status = slot_field(line, slots, F_STATUS)) != NULL &&
-        (output = slot_field(line, slots, F_OUTPUT)) != NULL) {
-        PyObject *known = PyDict_GetItemWithError(skim->open, id);
-        int named = known != NULL ? PyObject_IsTrue(known) : PyErr_Occurred() ? -1 : 0;
-        if (named >= 0) name = Py_NewRef(named ? known : unknown_text);
-        if (named >= 0 && (known == NULL || PyDict_DelItem(skim->open, id) == 0)) {
-            PyObject *values[4] = {id, name, status, output};
-            event = PyObject_Vectorcall(kinds[G_TOOL_RESULT], values, 0,
-                                        output == Py_None ? tool_result_bare_names : tool_result_names[0]);
-        }
+        (output = slot_field(line, slots, F_OUTPUT)) != NULL && (name = finished_call(skim->open, id)) != NULL) {
+        PyObject *values[4] = {id, name, status, output};
+        event = PyObject_Vectorcall(kinds[G_TOOL_RESULT], values, 0,
+                                    output == Py_None ? tool_result_bare_names : tool_result_names[0]);
     }
     Py_XDECREF(status);
     Py_XDECREF(output);
@@ -2305,12 +2311,7 @@ static PyObject *command_result(CodexSkim *skim, PyObject *const *kinds, PyObjec
         outcome = zero_code && !failed ? 2 : 3;
         if (outcome == 3 && (error = PyUnicode_FromFormat("exit code %S", exit_code)) == NULL) goto done;
     }
-    PyObject *known = PyDict_GetItemWithError(skim->open, id); /* ToolPairs.finished(id, None) */
-    if (known == NULL && PyErr_Occurred()) goto done;
-    int named = known != NULL ? PyObject_IsTrue(known) : 0;
-    if (named < 0) goto done;
-    name = Py_NewRef(named ? known : unknown_text);
-    if (known != NULL && PyDict_DelItem(skim->open, id) < 0) goto done;
+    if ((name = finished_call(skim->open, id)) == NULL) goto done;
     PyObject *text = output != Py_None ? output : empty_text; /* output or "" */
     PyObject *values[5] = {id, name, tool_status_text[outcome], text, error};
     event = PyObject_Vectorcall(kinds[X_TOOL_RESULT], values, 0, tool_result_names[error != NULL]);
