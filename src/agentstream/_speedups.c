@@ -1900,11 +1900,12 @@ done:
     return answer;
 }
 
-/* ---- the Gemini dialect: one more delta of the open text run ------------------------------------------------
+/* ---- the Gemini dialect: one more delta of the open text run, a tool call or result ----------------------------
  * Most lines of a Gemini CLI stream are the answer's chunks: {"type":"message","timestamp":…,"role":"assistant",
  * "content":…,"delta":true}. Written so (no whitespace, keys in that order, a canonical timestamp, a content
  * string scan_string reads) and read while the reply's text run is open, each is the delta decode_typed would
- * make of it; any other line goes to msgspec and decode_typed, as before. */
+ * make of it. Any other line goes to msgspec; a tool_use or tool_result line it types, read while no run is open,
+ * is the one event decode_typed would make of it; the rest go to decode_typed, as before. */
 
 enum {
     G_RUN, G_MESSAGE_DELTA, G_UNDECODED, G_TOOL_USE_LINE, G_TOOL_RESULT_LINE, G_TOOL_PAIRS, G_TOOL_CALL, G_TOOL_RESULT,
@@ -2184,9 +2185,10 @@ static int gemini_finish(GeminiSkim *skim, PyObject *decoder) {
 
 PyDoc_STRVAR(gemini_skim_doc,
              "gemini_skim(kinds, decoder, lines, index, decode) -> (index, line)\n\n"
-             "From lines[index] on, the chunks of the answer that continue the open text run, read as decode_typed "
-             "reads them; then the index of the first other line with that line typed by decode (kinds' "
-             "UNDECODED when decode refused it), or (len(lines), None).");
+             "From lines[index] on, the chunks of the answer that continue the open text run, and the tool calls "
+             "and results that need no run closed first, read as decode_typed reads them; then the index of the "
+             "first other line with that line typed by decode (kinds' UNDECODED when decode refused it), or "
+             "(len(lines), None).");
 
 static PyObject *gemini_skim(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 5 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != N_GEMINI || !PyList_Check(args[2])) {

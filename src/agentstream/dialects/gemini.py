@@ -373,7 +373,7 @@ class GeminiDecoder(EventDecoder):
     them, inlined."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        """A subclass that reads or stamps chunks its own way does not skim past its steps."""
+        """A subclass that reads, stamps or emits chunks or tool lines its own way does not skim past its steps."""
         super().__init_subclass__(**kwargs)
         if cls.typed_lines is not _TYPED_LINES or any(
             getattr(cls, name) is not getattr(GeminiDecoder, name) for name in _SKIMMED_STEPS
