@@ -945,3 +945,86 @@ def test_sigterm_ends_the_server_while_a_client_follows_a_run_that_never_ends(bu
             assert time.monotonic() - began < 10
         finally:
             connection.close()
+
+
+def _whole_reply(conn: socket.socket) -> bytes:
+    """One response with a Content-Length, read to its last byte (so that nothing of it is left unread)."""
+    received = b""
+    while b"\r\n\r\n" not in received:
+        received += conn.recv(65536)
+    head, _, body = received.partition(b"\r\n\r\n")
+    length = int(re.search(rb"(?i)content-length: (\d+)", head)[1])  # type: ignore[index]
+    while len(body) < length:
+        body += conn.recv(65536)
+    return head + b"\r\n\r\n" + body
+
+
+def _closed_after(conn: socket.socket, trickle: bytes, every_s: float, within_s: float) -> float | None:
+    """Send ``trickle`` a byte at a time; the seconds until the server closed the connection (None: it did not)."""
+    began = time.monotonic()
+    conn.settimeout(every_s)
+    for byte in trickle:
+        if time.monotonic() - began > within_s:
+            return None
+        try:
+            conn.sendall(bytes([byte]))
+            if conn.recv(1) == b"":
+                return time.monotonic() - began
+        except TimeoutError:
+            continue
+        except (BrokenPipeError, ConnectionResetError):
+            return time.monotonic() - began
+    return None
+
+
+def test_a_client_trickling_its_request_head_is_disconnected_but_a_long_answer_is_not(bus_url: str) -> None:
+    """Slowloris: uvicorn's keep-alive timeout starts again with each byte, so only the deadline ends it; the
+    deadline covers a request's head, never the answer (a followed run outlives it many times over)."""
+    publish(bus_url, "long-answer", [p.Start(command="exec long job")])
+    with Server(bus_url, "--request-timeout", "0.5", "--heartbeat", "0.2") as server:
+        head = b"GET /api/runs HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nX-Slow: " % server.port + b"x" * 200
+        with socket.create_connection(("127.0.0.1", server.port)) as silent:
+            silent.settimeout(5)
+            assert silent.recv(1) == b""  # a connection that says nothing is closed too
+        with socket.create_connection(("127.0.0.1", server.port)) as slow:
+            took = _closed_after(slow, head, every_s=0.05, within_s=5)
+        assert took is not None and took < 3, took
+        with socket.create_connection(("127.0.0.1", server.port)) as answered_once:  # then slow on its next
+            answered_once.sendall(b"GET /api/runs HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % server.port)
+            answered_once.settimeout(5)
+            assert _whole_reply(answered_once).startswith(b"HTTP/1.1 200 ")
+            took = _closed_after(answered_once, head, every_s=0.05, within_s=5)
+        assert took is not None and took < 3, took
+        with socket.create_connection(
+            ("127.0.0.1", server.port)
+        ) as pipelined:  # a follow behind another request
+            host = b"Host: 127.0.0.1:%d\r\n" % server.port
+            pipelined.sendall(
+                b"GET /api/runs HTTP/1.1\r\n"
+                + host
+                + b"\r\nGET /api/runs/long-answer/events HTTP/1.1\r\n"
+                + host
+                + b"\r\n"
+            )
+            pipelined.settimeout(5)
+            began, received = time.monotonic(), b""
+            while time.monotonic() - began < 1.5:  # three deadlines: heartbeats keep coming, the follow stays
+                chunk = pipelined.recv(65536)
+                assert chunk, received[-300:]
+                received += chunk
+            assert received.count(b"HTTP/1.1 200 ") == 2 and b"text/event-stream" in received
+        stream = SseStream(server, "/api/runs/long-answer/events")
+        events = stream.events()
+        assert next(events).id == "0"
+        time.sleep(1.5)  # three deadlines, heartbeats going out
+        publish(bus_url, "long-answer", [p.Result(ok=True, subtype="success", exit_code=0)], first_seq=1)
+        assert [json.loads(event.data)["type"] for event in events] == ["result"]
+        kept = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)  # one connection kept alive
+        try:
+            for _ in range(2):
+                kept.request("GET", "/api/runs")
+                reply = kept.getresponse()
+                assert (reply.status, json.loads(reply.read())["ok"]) == (200, True)
+                time.sleep(0.3)  # under the deadline between requests
+        finally:
+            kept.close()

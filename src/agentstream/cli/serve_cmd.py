@@ -37,6 +37,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help=f"seconds between keep-alive comments on an idle event stream, {MIN_HEARTBEAT_S} or more "
         "(default 15)",
     )
+    parser.add_argument(
+        "--request-timeout",
+        type=positive_seconds,
+        default=REQUEST_HEAD_TIMEOUT_S,
+        metavar="S",
+        help="seconds a client has to send a request's line and headers, from connecting or from the answer "
+        f"to its last request; a slower one is disconnected (default {REQUEST_HEAD_TIMEOUT_S:g})",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from agentstream._extras import require
     from agentstream.bus import check_bus_url, open_bus, redact_url
     from agentstream.serve.app import ServeSettings, create_app, server_url
-    from agentstream.serve.security import check_bind, resolve_token
+    from agentstream.serve.security import check_bind, request_deadline_protocol, resolve_token
 
     token = resolve_token(args.token)
     check_bind(args.host, token)
@@ -62,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
         access_log=False,
         server_header=False,
         limit_concurrency=_connection_limit(),
+        http=request_deadline_protocol(args.request_timeout),
         timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
     )
     note = " (token required)" if token else ""
@@ -73,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+REQUEST_HEAD_TIMEOUT_S: Final = 10.0
+"""The default of ``--request-timeout``: far longer than any client on a working network needs."""
 SHUTDOWN_GRACE_S: Final = 3.0
 """How long a signal waits for open responses (a follower of a run that never ends) before closing them."""
 

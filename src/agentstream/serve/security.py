@@ -14,6 +14,9 @@
   whatever credentials it carries (``Sec-Fetch-Site`` / ``Origin`` must say same-origin).
 * Every response carries a strict Content-Security-Policy (scripts and styles only
   from this server, no inline code) and no CORS header at all.
+* A client must send each request's line and headers within a deadline (``--request-timeout``):
+  one that sends them a byte at a time (slowloris) would otherwise hold its connection for good,
+  as uvicorn's keep-alive timeout starts again with every byte received.
 """
 
 from __future__ import annotations
@@ -22,9 +25,12 @@ import hashlib
 import hmac
 import ipaddress
 import os
-from typing import Final
+from typing import TYPE_CHECKING, Any, Final
 
 from agentstream.errors import UsageError
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = [
     "COOKIE_NAME",
@@ -35,6 +41,7 @@ __all__ = [
     "cross_site",
     "is_authorized",
     "loopback_authority",
+    "request_deadline_protocol",
     "resolve_token",
     "token_matches",
 ]
@@ -151,3 +158,42 @@ def cross_site(
     if origin == "null" or scheme not in ("http", "https") or rest != (host or ""):
         return True
     return loopback_port is not None and not loopback_authority(rest, loopback_port)
+
+
+def request_deadline_protocol(seconds: float) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP/1.1 protocol (h11) with a deadline on each request's head: ``seconds`` from the
+    connection, or from the answer to its last request, for its request line and headers to arrive whole.
+
+    A connection still waiting for them then is closed. Once a request's head is in, the deadline is off:
+    a slow answer (an event stream followed for hours) is never cut by it.
+    """
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class RequestDeadline(H11Protocol):
+        _deadline: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._wait_for_a_request()
+
+        def on_response_complete(self) -> None:
+            self._wait_for_a_request()  # first: a pipelined request already in starts its cycle just below
+            super().on_response_complete()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+            super().connection_lost(exc)
+
+        def _wait_for_a_request(self) -> None:
+            """Each request's head starts a request cycle of its own: the one current now must not be current
+            when the deadline comes."""
+            if self._deadline is not None:
+                self._deadline.cancel()
+            self._deadline = self.loop.call_later(seconds, self._too_slow, self.cycle)
+
+        def _too_slow(self, waiting_since: object) -> None:
+            if self.cycle is waiting_since and not self.transport.is_closing():
+                self.transport.close()
+
+    return RequestDeadline
