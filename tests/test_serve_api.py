@@ -977,9 +977,9 @@ def _closed_after(conn: socket.socket, trickle: bytes, every_s: float, within_s:
     return None
 
 
-def test_a_client_trickling_its_request_head_is_disconnected_but_a_long_answer_is_not(bus_url: str) -> None:
+def test_a_client_trickling_its_request_is_disconnected_but_a_long_answer_is_not(bus_url: str) -> None:
     """Slowloris: uvicorn's keep-alive timeout starts again with each byte, so only the deadline ends it; the
-    deadline covers a request's head, never the answer (a followed run outlives it many times over)."""
+    deadline covers a request (head and body), never the answer (a followed run outlives it many times over)."""
     publish(bus_url, "long-answer", [p.Start(command="exec long job")])
     with Server(bus_url, "--request-timeout", "0.5", "--heartbeat", "0.2") as server:
         head = b"GET /api/runs HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nX-Slow: " % server.port + b"x" * 200
@@ -988,6 +988,13 @@ def test_a_client_trickling_its_request_head_is_disconnected_but_a_long_answer_i
             assert silent.recv(1) == b""  # a connection that says nothing is closed too
         with socket.create_connection(("127.0.0.1", server.port)) as slow:
             took = _closed_after(slow, head, every_s=0.05, within_s=5)
+        assert took is not None and took < 3, took
+        with socket.create_connection(("127.0.0.1", server.port)) as slow_body:
+            slow_body.sendall(
+                b"POST /api/runs HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 300\r\n\r\n" % server.port
+            )
+            took = _closed_after(slow_body, b'{"prompt": "' + b"x" * 286 + b'"}', every_s=0.05, within_s=5)
         assert took is not None and took < 3, took
         with socket.create_connection(("127.0.0.1", server.port)) as answered_once:  # then slow on its next
             answered_once.sendall(b"GET /api/runs HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % server.port)

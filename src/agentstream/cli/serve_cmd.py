@@ -40,10 +40,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--request-timeout",
         type=positive_seconds,
-        default=REQUEST_HEAD_TIMEOUT_S,
+        default=REQUEST_TIMEOUT_S,
         metavar="S",
-        help="seconds a client has to send a request's line and headers, from connecting or from the answer "
-        f"to its last request; a slower one is disconnected (default {REQUEST_HEAD_TIMEOUT_S:g})",
+        help="seconds a client has to send a whole request (line, headers and body), from connecting or from "
+        f"the answer to its last request; a slower one is disconnected (default {REQUEST_TIMEOUT_S:g})",
     )
 
 
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-REQUEST_HEAD_TIMEOUT_S: Final = 10.0
+REQUEST_TIMEOUT_S: Final = 10.0
 """The default of ``--request-timeout``: far longer than any client on a working network needs."""
 SHUTDOWN_GRACE_S: Final = 3.0
 """How long a signal waits for open responses (a follower of a run that never ends) before closing them."""

@@ -14,9 +14,9 @@
   whatever credentials it carries (``Sec-Fetch-Site`` / ``Origin`` must say same-origin).
 * Every response carries a strict Content-Security-Policy (scripts and styles only
   from this server, no inline code) and no CORS header at all.
-* A client must send each request's line and headers within a deadline (``--request-timeout``):
-  one that sends them a byte at a time (slowloris) would otherwise hold its connection for good,
-  as uvicorn's keep-alive timeout starts again with every byte received.
+* A client must send each request (its line, headers and body) within a deadline
+  (``--request-timeout``): one that sends it a byte at a time (slowloris) would otherwise hold its
+  connection for good, as uvicorn's keep-alive timeout starts again with every byte received.
 """
 
 from __future__ import annotations
@@ -161,10 +161,10 @@ def cross_site(
 
 
 def request_deadline_protocol(seconds: float) -> type[asyncio.Protocol]:
-    """uvicorn's HTTP/1.1 protocol (h11) with a deadline on each request's head: ``seconds`` from the
-    connection, or from the answer to its last request, for its request line and headers to arrive whole.
+    """uvicorn's HTTP/1.1 protocol (h11) with a deadline on each request: ``seconds`` from the connection,
+    or from the answer to its last request, for its line, headers and body to arrive whole.
 
-    A connection still waiting for them then is closed. Once a request's head is in, the deadline is off:
+    A connection still waiting for them then is closed. The deadline is on receiving the request only:
     a slow answer (an event stream followed for hours) is never cut by it.
     """
     from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -193,7 +193,9 @@ def request_deadline_protocol(seconds: float) -> type[asyncio.Protocol]:
             self._deadline = self.loop.call_later(seconds, self._too_slow, self.cycle)
 
         def _too_slow(self, waiting_since: object) -> None:
-            if self.cycle is waiting_since and not self.transport.is_closing():
+            """No request since, or one whose body is still coming in."""
+            cycle = self.cycle
+            if (cycle is waiting_since or cycle.more_body) and not self.transport.is_closing():
                 self.transport.close()
 
     return RequestDeadline
