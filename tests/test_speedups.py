@@ -1822,6 +1822,21 @@ class _Replying(GeminiDecoder):
         super()._replied(by_the_model)
 
 
+@pytest.mark.parametrize("decoder_class", [ClaudeDecoder, GeminiDecoder, CodexDecoder])
+def test_a_skim_refuses_a_line_index_outside_its_lines_and_kinds_of_another_length(
+    decoder_class: type[kit.EventDecoder],
+) -> None:
+    skim: Any = decoder_class.typed_skim
+    decode = decoder_class.typed_lines.decode  # type: ignore[union-attr]
+    decoder, lines = decoder_class(), [b"{}", b"{}"]
+    for index in (-1, 3):
+        with pytest.raises(IndexError, match=f"index {index} is not one of the lines'"):
+            skim(decoder, lines, index, decode)
+    assert skim(decoder, lines, 2, decode) == (2, None)  # past the last line: nothing left to read
+    with pytest.raises(TypeError, match=r"_skim\(kinds, decoder, lines, index, decode\)"):
+        skim.func((*skim.args[0], None), decoder, lines, 0, decode)
+
+
 def test_a_gemini_subclass_that_changes_a_skimmed_step_reads_every_line_itself() -> None:
     assert GeminiDecoder.typed_skim is not None
     assert _Replying.typed_skim is None

@@ -1850,6 +1850,22 @@ static int skim_typed(Skim *skim, PyObject *decoder, PyObject *line) {
     return found;
 }
 
+/* The line a skim starts at (its arguments checked: kinds, a tuple of `kinds` items; decoder; lines, a list;
+ * index, from 0 to len(lines); decode), or -1 with an exception set. */
+static Py_ssize_t skim_start(const char *usage, PyObject *const *args, Py_ssize_t nargs, Py_ssize_t kinds) {
+    if (nargs != 5 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != kinds || !PyList_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, usage);
+        return -1;
+    }
+    Py_ssize_t index = PyLong_AsSsize_t(args[3]);
+    if (index == -1 && PyErr_Occurred()) return -1;
+    if (index < 0 || index > PyList_GET_SIZE(args[2])) {
+        PyErr_Format(PyExc_IndexError, "%s: index %zd is not one of the lines'", usage, index);
+        return -1;
+    }
+    return index;
+}
+
 PyDoc_STRVAR(claude_skim_doc,
              "claude_skim(kinds, decoder, lines, index, decode) -> (index, line)\n\n"
              "ClaudeDecoder.typed_skim: reads the lines from lines[index] on that need no Python step, as "
@@ -1860,13 +1876,9 @@ PyDoc_STRVAR(claude_skim_doc,
              "line. Lines in the compact form Claude Code writes are read without decode.");
 
 static PyObject *claude_skim(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 5 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != N_CLAUDE || !PyList_Check(args[2])) {
-        PyErr_SetString(PyExc_TypeError, "claude_skim(kinds, decoder, lines, index, decode)");
-        return NULL;
-    }
+    Py_ssize_t index = skim_start("claude_skim(kinds, decoder, lines, index, decode)", args, nargs, N_CLAUDE);
+    if (index < 0) return NULL;
     PyObject *decoder = args[1], *lines = args[2], *decode = args[4], *answer = NULL;
-    Py_ssize_t index = PyLong_AsSsize_t(args[3]);
-    if (index == -1 && PyErr_Occurred()) return NULL;
     Skim skim = {.queued = 0};
     for (int k = 0; k < N_CLAUDE; k++) skim.kinds[k] = PyTuple_GET_ITEM(args[0], k);
     for (; index < PyList_GET_SIZE(lines); index++) {
@@ -2191,14 +2203,10 @@ PyDoc_STRVAR(gemini_skim_doc,
              "(len(lines), None).");
 
 static PyObject *gemini_skim(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 5 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != N_GEMINI || !PyList_Check(args[2])) {
-        PyErr_SetString(PyExc_TypeError, "gemini_skim(kinds, decoder, lines, index, decode)");
-        return NULL;
-    }
+    Py_ssize_t index = skim_start("gemini_skim(kinds, decoder, lines, index, decode)", args, nargs, N_GEMINI);
+    if (index < 0) return NULL;
     PyObject *const *kinds = &PyTuple_GET_ITEM(args[0], 0);
     PyObject *decoder = args[1], *lines = args[2], *decode = args[4], *answer = NULL;
-    Py_ssize_t index = PyLong_AsSsize_t(args[3]);
-    if (index == -1 && PyErr_Occurred()) return NULL;
     GeminiSkim skim = {.chunks = 0};
     for (; index < PyList_GET_SIZE(lines); index++) {
         PyObject *data = PyList_GET_ITEM(lines, index), *ts = NULL, *text = NULL;
@@ -2439,14 +2447,10 @@ PyDoc_STRVAR(codex_skim_doc,
              "(len(lines), None).");
 
 static PyObject *codex_skim(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 5 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != N_CODEX || !PyList_Check(args[2])) {
-        PyErr_SetString(PyExc_TypeError, "codex_skim(kinds, decoder, lines, index, decode)");
-        return NULL;
-    }
+    Py_ssize_t index = skim_start("codex_skim(kinds, decoder, lines, index, decode)", args, nargs, N_CODEX);
+    if (index < 0) return NULL;
     PyObject *const *kinds = &PyTuple_GET_ITEM(args[0], 0);
     PyObject *decoder = args[1], *lines = args[2], *decode = args[4], *answer = NULL;
-    Py_ssize_t index = PyLong_AsSsize_t(args[3]);
-    if (index == -1 && PyErr_Occurred()) return NULL;
     CodexSkim skim = {.queued = 0};
     for (; index < PyList_GET_SIZE(lines); index++) {
         PyObject *data = Py_NewRef(PyList_GET_ITEM(lines, index));
