@@ -74,6 +74,8 @@ def test_runs_is_the_envelope_runs_prints_with_duration_tokens_and_cost(server: 
 def test_runs_filters_by_status_and_limit_and_rejects_bad_values(server: Server, bus_url: str) -> None:
     finished_run(bus_url, "filter-a")
     finished_run(bus_url, "filter-b")
+    # the running run it lists is its own, not one another test may or may not have left
+    publish(bus_url, "filter-running", [p.Start(command="exec still going")])
     running = request(server, "GET", "/api/runs?status=running&limit=100").json()
     assert running["result"]["runs"] and {r["status"] for r in running["result"]["runs"]} == {"running"}
     one = request(server, "GET", "/api/runs?limit=1").json()
