@@ -26,7 +26,7 @@ import pytest
 from _agent_fakes import FakeModelServer, Reply, openai_error, responses_reply
 from _dialect_kit import one, only, violations
 from agentstream import protocol as p
-from agentstream.consumer import read
+from agentstream.consumer import read, spawn
 
 PEERS = Path(__file__).parent / "peers"
 CODEX = PEERS / "node_modules" / ".bin" / "codex"
@@ -361,8 +361,21 @@ def test_wrap_relays_codex_with_its_exit_code(tmp_path: Path, replies: list[Repl
     assert KEY not in run.stdout.decode()  # the 401 echoes the key; the wrap redacts it
     if exit_code == 0:
         assert result.result == "Wrapped."
+        assert [usage.model for usage in only(events, p.Usage)] == [MODEL]  # as its -m asked, not "unknown"
     else:
         assert len(only(events, p.Error)) == 2  # the retry notice and the one fatal error
+
+
+def test_a_spawned_codex_names_the_model_its_command_line_asks_for(tmp_path: Path) -> None:
+    """Codex prints no model: the start and usage of ``spawn`` name the one its ``-m`` asked for."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    with FakeModelServer([responses_reply("Named.", usage=(50, 5))]) as server:
+        command, env = _codex_exec(server, home, work, MODEL, ["say hi"])
+        with spawn(command, "codex", env=env, cwd=str(work)) as child:
+            events = list(child)
+    assert not violations(events) and one(events, p.Result).ok
+    assert one(events, p.Start).model == MODEL
+    assert [(usage.model, usage.input_tokens) for usage in only(events, p.Usage)] == [(MODEL, 50)]
 
 
 # -- agentstream acp --cli codex -- an editor's session over ACP --------------------------------

@@ -261,10 +261,12 @@ def test_continued_runs_read_as_runs_of_their_own(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("script", "exit_code"), [(LOOK, 0), ([openai_error(401)], 1)])
 def test_wrap_runs_the_cli(tmp_path: Path, script: list[Reply], exit_code: int) -> None:
     """The wrap's stream names opencode's own session (``--session`` resumes it), which opencode prints on every
-    line and sends the model server, though it prints no start line."""
-    run = run_opencode(tmp_path, script, wrap=True)
+    line and sends the model server, though it prints no start line, and the model its ``--model`` asks for."""
+    run = run_opencode(tmp_path, script, "--model", f"fake/{MODEL}", wrap=True)
     assert run.returncode == exit_code, run.stderr
     events = assert_valid_stream(run.stdout.splitlines(), exit_code)
+    # opencode prints no model: the wrap's usage names the one its --model asked for, not "unknown"
+    assert {usage.model for usage in only(events, p.Usage)} == ({MODEL} if exit_code == 0 else set())
     result = one(events, p.Result)
     assert result.exit_code == exit_code and result.synthetic is p.UNSET
     (child,) = [e for e in events if isinstance(e, p.Status) and e.status == "child_session"]

@@ -11,7 +11,7 @@ one line, the work still open and a bounded number of held events.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final, Literal, NamedTuple, TypeAlias
 
 import msgspec
@@ -95,8 +95,11 @@ class Pipeline:
         cwd: str = "",
         max_line_bytes: int | None = None,
         turns: Turns = "many",
+        command: Sequence[str] = (),
     ) -> None:
         self.label, self.cwd, self.turns = label, cwd, turns
+        self.command = command
+        """The command line of the child this pipeline reads, if any: what it names (its model) the stream may not."""
         self.dialect: str | None = None
         self._decoder: DialectDecoder | None = None
         self._blocks = BlockSplitter() if max_line_bytes is None else None
@@ -147,7 +150,10 @@ class Pipeline:
     def _use(self, name: str) -> None:
         from agentstream.dialects import get_dialect
 
-        self._decoder = get_dialect(name).decoder()
+        dialect = get_dialect(name)
+        self._decoder = dialect.decoder()
+        if self.command:
+            self._decoder.named_model = dialect.named_model(self.command)
         self.dialect = name
 
     # -- input ---------------------------------------------------------------

@@ -88,6 +88,7 @@ class _ChildBase:
             cwd=cwd or os.getcwd(),
             max_line_bytes=max_line_bytes,
             turns=turns,
+            command=self.argv,
         )
         self._stderr = _StderrTail(stderr_limit, on_stderr, self._on_stderr_line if stderr_as_logs else None)
         self._started_at = 0.0

@@ -10,6 +10,7 @@ pairs) or the other way round.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from typing import Any, ClassVar, NamedTuple
 
 import msgspec
@@ -17,9 +18,47 @@ import msgspec
 from agentstream import protocol as p
 from agentstream._lines import LongLine, NotSure, is_long, parse_json, parse_long_line
 
-__all__ = ["Dialect", "DialectDecoder", "DialectEncoder", "ExitMeaning"]
+__all__ = ["Dialect", "DialectDecoder", "DialectEncoder", "ExitMeaning", "NamedModel", "option_value"]
 
 _decode_json = p.JSON_DECODER.decode  # bound once: it runs for every line
+
+UNKNOWN_MODEL = "unknown"
+"""What a usage event names as its model when the stream does not say and nobody told the reader."""
+
+
+class NamedModel(NamedTuple):
+    """The model a CLI's command line asks for, and its provider when the name gives one (``provider/model``)."""
+
+    model: str
+    provider: str | None = None
+
+
+def option_value(argv: Sequence[str], program: str, names: Sequence[str]) -> str | None:
+    """The value ``argv`` gives one of the options ``names`` (``--model V``, ``--model=V``, ``-m V``; the last one
+    counts) after a word naming ``program`` (a path or package whose last part is ``program``, or starts with
+    ``program.`` or ``program-``, as ``npx @openai/codex`` or a platform binary ``codex-x86_64-…``).
+
+    ``None`` when no such word comes first (a script's own ``-m`` means what the script says), when the value
+    is missing or looks like another option, and from a lone ``--`` on (what follows is arguments).
+    """
+    value: str | None = None
+    named = False
+    words = iter(argv)
+    for word in words:
+        if word == "--":
+            break
+        if not named:
+            last = word.replace("\\", "/").rsplit("/", 1)[-1]
+            named = last == program or last.startswith((program + ".", program + "-"))
+            continue
+        given = (
+            next(words, "")
+            if word in names
+            else next((word[len(name) + 1 :] for name in names if word.startswith(name + "=")), None)
+        )
+        if given is not None and given[:1] not in ("", "-"):
+            value = given
+    return value
 
 
 class DialectDecoder(ABC):
@@ -33,6 +72,26 @@ class DialectDecoder(ABC):
     session_named: bool = False
     """Whether the session id the events carry is the input's own (a CLI's, the one that resumes its session), not one
     made up for it: a decoder that takes the id from its input says so."""
+
+    named_model: NamedModel | None = None
+    """The model the command line that runs the CLI asks for (see :meth:`Dialect.named_model`), set by the reader
+    of a spawned child: a dialect whose stream never names its model names this one in its start and usage."""
+
+    @property
+    def usage_model(self) -> str:
+        """The model a usage event of a stream that never names its own carries: the command line's, or
+        ``unknown``."""
+        return self.named_model.model if self.named_model is not None else UNKNOWN_MODEL
+
+    def started_with_model(self, command: str, *, synthetic: bool = False) -> p.Start:
+        """A ``start`` naming the command line's model and provider, when it named them."""
+        named = self.named_model
+        return p.Start(
+            command=command,
+            model=named.model if named is not None else p.UNSET,
+            provider=named.provider if named is not None and named.provider else p.UNSET,
+            synthetic=True if synthetic else p.UNSET,
+        )
 
     def __init__(self, session_id: str | None = None) -> None:
         self.sequencer = p.Sequencer(session_id)
@@ -165,6 +224,12 @@ class Dialect(ABC):
     @abstractmethod
     def sniff(self, obj: dict[str, Any]) -> float:
         """How sure (0.0 to 1.0) we are that this parsed first-line object is in this dialect."""
+
+    def named_model(self, argv: Sequence[str]) -> NamedModel | None:
+        """The model the command line ``argv`` that runs this dialect's CLI asks for, for a CLI whose stream never
+        names its model (``None``: it names none, or the stream names its own). Only an explicit option counts:
+        the CLI's config and built-in default are its own business, and a guess would be worse than ``unknown``."""
+        return None
 
     def error_for_exit(self, status: int) -> ExitMeaning | None:
         """The canonical error a documented exit status of the dialect's CLI stands for (``None``: nothing known).

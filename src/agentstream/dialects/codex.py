@@ -11,8 +11,9 @@ A turn's end is the run's end: ``turn.completed`` becomes the ``usage`` and the
 ``turn.failed`` is, and Codex writes the error that failed the turn twice: as an
 ``error`` line, then as ``turn.failed``'s. A retry notice (``Reconnecting... 2/5
 (…)``) is never that error: Codex writes it, then waits before it tries again.
-Codex never names the model, and ``exec`` stops with no turn event at all when
-interrupted: the reader then makes up the ending.
+Codex never names the model (a spawned ``codex``'s start and usage name the one its
+``-m``/``--model`` option asks for, else ``unknown``), and ``exec`` stops with no turn
+event at all when interrupted: the reader then makes up the ending.
 """
 
 # No ``from __future__ import annotations``: the typed lines' annotations stay real objects, which msgspec
@@ -20,13 +21,14 @@ interrupted: the reader then makes up the ending.
 import functools
 import operator
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any, ClassVar, Final, NamedTuple
 
 import msgspec
 
 from agentstream import protocol as p
 from agentstream._accel import speedups
+from agentstream.dialects.base import NamedModel, option_value
 from agentstream.dialects.kit import (
     UNDECODED,
     EventDecoder,
@@ -50,7 +52,6 @@ _EXIT = r"exit code (-?\d+)"
 """Patterns of error lines and results, compiled (by ``re``'s cache) when first met, not at every start."""
 _COMMAND = "command_execution"
 _MCP_PREFIX = "mcp__"
-_UNKNOWN_MODEL = "unknown"
 _NEVER_FINISHED = "codex marked the command completed without an exit code: it never finished"
 
 Outcome = tuple[p.ToolStatus, str | None, str | None]
@@ -565,7 +566,7 @@ class CodexDecoder(EventDecoder):
         self.adopt_session(thread_id)
         if thread_id != self._thread:
             self._thread, self._usage_total = thread_id, None
-        self.emit(p.Start(command=self.command), f.ts("timestamp"))
+        self.emit(self.started_with_model(self.command), f.ts("timestamp"))
         self._turn_over = False
 
     def on_turn_started(self, f: Fields) -> None:
@@ -575,7 +576,7 @@ class CodexDecoder(EventDecoder):
         """Nothing to say in a run's first turn (``thread.started`` opened it): ``exec`` runs one turn, and its end
         is the run's end. A turn after an ended one without its own ``thread.started`` gets a made-up start."""
         if self._turn_over or not self.started:
-            self.emit(p.Start(command=self.command, synthetic=True))
+            self.emit(self.started_with_model(self.command, synthetic=True))
         self._turn_over = False
 
     def on_turn_completed(self, f: Fields) -> None:
@@ -595,7 +596,7 @@ class CodexDecoder(EventDecoder):
             self._usage_total = total
         self._end_turn()
         if step is not None and any(step):  # zeros: codex reported nothing
-            self.emit(step.usage(_UNKNOWN_MODEL))
+            self.emit(step.usage(self.usage_model))
         self.emit(self._result(ok=True))
 
     def on_turn_failed(self, f: Fields) -> None:
@@ -868,6 +869,10 @@ class CodexDialect(SimpleDialect):
     summary = "OpenAI Codex codex exec --json"
     decoder_class = CodexDecoder
     encoder_class = CodexEncoder
+
+    def named_model(self, argv: Sequence[str]) -> NamedModel | None:
+        model = option_value(argv, "codex", ("-m", "--model"))
+        return NamedModel(model) if model else None
 
     def sniff(self, obj: dict[str, Any]) -> float:
         kind = obj.get("type")

@@ -15,7 +15,9 @@ Each run prints its own session on every line, so the outputs of several runs
 appended read as runs of their own: a line of another session, or a model call or
 error after the run was over, opens the next one.
 
-opencode has no start line and never echoes the prompt. A ``text`` part marked
+opencode has no start line, never names the model (a spawned ``opencode``'s start and
+usage name the one its ``-m``/``--model provider/model`` option asks for, else
+``unknown``) and never echoes the prompt. A ``text`` part marked
 ``synthetic`` is opencode's own words in a user message (the note it adds after
 compacting a conversation), not the model's. ``tokens.input`` leaves
 out cache reads and writes, and ``tokens.output`` leaves out ``reasoning``
@@ -25,11 +27,13 @@ count them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
 
 from agentstream import protocol as p
+from agentstream.dialects.base import UNKNOWN_MODEL, NamedModel, option_value
 from agentstream.dialects.kit import (
     EventDecoder,
     EventEncoder,
@@ -44,7 +48,6 @@ from agentstream.errors import ErrorCode, code_from_wording
 from agentstream.transcript import Tally
 
 _TYPES = frozenset({"step_start", "step_finish", "text", "reasoning", "tool_use", "error", "done"})
-_UNKNOWN_MODEL = "unknown"
 # opencode's session error names (NamedError.name); the first one per code is the one we write.
 _ERROR_NAMES: dict[str, str] = {
     "UnknownError": ErrorCode.UNKNOWN,
@@ -156,7 +159,7 @@ class OpencodeDecoder(EventDecoder):
         self._ended, self._failed, self._last_text = False, None, None
         self._rejected, self._run_session, self._began = False, None, None
         self.tally = Tally()
-        self.emit(p.Start(command=self.command, synthetic=True))
+        self.emit(self.started_with_model(self.command, synthetic=True))
 
     def _release_error(self) -> None:
         """The run went on after a session error: report it now; the result still fails."""
@@ -175,7 +178,7 @@ class OpencodeDecoder(EventDecoder):
         f.opt_sub("part")
         self._over = self._rejected = False
         if not self.started:
-            self.emit(p.Start(command=self.command, synthetic=True))
+            self.emit(self.started_with_model(self.command, synthetic=True))
 
     def on_step_finish(self, f: Fields) -> None:
         part = f.sub("part")
@@ -190,7 +193,7 @@ class OpencodeDecoder(EventDecoder):
         write = (cache.opt_integer("write") if cache else None) or 0
         reasoning = tokens.opt_integer("reasoning") or 0
         usage = p.Usage(
-            model=_UNKNOWN_MODEL,
+            model=self.usage_model,
             input_tokens=(tokens.opt_integer("input") or 0) + read + write,
             output_tokens=(tokens.opt_integer("output") or 0) + reasoning,
             cached_tokens=read,
@@ -403,7 +406,7 @@ class OpencodeEncoder(EventEncoder):
         is the ``done`` line's to say."""
         if self._step is None:
             return []
-        usage = usage or p.Usage(model=_UNKNOWN_MODEL)
+        usage = usage or p.Usage(model=UNKNOWN_MODEL)
         cached = min(usage.cached_tokens, usage.input_tokens)
         written = min(
             0 if usage.cache_write_tokens is p.UNSET else usage.cache_write_tokens,
@@ -451,6 +454,14 @@ class OpencodeDialect(SimpleDialect):
     has_start_line = False
     decoder_class = OpencodeDecoder
     encoder_class = OpencodeEncoder
+
+    def named_model(self, argv: Sequence[str]) -> NamedModel | None:
+        """``provider/model``, as opencode splits it: the provider is the first part, the model the rest."""
+        named = option_value(argv, "opencode", ("-m", "--model"))
+        if not named:
+            return None
+        provider, _, model = named.partition("/")
+        return NamedModel(model, provider) if provider and model else NamedModel(named)
 
     def sniff(self, obj: dict[str, Any]) -> float:
         if "v" in obj or "seq" in obj or str(obj.get("type")) not in _TYPES:
