@@ -487,3 +487,49 @@ def test_the_run_list_shows_a_run_whose_producer_was_killed_as_ended(browser: An
     with open_bus(bus_url) as bus:
         last = bus.read(run_id, bus.get_run(run_id).last_seq)[0]  # type: ignore[union-attr]
     assert json.loads(last.line)["subtype"] == "producer_lost"
+
+
+def test_more_live_runs_than_the_browser_has_connections_each_stream_in_their_tab(
+    browser: Any, server: Server, bus_url: str
+) -> None:
+    """A browser opens at most six connections to one server, and a live run's page holds one: a tab that is
+    not shown lets its stream go, and takes it up where it stopped once shown again. Eight runs in eight tabs
+    each load, stream, and show every event once."""
+    runs = [f"tabbed-run-{n}" for n in range(8)]
+    first_tab, tabs = browser.current_window_handle, []
+    browser.set_page_load_timeout(20)  # a page stuck behind six held connections fails here, not in 300 s
+    try:
+        for run_id in runs:
+            publish(
+                bus_url,
+                run_id,
+                [p.Start(command="exec live"), p.Log(level="info", message=f"{run_id} began")],
+            )
+            browser.switch_to.new_window("tab")
+            tabs.append(browser.current_window_handle)
+            browser.get(f"{server.base}/runs/{run_id}")
+            wait_for(
+                lambda run_id=run_id: f"{run_id} began" in _text_of(browser, "#timeline"),
+                what=f"{run_id}'s first events",
+            )
+        for run_id in runs:  # they go on while all but the last tab are hidden
+            ending = [
+                p.Log(level="info", message=f"{run_id} went on"),
+                p.Result(ok=True, subtype="success", exit_code=0),
+            ]
+            publish(bus_url, run_id, ending, first_seq=2)
+        for run_id, tab in zip(runs, tabs, strict=True):
+            browser.switch_to.window(tab)
+            wait_for(lambda: _text_of(browser, "#result"), what=f"{run_id}'s end once its tab is shown")
+            assert f"{run_id} went on" in _text_of(browser, "#timeline")
+            seqs = _js(
+                browser,
+                "return [...document.querySelectorAll('#timeline [data-seq]')].map(n => Number(n.dataset.seq))",
+            )
+            assert seqs == [0, 1, 2, 3]
+    finally:
+        browser.set_page_load_timeout(300)
+        for tab in tabs:
+            browser.switch_to.window(tab)
+            browser.close()
+        browser.switch_to.window(first_tab)

@@ -141,11 +141,31 @@ class RunView {
   start() {
     this.refreshSummary();
     this.timer = setInterval(() => this.refreshSummary(), RUN_REFRESH_MS);
-    this.follow();
+    // A browser opens at most six connections to one server, and a followed run holds one: a tab that is
+    // not shown lets its stream go and takes it up where it stopped once shown, so that a seventh tab (or
+    // the run list) is not left waiting for one. A tab opened in the background waits to be shown.
+    document.addEventListener("visibilitychange", () => this.onVisibility());
+    if (document.hidden) this.pause();
+    else this.follow();
+  }
+
+  onVisibility() {
+    if (this.ended) return;
+    if (document.hidden) this.pause();
+    else if (this.paused) this.follow();
+  }
+
+  pause() {
+    this.paused = true;
+    if (this.source) this.source.close();
+    setConnection("paused while this tab is hidden");
   }
 
   follow() {
-    const url = `/api/runs/${encodeURIComponent(this.runId)}/events`;
+    this.paused = false;
+    // A new EventSource sends no Last-Event-ID: it starts after the last seq shown.
+    const from = this.lastSeq >= 0 ? `?from_seq=${this.lastSeq + 1}` : "";
+    const url = `/api/runs/${encodeURIComponent(this.runId)}/events${from}`;
     // EventSource reconnects by itself after a dropped connection and sends Last-Event-ID
     // (the last seq it saw), so the server resumes right after it; lastSeq drops repeats.
     this.source = new EventSource(url);
@@ -171,8 +191,8 @@ class RunView {
       this.showSummary(envelope.result.run, envelope);
       if (this.missing) {
         this.missing = false;
-        // Its events were a 404 as well, which an EventSource does not retry: follow it now.
-        if (this.source.readyState === EventSource.CLOSED) this.follow();
+        // Its events were a 404 as well, which an EventSource does not retry: follow it now (once shown).
+        if (!this.paused && this.source.readyState === EventSource.CLOSED) this.follow();
       }
       if (this.ended && envelope.result.run.status !== "running") clearInterval(this.timer);
     } catch (error) {
