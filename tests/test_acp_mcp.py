@@ -3,6 +3,7 @@ their tools; an agent that cannot connect them says so; the command line carries
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -23,6 +24,7 @@ from _acp_support import (
     write_cassette,
 )
 from _agent_fakes import FakeModelServer, anthropic_reply, exec_env, responses_reply
+from _mcp_support import remote_server, requests
 from agentstream.acp.agent import McpServer
 from agentstream.acp.cli_agent import _claude_mcp, _codex_mcp
 from test_real_claude_code import claude_code, claude_env
@@ -138,30 +140,46 @@ def test_codex_gets_environments_through_its_own_and_refuses_names_its_overrides
     assert "'has.dot'" in capfd.readouterr().err
 
 
-def test_the_own_agent_runs_a_stdio_servers_tool_once_allowed_and_names_what_it_does_not_connect(
-    tmp_path: Path, work: Path
+@pytest.mark.parametrize("kind", ["stdio", "http"])
+def test_the_own_agent_runs_a_servers_tool_once_allowed_and_names_what_it_does_not_connect(
+    tmp_path: Path, work: Path, kind: str
 ) -> None:
+    """A stdio server it starts, or an http one (the MCP SDK's own) it reaches with the headers the client
+    gave; an sse one it does not connect, and says so."""
     log = tmp_path / "probe.jsonl"
-    calls = [[tool("call_m", "mcp__probe__echo", text="hi")], [text("It heard.")]]
+    name, answer = (
+        ("mcp__probe__echo", "probe heard: hi") if kind == "stdio" else ("mcp__remote__add", "the sum is 3")
+    )
+    arguments = {"text": "hi"} if kind == "stdio" else {"a": 1, "b": 2}
+    calls = [[tool("call_m", name, **arguments)], [text("It heard.")]]
     cassette = write_cassette(tmp_path / "c.ndjson", calls)
-    web = {"type": "http", "name": "web", "url": "https://mcp.example/", "headers": []}
-    plan = {
-        "cwd": str(work),
-        "mcpServers": [probe(log, "tok-own"), web],
-        "prompts": ["use the probe"],
-        "permission": "allow",
-    }
-    agent = agentstream("acp", "--cassette", str(cassette), "--no-publish")
-    env = exec_env(tmp_path / "home")
-    got, stderr = acp_client_run(plan, agent, env, cwd=work, timeout=60)
+    web = {"type": "sse", "name": "web", "url": "https://mcp.example/sse", "headers": []}
+    with contextlib.ExitStack() as stack:
+        if kind == "stdio":
+            server = probe(log, "tok-own")
+        else:
+            url, log = stack.enter_context(remote_server(tmp_path, "--token", "tok-own"))
+            bearer = [{"name": "Authorization", "value": "Bearer tok-own"}]
+            server = {"type": "http", "name": "remote", "url": url, "headers": bearer}
+        plan = {
+            "cwd": str(work),
+            "mcpServers": [server, web],
+            "prompts": ["use the server"],
+            "permission": "allow",
+        }
+        agent = agentstream("acp", "--cassette", str(cassette), "--no-publish")
+        env = exec_env(tmp_path / "home")
+        got, stderr = acp_client_run(plan, agent, env, cwd=work, timeout=60)
+        reached = methods(log) if kind == "stdio" else [(r["method"], None) for r in requests(log)]
     (init,) = of_kind(got, "initialize")
-    assert init["result"]["agentCapabilities"]["mcpCapabilities"] == {"http": False, "sse": False}
+    assert init["result"]["agentCapabilities"]["mcpCapabilities"] == {"http": True, "sse": False}
     (asked,) = of_kind(got, "permission")
     assert asked["params"]["toolCall"]["toolCallId"] == "call_m"
     done = updates(got, "tool_call_update")[-1]
-    assert done["status"] == "completed" and done["content"][0]["content"]["text"] == "probe heard: hi"
-    assert ("tools/call", "tok-own") in methods(log)
-    assert "does not connect to these MCP servers: web (http)" in stderr
+    assert done["status"] == "completed" and done["content"][0]["content"]["text"] == answer
+    assert ("tools/call", "tok-own" if kind == "stdio" else None) in reached
+    assert "does not connect to these MCP servers: web (sse)" in stderr
+    assert "tok-own" not in stderr
 
 
 @pytest.mark.parametrize(

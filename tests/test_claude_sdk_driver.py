@@ -8,6 +8,7 @@ official ``anthropic`` SDK, which talks to :class:`FakeModelServer`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shutil
 import sys
@@ -37,6 +38,7 @@ from claude_agent_sdk import (  # the test extra: pip install -e '.[test]'
 from claude_agent_sdk.types import PermissionRuleValue
 
 from _agent_fakes import ANTHROPIC_MODEL, FakeModelServer, anthropic_env, anthropic_error, anthropic_reply
+from _mcp_support import remote_server, requests
 
 PROBE = Path(__file__).parent / "_mcp_probe_server.py"
 
@@ -480,8 +482,9 @@ def test_the_sdks_mcp_servers_are_started_and_their_tools_run_and_those_that_can
     tmp_path: Path,
 ) -> None:
     """A stdio server (``mcp_servers``) is started with its environment and its tool runs as
-    ``mcp__probe__echo``; ``init`` and ``get_mcp_status`` list each server with its status, as Claude Code
-    does; one that cannot start and an http one are ``failed`` with the reason, and the run goes on."""
+    ``mcp__probe__echo``; an http one (the MCP SDK's own server) is reached with its headers and its tool runs
+    as ``mcp__remote__add``; ``init`` and ``get_mcp_status`` list each server with its status, as Claude Code
+    does; one that cannot start and an sse one are ``failed`` with the reason, and the run goes on."""
     log = tmp_path / "probe.jsonl"
     servers: dict[str, Any] = {
         "probe": {
@@ -490,11 +493,16 @@ def test_the_sdks_mcp_servers_are_started_and_their_tools_run_and_those_that_can
             "env": {"PROBE_TOKEN": "tok-s3cret"},
         },
         "gone": {"command": str(tmp_path / "no-such-server")},
-        "docs": {"type": "http", "url": "https://mcp.example/", "headers": {"Authorization": "Bearer h3d"}},
+        "docs": {"type": "sse", "url": "https://mcp.example/sse", "headers": {"Authorization": "Bearer h3d"}},
     }
     said: list[str] = []
     script = [
-        anthropic_reply(tool_calls=[("toolu_m", "mcp__probe__echo", {"text": "hi"})]),
+        anthropic_reply(
+            tool_calls=[
+                ("toolu_m", "mcp__probe__echo", {"text": "hi"}),
+                ("toolu_r", "mcp__remote__add", {"a": 4, "b": 5}),
+            ]
+        ),
         anthropic_reply("It heard me."),
     ]
 
@@ -504,7 +512,11 @@ def test_the_sdks_mcp_servers_are_started_and_their_tools_run_and_those_that_can
             await client.query("use the probe")
             return dict(status), [m async for m in client.receive_response()]
 
-    with FakeModelServer(script) as server:
+    with (
+        remote_server(tmp_path, "--token", "tok-r3mote") as (url, remote_log),
+        FakeModelServer(script) as server,
+    ):
+        servers["remote"] = {"type": "http", "url": url, "headers": {"Authorization": "Bearer tok-r3mote"}}
         opts = options(
             tmp_path, server, mcp_servers=servers, permission_mode="bypassPermissions", stderr=said.append
         )
@@ -515,51 +527,82 @@ def test_the_sdks_mcp_servers_are_started_and_their_tools_run_and_those_that_can
         ("probe", "connected"),
         ("gone", "failed"),
         ("docs", "failed"),
+        ("remote", "connected"),
     ]
     assert by_name["probe"]["tools"] == [{"name": "mcp__probe__echo"}, {"name": "mcp__probe__wait"}]
-    assert "cannot start" in by_name["gone"]["error"] and "only to stdio" in by_name["docs"]["error"]
+    assert by_name["remote"]["tools"] == [{"name": "mcp__remote__add"}, {"name": "mcp__remote__wait"}]
+    assert "cannot start" in by_name["gone"]["error"] and "sse MCP servers" in by_name["docs"]["error"]
     (init,) = [m for m in messages if isinstance(m, SystemMessage) and m.subtype == "init"]
     assert init.data["mcp_servers"] == [
         {"name": "probe", "status": "connected"},
         {"name": "gone", "status": "failed"},
         {"name": "docs", "status": "failed"},
+        {"name": "remote", "status": "connected"},
     ]
-    assert "mcp__probe__echo" in init.data["tools"]
-    assert answered[0]["content"] == "probe heard: hi" and not answered[0]["is_error"]
+    assert {"mcp__probe__echo", "mcp__remote__add"} <= set(init.data["tools"])
+    assert [(a["content"], a["is_error"]) for a in answered] == [
+        ("probe heard: hi", False),
+        ("the sum is 9", False),
+    ]
     assert texts(messages) == ["It heard me."]
     calls = [json.loads(line) for line in log.read_text().splitlines() if '"tools/call"' in line]
     assert calls == [{"method": "tools/call", "token": "tok-s3cret", "arguments": {"text": "hi"}}]
+    assert [r["method"] for r in requests(remote_log) if r["method"] == "tools/call"] == ["tools/call"]
     assert [line for line in said if "not connected" in line] == [
         f"agentstream exec: warning: MCP server gone not connected: cannot start "
         f"'{tmp_path / 'no-such-server'}': No such file or directory",
-        "agentstream exec: warning: MCP server docs not connected: agentstream's agent connects only to stdio "
-        "MCP servers, not http",
+        "agentstream exec: warning: MCP server docs not connected: agentstream's agent does not connect to sse "
+        "MCP servers",
     ]
-    assert not any("s3cret" in line or "h3d" in line for line in said)
+    assert not any("s3cret" in line or "h3d" in line or "r3mote" in line for line in said)
 
 
-def test_an_interrupt_stops_a_running_mcp_tool_call_at_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_an_interrupt_stops_a_running_mcp_tool_call_at_once(tmp_path: Path, transport: str) -> None:
+    """The call stops at once; an http server is told (``notifications/cancelled``) that its answer is not
+    wanted, in the session that goes on."""
     log = tmp_path / "probe.jsonl"
-    servers = {"probe": {"command": sys.executable, "args": [str(PROBE), str(log)]}}
-    script = [anthropic_reply(tool_calls=[("toolu_w", "mcp__probe__wait", {})])]
+    script = [anthropic_reply(tool_calls=[("toolu_w", f"mcp__{transport}__wait", {})])]
+
+    def called() -> bool:
+        if transport == "http":
+            return any(r["method"] == "tools/call" for r in requests(log))
+        return log.exists() and "tools/call" in log.read_text()
 
     async def session(opts: ClaudeAgentOptions) -> tuple[list[Any], float]:
         async with ClaudeSDKClient(opts) as client:
             await client.query("wait for it")
             for _ in range(600):  # until the server has the call (30 s at most)
-                if log.exists() and "tools/call" in log.read_text():
+                if called():
                     break
                 await asyncio.sleep(0.05)
             began = time.monotonic()
             await client.interrupt()
-            return [m async for m in client.receive_response()], time.monotonic() - began
+            messages = [m async for m in client.receive_response()]
+            took = time.monotonic() - began
+            for _ in range(200):  # the server is told in the background (10 s at most)
+                if transport == "stdio" or any(
+                    r["method"] == "notifications/cancelled" for r in requests(log)
+                ):
+                    break
+                await asyncio.sleep(0.05)
+            return messages, took
 
-    with FakeModelServer(script) as server:
+    with contextlib.ExitStack() as stack:
+        if transport == "http":
+            url, log = stack.enter_context(remote_server(tmp_path))
+            servers: dict[str, Any] = {"http": {"type": "http", "url": url}}
+        else:
+            servers = {"stdio": {"command": sys.executable, "args": [str(PROBE), str(log)]}}
+        server = stack.enter_context(FakeModelServer(script))
         opts = options(tmp_path, server, mcp_servers=servers, permission_mode="bypassPermissions")
         messages, took = asyncio.run(asyncio.wait_for(session(opts), 60))
+        told = transport == "http" and [r["method"] for r in requests(log)]
     final = [m for m in messages if isinstance(m, ResultMessage)]
     assert len(final) == 1 and final[0].subtype == "error_during_execution"
     assert took < 5, f"the interrupt took {took:.1f}s"
+    if told:
+        assert told.index("notifications/cancelled") > told.index("tools/call")
 
 
 def test_an_allow_that_adds_a_rule_is_not_asked_again(tmp_path: Path) -> None:

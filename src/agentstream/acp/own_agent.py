@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentstream import protocol as p
 from agentstream.acp.agent import AcpAgent, AcpSession, McpServer, NullSink
+from agentstream.agent.mcp import CONNECTED_TRANSPORTS
 from agentstream.agent.runner import AgentRunner, ExecOptions
 
 if TYPE_CHECKING:
@@ -99,7 +100,7 @@ class OwnAgent(AcpAgent):
     """``agentstream acp``: sessions run by agentstream's agent loop."""
 
     title = "agentstream agent"
-    mcp_transports = frozenset({"stdio"})
+    mcp_transports = CONNECTED_TRANSPORTS
 
     def __init__(self, options: ExecOptions) -> None:
         super().__init__()
