@@ -85,19 +85,32 @@ def test_claude_code_starts_the_sessions_mcp_server_and_its_tool_runs_once_allow
 
 
 @pytest.mark.slow
-def test_codex_starts_the_sessions_mcp_server_with_its_environment(tmp_path: Path, work: Path) -> None:
+@pytest.mark.parametrize("kind", ["stdio", "http"])
+def test_codex_starts_the_sessions_mcp_server_with_its_environment(
+    tmp_path: Path, work: Path, kind: str
+) -> None:
+    """A stdio server with its environment, or an http one (the MCP SDK's own) with the headers the client
+    gave (in Codex's environment, not on its command line)."""
     log = tmp_path / "probe.jsonl"
-    with FakeModelServer([responses_reply("Nothing to do.")]) as server:
-        command, env = _codex_exec(server, tmp_path / "home", work, MODEL, [])
+    with contextlib.ExitStack() as stack:
+        if kind == "stdio":
+            server = probe(log, "tok-codex")
+        else:
+            url, log = stack.enter_context(remote_server(tmp_path, "--token", "tok-codex"))
+            bearer = [{"name": "Authorization", "value": "Bearer tok-codex"}]
+            server = {"type": "http", "name": "remote", "url": url, "headers": bearer}
+        model = stack.enter_context(FakeModelServer([responses_reply("Nothing to do.")]))
+        command, env = _codex_exec(model, tmp_path / "home", work, MODEL, [])
         options = command[command.index("--json") + 1 :]  # the fake provider's settings, as -- ARGS
         agent = agentstream("acp", "--cli", "codex", "--cli-path", command[0], "--no-publish", "--", *options)
-        plan = {"cwd": str(work), "mcpServers": [probe(log, "tok-codex")], "prompts": ["hello"]}
+        plan = {"cwd": str(work), "mcpServers": [server], "prompts": ["hello"]}
         got = acp_client(plan, agent, env, cwd=work, timeout=90)
+        reached = methods(log) if kind == "stdio" else [(r["method"], "tok-codex") for r in requests(log)]
     (init,) = of_kind(got, "initialize")
-    assert init["result"]["agentCapabilities"]["mcpCapabilities"] == {"http": False, "sse": False}
+    assert init["result"]["agentCapabilities"]["mcpCapabilities"] == {"http": True, "sse": False}
     assert of_kind(got, "stop") == [{"kind": "stop", "stopReason": "end_turn"}]
-    assert methods(log)[:1] == [("initialize", "tok-codex")]
-    assert ("tools/list", "tok-codex") in methods(log)
+    assert reached[:1] == [("initialize", "tok-codex")]
+    assert ("tools/list", "tok-codex") in reached  # past the token check: the header reached the server
 
 
 def test_claude_codes_command_line_holds_no_value_the_client_gave() -> None:
@@ -128,15 +141,30 @@ def test_codex_gets_environments_through_its_own_and_refuses_names_its_overrides
         McpServer("one", "stdio", command="a", env=(("TOKEN", "first"),)),
         McpServer("two", "stdio", command="b", args=("x",), env=(("TOKEN", "second"), ("OTHER", "o"))),
         McpServer("has.dot", "stdio", command="c"),
+        McpServer(
+            "web", "http", url="https://mcp.example/", headers=(("Authorization", "Bearer h3d"), ("X-A", "b"))
+        ),
     ]
     options, env = _codex_mcp(servers)
-    assert env == {"TOKEN": "first", "OTHER": "o"}
+    assert env == {
+        "TOKEN": "first",
+        "OTHER": "o",
+        "AGENTSTREAM_MCP_HEADER_2": "Bearer h3d",
+        "AGENTSTREAM_MCP_HEADER_3": "b",
+    }
     assert options == [
         *("-c", 'mcp_servers.one.command="a"', "-c", "mcp_servers.one.args=[]"),
         *("-c", 'mcp_servers.one.env_vars=["TOKEN"]'),
         *("-c", 'mcp_servers.two.command="b"', "-c", 'mcp_servers.two.args=["x"]'),
         *("-c", 'mcp_servers.two.env_vars=["OTHER"]', "-c", 'mcp_servers.two.env={"TOKEN" = "second"}'),
+        *("-c", 'mcp_servers.web.url="https://mcp.example/"'),
+        *(
+            "-c",
+            'mcp_servers.web.env_http_headers={"Authorization" = "AGENTSTREAM_MCP_HEADER_2", "X-A" = '
+            '"AGENTSTREAM_MCP_HEADER_3"}',
+        ),
     ]
+    assert not any("h3d" in option for option in options)
     assert "'has.dot'" in capfd.readouterr().err
 
 

@@ -120,7 +120,8 @@ def _codex_mcp(servers: list[McpServer]) -> McpLaunch:
     """``-c`` overrides of ``mcp_servers.NAME`` (a JSON string or list of strings is a TOML value too).
 
     A server's environment is passed in Codex's own (``env_vars`` names what it forwards), not on the
-    command line; only a variable two servers need with different values goes there for the second.
+    command line; only a variable two servers need with different values goes there for the second. An http
+    server's headers are too (``env_http_headers`` names the variable of each); its URL is on the command line.
     """
     options: list[str] = []
     env: dict[str, str] = {}
@@ -131,6 +132,16 @@ def _codex_mcp(servers: list[McpServer]) -> McpLaunch:
             )
             continue
         key = f"mcp_servers.{server.name}"
+        if server.transport == "http":
+            options += ["-c", f"{key}.url={json.dumps(server.url)}"]
+            headers = []
+            for name, value in server.headers:
+                variable = f"AGENTSTREAM_MCP_HEADER_{len(env)}"
+                env[variable] = value
+                headers.append(f"{json.dumps(name)} = {json.dumps(variable)}")
+            if headers:
+                options += ["-c", f"{key}.env_http_headers={{{', '.join(headers)}}}"]
+            continue
         options += ["-c", f"{key}.command={json.dumps(server.command)}"]
         options += ["-c", f"{key}.args={json.dumps(list(server.args))}"]
         forwarded, inline = [], []
@@ -151,7 +162,9 @@ CLIS: Final[dict[str, CliSpec]] = {
         "claude", _claude, control=True, mcp=_claude_mcp, mcp_transports=frozenset({"stdio", "http", "sse"})
     ),
     "gemini": CliSpec("gemini", _gemini, lambda text: [f"--prompt={text}"]),
-    "codex": CliSpec("codex", _codex, _after_options, mcp=_codex_mcp, mcp_transports=frozenset({"stdio"})),
+    "codex": CliSpec(
+        "codex", _codex, _after_options, mcp=_codex_mcp, mcp_transports=frozenset({"stdio", "http"})
+    ),
     "cursor-agent": CliSpec("cursor", _cursor, _after_options),
 }
 CLI_NAMES: Final = tuple(CLIS)
