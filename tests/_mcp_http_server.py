@@ -1,8 +1,9 @@
 """A remote MCP server made with the official MCP Python SDK (``mcp``), over streamable HTTP on loopback.
 
-    python _mcp_http_server.py PORT LOG [--json] [--token TOKEN]
+    python _mcp_http_server.py PORT LOG [--json | --sse] [--token TOKEN]
 
-Serves ``/mcp`` on 127.0.0.1:PORT with two tools: ``add`` (``a`` and ``b``; answers ``the sum is N`` and
+Serves ``/mcp`` on 127.0.0.1:PORT (with ``--sse``, MCP's older transport instead: its event stream at
+``/sse``, messages POSTed where that stream says) with two tools: ``add`` (``a`` and ``b``; answers ``the sum is N`` and
 logs it) and ``wait`` (answers after a minute, unless the client gives up first). Answers come as event
 streams, or as plain JSON with ``--json``. With ``--token``, a request without ``Authorization: Bearer TOKEN``
 is a 401 that echoes what it got. Each request's method, session header and protocol-version header are appended to LOG as JSON
@@ -39,7 +40,9 @@ async def wait() -> str:
     return "waited"
 
 
-app = server.streamable_http_app(json_response="--json" in options)
+app = (
+    server.sse_app() if "--sse" in options else server.streamable_http_app(json_response="--json" in options)
+)
 
 
 async def logged(scope: dict[str, Any], receive: Any, send: Any) -> None:

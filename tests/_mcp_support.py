@@ -38,7 +38,7 @@ def remote_server(tmp_path: Path, *options: str) -> Iterator[tuple[str, Path]]:
             except OSError:
                 assert time.monotonic() < deadline, "the MCP server did not start listening in 30 s"
                 time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp", log
+        yield f"http://127.0.0.1:{port}/{'sse' if '--sse' in options else 'mcp'}", log
     finally:
         proc.terminate()
         proc.wait(10)

@@ -18,6 +18,7 @@ import pytest
 from _acp_support import (
     FAKE_CLI,
     acp_client,
+    acp_client_run,
     agent_text,
     agentstream,
     of_kind,
@@ -362,6 +363,26 @@ def test_a_cli_tool_call_maps_with_kind_and_location(tmp_path: Path, work: Path,
     (announced,) = updates(got, "tool_call")
     assert announced["kind"] == "read" and announced["locations"] == [{"path": "/w/notes.txt"}]
     assert updates(got, "tool_call_update")[-1]["status"] == "completed"
+
+
+def test_a_cli_that_takes_no_mcp_servers_from_agentstream_says_which_it_leaves_out(
+    tmp_path: Path, work: Path, env: dict[str, str]
+) -> None:
+    """Gemini CLI's headless mode takes MCP servers from its settings only: the session goes on without the
+    editor's, and stderr (which editors log) names them."""
+    agent = agentstream("acp", "--cli", "gemini", "--cli-path", str(fake_cli(tmp_path, "gemini")))
+    servers = [
+        {"name": "files", "command": "/opt/mcp-files", "args": [], "env": []},
+        {"type": "http", "name": "web", "url": "https://mcp.example/", "headers": []},
+    ]
+    plan = {"cwd": str(work), "mcpServers": servers, "prompts": ["hello"]}
+    got, stderr = acp_client_run(plan, agent, env, cwd=work)
+    (init,) = of_kind(got, "initialize")
+    assert init["result"]["agentCapabilities"]["mcpCapabilities"] == {"http": False, "sse": False}
+    assert agent_text(got) == "fresh session"
+    assert (
+        "agentstream acp: gemini does not connect to these MCP servers: files (stdio), web (http)" in stderr
+    )
 
 
 def test_a_cli_turn_presents_the_agent_side_only(tmp_path: Path, work: Path, env: dict[str, str]) -> None:

@@ -168,12 +168,10 @@ def test_codex_gets_environments_through_its_own_and_refuses_names_its_overrides
     assert "'has.dot'" in capfd.readouterr().err
 
 
-@pytest.mark.parametrize("kind", ["stdio", "http"])
-def test_the_own_agent_runs_a_servers_tool_once_allowed_and_names_what_it_does_not_connect(
-    tmp_path: Path, work: Path, kind: str
-) -> None:
-    """A stdio server it starts, or an http one (the MCP SDK's own) it reaches with the headers the client
-    gave; an sse one it does not connect, and says so."""
+@pytest.mark.parametrize("kind", ["stdio", "http", "sse"])
+def test_the_own_agent_runs_a_servers_tool_once_allowed(tmp_path: Path, work: Path, kind: str) -> None:
+    """A stdio server it starts, or an http or sse one (the MCP SDK's own) it reaches with the headers the
+    client gave."""
     log = tmp_path / "probe.jsonl"
     name, answer = (
         ("mcp__probe__echo", "probe heard: hi") if kind == "stdio" else ("mcp__remote__add", "the sum is 3")
@@ -181,17 +179,17 @@ def test_the_own_agent_runs_a_servers_tool_once_allowed_and_names_what_it_does_n
     arguments = {"text": "hi"} if kind == "stdio" else {"a": 1, "b": 2}
     calls = [[tool("call_m", name, **arguments)], [text("It heard.")]]
     cassette = write_cassette(tmp_path / "c.ndjson", calls)
-    web = {"type": "sse", "name": "web", "url": "https://mcp.example/sse", "headers": []}
     with contextlib.ExitStack() as stack:
         if kind == "stdio":
             server = probe(log, "tok-own")
         else:
-            url, log = stack.enter_context(remote_server(tmp_path, "--token", "tok-own"))
+            options = ["--token", "tok-own", *(["--sse"] if kind == "sse" else [])]
+            url, log = stack.enter_context(remote_server(tmp_path, *options))
             bearer = [{"name": "Authorization", "value": "Bearer tok-own"}]
-            server = {"type": "http", "name": "remote", "url": url, "headers": bearer}
+            server = {"type": kind, "name": "remote", "url": url, "headers": bearer}
         plan = {
             "cwd": str(work),
-            "mcpServers": [server, web],
+            "mcpServers": [server],
             "prompts": ["use the server"],
             "permission": "allow",
         }
@@ -200,13 +198,12 @@ def test_the_own_agent_runs_a_servers_tool_once_allowed_and_names_what_it_does_n
         got, stderr = acp_client_run(plan, agent, env, cwd=work, timeout=60)
         reached = methods(log) if kind == "stdio" else [(r["method"], None) for r in requests(log)]
     (init,) = of_kind(got, "initialize")
-    assert init["result"]["agentCapabilities"]["mcpCapabilities"] == {"http": True, "sse": False}
+    assert init["result"]["agentCapabilities"]["mcpCapabilities"] == {"http": True, "sse": True}
     (asked,) = of_kind(got, "permission")
     assert asked["params"]["toolCall"]["toolCallId"] == "call_m"
     done = updates(got, "tool_call_update")[-1]
     assert done["status"] == "completed" and done["content"][0]["content"]["text"] == answer
     assert ("tools/call", "tok-own" if kind == "stdio" else None) in reached
-    assert "does not connect to these MCP servers: web (sse)" in stderr
     assert "tok-own" not in stderr
 
 

@@ -1,7 +1,8 @@
-"""``exec``'s agent and remote MCP servers: streamable HTTP against a server made with the official MCP SDK.
+"""``exec``'s agent and remote MCP servers, against servers made with the official MCP SDK.
 
-The server (``_mcp_http_server.py``) is the Python SDK's own streamable-HTTP app on a loopback port, answering
-with event streams or, with ``--json``, plain JSON; the model is a loopback fake speaking OpenAI's wire format.
+The server (``_mcp_http_server.py``) is the Python SDK's own app on a loopback port: streamable HTTP answering
+with event streams or, with ``--json``, plain JSON, or (``--sse``) the older SSE transport; the model is a
+loopback fake speaking OpenAI's wire format.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from _mcp_support import remote_server, requests
 TOKEN = "tok-remote-0123456789"
 
 
-def config(url: str, token: str = TOKEN) -> str:
-    server = {"type": "http", "url": url, "headers": {"Authorization": f"Bearer {token}"}}
+def config(url: str, token: str = TOKEN, transport: str = "http") -> str:
+    server = {"type": transport, "url": url, "headers": {"Authorization": f"Bearer {token}"}}
     return json.dumps({"mcpServers": {"remote": server}})
 
 
@@ -55,6 +56,37 @@ def test_a_remote_servers_tool_runs_in_its_session_which_ends_with_the_run(
     assert got[0]["session"] is None and session and all(r["session"] == session for r in got[1:])
     assert got[0]["version"] is None and {r["version"] for r in got[1:]} == {"2025-06-18"}
     assert TOKEN not in run.stdout.decode() + run.stderr  # the header's token stays between agent and server
+
+
+def test_a_servers_tool_runs_over_the_older_sse_transport_and_its_stream_ends_with_the_run(
+    tmp_path: Path,
+) -> None:
+    """The stream a GET opens names where to POST (with the session in its query); answers come on the stream."""
+    script = [openai_reply("", [("call_add", "mcp__remote__add", {"a": 20, "b": 22})]), openai_reply("42.")]
+    with remote_server(tmp_path, "--sse", "--token", TOKEN) as (url, log), FakeModelServer(script) as model:
+        run = run_exec(
+            [
+                "add them",
+                "--mcp-config",
+                config(url, transport="sse"),
+                "--permission-mode",
+                "full",
+                "--no-publish",
+            ],
+            openai_env(tmp_path / "home", model),
+            cwd=tmp_path,
+        )
+    assert run.returncode == 0, run.stderr
+    assert_valid_stream(run.lines, 0)
+    (result,) = run.of_type("tool_result")
+    assert (result.status, result.output) == ("success", "the sum is 42")
+    got = requests(log)
+    assert (got[0]["http"], got[0]["path"]) == ("GET", "/sse")
+    assert [(r["http"], r["path"], r["method"]) for r in got[1:]] == [
+        ("POST", "/messages/", method)
+        for method in ("initialize", "notifications/initialized", "tools/list", "tools/call")
+    ]
+    assert TOKEN not in run.stdout.decode() + run.stderr
 
 
 def test_a_remote_server_that_refuses_the_token_is_named_with_why_and_the_run_goes_on(tmp_path: Path) -> None:

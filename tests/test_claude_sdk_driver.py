@@ -483,8 +483,9 @@ def test_the_sdks_mcp_servers_are_started_and_their_tools_run_and_those_that_can
 ) -> None:
     """A stdio server (``mcp_servers``) is started with its environment and its tool runs as
     ``mcp__probe__echo``; an http one (the MCP SDK's own server) is reached with its headers and its tool runs
-    as ``mcp__remote__add``; ``init`` and ``get_mcp_status`` list each server with its status, as Claude Code
-    does; one that cannot start and an sse one are ``failed`` with the reason, and the run goes on."""
+    as ``mcp__remote__add``, and an sse one over the older transport as ``mcp__docs__add``; ``init`` and
+    ``get_mcp_status`` list each server with its status, as Claude Code does; one that cannot start is
+    ``failed`` with the reason, and the run goes on."""
     log = tmp_path / "probe.jsonl"
     servers: dict[str, Any] = {
         "probe": {
@@ -493,7 +494,6 @@ def test_the_sdks_mcp_servers_are_started_and_their_tools_run_and_those_that_can
             "env": {"PROBE_TOKEN": "tok-s3cret"},
         },
         "gone": {"command": str(tmp_path / "no-such-server")},
-        "docs": {"type": "sse", "url": "https://mcp.example/sse", "headers": {"Authorization": "Bearer h3d"}},
     }
     said: list[str] = []
     script = [
@@ -501,6 +501,7 @@ def test_the_sdks_mcp_servers_are_started_and_their_tools_run_and_those_that_can
             tool_calls=[
                 ("toolu_m", "mcp__probe__echo", {"text": "hi"}),
                 ("toolu_r", "mcp__remote__add", {"a": 4, "b": 5}),
+                ("toolu_d", "mcp__docs__add", {"a": 1, "b": 1}),
             ]
         ),
         anthropic_reply("It heard me."),
@@ -512,11 +513,15 @@ def test_the_sdks_mcp_servers_are_started_and_their_tools_run_and_those_that_can
             await client.query("use the probe")
             return dict(status), [m async for m in client.receive_response()]
 
+    (tmp_path / "remote").mkdir()
+    (tmp_path / "docs").mkdir()
     with (
-        remote_server(tmp_path, "--token", "tok-r3mote") as (url, remote_log),
+        remote_server(tmp_path / "remote", "--token", "tok-r3mote") as (url, remote_log),
+        remote_server(tmp_path / "docs", "--sse", "--token", "h3d-d0cs") as (docs_url, docs_log),
         FakeModelServer(script) as server,
     ):
         servers["remote"] = {"type": "http", "url": url, "headers": {"Authorization": "Bearer tok-r3mote"}}
+        servers["docs"] = {"type": "sse", "url": docs_url, "headers": {"Authorization": "Bearer h3d-d0cs"}}
         opts = options(
             tmp_path, server, mcp_servers=servers, permission_mode="bypassPermissions", stderr=said.append
         )
@@ -526,33 +531,34 @@ def test_the_sdks_mcp_servers_are_started_and_their_tools_run_and_those_that_can
     assert [(s["name"], s["status"]) for s in status["mcpServers"]] == [
         ("probe", "connected"),
         ("gone", "failed"),
-        ("docs", "failed"),
         ("remote", "connected"),
+        ("docs", "connected"),
     ]
     assert by_name["probe"]["tools"] == [{"name": "mcp__probe__echo"}, {"name": "mcp__probe__wait"}]
     assert by_name["remote"]["tools"] == [{"name": "mcp__remote__add"}, {"name": "mcp__remote__wait"}]
-    assert "cannot start" in by_name["gone"]["error"] and "sse MCP servers" in by_name["docs"]["error"]
+    assert by_name["docs"]["tools"] == [{"name": "mcp__docs__add"}, {"name": "mcp__docs__wait"}]
+    assert "cannot start" in by_name["gone"]["error"]
     (init,) = [m for m in messages if isinstance(m, SystemMessage) and m.subtype == "init"]
     assert init.data["mcp_servers"] == [
         {"name": "probe", "status": "connected"},
         {"name": "gone", "status": "failed"},
-        {"name": "docs", "status": "failed"},
         {"name": "remote", "status": "connected"},
+        {"name": "docs", "status": "connected"},
     ]
-    assert {"mcp__probe__echo", "mcp__remote__add"} <= set(init.data["tools"])
+    assert {"mcp__probe__echo", "mcp__remote__add", "mcp__docs__add"} <= set(init.data["tools"])
     assert [(a["content"], a["is_error"]) for a in answered] == [
         ("probe heard: hi", False),
         ("the sum is 9", False),
+        ("the sum is 2", False),
     ]
     assert texts(messages) == ["It heard me."]
     calls = [json.loads(line) for line in log.read_text().splitlines() if '"tools/call"' in line]
     assert calls == [{"method": "tools/call", "token": "tok-s3cret", "arguments": {"text": "hi"}}]
-    assert [r["method"] for r in requests(remote_log) if r["method"] == "tools/call"] == ["tools/call"]
+    for server_log in (remote_log, docs_log):
+        assert [r["method"] for r in requests(server_log) if r["method"] == "tools/call"] == ["tools/call"]
     assert [line for line in said if "not connected" in line] == [
         f"agentstream exec: warning: MCP server gone not connected: cannot start "
         f"'{tmp_path / 'no-such-server'}': No such file or directory",
-        "agentstream exec: warning: MCP server docs not connected: agentstream's agent does not connect to sse "
-        "MCP servers",
     ]
     assert not any("s3cret" in line or "h3d" in line or "r3mote" in line for line in said)
 
