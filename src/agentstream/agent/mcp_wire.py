@@ -149,7 +149,7 @@ class _Answered(Connection):
             self._waiting.pop(ident, None)
 
     def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
-        self._send({"jsonrpc": "2.0", "method": method, **({"params": params} if params is not None else {})})
+        self._send(_notification(method, params))
 
     @abstractmethod
     def _send(self, message: dict[str, Any]) -> None: ...
@@ -464,9 +464,7 @@ class _HttpConnection(_Web):
             connection.close()
 
     def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
-        self._deliver(
-            {"jsonrpc": "2.0", "method": method, **({"params": params} if params is not None else {})}
-        )
+        self._deliver(_notification(method, params))
 
     def _give_up(self, ident: int) -> None:
         with self._lock:
@@ -564,6 +562,10 @@ class _SseConnection(_Web, _Answered):
         self._told()
         _cut(self._stream)
         self._stream.close()
+
+
+def _notification(method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": method, **({"params": params} if params is not None else {})}
 
 
 def _cut(connection: http.client.HTTPConnection | None) -> None:
