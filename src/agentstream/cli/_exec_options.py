@@ -196,8 +196,8 @@ def add_exec_options(parser: argparse.ArgumentParser) -> None:
         "--mcp-config",
         action="append",
         metavar="CONFIG",
-        help="MCP servers, as JSON text or a file of it in the shape of .mcp.json; stdio servers' tools "
-        "join the run as mcp__SERVER__TOOL (repeatable)",
+        help="MCP servers, as JSON text or a file of it in the shape of .mcp.json (stdio, http or sse); "
+        "their tools join the run as mcp__SERVER__TOOL (repeatable)",
     )
     agent.add_argument(
         "--include-partial-messages",
